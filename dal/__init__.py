@@ -1,0 +1,1 @@
+"""The storage layer: typed queue messages, queues, blobs, tables and the embedded Azurite."""

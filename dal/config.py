@@ -1,0 +1,246 @@
+"""Names and settings in one place, read from the environment, and the storage clients.
+
+No Azure client is created at import time: ``StorageClients`` builds each service client
+the first time it is used, with a retry policy chosen for the caller:
+
+- ``worker``: long-running roles. Rides out throttling (503 Server Busy) and brief
+  outages with exponential back-off and jitter: about 1 + 3 + 5 + 9 + 17 s.
+- ``interactive``: the web app. A person is waiting, so give up after about 3 s.
+- ``probe``: health checks, start-up checks and tests. One quick retry, short socket
+  timeouts, so a dead endpoint is reported in seconds, not after the SDK's default minute.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+# Queue, container and table names (DESIGN.md).
+IMAGE_REQUEST_QUEUE = "imagerequest"
+IMAGE_RESPONSE_QUEUE = "imageresponse"
+SLICE_REQUEST_QUEUE = "slicerequest"
+SLICE_RESPONSE_QUEUE = "sliceresponse"
+WORK_QUEUES = (IMAGE_REQUEST_QUEUE, SLICE_REQUEST_QUEUE, SLICE_RESPONSE_QUEUE, IMAGE_RESPONSE_QUEUE)
+POISON_SUFFIX = "-poison"
+
+IMAGE_INPUT_CONTAINER = "imageinput"
+SLICE_REQUEST_CONTAINER = "slicerequest"
+SLICE_RESPONSE_CONTAINER = "sliceresponse"
+IMAGE_OUTPUT_CONTAINER = "imageoutput"
+WORKFLOW_CONTAINERS = (
+    IMAGE_INPUT_CONTAINER,
+    SLICE_REQUEST_CONTAINER,
+    SLICE_RESPONSE_CONTAINER,
+    IMAGE_OUTPUT_CONTAINER,
+)
+# Payloads too large for a queue message (claim check).
+CLAIM_CHECK_CONTAINER = "queuepayloads"
+# Metadata key that marks a container as a tile library; its value is the description.
+LIBRARY_METADATA_KEY = "imagelibrarydescription"
+
+JOBS_TABLE = "jobs"
+JOB_EVENTS_TABLE = "jobevents"
+
+# The account every Azurite and the Azure Storage Emulator know; its key is public.
+DEVSTORE_ACCOUNT = "devstoreaccount1"
+DEVSTORE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+
+RetryProfile = Literal["worker", "interactive", "probe"]
+
+
+def azurite_connection_string(host: str, blob_port: int, queue_port: int, table_port: int) -> str:
+    """The connection string of an Azurite listening on the given ports (path-style URLs)."""
+    base = f"http://{host}:{{port}}/{DEVSTORE_ACCOUNT}"
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={DEVSTORE_ACCOUNT};AccountKey={DEVSTORE_KEY};"
+        f"BlobEndpoint={base.format(port=blob_port)};"
+        f"QueueEndpoint={base.format(port=queue_port)};"
+        f"TableEndpoint={base.format(port=table_port)};"
+    )
+
+
+def expand_connection_string(connection_string: str) -> str:
+    """Expand ``UseDevelopmentStorage=true`` into the emulator's explicit endpoints.
+
+    Not every Azure SDK package understands the shorthand; all of them understand this.
+    """
+    parts = dict(_split_connection_string(connection_string))
+    if parts.get("UseDevelopmentStorage", "").lower() != "true":
+        return connection_string
+    proxy = parts.get("DevelopmentStorageProxyUri", "http://127.0.0.1").rstrip("/")
+    host = proxy.split("://", 1)[-1]
+    return azurite_connection_string(host, 10000, 10001, 10002)
+
+
+def _split_connection_string(connection_string: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in connection_string.strip().strip(";").split(";"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"malformed connection string: segment {key.strip()!r} has no '='")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def describe_connection_string(connection_string: str) -> str:
+    """A description safe to log or show: account and endpoints, never the key or a SAS."""
+    parts = dict(_split_connection_string(expand_connection_string(connection_string)))
+    account = parts.get("AccountName", "?")
+    endpoint = parts.get("BlobEndpoint") or parts.get("EndpointSuffix", "core.windows.net")
+    return f"account {account} at {endpoint}"
+
+
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every tunable of the application; ``from_env`` reads ``PHOTOMOSAICS_*`` overrides.
+
+    ``connection_string`` is None when nothing is configured: the caller then starts the
+    embedded Azurite (``dal.azurite``).
+    """
+
+    connection_string: str | None = None
+    # Queue defaults, used when a queue has no ``poisonthreshold`` / ``defaulttimeout`` metadata.
+    poison_threshold: int = 5
+    visibility_timeout: int = 300
+    # Listener defaults (see README, "Queue listener").
+    batch_size: int = 16
+    poll_min_interval: float = 0.1
+    poll_max_interval: float = 10.0
+    # Mosaic limits.
+    max_output_pixels: int = 40_000_000
+    max_upload_bytes: int = 30 * 1024 * 1024
+    max_input_pixels: int = 60_000_000
+    max_slices: int = 64
+    data_dir: str = ".data"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        return cls(
+            connection_string=env.get(CONNECTION_STRING_ENV) or None,
+            poison_threshold=_env_int(env, "PHOTOMOSAICS_POISON_THRESHOLD", 5),
+            visibility_timeout=_env_int(env, "PHOTOMOSAICS_VISIBILITY_TIMEOUT", 300),
+            batch_size=_env_int(env, "PHOTOMOSAICS_BATCH_SIZE", 16),
+            poll_min_interval=_env_float(env, "PHOTOMOSAICS_POLL_MIN_SECONDS", 0.1),
+            poll_max_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_SECONDS", 10.0),
+            max_output_pixels=_env_int(env, "PHOTOMOSAICS_MAX_OUTPUT_PIXELS", 40_000_000),
+            max_upload_bytes=_env_int(env, "PHOTOMOSAICS_MAX_UPLOAD_BYTES", 30 * 1024 * 1024),
+            max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", 60_000_000),
+            max_slices=_env_int(env, "PHOTOMOSAICS_MAX_SLICES", 64),
+            data_dir=env.get("PHOTOMOSAICS_DATA_DIR", ".data"),
+        )
+
+
+def _queue_blob_retry(profile: RetryProfile) -> Any:
+    from azure.storage.blob import ExponentialRetry, LinearRetry
+
+    if profile == "worker":
+        return ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=5, random_jitter_range=1)
+    if profile == "interactive":
+        return ExponentialRetry(initial_backoff=0.3, increment_base=1.5, retry_total=3, random_jitter_range=0.2)
+    return LinearRetry(backoff=0.2, random_jitter_range=0.1, retry_total=1)
+
+
+_TIMEOUTS: dict[str, dict[str, float]] = {
+    "worker": {"connection_timeout": 20, "read_timeout": 120},
+    "interactive": {"connection_timeout": 5, "read_timeout": 60},
+    "probe": {"connection_timeout": 2, "read_timeout": 10},
+}
+
+_TABLE_RETRY: dict[str, dict[str, float]] = {
+    "worker": {"retry_total": 5, "retry_backoff_factor": 1.0, "retry_backoff_max": 20},
+    "interactive": {"retry_total": 3, "retry_backoff_factor": 0.3, "retry_backoff_max": 2},
+    "probe": {"retry_total": 1, "retry_backoff_factor": 0.2, "retry_backoff_max": 0.5},
+}
+
+
+class StorageClients:
+    """Lazily created queue, blob and table service clients for one connection string.
+
+    ``response_hook`` is called with every raw HTTP response of all three services, retries
+    included (each attempt is a billable storage transaction): the transaction counter of
+    the benchmarks uses it.
+    """
+
+    def __init__(
+        self,
+        connection_string: str,
+        *,
+        profile: RetryProfile = "worker",
+        response_hook: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.connection_string = expand_connection_string(connection_string)
+        self.profile = profile
+        self._response_hook = response_hook
+
+    def __repr__(self) -> str:
+        return f"StorageClients({describe_connection_string(self.connection_string)}, profile={self.profile!r})"
+
+    def _common(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(_TIMEOUTS[self.profile])
+        if self._response_hook is not None:
+            kwargs["raw_response_hook"] = self._response_hook
+        return kwargs
+
+    @cached_property
+    def queue_service(self) -> Any:
+        from azure.storage.queue import QueueServiceClient
+
+        return QueueServiceClient.from_connection_string(
+            self.connection_string, retry_policy=_queue_blob_retry(self.profile), **self._common()
+        )
+
+    @cached_property
+    def blob_service(self) -> Any:
+        from azure.storage.blob import BlobServiceClient
+
+        return BlobServiceClient.from_connection_string(
+            self.connection_string, retry_policy=_queue_blob_retry(self.profile), **self._common()
+        )
+
+    @cached_property
+    def table_service(self) -> Any:
+        from azure.data.tables import TableServiceClient
+
+        return TableServiceClient.from_connection_string(
+            self.connection_string, **_TABLE_RETRY[self.profile], **self._common()
+        )
+
+    @property
+    def account_name(self) -> str:
+        return dict(_split_connection_string(self.connection_string)).get("AccountName", "")
+
+    @property
+    def account_key(self) -> str:
+        """The shared key, for signing SAS tokens only; never log or return it."""
+        return dict(_split_connection_string(self.connection_string)).get("AccountKey", "")

@@ -1,0 +1,37 @@
+"""The errors of the storage layer, one rooted tree.
+
+    PhotoMosaicsError
+     ├── StorageConfigurationError   wrong key, unknown account, unreachable endpoint: fail at start-up
+     ├── QueueMessageFormatException  a payload that is not a valid message: poison at once
+     └── ClaimCheckMissingError       a message refers to a payload blob that is gone: poison at once
+
+Errors from ``azure.core.exceptions`` are translated into these at the ``dal/`` boundary
+where the caller must decide something (configuration versus transient); transient
+errors (timeouts, 500, 503) are retried by the SDK's retry policy before they surface.
+"""
+
+from __future__ import annotations
+
+
+class PhotoMosaicsError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class StorageConfigurationError(PhotoMosaicsError):
+    """The storage account cannot be used as configured; retrying will not help."""
+
+
+class QueueMessageFormatException(PhotoMosaicsError):
+    """A queue payload that does not parse into a valid message.
+
+    ``raw`` keeps the offending text (or bytes) so that the poison copy can carry it.
+    """
+
+    def __init__(self, reason: str, raw: str | bytes | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.raw = raw
+
+
+class ClaimCheckMissingError(PhotoMosaicsError):
+    """A message's claim-check blob is missing, so its payload cannot be recovered."""

@@ -1,0 +1,1 @@
+"""One module per group of sub-commands; each registers itself on ``photomosaics.cli.main``."""

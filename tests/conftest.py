@@ -1,0 +1,59 @@
+"""Shared fixtures: one real Azurite per test session, storage clients, unique names.
+
+Tests never mock storage. When something a test needs is missing (Azurite's
+``node_modules``, Chromium), the test fails with a clear message under ``CI=true`` and
+skips with the same message on a person's machine.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from dal.azurite import Azurite, AzuriteError, find_azurite_script
+from dal.config import CONNECTION_STRING_ENV, StorageClients
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require(condition: bool, reason: str) -> None:
+    """Fail in CI, skip elsewhere, when a prerequisite of a test is missing."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"missing prerequisite (CI=true): {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def azurite_connection_string() -> Iterator[str]:
+    """A real Azurite on free loopback ports, in memory, for the whole session."""
+    configured = os.environ.get(CONNECTION_STRING_ENV)
+    if configured:
+        yield configured
+        return
+    try:
+        find_azurite_script()
+    except AzuriteError as exc:
+        require(False, str(exc))
+    azurite = Azurite()
+    azurite.start()
+    try:
+        yield azurite.connection_string
+    finally:
+        azurite.stop()
+
+
+@pytest.fixture(scope="session")
+def storage(azurite_connection_string: str) -> StorageClients:
+    """Storage clients with the short ``probe`` retry policy: a dead endpoint fails fast."""
+    return StorageClients(azurite_connection_string, profile="probe")
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short name fragment unique to this test, valid in queue, container and table names."""
+    return uuid.uuid4().hex[:10]
