@@ -141,6 +141,8 @@ class Settings:
     max_input_pixels: int = 60_000_000
     max_slices: int = 64
     data_dir: str = ".data"
+    # Prepended to every queue, container and table name: isolates tests and side-by-side runs.
+    name_prefix: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -158,6 +160,7 @@ class Settings:
             max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", 60_000_000),
             max_slices=_env_int(env, "PHOTOMOSAICS_MAX_SLICES", 64),
             data_dir=env.get("PHOTOMOSAICS_DATA_DIR", ".data"),
+            name_prefix=env.get("PHOTOMOSAICS_NAME_PREFIX", ""),
         )
 
 
