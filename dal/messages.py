@@ -1,0 +1,277 @@
+"""Typed, immutable queue messages and their versioned text payload.
+
+A payload is compact JSON: ``{"type": "SliceRequest", "version": 1, ...fields}``. The type
+tag lets one parser read any queue and lets a message that landed in the wrong queue be
+recognised; the version lets a later release change a message without a flag day.
+``parse(m.payload()) == m`` exactly, and every way a payload can be wrong (not UTF-8, not
+JSON, a missing or extra field, a wrong type, a value out of range, an unknown type or
+version, a message for another queue) raises ``QueueMessageFormatException`` and nothing
+else, so a listener can move it to the poison queue instead of crashing.
+
+Delivery metadata (message id, pop receipt, dequeue count, times) is not part of a message:
+``dal.queues.ReceivedMessage`` wraps it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
+
+from dal.config import (
+    IMAGE_REQUEST_QUEUE,
+    IMAGE_RESPONSE_QUEUE,
+    SLICE_REQUEST_QUEUE,
+    SLICE_RESPONSE_QUEUE,
+)
+from dal.errors import QueueMessageFormatException
+
+__all__ = [
+    "PAYLOAD_VERSION",
+    "MAX_TILE_SIZE",
+    "QueueMessage",
+    "ImageRequestMessage",
+    "SliceRequestMessage",
+    "SliceResponseMessage",
+    "ImageResponseMessage",
+    "QueueMessageFormatException",
+    "MESSAGE_TYPES",
+]
+
+PAYLOAD_VERSION = 1
+MAX_TILE_SIZE = 64
+_CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Field kinds: how each field is checked. Optional fields may be null or absent.
+_OPTIONAL = {"tiles_across"}
+
+M = TypeVar("M", bound="QueueMessage")
+
+
+def _fail(reason: str, raw: str | bytes | None = None) -> QueueMessageFormatException:
+    return QueueMessageFormatException(reason, raw)
+
+
+def _check_uri(name: str, value: str) -> None:
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        raise _fail(f"{name} must be an absolute http(s) URI without spaces or control characters")
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:
+        raise _fail(f"{name} is not a valid URI: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise _fail(f"{name} must be an absolute http(s) URI, got {value[:200]!r}")
+
+
+def _check_int(name: str, value: object, *, low: int, high: int | None = None) -> None:
+    if type(value) is not int:  # bool is an int subclass but never a count
+        raise _fail(f"{name} must be an integer, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f">= {low}"
+        raise _fail(f"{name} must be {bounds}, got {value}")
+
+
+# How each field is validated; every message field must appear here.
+_FIELD_CHECKS: dict[str, Any] = {
+    "queue_uri": lambda v: _check_uri("queue_uri", v),
+    "image_uri": lambda v: _check_uri("image_uri", v),
+    "image_library_uri": lambda v: _check_uri("image_library_uri", v),
+    "slice_uri": lambda v: _check_uri("slice_uri", v),
+    "tile_size": lambda v: _check_int("tile_size", v, low=1, high=MAX_TILE_SIZE),
+    "slices": lambda v: _check_int("slices", v, low=1),
+    "tiles_across": lambda v: v is None or _check_int("tiles_across", v, low=1),
+    "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
+}
+_STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_library_uri", "slice_uri"}
+
+
+def _check_client_id(value: str) -> None:
+    if not _CLIENT_ID.fullmatch(value):
+        raise _fail(f"client_id must be 1..64 characters of [A-Za-z0-9_-], got {value[:80]!r}")
+
+
+def _check_request_id(value: str) -> None:
+    try:
+        canonical = str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise _fail(f"request_id must be a UUID, got {value[:80]!r}") from None
+    if canonical != value:
+        raise _fail(f"request_id must be a canonical lower-case UUID ({canonical}), got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueMessage:
+    """The fields every message carries; never sent itself.
+
+    Constructing a message validates it, so an invalid message can neither be sent nor be
+    parsed: the same checks guard both directions.
+    """
+
+    queue_uri: str
+    client_id: str
+    request_id: str
+
+    TYPE: ClassVar[str] = ""
+    QUEUE: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if not self.TYPE:
+            raise TypeError("QueueMessage is abstract: use one of its four subclasses")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _STRING_FIELDS and not isinstance(value, str):
+                raise _fail(f"{f.name} must be a string, got {type(value).__name__}")
+        _check_client_id(self.client_id)
+        _check_request_id(self.request_id)
+        for f in dataclasses.fields(self):
+            check = _FIELD_CHECKS.get(f.name)
+            if check is not None:
+                check(getattr(self, f.name))
+
+    def payload(self) -> str:
+        """The wire text: type tag and version first, then the fields in declaration order.
+
+        ASCII only (``ensure_ascii``), so any Unicode in a URI survives every encoding.
+        """
+        body: dict[str, Any] = {"type": self.TYPE, "version": PAYLOAD_VERSION}
+        for f in dataclasses.fields(self):
+            body[f.name] = getattr(self, f.name)
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls: type[M], text: str | bytes, *, queue_name: str | None = None) -> M:
+        """Read a payload; ``QueueMessageFormatException`` says what is wrong with it.
+
+        On ``QueueMessage`` any type is accepted; on a subclass only that type. With
+        ``queue_name`` the message must belong to that queue (a test prefix on the name is
+        allowed: ``"t1a2b3imagerequest"`` is the ``imagerequest`` queue).
+        """
+        try:
+            return cls._parse(text, queue_name=queue_name)
+        except QueueMessageFormatException as exc:
+            if exc.raw is None:
+                exc.raw = text
+            raise
+
+    @classmethod
+    def _parse(cls: type[M], text: str | bytes, *, queue_name: str | None) -> M:
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _fail(f"payload is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        if not isinstance(text, str):
+            raise _fail(f"payload must be text or bytes, got {type(text).__name__}")
+        body = _load_json(text)
+        kind = body.get("type")
+        if "type" not in body:
+            raise _fail("missing field 'type' (the message type tag)")
+        message_cls = MESSAGE_TYPES.get(kind) if isinstance(kind, str) else None
+        if message_cls is None:
+            known = ", ".join(sorted(MESSAGE_TYPES))
+            raise _fail(f"unknown message type {str(kind)[:80]!r} (known: {known})")
+        if "version" not in body:
+            raise _fail("missing field 'version'")
+        version = body["version"]
+        if type(version) is not int or version != PAYLOAD_VERSION:
+            raise _fail(f"unknown payload version {version!r} (this release reads version {PAYLOAD_VERSION})")
+        if cls is not QueueMessage and message_cls is not cls:
+            raise _fail(f"expected a {cls.TYPE} message, got {kind}")
+        if queue_name is not None and not queue_name.endswith(message_cls.QUEUE):
+            raise _fail(f"a {kind} message belongs in queue {message_cls.QUEUE!r}, not {queue_name!r}")
+        return message_cls._from_fields(body)  # type: ignore[return-value]
+
+    @classmethod
+    def _from_fields(cls: type[M], body: dict[str, Any]) -> M:
+        names = [f.name for f in dataclasses.fields(cls)]
+        given = set(body) - {"type", "version"}
+        missing = [n for n in names if n not in given and n not in _OPTIONAL]
+        if missing:
+            raise _fail(f"{cls.TYPE} message is missing field(s): {', '.join(missing)}")
+        extra = sorted(given - set(names))
+        if extra:
+            shown = ", ".join(repr(e[:40]) for e in extra[:5])
+            raise _fail(f"{cls.TYPE} message has unexpected field(s): {shown}")
+        return cls(**{n: body[n] for n in names if n in given})
+
+
+def _reject_constant(name: str) -> Any:
+    raise _fail(f"payload contains {name}, which is not valid JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _fail(f"field {key[:40]!r} appears twice")
+        result[key] = value
+    return result
+
+
+def _load_json(text: str) -> dict[str, Any]:
+    try:
+        body = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+    except QueueMessageFormatException:
+        raise
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge ints, deep nesting
+        raise _fail(f"payload is not JSON: {str(exc)[:200]}") from None
+    if not isinstance(body, dict):
+        raise _fail(f"payload must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageRequestMessage(QueueMessage):
+    """A job: make a mosaic of ``image_uri`` from the tiles of ``image_library_uri``."""
+
+    image_uri: str
+    image_library_uri: str
+    tile_size: int
+    slices: int
+    tiles_across: int | None = None
+
+    TYPE: ClassVar[str] = "ImageRequest"
+    QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceRequestMessage(QueueMessage):
+    """One band of a job for an ImageProcessor; ``slice_sequence`` is 0-based."""
+
+    image_library_uri: str
+    slice_uri: str
+    slice_sequence: int
+    tile_size: int
+
+    TYPE: ClassVar[str] = "SliceRequest"
+    QUEUE: ClassVar[str] = SLICE_REQUEST_QUEUE
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceResponseMessage(QueueMessage):
+    """A rendered band is stored at ``slice_uri``."""
+
+    slice_uri: str
+    slice_sequence: int
+
+    TYPE: ClassVar[str] = "SliceResponse"
+    QUEUE: ClassVar[str] = SLICE_RESPONSE_QUEUE
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageResponseMessage(QueueMessage):
+    """The finished mosaic is stored at ``image_uri``."""
+
+    image_uri: str
+
+    TYPE: ClassVar[str] = "ImageResponse"
+    QUEUE: ClassVar[str] = IMAGE_RESPONSE_QUEUE
+
+
+MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
+    cls.TYPE: cls
+    for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage)
+}

@@ -1,0 +1,260 @@
+"""Typed messages: exact round trips, and every kind of bad payload rejected with one error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dal import errors
+from dal.messages import (
+    MESSAGE_TYPES,
+    ImageRequestMessage,
+    ImageResponseMessage,
+    QueueMessage,
+    QueueMessageFormatException,
+    SliceRequestMessage,
+    SliceResponseMessage,
+)
+
+PROPERTY = settings(max_examples=200, deadline=None)
+
+RID = "0b7f4a8e-2c1d-4e5f-9a6b-1c2d3e4f5a6b"
+Q = "http://127.0.0.1:10001/devstoreaccount1/"
+
+
+def image_request(**changes: object) -> ImageRequestMessage:
+    fields: dict[str, object] = dict(
+        queue_uri=Q + "imagerequest",
+        client_id="alice_01",
+        request_id=RID,
+        image_uri="http://127.0.0.1:10000/devstoreaccount1/imageinput/" + RID + ".jpg",
+        image_library_uri="http://127.0.0.1:10000/devstoreaccount1/flowers",
+        tile_size=16,
+        slices=4,
+        tiles_across=120,
+    )
+    fields.update(changes)
+    return ImageRequestMessage(**fields)  # type: ignore[arg-type]
+
+
+EXAMPLES: list[QueueMessage] = [
+    image_request(),
+    image_request(tiles_across=None),
+    SliceRequestMessage(
+        queue_uri=Q + "slicerequest", client_id="c", request_id=RID,
+        image_library_uri="https://acct.blob.core.windows.net/flowers", slice_uri="https://x/s/0.png",
+        slice_sequence=0, tile_size=64,
+    ),
+    SliceResponseMessage(
+        queue_uri=Q + "sliceresponse", client_id="c-1", request_id=RID, slice_uri="https://x/r/3.png",
+        slice_sequence=3,
+    ),
+    ImageResponseMessage(queue_uri=Q + "imageresponse", client_id="Z", request_id=RID, image_uri="https://x/o.png"),
+]
+
+
+def test_error_is_the_one_from_dal_errors() -> None:
+    assert QueueMessageFormatException is errors.QueueMessageFormatException
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: m.TYPE)
+def test_round_trip_of_each_type(message: QueueMessage) -> None:
+    text = message.payload()
+    body = json.loads(text)
+    assert list(body)[:2] == ["type", "version"]
+    assert body["type"] == message.TYPE and body["version"] == 1
+    assert QueueMessage.parse(text) == message
+    assert type(message).parse(text.encode()) == message
+    assert QueueMessage.parse(text, queue_name=message.QUEUE) == message
+    assert QueueMessage.parse(text, queue_name="t0123456789" + message.QUEUE) == message
+
+
+def test_messages_are_immutable() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        image_request().tile_size = 3  # type: ignore[misc]
+
+
+def test_base_class_is_abstract() -> None:
+    with pytest.raises(TypeError):
+        QueueMessage(queue_uri=Q, client_id="a", request_id=RID)
+
+
+def test_tiles_across_may_be_absent_on_the_wire() -> None:
+    body = json.loads(image_request().payload())
+    del body["tiles_across"]
+    assert ImageRequestMessage.parse(json.dumps(body)).tiles_across is None
+
+
+def reason_of(text: str | bytes, **kwargs: object) -> str:
+    with pytest.raises(QueueMessageFormatException) as info:
+        QueueMessage.parse(text, **kwargs)  # type: ignore[arg-type]
+    assert info.value.raw == text  # the poison copy can keep the original
+    return str(info.value)
+
+
+def mutated(change: dict[str, object], *, drop: str | None = None, base: QueueMessage | None = None) -> str:
+    body = json.loads((base or image_request()).payload())
+    body.update(change)
+    if drop:
+        del body[drop]
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (mutated({}, drop="image_uri"), "missing field(s): image_uri"),
+        (mutated({"colour": "red"}), "unexpected field(s): 'colour'"),
+        (mutated({"tile_size": "16"}), "tile_size must be an integer, got str"),
+        (mutated({"tile_size": 16.0}), "tile_size must be an integer, got float"),
+        (mutated({"tile_size": True}), "tile_size must be an integer, got bool"),
+        (mutated({"tile_size": 0}), "tile_size must be 1..64, got 0"),
+        (mutated({"tile_size": 65}), "tile_size must be 1..64, got 65"),
+        (mutated({"slices": 0}), "slices must be >= 1"),
+        (mutated({"tiles_across": 0}), "tiles_across must be >= 1"),
+        (mutated({"slice_sequence": -1}, base=EXAMPLES[2]), "slice_sequence must be >= 0"),
+        (mutated({"image_uri": "imageinput/x.jpg"}), "image_uri must be an absolute http(s) URI"),
+        (mutated({"queue_uri": "ftp://host/q"}), "queue_uri must be an absolute http(s) URI"),
+        (mutated({"slice_uri": "http://h/a b"}, base=EXAMPLES[3]), "slice_uri must be an absolute"),
+        (mutated({"request_id": "not-a-uuid"}), "request_id must be a UUID"),
+        (mutated({"request_id": RID.upper()}), "canonical lower-case UUID"),
+        (mutated({"client_id": ""}), "client_id must be 1..64"),
+        (mutated({"client_id": "a" * 65}), "client_id must be 1..64"),
+        (mutated({"client_id": "bob smith"}), "client_id must be 1..64"),
+        (mutated({"client_id": 7}), "client_id must be a string, got int"),
+        (mutated({"type": "Nonsense"}), "unknown message type 'Nonsense'"),
+        (mutated({"type": 3}), "unknown message type"),
+        (mutated({}, drop="type"), "missing field 'type'"),
+        (mutated({"version": 2}), "unknown payload version 2"),
+        (mutated({"version": "1"}), "unknown payload version '1'"),
+        (mutated({}, drop="version"), "missing field 'version'"),
+        ('{"type":"ImageResponse","type":"ImageResponse"}', "appears twice"),
+        ('{"tile_size": NaN}', "NaN"),
+        ("[1, 2]", "must be a JSON object, got list"),
+        ("", "payload is not JSON"),
+        ("{" * 100_000, "payload is not JSON"),
+        (b"\xff\xfe{}", "payload is not UTF-8"),
+    ],
+)
+def test_bad_payloads_say_what_is_wrong(text: str | bytes, expected: str) -> None:
+    assert expected in reason_of(text)
+
+
+def test_message_of_the_wrong_type_for_its_queue() -> None:
+    text = EXAMPLES[2].payload()  # a SliceRequest
+    assert "belongs in queue 'slicerequest', not 'imagerequest'" in reason_of(text, queue_name="imagerequest")
+    with pytest.raises(QueueMessageFormatException, match="expected a ImageRequest message, got SliceRequest"):
+        ImageRequestMessage.parse(text)
+
+
+def test_constructing_an_invalid_message_fails_the_same_way() -> None:
+    with pytest.raises(QueueMessageFormatException, match="tile_size must be 1..64"):
+        image_request(tile_size=100)
+
+
+# --- properties -------------------------------------------------------------------------
+
+_uri_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp", "Cf", "Co", "Cn")),
+    max_size=60,
+)
+uris = st.builds(
+    lambda scheme, host, path: f"{scheme}://{host}/{path}",
+    st.sampled_from(["http", "https"]),
+    st.from_regex(r"[a-z0-9.-]{1,30}(:[0-9]{1,5})?", fullmatch=True),
+    _uri_text,
+)
+common = dict(
+    queue_uri=uris,
+    client_id=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+    request_id=st.uuids().map(str),
+)
+messages = st.one_of(
+    st.builds(
+        ImageRequestMessage, **common, image_uri=uris, image_library_uri=uris,
+        tile_size=st.integers(1, 64), slices=st.integers(1, 10**6),
+        tiles_across=st.none() | st.integers(1, 10**9),
+    ),
+    st.builds(
+        SliceRequestMessage, **common, image_library_uri=uris, slice_uri=uris,
+        slice_sequence=st.integers(0, 10**6), tile_size=st.integers(1, 64),
+    ),
+    st.builds(SliceResponseMessage, **common, slice_uri=uris, slice_sequence=st.integers(0, 10**6)),
+    st.builds(ImageResponseMessage, **common, image_uri=uris),
+)
+
+
+@PROPERTY
+@given(messages)
+def test_parse_is_the_exact_inverse_of_payload(message: QueueMessage) -> None:
+    text = message.payload()
+    assert text.isascii()
+    parsed = QueueMessage.parse(text)
+    assert parsed == message and type(parsed) is type(message)
+    assert parsed.payload() == text
+
+
+def _only_format_errors(raw: object) -> None:
+    try:
+        QueueMessage.parse(raw)  # type: ignore[arg-type]
+    except QueueMessageFormatException:
+        pass
+
+
+@PROPERTY
+@given(st.text())
+def test_garbage_text_raises_only_format_errors(text: str) -> None:
+    _only_format_errors(text)
+
+
+@PROPERTY
+@given(st.binary())
+def test_garbage_bytes_raise_only_format_errors(data: bytes) -> None:
+    _only_format_errors(data)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@PROPERTY
+@given(
+    base=messages,
+    type_tag=st.sampled_from([*MESSAGE_TYPES, "Other"]),
+    changes=st.dictionaries(
+        st.sampled_from(["queue_uri", "client_id", "request_id", "tile_size", "slices", "tiles_across",
+                         "slice_sequence", "slice_uri", "image_uri", "version", "extra"]),
+        json_values,
+        max_size=3,
+    ),
+    drop=st.none() | st.sampled_from(["client_id", "request_id", "tile_size", "slice_uri", "version"]),
+)
+def test_near_miss_payloads_parse_or_raise_only_format_errors(
+    base: QueueMessage, type_tag: str, changes: dict[str, object], drop: str | None
+) -> None:
+    body = json.loads(base.payload())
+    body["type"] = type_tag
+    body.update(changes)
+    if drop is not None:
+        body.pop(drop, None)
+    text = json.dumps(body)
+    try:
+        parsed = QueueMessage.parse(text)
+    except QueueMessageFormatException as exc:
+        assert str(exc)  # always says something
+        return
+    # whatever parses is a valid message that round-trips
+    assert QueueMessage.parse(parsed.payload()) == parsed
+
+
+def test_request_ids_from_uuid4_are_accepted() -> None:
+    rid = str(uuid.uuid4())
+    assert image_request(request_id=rid).request_id == rid
