@@ -181,3 +181,21 @@ def test_delete_removes_job_index_and_events(store: JobStore) -> None:
     assert len(remaining) == 2  # keep's job row and its index entity, nothing of the deleted job
     assert len(store.events(keep.request_id)) == 1
     store.delete("dave", job.request_id)  # idempotent
+
+
+def test_lost_race_is_retried_on_fresh_data(store: JobStore) -> None:
+    """A writer that sneaks in between our read and write forces a 412; our change is re-applied."""
+    job = store.create(make_job())
+    calls: list[frozenset[int]] = []
+
+    def change(current: Job) -> Job:
+        calls.append(current.slices_done)
+        if len(calls) == 1:  # a competing writer commits first
+            store.update(job.client_id, job.request_id, lambda j: replace(j, slices_done=j.slices_done | {1}))
+        return replace(current, slices_done=current.slices_done | {2})
+
+    final = store.update(job.client_id, job.request_id, change)
+    assert calls == [frozenset(), frozenset({1})]
+    assert final.slices_done == frozenset({1, 2})
+    stored = store.get(job.client_id, job.request_id)
+    assert stored is not None and stored.slices_done == frozenset({1, 2})
