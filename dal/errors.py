@@ -3,7 +3,8 @@
     PhotoMosaicsError
      ├── StorageConfigurationError   wrong key, unknown account, unreachable endpoint: fail at start-up
      ├── QueueMessageFormatException  a payload that is not a valid message: poison at once
-     └── ClaimCheckMissingError       a message refers to a payload blob that is gone: poison at once
+     ├── ClaimCheckMissingError       a message refers to a payload blob that is gone: poison at once
+     └── BlobMissingError             a blob (or its container) that should exist does not
 
 Errors from ``azure.core.exceptions`` are translated into these at the ``dal/`` boundary
 where the caller must decide something (configuration versus transient); transient
@@ -35,3 +36,7 @@ class QueueMessageFormatException(PhotoMosaicsError):
 
 class ClaimCheckMissingError(PhotoMosaicsError):
     """A message's claim-check blob is missing, so its payload cannot be recovered."""
+
+
+class BlobMissingError(PhotoMosaicsError, LookupError):
+    """A blob that should exist does not (or its container does not)."""
