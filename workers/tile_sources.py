@@ -1,0 +1,100 @@
+"""Read the images of a would-be tile library from a folder or a zip file.
+
+People hand over what they have: a folder with sub-folders, or a zip made on a Mac with its
+``__MACOSX`` shadow copies and ``._`` resource forks, text files and thumbnails mixed in.
+This module only gathers ``(name, bytes)`` pairs and says what it left out and why; whether
+a file is really an image is decided by the engine's ``build_library``, which decodes it.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from dal.errors import PhotoMosaicsError
+
+# A tile photo larger than this is almost certainly not a photo (a video, a disk image).
+MAX_FILE_BYTES = 50 * 1024 * 1024
+MAX_FILES = 20_000
+
+Skipped = list[tuple[str, str]]
+
+
+class TileSourceError(PhotoMosaicsError, ValueError):
+    """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
+
+
+def _junk_reason(relative: PurePosixPath) -> str | None:
+    parts = relative.parts
+    if any(part == "__MACOSX" for part in parts):
+        return "macOS metadata (__MACOSX)"
+    if relative.name.startswith("._"):
+        return "macOS resource fork"
+    if any(part.startswith(".") for part in parts):
+        return "hidden file"
+    if relative.name.lower() in {"thumbs.db", "desktop.ini"}:
+        return "system file"
+    return None
+
+
+def _from_folder(folder: Path, skipped: Skipped) -> Iterator[tuple[str, bytes]]:
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = PurePosixPath(path.relative_to(folder).as_posix())
+        if reason := _junk_reason(relative):
+            skipped.append((str(relative), reason))
+        elif path.stat().st_size > MAX_FILE_BYTES:
+            skipped.append((str(relative), f"larger than {MAX_FILE_BYTES // 2**20} MiB"))
+        else:
+            yield str(relative), path.read_bytes()
+
+
+def _from_zip(archive: zipfile.ZipFile, skipped: Skipped) -> Iterator[tuple[str, bytes]]:
+    for info in sorted(archive.infolist(), key=lambda i: i.filename):
+        if info.is_dir():
+            continue
+        relative = PurePosixPath(info.filename)
+        if reason := _junk_reason(relative):
+            skipped.append((info.filename, reason))
+        elif info.file_size > MAX_FILE_BYTES:  # checked before inflating: no zip bombs
+            skipped.append((info.filename, f"larger than {MAX_FILE_BYTES // 2**20} MiB"))
+        else:
+            try:
+                yield info.filename, archive.read(info)
+            except (zipfile.BadZipFile, OSError, RuntimeError) as exc:  # RuntimeError: encrypted entry
+                skipped.append((info.filename, f"unreadable in the zip: {exc}"))
+
+
+def read_tile_sources(source: str | Path | bytes) -> tuple[list[tuple[str, bytes]], Skipped]:
+    """All candidate files of a folder, a zip path or zip bytes: ``(files, skipped)``.
+
+    Names are paths relative to the folder or zip root with ``/`` separators, sorted, so the
+    same source gives the same library.
+    """
+    skipped: Skipped = []
+    if isinstance(source, bytes):
+        import io
+
+        return _read_zip(io.BytesIO(source), "the uploaded zip", skipped), skipped
+    path = Path(source).expanduser()
+    if path.is_dir():
+        files = list(_from_folder(path, skipped))
+    elif path.is_file():
+        if not zipfile.is_zipfile(path):
+            raise TileSourceError(f"{path} is neither a folder nor a zip file")
+        files = _read_zip(path, str(path), skipped)
+    else:
+        raise TileSourceError(f"{path} does not exist")
+    if len(files) > MAX_FILES:
+        raise TileSourceError(f"{path} holds {len(files)} files; a library takes at most {MAX_FILES}")
+    return files, skipped
+
+
+def _read_zip(handle: object, label: str, skipped: Skipped) -> list[tuple[str, bytes]]:
+    try:
+        with zipfile.ZipFile(handle) as archive:  # type: ignore[arg-type]
+            if len(archive.infolist()) > MAX_FILES:
+                raise TileSourceError(f"{label} holds more than {MAX_FILES} entries")
+            return list(_from_zip(archive, skipped))
+    except zipfile.BadZipFile as exc:
+        raise TileSourceError(f"{label} is not a valid zip file: {exc}") from exc
