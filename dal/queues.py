@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,8 +24,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import ContentSettings
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
@@ -40,25 +38,32 @@ from dal.config import (
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
 from dal.messages import QueueMessage
-from dal.wire import (
-    MAX_ENCODED_MESSAGE_BYTES,
-    ClaimCheck,
-    PoisonEntry,
-    TextBase64EncodePolicy,
-    TolerantBase64DecodePolicy,
-    Undecodable,
-    claim_check_reference,
-    encoded_length,
-    parse_claim_check,
-    poison_envelope,
+from dal.stored_queue import (
+    MAX_BATCH,
+    MAX_VISIBILITY,
+    PoisonQueue,
+    StoredQueue,
+    check_batch,
+    check_visibility,
+    owned_by_someone_else,
 )
+from dal.wire import ClaimCheck, Undecodable, poison_envelope
+
+__all__ = [
+    "MAX_BATCH",
+    "ReceivedMessage",
+    "PeekedMessage",
+    "ImageProcessingQueue",
+    "PoisonQueue",
+    "QueueAccessor",
+    "POISON_THRESHOLD_KEY",
+    "TIMEOUT_KEY",
+]
 
 log = logging.getLogger(__name__)
 
 POISON_THRESHOLD_KEY = "poisonthreshold"
 TIMEOUT_KEY = "defaulttimeout"
-MAX_BATCH = 32
-MAX_VISIBILITY = 7 * 24 * 3600
 # Puts run in parallel above this many messages (Azure has no batch put).
 _PARALLEL_FROM = 4
 _PUT_THREADS = 8
@@ -91,144 +96,7 @@ class PeekedMessage:
     error: str | None = None
 
 
-def _owned_by_someone_else(exc: HttpResponseError) -> bool:
-    """404 (gone) or 400 (pop receipt mismatch) on delete/update: another consumer has it now."""
-    return exc.status_code in (400, 404)
-
-
-class _StoredQueue:
-    """One queue with Base64 text and claim checks; the common part of work and poison queues."""
-
-    def __init__(self, storage: StorageClients, name: str, *, claim_container: str) -> None:
-        self.storage = storage
-        self.name = name
-        self._claim_container = claim_container
-        self._client = storage.queue_service.get_queue_client(
-            name,
-            message_encode_policy=TextBase64EncodePolicy(),
-            message_decode_policy=TolerantBase64DecodePolicy(),
-        )
-
-    @property
-    def url(self) -> str:
-        return str(self._client.url)
-
-    def create(self) -> None:
-        try:
-            self._client.create_queue()
-        except ResourceExistsError:
-            pass
-
-    def approximate_depth(self) -> int:
-        """The service's approximate count (visible and invisible messages)."""
-        return int(self._client.get_queue_properties().approximate_message_count or 0)
-
-    def clear(self) -> None:
-        """Drop every message and the claim-check blobs of this queue."""
-        try:
-            self._client.clear_messages()
-        except ResourceNotFoundError:
-            pass
-        container = self._container()
-        try:
-            for blob in container.list_blobs(name_starts_with=f"{self.name}/"):
-                container.delete_blob(blob.name)
-        except ResourceNotFoundError:
-            pass
-
-    # --- wire ------------------------------------------------------------------------
-
-    def _container(self) -> Any:
-        return self.storage.blob_service.get_container_client(self._claim_container)
-
-    def _put(self, text: str, *, delay: int = 0, ttl: int | None = None) -> None:
-        """Send one text; over the service limit it goes to a blob and the message is its claim check."""
-        check = None
-        if encoded_length(text) > MAX_ENCODED_MESSAGE_BYTES:
-            check = self._store_claim(text)
-            text = claim_check_reference(check)
-        try:
-            self._client.send_message(text, visibility_timeout=delay or None, time_to_live=ttl)
-        except BaseException:
-            if check is not None:
-                self._delete_claim(check)
-            raise
-
-    def _store_claim(self, text: str) -> ClaimCheck:
-        data = text.encode("utf-8")
-        check = ClaimCheck(container=self._claim_container, blob=f"{self.name}/{uuid.uuid4().hex}.json",
-                           length=len(data))
-        container = self._container()
-        settings = ContentSettings(content_type="application/json; charset=utf-8")
-        try:
-            container.upload_blob(check.blob, data, overwrite=True, content_settings=settings)
-        except ResourceNotFoundError:  # first claim check of this account: create the container
-            try:
-                container.create_container()
-            except ResourceExistsError:
-                pass
-            container.upload_blob(check.blob, data, overwrite=True, content_settings=settings)
-        return check
-
-    def _resolve(self, text: str) -> tuple[str, ClaimCheck | None]:
-        """The real payload of a message text; raises ClaimCheckMissingError if its blob is gone."""
-        check = parse_claim_check(text)
-        if check is None:
-            return text, None
-        client = self.storage.blob_service.get_blob_client(check.container, check.blob)
-        try:
-            data = client.download_blob().readall()
-        except ResourceNotFoundError:
-            raise ClaimCheckMissingError(f"claim-check blob {check.container}/{check.blob} is missing") from None
-        try:
-            return data.decode("utf-8"), check
-        except UnicodeDecodeError as exc:
-            raise ClaimCheckMissingError(f"claim-check blob {check.blob} is not UTF-8: {exc}") from None
-
-    def _delete_claim(self, check: ClaimCheck) -> None:
-        try:
-            self.storage.blob_service.get_blob_client(check.container, check.blob).delete_blob()
-        except ResourceNotFoundError:
-            pass
-
-    def _peek_raw(self, max_messages: int) -> list[Any]:
-        _check_batch(max_messages)
-        try:
-            return list(self._client.peek_messages(max_messages=max_messages))
-        except ResourceNotFoundError:
-            return []
-
-
-def _check_batch(max_messages: int) -> None:
-    if type(max_messages) is not int or not 1 <= max_messages <= MAX_BATCH:
-        raise ValueError(f"max_messages must be 1..{MAX_BATCH}, got {max_messages!r}")
-
-
-def _check_visibility(name: str, seconds: int, *, low: int) -> None:
-    if type(seconds) is not int or not low <= seconds <= MAX_VISIBILITY:
-        raise ValueError(f"{name} must be {low}..{MAX_VISIBILITY} seconds, got {seconds!r}")
-
-
-class PoisonQueue(_StoredQueue):
-    """``<queue>-poison``: messages moved aside, each in an envelope that keeps everything."""
-
-    def add(self, entry_text: str) -> None:
-        """Store an envelope; poison copies never expire (ttl -1)."""
-        try:
-            self._put(entry_text, ttl=-1)
-        except ResourceNotFoundError:  # the poison queue is created on first use
-            self.create()
-            self._put(entry_text, ttl=-1)
-
-    def peek(self, max_messages: int = 32) -> list[PoisonEntry]:
-        entries = []
-        for raw in self._peek_raw(max_messages):
-            text, _ = self._resolve(raw.content)
-            entries.append(PoisonEntry.from_text(text))
-        return entries
-
-
-class ImageProcessingQueue(_StoredQueue):
+class ImageProcessingQueue(StoredQueue):
     """One work queue of the workflow (``name`` carries the test prefix, if any)."""
 
     def __init__(
@@ -297,7 +165,7 @@ class ImageProcessingQueue(_StoredQueue):
                 raise ValueError(f"poison_threshold must be >= 1, got {poison_threshold!r}")
             metadata[POISON_THRESHOLD_KEY] = str(poison_threshold)
         if timeout is not None:
-            _check_visibility("timeout", timeout, low=1)
+            check_visibility("timeout", timeout, low=1)
             metadata[TIMEOUT_KEY] = str(timeout)
         self._client.set_queue_metadata(metadata=metadata)
         self._metadata = metadata
@@ -306,9 +174,9 @@ class ImageProcessingQueue(_StoredQueue):
 
     def accept_messages(self, max_messages: int = 16, *, visibility_timeout: int | None = None) -> list[ReceivedMessage]:
         """One bounded receive; bad and over-delivered messages go to poison, not to the caller."""
-        _check_batch(max_messages)
+        check_batch(max_messages)
         timeout = self.timeout if visibility_timeout is None else visibility_timeout
-        _check_visibility("visibility_timeout", timeout, low=1)
+        check_visibility("visibility_timeout", timeout, low=1)
         pages = self._client.receive_messages(messages_per_page=max_messages, visibility_timeout=timeout).by_page()
         page = next(pages, None)  # exactly one request: iterating further would drain the queue
         threshold = self.poison_threshold
@@ -382,7 +250,7 @@ class ImageProcessingQueue(_StoredQueue):
         try:
             self._client.delete_message(message_id, pop_receipt)
         except HttpResponseError as exc:
-            if _owned_by_someone_else(exc):
+            if owned_by_someone_else(exc):
                 return False
             raise
         if check is not None:
@@ -392,7 +260,7 @@ class ImageProcessingQueue(_StoredQueue):
     def renew(self, received: ReceivedMessage, timeout: int | None = None) -> ReceivedMessage | None:
         """Extend invisibility for long work; the result carries the new pop receipt (None if lost)."""
         seconds = self.timeout if timeout is None else timeout
-        _check_visibility("timeout", seconds, low=1)
+        check_visibility("timeout", seconds, low=1)
         updated = self._update(received, seconds)
         if updated is None:
             return None
@@ -402,14 +270,14 @@ class ImageProcessingQueue(_StoredQueue):
 
     def release(self, received: ReceivedMessage, *, delay: int = 0) -> bool:
         """Hand a message back: visible again after ``delay`` seconds (0: at once)."""
-        _check_visibility("delay", delay, low=0)
+        check_visibility("delay", delay, low=0)
         return self._update(received, delay) is not None
 
     def _update(self, received: ReceivedMessage, seconds: int) -> Any:
         try:
             return self._client.update_message(received.id, received.pop_receipt, visibility_timeout=seconds)
         except HttpResponseError as exc:
-            if _owned_by_someone_else(exc):
+            if owned_by_someone_else(exc):
                 return None
             raise
 
@@ -430,7 +298,7 @@ class ImageProcessingQueue(_StoredQueue):
     ) -> None:
         """Send messages of this queue's type; all are checked before any is sent."""
         batch = [messages] if isinstance(messages, QueueMessage) else list(messages)
-        _check_visibility("delay", delay, low=0)
+        check_visibility("delay", delay, low=0)
         if ttl is not None and (type(ttl) is not int or (ttl < 1 and ttl != -1)):
             raise ValueError(f"ttl must be a positive number of seconds or -1 (never), got {ttl!r}")
         texts = []
