@@ -182,7 +182,11 @@ class ImageProcessingQueue(StoredQueue):
         threshold = self.poison_threshold
         accepted = []
         for raw in page or []:
-            received = self._check(raw, threshold)
+            try:
+                received = self._check(raw, threshold)
+            except Exception:  # e.g. the poison move failed: it comes back after `timeout`
+                log.exception("queue %s: could not check message %s; it will be redelivered", self.name, raw.id)
+                continue
             if received is not None:
                 accepted.append(received)
         return accepted

@@ -309,3 +309,20 @@ def test_clear_and_depth(queues: QueueAccessor, storage: StorageClients) -> None
     assert queue.approximate_depth() == 0
     container = storage.blob_service.get_container_client(f"{queues.prefix}{CLAIM_CHECK_CONTAINER}")
     assert list(container.list_blobs()) == []
+
+
+def test_a_large_message_moved_to_poison_keeps_its_whole_payload(
+    queues: QueueAccessor, storage: StorageClients
+) -> None:
+    queue = queues.image_request
+    big = image_request(queue, image_uri=f"{BLOB}/" + "w" * 100_000)
+    queue.submit(big)
+    [held] = queue.accept_messages()
+    queue.move_to_poison(held, "too big to render")
+    container = storage.blob_service.get_container_client(f"{queues.prefix}{CLAIM_CHECK_CONTAINER}")
+    [blob] = [b.name for b in container.list_blobs()]
+    assert blob.startswith(f"{queue.poison.name}/")  # the envelope's own claim check; the original is gone
+    [entry] = queue.poison.peek()
+    assert QueueMessage.parse(entry.payload) == big and entry.reason == "too big to render"
+    queue.poison.clear()
+    assert list(container.list_blobs()) == []
