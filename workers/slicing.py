@@ -1,0 +1,156 @@
+"""Cutting a job into bands and putting the rendered bands back together.
+
+The JobController resamples the photo to its cell image (``workers.engine.cell_image``),
+cuts it into bands of whole cell rows and stores each band as a PNG in ``slicerequest``.
+The band PNG carries, in text chunks, where it sits in the job's grid (first cell row, row
+count, grid size), so an ImageProcessor needs nothing but the blob and the message to render
+it exactly as the in-process ``render`` would: ``render_band(..., row_offset=first_row)``.
+
+PNG everywhere between the roles: it is lossless, so the distributed result is pixel-identical
+to the in-process render. Only the final stitched mosaic is encoded once, as JPEG, by
+``encode_output`` (one function, so tests can encode the in-process render the same way).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, PngImagePlugin
+
+__all__ = [
+    "Band",
+    "BandFormatError",
+    "OUTPUT_EXTENSION",
+    "OUTPUT_CONTENT_TYPE",
+    "cut_bands",
+    "encode_band",
+    "decode_band",
+    "encode_png",
+    "decode_png",
+    "stitch",
+    "encode_output",
+]
+
+OUTPUT_EXTENSION = "jpg"
+OUTPUT_CONTENT_TYPE = "image/jpeg"
+# JPEG quality of the final mosaic: visually lossless for photo tiles at a third of PNG's size.
+OUTPUT_QUALITY = 90
+_PREFIX = "photomosaics:"
+
+
+class BandFormatError(ValueError):
+    """A band blob that is not a PNG this controller wrote (undecodable or missing its grid)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Band:
+    """One slice of a job: cell rows ``first_row .. first_row + rows`` of the cell image.
+
+    ``cells`` is the part of the cell image for those rows, ``(rows * k, tiles_across * k, 3)
+    uint8`` where ``k`` is the engine's pixels per cell (usually 1).
+    """
+
+    sequence: int
+    first_row: int
+    rows: int
+    tiles_across: int
+    tiles_down: int
+    cells: np.ndarray
+
+
+def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range]) -> list[Band]:
+    """Split the cell image into the bands ``rows`` (from ``plan_bands``), whole cell rows each."""
+    if cells.ndim != 3 or cells.shape[0] % tiles_down or cells.shape[1] % tiles_across:
+        raise ValueError(f"cell image of shape {cells.shape} does not fit a {tiles_across}x{tiles_down} grid")
+    per_row = cells.shape[0] // tiles_down
+    return [
+        Band(
+            sequence=seq,
+            first_row=r.start,
+            rows=len(r),
+            tiles_across=tiles_across,
+            tiles_down=tiles_down,
+            cells=np.ascontiguousarray(cells[r.start * per_row : r.stop * per_row]),
+        )
+        for seq, r in enumerate(rows)
+    ]
+
+
+def encode_png(pixels: np.ndarray, *, text: dict[str, str] | None = None) -> bytes:
+    """Lossless PNG of an ``(H, W, 3) uint8`` array, with optional text chunks."""
+    info = PngImagePlugin.PngInfo()
+    for key, value in (text or {}).items():
+        info.add_text(key, value)
+    out = io.BytesIO()
+    Image.fromarray(np.asarray(pixels, dtype=np.uint8), "RGB").save(out, format="PNG", pnginfo=info, compress_level=1)
+    return out.getvalue()
+
+
+def decode_png(data: bytes) -> tuple[np.ndarray, dict[str, str]]:
+    """The RGB pixels and text chunks of a PNG; BandFormatError when it is not one."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format != "PNG":
+                raise BandFormatError(f"expected a PNG, got {image.format or 'an unknown format'}")
+            image.load()
+            text = dict(getattr(image, "text", {}) or {})
+            pixels = np.asarray(image.convert("RGB"))
+    except BandFormatError:
+        raise
+    except Exception as exc:  # Pillow raises many types for broken files
+        raise BandFormatError(f"not a readable PNG: {exc}") from None
+    return pixels, text
+
+
+def encode_band(band: Band) -> bytes:
+    """The band's PNG, its place in the grid in text chunks."""
+    return encode_png(
+        band.cells,
+        text={
+            f"{_PREFIX}sequence": str(band.sequence),
+            f"{_PREFIX}first_row": str(band.first_row),
+            f"{_PREFIX}rows": str(band.rows),
+            f"{_PREFIX}tiles_across": str(band.tiles_across),
+            f"{_PREFIX}tiles_down": str(band.tiles_down),
+        },
+    )
+
+
+def decode_band(data: bytes) -> Band:
+    """Read a band PNG back; BandFormatError says what is wrong with it."""
+    pixels, text = decode_png(data)
+    try:
+        fields = {k: int(text[f"{_PREFIX}{k}"]) for k in ("sequence", "first_row", "rows", "tiles_across", "tiles_down")}
+    except (KeyError, ValueError):
+        raise BandFormatError("the PNG does not say where it sits in the job's grid (missing text chunks)") from None
+    rows, across = fields["rows"], fields["tiles_across"]
+    if rows < 1 or across < 1 or pixels.shape[0] % rows or pixels.shape[1] % across:
+        raise BandFormatError(f"band of {pixels.shape[1]}x{pixels.shape[0]} px does not hold {across}x{rows} cells")
+    if fields["first_row"] < 0 or fields["first_row"] + rows > fields["tiles_down"]:
+        raise BandFormatError("band rows lie outside the grid")
+    return Band(cells=pixels, **fields)
+
+
+def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarray:
+    """Stack the rendered bands top to bottom; refuse anything that does not add up."""
+    if not bands:
+        raise ValueError("nothing to stitch")
+    for i, band in enumerate(bands):
+        if band.ndim != 3 or band.shape[1] != width or band.shape[2] != 3:
+            raise ValueError(f"band {i} is {band.shape}, expected width {width} and 3 channels")
+    mosaic = np.concatenate(bands, axis=0)
+    if mosaic.shape[0] != height:
+        raise ValueError(f"bands add up to {mosaic.shape[0]} rows, expected {height}")
+    return mosaic
+
+
+def encode_output(mosaic: np.ndarray) -> bytes:
+    """The final mosaic as JPEG; deterministic for the same pixels and Pillow build."""
+    out = io.BytesIO()
+    Image.fromarray(np.asarray(mosaic, dtype=np.uint8), "RGB").save(
+        out, format="JPEG", quality=OUTPUT_QUALITY, optimize=True
+    )
+    return out.getvalue()
