@@ -1,0 +1,124 @@
+"""``photomosaics controller|processor|responder``: the worker roles, one process each.
+
+Every role reads its settings from the environment (``AZURE_STORAGE_CONNECTION_STRING``,
+``PHOTOMOSAICS_*``), runs one ``QueueListener`` per queue it consumes and exits 0 after
+SIGTERM/SIGINT once in-flight work is finished. ``--burst`` (stop when the queues are empty)
+and ``--max-messages`` make a run end by itself, for tests and one-off draining.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from photomosaics.cli import main
+
+_burst = click.option("--burst", is_flag=True, help="Stop once the queues are empty (tests, draining).")
+_max_messages = click.option(
+    "--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many messages per queue."
+)
+_grace = click.option(
+    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
+    help="Seconds to finish in-flight work after SIGTERM before releasing it.",
+)
+
+
+def _concurrency(default: int) -> click.Option:  # type: ignore[type-arg]
+    return click.option(
+        "--concurrency", type=click.IntRange(min=1), default=default, show_default=True,
+        help="Messages handled at once per queue.",
+    )  # fmt: skip
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise click.UsageError(f"{name} must be a number, got {raw!r}") from None
+
+
+def _services_for(role: str):  # -> workers.services.Services
+    from dal.config import Settings
+    from workers.role import configure_role_logging, storage_from_env
+    from workers.services import Services, worker_name
+
+    configure_role_logging(role)
+    settings = Settings.from_env()
+    services = Services(storage_from_env(role=role), settings, worker_name(role))
+    services.ensure()
+    return services
+
+
+@main.command()
+@_burst
+@_max_messages
+@_concurrency(1)
+@_grace
+def controller(*, burst: bool, max_messages: int | None, concurrency: int, grace: float) -> None:
+    """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
+    from workers.controller import JobController
+
+    services = _services_for("controller")
+    ctl = JobController(services, stitch_timeout=_env_float("PHOTOMOSAICS_STITCH_TIMEOUT", 600.0))
+    _run(services, "controller", [
+        ("image_request", ctl.handle_image_request, "slicing the picture"),
+        ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
+    ], concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
+
+
+@main.command()
+@_burst
+@_max_messages
+@_concurrency(1)
+@_grace
+def processor(*, burst: bool, max_messages: int | None, concurrency: int, grace: float) -> None:
+    """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
+    from workers.processor import ImageProcessor
+
+    services = _services_for("processor")
+    worker = ImageProcessor(services, slice_delay=_env_float("PHOTOMOSAICS_TEST_SLICE_DELAY", 0.0))
+    _run(services, "processor", [("slice_request", worker.handle_slice_request, "rendering a slice")],
+         concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
+
+
+@main.command()
+@_burst
+@_max_messages
+@_concurrency(1)
+@_grace
+def responder(*, burst: bool, max_messages: int | None, concurrency: int, grace: float) -> None:
+    """Run the responder: marks jobs done from imageresponse."""
+    from workers.responder import Responder
+
+    services = _services_for("responder")
+    worker = Responder(services)
+    _run(services, "responder", [("image_response", worker.handle_image_response, "finishing the job")],
+         concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
+
+
+def _run(services, role: str, bindings: list[tuple[str, object, str]], *, concurrency: int, grace: float,
+         burst: bool, max_messages: int | None) -> None:  # fmt: skip
+    """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role."""
+    from workers.failures import guard, poison_hook
+    from workers.listener import QueueListener
+    from workers.role import Role, exit_role, run_role
+
+    settings = services.settings
+    listeners = [
+        QueueListener(
+            getattr(services.queues, queue_attr),
+            guard(handler, jobs=services.jobs, actor=services.name),  # type: ignore[arg-type]
+            name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
+            batch_size=settings.batch_size,
+            concurrency=concurrency,
+            poll_min=settings.poll_min_interval,
+            poll_max=settings.poll_max_interval,
+            retry_delay=_env_float("PHOTOMOSAICS_RETRY_DELAY_SECONDS", 5.0),
+            grace=grace,
+            on_poison=poison_hook(services.jobs, actor=services.name, what=what),
+        )
+        for queue_attr, handler, what in bindings
+    ]
+    exit_role(run_role(Role(role, listeners), burst=burst, max_messages=max_messages))

@@ -1,0 +1,87 @@
+"""The ImageProcessor: renders one band of a job into its mosaic.
+
+On ``slicerequest``: load the tile library (``LibraryStore.load`` keeps each library
+version's index in memory, so a processor downloads an index once, never a tile per cell),
+read the band PNG written by the controller (it says which cell rows it holds), render it
+with ``render_band(seed=request_id, row_offset=first row)`` — exactly what the in-process
+``render`` does for those rows — write ``sliceresponse/<request_id>/<seq>.png`` and send a
+``SliceResponseMessage``. A redelivery renders the same pixels into the same blob.
+
+``slice_delay`` (env ``PHOTOMOSAICS_TEST_SLICE_DELAY``, **tests only**) sleeps before each
+render so the chaos tests can kill a processor mid-slice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from dal.config import SLICE_RESPONSE_CONTAINER
+from dal.errors import BlobMissingError
+from dal.jobs import TERMINAL_STATUSES
+from dal.messages import SliceRequestMessage, SliceResponseMessage
+from dal.queues import ReceivedMessage
+from workers.errors import PermanentJobError
+from workers.failures import library_name
+from workers.services import Services
+from workers.slicing import BandFormatError, decode_band, encode_png
+
+__all__ = ["ImageProcessor"]
+
+log = logging.getLogger(__name__)
+
+
+class ImageProcessor:
+    """Handler for ``slicerequest``; any number of processes may run it."""
+
+    def __init__(self, services: Services, *, slice_delay: float = 0.0) -> None:
+        self.services = services
+        self.name = services.name
+        self.slice_delay = slice_delay
+
+    def handle_slice_request(self, received: ReceivedMessage) -> None:
+        message = received.message
+        assert isinstance(message, SliceRequestMessage), message
+        rid, seq = message.request_id, message.slice_sequence
+        jobs = self.services.jobs
+        job = jobs.get(message.client_id, rid)
+        if job is not None and job.status in TERMINAL_STATUSES:
+            log.info("job %s is %s: slice %d not rendered", rid, job.status, seq, extra={"request_id": rid})
+            return
+        library = self._library(message.image_library_uri)
+        try:
+            band = decode_band(self.services.blobs.download_url(message.slice_uri))
+        except BlobMissingError:
+            raise PermanentJobError(f"slice {seq + 1} of the picture is missing from storage") from None
+        except (BandFormatError, ValueError) as exc:
+            raise PermanentJobError(f"slice {seq + 1} of the picture cannot be read: {exc}") from None
+        if self.slice_delay > 0:
+            time.sleep(self.slice_delay)
+        from workers.engine.render import render_band
+
+        started = time.monotonic()
+        try:
+            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row)
+        except ValueError as exc:
+            raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
+        seconds = time.monotonic() - started
+        url = self.services.blobs.upload(
+            SLICE_RESPONSE_CONTAINER, f"{rid}/{seq}.png", encode_png(pixels), content_type="image/png"
+        )
+        queue = self.services.queues.slice_response
+        queue.submit(
+            SliceResponseMessage(
+                queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
+            )
+        )
+        jobs.add_event(
+            rid, "slice_done", actor=self.name, slice=seq, seconds=seconds,
+            message=f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s",
+        )
+
+    def _library(self, uri: str):  # -> workers.engine.library.TileLibrary
+        name = library_name(uri)
+        try:
+            return self.services.libraries.load(uri)
+        except (BlobMissingError, LookupError) as exc:
+            raise PermanentJobError(f"the tile library {name!r} does not exist or has no index: {exc}") from None

@@ -1,0 +1,54 @@
+"""The responder: consumes ``imageresponse`` and marks the job done.
+
+Its own role (``photomosaics responder``) rather than a thread inside the web app: the web
+app stays stateless request/response (gunicorn workers can be recycled at any moment), and
+adding web replicas does not multiply queue pollers — and their idle transactions. The
+browser learns of completion by reading the job row, which is the single source of truth.
+Idempotent: a duplicate response finds the job done and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from dal.jobs import TERMINAL_STATUSES, Job, JobNotFoundError
+from dal.messages import ImageResponseMessage
+from dal.queues import ReceivedMessage
+from workers.services import Services
+
+__all__ = ["Responder"]
+
+log = logging.getLogger(__name__)
+
+
+class Responder:
+    """Handler for ``imageresponse``."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.name = services.name
+
+    def handle_image_response(self, received: ReceivedMessage) -> None:
+        message = received.message
+        assert isinstance(message, ImageResponseMessage), message
+        rid = message.request_id
+        output = unquote(PurePosixPath(urlsplit(message.image_uri).path).name)
+        wrote = [False]
+
+        def finish(job: Job) -> Job | None:
+            wrote[0] = job.status not in TERMINAL_STATUSES
+            return replace(job, status="done", output_name=job.output_name or output) if wrote[0] else None
+
+        try:
+            job = self.services.jobs.update(message.client_id, rid, finish)
+        except JobNotFoundError:
+            log.warning("response for unknown job %s ignored (deleted?)", rid, extra={"request_id": rid})
+            return
+        if wrote[0]:
+            self.services.jobs.add_event(
+                rid, "done", actor=self.name, message=f"mosaic ready: {job.output_width}x{job.output_height} px"
+            )
+            log.info("job %s done", rid, extra={"request_id": rid})
