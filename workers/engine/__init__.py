@@ -1,0 +1,40 @@
+"""The pure mosaic engine: arrays and images in, arrays out, no Azure inside.
+
+    images      open_image, ImageDecodeError — every uploaded image is decoded here
+    library     TileLibrary (atlas + index blob), build_library, read_sources
+    grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
+    signatures  CIELAB sub-cell features, exact integers
+    matching    nearest tiles by chunked matrix products
+    variety     anti-repetition, deterministic and safe across band borders
+    render      RenderOptions, render_band (one slice), render (the whole mosaic)
+"""
+
+from __future__ import annotations
+
+from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
+from .images import ImageDecodeError, open_image, to_rgb
+from .library import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library, read_sources
+from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
+from .signatures import SUB
+
+__all__ = [
+    "ATLAS_SIZE",
+    "DEFAULT_OPTIONS",
+    "SUB",
+    "Grid",
+    "ImageDecodeError",
+    "LibraryFormatError",
+    "RenderOptions",
+    "TileLibrary",
+    "band_cells",
+    "build_library",
+    "cell_image",
+    "compose",
+    "open_image",
+    "plan_bands",
+    "plan_grid",
+    "read_sources",
+    "render",
+    "render_band",
+    "to_rgb",
+]

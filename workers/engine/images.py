@@ -1,0 +1,89 @@
+"""Decoding uploaded and library images into RGB, the one way every role does it.
+
+Every image that enters the application (a target photo, a tile, a slice) goes through
+``open_image``: it refuses oversized images before decoding them (decompression bombs),
+applies the EXIF orientation (phones store portrait photos sideways), flattens transparency
+onto white and maps every Pillow mode — palette, grey, 16-bit, CMYK — to 8-bit RGB. Anything
+Pillow cannot decode, including truncated files, raises ``ImageDecodeError``.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from dal.config import Settings
+from dal.errors import PhotoMosaicsError
+
+DEFAULT_MAX_PIXELS = Settings().max_input_pixels
+_ORIENTATION_TAG = 0x0112
+_SIDEWAYS = {5, 6, 7, 8}
+
+
+class ImageDecodeError(PhotoMosaicsError):
+    """The bytes are not an image we can read: corrupt, truncated, unknown or too large."""
+
+
+def open_image(
+    data: bytes,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    min_size: tuple[int, int] | None = None,
+) -> Image.Image:
+    """Decode ``data`` into an upright RGB image.
+
+    ``min_size`` (width, height of the upright image) lets a JPEG decode at a reduced scale
+    (libjpeg's DCT scaling) when the caller needs no more than that: several times faster
+    for a 12 MP photo that is about to be reduced to a few pixels per cell.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            if image.width * image.height > max_pixels:
+                raise ImageDecodeError(
+                    f"image of {image.width}x{image.height} pixels is larger than the "
+                    f"maximum of {max_pixels:,} pixels"
+                )
+            if min_size is not None and image.format == "JPEG":
+                width, height = min_size
+                if image.getexif().get(_ORIENTATION_TAG) in _SIDEWAYS:
+                    width, height = height, width
+                image.draft("RGB", (max(1, width), max(1, height)))
+            image = ImageOps.exif_transpose(image)
+            image.load()
+            return to_rgb(image)
+    except ImageDecodeError:
+        raise
+    except UnidentifiedImageError:
+        raise ImageDecodeError("not an image Pillow can identify") from None
+    except (OSError, SyntaxError, ValueError, TypeError, EOFError, IndexError, KeyError,
+            struct.error, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ImageDecodeError(f"cannot decode image: {exc}") from exc
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """Map any Pillow mode to 8-bit RGB; transparent areas become white, wide ranges are scaled."""
+    mode = image.mode
+    if mode == "RGB":
+        return image
+    if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
+        values = np.asarray(image, dtype=np.float64)
+        top = 65535.0 if mode.startswith("I;16") or values.max(initial=0) > 255 else 255.0
+        if mode == "F" and values.max(initial=0) <= 1.0:
+            top = 1.0
+        grey = np.clip(np.rint(values * (255.0 / top)), 0, 255).astype(np.uint8)
+        return Image.fromarray(grey).convert("RGB")
+    if mode == "P":
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+    elif mode in ("LA", "PA", "La", "RGBa"):
+        image = image.convert("RGBA")
+    if image.mode == "RGBA":
+        background = Image.new("RGB", image.size, (255, 255, 255))
+        background.paste(image, mask=image.getchannel("A"))
+        return background
+    return image.convert("RGB")

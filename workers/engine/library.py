@@ -1,0 +1,234 @@
+"""Tile libraries: square tiles in one atlas, and the compact index blob workers fetch.
+
+A library is an ``(N, 64, 64, 3) uint8`` atlas of tiles at the largest tile size plus their
+names and a content-hash ``version``. Smaller tile sizes are derived from the atlas (Lanczos,
+per tile, cached), and so are the matching signatures, so the index is all a worker needs:
+one blob, not one per tile. The index is a zip of ``index.json`` and PNG pages of 4096 tiles
+(lossless, so a library read back is the library written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import warnings
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from dal.errors import PhotoMosaicsError
+
+from .images import ImageDecodeError, open_image
+from .signatures import SUB
+
+ATLAS_SIZE = 64
+FORMAT = "photomosaics-tile-library"
+FORMAT_VERSION = 1
+_PAGE = 64  # tiles per page side: 4096 tiles, 4096 x 4096 pixels per PNG page
+
+
+class LibraryFormatError(PhotoMosaicsError):
+    """An index blob that is not a tile library this code can read."""
+
+
+@dataclass(frozen=True, eq=False)
+class TileLibrary:
+    """Tiles at ``ATLAS_SIZE`` pixels, their names and the version (content hash)."""
+
+    atlas: np.ndarray
+    names: tuple[str, ...]
+    version: str
+    _cache: dict[Any, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.atlas.ndim != 4 or self.atlas.shape[1:] != (ATLAS_SIZE, ATLAS_SIZE, 3):
+            raise ValueError(f"atlas must be (N, {ATLAS_SIZE}, {ATLAS_SIZE}, 3), got {self.atlas.shape}")
+        if self.atlas.dtype != np.uint8:
+            raise ValueError(f"atlas must be uint8, got {self.atlas.dtype}")
+        if len(self.names) != self.atlas.shape[0]:
+            raise ValueError(f"{len(self.names)} names for {self.atlas.shape[0]} tiles")
+        if self.atlas.shape[0] == 0:
+            raise ValueError("a tile library needs at least one tile")
+        self.atlas.flags.writeable = False
+
+    @classmethod
+    def from_tiles(cls, atlas: np.ndarray, names: Iterable[str]) -> TileLibrary:
+        """A library whose version is the hash of its tiles and names."""
+        atlas = np.ascontiguousarray(atlas, dtype=np.uint8)
+        names = tuple(names)
+        digest = hashlib.sha256(atlas.tobytes())
+        digest.update(json.dumps(names).encode())
+        return cls(atlas=atlas, names=names, version=digest.hexdigest()[:20])
+
+    def __len__(self) -> int:
+        return int(self.atlas.shape[0])
+
+    def cached(self, key: Any, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """Per-library memo for derived arrays (tile sizes, signatures)."""
+        value = self._cache.get(key)
+        if value is None:
+            value = compute()
+            value.flags.writeable = False
+            self._cache[key] = value
+        return value
+
+    def tiles(self, tile_size: int) -> np.ndarray:
+        """``(N, s, s, 3) uint8`` tiles at ``tile_size`` pixels (Lanczos from the atlas), cached."""
+        if not 1 <= tile_size <= ATLAS_SIZE:
+            raise ValueError(f"tile size must be 1..{ATLAS_SIZE}, got {tile_size}")
+        if tile_size == ATLAS_SIZE:
+            return self.atlas
+        return self.cached(("tiles", tile_size), lambda: _resize_tiles(self.atlas, tile_size))
+
+    def sub_cells(self, tile_size: int) -> np.ndarray:
+        """``(N, SUB, SUB, 3) uint8``: each tile at ``tile_size`` box-reduced to SUB × SUB, as cells are."""
+        return self.cached(("sub", tile_size), lambda: _box_tiles(self.tiles(tile_size), SUB))
+
+    def to_bytes(self) -> bytes:
+        """The index blob: a zip of ``index.json`` and PNG atlas pages."""
+        buffer = io.BytesIO()
+        count = len(self)
+        pages = math.ceil(count / (_PAGE * _PAGE))
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "version": self.version,
+            "tile_size": ATLAS_SIZE,
+            "count": count,
+            "pages": pages,
+            "names": list(self.names),
+        }
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("index.json", json.dumps(meta), compress_type=zipfile.ZIP_DEFLATED)
+            for page in range(pages):
+                chunk = self.atlas[page * _PAGE * _PAGE : (page + 1) * _PAGE * _PAGE]
+                png = io.BytesIO()
+                Image.fromarray(_sheet(chunk)).save(png, format="PNG", compress_level=3)
+                archive.writestr(f"atlas-{page:03d}.png", png.getvalue())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TileLibrary:
+        """Read an index blob written by ``to_bytes``; LibraryFormatError if it is not one."""
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                meta = json.loads(archive.read("index.json"))
+                if meta.get("format") != FORMAT:
+                    raise LibraryFormatError("not a tile library index")
+                if meta.get("format_version") != FORMAT_VERSION:
+                    raise LibraryFormatError(
+                        f"tile library format version {meta.get('format_version')} is not supported "
+                        f"(this code reads version {FORMAT_VERSION}); rebuild the library"
+                    )
+                count = int(meta["count"])
+                parts = []
+                for page in range(int(meta["pages"])):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                        sheet = np.asarray(Image.open(io.BytesIO(archive.read(f"atlas-{page:03d}.png"))).convert("RGB"))
+                    parts.append(_unsheet(sheet, min(_PAGE * _PAGE, count - page * _PAGE * _PAGE)))
+        except LibraryFormatError:
+            raise
+        except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as exc:
+            raise LibraryFormatError(f"unreadable tile library index: {exc}") from exc
+        atlas = np.concatenate(parts) if parts else np.zeros((0, ATLAS_SIZE, ATLAS_SIZE, 3), np.uint8)
+        return cls(atlas=atlas, names=tuple(meta["names"]), version=str(meta["version"]))
+
+
+def _sheet(tiles: np.ndarray) -> np.ndarray:
+    count = tiles.shape[0]
+    columns = min(_PAGE, count)
+    rows = math.ceil(count / columns)
+    padded = np.zeros((rows * columns, ATLAS_SIZE, ATLAS_SIZE, 3), np.uint8)
+    padded[:count] = tiles
+    grid = padded.reshape(rows, columns, ATLAS_SIZE, ATLAS_SIZE, 3).transpose(0, 2, 1, 3, 4)
+    return grid.reshape(rows * ATLAS_SIZE, columns * ATLAS_SIZE, 3)
+
+
+def _unsheet(sheet: np.ndarray, count: int) -> np.ndarray:
+    rows, columns = sheet.shape[0] // ATLAS_SIZE, sheet.shape[1] // ATLAS_SIZE
+    grid = sheet.reshape(rows, ATLAS_SIZE, columns, ATLAS_SIZE, 3).transpose(0, 2, 1, 3, 4)
+    return np.ascontiguousarray(grid.reshape(rows * columns, ATLAS_SIZE, ATLAS_SIZE, 3)[:count])
+
+
+def _resize_tiles(atlas: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty((atlas.shape[0], size, size, 3), np.uint8)
+    for i, tile in enumerate(atlas):
+        out[i] = np.asarray(Image.fromarray(tile).resize((size, size), Image.Resampling.LANCZOS))
+    return out
+
+
+def _box_tiles(tiles: np.ndarray, size: int) -> np.ndarray:
+    n, s = tiles.shape[0], tiles.shape[1]
+    if s % size == 0:
+        # Pillow's integer box reduction on a one-column sheet: the same rounding as cells.
+        sheet = Image.fromarray(np.ascontiguousarray(tiles.reshape(n * s, s, 3)))
+        return np.asarray(sheet.reduce(s // size)).reshape(n, size, size, 3).copy()
+    out = np.empty((n, size, size, 3), np.uint8)
+    for i, tile in enumerate(tiles):
+        out[i] = np.asarray(Image.fromarray(tile).resize((size, size), Image.Resampling.BOX))
+    return out
+
+
+def square_tile(image: Image.Image, size: int = ATLAS_SIZE) -> np.ndarray:
+    """Centre-crop to a square (never squash) and resize with Lanczos: ``(size, size, 3) uint8``."""
+    side = min(image.width, image.height)
+    left, top = (image.width - side) // 2, (image.height - side) // 2
+    square = image.crop((left, top, left + side, top + side))
+    return np.asarray(square.resize((size, size), Image.Resampling.LANCZOS, reducing_gap=3.0), np.uint8)
+
+
+def build_library(
+    sources: Iterable[tuple[str, bytes]],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[TileLibrary, list[tuple[str, str]]]:
+    """Decode, crop and resize every source image: ``(library, skipped [(name, reason)])``.
+
+    Files that are not images are skipped and reported, never fatal; a library with no
+    usable image at all is a ValueError.
+    """
+    tiles: list[np.ndarray] = []
+    names: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for count, (name, data) in enumerate(sources, start=1):
+        try:
+            image = open_image(data, min_size=(ATLAS_SIZE * 2, ATLAS_SIZE * 2))
+            tiles.append(square_tile(image))
+            names.append(name)
+        except ImageDecodeError as exc:
+            skipped.append((name, str(exc)))
+        if progress is not None:
+            progress(count)
+    if not tiles:
+        raise ValueError(
+            f"no usable image among {len(skipped)} files"
+            + (f" (first: {skipped[0][0]}: {skipped[0][1]})" if skipped else "")
+        )
+    return TileLibrary.from_tiles(np.stack(tiles), names), skipped
+
+
+def read_sources(path: str | Path) -> Iterator[tuple[str, bytes]]:
+    """``(name, bytes)`` of every file in a folder (recursively, sorted) or a zip archive."""
+    path = Path(path)
+    if path.is_dir():
+        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            relative = file.relative_to(path)
+            if not any(part.startswith(".") or part == "__MACOSX" for part in relative.parts):
+                yield relative.as_posix(), file.read_bytes()
+    elif zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            for info in sorted(archive.infolist(), key=lambda i: i.filename):
+                parts = info.filename.split("/")
+                if info.is_dir() or any(p.startswith(".") or p == "__MACOSX" for p in parts):
+                    continue
+                yield info.filename, archive.read(info)
+    else:
+        raise ValueError(f"{path} is neither a folder nor a zip archive")

@@ -1,0 +1,60 @@
+"""Nearest tiles for many cells at once: chunked BLAS distances on exact integer features.
+
+Squared distance |c − t|² = |c|² − 2 c·t + |t|²; the |c|² term does not change which tile
+is nearest, so the matcher computes ``[c, 1] · [−2t, |t|²]`` — one float32 matrix product
+per chunk of cells — and takes the argmin (or the ``m`` best). Features are integers with
+|f| ≤ BOUND (see ``signatures``), so every product is exact and ties break by the lowest
+tile index: the answer is the same on every machine and for every chunking.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CHUNK_ELEMENTS = 1 << 21  # distance-matrix entries per chunk: 8 MiB of float32
+
+
+def _augment(cells: np.ndarray, tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ones = np.ones((cells.shape[0], 1), np.float32)
+    c = np.hstack([cells, ones])
+    norms = np.einsum("ij,ij->i", tiles.astype(np.float64), tiles.astype(np.float64))
+    t = np.hstack([-2.0 * tiles, norms[:, None]]).astype(np.float32)
+    return c, np.ascontiguousarray(t.T)
+
+
+def _chunk(rows: int, tiles: int) -> int:
+    return max(1, min(rows, CHUNK_ELEMENTS // max(1, tiles)))
+
+
+def nearest(cells: np.ndarray, tiles: np.ndarray) -> np.ndarray:
+    """Index of the nearest tile for every cell: ``(n,) int32``; ties go to the lowest index."""
+    c, t = _augment(cells, tiles)
+    out = np.empty(c.shape[0], np.int32)
+    step = _chunk(c.shape[0], t.shape[1])
+    for start in range(0, c.shape[0], step):
+        out[start : start + step] = np.argmin(c[start : start + step] @ t, axis=1)
+    return out
+
+
+def best(cells: np.ndarray, tiles: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``m`` nearest tiles per cell, best first: ``(n, m) int32`` indices and float64 scores.
+
+    Order is by score then tile index, fully defined. ``m`` is capped at the number of tiles.
+    """
+    m = min(m, tiles.shape[0])
+    c, t = _augment(cells, tiles)
+    n = c.shape[0]
+    index = np.empty((n, m), np.int32)
+    score = np.empty((n, m), np.float64)
+    step = _chunk(n, t.shape[1])
+    for start in range(0, n, step):
+        d = c[start : start + step] @ t
+        if m < d.shape[1]:
+            part = np.argpartition(d, m - 1, axis=1)[:, :m]
+        else:
+            part = np.broadcast_to(np.arange(d.shape[1]), d.shape)
+        values = np.take_along_axis(d, part, axis=1)
+        order = np.lexsort((part, values), axis=1)
+        index[start : start + step] = np.take_along_axis(part, order, axis=1)
+        score[start : start + step] = np.take_along_axis(values, order, axis=1)
+    return index, score

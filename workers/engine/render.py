@@ -1,0 +1,204 @@
+"""Rendering: cells in, mosaic pixels out — one band at a time, or the whole grid.
+
+``render_band`` is what an ImageProcessor runs on its slice: the band's cell image
+(``SUB`` × ``SUB`` pixels per cell, made by ``grid.cell_image``) becomes tiles. ``render``
+is the offline path and is *defined* as stitching ``render_band`` over ``plan_bands``, so
+one process and many workers give the same pixels. No Python loop over cells: signatures
+by array reshapes, matching by chunked matrix products, composition by fancy indexing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from .grid import DEFAULT_MAX_OUTPUT_PIXELS, band_cells, cell_image, plan_bands, plan_grid
+from .library import TileLibrary
+from .matching import nearest
+from .signatures import SUB, features
+from .variety import choose_varied
+
+COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderOptions:
+    """What people of the mosaic programs expect to tune; the pipeline uses the defaults.
+
+    variety:       no tile repeats within this many cells (0 = off). Lowered automatically
+                   when the library is too small to honour it.
+    blend:         0–100 % colour correction of each tile toward the target (keeps the
+                   tile's detail, moves its colours).
+    colour_first:  match the mean colour only (ignores the layout inside a cell).
+    colour_weight: weight of the mean colour against the sub-cell layout; SUB² (16) is plain
+                   per-sub-cell CIELAB distance, higher favours colour fidelity.
+    """
+
+    variety: int = 2
+    blend: int = 15
+    colour_first: bool = False
+    colour_weight: float = 32.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.variety <= 16:
+            raise ValueError(f"variety must be 0..16 cells, got {self.variety}")
+        if not 0 <= self.blend <= 100:
+            raise ValueError(f"blend must be 0..100 %, got {self.blend}")
+        if not self.colour_weight > 0:
+            raise ValueError(f"colour_weight must be positive, got {self.colour_weight}")
+
+
+DEFAULT_OPTIONS = RenderOptions()
+
+
+def _weights(options: RenderOptions, tile_size: int) -> tuple[float, float]:
+    if options.colour_first or tile_size < SUB:
+        return 0.0, 1.0
+    return 1.0, options.colour_weight
+
+
+def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
+    structure, colour = _weights(options, tile_size)
+    return library.cached(
+        ("features", tile_size, structure, colour),
+        lambda: features(library.sub_cells(tile_size), structure=structure, colour=colour),
+    )
+
+
+def _sub_cells(cells: np.ndarray) -> np.ndarray:
+    rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
+    return cells.reshape(rows, SUB, cols, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(-1, SUB, SUB, 3)
+
+
+def choose_tiles(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    seed: str,
+    row_offset: int = 0,
+    options: RenderOptions = DEFAULT_OPTIONS,
+) -> np.ndarray:
+    """``(rows, cols) int32``: the library index chosen for every cell of the band."""
+    rows, cols = _check_cells(cells)
+    structure, colour = _weights(options, tile_size)
+    wanted = features(_sub_cells(cells), structure=structure, colour=colour)
+    candidates = tile_features(library, tile_size, options)
+    if options.variety and tile_size >= SUB:
+        return choose_varied(
+            wanted, candidates, rows=rows, cols=cols, row_offset=row_offset,
+            distance=options.variety, seed=seed,
+        )
+    return nearest(wanted, candidates).reshape(rows, cols)
+
+
+def compose(choice: np.ndarray, tiles: np.ndarray) -> np.ndarray:
+    """Place ``tiles[choice]`` on the grid: ``(rows*s, cols*s, 3) uint8``, in bounded steps."""
+    rows, cols = choice.shape
+    s = tiles.shape[1]
+    out = np.empty((rows * s, cols * s, 3), np.uint8)
+    view = out.reshape(rows, s, cols, s, 3)
+    step = max(1, COMPOSE_BYTES // max(1, cols * s * s * 3))
+    for r in range(0, rows, step):
+        view[r : r + step] = tiles[choice[r : r + step]].transpose(0, 2, 1, 3, 4)
+    return out
+
+
+def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, percent: int) -> np.ndarray:
+    """Move each tile's colours ``percent`` % of the way to the target, keeping its detail.
+
+    The correction is (target − tile) at sub-cell resolution, smoothly upsampled (bilinear)
+    and added to the tile pixels: at 100 % every sub-cell has the target's mean colour.
+    """
+    if percent <= 0:
+        return out
+    diff = cells.astype(np.int16) - placed_sub.astype(np.int16)
+    half = np.clip(np.rint(diff * (percent / 200.0)) + 128, 0, 255).astype(np.uint8)
+    height, width = out.shape[:2]
+    up = Image.fromarray(half).resize((width, height), Image.Resampling.BILINEAR)
+    up_arr = np.asarray(up)
+    step = max(1, COMPOSE_BYTES // max(1, width * 6))
+    for y in range(0, height, step):
+        block = out[y : y + step].astype(np.int16)
+        block += (up_arr[y : y + step].astype(np.int16) - 128) * 2
+        np.clip(block, 0, 255, out=block)
+        out[y : y + step] = block
+    return out
+
+
+def _arrange_sub(sub: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    return sub.reshape(rows, cols, SUB, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(rows * SUB, cols * SUB, 3)
+
+
+def _check_cells(cells: np.ndarray) -> tuple[int, int]:
+    if cells.ndim != 3 or cells.shape[2] != 3 or cells.dtype != np.uint8:
+        raise ValueError(f"cells must be (H, W, 3) uint8, got {cells.shape} {cells.dtype}")
+    if cells.shape[0] % SUB or cells.shape[1] % SUB or cells.shape[0] == 0 or cells.shape[1] == 0:
+        raise ValueError(f"cell image size {cells.shape[1]}x{cells.shape[0]} is not a multiple of {SUB}")
+    return cells.shape[0] // SUB, cells.shape[1] // SUB
+
+
+def render_band(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    seed: str,
+    row_offset: int = 0,
+    options: RenderOptions = DEFAULT_OPTIONS,
+) -> np.ndarray:
+    """The mosaic of one band: ``(rows*tile_size, cols*tile_size, 3) uint8``.
+
+    ``cells`` is the band's cell image; ``row_offset`` its first row in the whole grid
+    (variety depends on global positions); ``seed`` the job's request id.
+    """
+    rows, cols = _check_cells(cells)
+    choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
+    out = compose(choice, library.tiles(tile_size))
+    if options.blend:
+        placed = _arrange_sub(library.sub_cells(tile_size)[choice.ravel()], rows, cols)
+        blend_toward(out, cells, placed, options.blend)
+    return out
+
+
+def render(
+    image: Image.Image,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    slices: int = 1,
+    tiles_across: int | None = None,
+    seed: str = "",
+    options: RenderOptions = DEFAULT_OPTIONS,
+    max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
+    """The whole mosaic, band by band exactly as the workers would render it.
+
+    ``progress(done_rows, total_rows)`` is called after each band (for a progress bar).
+    """
+    grid = plan_grid(
+        image.width, image.height, tile_size=tile_size, tiles_across=tiles_across,
+        max_output_pixels=max_output_pixels,
+    )
+    cells = cell_image(image, grid)
+    bands = plan_bands(grid.tiles_down, slices)
+    out = np.empty((grid.output_height, grid.output_width, 3), np.uint8)
+    for band in bands:
+        part = render_band(
+            band_cells(cells, band), library, tile_size=tile_size, seed=seed,
+            row_offset=band.start, options=options,
+        )
+        out[band.start * tile_size : band.stop * tile_size] = part
+        if progress is not None:
+            progress(band.stop, grid.tiles_down)
+    return out
+
+
+def mosaic_steps(rows: int) -> int:
+    """Bands to use for a progress bar on an offline render of ``rows`` cell rows."""
+    return max(1, min(rows, math.ceil(rows / 32)))

@@ -1,0 +1,93 @@
+"""Colour signatures: what the matcher compares, for target cells and for tiles alike.
+
+A cell (or a tile) is summarised by ``SUB`` × ``SUB`` sub-cells of 8-bit RGB (the cell image,
+or the tile box-reduced by Pillow). Each sub-cell goes to CIELAB, where Euclidean distance
+follows perceived colour difference. The feature vector is
+
+    sqrt(structure) · (L of each sub-cell − mean L)          SUB² values: edges, gradients
+    sqrt(structure · 4) · (a, b of each 2×2 block − mean a, b)   8 values: chroma layout
+    sqrt(colour) · (mean L, mean a, mean b)                   3 values: the colour
+
+so squared distance splits into a structure term and a mean-colour term whose balance is
+one number (``colour`` = SUB² is plain per-sub-cell Lab distance). Features are rounded to
+integers no larger than ``BOUND``: every dot product the matcher computes in float32 is then
+an exact integer, whatever the BLAS, CPU or chunking — the same pixels on every worker.
+Lab comes from look-up tables and elementwise IEEE arithmetic only, for the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SUB = 4  # sub-cells per cell side: the cell image has SUB x SUB pixels per cell
+BOUND = 440.0  # |feature| <= BOUND keeps 3 * dims * BOUND^2 < 2^24 (exact in float32)
+FEATURES = SUB * SUB + 8 + 3
+
+# sRGB (D65) -> linear light, exact per 8-bit value.
+_LINEAR = np.array(
+    [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (i / 255 for i in range(256))],
+    dtype=np.float64,
+)
+_F_STEPS = 8192
+_EPS = 216 / 24389
+_KAPPA = 24389 / 27
+_F = np.array(
+    [
+        math.copysign(abs(t) ** (1 / 3), t) if t > _EPS else (_KAPPA * t + 16) / 116
+        for t in (i / _F_STEPS for i in range(_F_STEPS + 1))
+    ],
+    dtype=np.float64,
+)
+_WHITE = (0.95047, 1.0, 1.08883)
+_M = (
+    (0.4124564, 0.3575761, 0.1804375),
+    (0.2126729, 0.7151522, 0.0721750),
+    (0.0193339, 0.1191920, 0.9503041),
+)
+
+
+def _f(t: np.ndarray) -> np.ndarray:
+    index = np.clip(np.rint(t * _F_STEPS), 0, _F_STEPS).astype(np.intp)
+    return _F[index]
+
+
+def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
+    """``(..., 3) uint8`` sRGB -> ``(..., 3) float64`` CIELAB (D65), deterministic."""
+    if rgb.dtype != np.uint8:
+        raise TypeError(f"expected uint8 RGB, got {rgb.dtype}")
+    r, g, b = (_LINEAR[rgb[..., i]] for i in range(3))
+    fx, fy, fz = (_f((m[0] * r + m[1] * g + m[2] * b) / w) for m, w in zip(_M, _WHITE))
+    return np.stack([116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)], axis=-1)
+
+
+def _mean(parts: list[np.ndarray]) -> np.ndarray:
+    """Mean of equally shaped arrays by explicit adds (a fixed summation order)."""
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total / len(parts)
+
+
+def features(sub_rgb: np.ndarray, *, structure: float, colour: float) -> np.ndarray:
+    """``(n, SUB, SUB, 3) uint8`` sub-cells -> ``(n, FEATURES) float32`` integer-valued features."""
+    n = sub_rgb.shape[0]
+    if sub_rgb.shape[1:] != (SUB, SUB, 3):
+        raise ValueError(f"expected (n, {SUB}, {SUB}, 3) sub-cells, got {sub_rgb.shape}")
+    lab = srgb_to_lab(sub_rgb)
+    mean = _mean([lab[:, i, j] for i in range(SUB) for j in range(SUB)])  # (n, 3)
+    half = SUB // 2
+    blocks = [
+        _mean([lab[:, bi * half + i, bj * half + j, 1:] for i in range(half) for j in range(half)])
+        for bi in range(2)
+        for bj in range(2)
+    ]
+    ws, wb, wc = math.sqrt(structure), math.sqrt(structure * half * half), math.sqrt(colour)
+    scale = BOUND / max(ws * 100.0, wb * 200.0, wc * 128.0, 1e-9)
+    out = np.empty((n, FEATURES), dtype=np.float64)
+    out[:, : SUB * SUB] = (lab[..., 0].reshape(n, SUB * SUB) - mean[:, :1]) * (ws * scale)
+    for k, block in enumerate(blocks):
+        out[:, SUB * SUB + 2 * k : SUB * SUB + 2 * k + 2] = (block - mean[:, 1:]) * (wb * scale)
+    out[:, -3:] = mean * (wc * scale)
+    return np.clip(np.rint(out), -BOUND, BOUND).astype(np.float32)

@@ -1,0 +1,187 @@
+"""Anti-repetition: no tile used twice within ``distance`` cells, deterministic and band-safe.
+
+Inside a band every cell gets its ``m`` best tiles, best first. Conflicts (two cells within
+``distance`` — Chebyshev, so a (2d+1)² square — holding the same tile) are settled in
+parallel rounds: a cell whose tile is also held by a neighbour of higher priority, where
+that neighbour is not itself losing a conflict, moves on to its next candidate. Priorities
+are a hash of (seed, global row, column), so the outcome depends only on the job's seed and
+the cells, never on the machine. A cell that runs out of candidates (rare) is settled last,
+one by one, with the best tile its neighbours leave free.
+
+Across a band border a cell cannot see its neighbours' choices (they are made by another
+worker), so the rows within ``distance`` of a border use disjoint shares of the library:
+the tiles are dealt into ``distance + 1`` classes by a seeded hash, and a border row may
+only use the class ``global_row mod (distance + 1)``. Two rows closer than ``distance + 1``
+never share a class, so two cells on either side of a border never share a tile. The cost:
+those rows choose from a (d+1)-th of the library. The first band's top edge has no
+neighbour and is unrestricted; a band does not know whether it is the last, so its bottom
+rows are always restricted.
+
+``distance`` is lowered to what the library can honour: each class must hold at least
+(2d+1)² tiles, or a square of cells could not all differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .matching import best
+
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def seed_number(seed: str) -> int:
+    return int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "little")
+
+
+def mix(values: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on a uint64 array: a fixed, well-spread hash."""
+    z = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def feasible_distance(distance: int, tiles: int) -> int:
+    """The largest d ≤ ``distance`` whose border classes hold (2d+1)² tiles each."""
+    d = max(0, distance)
+    while d > 0 and tiles // (d + 1) < (2 * d + 1) ** 2:
+        d -= 1
+    return d
+
+
+def tile_classes(tiles: int, distance: int, seed: int) -> np.ndarray:
+    """Deal tiles into ``distance + 1`` classes of equal size (±1) by a seeded hash."""
+    keys = mix(np.arange(tiles, dtype=np.uint64) ^ np.uint64(seed))
+    rank = np.empty(tiles, np.int64)
+    rank[np.argsort(keys, kind="stable")] = np.arange(tiles)
+    return rank % (distance + 1)
+
+
+def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
+    local = np.arange(rows)
+    bottom = (rows - 1 - local) < distance
+    top = (local < distance) & (row_offset > 0)
+    return bottom | top
+
+
+def choose_varied(
+    cells: np.ndarray,
+    tiles: np.ndarray,
+    *,
+    rows: int,
+    cols: int,
+    row_offset: int,
+    distance: int,
+    seed: str,
+) -> np.ndarray:
+    """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells."""
+    n_tiles = tiles.shape[0]
+    d = feasible_distance(distance, n_tiles)
+    seed_int = seed_number(seed)
+    window = (2 * d + 1) ** 2
+    m = min(n_tiles, window + 8)
+    cand = np.empty((rows * cols, m), np.int32)
+    border = _border_rows(rows, row_offset, d)
+    inner_rows = np.flatnonzero(~border)
+    classes = tile_classes(n_tiles, d, seed_int)
+
+    def cells_of(row_list: np.ndarray) -> np.ndarray:
+        return (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
+
+    if inner_rows.size:
+        idx = cells_of(inner_rows)
+        cand[idx] = best(cells[idx], tiles, m)[0]
+    for q in range(d + 1):
+        rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
+        if rows_q.size:
+            members = np.flatnonzero(classes == q)
+            idx = cells_of(rows_q)
+            cand[idx] = members[best(cells[idx], tiles[members], m)[0]]
+    cand = cand.reshape(rows, cols, m)
+
+    g_rows = (np.arange(rows, dtype=np.uint64) + np.uint64(row_offset))[:, None]
+    position = (g_rows << np.uint64(32)) | np.arange(cols, dtype=np.uint64)[None, :]
+    keys = mix(position ^ np.uint64(seed_int)).ravel()
+    priority = np.empty(rows * cols, np.int64)
+    priority[np.lexsort((position.ravel(), keys))] = np.arange(rows * cols)
+    priority = priority.reshape(rows, cols)
+
+    choice = _resolve(cand, priority, d)
+    stuck = np.argwhere(choice < 0)
+    if stuck.size:
+        _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols)
+    return choice
+
+
+def _pairs(rows: int, cols: int, d: int):
+    """Slices (A, B) of every cell pair at offset (dy, dx) in the half window."""
+    for dy in range(0, d + 1):
+        for dx in range(-d, d + 1):
+            if dy == 0 and dx <= 0:
+                continue
+            if dy >= rows or abs(dx) >= cols:
+                continue
+            a = (slice(0, rows - dy), slice(max(0, -dx), cols - max(0, dx)))
+            b = (slice(dy, rows), slice(max(0, dx), cols - max(0, -dx)))
+            yield a, b
+
+
+def _resolve(cand: np.ndarray, priority: np.ndarray, d: int) -> np.ndarray:
+    """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates."""
+    rows, cols, m = cand.shape
+    ptr = np.zeros((rows, cols), np.intp)
+    pairs = list(_pairs(rows, cols, d))
+    unique_negative = -1 - np.arange(rows * cols).reshape(rows, cols)
+    while True:
+        out = ptr >= m
+        cur = np.take_along_axis(cand, np.minimum(ptr, m - 1)[..., None], axis=2)[..., 0]
+        cur = np.where(out, unique_negative, cur)
+        beaten = np.zeros((rows, cols), bool)
+        conflicts = []
+        for a, b in pairs:
+            same = cur[a] == cur[b]
+            if not same.any():
+                continue
+            a_low = priority[a] < priority[b]
+            beaten[a] |= same & a_low
+            beaten[b] |= same & ~a_low
+            conflicts.append((a, b, same, a_low))
+        if not conflicts:
+            return np.where(out, -1, cur).astype(np.int32)
+        lose = np.zeros((rows, cols), bool)
+        for a, b, same, a_low in conflicts:
+            lose[a] |= same & a_low & ~beaten[b]
+            lose[b] |= same & ~a_low & ~beaten[a]
+        ptr[lose] += 1
+
+
+def _settle_one_by_one(
+    choice: np.ndarray,
+    stuck: np.ndarray,
+    priority: np.ndarray,
+    cells: np.ndarray,
+    tiles: np.ndarray,
+    classes: np.ndarray,
+    border: np.ndarray,
+    row_offset: int,
+    d: int,
+    cols: int,
+) -> None:
+    rows = choice.shape[0]
+    order = np.argsort(-priority[stuck[:, 0], stuck[:, 1]], kind="stable")
+    for r, c in stuck[order]:
+        allowed = np.arange(tiles.shape[0])
+        if border[r]:
+            allowed = np.flatnonzero(classes == (r + row_offset) % (d + 1))
+        taken = choice[max(0, r - d) : r + d + 1, max(0, c - d) : c + d + 1]
+        index, _ = best(cells[r * cols + c][None, :], tiles[allowed], allowed.size)
+        for t in allowed[index[0]]:
+            if not (taken == t).any():
+                choice[r, c] = t
+                break
+        else:  # cannot happen: feasible_distance leaves more tiles than neighbours
+            raise RuntimeError("no free tile for a cell; the variety distance is infeasible")
+    del rows
