@@ -1,0 +1,258 @@
+"""Blob containers: the four workflow containers, claim-check payloads and tile libraries.
+
+Every method takes a *logical* container name. ``container_name`` adds the test-isolation
+prefix to the workflow and claim-check containers only; any other name (a tile library) is
+used as given, so applying it twice changes nothing.
+
+A tile library is a container whose metadata holds ``imagelibrarydescription``; its value
+is the description, percent-encoded where it is not printable ASCII (metadata travels in
+HTTP headers).
+
+Storage errors a caller must act on are translated here: a missing blob or container
+becomes ``BlobMissingError``. Listing follows continuation tokens (a page holds at most
+5,000 names), so callers see every blob however many there are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
+
+from dal.config import CLAIM_CHECK_CONTAINER, LIBRARY_METADATA_KEY, WORKFLOW_CONTAINERS, StorageClients
+from dal.errors import BlobMissingError, StorageConfigurationError
+
+_CONTAINER = re.compile(r"^(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
+_PREFIXED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
+_PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+_DELETE_BATCH = 256  # the most a blob batch request may carry
+
+
+def validate_container_name(name: str) -> str:
+    """Azure's rule: 3..63 of a-z 0-9 and single hyphens, starting and ending alphanumeric."""
+    if not isinstance(name, str) or not _CONTAINER.match(name):
+        raise ValueError(
+            f"invalid container name {name!r}: 3..63 characters of a-z, 0-9 and single hyphens, "
+            "starting and ending with a letter or digit"
+        )
+    return name
+
+
+def _validate_blob_name(name: str) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= 1024 or any(ord(c) < 0x20 for c in name):
+        raise ValueError(f"invalid blob name {name!r}: 1..1024 characters, no control characters")
+    return name
+
+
+@dataclass(frozen=True)
+class Blob:
+    """A downloaded blob with what came with it."""
+
+    data: bytes
+    content_type: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+class BlobStore:
+    """Blob access for every role; ``prefix`` isolates tests' workflow containers."""
+
+    def __init__(self, storage: StorageClients, *, prefix: str = "") -> None:
+        self.storage = storage
+        self.prefix = prefix
+        if prefix:
+            validate_container_name(f"{prefix}{max(_PREFIXED, key=len)}")
+
+    @cached_property
+    def _service(self) -> Any:
+        return self.storage.blob_service
+
+    def container_name(self, logical: str) -> str:
+        """The real container name: prefixed for workflow and claim-check containers."""
+        name = f"{self.prefix}{logical}" if logical in _PREFIXED else logical
+        return validate_container_name(name)
+
+    def _container(self, container: str) -> Any:
+        return self._service.get_container_client(self.container_name(container))
+
+    def _blob(self, container: str, name: str) -> Any:
+        return self._service.get_blob_client(self.container_name(container), _validate_blob_name(name))
+
+    def ensure_containers(self) -> None:
+        """Create the workflow and claim-check containers that are missing (private access)."""
+        for logical in (*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER):
+            try:
+                self._container(logical).create_container()
+            except ResourceExistsError:
+                pass
+
+    def upload(
+        self,
+        container: str,
+        name: str,
+        data: bytes,
+        *,
+        content_type: str,
+        metadata: dict[str, str] | None = None,
+    ) -> str:
+        """Write (or overwrite: handlers are idempotent) one blob; return its URL."""
+        client = self._blob(container, name)
+        try:
+            client.upload_blob(
+                data,
+                overwrite=True,
+                content_settings=ContentSettings(content_type=content_type),
+                metadata=metadata,
+            )
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(
+                f"container {self.container_name(container)!r} does not exist (ensure_containers creates it)"
+            ) from exc
+        return str(client.url)
+
+    def fetch(self, container: str, name: str) -> Blob:
+        """Download a blob with its content type and metadata."""
+        try:
+            downloader = self._blob(container, name).download_blob()
+            data = downloader.readall()
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
+        settings = downloader.properties.content_settings
+        return Blob(data=data, content_type=settings.content_type, metadata=dict(downloader.properties.metadata))
+
+    def download(self, container: str, name: str) -> bytes:
+        return self.fetch(container, name).data
+
+    def download_url(self, url: str) -> bytes:
+        """Download by absolute URL; only blobs of this account (a SAS query is ignored)."""
+        container, name = self.parse_blob_url(url)
+        return self.download(container, name)
+
+    def exists(self, container: str, name: str) -> bool:
+        return bool(self._blob(container, name).exists())
+
+    def delete(self, container: str, name: str) -> bool:
+        """Delete one blob; False when it was already gone."""
+        try:
+            self._blob(container, name).delete_blob()
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def delete_prefix(self, container: str, prefix: str) -> int:
+        """Delete every blob whose name starts with ``prefix``; return how many were deleted."""
+        if not prefix:
+            raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty a container)")
+        client = self._container(container)
+        names = list(self.list_names(container, prefix))
+        batches = [names[i : i + _DELETE_BATCH] for i in range(0, len(names), _DELETE_BATCH)]
+        deleted = 0
+        for batch in batches:
+            responses = client.delete_blobs(*batch, raise_on_any_failure=False)
+            deleted += sum(1 for r in responses if r.status_code in (200, 202))
+        return deleted
+
+    def list_names(self, container: str, prefix: str | None = None) -> Iterator[str]:
+        """Every blob name (optionally under ``prefix``), following continuation tokens."""
+        try:
+            for props in self._container(container).list_blobs(name_starts_with=prefix):
+                yield props.name
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"container {self.container_name(container)!r} does not exist") from exc
+
+    def blob_url(self, container: str, name: str) -> str:
+        return str(self._blob(container, name).url)
+
+    def parse_blob_url(self, url: str) -> tuple[str, str]:
+        """(container, name) of a blob URL of this account; ValueError for any other URL."""
+        base = urlsplit(str(self._service.url))
+        parts = urlsplit(url)
+        root = base.path.rstrip("/") + "/"
+        if (parts.scheme, parts.netloc.lower()) != (base.scheme, base.netloc.lower()) or not parts.path.startswith(
+            root
+        ):
+            raise ValueError(f"not a blob URL of this storage account ({base.netloc}{base.path}): {url!r}")
+        container, _, name = parts.path[len(root) :].partition("/")
+        if not container or not name:
+            raise ValueError(f"blob URL has no container or blob name: {url!r}")
+        return validate_container_name(unquote(container)), _validate_blob_name(unquote(name))
+
+    def sas_url(self, container: str, name: str, *, expires_in: timedelta) -> str:
+        """A read-only URL for the blob that stops working after ``expires_in``."""
+        if expires_in <= timedelta(0):
+            raise ValueError(f"expires_in must be positive, got {expires_in}")
+        key = self.storage.account_key
+        if not key:
+            raise StorageConfigurationError(
+                f"cannot sign a SAS for account {self.storage.account_name!r}: the connection string has no AccountKey"
+            )
+        client = self._blob(container, name)
+        token = generate_blob_sas(
+            account_name=self.storage.account_name,
+            container_name=client.container_name,
+            blob_name=client.blob_name,
+            account_key=key,
+            permission=BlobSasPermissions(read=True),
+            expiry=datetime.now(UTC) + expires_in,
+        )
+        return f"{client.url}?{token}"
+
+    # -- tile libraries ---------------------------------------------------------------------
+
+    def create_library_container(self, name: str, description: str) -> None:
+        """Create the container (or re-mark an existing one) as a tile library."""
+        client = self._container(name)
+        marked = {LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE)}
+        try:
+            client.create_container(metadata=marked)
+        except ResourceExistsError:
+            metadata = dict(client.get_container_properties().metadata)
+            metadata.update(marked)
+            client.set_container_metadata(metadata)
+
+    def list_libraries(self, *, name_starts_with: str | None = None) -> list[tuple[str, str]]:
+        """(name, description) of every container marked as a tile library, sorted by name."""
+        found = []
+        for props in self._service.list_containers(name_starts_with=name_starts_with, include_metadata=True):
+            description = _library_description(props.metadata)
+            if description is not None:
+                found.append((props.name, description))
+        return sorted(found)
+
+    def is_library(self, name: str) -> bool:
+        try:
+            metadata = self._container(name).get_container_properties().metadata
+        except ResourceNotFoundError:
+            return False
+        return _library_description(metadata) is not None
+
+    def library_description(self, name: str) -> str:
+        """The description of a tile library; BlobMissingError when it is not one."""
+        try:
+            metadata = self._container(name).get_container_properties().metadata
+        except ResourceNotFoundError:
+            metadata = {}
+        description = _library_description(metadata)
+        if description is None:
+            raise BlobMissingError(f"{name!r} is not a tile library")
+        return description
+
+
+def _library_description(metadata: dict[str, str] | None) -> str | None:
+    for key, value in (metadata or {}).items():
+        if key.lower() == LIBRARY_METADATA_KEY:
+            return unquote(value)
+    return None
+
+
+def upload_many(store: BlobStore, container: str, items: dict[str, bytes], *, content_type: str, workers: int = 16) -> None:
+    """Upload many small blobs concurrently (the per-request latency dominates, not bandwidth)."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda kv: store.upload(container, kv[0], kv[1], content_type=content_type), items.items()))

@@ -1,0 +1,71 @@
+"""The start-up check: is the storage account usable as configured?
+
+A wrong key or an unreachable endpoint will not heal by retrying, so every role calls
+``check_storage`` once at start-up and fails loudly, instead of retrying for minutes inside
+its first real operation. One cheap call per service (list one queue, container, table).
+Messages name the account and the endpoint, never the key or a SAS token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+
+from dal.config import CONNECTION_STRING_ENV, StorageClients
+from dal.errors import StorageConfigurationError
+
+
+def _first_page(items: Any) -> None:
+    for page in items.by_page():
+        list(page)
+        return
+
+
+def _endpoint(client: Any) -> str:
+    return str(client.url).split("?", 1)[0]
+
+
+def check_storage(storage: StorageClients) -> None:
+    """Make one cheap call per service; raise StorageConfigurationError when the account is unusable."""
+    checks: list[tuple[str, Callable[[], Any], Callable[[], None]]] = [
+        ("blob", lambda: storage.blob_service, lambda: _first_page(storage.blob_service.list_containers(results_per_page=1))),
+        ("queue", lambda: storage.queue_service, lambda: _first_page(storage.queue_service.list_queues(results_per_page=1))),
+        ("table", lambda: storage.table_service, lambda: _first_page(storage.table_service.list_tables(results_per_page=1))),
+    ]
+    account = storage.account_name or "?"
+    for service, client, call in checks:
+        try:
+            endpoint = _endpoint(client())
+        except ValueError:  # a malformed connection string
+            raise StorageConfigurationError(f"{CONNECTION_STRING_ENV} is malformed for the {service} service") from None
+        where = f"{service} service of storage account {account!r} at {endpoint}"
+        try:
+            call()
+        except ClientAuthenticationError as exc:
+            raise StorageConfigurationError(
+                f"{where} refused the credentials ({_code(exc)}): check the AccountKey or SAS in {CONNECTION_STRING_ENV}"
+            ) from None
+        except (ServiceRequestError, ServiceResponseError) as exc:
+            raise StorageConfigurationError(
+                f"{where} is unreachable ({type(exc).__name__}: {str(exc)[:200]}): "
+                f"check the endpoint in {CONNECTION_STRING_ENV}, "
+                "or unset it to use the embedded Azurite"
+            ) from None
+        except HttpResponseError as exc:
+            if exc.status_code is not None and 400 <= exc.status_code < 500:
+                raise StorageConfigurationError(
+                    f"{where} rejected the request (HTTP {exc.status_code} {_code(exc)}): "
+                    f"check the account name and endpoints in {CONNECTION_STRING_ENV}"
+                ) from None
+            raise
+
+
+def _code(exc: HttpResponseError) -> str:
+    return str(getattr(exc, "error_code", None) or exc.reason or "error")

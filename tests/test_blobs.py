@@ -1,0 +1,119 @@
+"""BlobStore against a real Azurite: content types, listing past one page, SAS, libraries."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import requests
+
+from dal.blobs import BlobStore, upload_many
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, WORKFLOW_CONTAINERS, StorageClients
+from dal.errors import BlobMissingError
+
+
+@pytest.fixture
+def blobs(storage: StorageClients, unique: str) -> BlobStore:
+    store = BlobStore(storage, prefix=f"t{unique}")
+    store.ensure_containers()
+    return store
+
+
+def test_prefix_applies_to_workflow_containers_only(blobs: BlobStore, unique: str) -> None:
+    assert blobs.container_name("imageinput") == f"t{unique}imageinput"
+    assert blobs.container_name(blobs.container_name("imageinput")) == f"t{unique}imageinput"
+    assert blobs.container_name("flowers") == "flowers"
+    with pytest.raises(ValueError, match="container name"):
+        blobs.container_name("Bad_Name")
+
+
+def test_upload_download_keeps_content_type(blobs: BlobStore) -> None:
+    url = blobs.upload(IMAGE_INPUT_CONTAINER, "req/1.png", b"\x89PNG...", content_type="image/png", metadata={"k": "v"})
+    assert url == blobs.blob_url(IMAGE_INPUT_CONTAINER, "req/1.png")
+    blob = blobs.fetch(IMAGE_INPUT_CONTAINER, "req/1.png")
+    assert (blob.data, blob.content_type, blob.metadata) == (b"\x89PNG...", "image/png", {"k": "v"})
+    assert blobs.download_url(url) == b"\x89PNG..."
+    assert blobs.parse_blob_url(url) == (blobs.container_name(IMAGE_INPUT_CONTAINER), "req/1.png")
+    # Overwrite is allowed: a redelivered message rewrites the same blob.
+    blobs.upload(IMAGE_INPUT_CONTAINER, "req/1.png", b"again", content_type="image/jpeg")
+    assert blobs.fetch(IMAGE_INPUT_CONTAINER, "req/1.png").content_type == "image/jpeg"
+    assert blobs.exists(IMAGE_INPUT_CONTAINER, "req/1.png")
+    assert blobs.delete(IMAGE_INPUT_CONTAINER, "req/1.png") is True
+    assert blobs.delete(IMAGE_INPUT_CONTAINER, "req/1.png") is False
+    assert not blobs.exists(IMAGE_INPUT_CONTAINER, "req/1.png")
+
+
+def test_missing_blob_and_container_are_clear(blobs: BlobStore, unique: str) -> None:
+    with pytest.raises(BlobMissingError, match="does not exist"):
+        blobs.download(IMAGE_OUTPUT_CONTAINER, "nope.png")
+    with pytest.raises(BlobMissingError, match="container"):
+        blobs.upload(f"missing{unique}", "x", b"", content_type="text/plain")
+    with pytest.raises(ValueError, match="not a blob URL of this storage account"):
+        blobs.parse_blob_url("https://example.com/devstoreaccount1/imageinput/x.png")
+
+
+def test_listing_follows_continuation_past_5000(storage: StorageClients, unique: str) -> None:
+    list_calls: list[Any] = []
+
+    def hook(response: Any) -> None:
+        if "comp=list" in response.http_request.url:
+            list_calls.append(response)
+
+    counted = StorageClients(storage.connection_string, profile="probe", response_hook=hook)
+    blobs = BlobStore(counted, prefix=f"t{unique}")
+    blobs.ensure_containers()
+    names = {f"many/{i:05d}": b"" for i in range(5_001)}
+    try:
+        upload_many(blobs, IMAGE_OUTPUT_CONTAINER, names, content_type="application/octet-stream", workers=16)
+        blobs.upload(IMAGE_OUTPUT_CONTAINER, "other/x", b"", content_type="text/plain")
+        list_calls.clear()
+        listed = list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, "many/"))
+        assert len(listed) == 5_001 and set(listed) == set(names)
+        assert len(list_calls) > 1  # the 5,000-name page limit forced a continuation
+    finally:  # one call, where deleting 5,001 blobs would take many
+        counted.blob_service.delete_container(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
+
+
+def test_delete_prefix_spans_batches(blobs: BlobStore) -> None:
+    upload_many(blobs, IMAGE_OUTPUT_CONTAINER, {f"req/{i:03d}.png": b"" for i in range(300)}, content_type="image/png")
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, "req-other.png", b"", content_type="image/png")
+    assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 300
+    assert list(blobs.list_names(IMAGE_OUTPUT_CONTAINER)) == ["req-other.png"]
+    assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 0
+    with pytest.raises(ValueError, match="non-empty prefix"):
+        blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "")
+
+
+def test_sas_url_reads_over_plain_http_then_expires(blobs: BlobStore) -> None:
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, "out.png", b"mosaic", content_type="image/png")
+    url = blobs.sas_url(IMAGE_OUTPUT_CONTAINER, "out.png", expires_in=timedelta(seconds=3))
+    got = requests.get(url, timeout=10)
+    assert got.status_code == 200 and got.content == b"mosaic"
+    assert got.headers["Content-Type"] == "image/png"
+    # Read-only: writing with the same token is refused and the blob is unchanged.
+    put = requests.put(url, data=b"evil", headers={"x-ms-blob-type": "BlockBlob"}, timeout=10)
+    assert put.status_code == 403
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, "out.png") == b"mosaic"
+    # Without the token the blob is private.
+    assert requests.get(url.split("?")[0], timeout=10).status_code in (401, 403, 404)
+    time.sleep(4.5)
+    assert requests.get(url, timeout=10).status_code == 403
+
+
+def test_libraries_are_listed_by_metadata(blobs: BlobStore, unique: str) -> None:
+    blobs.create_library_container(f"lib{unique}", "Flowers été")
+    blobs.create_library_container(f"lib{unique}-b", "Plain")
+    blobs.create_library_container(f"lib{unique}-b", "Plain, renamed")  # re-marking an existing one
+    blobs._container(f"lib{unique}-c").create_container(metadata={"other": "x"})  # not a library
+    libraries = blobs.list_libraries(name_starts_with=f"lib{unique}")
+    assert libraries == [(f"lib{unique}", "Flowers été"), (f"lib{unique}-b", "Plain, renamed")]
+    everything = dict(blobs.list_libraries())
+    assert f"lib{unique}" in everything
+    assert not any(blobs.container_name(w) in everything for w in WORKFLOW_CONTAINERS)
+    assert blobs.is_library(f"lib{unique}")
+    assert not blobs.is_library(f"lib{unique}-c")
+    assert not blobs.is_library(blobs.container_name(IMAGE_INPUT_CONTAINER))
+    assert not blobs.is_library(f"nothere{unique}")
+    assert blobs.library_description(f"lib{unique}") == "Flowers été"
