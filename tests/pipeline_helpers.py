@@ -133,6 +133,7 @@ class Pipeline:
     tmp_path: Path
     prefix: str = field(default_factory=lambda: f"p{uuid.uuid4().hex[:8]}")
     roles: list[RoleProcess] = field(default_factory=list)
+    library_uri: str = ""
 
     def __post_init__(self) -> None:
         env = {**os.environ, **TEST_ENV, CONNECTION_STRING_ENV: self.connection_string,

@@ -156,7 +156,7 @@ class JobController:
         log.info("job %s: %d slices dispatched", rid, len(pending), extra={"request_id": rid})
 
     def _read_image(self, message: ImageRequestMessage):  # -> PIL.Image.Image
-        from workers.engine.images import open_image
+        from workers.engine.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
@@ -169,8 +169,8 @@ class JobController:
         except ValueError as exc:
             raise PermanentJobError(f"the image address is not a blob of this storage account: {exc}") from None
         try:
-            return open_image(data)
-        except Exception as exc:  # decoding is pure: nothing here is transient
+            return open_image(data, max_pixels=self.services.settings.max_input_pixels)
+        except ImageDecodeError as exc:
             raise PermanentJobError(f"the image could not be read as a picture: {exc}") from None
 
     def _record_job(self, message: ImageRequestMessage, grid) -> Job:  # grid: workers.engine.grid.Grid

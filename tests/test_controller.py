@@ -1,0 +1,281 @@
+"""JobController and responder handlers, called directly on real messages in a real Azurite.
+
+Messages are sent and received through the real queues (``accept_messages``), so each
+handler sees exactly what a listener would hand it, redeliveries included.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dal.claims import BlobClaims
+from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.messages import SliceResponseMessage
+from dal.queues import ReceivedMessage
+from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo, synthetic_library
+from workers.controller import JobController
+from workers.engine.grid import cell_image, plan_bands, plan_grid
+from workers.engine.images import open_image
+from workers.errors import PermanentJobError
+from workers.failures import guard
+from workers.responder import Responder
+from workers.services import Services
+from workers.slicing import decode_band, encode_output, encode_png
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
+    pipeline = Pipeline(azurite_connection_string, tmp_path)
+    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library(24))
+    yield pipeline
+
+
+def controller(pipe: Pipeline, name: str = "ctl-a", **kwargs: float) -> JobController:
+    return JobController(Services(pipe.services.storage, pipe.settings, name), **kwargs)
+
+
+def receive_all(queue, expected: int) -> list[ReceivedMessage]:  # noqa: ANN001
+    got: list[ReceivedMessage] = []
+    for _ in range(50):
+        got += queue.accept_messages(32, visibility_timeout=30)
+        if len(got) >= expected:
+            break
+    assert len(got) == expected, f"expected {expected} messages in {queue.name}, got {len(got)}"
+    return got
+
+
+def submit_and_slice(pipe: Pipeline, *, slices: int, width: int = 48, height: int = 36, tile: int = 8):
+    image = sample_photo(width, height, seed=slices)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    return rid, image, request
+
+
+def test_image_request_writes_bands_then_fans_out(pipe: Pipeline) -> None:
+    ctl = controller(pipe)
+    rid, image, request = submit_and_slice(pipe, slices=3)
+    ctl.handle_image_request(request)
+
+    job = pipe.job(rid)
+    assert job is not None and job.status == "rendering"
+    grid = plan_grid(48, 36, tile_size=8, max_output_pixels=pipe.settings.max_output_pixels)
+    assert (job.tiles_across, job.tiles_down, job.output_width, job.output_height) == (
+        grid.tiles_across, grid.tiles_down, grid.output_width, grid.output_height)  # fmt: skip
+    names = sorted(pipe.services.blobs.list_names(SLICE_REQUEST_CONTAINER, f"{rid}/"))
+    assert names == [f"{rid}/{seq}.png" for seq in range(3)]
+
+    # The bands hold exactly the controller's cell image, cut at the planned rows.
+    bands = [decode_band(pipe.services.blobs.download(SLICE_REQUEST_CONTAINER, n)) for n in names]
+    rows = plan_bands(grid.tiles_down, 3)
+    assert [(b.sequence, b.first_row, b.rows) for b in bands] == [(i, r.start, len(r)) for i, r in enumerate(rows)]
+    expected = cell_image(open_image(image), grid)
+    assert np.array_equal(np.concatenate([b.cells for b in bands]), expected)
+
+    requests = receive_all(pipe.services.queues.slice_request, 3)
+    assert sorted(r.message.slice_sequence for r in requests) == [0, 1, 2]
+    assert {r.message.slice_uri for r in requests} == {pipe.services.blobs.blob_url(SLICE_REQUEST_CONTAINER, n) for n in names}
+    kinds = [e.kind for e in pipe.services.jobs.events(rid)]
+    assert kinds.count("dispatched") == 3
+
+    # A redelivery rewrites the same blobs and leaves the job where it was.
+    ctl.handle_image_request(request)
+    assert sorted(pipe.services.blobs.list_names(SLICE_REQUEST_CONTAINER, f"{rid}/")) == names
+    again = pipe.job(rid)
+    assert again is not None and again.status == "rendering" and again.slices_done == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        ("too_many_slices", "only 5 rows of tiles"),
+        ("corrupt_image", "could not be read as a picture"),
+        ("missing_library", "does not exist"),
+    ],
+)
+def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: str, expected: str) -> None:
+    ctl = controller(pipe)
+    library = pipe.library_uri
+    image, slices = sample_photo(48, 40, seed=1), 2
+    if setup == "too_many_slices":
+        slices = 7  # 6 tiles across a 48x40 picture: 5 rows
+    if setup == "corrupt_image":
+        image = image[: len(image) // 3]
+    if setup == "missing_library":
+        library = library.rstrip("/") + "-gone"
+    rid = pipe.submit(image, library_uri=library, tile_size=8, slices=slices, tiles_across=6 if setup == "too_many_slices" else None)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    handler = guard(ctl.handle_image_request, jobs=pipe.services.jobs, actor="ctl-a")
+    with pytest.raises(PermanentJobError):
+        handler(request)
+    job = pipe.job(rid)
+    assert job is not None and job.status == "failed"
+    assert job.error is not None and expected in job.error
+    assert [e.kind for e in pipe.services.jobs.events(rid)] == ["failed"]
+    assert pipe.services.queues.slice_request.approximate_depth() == 0
+
+
+def render_fake_slices(pipe: Pipeline, rid: str, job_slices: int, width: int, height: int) -> np.ndarray:
+    """Stand in for the processors: write distinct bands into sliceresponse; return the whole mosaic."""
+    rng = np.random.default_rng(5)
+    mosaic = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+    rows = plan_bands(height // 8, job_slices)
+    for seq, band in enumerate(rows):
+        pixels = mosaic[band.start * 8 : band.stop * 8]
+        pipe.services.blobs.upload(SLICE_RESPONSE_CONTAINER, f"{rid}/{seq}.png", encode_png(pixels), content_type="image/png")
+    return mosaic
+
+
+def send_responses(pipe: Pipeline, rid: str, sequences: list[int]) -> None:
+    queue = pipe.services.queues.slice_response
+    url = pipe.services.blobs.blob_url(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
+    queue.submit([SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid,
+                                       slice_uri=url, slice_sequence=s) for s in sequences])  # fmt: skip
+
+
+def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> None:
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=3)
+    ctl.handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    mosaic = render_fake_slices(pipe, rid, 3, job.output_width, job.output_height)
+
+    send_responses(pipe, rid, [0, 0, 1])  # a duplicate
+    for received in receive_all(pipe.services.queues.slice_response, 3):
+        ctl.handle_slice_response(received)
+    job = pipe.job(rid)
+    assert job is not None and job.slices_done == frozenset({0, 1}) and job.status == "rendering"
+    assert pipe.services.queues.image_response.approximate_depth() == 0
+
+    send_responses(pipe, rid, [2])
+    [last] = receive_all(pipe.services.queues.slice_response, 1)
+    ctl.handle_slice_response(last)
+    job = pipe.job(rid)
+    assert job is not None and job.status == "stitching" and job.output_name == f"{rid}.jpg"
+    assert np.array_equal(pipe.output_pixels(job), decode_png_jpeg(encode_output(mosaic)))
+    [response] = receive_all(pipe.services.queues.image_response, 1)
+
+    # Late duplicates change nothing and stitch nothing.
+    send_responses(pipe, rid, [1, 2])
+    for received in receive_all(pipe.services.queues.slice_response, 2):
+        ctl.handle_slice_response(received)
+    kinds = [e.kind for e in pipe.services.jobs.events(rid)]
+    assert kinds.count("stitched") == 1 and kinds.count("progress") == 3
+    assert pipe.services.queues.image_response.accept_messages(32) == []  # no second response
+
+    # The responder finishes the job, once.
+    responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
+    responder.handle_image_response(response)
+    responder.handle_image_response(response)
+    done = pipe.job(rid)
+    assert done is not None and done.status == "done" and done.finished_at is not None
+    assert [e.kind for e in pipe.services.jobs.events(rid)].count("done") == 1
+
+
+def decode_png_jpeg(data: bytes) -> np.ndarray:
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def test_two_controllers_racing_on_every_slice_stitch_exactly_once(pipe: Pipeline) -> None:
+    """7 slices, each response delivered twice, handled at once by two controllers."""
+    controllers = [controller(pipe, "ctl-a"), controller(pipe, "ctl-b")]
+    rid, _, request = submit_and_slice(pipe, slices=7, width=64, height=64)
+    controllers[0].handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    render_fake_slices(pipe, rid, 7, job.output_width, job.output_height)
+    send_responses(pipe, rid, list(range(7)) * 2)
+    received = receive_all(pipe.services.queues.slice_response, 14)
+    start = threading.Barrier(14)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            controllers[i % 2].handle_slice_response(received[i])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(14)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    job = pipe.job(rid)
+    assert job is not None and job.slices_done == frozenset(range(7)), "an update was lost"
+    assert job.output_name is not None
+    kinds = [e.kind for e in pipe.services.jobs.events(rid)]
+    assert kinds.count("stitched") == 1 and kinds.count("progress") == 7
+    assert pipe.services.queues.image_response.approximate_depth() == 1
+
+
+def test_stitch_claim_is_exclusive_retaken_by_its_own_message_and_when_stale(pipe: Pipeline) -> None:
+    container = pipe.services.blobs.container_name(SLICE_RESPONSE_CONTAINER)
+    claims = BlobClaims(pipe.services.storage, container, stale_after=3600)
+    assert claims.acquire("job/stitch.claim", message_id="m1", owner="a")
+    assert not claims.acquire("job/stitch.claim", message_id="m2", owner="b")
+    holder = claims.holder("job/stitch.claim")
+    assert holder is not None and (holder.message_id, holder.owner) == ("m1", "a")
+    # The owner died; its message comes back to another controller: that one takes over.
+    assert claims.acquire("job/stitch.claim", message_id="m1", owner="c")
+    holder = claims.holder("job/stitch.claim")
+    assert holder is not None and holder.owner == "c"
+    # A claim older than stale_after is anyone's.
+    impatient = BlobClaims(pipe.services.storage, container, stale_after=0)
+    assert impatient.acquire("job/stitch.claim", message_id="m3", owner="d")
+    assert not claims.acquire("job/stitch.claim", message_id="m4", owner="e")
+
+
+def test_a_controller_that_died_mid_stitch_is_replaced_by_its_redelivered_message(pipe: Pipeline) -> None:
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=1)
+    ctl.handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    mosaic = render_fake_slices(pipe, rid, 1, job.output_width, job.output_height)
+    send_responses(pipe, rid, [0])
+    [first] = receive_all(pipe.services.queues.slice_response, 1)
+    # Controller A claims the stitch, then "dies" (we simply never let it stitch).
+    claims = BlobClaims(pipe.services.storage, pipe.services.blobs.container_name(SLICE_RESPONSE_CONTAINER))
+    assert claims.acquire(f"{rid}/stitch.claim", message_id=first.id, owner="ctl-dead")
+    # Another delivery of a different message is turned away while the claim is live ...
+    send_responses(pipe, rid, [0])
+    [other] = receive_all(pipe.services.queues.slice_response, 1)
+    controller(pipe, "ctl-b").handle_slice_response(other)
+    job = pipe.job(rid)
+    assert job is not None and job.output_name is None
+    # ... but the dead owner's own message, redelivered, is taken over and stitched.
+    pipe.services.queues.slice_response.release(first)
+    [again] = receive_all(pipe.services.queues.slice_response, 1)
+    assert again.id == first.id and again.dequeue_count == 2
+    controller(pipe, "ctl-b").handle_slice_response(again)
+    job = pipe.job(rid)
+    assert job is not None and job.output_name is not None
+    assert np.array_equal(pipe.output_pixels(job), decode_png_jpeg(encode_output(mosaic)))
+    assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
+
+
+def test_slice_response_for_a_failed_job_is_ignored(pipe: Pipeline) -> None:
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=1)
+    ctl.handle_image_request(request)
+    pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="x"))
+    send_responses(pipe, rid, [0])
+    [received] = receive_all(pipe.services.queues.slice_response, 1)
+    ctl.handle_slice_response(received)
+    job = pipe.job(rid)
+    assert job is not None and job.status == "failed" and job.slices_done == frozenset()
