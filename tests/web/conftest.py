@@ -1,0 +1,122 @@
+"""Fixtures of the web tests: an app over the session's Azurite, clients, a small tile library.
+
+One name prefix per test session isolates these tests' containers, tables and queues from
+every other test; each test client gets its own client id (cookie), which is all the
+isolation the jobs need. The tile library is made once per session (a few dozen tiles).
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from PIL import Image
+
+from dal.config import Settings, StorageClients
+from webapp import create_app
+from webapp.csrf import CSRF_HEADER, CSRF_VALUE
+
+SECRET = "test-secret-key-for-the-web-tests"
+LIBRARY = "webtiles"
+
+
+def png_bytes(width: int = 64, height: int = 48, *, fmt: str = "PNG", colour: tuple[int, int, int] | None = None) -> bytes:
+    """A small photo-like image (a gradient) in the given format."""
+    image = Image.new("RGB", (width, height), colour or (0, 0, 0))
+    if colour is None:
+        for x in range(width):
+            for y in range(height):
+                image.putpixel((x, y), (x * 255 // max(1, width - 1), y * 255 // max(1, height - 1), 128))
+    out = io.BytesIO()
+    image.save(out, fmt)
+    return out.getvalue()
+
+
+class ApiClient(FlaskClient):
+    """A test client that sends the CSRF header on every request unless told otherwise."""
+
+    def open(self, *args: Any, **kwargs: Any) -> Any:
+        headers = dict(kwargs.pop("headers", None) or {})
+        if kwargs.pop("csrf", True):
+            headers.setdefault(CSRF_HEADER, CSRF_VALUE)
+        response = super().open(*args, headers=headers, **kwargs)
+        # werkzeug's test client spools a large body to a temporary file it never closes.
+        body = response.request.environ.get("wsgi.input") if response.request is not None else None
+        if body is not None and hasattr(body, "fileno"):
+            body.close()
+        return response
+
+
+@pytest.fixture(scope="session")
+def web_prefix() -> str:
+    return "w" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def web_settings(azurite_connection_string: str, web_prefix: str) -> Settings:
+    return Settings(
+        connection_string=azurite_connection_string,
+        name_prefix=web_prefix,
+        max_upload_bytes=2 * 1024 * 1024,
+        max_input_pixels=4_000_000,
+        max_output_pixels=4_000_000,
+        max_slices=16,
+    )
+
+
+@pytest.fixture(scope="session")
+def web_storage(azurite_connection_string: str) -> StorageClients:
+    return StorageClients(azurite_connection_string, profile="probe")
+
+
+@pytest.fixture(scope="session")
+def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
+    """A library of 24 flat-coloured tiles, made once per session."""
+    from dal.libraries import LibraryStore
+
+    colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)][:24]
+    tiles = [(f"c{i:02d}.png", png_bytes(64, 64, colour=c)) for i, c in enumerate(colours)]
+    LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles)
+    return LIBRARY
+
+
+@pytest.fixture
+def app(web_settings: Settings, azurite_connection_string: str, tile_library: str) -> Flask:
+    flask_app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "SETTINGS": web_settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "SSE_POLL_SECONDS": 0.05,
+        }
+    )
+    flask_app.test_client_class = ApiClient
+    return flask_app
+
+
+@pytest.fixture
+def client(app: Flask) -> Iterator[FlaskClient]:
+    with app.test_client() as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def other_client(app: Flask) -> Iterator[FlaskClient]:
+    with app.test_client() as test_client:
+        yield test_client
+
+
+def submit(client: FlaskClient, *, image: bytes | None = None, filename: str = "photo.png", **fields: Any) -> Any:
+    """POST /api/jobs with good defaults; any field can be overridden or set to None to omit it."""
+    form: dict[str, Any] = {"library": LIBRARY, "tile_size": "8", "slices": "2"}
+    form.update({k: v for k, v in fields.items()})
+    form = {k: v for k, v in form.items() if v is not None}
+    if image is not False:  # type: ignore[comparison-overlap]
+        form["image"] = (io.BytesIO(png_bytes() if image is None else image), filename)
+    return client.post("/api/jobs", data=form, content_type="multipart/form-data")

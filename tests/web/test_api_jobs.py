@@ -1,0 +1,314 @@
+"""The jobs API against a real Azurite: submit, validation (nothing stored on rejection),
+listing and paging, progress (JSON and SSE), slices, result, preview, delete, CSRF."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import threading
+import time
+import zlib
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from dal.blobs import BlobStore
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, Settings, StorageClients
+from dal.jobs import JobStore
+from dal.messages import ImageRequestMessage
+from dal.queues import QueueAccessor
+from tests.web.conftest import LIBRARY, png_bytes, submit
+from workers.engine.grid import plan_grid
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that claims ``width`` × ``height`` but holds no pixel data (a bomb's header)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\0" * 64)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+@pytest.fixture
+def stores(web_storage: StorageClients, web_settings: Settings) -> dict[str, Any]:
+    prefix = web_settings.name_prefix
+    return {
+        "prefix": prefix,
+        "blobs": BlobStore(web_storage, prefix=prefix),
+        "jobs": JobStore(web_storage, prefix=prefix),
+        "queues": QueueAccessor(web_storage, settings=web_settings, prefix=prefix),
+    }
+
+
+def queued_request_ids(stores: dict[str, Any]) -> set[str]:
+    return {m.message.request_id for m in stores["queues"].image_request.peek(32)}
+
+
+def client_id_of(client: Any, stores: dict[str, Any], request_id: str) -> str:
+    for message in stores["queues"].image_request.peek(32):
+        if message.message.request_id == request_id:
+            return str(message.message.client_id)
+    raise AssertionError(f"no queued message for {request_id}")
+
+
+def finish(stores: dict[str, Any], owner: str, request_id: str, *, slices: int = 2) -> bytes:
+    """Do what the workers do, straight in storage: slice mosaics, the stitched result, status done."""
+    mosaic = png_bytes(96, 64, fmt="JPEG")
+    for n in range(slices):
+        stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/{n}.png", png_bytes(96, 32), content_type="image/png")
+    stores["blobs"].upload(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg", mosaic, content_type="image/jpeg")
+    stores["jobs"].update(
+        owner,
+        request_id,
+        lambda j: replace(j, status="done", slices_done=frozenset(range(j.slices)), output_name=f"{request_id}.jpg"),
+    )
+    return mosaic
+
+
+def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: dict[str, Any]) -> None:
+    photo = png_bytes(64, 48)
+    response = submit(client, image=photo, tile_size="8", slices="3", tiles_across="32")
+    assert response.status_code == 202, response.json
+    request_id = response.json["request_id"]
+    assert response.json["status_url"] == f"/api/jobs/{request_id}"
+    assert response.headers["Location"] == response.json["status_url"]
+
+    assert stores["blobs"].download(IMAGE_INPUT_CONTAINER, f"{request_id}.png") == photo
+    message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
+    assert isinstance(message, ImageRequestMessage)
+    assert (message.tile_size, message.slices, message.tiles_across) == (8, 3, 32)
+    assert message.image_library_uri.rstrip("/").endswith(f"/{stores['prefix']}{LIBRARY}")
+
+    job = client.get(f"/api/jobs/{request_id}").json
+    grid = plan_grid(64, 48, tile_size=8, tiles_across=32, max_output_pixels=4_000_000)
+    assert job["status"] == "queued"
+    assert (job["tiles_across"], job["tiles_down"]) == (grid.tiles_across, grid.tiles_down)
+    assert (job["output_width"], job["output_height"]) == (grid.output_width, grid.output_height)
+    assert job["slices"] == 3 and job["slices_done"] == [] and job["progress"] == 0
+    assert [e["kind"] for e in job["events"]] == ["submitted"]
+    assert job["result_url"] is None
+    assert len(job["bands"]) == 3 and job["bands"][-1][1] == grid.tiles_down
+
+
+def test_default_grid_follows_the_planner(client: Any) -> None:
+    response = submit(client, image=png_bytes(60, 40, fmt="JPEG"), filename="p.jpg", tile_size="16", slices="1")
+    assert response.status_code == 202
+    job = client.get(response.json["status_url"]).json
+    grid = plan_grid(60, 40, tile_size=16, tiles_across=None, max_output_pixels=4_000_000)
+    assert (job["output_width"], job["output_height"]) == (grid.output_width, grid.output_height)
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "error"),
+    [
+        ({"image": False}, 400, "missing_field"),
+        ({"library": None}, 400, "missing_field"),
+        ({"tile_size": None}, 400, "missing_field"),
+        ({"tile_size": "0"}, 400, "invalid_field"),
+        ({"tile_size": "65"}, 400, "invalid_field"),
+        ({"tile_size": "big"}, 400, "invalid_field"),
+        ({"slices": "0"}, 400, "invalid_field"),
+        ({"slices": "17"}, 400, "invalid_field"),
+        ({"slices": "16", "tiles_across": "4"}, 400, "invalid_field"),  # more slices than rows
+        ({"tiles_across": "0"}, 400, "invalid_field"),
+        ({"library": "Not A Name"}, 400, "invalid_field"),
+        ({"library": "nosuchlibrary"}, 404, "library_not_found"),
+        ({"image": b"hello, I am not an image"}, 415, "unsupported_media_type"),
+        ({"image": b""}, 400, "empty_file"),
+        ({"image": "ico"}, 415, "unsupported_media_type"),
+        ({"image": "truncated"}, 400, "corrupt_image"),
+        ({"image": png_header_only(3000, 3000)}, 413, "too_many_pixels"),  # our limit, from the header
+        ({"image": png_header_only(10_000, 10_000)}, 413, "too_many_pixels"),  # Pillow's bomb warning
+        ({"image": png_header_only(20_000, 20_000)}, 413, "too_many_pixels"),  # Pillow's bomb error
+        ({"image": "huge"}, 413, "too_large"),  # over Settings.max_upload_bytes
+        ({"image": "huger"}, 413, "too_large"),  # over the request size limit: never parsed
+    ],
+)
+def test_rejections_store_and_enqueue_nothing(
+    client: Any, stores: dict[str, Any], fields: dict[str, Any], status: int, error: str
+) -> None:
+    image = fields.pop("image", None)
+    if image == "ico":
+        out = io.BytesIO()
+        Image.new("RGB", (32, 32), (200, 10, 10)).save(out, "ICO")
+        image = out.getvalue()
+    elif image == "truncated":
+        image = png_bytes(64, 48)[:-60]
+    elif image in {"huge", "huger"}:
+        image = b"\x89PNG\r\n\x1a\n" + b"\0" * (2 * 1024 * 1024 + (1000 if image == "huge" else 10**6))
+    inputs_before = set(stores["blobs"].list_names(IMAGE_INPUT_CONTAINER))
+    queued_before = queued_request_ids(stores)
+
+    response = submit(client, image=image, **fields)
+
+    assert response.status_code == status, response.json
+    assert response.json["error"] == error
+    assert response.json["detail"]
+    assert set(stores["blobs"].list_names(IMAGE_INPUT_CONTAINER)) == inputs_before
+    assert queued_request_ids(stores) == queued_before
+    assert client.get("/api/jobs").json["jobs"] == []
+
+
+def test_every_allowed_format_is_accepted(client: Any) -> None:
+    for fmt, name in [("JPEG", "a.jpg"), ("WEBP", "a.webp"), ("GIF", "a.gif"), ("BMP", "a.bmp"), ("TIFF", "a.tif")]:
+        response = submit(client, image=png_bytes(40, 30, fmt=fmt), filename=name, slices="1")
+        assert response.status_code == 202, (fmt, response.json)
+
+
+def test_list_is_newest_first_and_paged(client: Any) -> None:
+    ids = [submit(client, slices="1").json["request_id"] for _ in range(3)]
+    first = client.get("/api/jobs?limit=2").json
+    assert [j["request_id"] for j in first["jobs"]] == ids[::-1][:2]
+    assert first["continuation"]
+    second = client.get(f"/api/jobs?limit=2&continuation={first['continuation']}").json
+    assert [j["request_id"] for j in second["jobs"]] == [ids[0]]
+    assert second["continuation"] is None
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=101", "limit=x", "continuation=garbage"])
+def test_list_rejects_bad_paging(client: Any, query: str) -> None:
+    response = client.get(f"/api/jobs?{query}")
+    assert response.status_code == 400
+    assert response.json["error"] == "invalid_field"
+
+
+@pytest.mark.parametrize("path", ["", "/events", "/result", "/slices/0", "/preview"])
+@pytest.mark.parametrize("job_id", ["not-a-uuid", "00000000-0000-4000-8000-000000000000"])
+def test_unknown_jobs_are_404(client: Any, path: str, job_id: str) -> None:
+    response = client.get(f"/api/jobs/{job_id}{path}")
+    assert response.status_code == 404
+    assert response.json["error"] == "job_not_found"
+    assert client.delete(f"/api/jobs/{job_id}").status_code == 404
+
+
+def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str, Any]) -> None:
+    request_id = submit(client, slices="2").json["request_id"]
+    owner = client_id_of(client, stores, request_id)
+    base = f"/api/jobs/{request_id}"
+
+    assert client.get(f"{base}/result").status_code == 409
+    assert client.get(f"{base}/slices/0").json["error"] == "not_ready"
+    assert client.get(f"{base}/slices/2").status_code == 404
+    source = client.get(f"{base}/preview")
+    assert source.status_code == 200 and source.mimetype == "image/jpeg"
+    assert Image.open(io.BytesIO(source.data)).size == (64, 48)  # the source photo, never scaled up
+
+    stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/1.png", png_bytes(96, 32), content_type="image/png")
+    stores["jobs"].update(owner, request_id, lambda j: replace(j, status="rendering", slices_done=frozenset({1})))
+    job = client.get(base).json
+    assert (job["status"], job["slices_done"], job["progress"]) == ("rendering", [1], 0.5)
+    piece = client.get(f"{base}/slices/1")
+    assert piece.status_code == 200 and Image.open(io.BytesIO(piece.data)).size == (96, 32)
+    assert client.get(f"{base}/slices/0").status_code == 404
+
+    mosaic = finish(stores, owner, request_id)
+    job = client.get(base).json
+    assert job["status"] == "done" and job["progress"] == 1 and job["finished_at"]
+    assert job["result_url"] == f"{base}/result"
+    result = client.get(job["result_url"])
+    assert result.status_code == 200 and result.mimetype == "image/jpeg" and result.data == mosaic
+    assert "Content-Disposition" not in result.headers
+    download = client.get(f"{base}/result?download=1")
+    assert download.data == mosaic
+    assert download.headers["Content-Disposition"] == f'attachment; filename="mosaic-{request_id[:8]}.jpg"'
+    thumb = client.get(f"{base}/preview?size=64")
+    assert Image.open(io.BytesIO(thumb.data)).size == (64, 43)  # the mosaic (96×64) fitted into 64
+    assert client.get(f"{base}/preview?size=1").status_code == 400
+
+
+def read_events(response: Any) -> list[tuple[str, dict[str, Any]]]:
+    events = []
+    for block in b"".join(response.response).decode().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(":"))
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def test_events_stream_each_change_until_done(client: Any, stores: dict[str, Any]) -> None:
+    request_id = submit(client, slices="2").json["request_id"]
+    owner = client_id_of(client, stores, request_id)
+    steps = [
+        lambda j: replace(j, status="slicing"),
+        lambda j: replace(j, status="rendering"),
+        lambda j: replace(j, slices_done=frozenset({0})),
+    ]
+
+    def work() -> None:
+        for step in steps:
+            time.sleep(0.3)
+            stores["jobs"].update(owner, request_id, step)
+        time.sleep(0.3)
+        finish(stores, owner, request_id)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    response = client.get(f"/api/jobs/{request_id}/events")
+    assert response.mimetype == "text/event-stream"
+    events = read_events(response)
+    worker.join()
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "end" and events[-1][1] == {"status": "done"}
+    statuses = [data["status"] for kind, data in events if kind == "job"]
+    assert statuses[0] == "queued" and statuses[-1] == "done"
+    assert "rendering" in statuses
+    progress = [data["progress"] for kind, data in events if kind == "job"]
+    assert progress == sorted(progress) and 0.5 in progress and progress[-1] == 1
+
+
+def test_delete_refuses_running_jobs_and_removes_finished_ones(client: Any, stores: dict[str, Any]) -> None:
+    request_id = submit(client, slices="2").json["request_id"]
+    owner = client_id_of(client, stores, request_id)
+    refused = client.delete(f"/api/jobs/{request_id}")
+    assert refused.status_code == 409 and refused.json["error"] == "job_running"
+
+    finish(stores, owner, request_id)
+    assert client.delete(f"/api/jobs/{request_id}").status_code == 204
+    assert client.get(f"/api/jobs/{request_id}").status_code == 404
+    assert stores["jobs"].get(owner, request_id) is None
+    assert stores["jobs"].events(request_id) == []
+    assert not stores["blobs"].exists(IMAGE_INPUT_CONTAINER, f"{request_id}.png")
+    assert not stores["blobs"].exists(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg")
+    assert list(stores["blobs"].list_names(SLICE_RESPONSE_CONTAINER, f"{request_id}/")) == []
+    assert client.delete(f"/api/jobs/{request_id}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("headers", "csrf"),
+    [
+        ({}, False),  # no custom header
+        ({"X-Requested-With": "XMLHttpRequest"}, False),  # the wrong value
+        ({"Origin": "http://evil.example"}, True),
+        ({"Origin": "null"}, True),
+        ({"Referer": "http://evil.example/page"}, True),
+    ],
+)
+def test_state_changes_need_the_csrf_header_and_our_origin(
+    client: Any, stores: dict[str, Any], headers: dict[str, str], csrf: bool
+) -> None:
+    queued_before = queued_request_ids(stores)
+    form = {"library": LIBRARY, "tile_size": "8", "slices": "1", "image": (io.BytesIO(png_bytes()), "p.png")}
+    response = client.post("/api/jobs", data=form, headers=headers, csrf=csrf)
+    assert response.status_code == 403 and response.json["error"] == "csrf"
+    assert queued_request_ids(stores) == queued_before
+    deleted = client.delete("/api/jobs/00000000-0000-4000-8000-000000000000", headers=headers, csrf=csrf)
+    assert deleted.status_code == 403
+
+
+def test_same_origin_browser_requests_pass(client: Any) -> None:
+    form = {"library": LIBRARY, "tile_size": "8", "slices": "1", "image": (io.BytesIO(png_bytes()), "p.png")}
+    headers = {"Origin": "http://localhost", "Referer": "http://localhost/"}
+    assert client.post("/api/jobs", data=form, headers=headers).status_code == 202
+
+
+def test_unknown_routes_and_methods_answer_json(client: Any) -> None:
+    missing = client.get("/api/nothing-here")
+    assert missing.status_code == 404 and missing.json["error"] == "not_found"
+    wrong = client.put("/api/jobs")
+    assert wrong.status_code == 405 and wrong.json["error"] == "method_not_allowed"

@@ -1,0 +1,70 @@
+"""The Job Broker web app: the factory only (one blueprint per area lives in its own module).
+
+Configuration, in the order it is applied (later wins):
+
+1. defaults below;
+2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
+   ``AZURE_STORAGE_CONNECTION_STRING`` and the ``PHOTOMOSAICS_*`` limits of
+   ``dal.config.Settings``;
+3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``
+   and ``SSE_POLL_SECONDS``.
+
+No storage client is created here: ``webapp.services`` builds them on first use.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flask import Flask
+
+from dal.config import CONNECTION_STRING_ENV, Settings
+
+SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
+# Room for the form fields around the uploaded file(s) in a multipart body.
+_MULTIPART_SLACK = 64 * 1024
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app; refuses to start without a secret key (cookies could be forged)."""
+    app = Flask(__name__)
+    overrides = dict(test_config or {})
+    settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
+    app.config.from_mapping(
+        SECRET_KEY=os.environ.get(SECRET_KEY_ENV) or None,
+        CONNECTION_STRING=settings.connection_string or os.environ.get(CONNECTION_STRING_ENV),
+        SETTINGS=settings,
+        # The client id lives in Flask's session: an itsdangerous-signed cookie.
+        SESSION_COOKIE_NAME="pm_client",
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=os.environ.get("PHOTOMOSAICS_SECURE_COOKIES", "") == "1",
+        PERMANENT_SESSION_LIFETIME=60 * 60 * 24 * 365,
+        # A body larger than the biggest allowed upload is refused before it is read (413).
+        MAX_CONTENT_LENGTH=settings.max_upload_bytes + _MULTIPART_SLACK,
+        MAX_FORM_MEMORY_SIZE=settings.max_upload_bytes + _MULTIPART_SLACK,
+        SSE_POLL_SECONDS=0.5,
+        SSE_MAX_SECONDS=3600.0,
+        JSON_SORT_KEYS=False,
+    )
+    app.config.update(overrides)
+    if not app.config.get("SECRET_KEY"):
+        raise RuntimeError(f"{SECRET_KEY_ENV} is not set: the app needs it to sign the client-id cookie")
+    if not app.config.get("CONNECTION_STRING"):
+        raise RuntimeError(
+            f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "
+            "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
+        )
+
+    from webapp import api_jobs, api_libraries, clients, csrf, errors, health, pages, services
+
+    services.init_app(app)
+    clients.init_app(app)
+    csrf.init_app(app)
+    errors.init_app(app)
+    app.register_blueprint(api_jobs.bp)
+    app.register_blueprint(api_libraries.bp)
+    app.register_blueprint(health.bp)
+    app.register_blueprint(pages.bp)
+    return app

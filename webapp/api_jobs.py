@@ -1,0 +1,293 @@
+"""The jobs API: submit a photo, follow its progress, fetch the mosaic, delete it.
+
+Every lookup goes through ``JobStore.get(client_id, request_id)``: jobs live in their
+client's partition, so another client's job is simply not found (404), never "forbidden"
+(which would confirm that it exists).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
+
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from webapp import planning
+from webapp.clients import client_id
+from webapp.errors import ApiError
+from webapp.previews import PREVIEWS, jpeg_preview
+from webapp.serialize import event_json, job_json
+from webapp.services import services, settings
+from webapp.validation import int_field, optional_int_field, validate_image
+
+log = logging.getLogger(__name__)
+bp = Blueprint("api_jobs", __name__, url_prefix="/api")
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_TERMINAL = {"done", "failed"}
+SLICE_PREVIEW_SIDE = 1600
+THUMB_SIDE = 480
+
+
+def _own_job(request_id: str) -> Any:
+    """This client's job, or 404 (also for another client's job and for malformed ids)."""
+    if not _UUID.match(request_id):
+        raise ApiError(404, "job_not_found", "no such job")
+    job = services().jobs.get(client_id(), request_id)
+    if job is None:
+        raise ApiError(404, "job_not_found", "no such job")
+    return job
+
+
+def find_library(name: str) -> str:
+    """The URI of the library called ``name``; 400 for an impossible name, 404 when there is none."""
+    from dal.libraries import InvalidLibraryNameError
+
+    libraries = services().libraries
+    try:
+        found = libraries.exists(name)
+    except InvalidLibraryNameError as exc:
+        raise ApiError(400, "invalid_field", f"library: {exc}") from None
+    if not found:
+        raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
+    return libraries.uri(name)
+
+
+@bp.post("/jobs")
+def create_job() -> tuple[Response, int, dict[str, str]]:
+    """Validate everything, then store the photo, the job row and the request message."""
+    limits = settings()
+    upload = request.files.get("image")
+    if upload is None:
+        raise ApiError(400, "missing_field", "image is required (a multipart file field)")
+    library = (request.form.get("library") or "").strip()
+    if not library:
+        raise ApiError(400, "missing_field", "library is required")
+    tile_size = int_field(request.form, "tile_size", low=1, high=64)
+    slices = int_field(request.form, "slices", low=1, high=limits.max_slices)
+    tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    photo = validate_image(
+        upload.read(limits.max_upload_bytes + 1),
+        max_bytes=limits.max_upload_bytes,
+        max_pixels=limits.max_input_pixels,
+    )
+    library_uri = find_library(library)
+    grid = planning.plan(
+        width=photo.width,
+        height=photo.height,
+        tile_size=tile_size,
+        tiles_across=tiles_across,
+        max_output_pixels=limits.max_output_pixels,
+    )
+    if slices > grid.tiles_down:
+        raise ApiError(
+            400,
+            "invalid_field",
+            f"slices must not exceed the mosaic's {grid.tiles_down} rows of tiles, got {slices}",
+        )
+    return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid)
+
+
+def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
+    from dal.jobs import Job
+    from dal.messages import ImageRequestMessage
+
+    svc = services()
+    owner = client_id()
+    request_id = str(uuid.uuid4())
+    input_name = f"{request_id}.{photo.extension}"
+    image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
+    try:
+        svc.jobs.create(
+            Job(
+                client_id=owner,
+                request_id=request_id,
+                status="queued",
+                library=library,
+                tile_size=tile_size,
+                slices=slices,
+                tiles_across=grid.tiles_across,
+                tiles_down=grid.tiles_down,
+                output_width=grid.output_width,
+                output_height=grid.output_height,
+                input_name=input_name,
+            )
+        )
+        svc.jobs.add_event(
+            request_id,
+            "submitted",
+            actor="web",
+            message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
+            f"of {tile_size} px from {library!r} in {slices} slice(s)",
+        )
+        queue = svc.queues.image_request
+        queue.submit(
+            ImageRequestMessage(
+                queue_uri=queue.url,
+                client_id=owner,
+                request_id=request_id,
+                image_uri=image_uri,
+                image_library_uri=library_uri,
+                tile_size=tile_size,
+                slices=slices,
+                tiles_across=grid.tiles_across,
+            )
+        )
+    except Exception:
+        # Nothing half-made stays behind: no message means no worker will ever look for these.
+        log.exception("job %s could not be submitted; removing what was stored", request_id)
+        svc.jobs.delete(owner, request_id)
+        svc.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
+        raise
+    log.info("job %s submitted by client %s", request_id, owner[:6])
+    status_url = url_for("api_jobs.get_job", request_id=request_id)
+    return jsonify({"request_id": request_id, "status_url": status_url}), 202, {"Location": status_url}
+
+
+@bp.get("/jobs")
+def list_jobs() -> Response:
+    limit = int_field(request.args, "limit", low=1, high=100, default=20)
+    token = request.args.get("continuation") or None
+    try:
+        jobs, next_token = services().jobs.list_for_client(client_id(), limit=limit, continuation=token)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_field", f"continuation: {exc}") from None
+    return jsonify({"jobs": [job_json(job) for job in jobs], "continuation": next_token})
+
+
+@bp.get("/jobs/<request_id>")
+def get_job(request_id: str) -> Response:
+    job = _own_job(request_id)
+    body = job_json(job)
+    body["events"] = [event_json(e) for e in services().jobs.events(request_id)]
+    return jsonify(body)
+
+
+@bp.get("/jobs/<request_id>/events")
+def job_events(request_id: str) -> Response:
+    """Server-Sent Events: the job as JSON each time it changes, until it is done or failed.
+
+    The row is polled server-side every ``SSE_POLL_SECONDS``; a comment line every 15 s
+    keeps proxies from closing an idle stream. With gunicorn's threaded workers a stream
+    holds one thread, not a whole worker.
+    """
+    first = _own_job(request_id)
+    owner = client_id()
+    svc = services()
+    poll = float(current_app.config["SSE_POLL_SECONDS"])
+    give_up = time.monotonic() + float(current_app.config["SSE_MAX_SECONDS"])
+
+    def stream() -> Iterator[str]:
+        job, last, quiet = first, None, time.monotonic()
+        yield "retry: 2000\n\n"
+        while True:
+            snapshot = job_json(job)
+            key = json.dumps(snapshot, sort_keys=True)
+            if key != last:
+                last, quiet = key, time.monotonic()
+                yield f"event: job\ndata: {key}\n\n"
+            if job.status in _TERMINAL:
+                yield f"event: end\ndata: {json.dumps({'status': job.status})}\n\n"
+                return
+            if time.monotonic() - quiet > 15:
+                quiet = time.monotonic()
+                yield ": keep-alive\n\n"
+            if time.monotonic() > give_up:
+                return
+            time.sleep(poll)
+            job = svc.jobs.get(owner, request_id)
+            if job is None:
+                yield f"event: end\ndata: {json.dumps({'status': 'deleted'})}\n\n"
+                return
+
+    return Response(
+        stream_with_context(stream()),
+        mimetype="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _stream_blob(container: str, name: str, *, content_type: str, filename: str | None) -> Response:
+    """Stream a blob through the app in chunks: the container stays private, no SAS is handed out."""
+    from azure.core.exceptions import ResourceNotFoundError
+
+    svc = services()
+    blob = svc.storage.blob_service.get_blob_client(svc.blobs.container_name(container), name)
+    try:
+        downloader = blob.download_blob()
+    except ResourceNotFoundError:
+        raise ApiError(404, "result_missing", "the mosaic's file is gone") from None
+    headers = {"Content-Length": str(downloader.size), "Cache-Control": "private, max-age=86400"}
+    if filename:
+        headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return Response(downloader.chunks(), mimetype=content_type, headers=headers, direct_passthrough=True)
+
+
+@bp.get("/jobs/<request_id>/result")
+def job_result(request_id: str) -> Response:
+    job = _own_job(request_id)
+    if job.status != "done" or not job.output_name:
+        raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
+    filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}" if request.args.get("download") else None
+    content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
+    return _stream_blob(IMAGE_OUTPUT_CONTAINER, job.output_name, content_type=content_type, filename=filename)
+
+
+def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Response:
+    from dal.errors import BlobMissingError
+
+    def make() -> bytes:
+        try:
+            return jpeg_preview(services().blobs.download(container, name), max_side=side)
+        except BlobMissingError:
+            raise ApiError(404, "not_found", "that image is not there (yet)") from None
+
+    data = PREVIEWS.get(key, make)
+    return Response(data, mimetype="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+
+
+@bp.get("/jobs/<request_id>/slices/<int:sequence>")
+def job_slice(request_id: str, sequence: int) -> Response:
+    """A preview of one finished slice's mosaic, so the page can show it in place."""
+    job = _own_job(request_id)
+    if sequence >= job.slices:
+        raise ApiError(404, "not_found", f"the job has {job.slices} slices (0..{job.slices - 1})")
+    if sequence not in job.slices_done:
+        raise ApiError(404, "not_ready", f"slice {sequence} is not rendered yet")
+    name = f"{request_id}/{sequence}.png"
+    return _preview((request_id, "slice", str(sequence)), SLICE_RESPONSE_CONTAINER, name, SLICE_PREVIEW_SIDE)
+
+
+@bp.get("/jobs/<request_id>/preview")
+def job_preview(request_id: str) -> Response:
+    """A thumbnail: the mosaic when it is done, the source photo before."""
+    job = _own_job(request_id)
+    side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
+    if job.status == "done" and job.output_name:
+        return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
+    return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
+
+
+@bp.delete("/jobs/<request_id>")
+def delete_job(request_id: str) -> tuple[str, int]:
+    """Remove a finished job's blobs, row and events. A running job is refused (409): the
+    controller would otherwise recreate the row it is still working on."""
+    job = _own_job(request_id)
+    if job.status not in _TERMINAL:
+        raise ApiError(409, "job_running", f"the job is still {job.status}; delete it once it is done or failed")
+    svc = services()
+    svc.blobs.delete(IMAGE_INPUT_CONTAINER, job.input_name)
+    svc.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, f"{request_id}/")
+    svc.blobs.delete_prefix(SLICE_RESPONSE_CONTAINER, f"{request_id}/")
+    if job.output_name:
+        svc.blobs.delete(IMAGE_OUTPUT_CONTAINER, job.output_name)
+    svc.jobs.delete(client_id(), request_id)
+    PREVIEWS.drop(request_id)
+    log.info("job %s deleted", request_id)
+    return "", 204

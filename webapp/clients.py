@@ -1,0 +1,37 @@
+"""Who is asking: a client id per browser (or CLI session) in a signed, HttpOnly cookie.
+
+The id is random (``secrets.token_urlsafe``), kept in Flask's session cookie, which
+itsdangerous signs with the app's secret key: a client cannot forge another client's id,
+and JavaScript cannot read it (HttpOnly). SameSite=Lax keeps it off cross-site
+sub-requests (see ``webapp.csrf`` for the rest of the CSRF story). Jobs are stored in the
+partition of their client id, so isolation is a property of every lookup, not a filter.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from flask import Flask, g, session
+
+_SESSION_KEY = "cid"
+_VALID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+
+def client_id() -> str:
+    """This request's client id; a new one (and a new cookie) when the request has none."""
+    cached = g.get("client_id")
+    if cached:
+        return str(cached)
+    value = session.get(_SESSION_KEY)
+    if not isinstance(value, str) or not _VALID.match(value):
+        value = secrets.token_urlsafe(18)
+        session[_SESSION_KEY] = value
+        session.permanent = True
+    g.client_id = value
+    return value
+
+
+def init_app(app: Flask) -> None:
+    """Nothing to set up: Flask's session does the signing; kept for symmetry with the others."""
+    del app

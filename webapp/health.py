@@ -1,0 +1,44 @@
+"""Operations endpoints: is storage reachable, and how deep are the queues."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify
+
+from webapp.errors import error_response
+from webapp.services import Services
+
+bp = Blueprint("health", __name__)
+
+
+def _services() -> Services:
+    found: Services = current_app.extensions["photomosaics"]
+    return found
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    """200 when blob, queue and table storage answer (one cheap call each, short retries)."""
+    from dal.errors import StorageConfigurationError
+    from dal.health import check_storage
+
+    try:
+        check_storage(_services().probe)
+    except StorageConfigurationError as exc:
+        return error_response(503, "storage_unavailable", str(exc))
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/api/queues")
+def queues() -> Response:
+    """Approximate depth of each work queue and of its poison queue."""
+    svc = _services()
+    svc.ensure_ready()
+    rows = [
+        {
+            "name": q.name.removeprefix(svc.prefix),
+            "depth": q.approximate_depth(),
+            "poison_depth": q.poison.approximate_depth(),
+        }
+        for q in svc.queues.all()
+    ]
+    return jsonify({"queues": rows})

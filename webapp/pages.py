@@ -1,0 +1,50 @@
+"""The HTML pages: server-rendered shells that the small scripts in ``static/`` bring to life.
+
+Every page works from the JSON API, so the browser and ``photomosaics submit`` exercise the
+same code. Pages only read, so they need no CSRF check of their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, abort, render_template
+
+from webapp.services import settings
+
+bp = Blueprint("pages", __name__)
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@bp.get("/")
+def index() -> str:
+    limits = settings()
+    return render_template(
+        "index.html",
+        active="create",
+        max_slices=limits.max_slices,
+        max_upload_mb=limits.max_upload_bytes // (1024 * 1024),
+        max_output_mp=round(limits.max_output_pixels / 1e6),
+    )
+
+
+@bp.get("/jobs")
+def gallery() -> str:
+    return render_template("gallery.html", active="gallery")
+
+
+@bp.get("/jobs/<request_id>")
+def job_page(request_id: str) -> str:
+    if not _UUID.match(request_id):
+        abort(404)
+    return render_template("job.html", active="gallery", request_id=request_id)
+
+
+@bp.get("/libraries")
+def libraries() -> str:
+    return render_template("libraries.html", active="libraries")
+
+
+@bp.get("/queues")
+def queues() -> str:
+    return render_template("queues.html", active="queues")

@@ -1,0 +1,52 @@
+"""The final size of a mosaic, computed before anything is submitted.
+
+The same ``plan_grid`` the JobController uses, so the size the page shows is the size the
+job gets. Also the slice limits: at most ``Settings.max_slices`` and never more slices than
+the grid has rows (a slice is a band of whole cell rows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.errors import ApiError
+
+MAX_TILES_ACROSS = 10_000
+
+
+def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, max_output_pixels: int) -> Any:
+    """The engine's Grid for this photo and settings; ApiError 400 when it cannot be planned."""
+    from workers.engine.grid import plan_grid
+
+    try:
+        return plan_grid(
+            width, height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=max_output_pixels
+        )
+    except ValueError as exc:
+        raise ApiError(400, "invalid_plan", str(exc)) from None
+
+
+def bands(tiles_down: int, slices: int) -> list[list[int]]:
+    """Row ranges [start, stop) of each slice, as the controller will cut them."""
+    from workers.engine.grid import plan_bands
+
+    try:
+        return [[band.start, band.stop] for band in plan_bands(tiles_down, slices)]
+    except ValueError as exc:
+        raise ApiError(400, "invalid_slices", str(exc)) from None
+
+
+def max_slices(grid: Any, limit: int) -> int:
+    return max(1, min(limit, int(grid.tiles_down)))
+
+
+def describe(grid: Any, *, limit: int) -> dict[str, Any]:
+    """The JSON the form shows: grid, output size, megapixels and the slice ceiling."""
+    return {
+        "tiles_across": grid.tiles_across,
+        "tiles_down": grid.tiles_down,
+        "output_width": grid.output_width,
+        "output_height": grid.output_height,
+        "megapixels": round(grid.output_width * grid.output_height / 1e6, 1),
+        "max_slices": max_slices(grid, limit),
+    }

@@ -1,0 +1,108 @@
+"""Checks on what a client sends, done before anything is stored or enqueued.
+
+An uploaded photo must decode completely as one of the allowed formats, within the byte
+and pixel limits of ``dal.config.Settings``. Pillow's decompression-bomb guard stays on
+(``Image.MAX_IMAGE_PIXELS`` is never lifted) and its warning is turned into a rejection;
+our own pixel limit is checked from the header, before the pixels are decoded, so a small
+file that claims a huge image costs nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from PIL import Image, UnidentifiedImageError
+
+from webapp.errors import ApiError
+
+# Pillow format name -> (file extension, content type).
+ALLOWED_FORMATS: dict[str, tuple[str, str]] = {
+    "JPEG": ("jpg", "image/jpeg"),
+    "PNG": ("png", "image/png"),
+    "WEBP": ("webp", "image/webp"),
+    "GIF": ("gif", "image/gif"),
+    "BMP": ("bmp", "image/bmp"),
+    "TIFF": ("tif", "image/tiff"),
+}
+_SWAPS_AXES = {5, 6, 7, 8}  # EXIF orientations that rotate by 90 degrees
+_EXIF_ORIENTATION = 0x0112
+
+
+@dataclass(frozen=True)
+class ValidImage:
+    """A photo that passed every check; width and height are as displayed (EXIF applied)."""
+
+    data: bytes
+    format: str
+    extension: str
+    content_type: str
+    width: int
+    height: int
+
+
+def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = "image") -> ValidImage:
+    """Return the photo's facts, or raise ApiError 400/413/415 saying what is wrong."""
+    if not data:
+        raise ApiError(400, "empty_file", f"the {what} is empty")
+    if len(data) > max_bytes:
+        raise ApiError(413, "too_large", f"the {what} is {len(data):,} bytes; the limit is {max_bytes:,}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                if image.format not in ALLOWED_FORMATS:
+                    raise ApiError(
+                        415,
+                        "unsupported_media_type",
+                        f"{image.format} images are not accepted; use {', '.join(ALLOWED_FORMATS)}",
+                    )
+                width, height = image.size
+                if width * height > max_pixels:
+                    raise ApiError(
+                        413,
+                        "too_many_pixels",
+                        f"the {what} is {width}×{height} = {width * height:,} pixels; the limit is {max_pixels:,}",
+                    )
+                image.load()
+                orientation = image.getexif().get(_EXIF_ORIENTATION)
+                image_format = image.format
+    except ApiError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ApiError(413, "too_many_pixels", f"the {what} is too large to decode safely: {exc}") from None
+    except UnidentifiedImageError:
+        raise ApiError(
+            415, "unsupported_media_type", f"the {what} is not an image in a known format ({', '.join(ALLOWED_FORMATS)})"
+        ) from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise ApiError(400, "corrupt_image", f"the {what} could not be decoded: {exc}") from None
+    if orientation in _SWAPS_AXES:
+        width, height = height, width
+    extension, content_type = ALLOWED_FORMATS[image_format]
+    return ValidImage(data, image_format, extension, content_type, width, height)
+
+
+def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, default: int | None = None) -> int:
+    """An integer form field within [low, high]; 400 with the field's name otherwise."""
+    raw = form.get(name)
+    if raw is None or str(raw).strip() == "":
+        if default is not None:
+            return default
+        raise ApiError(400, "missing_field", f"{name} is required")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ApiError(400, "invalid_field", f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ApiError(400, "invalid_field", f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def optional_int_field(form: Mapping[str, str], name: str, *, low: int, high: int) -> int | None:
+    raw = form.get(name)
+    if raw is None or str(raw).strip() in {"", "auto"}:
+        return None
+    return int_field(form, name, low=low, high=high)
