@@ -52,8 +52,8 @@ def test_mean_colours_spread_over_hues_and_lightness(demo_tiles: list[tuple[str,
     assert low < 25 and high > 75, f"lightness 5th-95th percentile {low:.0f}..{high:.0f}"
 
 
-def test_deterministic() -> None:
-    assert demo_tile_images(40) == demo_tile_images(40)
+def test_deterministic_and_a_smaller_count_is_a_prefix(demo_tiles: list[tuple[str, bytes]]) -> None:
+    assert demo_tile_images(40) == demo_tiles[:40]
 
 
 def test_count_is_validated() -> None:
@@ -65,3 +65,16 @@ def test_demo_name_is_a_valid_library_name() -> None:
     from dal.libraries import validate_library_name
 
     assert validate_library_name(DEMO_LIBRARY_NAME) == "demo"
+
+
+def test_ensure_demo_library_creates_it_once(storage: object, unique: str) -> None:
+    from dal.libraries import LibraryStore
+    from workers.demo_library import ensure_demo_library
+
+    store = LibraryStore(storage, prefix=f"t{unique}")  # type: ignore[arg-type]
+    assert not store.exists(DEMO_LIBRARY_NAME)
+    uri = ensure_demo_library(storage, prefix=store.prefix, count=60)
+    [info] = store.list()
+    assert (info.name, info.tile_count, info.uri) == (DEMO_LIBRARY_NAME, 60, uri)
+    assert ensure_demo_library(storage, prefix=store.prefix, count=80) == uri
+    assert store.list()[0].version == info.version  # not rebuilt: still the 60-tile library

@@ -115,16 +115,29 @@ def _candidates(photos: list[tuple[str, Image.Image]]) -> list[_Crop]:
     return crops
 
 
-def _signature(image: Image.Image, crop: _Crop) -> np.ndarray:
-    """2×2 CIELAB means of the crop, mirrored when the crop is: colour and coarse layout."""
-    from skimage.color import rgb2lab
+def _to_lab(rgb: np.ndarray) -> np.ndarray:
+    """sRGB ``(H, W, 3) uint8`` to CIELAB floats (L 0..100, a/b -128..127) with LittleCMS (D50)."""
+    from PIL import ImageCms
 
-    small = image.resize((2, 2), Image.Resampling.BOX, box=crop.box)
-    if crop.flip:
-        small = small.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    lab = rgb2lab(np.asarray(small, dtype=np.float64) / 255.0).reshape(4, 3)
-    mean = lab.mean(axis=0)
-    return np.concatenate([mean * _COLOUR_WEIGHTS, (lab - mean).reshape(-1) * _LAYOUT_WEIGHT])
+    transform = ImageCms.buildTransform(
+        ImageCms.createProfile("sRGB"), ImageCms.createProfile("LAB"), "RGB", "LAB"
+    )
+    raw = np.asarray(ImageCms.applyTransform(Image.fromarray(rgb), transform))
+    ab = raw[..., 1:].view(np.int8).astype(np.float64)  # Pillow stores a, b as signed bytes
+    return np.concatenate([raw[..., :1] * (100 / 255), ab], axis=-1)
+
+
+def _signatures(photos: list[tuple[str, Image.Image]], crops: list[_Crop]) -> np.ndarray:
+    """Per crop: mean CIELAB colour, then the 2×2 CIELAB layout around it (mirrored with the crop)."""
+    quads = np.empty((len(crops), 2, 2, 3), np.uint8)
+    for row, crop in enumerate(crops):
+        quads[row] = np.asarray(photos[crop.photo][1].resize((2, 2), Image.Resampling.BOX, box=crop.box))
+        if crop.flip:
+            quads[row] = quads[row][:, ::-1]
+    lab = _to_lab(quads.reshape(-1, 2, 3)).reshape(len(crops), 4, 3)
+    mean = lab.mean(axis=1)
+    layout = (lab - mean[:, None, :]).reshape(len(crops), 12)
+    return np.concatenate([mean * _COLOUR_WEIGHTS, layout * _LAYOUT_WEIGHT], axis=1)
 
 
 def _farthest_points(features: np.ndarray) -> list[int]:
@@ -187,7 +200,7 @@ def demo_tile_images(count: int = 400, *, quality: int = 90) -> list[tuple[str, 
         raise ValueError(f"count must be at least 1, got {count}")
     photos = demo_photos()
     crops = _candidates(photos)
-    features = np.stack([_signature(photos[c.photo][1], c) for c in crops])
+    features = _signatures(photos, crops)
     tiles = []
     for crop in (crops[i] for i in _select(features, count)):
         name, image = photos[crop.photo]
