@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
     pipeline = Pipeline(azurite_connection_string, tmp_path)
-    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library(24))
+    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
     yield pipeline
 
 

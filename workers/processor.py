@@ -81,7 +81,11 @@ class ImageProcessor:
 
     def _library(self, uri: str):  # -> workers.engine.library.TileLibrary
         name = library_name(uri)
+        from workers.engine.library import LibraryFormatError
+
         try:
             return self.services.libraries.load(uri)
         except (BlobMissingError, LookupError) as exc:
-            raise PermanentJobError(f"the tile library {name!r} does not exist or has no index: {exc}") from None
+            raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
+        except LibraryFormatError as exc:
+            raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None

@@ -1,0 +1,102 @@
+"""ImageProcessor handler, called directly on real messages in a real Azurite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
+from dal.libraries import INDEX_BLOB
+from dal.queues import ReceivedMessage
+from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo, synthetic_library
+from workers.controller import JobController
+from workers.engine.images import open_image
+from workers.engine.render import render
+from workers.errors import PermanentJobError
+from workers.failures import guard
+from workers.processor import ImageProcessor
+from workers.services import Services
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
+    pipeline = Pipeline(azurite_connection_string, tmp_path)
+    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
+    yield pipeline
+
+
+def receive_all(queue: Any, expected: int) -> list[ReceivedMessage]:
+    got: list[ReceivedMessage] = []
+    for _ in range(50):
+        got += queue.accept_messages(32, visibility_timeout=30)
+        if len(got) >= expected:
+            break
+    assert len(got) == expected, f"expected {expected} messages in {queue.name}, got {len(got)}"
+    return got
+
+
+def dispatch(pipe: Pipeline, image: bytes, *, slices: int, tile: int = 8, library: str | None = None) -> tuple[str, list[ReceivedMessage]]:
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    JobController(Services(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    requests = receive_all(pipe.services.queues.slice_request, slices)
+    if library is not None:  # point the slice requests elsewhere (a library deleted meanwhile)
+        requests = [replace(r, message=replace(r.message, image_library_uri=library)) for r in requests]  # type: ignore[type-var]
+    return rid, sorted(requests, key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
+
+
+def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pipe: Pipeline) -> None:
+    calls: list[tuple[str, str, int]] = []
+
+    def hook(response: Any) -> None:
+        http = response.http_response
+        calls.append((http.request.method, http.request.url, http.status_code))
+
+    counted = StorageClients(pipe.connection_string, profile="probe", response_hook=hook)
+    processor = ImageProcessor(Services(counted, pipe.settings, "proc-1"))
+    image = sample_photo(48, 36, seed=3)
+    rid, requests = dispatch(pipe, image, slices=3, tile=16)
+    for received in requests + requests[:1]:  # and one redelivery
+        processor.handle_slice_request(received)
+
+    job = pipe.job(rid)
+    assert job is not None
+    expected = render(open_image(image), pipe.services.libraries.load(pipe.library_uri), tile_size=16,
+                      slices=3, seed=rid, max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+    assert np.array_equal(pipe.slice_outputs(job), expected)
+    responses = receive_all(pipe.services.queues.slice_response, 4)
+    assert sorted(r.message.slice_sequence for r in responses) == [0, 0, 1, 2]  # type: ignore[attr-defined]
+    events = [e for e in pipe.services.jobs.events(rid) if e.kind == "slice_done"]
+    assert sorted(e.slice for e in events) == [0, 0, 1, 2] and all(e.actor == "proc-1" for e in events)
+
+    index_reads = [c for c in calls if c[0] == "GET" and c[1].endswith(f"/{INDEX_BLOB}")]
+    assert [status for *_, status in index_reads] == [206, 304, 304, 304], "the index is fetched once, then revalidated (304)"
+    assert not [c for c in calls if "/tiles/" in c[1]], "no tile is downloaded one by one"
+
+
+@pytest.mark.parametrize("damage", ["missing_library", "undecodable_band"])
+def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, damage: str) -> None:
+    library = pipe.library_uri.rstrip("/") + "-gone" if damage == "missing_library" else None
+    rid, requests = dispatch(pipe, sample_photo(48, 36, seed=4), slices=2, library=library)
+    if damage == "undecodable_band":
+        pipe.services.blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/1.png", b"\x89PNG broken", content_type="image/png")
+    processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
+    handler = guard(processor.handle_slice_request, jobs=pipe.services.jobs, actor="proc-1")
+    with pytest.raises(PermanentJobError):
+        handler(requests[1])
+    job = pipe.job(rid)
+    assert job is not None and job.status == "failed" and job.error
+    assert ("library" in job.error) if damage == "missing_library" else ("slice 2 of the picture cannot be read" in job.error)
+    assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/1.png")
+    # The job is failed: the other slice is not even rendered.
+    processor.handle_slice_request(requests[0])
+    assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
+    assert pipe.services.queues.slice_response.approximate_depth() == 0
+    assert CLIENT_ID  # the helper's client id owns the job
