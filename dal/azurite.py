@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dal.config import CONNECTION_STRING_ENV, azurite_connection_string, expand_connection_string
@@ -50,10 +50,22 @@ def find_azurite_script() -> Path:
     )
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def _die_with_parent_of(parent: int) -> Callable[[], None]:
+    """A preexec_fn: SIGTERM the child when the thread that forked it dies (PR_SET_PDEATHSIG).
+
+    The death signal follows the forking *thread*, so start Azurite from a thread that lives
+    as long as the process (the main thread). If the parent died before prctl ran, the
+    signal would never come: exit at once instead.
+    """
+
+    def arm() -> None:  # runs in the child between fork and exec
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 class Azurite:
@@ -120,7 +132,7 @@ class Azurite:
             stdin=subprocess.DEVNULL,
             text=True,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent_of(os.getpid()),
         )
         self._reader = threading.Thread(target=self._read_output, name="azurite-output", daemon=True)
         self._reader.start()

@@ -1,0 +1,176 @@
+"""The embedded Azurite: clean stop, on-disk persistence, no orphan node after SIGKILL or Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dal.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
+from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT, StorageClients, expand_connection_string
+from tests.conftest import require
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def azurite_installed() -> None:
+    try:
+        find_azurite_script()
+    except AzuriteError as exc:
+        require(False, str(exc))
+
+
+def _alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (a zombie runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes in the process group ``pgid`` (Azurite runs in its own session)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def _wait_gone(pid: int, within: float = 20.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _alive(pid) and not _group_members(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.usefixtures("azurite_installed")
+def test_start_serves_then_stop_leaves_no_process() -> None:
+    azurite = Azurite()
+    connection_string = azurite.start()
+    pid = azurite.pid
+    assert pid is not None and _alive(pid)
+    storage = StorageClients(connection_string, profile="probe")
+    storage.blob_service.create_container("alive")
+    storage.queue_service.create_queue("alive")
+    storage.table_service.create_table("alive")
+    assert [c.name for c in storage.blob_service.list_containers()] == ["alive"]
+    azurite.stop()
+    assert not _alive(pid)
+    assert _group_members(pid) == []
+    azurite.stop()  # a second stop is harmless
+    with pytest.raises(AzuriteError):
+        _ = azurite.connection_string
+
+
+@pytest.mark.usefixtures("azurite_installed")
+def test_on_disk_persistence_keeps_a_blob_across_restart(tmp_path: Path) -> None:
+    with Azurite(location=tmp_path) as first:
+        container = StorageClients(first.connection_string, profile="probe").blob_service.create_container("keep")
+        container.upload_blob("b.txt", b"still here")
+    with Azurite(location=tmp_path) as second:
+        blob = StorageClients(second.connection_string, profile="probe").blob_service.get_blob_client("keep", "b.txt")
+        assert blob.download_blob().readall() == b"still here"
+    with Azurite() as in_memory:  # and memory is not disk
+        assert not StorageClients(in_memory.connection_string, profile="probe").blob_service.get_container_client(
+            "keep"
+        ).exists()
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from dal.azurite import Azurite
+    with Azurite() as azurite:
+        print(azurite.pid, flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def _start_child() -> tuple[subprocess.Popen[str], int]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD.format(root=str(ROOT))],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    if not line.strip().isdigit():
+        child.kill()
+        child.wait()
+        pytest.fail(f"the child did not start Azurite: {line!r}")
+    node = int(line)
+    assert _alive(node)
+    return child, node
+
+
+@pytest.mark.usefixtures("azurite_installed")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_death_of_the_python_parent_leaves_no_orphan_node(how: signal.Signals) -> None:
+    child, node = _start_child()
+    try:
+        child.send_signal(how)
+        child.wait(timeout=30)
+        assert _wait_gone(node), f"node {node} outlived its parent ({how.name})"
+    finally:
+        if _alive(node):
+            os.kill(node, signal.SIGKILL)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+def test_configured_account_starts_nothing() -> None:
+    configured = "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=a2V5;EndpointSuffix=core.windows.net"
+    before = _children(os.getpid())
+    with embedded_or_configured(environ={CONNECTION_STRING_ENV: configured}, location="/nonexistent/never") as cs:
+        assert cs == configured
+        assert _children(os.getpid()) == before
+    assert not Path("/nonexistent/never").exists()
+
+
+def test_use_development_storage_expands_to_the_emulator() -> None:
+    expanded = expand_connection_string("UseDevelopmentStorage=true")
+    assert f"AccountName={DEVSTORE_ACCOUNT};" in expanded
+    assert f"BlobEndpoint=http://127.0.0.1:10000/{DEVSTORE_ACCOUNT};" in expanded
+    assert f"QueueEndpoint=http://127.0.0.1:10001/{DEVSTORE_ACCOUNT};" in expanded
+    assert f"TableEndpoint=http://127.0.0.1:10002/{DEVSTORE_ACCOUNT};" in expanded
+    proxied = expand_connection_string("UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite")
+    assert f"BlobEndpoint=http://azurite:10000/{DEVSTORE_ACCOUNT};" in proxied
+    with embedded_or_configured(environ={CONNECTION_STRING_ENV: "UseDevelopmentStorage=true"}) as cs:
+        assert cs == expanded
+    storage = StorageClients("UseDevelopmentStorage=true", profile="probe")
+    assert storage.account_name == DEVSTORE_ACCOUNT
+    assert storage.blob_service.url.startswith(f"http://127.0.0.1:10000/{DEVSTORE_ACCOUNT}")
