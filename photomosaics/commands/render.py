@@ -1,0 +1,166 @@
+"""``photomosaics render``: the mosaic engine as an offline tool, one process, no queues.
+
+The library is a folder or zip of photos (built in memory), ``demo`` (the demo tiles, made
+from the sample photos installed with scikit-image and scikit-learn) or, only when
+``AZURE_STORAGE_CONNECTION_STRING`` is set, the name of a library in storage. The target is
+rendered band by band, exactly as the workers would with the same ``--slices``, with a
+progress bar per band.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from photomosaics.cli import main
+
+_FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
+
+
+def load_library(spec: str, *, echo: bool = True) -> Any:
+    """A ``TileLibrary`` from a folder, a zip, ``demo`` or (with a connection string) a stored name."""
+    from dal.config import CONNECTION_STRING_ENV
+    from workers.engine.library import build_library
+
+    path = Path(spec).expanduser()
+    if path.exists():
+        from workers.tile_sources import TileSourceError, read_tile_sources
+
+        try:
+            files, skipped = read_tile_sources(path)
+        except TileSourceError as exc:
+            raise click.BadParameter(str(exc), param_hint="--library") from None
+        try:
+            library, not_images = build_library(files)
+        except ValueError as exc:  # no usable image at all
+            raise click.BadParameter(f"{spec}: {exc}", param_hint="--library") from None
+        skipped += not_images
+    elif spec == "demo":
+        from workers.demo_library import demo_tile_images
+
+        library, skipped = build_library(demo_tile_images())
+    elif os.environ.get(CONNECTION_STRING_ENV):
+        return _load_stored(spec)
+    else:
+        raise click.BadParameter(
+            f"{spec!r} is not a folder or zip of photos, nor 'demo'; a library name in storage "
+            f"needs {CONNECTION_STRING_ENV} to be set",
+            param_hint="--library",
+        )
+    if echo and skipped:
+        click.echo(f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]}: {skipped[0][1]}", err=True)
+    return library
+
+
+def _load_stored(name: str) -> Any:
+    from dal.config import Settings, StorageClients
+    from dal.libraries import LibraryError, LibraryStore
+
+    settings = Settings.from_env()
+    assert settings.connection_string is not None
+    store = LibraryStore(StorageClients(settings.connection_string, profile="interactive"), prefix=settings.name_prefix)
+    try:
+        return store.load(name)
+    except (LibraryError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--library") from None
+
+
+def _render_options(*, variety: int | None, blend: int | None, colour_first: bool) -> Any:
+    """The engine's RenderOptions with only the options given on the command line changed."""
+    import dataclasses
+
+    from workers.engine.render import DEFAULT_OPTIONS
+
+    changes: dict[str, Any] = {"colour_first": colour_first}
+    if variety is not None:
+        changes["variety"] = variety
+    if blend is not None:
+        changes["blend"] = blend
+    return dataclasses.replace(DEFAULT_OPTIONS, **changes)
+
+
+@main.command()
+@click.argument("target", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-l", "--library", "library_spec", required=True, metavar="DIR_OR_NAME",
+              help="A folder or zip of photos, 'demo', or a library name in storage (needs AZURE_STORAGE_CONNECTION_STRING).")
+@click.option("-t", "--tile-size", type=click.IntRange(1, 64), default=16, show_default=True,
+              help="Pixels per tile side in the output.")
+@click.option("--tiles-across", type=click.IntRange(min=1), default=None,
+              help="Mosaic width in tiles [default: one tile per target pixel, within the output limit].")
+@click.option("--slices", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Render in this many bands, as the workers would (same pixels).")
+@click.option("--variety", type=click.IntRange(0, 16), default=None,
+              help="No tile repeats within this many cells, 0 = off [default: the engine's].")
+@click.option("--blend", type=click.IntRange(0, 100), default=None,
+              help="Blend each tile toward the target colour, in percent [default: the engine's].")
+@click.option("--colour-first", is_flag=True, help="Match mean colours only, ignoring the layout inside a cell.")
+@click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
+@click.option("--max-output-pixels", type=click.IntRange(min=1), default=None,
+              help="Largest output in pixels [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 40 MP].")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
+              help="Output image; the format follows the extension (.jpg, .png, .webp, .tif).")
+@click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
+def render(
+    target: Path,
+    library_spec: str,
+    tile_size: int,
+    tiles_across: int | None,
+    slices: int,
+    variety: int | None,
+    blend: int | None,
+    colour_first: bool,
+    seed: str,
+    max_output_pixels: int | None,
+    output: Path,
+    quality: int,
+) -> None:  # fmt: skip
+    """Render TARGET as a mosaic of library tiles, offline, into OUTPUT."""
+    from PIL import Image
+
+    from dal.config import Settings
+    from workers.engine.grid import plan_bands, plan_grid
+    from workers.engine.images import ImageDecodeError, open_image
+    from workers.engine.render import render as render_mosaic
+
+    fmt = _FORMATS.get(output.suffix.lower())
+    if fmt is None:
+        raise click.BadParameter(f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}", param_hint="--output")
+    if not output.parent.is_dir():
+        raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
+    settings = Settings.from_env()
+    try:
+        image = open_image(target.read_bytes(), max_pixels=settings.max_input_pixels)
+    except ImageDecodeError as exc:
+        raise click.BadParameter(f"{target}: {exc}", param_hint="TARGET") from None
+    options = _render_options(variety=variety, blend=blend, colour_first=colour_first)
+    limit = max_output_pixels or settings.max_output_pixels
+    try:
+        grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=limit)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tile-size") from None
+    try:
+        plan_bands(grid.tiles_down, slices)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--slices") from None
+    library = load_library(library_spec)
+    click.echo(
+        f"{grid.tiles_across}x{grid.tiles_down} tiles of {tile_size} px, {len(library.names)} in the library -> "
+        f"{grid.output_width}x{grid.output_height} px",
+        err=True,
+    )
+    with click.progressbar(length=grid.tiles_down, label="rendering", file=click.get_text_stream("stderr")) as bar:
+
+        def advance(done_rows: int, _total: int) -> None:
+            bar.update(done_rows - bar.pos)
+
+        mosaic = render_mosaic(image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
+                               seed=seed, options=options, max_output_pixels=limit, progress=advance)  # fmt: skip
+    save: dict[str, Any] = {"quality": quality} if fmt in ("JPEG", "WEBP") else {}
+    try:
+        Image.fromarray(mosaic).save(output, format=fmt, **save)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {output}: {exc}") from None
+    click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
