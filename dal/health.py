@@ -59,6 +59,11 @@ def check_storage(storage: StorageClients) -> None:
                 "or unset it to use the embedded Azurite"
             ) from None
         except HttpResponseError as exc:
+            if exc.status_code in (401, 403):  # Azurite says AuthorizationFailure for a wrong key
+                raise StorageConfigurationError(
+                    f"{where} refused the credentials (HTTP {exc.status_code} {_code(exc)}): "
+                    f"check the AccountKey or SAS in {CONNECTION_STRING_ENV}"
+                ) from None
             if exc.status_code is not None and 400 <= exc.status_code < 500:
                 raise StorageConfigurationError(
                     f"{where} rejected the request (HTTP {exc.status_code} {_code(exc)}): "
@@ -68,4 +73,5 @@ def check_storage(storage: StorageClients) -> None:
 
 
 def _code(exc: HttpResponseError) -> str:
-    return str(getattr(exc, "error_code", None) or exc.reason or "error")
+    code = getattr(exc, "error_code", None)
+    return str(getattr(code, "value", code) or exc.reason or "error")

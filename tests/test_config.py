@@ -1,0 +1,77 @@
+"""Settings from the environment, lazy clients with retry profiles, and the start-up check."""
+
+from __future__ import annotations
+
+import base64
+import socket
+
+import pytest
+
+from dal.config import (
+    CONNECTION_STRING_ENV,
+    DEVSTORE_KEY,
+    Settings,
+    StorageClients,
+    azurite_connection_string,
+    describe_connection_string,
+)
+from dal.errors import StorageConfigurationError
+from dal.health import check_storage
+
+
+def test_settings_read_the_environment() -> None:
+    env = {
+        CONNECTION_STRING_ENV: "UseDevelopmentStorage=true",
+        "PHOTOMOSAICS_POISON_THRESHOLD": "7",
+        "PHOTOMOSAICS_POLL_MAX_SECONDS": "2.5",
+    }
+    settings = Settings.from_env(env)
+    assert settings.connection_string == "UseDevelopmentStorage=true"
+    assert (settings.poison_threshold, settings.poll_max_interval) == (7, 2.5)
+    assert Settings.from_env({}) == Settings()
+    with pytest.raises(ValueError, match="PHOTOMOSAICS_BATCH_SIZE must be an integer"):
+        Settings.from_env({"PHOTOMOSAICS_BATCH_SIZE": "many"})
+
+
+def test_clients_are_created_lazily_and_never_show_the_key(azurite_connection_string: str) -> None:
+    storage = StorageClients(azurite_connection_string, profile="interactive")
+    assert not {"blob_service", "queue_service", "table_service"} & set(vars(storage))
+    assert storage.blob_service is storage.blob_service  # created once, on first use
+    assert "queue_service" not in vars(storage)
+    assert DEVSTORE_KEY not in repr(storage)
+    assert DEVSTORE_KEY not in describe_connection_string(azurite_connection_string)
+
+
+@pytest.mark.parametrize("profile", ["worker", "interactive", "probe"])
+def test_every_profile_talks_to_storage(azurite_connection_string: str, profile: str) -> None:
+    check_storage(StorageClients(azurite_connection_string, profile=profile))  # type: ignore[arg-type]
+
+
+def test_wrong_account_key_is_a_clear_configuration_error(azurite_connection_string: str) -> None:
+    wrong_key = base64.b64encode(b"not the key of this account at all, sorry!!!").decode()
+    wrong = azurite_connection_string.replace(DEVSTORE_KEY, wrong_key)
+    assert wrong != azurite_connection_string
+    storage = StorageClients(wrong, profile="probe")
+    with pytest.raises(StorageConfigurationError) as caught:
+        check_storage(storage)
+    message = str(caught.value)
+    assert "refused the credentials" in message
+    assert storage.account_name in message and storage.blob_service.url.split("?")[0] in message
+    assert wrong_key not in message and DEVSTORE_KEY not in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_dead_endpoint_fails_within_the_probe_profile() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    storage = StorageClients(azurite_connection_string("127.0.0.1", port, port, port), profile="probe")
+    with pytest.raises(StorageConfigurationError, match=f"127.0.0.1:{port}.*unreachable") as caught:
+        check_storage(storage)
+    assert DEVSTORE_KEY not in str(caught.value)
+
+
+def test_unknown_account_is_a_configuration_error(azurite_connection_string: str) -> None:
+    other = azurite_connection_string.replace("devstoreaccount1", "nosuchaccount")
+    with pytest.raises(StorageConfigurationError, match="nosuchaccount"):
+        check_storage(StorageClients(other, profile="probe"))
