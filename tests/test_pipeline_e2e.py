@@ -1,0 +1,91 @@
+"""End to end through real role processes: every job's mosaic equals the in-process render.
+
+3 pictures × slices {1, 3, 7} × tile sizes {8, 16} = 18 jobs, submitted at once to one
+controller, two processors and a responder. Pixel identity is checked twice, honestly:
+
+- the rendered slices (lossless PNGs) stacked are *exactly* ``workers.engine.render`` of the
+  same job — the distributed render is the in-process render;
+- the delivered JPEG decodes to exactly the same pixels as the in-process render put through
+  the same encoder (``workers.slicing.encode_output``): the stitch adds, drops or moves nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+from workers.engine.images import open_image
+from workers.engine.render import render
+from workers.slicing import encode_output
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def rotated_jpeg(width: int, height: int, *, seed: int) -> bytes:
+    """A JPEG stored sideways with EXIF orientation 6, as phones write portrait photos."""
+    with Image.open(io.BytesIO(sample_photo(width, height, seed=seed))) as image:
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        out = io.BytesIO()
+        image.save(out, format="JPEG", quality=92, exif=exif)
+        return out.getvalue()
+
+
+def decoded(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+@pytest.fixture
+def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
+    pipeline = Pipeline(azurite_connection_string, tmp_path)
+    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
+    yield pipeline
+    pipeline.stop_all()
+
+
+def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline) -> None:
+    pipe.start("controller")
+    pipe.start("processor")
+    pipe.start("processor")
+    pipe.start("responder")
+    pictures = {
+        "landscape png": sample_photo(48, 36, seed=1),
+        "portrait png": sample_photo(30, 44, seed=2),
+        "sideways jpeg": rotated_jpeg(44, 32, seed=3),
+    }
+    jobs = {}
+    for (label, image), slices, tile in itertools.product(pictures.items(), (1, 3, 7), (8, 16)):
+        ext = "jpg" if label.endswith("jpeg") else "png"
+        rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices, ext=ext)
+        jobs[rid] = (label, image, slices, tile)
+
+    finished = pipe.wait(jobs, timeout=180)
+
+    library = pipe.services.libraries.load(pipe.library_uri)
+    for rid, (label, image, slices, tile) in jobs.items():
+        job = finished[rid]
+        assert job.status == "done", f"{label}, {slices} slices, tile {tile}: {job.status} {job.error}"
+        expected = render(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
+                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        assert (job.output_height, job.output_width) == expected.shape[:2]
+        assert np.array_equal(pipe.slice_outputs(job), expected), f"{label}, {slices} slices, tile {tile}"
+        assert np.array_equal(pipe.output_pixels(job), decoded(encode_output(expected))), f"{label} output"
+        kinds = [e.kind for e in pipe.services.jobs.events(rid)]
+        assert kinds.count("stitched") == 1 and kinds.count("done") == 1
+        assert kinds.count("dispatched") == slices
+    # The portrait stayed portrait, and the EXIF-rotated JPEG was turned upright (32x44 after rotation).
+    shapes = {jobs[rid][0]: (j.tiles_across, j.tiles_down) for rid, j in finished.items() if jobs[rid][3] == 8}
+    assert shapes["portrait png"] == (30, 44) and shapes["sideways jpeg"] == (32, 44)
+
+    depths = pipe.queue_depths()
+    assert all(depth == 0 for depth in depths.values()), depths
+    codes = [role.stop() for role in pipe.roles]
+    assert codes == [0, 0, 0, 0], f"SIGTERM must end every role with exit 0\n{pipe.logs()}"
