@@ -10,6 +10,7 @@ progress bar per band.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def load_library(spec: str, *, echo: bool = True) -> Any:
             param_hint="--library",
         )
     if echo and skipped:
-        click.echo(f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]}: {skipped[0][1]}", err=True)
+        click.echo(f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]} ({skipped[0][1]})", err=True)
     return library
 
 
@@ -151,7 +152,7 @@ def render(
         f"{grid.output_width}x{grid.output_height} px",
         err=True,
     )
-    with click.progressbar(length=grid.tiles_down, label="rendering", file=click.get_text_stream("stderr")) as bar:
+    with click.progressbar(length=grid.tiles_down, label="rendering", file=sys.stderr) as bar:
 
         def advance(done_rows: int, _total: int) -> None:
             bar.update(done_rows - bar.pos)

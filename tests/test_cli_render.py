@@ -1,0 +1,147 @@
+"""``photomosaics render`` end to end with click's runner: outputs, libraries, clear errors."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from PIL import Image
+
+from dal.config import CONNECTION_STRING_ENV, StorageClients
+from photomosaics.cli import main
+
+COLOURS = [(220, 40, 40), (40, 200, 60), (30, 60, 210), (240, 220, 40), (20, 20, 20), (245, 245, 245),
+           (200, 120, 30), (120, 40, 160)]  # fmt: skip
+
+
+def _jpeg(colour: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, colour).save(out, format="JPEG", quality=95)
+    return out.getvalue()
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Path:
+    """A 96x64 photo-like gradient."""
+    image = Image.linear_gradient("L").resize((96, 64)).convert("RGB")
+    image.paste((200, 40, 40), (10, 10, 40, 40))
+    path = tmp_path / "target.jpg"
+    image.save(path, quality=95)
+    return path
+
+
+@pytest.fixture
+def tiles_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    for i, colour in enumerate(COLOURS):
+        (folder / f"t{i}.jpg").write_bytes(_jpeg(colour))
+    (folder / "readme.txt").write_text("not a tile")
+    return folder
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=True)
+
+
+def assert_clean_failure(result: Result, *fragments: str) -> None:
+    """A non-zero exit with a message, not a traceback."""
+    assert result.exit_code != 0, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in result.output, result.output
+
+
+def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.png"
+    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "skipped 1 file" in result.output
+    with Image.open(out) as mosaic:
+        assert (mosaic.format, mosaic.size) == ("PNG", (96, 64))
+        # the red square of the target comes out reddish: the mosaic follows the picture
+        r, g, b = mosaic.convert("RGB").crop((16, 16, 32, 32)).resize((1, 1), Image.Resampling.BOX).getpixel((0, 0))
+        assert r > 120 and g < 110 and b < 110
+
+
+def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Path) -> None:
+    archive_path = tmp_path / "tiles.zip"
+    with zipfile.ZipFile(archive_path, "w") as archive:
+        for i, colour in enumerate(COLOURS):
+            archive.writestr(f"photos/sub{i % 2}/t{i}.jpg", _jpeg(colour))
+        archive.writestr("__MACOSX/photos/._t0.jpg", b"\0\5\26\7")
+    out = tmp_path / "out.jpg"
+    result = run("render", str(target), "-l", str(archive_path), "-t", "8", "--tiles-across", "12", "--slices", "3",
+                 "--variety", "0", "--blend", "0", "-o", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as mosaic:
+        assert (mosaic.format, mosaic.size) == ("JPEG", (96, 64))
+
+
+def test_render_with_the_demo_library(target: Path, tmp_path: Path) -> None:
+    out = tmp_path / "demo.png"
+    result = run("render", str(target), "--library", "demo", "--tile-size", "2", "--tiles-across", "16", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "in the library" in result.output
+    with Image.open(out) as mosaic:
+        assert mosaic.size == (32, 22)  # 16 across, round(64 * 16 / 96) = 11 down
+
+
+def test_render_with_a_library_in_storage(
+    target: Path, tiles_dir: Path, tmp_path: Path, storage: StorageClients, unique: str,
+    azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from dal.libraries import LibraryStore
+
+    LibraryStore(storage, prefix=f"t{unique}").create_from("colours", "test", tiles_dir)
+    monkeypatch.setenv(CONNECTION_STRING_ENV, azurite_connection_string)
+    monkeypatch.setenv("PHOTOMOSAICS_NAME_PREFIX", f"t{unique}")
+    out = tmp_path / "stored.png"
+    result = run("render", str(target), "--library", "colours", "-t", "4", "--tiles-across", "8", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as mosaic:
+        assert mosaic.size == (32, 20)  # round(64 * 8 / 96) = 5 rows
+    assert_clean_failure(
+        run("render", str(target), "--library", "nosuch", "-o", str(tmp_path / "x.png")), "does not exist"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tile-size", "0"], "0 is not in the range 1<=x<=64"),
+        (["--tile-size", "65"], "65 is not in the range"),
+        (["--slices", "40", "--tiles-across", "12"], "cannot cut 8 rows"),
+        (["--blend", "150"], "150 is not in the range 0<=x<=100"),
+    ],
+)
+def test_bad_options_are_clear_errors(target: Path, tiles_dir: Path, tmp_path: Path, extra: list[str], message: str) -> None:
+    result = run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.png"), *extra)
+    assert_clean_failure(result, message)
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_missing_and_broken_inputs_are_clear_errors(
+    target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = str(tmp_path / "o.png")
+    assert_clean_failure(run("render", str(tmp_path / "nope.jpg"), "--library", str(tiles_dir), "-o", out), "does not exist")
+    not_image = tmp_path / "notes.jpg"
+    not_image.write_text("hello")
+    assert_clean_failure(run("render", str(not_image), "--library", str(tiles_dir), "-o", out), "not an image")
+    truncated = tmp_path / "cut.jpg"
+    truncated.write_bytes(target.read_bytes()[:300])
+    assert_clean_failure(run("render", str(truncated), "--library", str(tiles_dir), "-o", out), "cut.jpg")
+    assert_clean_failure(run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.bmpx")), "unknown image type")
+    assert_clean_failure(run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "no" / "o.png")), "does not exist")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.txt").write_text("no photos")
+    assert_clean_failure(run("render", str(target), "--library", str(empty), "-o", out), "no usable image")
+    monkeypatch.delenv(CONNECTION_STRING_ENV, raising=False)
+    assert_clean_failure(run("render", str(target), "--library", "holiday", "-o", out), CONNECTION_STRING_ENV)
+    assert not Path(out).exists()
