@@ -252,7 +252,9 @@ def _library_description(metadata: dict[str, str] | None) -> str | None:
     return None
 
 
-def upload_many(store: BlobStore, container: str, items: dict[str, bytes], *, content_type: str, workers: int = 16) -> None:
+def upload_many(
+    store: BlobStore, container: str, items: dict[str, bytes], *, content_type: str, workers: int = 8
+) -> None:
     """Upload many small blobs concurrently (the per-request latency dominates, not bandwidth)."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(lambda kv: store.upload(container, kv[0], kv[1], content_type=content_type), items.items()))

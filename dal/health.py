@@ -34,23 +34,27 @@ def _endpoint(client: Any) -> str:
 
 def check_storage(storage: StorageClients) -> None:
     """Make one cheap call per service; raise StorageConfigurationError when the account is unusable."""
-    checks: list[tuple[str, Callable[[], Any], Callable[[], None]]] = [
-        ("blob", lambda: storage.blob_service, lambda: _first_page(storage.blob_service.list_containers(results_per_page=1))),
-        ("queue", lambda: storage.queue_service, lambda: _first_page(storage.queue_service.list_queues(results_per_page=1))),
-        ("table", lambda: storage.table_service, lambda: _first_page(storage.table_service.list_tables(results_per_page=1))),
+    checks: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] = [
+        ("blob", lambda: storage.blob_service, lambda c: c.list_containers(results_per_page=1)),
+        ("queue", lambda: storage.queue_service, lambda c: c.list_queues(results_per_page=1)),
+        ("table", lambda: storage.table_service, lambda c: c.list_tables(results_per_page=1)),
     ]
     account = storage.account_name or "?"
-    for service, client, call in checks:
+    for service, make_client, list_one in checks:
         try:
-            endpoint = _endpoint(client())
+            client = make_client()
+            endpoint = _endpoint(client)
         except ValueError:  # a malformed connection string
-            raise StorageConfigurationError(f"{CONNECTION_STRING_ENV} is malformed for the {service} service") from None
+            raise StorageConfigurationError(
+                f"{CONNECTION_STRING_ENV} is malformed for the {service} service"
+            ) from None
         where = f"{service} service of storage account {account!r} at {endpoint}"
         try:
-            call()
+            _first_page(list_one(client))
         except ClientAuthenticationError as exc:
             raise StorageConfigurationError(
-                f"{where} refused the credentials ({_code(exc)}): check the AccountKey or SAS in {CONNECTION_STRING_ENV}"
+                f"{where} refused the credentials ({_code(exc)}): "
+                f"check the AccountKey or SAS in {CONNECTION_STRING_ENV}"
             ) from None
         except (ServiceRequestError, ServiceResponseError) as exc:
             raise StorageConfigurationError(

@@ -367,7 +367,8 @@ class JobStore:
         validate_key("client_id", client_id)
         validate_key("request_id", request_id)
         # Events first: if we die half-way the job still exists, so a retry finds everything.
-        keys = [e["RowKey"] for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}, select=["RowKey"])]
+        found = self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}, select=["RowKey"])
+        keys = [e["RowKey"] for e in found]
         for start in range(0, len(keys), _BATCH):
             ops = [("delete", {"PartitionKey": request_id, "RowKey": k}) for k in keys[start : start + _BATCH]]
             self._events.submit_transaction(ops)
