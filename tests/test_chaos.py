@@ -1,0 +1,172 @@
+"""Workers killed at any moment, garbage on every queue, jobs that cannot succeed.
+
+Real role processes against the session Azurite, isolated by name prefix. The visibility
+timeout is 6 s here (``TEST_ENV``), so a message held by a SIGKILLed worker is back within
+seconds; ``PHOTOMOSAICS_TEST_SLICE_DELAY`` (a test-only knob) makes each slice take long
+enough for a kill to land mid-slice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dal.config import SLICE_RESPONSE_CONTAINER
+from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo, synthetic_library
+from workers.engine.images import open_image
+from workers.engine.render import render
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
+    pipeline = Pipeline(azurite_connection_string, tmp_path)
+    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
+    yield pipeline
+    pipeline.stop_all()
+
+
+def wait_until(probe: Callable[[], object], *, seconds: float, what: str, pipe: Pipeline) -> None:
+    deadline = time.monotonic() + seconds
+    while not probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}\n{pipe.logs()}")
+        time.sleep(0.1)
+
+
+def mid_message(process: RoleProcess) -> bool:
+    """The process started a message it has not finished (from its logfmt lines)."""
+    text = process.log_path.read_text(errors="replace")
+    return text.count("message.start") > text.count("message.done") + text.count("message.retry")
+
+
+def assert_pixel_identical(pipe: Pipeline, finished: dict, images: dict, *, tile: int, slices: int) -> None:
+    library = pipe.services.libraries.load(pipe.library_uri)
+    for rid, job in finished.items():
+        assert job.status == "done", f"{rid}: {job.status} {job.error}"
+        expected = render(open_image(images[rid]), library, tile_size=tile, slices=slices, seed=rid,
+                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        assert np.array_equal(pipe.slice_outputs(job), expected), rid
+
+
+def test_processors_killed_mid_slice_lose_nothing(pipe: Pipeline) -> None:
+    slow = {"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.5"}
+    pipe.start("controller")
+    pipe.start("responder")
+    processors = [pipe.start("processor", env=slow), pipe.start("processor", env=slow)]
+    images = {}
+    for n in range(10):
+        image = sample_photo(40, 30, seed=100 + n)
+        images[pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=3)] = image
+
+    kills = 0
+    deadline = time.monotonic() + 60
+    while kills < 4 and time.monotonic() < deadline:
+        index = kills % 2
+        victim = processors[index]
+        if victim.alive() and mid_message(victim):
+            victim.kill()
+            kills += 1
+            processors[index] = pipe.start("processor", env=slow)  # a restarted worker takes its place
+            time.sleep(0.7)
+        time.sleep(0.05)
+    assert kills == 4, f"only {kills} processors were caught mid-slice\n{pipe.logs()}"
+
+    finished = pipe.wait(images, timeout=150)
+    assert_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    for rid in images:
+        assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
+    depths = pipe.queue_depths()
+    assert all(depth == 0 for depth in depths.values()), depths
+
+
+def test_controller_killed_between_fan_out_and_stitch(pipe: Pipeline) -> None:
+    pipe.start("responder")
+    pipe.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "1.5"})
+    first = pipe.start("controller")
+    image = sample_photo(40, 30, seed=7)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=4)
+
+    def progress() -> int:
+        return sum(1 for e in pipe.services.jobs.events(rid) if e.kind == "progress")
+
+    wait_until(lambda: progress() >= 1, seconds=60, what="the first slice to be recorded", pipe=pipe)
+    first.kill()  # fanned out, one slice in, three to go: no stitch yet
+    job = pipe.job(rid)
+    assert job is not None and job.output_name is None and len(job.slices_done) < 4
+    pipe.start("controller")
+
+    finished = pipe.wait([rid], timeout=90)
+    assert_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=4)
+    kinds = [e.kind for e in pipe.services.jobs.events(rid)]
+    assert kinds.count("stitched") == 1 and kinds.count("dispatched") == 4
+    assert pipe.queue_depths()[pipe.services.queues.slice_response.poison.name] == 0
+
+
+def test_garbage_on_every_queue_goes_to_poison_and_jobs_keep_flowing(pipe: Pipeline) -> None:
+    from azure.storage.queue import TextBase64EncodePolicy
+
+    queues = pipe.services.queues.all()
+    for queue in queues:
+        plain = pipe.services.storage.queue_service.get_queue_client(queue.name)
+        plain.send_message("this is not base64 %%%")  # undecodable on the wire
+        encoded = pipe.services.storage.queue_service.get_queue_client(
+            queue.name, message_encode_policy=TextBase64EncodePolicy()
+        )
+        encoded.send_message('{"type": "ImageRequest", "version": 1, "oops": true}')  # not a valid message
+    pipe.start("controller")
+    pipe.start("processor")
+    pipe.start("responder")
+    image = sample_photo(40, 30, seed=8)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+
+    finished = pipe.wait([rid], timeout=60)
+    assert_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=2)
+    for queue in queues:
+        wait_until(lambda q=queue: q.poison.approximate_depth() >= 2, seconds=20, what=f"{queue.poison.name}", pipe=pipe)
+        entries = queue.poison.peek()
+        assert len(entries) == 2, entries
+        assert all(e.reason and e.queue == queue.name for e in entries)
+        assert {e.payload_encoding for e in entries} == {"wire", "text"}
+        assert queue.approximate_depth() == 0
+
+
+def test_jobs_that_cannot_succeed_end_failed_with_their_reason(pipe: Pipeline) -> None:
+    for role in ("controller", "processor", "responder"):
+        pipe.start(role)
+    good = sample_photo(40, 30, seed=9)
+    corrupt = pipe.submit(good[:200], library_uri=pipe.library_uri, tile_size=8, slices=2)
+    no_library = pipe.submit(good, library_uri=pipe.library_uri + "-gone", tile_size=8, slices=2)
+    too_many = pipe.submit(good, library_uri=pipe.library_uri, tile_size=8, slices=31)  # 30 rows of tiles
+
+    finished = pipe.wait([corrupt, no_library, too_many], timeout=60)
+    expected = {corrupt: "could not be read as a picture", no_library: "does not exist",
+                too_many: "has only 30 rows of tiles"}  # fmt: skip
+    for rid, text in expected.items():
+        job = finished[rid]
+        assert job.status == "failed" and job.error is not None and text in job.error, (job.status, job.error)
+        assert [e.kind for e in pipe.services.jobs.events(rid)] == ["failed"]
+    poisoned = pipe.services.queues.image_request.poison.peek()
+    assert sorted(e.reason for e in poisoned) == sorted(finished[rid].error for rid in expected)
+
+
+def test_a_slice_that_keeps_failing_fails_its_job_after_the_poison_threshold(pipe: Pipeline) -> None:
+    env = {"PHOTOMOSAICS_POISON_THRESHOLD": "2"}
+    pipe.start("controller", env=env)
+    processor = pipe.start("processor", env=env)
+    wait_until(lambda: "listener.start" in processor.log_path.read_text(errors="replace"), seconds=30,
+               what="the processor to start", pipe=pipe)  # fmt: skip
+    # Every render now fails to store its result: a transient-looking error that never heals.
+    pipe.services.storage.blob_service.delete_container(pipe.services.blobs.container_name(SLICE_RESPONSE_CONTAINER))
+    rid = pipe.submit(sample_photo(40, 30, seed=10), library_uri=pipe.library_uri, tile_size=8, slices=1)
+
+    job = pipe.wait([rid], timeout=60)[rid]
+    assert job.status == "failed" and job.error is not None
+    assert "rendering a slice could not be completed" in job.error and "2 times" in job.error, job.error
+    [entry] = pipe.services.queues.slice_request.poison.peek()
+    assert entry.dequeue_count == 2
