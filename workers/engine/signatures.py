@@ -30,7 +30,7 @@ _LINEAR = np.array(
     [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (i / 255 for i in range(256))],
     dtype=np.float64,
 )
-_F_STEPS = 8192
+_F_STEPS = 1 << 16
 _EPS = 216 / 24389
 _KAPPA = 24389 / 27
 _F = np.array(

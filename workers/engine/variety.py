@@ -27,7 +27,7 @@ import hashlib
 
 import numpy as np
 
-from .matching import best
+from .matching import best, nearest
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -67,6 +67,45 @@ def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
     return bottom | top
 
 
+class _Candidates:
+    """Each cell's ranked tiles, fetched lazily: the best first, more only for cells that lose.
+
+    Most cells keep their nearest tile, so only losers pay for a longer list (widths grow
+    8, 32, 128, ... up to the tiles the cell may use).
+    """
+
+    def __init__(self, cells: np.ndarray, tiles: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.cells, self.tiles = cells, tiles
+        n = cells.shape[0]
+        self.allowed = np.empty(n, np.int64)  # how many tiles each cell may use
+        self.group_of = np.empty(n, np.int64)
+        self.groups = groups  # (cell indices, allowed tile indices)
+        self.ranked = np.full((n, 1), -1, np.int32)
+        self.width = np.ones(n, np.int64)
+        for g, (idx, members) in enumerate(groups):
+            self.allowed[idx] = members.size
+            self.group_of[idx] = g
+            self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
+
+    def refill(self, wanted: np.ndarray) -> None:
+        """Lengthen the lists of cells ``wanted`` (flat indices) whose width allows it."""
+        wanted = wanted[self.width[wanted] < self.allowed[wanted]]
+        if not wanted.size:
+            return
+        new_width = np.minimum(self.allowed[wanted], np.maximum(8, 4 * self.width[wanted]))
+        if new_width.max() > self.ranked.shape[1]:
+            grown = np.full((self.ranked.shape[0], int(new_width.max())), -1, np.int32)
+            grown[:, : self.ranked.shape[1]] = self.ranked
+            self.ranked = grown
+        for g, (_, members) in enumerate(self.groups):
+            mine = wanted[self.group_of[wanted] == g]
+            if mine.size:
+                m = int(new_width[self.group_of[wanted] == g].max())
+                index, _ = best(self.cells[mine], self.tiles[members], m)
+                self.ranked[mine, :m] = members[index]
+                self.width[mine] = m
+
+
 def choose_varied(
     cells: np.ndarray,
     tiles: np.ndarray,
@@ -80,27 +119,24 @@ def choose_varied(
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells."""
     n_tiles = tiles.shape[0]
     d = feasible_distance(distance, n_tiles)
+    if d == 0:
+        return nearest(cells, tiles).reshape(rows, cols)
     seed_int = seed_number(seed)
-    window = (2 * d + 1) ** 2
-    m = min(n_tiles, window + 8)
-    cand = np.empty((rows * cols, m), np.int32)
     border = _border_rows(rows, row_offset, d)
-    inner_rows = np.flatnonzero(~border)
     classes = tile_classes(n_tiles, d, seed_int)
 
     def cells_of(row_list: np.ndarray) -> np.ndarray:
         return (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
 
+    groups = []
+    inner_rows = np.flatnonzero(~border)
     if inner_rows.size:
-        idx = cells_of(inner_rows)
-        cand[idx] = best(cells[idx], tiles, m)[0]
+        groups.append((cells_of(inner_rows), np.arange(n_tiles)))
     for q in range(d + 1):
         rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
         if rows_q.size:
-            members = np.flatnonzero(classes == q)
-            idx = cells_of(rows_q)
-            cand[idx] = members[best(cells[idx], tiles[members], m)[0]]
-    cand = cand.reshape(rows, cols, m)
+            groups.append((cells_of(rows_q), np.flatnonzero(classes == q)))
+    candidates = _Candidates(cells, tiles, groups)
 
     g_rows = (np.arange(rows, dtype=np.uint64) + np.uint64(row_offset))[:, None]
     position = (g_rows << np.uint64(32)) | np.arange(cols, dtype=np.uint64)[None, :]
@@ -109,7 +145,7 @@ def choose_varied(
     priority[np.lexsort((position.ravel(), keys))] = np.arange(rows * cols)
     priority = priority.reshape(rows, cols)
 
-    choice = _resolve(cand, priority, d)
+    choice = _resolve(candidates, priority, d, rows, cols)
     stuck = np.argwhere(choice < 0)
     if stuck.size:
         _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols)
@@ -129,15 +165,18 @@ def _pairs(rows: int, cols: int, d: int):
             yield a, b
 
 
-def _resolve(cand: np.ndarray, priority: np.ndarray, d: int) -> np.ndarray:
+def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, cols: int) -> np.ndarray:
     """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates."""
-    rows, cols, m = cand.shape
-    ptr = np.zeros((rows, cols), np.intp)
+    ptr = np.zeros(rows * cols, np.intp)
     pairs = list(_pairs(rows, cols, d))
     unique_negative = -1 - np.arange(rows * cols).reshape(rows, cols)
     while True:
-        out = ptr >= m
-        cur = np.take_along_axis(cand, np.minimum(ptr, m - 1)[..., None], axis=2)[..., 0]
+        short = np.flatnonzero(ptr >= candidates.width)
+        if short.size:
+            candidates.refill(short)
+        out = (ptr >= candidates.width).reshape(rows, cols)
+        safe = np.minimum(ptr, candidates.width - 1)
+        cur = candidates.ranked[np.arange(rows * cols), safe].reshape(rows, cols)
         cur = np.where(out, unique_negative, cur)
         beaten = np.zeros((rows, cols), bool)
         conflicts = []
@@ -155,7 +194,7 @@ def _resolve(cand: np.ndarray, priority: np.ndarray, d: int) -> np.ndarray:
         for a, b, same, a_low in conflicts:
             lose[a] |= same & a_low & ~beaten[b]
             lose[b] |= same & ~a_low & ~beaten[a]
-        ptr[lose] += 1
+        ptr[lose.ravel()] += 1
 
 
 def _settle_one_by_one(
@@ -170,7 +209,6 @@ def _settle_one_by_one(
     d: int,
     cols: int,
 ) -> None:
-    rows = choice.shape[0]
     order = np.argsort(-priority[stuck[:, 0], stuck[:, 1]], kind="stable")
     for r, c in stuck[order]:
         allowed = np.arange(tiles.shape[0])
@@ -184,4 +222,3 @@ def _settle_one_by_one(
                 break
         else:  # cannot happen: feasible_distance leaves more tiles than neighbours
             raise RuntimeError("no free tile for a cell; the variety distance is infeasible")
-    del rows

@@ -1,0 +1,1 @@
+"""Tests of the pure mosaic engine (workers.engine): no storage involved."""

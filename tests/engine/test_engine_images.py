@@ -1,0 +1,108 @@
+"""Decoding: every Pillow mode to upright RGB, and a clear error for anything else."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dal.errors import PhotoMosaicsError
+from workers.engine import ImageDecodeError, open_image
+
+from .conftest import encode
+
+
+def _gradient_rgb(width: int = 40, height: int = 30) -> Image.Image:
+    x = np.linspace(0, 255, width, dtype=np.uint8)
+    array = np.stack([np.tile(x, (height, 1)), np.full((height, width), 100, np.uint8), np.tile(x[::-1], (height, 1))], -1)
+    return Image.fromarray(array)
+
+
+@pytest.mark.parametrize(
+    ("make", "fmt"),
+    [
+        (lambda: Image.new("L", (20, 10), 77), "PNG"),
+        (lambda: Image.new("1", (20, 10), 1), "PNG"),
+        (lambda: _gradient_rgb().convert("P"), "PNG"),
+        (lambda: _gradient_rgb().convert("P"), "GIF"),
+        (lambda: _gradient_rgb().convert("RGBA"), "PNG"),
+        (lambda: Image.new("LA", (20, 10), (50, 255)), "PNG"),
+        (lambda: _gradient_rgb().convert("CMYK"), "JPEG"),
+        (lambda: _gradient_rgb().convert("CMYK"), "TIFF"),
+        (lambda: _gradient_rgb(), "WEBP"),
+        (lambda: _gradient_rgb(), "BMP"),
+    ],
+)
+def test_any_mode_decodes_to_rgb_of_the_same_size(make, fmt: str) -> None:
+    source = make()
+    image = open_image(encode(source, fmt))
+    assert image.mode == "RGB"
+    assert image.size == source.size
+
+
+def test_grey_keeps_its_value() -> None:
+    image = open_image(encode(Image.new("L", (8, 8), 77)))
+    assert np.all(np.asarray(image) == 77)
+
+
+def test_sixteen_bit_grey_is_scaled_not_clipped() -> None:
+    values = np.array([[0, 257 * 100, 65535]], dtype=np.uint16)
+    source = Image.fromarray(values)
+    assert source.mode.startswith("I;16")
+    image = np.asarray(open_image(encode(source)))
+    assert image[0, :, 0].tolist() == [0, 100, 255]
+    assert np.all(image[..., 0] == image[..., 2])
+
+
+def test_transparency_becomes_white_and_opaque_pixels_stay() -> None:
+    array = np.zeros((4, 4, 4), np.uint8)
+    array[..., 0] = 200
+    array[:2, :, 3] = 255  # top half opaque red, bottom half fully transparent
+    image = np.asarray(open_image(encode(Image.fromarray(array, "RGBA"))))
+    assert image[0, 0].tolist() == [200, 0, 0]
+    assert image[3, 0].tolist() == [255, 255, 255]
+
+
+def test_exif_orientation_is_applied() -> None:
+    source = Image.new("RGB", (40, 20), (10, 200, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise to display
+    image = open_image(encode(source, "JPEG", exif=exif.tobytes()))
+    assert image.size == (20, 40)
+
+
+def test_jpeg_reduced_decode_is_at_least_the_size_asked_for() -> None:
+    source = _gradient_rgb(800, 600)
+    image = open_image(encode(source, "JPEG"), min_size=(150, 100))
+    assert image.width >= 150 and image.height >= 100
+    assert image.width < 800
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"this is not an image at all",
+        b"\x89PNG\r\n\x1a\n" + b"\x00" * 40,
+        b"\xff\xd8\xff\xe0garbage",
+    ],
+    ids=["empty", "text", "png-header-only", "jpeg-header-only"],
+)
+def test_corrupt_data_gives_a_clear_error(data: bytes) -> None:
+    with pytest.raises(ImageDecodeError):
+        open_image(data)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_truncated_file_gives_a_clear_error(fmt: str) -> None:
+    rng = np.random.default_rng(1)
+    data = encode(Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)), fmt)
+    with pytest.raises(ImageDecodeError) as caught:
+        open_image(data[: len(data) // 2])
+    assert isinstance(caught.value, PhotoMosaicsError)
+    assert str(caught.value)
+
+
+def test_too_many_pixels_is_refused_before_decoding() -> None:
+    with pytest.raises(ImageDecodeError, match="larger than the maximum"):
+        open_image(encode(Image.new("RGB", (100, 100))), max_pixels=5_000)

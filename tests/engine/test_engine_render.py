@@ -1,0 +1,190 @@
+"""Matching and composition: exact on synthetic tiles, deterministic across bands, varied."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from workers.engine import (
+    SUB,
+    RenderOptions,
+    TileLibrary,
+    band_cells,
+    cell_image,
+    open_image,
+    plan_bands,
+    plan_grid,
+    render,
+    render_band,
+)
+from workers.engine.render import choose_tiles
+
+from .conftest import encode, flat_library, random_library
+
+PLAIN = RenderOptions(variety=0, blend=0)
+COLOURS = [(255, 0, 0), (0, 128, 0), (20, 20, 200), (240, 240, 240), (30, 30, 30), (250, 200, 0)]
+
+
+@pytest.mark.parametrize("options", [PLAIN, RenderOptions(variety=0), RenderOptions(variety=0, colour_first=True)])
+@pytest.mark.parametrize("tile_size", [1, 3, 16, 64])
+def test_flat_library_reproduces_a_flat_target_exactly(options: RenderOptions, tile_size: int) -> None:
+    library = flat_library(COLOURS)
+    for colour in COLOURS:
+        target = Image.new("RGB", (12, 8), colour)
+        out = render(target, library, tile_size=tile_size, options=options)
+        assert out.shape == (8 * tile_size, 12 * tile_size, 3)
+        assert np.all(out == colour)
+
+
+def test_each_cell_gets_its_own_colour_on_a_patchwork() -> None:
+    library = flat_library(COLOURS)
+    rng = np.random.default_rng(5)
+    layout = rng.integers(0, len(COLOURS), (6, 9))
+    target = Image.fromarray(np.array(COLOURS, np.uint8)[layout]).resize((9 * 8, 6 * 8), Image.Resampling.NEAREST)
+    out = render(target, library, tile_size=5, tiles_across=9, options=PLAIN)
+    expected = np.array(COLOURS, np.uint8)[layout].repeat(5, axis=0).repeat(5, axis=1)
+    assert np.array_equal(out, expected)
+
+
+def test_a_target_made_of_library_tiles_gets_those_tiles_back() -> None:
+    library = random_library(60, seed=2)
+    rng = np.random.default_rng(8)
+    layout = rng.integers(0, len(library), (5, 7))
+    tiles = library.tiles(16)
+    target = tiles[layout].transpose(0, 2, 1, 3, 4).reshape(5 * 16, 7 * 16, 3)
+    out = render(Image.fromarray(target), library, tile_size=16, tiles_across=7, options=PLAIN)
+    assert np.array_equal(out, target)
+
+
+def test_structure_matching_tells_edges_apart_where_mean_colour_cannot() -> None:
+    atlas = np.full((2, 64, 64, 3), 200, np.uint8)
+    atlas[0, :, :32] = 20  # dark on the left
+    atlas[1, :, 32:] = 20  # dark on the right
+    library = TileLibrary.from_tiles(atlas, ["left", "right"])
+    target = Image.fromarray(np.concatenate([atlas[1], atlas[0]], axis=1))
+    choice = choose_tiles(cell_image(target, plan_grid(128, 64, tile_size=8, tiles_across=2)), library,
+                          tile_size=8, seed="", options=PLAIN)
+    assert choice.tolist() == [[1, 0]]
+
+
+def _stitch(image: Image.Image, library: TileLibrary, *, tile_size: int, slices: int, seed: str,
+            options: RenderOptions, tiles_across: int) -> np.ndarray:
+    """What the pipeline does: the controller cuts cells into bands, workers render each alone."""
+    grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across)
+    cells = cell_image(image, grid)
+    parts = [
+        render_band(band_cells(cells, band).copy(), library, tile_size=tile_size, seed=seed,
+                    row_offset=band.start, options=options)
+        for band in reversed(plan_bands(grid.tiles_down, slices))  # any order, any process
+    ]
+    return np.concatenate(parts[::-1], axis=0)
+
+
+@pytest.mark.parametrize("slices", [1, 3, 7])
+@pytest.mark.parametrize("options", [RenderOptions(), PLAIN])
+def test_bands_rendered_alone_and_stitched_equal_the_whole_render(
+    photo: Image.Image, library200: TileLibrary, slices: int, options: RenderOptions
+) -> None:
+    whole = render(photo, library200, tile_size=6, slices=slices, tiles_across=40, seed="req-1", options=options)
+    stitched = _stitch(photo, library200, tile_size=6, slices=slices, seed="req-1", options=options, tiles_across=40)
+    assert np.array_equal(whole, stitched)
+    again = render(photo, library200, tile_size=6, slices=slices, tiles_across=40, seed="req-1", options=options)
+    assert np.array_equal(whole, again)  # redelivery gives the same pixels
+
+
+def test_the_seed_changes_the_varied_choice_but_not_the_plain_one(photo: Image.Image, library200: TileLibrary) -> None:
+    cells = cell_image(photo, plan_grid(photo.width, photo.height, tile_size=8, tiles_across=30))
+    varied = [choose_tiles(cells, library200, tile_size=8, seed=s, options=RenderOptions()) for s in ("a", "b")]
+    plain = [choose_tiles(cells, library200, tile_size=8, seed=s, options=PLAIN) for s in ("a", "b")]
+    assert not np.array_equal(*varied)
+    assert np.array_equal(*plain)
+
+
+def _repeats_within(choice: np.ndarray, distance: int) -> int:
+    rows, cols = choice.shape
+    count = 0
+    for dy in range(0, distance + 1):
+        for dx in range(-distance, distance + 1):
+            if dy == 0 and dx <= 0:
+                continue
+            a = choice[: rows - dy, max(0, -dx) : cols - max(0, dx)]
+            b = choice[dy:, max(0, dx) : cols - max(0, -dx)]
+            count += int((a == b).sum())
+    return count
+
+
+@pytest.mark.parametrize("distance", [1, 2, 3])
+@pytest.mark.parametrize("slices", [1, 4])
+def test_variety_never_repeats_a_tile_within_the_distance_even_across_bands(distance: int, slices: int) -> None:
+    # A flat target is the worst case: every cell wants the same few tiles.
+    library = random_library(220, seed=4)  # enough for distance 3: 4 classes of 49
+    target = Image.new("RGB", (24, 20), (120, 140, 160))
+    options = RenderOptions(variety=distance, blend=0)
+    grid = plan_grid(24, 20, tile_size=4)
+    cells = cell_image(target, grid)
+    choice = np.concatenate([
+        choose_tiles(band_cells(cells, band), library, tile_size=4, seed="s", row_offset=band.start, options=options)
+        for band in plan_bands(grid.tiles_down, slices)
+    ])
+    assert choice.shape == (20, 24)
+    assert _repeats_within(choice, distance) == 0
+    assert _repeats_within(choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN), distance) > 0
+
+
+def test_variety_is_lowered_for_a_library_too_small_to_honour_it() -> None:
+    library = random_library(12, seed=1)
+    target = Image.new("RGB", (10, 10), (100, 100, 100))
+    out = render(target, library, tile_size=4, options=RenderOptions(variety=5, blend=0))
+    assert out.shape == (40, 40, 3)
+
+
+def test_blend_moves_colours_toward_the_target_and_100_reaches_it() -> None:
+    library = flat_library([(200, 50, 50), (50, 50, 200)])
+    target = Image.new("RGB", (4, 4), (120, 60, 120))
+    errors = []
+    for blend in (0, 50, 100):
+        out = render(target, library, tile_size=8, options=RenderOptions(variety=0, blend=blend))
+        errors.append(np.abs(out.astype(int) - (120, 60, 120)).mean())
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] <= 1.0
+
+
+@pytest.mark.parametrize("tile_size", [1, 64])
+def test_extreme_tile_sizes(photo: Image.Image, library200: TileLibrary, tile_size: int) -> None:
+    out = render(photo, library200, tile_size=tile_size, tiles_across=12, seed="x")
+    assert out.shape == (12 * tile_size, 12 * tile_size, 3)
+    if tile_size == 64:
+        first = out[:64, :64]
+        assert any(np.array_equal(first, t) for t in library200.atlas) or RenderOptions().blend
+
+
+def test_one_by_one_target(library200: TileLibrary) -> None:
+    target = Image.new("RGB", (1, 1), (10, 200, 30))
+    out = render(target, library200, tile_size=16, seed="x")
+    assert out.shape == (16, 16, 3)
+
+
+@pytest.mark.parametrize("mode", ["L", "P", "RGBA", "I;16", "CMYK"])
+def test_inputs_of_any_mode_render(photo: Image.Image, library200: TileLibrary, mode: str) -> None:
+    if mode == "I;16":
+        source = Image.fromarray((np.asarray(photo.convert("L"), np.uint16) * 257))
+    else:
+        source = photo.convert(mode)
+    fmt = "JPEG" if mode == "CMYK" else "PNG"
+    image = open_image(encode(source, fmt))
+    out = render(image, library200, tile_size=4, tiles_across=20, seed="m")
+    assert out.shape == (80, 80, 3) and out.dtype == np.uint8
+    if mode in ("L", "I;16"):
+        grey = np.asarray(photo.convert("L").resize((20, 20), Image.Resampling.BOX), float)
+        cell_means = out.reshape(20, 4, 20, 4, 3).mean(axis=(1, 3, 4))
+        assert np.corrcoef(grey.ravel(), cell_means.ravel())[0, 1] > 0.8
+
+
+def test_bad_cells_are_refused(library200: TileLibrary) -> None:
+    with pytest.raises(ValueError, match="multiple of"):
+        render_band(np.zeros((SUB + 1, SUB, 3), np.uint8), library200, tile_size=4, seed="")
+    with pytest.raises(ValueError):
+        render_band(np.zeros((SUB, SUB), np.uint8), library200, tile_size=4, seed="")
+    with pytest.raises(ValueError):
+        RenderOptions(blend=101)

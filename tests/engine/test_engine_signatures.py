@@ -1,0 +1,54 @@
+"""Colour signatures against known CIELAB values, and the integer features the matcher uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workers.engine.signatures import BOUND, FEATURES, SUB, features, srgb_to_lab
+
+
+@pytest.mark.parametrize(
+    ("rgb", "lab"),
+    [
+        ((255, 255, 255), (100.0, 0.0, 0.0)),
+        ((0, 0, 0), (0.0, 0.0, 0.0)),
+        ((255, 0, 0), (53.24, 80.09, 67.20)),
+        ((0, 255, 0), (87.73, -86.18, 83.18)),
+        ((0, 0, 255), (32.30, 79.19, -107.86)),
+        ((128, 128, 128), (53.59, 0.0, 0.0)),
+    ],
+)
+def test_lab_of_known_colours(rgb: tuple[int, int, int], lab: tuple[float, float, float]) -> None:
+    got = srgb_to_lab(np.array([rgb], np.uint8))[0]
+    assert got == pytest.approx(lab, abs=0.1)
+
+
+def test_lab_agrees_with_scikit_image() -> None:
+    from skimage.color import rgb2lab
+
+    rgb = np.random.default_rng(3).integers(0, 256, (500, 3), dtype=np.uint8)
+    assert np.abs(srgb_to_lab(rgb) - rgb2lab(rgb[None] / 255.0)[0]).max() < 0.15
+
+
+def test_flat_cells_have_no_structure_and_integer_bounded_features() -> None:
+    flat = np.full((2, SUB, SUB, 3), 90, np.uint8)
+    flat[1] = 200
+    f = features(flat, structure=1.0, colour=16.0)
+    assert f.shape == (2, FEATURES) and f.dtype == np.float32
+    assert np.all(f[:, :-3] == 0)
+    assert f[1, -3] > f[0, -3]  # lighter
+    noisy = np.random.default_rng(0).integers(0, 256, (100, SUB, SUB, 3), dtype=np.uint8)
+    g = features(noisy, structure=1.0, colour=16.0)
+    assert np.all(g == np.rint(g)) and np.abs(g).max() <= BOUND
+
+
+def test_a_left_right_edge_is_seen_by_the_structure_features() -> None:
+    left_dark = np.full((1, SUB, SUB, 3), 200, np.uint8)
+    left_dark[0, :, : SUB // 2] = 20
+    right_dark = left_dark[:, :, ::-1].copy()
+    a, b = features(np.concatenate([left_dark, right_dark]), structure=1.0, colour=16.0)
+    assert np.array_equal(a[-3:], b[-3:])  # same mean colour
+    assert not np.array_equal(a, b)  # different layout
+    c, d = features(np.concatenate([left_dark, right_dark]), structure=0.0, colour=1.0)
+    assert np.array_equal(c, d)  # colour-first cannot tell them apart
