@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import base64
+import http.server
 import socket
+import threading
+from collections.abc import Iterator
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 
 from dal.config import (
     CONNECTION_STRING_ENV,
@@ -75,3 +79,52 @@ def test_unknown_account_is_a_configuration_error(azurite_connection_string: str
     other = azurite_connection_string.replace("devstoreaccount1", "nosuchaccount")
     with pytest.raises(StorageConfigurationError, match="nosuchaccount"):
         check_storage(StorageClients(other, profile="probe"))
+
+
+class _AlwaysBusy(http.server.BaseHTTPRequestHandler):
+    """A fake endpoint for a fault Azurite cannot produce on demand: 503 Server Busy, always."""
+
+    requests_seen: list[str] = []
+
+    def _busy(self) -> None:
+        self.requests_seen.append(self.path)
+        body = b"<?xml version='1.0'?><Error><Code>ServerBusy</Code><Message>busy</Message></Error>"
+        self.send_response(503, "Server Busy")
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _busy
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def busy_endpoint() -> Iterator[tuple[int, list[str]]]:
+    seen: list[str] = []
+    handler = type("Busy", (_AlwaysBusy,), {"requests_seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(("profile", "attempts"), [("probe", 2), ("interactive", 3)])
+def test_server_busy_is_retried_per_profile_then_surfaces(
+    busy_endpoint: tuple[int, list[str]], profile: str, attempts: int
+) -> None:
+    port, seen = busy_endpoint
+    busy = azurite_connection_string("127.0.0.1", port, port, port)
+    storage = StorageClients(busy, profile=profile)  # type: ignore[arg-type]
+    with pytest.raises(HttpResponseError) as caught:
+        check_storage(storage)  # a transient 5xx is not a configuration error
+    assert not isinstance(caught.value, StorageConfigurationError)
+    assert caught.value.status_code == 503
+    assert len(seen) == attempts
