@@ -23,6 +23,13 @@ def _jpeg(colour: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> byt
     return out.getvalue()
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Built libraries are cached per test, never in the home folder."""
+    monkeypatch.setenv("PHOTOMOSAICS_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "libraries"
+
+
 @pytest.fixture
 def target(tmp_path: Path) -> Path:
     """A 96x64 photo-like gradient."""
@@ -66,6 +73,24 @@ def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: P
         # the red square of the target comes out reddish: the mosaic follows the picture
         r, g, b = mosaic.convert("RGB").crop((16, 16, 32, 32)).resize((1, 1), Image.Resampling.BOX).getpixel((0, 0))
         assert r > 120 and g < 110 and b < 110
+
+
+def test_a_built_library_is_cached_until_its_photos_change(
+    target: Path, tiles_dir: Path, tmp_path: Path, private_cache: Path
+) -> None:
+    args = ["render", str(target), "--library", str(tiles_dir), "-t", "4", "--tiles-across", "24"]
+    first = run(*args, "-o", str(tmp_path / "a.png"))
+    assert first.exit_code == 0 and "using the cached index" not in first.output
+    assert len(list(private_cache.glob("*.zip"))) == 1
+    second = run(*args, "-o", str(tmp_path / "b.png"))
+    assert "using the cached index" in second.output and "8 tiles" in second.output
+    assert "skipped 1 file" in second.output
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    (tiles_dir / "t_new.jpg").write_bytes(_jpeg((10, 120, 120)))
+    third = run(*args, "-o", str(tmp_path / "c.png"))
+    assert third.exit_code == 0 and "using the cached index" not in third.output and "9 in the library" in third.output
+    uncached = run(*args, "--no-cache", "-o", str(tmp_path / "d.png"))
+    assert "using the cached index" not in uncached.output
 
 
 def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """``photomosaics render``: the mosaic engine as an offline tool, one process, no queues.
 
-The library is a folder or zip of photos (built in memory), ``demo`` (the demo tiles, made
+The library is a folder or zip of photos (built in memory, its index cached on disk), ``demo`` (the demo tiles, made
 from the sample photos installed with scikit-image and scikit-learn) or, only when
 ``AZURE_STORAGE_CONNECTION_STRING`` is set, the name of a library in storage. The target is
 rendered band by band, exactly as the workers would with the same ``--slices``, with a
@@ -21,24 +21,39 @@ from photomosaics.cli import main
 _FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
 
 
-def load_library(spec: str, *, echo: bool = True) -> Any:
-    """A ``TileLibrary`` from a folder, a zip, ``demo`` or (with a connection string) a stored name."""
+def _build_from_path(path: Path, *, use_cache: bool) -> tuple[Any, list[tuple[str, str]]]:
+    from photomosaics import library_cache
+    from workers.engine.library import build_library
+    from workers.tile_sources import TileSourceError, read_tile_sources
+
+    if use_cache and (hit := library_cache.load(path)) is not None:
+        click.echo(f"using the cached index of {path} ({len(hit[0].names)} tiles)", err=True)
+        return hit
+    try:
+        files, skipped = read_tile_sources(path)
+    except TileSourceError as exc:
+        raise click.BadParameter(str(exc), param_hint="--library") from None
+    try:
+        library, not_images = build_library(files)
+    except ValueError as exc:  # no usable image at all
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--library") from None
+    skipped += not_images
+    if use_cache:
+        library_cache.store(path, library, skipped)
+    return library, skipped
+
+
+def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any:
+    """A ``TileLibrary`` from a folder, a zip, ``demo`` or (with a connection string) a stored name.
+
+    A library built from a folder or zip is cached on disk (``photomosaics.library_cache``).
+    """
     from dal.config import CONNECTION_STRING_ENV
     from workers.engine.library import build_library
 
     path = Path(spec).expanduser()
     if path.exists():
-        from workers.tile_sources import TileSourceError, read_tile_sources
-
-        try:
-            files, skipped = read_tile_sources(path)
-        except TileSourceError as exc:
-            raise click.BadParameter(str(exc), param_hint="--library") from None
-        try:
-            library, not_images = build_library(files)
-        except ValueError as exc:  # no usable image at all
-            raise click.BadParameter(f"{spec}: {exc}", param_hint="--library") from None
-        skipped += not_images
+        library, skipped = _build_from_path(path, use_cache=use_cache)
     elif spec == "demo":
         from workers.demo_library import demo_tile_images
 
@@ -103,6 +118,7 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
               help="Largest output in pixels [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 40 MP].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
               help="Output image; the format follows the extension (.jpg, .png, .webp, .tif).")
+@click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
 def render(
     target: Path,
@@ -116,6 +132,7 @@ def render(
     seed: str,
     max_output_pixels: int | None,
     output: Path,
+    no_cache: bool,
     quality: int,
 ) -> None:  # fmt: skip
     """Render TARGET as a mosaic of library tiles, offline, into OUTPUT."""
@@ -146,7 +163,7 @@ def render(
         plan_bands(grid.tiles_down, slices)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--slices") from None
-    library = load_library(library_spec)
+    library = load_library(library_spec, use_cache=not no_cache)
     click.echo(
         f"{grid.tiles_across}x{grid.tiles_down} tiles of {tile_size} px, {len(library.names)} in the library -> "
         f"{grid.output_width}x{grid.output_height} px",

@@ -1,0 +1,85 @@
+"""A disk cache of tile libraries built from folders and zips for ``photomosaics render``.
+
+Decoding a few hundred full-size photos takes seconds; the index built from them is one
+file. The cache key is the source's resolved path with the name, size and modification
+time of every file in it (a folder is re-scanned, not re-read), plus the index format: any
+change to the photos gives a new key, so a stale library is never used. The cache lives in
+``PHOTOMOSAICS_CACHE_DIR``, else ``$XDG_CACHE_HOME/photomosaics``, else
+``~/.cache/photomosaics``; a cache that cannot be read or written is ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workers.engine.library import TileLibrary
+
+log = logging.getLogger(__name__)
+Skipped = list[tuple[str, str]]
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("PHOTOMOSAICS_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser() / "libraries"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "photomosaics" / "libraries"
+
+
+def source_key(source: Path) -> str:
+    """A hash of what the library would be built from: paths, sizes and times, not contents."""
+    from workers.engine.library import FORMAT_VERSION
+
+    source = source.resolve()
+    digest = hashlib.sha256(f"{FORMAT_VERSION}\0{source}".encode())
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+    for path in files:
+        stat = path.stat()
+        digest.update(f"\0{path.relative_to(source) if source.is_dir() else ''}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:32]
+
+
+def load(source: Path) -> tuple[TileLibrary, Skipped] | None:
+    """The cached library of ``source`` and what was skipped building it, or None."""
+    from workers.engine.library import LibraryFormatError, TileLibrary
+
+    key = source_key(source)
+    index, notes = cache_dir() / f"{key}.zip", cache_dir() / f"{key}.json"
+    try:
+        library = TileLibrary.from_bytes(index.read_bytes())
+        skipped = [(str(name), str(reason)) for name, reason in json.loads(notes.read_text())["skipped"]]
+    except (OSError, ValueError, KeyError, TypeError, LibraryFormatError):
+        return None
+    return library, skipped
+
+
+def store(source: Path, library: TileLibrary, skipped: Skipped) -> None:
+    """Keep the library for the next render of ``source``; failures only log."""
+    key = source_key(source)
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_atomically(folder / f"{key}.json", json.dumps({"source": str(source.resolve()), "skipped": skipped}).encode())
+        _write_atomically(folder / f"{key}.zip", library.to_bytes())
+    except OSError as exc:
+        log.info("cannot cache the tile library of %s in %s: %s", source, folder, exc)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
