@@ -84,7 +84,7 @@ class JobController:
         jobs, rid = self.services.jobs, message.request_id
         existing = jobs.get(message.client_id, rid)
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == "stitching"):
-            log.info("job %s is %s already; request ignored", rid, existing.status, extra={"request_id": rid})
+            log.info("job %s is %s already; request ignored", rid, existing.status)
             return
         from workers.engine.grid import cell_image, plan_bands, plan_grid
 
@@ -153,7 +153,7 @@ class JobController:
                 slice=band.sequence,
                 message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched",
             )
-        log.info("job %s: %d slices dispatched", rid, len(pending), extra={"request_id": rid})
+        log.info("job %s: %d slices dispatched", rid, len(pending))
 
     def _read_image(self, message: ImageRequestMessage):  # -> PIL.Image.Image
         from workers.engine.images import ImageDecodeError, open_image
@@ -219,7 +219,7 @@ class JobController:
         jobs, rid, seq = self.services.jobs, message.request_id, message.slice_sequence
         job = jobs.get(message.client_id, rid)
         if job is None:
-            log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid, extra={"request_id": rid})
+            log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
         if job.status in TERMINAL_STATUSES:
             return
@@ -252,7 +252,7 @@ class JobController:
                 self._send_response(job)
             return
         if not self.claims.acquire(claim, message_id=received.id, owner=self.name):
-            log.info("job %s: another controller is stitching", rid, extra={"request_id": rid})
+            log.info("job %s: another controller is stitching", rid)
             return
         self._stitch(job)
 
@@ -284,7 +284,7 @@ class JobController:
             rid, "stitched", actor=self.name, seconds=seconds,
             message=f"{job.slices} slices stitched into a {job.output_width}x{job.output_height} mosaic",
         )
-        log.info("job %s: stitched in %.2f s", rid, seconds, extra={"request_id": rid})
+        log.info("job %s: stitched in %.2f s", rid, seconds)
         self._send_response(job)
 
     def _send_response(self, job: Job) -> None:

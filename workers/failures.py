@@ -71,7 +71,7 @@ def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) 
         )
     if wrote[0]:
         jobs.add_event(message.request_id, "failed", actor=actor, message=reason)
-        log.warning("job %s failed: %s", message.request_id, reason, extra={"request_id": message.request_id})
+        log.warning("job %s failed: %s", message.request_id, reason)
 
 
 def guard(handler: Handler, *, jobs: JobStore, actor: str) -> Handler:

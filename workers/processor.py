@@ -46,7 +46,7 @@ class ImageProcessor:
         jobs = self.services.jobs
         job = jobs.get(message.client_id, rid)
         if job is not None and job.status in TERMINAL_STATUSES:
-            log.info("job %s is %s: slice %d not rendered", rid, job.status, seq, extra={"request_id": rid})
+            log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
             return
         library = self._library(message.image_library_uri)
         try:

@@ -45,10 +45,10 @@ class Responder:
         try:
             job = self.services.jobs.update(message.client_id, rid, finish)
         except JobNotFoundError:
-            log.warning("response for unknown job %s ignored (deleted?)", rid, extra={"request_id": rid})
+            log.warning("response for unknown job %s ignored (deleted?)", rid)
             return
         if wrote[0]:
             self.services.jobs.add_event(
                 rid, "done", actor=self.name, message=f"mosaic ready: {job.output_width}x{job.output_height} px"
             )
-            log.info("job %s done", rid, extra={"request_id": rid})
+            log.info("job %s done", rid)
