@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from flask import Flask, g, session
+from flask import Flask, session
 
 _SESSION_KEY = "cid"
 _VALID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -20,15 +20,11 @@ _VALID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 def client_id() -> str:
     """This request's client id; a new one (and a new cookie) when the request has none."""
-    cached = g.get("client_id")
-    if cached:
-        return str(cached)
     value = session.get(_SESSION_KEY)
     if not isinstance(value, str) or not _VALID.match(value):
         value = secrets.token_urlsafe(18)
         session[_SESSION_KEY] = value
         session.permanent = True
-    g.client_id = value
     return value
 
 

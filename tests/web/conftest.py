@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -76,10 +75,10 @@ def web_storage(azurite_connection_string: str) -> StorageClients:
 
 @pytest.fixture(scope="session")
 def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
-    """A library of 24 flat-coloured tiles, made once per session."""
+    """A library of 18 flat-coloured tiles, made once per session."""
     from dal.libraries import LibraryStore
 
-    colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)][:24]
+    colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)]
     tiles = [(f"c{i:02d}.png", png_bytes(64, 64, colour=c)) for i, c in enumerate(colours)]
     LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles)
     return LIBRARY
@@ -101,15 +100,14 @@ def app(web_settings: Settings, azurite_connection_string: str, tile_library: st
 
 
 @pytest.fixture
-def client(app: Flask) -> Iterator[FlaskClient]:
-    with app.test_client() as test_client:
-        yield test_client
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
 
 
 @pytest.fixture
-def other_client(app: Flask) -> Iterator[FlaskClient]:
-    with app.test_client() as test_client:
-        yield test_client
+def other_client(app: Flask) -> FlaskClient:
+    """A second browser: its own cookie jar, so its own client id."""
+    return app.test_client()
 
 
 def submit(client: FlaskClient, *, image: bytes | None = None, filename: str = "photo.png", **fields: Any) -> Any:

@@ -1,0 +1,73 @@
+"""``photomosaics web``: the Job Broker web app under gunicorn (settings in webapp/gunicorn_conf.py).
+
+The Flask development server is only used by the tests. Start-up checks the storage
+account once and fails loudly when it is unusable. Without ``PHOTOMOSAICS_SECRET_KEY`` a
+random key is made for this run (cookies then do not survive a restart; ``photomosaics run``
+keeps one in the data folder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from typing import Any
+
+import click
+
+from photomosaics.cli import main
+
+log = logging.getLogger(__name__)
+
+
+def gunicorn_options(*, host: str, port: int, workers: int | None) -> dict[str, Any]:
+    """The settings of ``webapp.gunicorn_conf`` with the command line's bind and workers."""
+    from webapp import gunicorn_conf
+
+    options = {k: v for k, v in vars(gunicorn_conf).items() if not k.startswith("_") and k != "annotations"}
+    options["bind"] = f"{host}:{port}"
+    if workers is not None:
+        options["workers"] = workers
+    return options
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 in a container).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes [default: from gunicorn_conf].")
+def web(*, host: str, port: int, workers: int | None) -> None:
+    """Serve the web app and its JSON API with gunicorn."""
+    from gunicorn.app.base import BaseApplication
+
+    from dal.config import CONNECTION_STRING_ENV, StorageClients, describe_connection_string
+    from dal.errors import StorageConfigurationError
+    from dal.health import check_storage
+    from webapp import SECRET_KEY_ENV, create_app
+
+    connection_string = os.environ.get(CONNECTION_STRING_ENV)
+    if not connection_string:
+        raise click.ClickException(
+            f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "
+            "or point the web app at a storage account"
+        )
+    if not os.environ.get(SECRET_KEY_ENV):
+        click.echo(f"warning: {SECRET_KEY_ENV} is not set; using a random key for this run", err=True)
+        os.environ[SECRET_KEY_ENV] = secrets.token_urlsafe(32)
+    try:
+        check_storage(StorageClients(connection_string, profile="probe"))
+    except StorageConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
+    app = create_app()
+    options = gunicorn_options(host=host, port=port, workers=workers)
+
+    class _Server(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for key, value in options.items():
+                if key in self.cfg.settings:
+                    self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            return app
+
+    click.echo(f"web app on http://{host}:{port} ({describe_connection_string(connection_string)})", err=True)
+    _Server().run()

@@ -1,0 +1,152 @@
+"""The library API (list, detail with sample tiles, create from photos or a zip), the plan
+endpoint, the health check and the queue monitor, against a real Azurite."""
+
+from __future__ import annotations
+
+import io
+import uuid
+import zipfile
+from typing import Any
+
+import pytest
+from flask import Flask
+from PIL import Image
+
+from tests.web.conftest import LIBRARY, SECRET, png_bytes, submit
+from webapp import create_app
+from workers.engine.grid import plan_grid
+
+
+def upload_library(client: Any, name: str, files: list[tuple[str, bytes]], **extra: Any) -> Any:
+    form: dict[str, Any] = {"name": name, "description": "Test photos", **extra}
+    form["files"] = [(io.BytesIO(data), filename) for filename, data in files]
+    return client.post("/api/libraries", data=form, content_type="multipart/form-data")
+
+
+def new_name() -> str:
+    return "lib" + uuid.uuid4().hex[:8]
+
+
+def test_list_shows_the_library_with_sample_tiles(client: Any) -> None:
+    libraries = client.get("/api/libraries").json["libraries"]
+    found = next(lib for lib in libraries if lib["name"] == LIBRARY)
+    assert found["tile_count"] == 18 and found["description"] == "Flat colours for the web tests"
+    assert len(found["samples"]) == 8
+    tile = client.get(found["samples"][0])
+    assert tile.status_code == 200 and tile.mimetype == "image/jpeg"
+    assert Image.open(io.BytesIO(tile.data)).size == (64, 64)
+
+
+def test_detail_and_its_errors(client: Any) -> None:
+    detail = client.get(f"/api/libraries/{LIBRARY}?samples=30")
+    assert detail.status_code == 200 and len(detail.json["samples"]) == 18
+    assert client.get(f"/api/libraries/{LIBRARY}?samples=-1").status_code == 400
+    for name in ["nosuchlibrary", "Bad_Name", "imageinput"]:
+        response = client.get(f"/api/libraries/{name}")
+        assert response.status_code == 404 and response.json["error"] == "library_not_found"
+    for tile in ["index.npz", "tiles/../index.npz", "tiles/nope.jpg"]:
+        assert client.get(f"/api/libraries/{LIBRARY}/tiles/{tile}").status_code == 404
+    assert client.get("/api/libraries/nosuchlibrary/tiles/tiles/a.jpg").status_code == 404
+
+
+def test_create_from_photos_then_use_it(client: Any) -> None:
+    name = new_name()
+    photos = [(f"p{i}.jpg", png_bytes(80, 60, fmt="JPEG", colour=(i * 60, 100, 200 - i * 50))) for i in range(4)]
+    response = upload_library(client, name, [*photos, ("notes.txt", b"not a photo")])
+    assert response.status_code == 201, response.json
+    assert response.json["tile_count"] == 4
+    assert [s["file"] for s in response.json["skipped"]] == ["notes.txt"]
+    assert name in [lib["name"] for lib in client.get("/api/libraries").json["libraries"]]
+    assert submit(client, library=name, slices="1").status_code == 202
+    again = upload_library(client, name, photos)
+    assert again.status_code == 409 and again.json["error"] == "library_exists"
+
+
+def test_create_from_a_zip(client: Any) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for i in range(3):
+            archive.writestr(f"holiday/{i}.png", png_bytes(40, 40, colour=(i * 80, 20, 20)))
+        archive.writestr("__MACOSX/holiday/._0.png", b"junk")
+    response = upload_library(client, new_name(), [("photos.zip", buffer.getvalue())])
+    assert response.status_code == 201, response.json
+    assert response.json["tile_count"] == 3
+    assert any("__MACOSX" in s["file"] for s in response.json["skipped"])
+
+
+@pytest.mark.parametrize(
+    ("name", "files", "status", "error"),
+    [
+        ("", [("a.png", png_bytes())], 400, "missing_field"),
+        ("Bad Name!", [("a.png", png_bytes())], 400, "invalid_field"),
+        ("imageinput", [("a.png", png_bytes())], 400, "invalid_field"),
+        ("fresh", [], 400, "missing_field"),
+        ("fresh", [("a.txt", b"words"), ("b.txt", b"more words")], 400, "no_usable_images"),
+        ("fresh", [("a.zip", b"PK\x03\x04 broken zip")], 400, "invalid_zip"),
+        (LIBRARY, [("a.png", png_bytes())], 409, "library_exists"),
+    ],
+)
+def test_create_rejections(client: Any, name: str, files: list[tuple[str, bytes]], status: int, error: str) -> None:
+    if name == "fresh":
+        name = new_name()
+    before = {lib["name"] for lib in client.get("/api/libraries").json["libraries"]}
+    response = upload_library(client, name, files)
+    assert response.status_code == status, response.json
+    assert response.json["error"] == error
+    assert {lib["name"] for lib in client.get("/api/libraries").json["libraries"]} == before
+
+
+def test_create_needs_csrf(client: Any) -> None:
+    form = {"name": new_name(), "files": [(io.BytesIO(png_bytes()), "a.png")]}
+    response = client.post("/api/libraries", data=form, content_type="multipart/form-data", csrf=False)
+    assert response.status_code == 403
+
+
+def test_plan_matches_the_engine(client: Any) -> None:
+    body = client.get("/api/plan?width=4000&height=3000&tile_size=16").json
+    grid = plan_grid(4000, 3000, tile_size=16, tiles_across=None, max_output_pixels=4_000_000)
+    assert (body["tiles_across"], body["tiles_down"]) == (grid.tiles_across, grid.tiles_down)
+    assert (body["output_width"], body["output_height"]) == (grid.output_width, grid.output_height)
+    assert body["output_width"] * body["output_height"] <= 4_000_000
+    assert body["max_slices"] == min(16, grid.tiles_down)
+    fixed = client.get("/api/plan?width=400&height=300&tile_size=8&tiles_across=40").json
+    assert (fixed["tiles_across"], fixed["output_width"]) == (40, 320)
+    assert fixed["max_slices"] == 16
+
+
+@pytest.mark.parametrize(
+    "query", ["", "width=10&height=10", "width=10&height=10&tile_size=0", "width=0&height=5&tile_size=4", "width=9&height=9&tile_size=4&tiles_across=-2"]
+)
+def test_plan_rejects_bad_parameters(client: Any, query: str) -> None:
+    response = client.get(f"/api/plan?{query}")
+    assert response.status_code == 400 and response.json["error"] in {"missing_field", "invalid_field"}
+
+
+def test_healthz_and_queues(client: Any) -> None:
+    assert client.get("/healthz").json == {"status": "ok"}
+    submit(client, slices="1")
+    queues = {q["name"]: q for q in client.get("/api/queues").json["queues"]}
+    assert set(queues) == {"imagerequest", "slicerequest", "sliceresponse", "imageresponse"}
+    assert queues["imagerequest"]["depth"] >= 1
+    assert all(isinstance(q["poison_depth"], int) for q in queues.values())
+
+
+def test_healthz_reports_unreachable_storage_without_the_key(web_settings: Any) -> None:
+    from dataclasses import replace
+
+    from dal.config import DEVSTORE_KEY, azurite_connection_string
+
+    dead = azurite_connection_string("127.0.0.1", 9, 9, 9)  # the discard port: nothing listens
+    app: Flask = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": replace(web_settings, connection_string=dead)})
+    response = app.test_client().get("/healthz")
+    assert response.status_code == 503 and response.json["error"] == "storage_unavailable"
+    assert DEVSTORE_KEY not in response.get_data(as_text=True)
+    assert "AccountKey" not in response.get_data(as_text=True)
+
+
+def test_pages_render(client: Any) -> None:
+    for path in ["/", "/jobs", "/libraries", "/queues", "/jobs/00000000-0000-4000-8000-000000000000"]:
+        page = client.get(path)
+        assert page.status_code == 200 and page.mimetype == "text/html", path
+        assert b"Photo Mosaics" in page.data
+    assert client.get("/jobs/not-a-job").status_code == 404

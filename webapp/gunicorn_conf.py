@@ -1,0 +1,30 @@
+"""Every gunicorn setting of ``photomosaics web`` in one place (``--host``, ``--port`` and
+``--workers`` on the command line override ``bind`` and ``workers``).
+
+Threaded workers (``gthread``): a Server-Sent Events stream holds one thread while it is
+open, not a whole worker process, and blob uploads and downloads wait on I/O, where threads
+are enough. Each worker process has its own storage clients and preview cache.
+"""
+
+from __future__ import annotations
+
+bind = "127.0.0.1:8080"
+workers = 2
+worker_class = "gthread"
+threads = 16
+# A slow upload or a large download may take a while; SSE streams send a comment every 15 s,
+# which keeps gthread's worker heartbeat (not the request) alive.
+timeout = 120
+graceful_timeout = 20
+keepalive = 5
+# Build the app once in the master: a configuration error stops start-up instead of every worker.
+preload_app = True
+# The largest upload plus form fields is enforced by the app (413); gunicorn's own limits are on
+# the request line and headers only.
+limit_request_line = 8190
+accesslog = "-"
+errorlog = "-"
+loglevel = "info"
+# Request line and status, never a cookie or a header that could carry a secret.
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+forwarded_allow_ips = "127.0.0.1"

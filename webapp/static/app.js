@@ -1,0 +1,70 @@
+/* Shared helpers for every page: the API call with the CSRF header, formatting. Plain JS. */
+"use strict";
+
+const PM = (() => {
+  /** fetch() a JSON API; throws an Error carrying the server's {error, detail}. */
+  async function api(url, options = {}) {
+    const headers = Object.assign({ "X-Requested-With": "photomosaics", Accept: "application/json" }, options.headers || {});
+    const response = await fetch(url, Object.assign({ credentials: "same-origin" }, options, { headers }));
+    if (response.status === 204) return null;
+    let body = null;
+    try { body = await response.json(); } catch (e) { body = null; }
+    if (!response.ok) {
+      const error = new Error((body && body.detail) || `The server answered ${response.status}.`);
+      error.status = response.status;
+      error.code = body && body.error;
+      throw error;
+    }
+    return body;
+  }
+
+  const number = (n) => Number(n).toLocaleString("en-US");
+
+  function size(width, height) {
+    return `${number(width)} × ${number(height)} px`;
+  }
+
+  function megapixels(width, height) {
+    const mp = (width * height) / 1e6;
+    return mp >= 10 ? `${mp.toFixed(0)} MP` : `${mp.toFixed(1)} MP`;
+  }
+
+  function when(iso) {
+    if (!iso) return "";
+    const date = new Date(iso);
+    return date.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  }
+
+  function seconds(s) {
+    if (s == null) return "";
+    if (s < 1) return `${Math.round(s * 1000)} ms`;
+    if (s < 90) return `${s.toFixed(1)} s`;
+    return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  }
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs)) {
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (value !== null && value !== undefined && value !== false) node.setAttribute(key, value);
+    }
+    for (const child of children) if (child) node.append(child);
+    return node;
+  }
+
+  /** Wire a drop zone: dragging files over it highlights it and dropping fills its input. */
+  function dropzone(zone, input, onFiles) {
+    ["dragenter", "dragover"].forEach((type) => zone.addEventListener(type, (e) => { e.preventDefault(); zone.classList.add("drag"); }));
+    ["dragleave", "drop"].forEach((type) => zone.addEventListener(type, () => zone.classList.remove("drag")));
+    zone.addEventListener("drop", (e) => {
+      e.preventDefault();
+      if (!e.dataTransfer || !e.dataTransfer.files.length) return;
+      input.files = e.dataTransfer.files;
+      onFiles(input.files);
+    });
+    input.addEventListener("change", () => onFiles(input.files));
+  }
+
+  return { api, number, size, megapixels, when, seconds, el, dropzone };
+})();
