@@ -34,6 +34,7 @@ their clocks.
 from __future__ import annotations
 
 import base64
+import contextlib
 import random
 import re
 import time
@@ -49,7 +50,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, Re
 from azure.data.tables import TableTransactionError, UpdateMode
 
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
-from dal.errors import PhotoMosaicsError
+from dal.errors import PhotoMosaicsError, StorageConfigurationError
 
 JobStatus = Literal["queued", "slicing", "rendering", "stitching", "done", "failed"]
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
@@ -213,6 +214,10 @@ def _to_entity(job: Job) -> dict[str, Any]:
 
 
 def _from_entity(entity: Any) -> Job:
+    return _from_entity_dict(entity, etag=entity.metadata.get("etag"))
+
+
+def _from_entity_dict(entity: Any, *, etag: str | None) -> Job:
     created = _utc(entity["created_at"])
     updated = _utc(entity["updated_at"])
     assert created is not None and updated is not None
@@ -234,7 +239,7 @@ def _from_entity(entity: Any) -> Job:
         created_at=created,
         updated_at=updated,
         finished_at=_utc(entity.get("finished_at")),
-        etag=entity.metadata.get("etag"),
+        etag=etag,
     )
 
 
@@ -276,27 +281,45 @@ class JobStore:
         for name in (self.jobs_table, self.events_table):
             self.storage.table_service.create_table_if_not_exists(name)
 
+    def _raise_if_table_missing(self, exc: Exception, table: str | None = None) -> None:
+        """A missing table is a deployment mistake, not a missing job: say so."""
+        code = getattr(exc, "error_code", None)
+        if str(getattr(code, "value", code)) == "TableNotFound" or (code is None and "TableNotFound" in str(exc)):
+            tables = table or f"{self.jobs_table}/{self.events_table}"
+            raise StorageConfigurationError(
+                f"table {tables!r} does not exist: call JobStore.ensure_tables() at start-up"
+            ) from None
+
+    @contextlib.contextmanager
+    def _tables_exist(self) -> Iterator[None]:
+        try:
+            yield
+        except (ResourceNotFoundError, TableTransactionError) as exc:
+            self._raise_if_table_missing(exc)
+            raise
+
     def create(self, job: Job) -> Job:
         """Store a new job (job row and index entity, atomically); JobExistsError if it exists."""
         job.validate()
         entity = _to_entity(job)
         index = {"PartitionKey": job.client_id, "RowKey": entity["index_key"], "request_id": job.request_id}
         try:
-            self._jobs.submit_transaction([("create", entity), ("create", index)])
+            with self._tables_exist():
+                results = self._jobs.submit_transaction([("create", entity), ("create", index)])
         except (TableTransactionError, ResourceExistsError) as exc:
             if getattr(exc, "error_code", None) == "EntityAlreadyExists" or isinstance(exc, ResourceExistsError):
                 raise JobExistsError(f"job {job.client_id}/{job.request_id} already exists") from None
+            self._raise_if_table_missing(exc, self.jobs_table)
             raise
-        created = self.get(job.client_id, job.request_id)
-        assert created is not None
-        return created
+        return _from_entity_dict(entity, etag=results[0].get("etag"))
 
     def get(self, client_id: str, request_id: str) -> Job | None:
         validate_key("client_id", client_id)
         validate_key("request_id", request_id)
         try:
             return _from_entity(self._jobs.get_entity(client_id, request_id))
-        except ResourceNotFoundError:
+        except ResourceNotFoundError as exc:
+            self._raise_if_table_missing(exc, self.jobs_table)
             return None
 
     def update(self, client_id: str, request_id: str, change: Callable[[Job], Job | None]) -> Job:
@@ -356,7 +379,8 @@ class JobStore:
             select=["RowKey", "request_id"],
             results_per_page=limit + 1,
         )
-        index = _take(query, limit + 1)
+        with self._tables_exist():
+            index = _take(query, limit + 1)
         page, more = index[:limit], len(index) > limit
         jobs = [job for entry in page if (job := self.get(client_id, entry["request_id"])) is not None]
         token = _encode_token(page[-1]["RowKey"]) if more else None
@@ -368,7 +392,8 @@ class JobStore:
         validate_key("request_id", request_id)
         # Events first: if we die half-way the job still exists, so a retry finds everything.
         found = self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}, select=["RowKey"])
-        keys = [e["RowKey"] for e in found]
+        with self._tables_exist():
+            keys = [e["RowKey"] for e in found]
         for start in range(0, len(keys), _BATCH):
             ops = [("delete", {"PartitionKey": request_id, "RowKey": k}) for k in keys[start : start + _BATCH]]
             self._events.submit_transaction(ops)
@@ -397,24 +422,26 @@ class JobStore:
         validate_key("request_id", request_id)
         if not kind:
             raise ValueError("event kind must not be empty")
-        self._events.create_entity(
-            {
-                "PartitionKey": request_id,
-                "RowKey": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-                "kind": kind,
-                "actor": actor,
-                "message": message,
-                "at": _now(),
-                "slice": slice,
-                "seconds": None if seconds is None else float(seconds),
-            }
-        )
+        event = {
+            "PartitionKey": request_id,
+            "RowKey": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+            "kind": kind,
+            "actor": actor,
+            "message": message,
+            "at": _now(),
+            "slice": slice,
+            "seconds": None if seconds is None else float(seconds),
+        }
+        with self._tables_exist():
+            self._events.create_entity(event)
 
     def events(self, request_id: str) -> list[JobEvent]:
         """The job's events, oldest first."""
         validate_key("request_id", request_id)
+        with self._tables_exist():
+            rows = list(self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}))
         found = []
-        for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}):
+        for e in rows:
             at = _utc(e["at"])
             assert at is not None
             found.append(

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dal.config import StorageClients
+from dal.errors import StorageConfigurationError
 from dal.jobs import (
     Job,
     JobExistsError,
@@ -199,3 +200,15 @@ def test_lost_race_is_retried_on_fresh_data(store: JobStore) -> None:
     assert final.slices_done == frozenset({1, 2})
     stored = store.get(job.client_id, job.request_id)
     assert stored is not None and stored.slices_done == frozenset({1, 2})
+
+
+def test_missing_tables_are_a_configuration_error(storage: StorageClients, unique: str) -> None:
+    store = JobStore(storage, prefix=f"missing{unique}")  # ensure_tables() never called
+    with pytest.raises(StorageConfigurationError, match="ensure_tables"):
+        store.get("alice", "r1")
+    with pytest.raises(StorageConfigurationError, match="ensure_tables"):
+        store.create(make_job())
+    with pytest.raises(StorageConfigurationError, match="ensure_tables"):
+        store.list_for_client("alice")
+    with pytest.raises(StorageConfigurationError, match="ensure_tables"):
+        store.add_event("r1", "tick", actor="test", message="m")
