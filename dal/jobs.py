@@ -40,10 +40,9 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from functools import cached_property
-from typing import Any, Literal, get_args
+from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
@@ -51,15 +50,38 @@ from azure.data.tables import TableTransactionError, UpdateMode
 
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import PhotoMosaicsError, StorageConfigurationError
+from dal.job_model import (
+    INDEX_MARK,
+    JOB_STATUSES,
+    TERMINAL_STATUSES,
+    Job,
+    JobEvent,
+    JobStatus,
+    decode_slices,
+    encode_slices,
+    job_from_entity,
+    job_from_entity_dict,
+    job_to_entity,
+    to_utc,
+    utcnow,
+    validate_key,
+)
 
-JobStatus = Literal["queued", "slicing", "rendering", "stitching", "done", "failed"]
-JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
-TERMINAL_STATUSES = frozenset({"done", "failed"})
+__all__ = [
+    "JOB_STATUSES",
+    "Job",
+    "JobEvent",
+    "JobExistsError",
+    "JobNotFoundError",
+    "JobStatus",
+    "JobStore",
+    "JobUpdateConflictError",
+    "decode_slices",
+    "encode_slices",
+    "validate_key",
+]
 
-_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
-_INDEX_MARK = "~"
-_INVERT_FROM = 10**16 - 1
 _TOKEN_VERSION = "v1:"
 _MAX_UPDATE_ATTEMPTS = 50
 _BATCH = 100  # operations per entity-group transaction
@@ -75,173 +97,6 @@ class JobExistsError(PhotoMosaicsError):
 
 class JobUpdateConflictError(PhotoMosaicsError):
     """An update lost the ETag race more times than is reasonable; the table is too contended."""
-
-
-def validate_key(what: str, value: str) -> str:
-    """Reject ids that are unsafe as table keys (Azure forbids / \\ # ? and control characters)."""
-    if not isinstance(value, str) or not _KEY.match(value):
-        raise ValueError(f"{what} must be 1..64 characters of A-Z a-z 0-9 _ -, got {value!r}")
-    return value
-
-
-def encode_slices(slices: Iterable[int]) -> str:
-    """A set of slice numbers as a compact range list: {0,1,2,3,7} -> "0-3,7"."""
-    parts: list[str] = []
-    ordered = sorted(set(slices))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def decode_slices(text: str | None) -> frozenset[int]:
-    """The inverse of ``encode_slices``."""
-    result: set[int] = set()
-    for part in (text or "").split(","):
-        if not part:
-            continue
-        first, _, last = part.partition("-")
-        result.update(range(int(first), int(last or first) + 1))
-    return frozenset(result)
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    """A plain aware UTC datetime (the SDK returns a subclass; naive means UTC)."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    value = value.astimezone(UTC)
-    return datetime(*value.timetuple()[:6], value.microsecond, tzinfo=UTC)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Job:
-    """One mosaic job as stored in the ``jobs`` table. Change it with ``dataclasses.replace``."""
-
-    client_id: str
-    request_id: str
-    status: str
-    library: str
-    tile_size: int
-    slices: int
-    tiles_across: int
-    tiles_down: int
-    output_width: int
-    output_height: int
-    input_name: str
-    output_name: str | None = None
-    slices_done: frozenset[int] = field(default_factory=frozenset)
-    error: str | None = None
-    created_at: datetime = field(default_factory=_now)
-    updated_at: datetime = field(default_factory=_now)
-    finished_at: datetime | None = None
-    etag: str | None = None
-
-    @property
-    def progress(self) -> float:
-        """Fraction of slices rendered, 0.0..1.0."""
-        return len(self.slices_done) / self.slices if self.slices else 0.0
-
-    def validate(self) -> None:
-        """Raise ValueError when the job could not be stored or makes no sense."""
-        validate_key("client_id", self.client_id)
-        validate_key("request_id", self.request_id)
-        if self.status not in JOB_STATUSES:
-            raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)}, got {self.status!r}")
-        if not 1 <= self.tile_size <= 64:
-            raise ValueError(f"tile_size must be 1..64, got {self.tile_size}")
-        if self.slices < 1:
-            raise ValueError(f"slices must be at least 1, got {self.slices}")
-        for name in ("tiles_across", "tiles_down", "output_width", "output_height"):
-            value = getattr(self, name)
-            if not 0 <= value < 2**31:
-                raise ValueError(f"{name} must be 0..2**31-1, got {value}")
-        outside = sorted(s for s in self.slices_done if not 0 <= s < self.slices)
-        if outside:
-            raise ValueError(f"slices_done holds {outside}, outside 0..{self.slices - 1}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class JobEvent:
-    """One line of a job's history: who did what, when, and how long it took."""
-
-    request_id: str
-    kind: str
-    actor: str
-    message: str
-    at: datetime
-    slice: int | None = None
-    seconds: float | None = None
-
-
-def _index_key(job: Job) -> str:
-    created = _utc(job.created_at)
-    assert created is not None
-    micros = int((created - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
-    return f"{_INDEX_MARK}{_INVERT_FROM - micros:016d}{_INDEX_MARK}{job.request_id}"
-
-
-def _to_entity(job: Job) -> dict[str, Any]:
-    return {
-        "PartitionKey": job.client_id,
-        "RowKey": job.request_id,
-        "status": job.status,
-        "library": job.library,
-        "tile_size": job.tile_size,
-        "slices": job.slices,
-        "tiles_across": job.tiles_across,
-        "tiles_down": job.tiles_down,
-        "output_width": job.output_width,
-        "output_height": job.output_height,
-        "input_name": job.input_name,
-        "output_name": job.output_name,
-        "slices_done": encode_slices(job.slices_done),
-        "error": job.error,
-        "created_at": _utc(job.created_at),
-        "updated_at": _utc(job.updated_at),
-        "finished_at": _utc(job.finished_at),
-        "index_key": _index_key(job),
-    }
-
-
-def _from_entity(entity: Any) -> Job:
-    return _from_entity_dict(entity, etag=entity.metadata.get("etag"))
-
-
-def _from_entity_dict(entity: Any, *, etag: str | None) -> Job:
-    created = _utc(entity["created_at"])
-    updated = _utc(entity["updated_at"])
-    assert created is not None and updated is not None
-    return Job(
-        client_id=entity["PartitionKey"],
-        request_id=entity["RowKey"],
-        status=entity["status"],
-        library=entity["library"],
-        tile_size=int(entity["tile_size"]),
-        slices=int(entity["slices"]),
-        tiles_across=int(entity["tiles_across"]),
-        tiles_down=int(entity["tiles_down"]),
-        output_width=int(entity["output_width"]),
-        output_height=int(entity["output_height"]),
-        input_name=entity["input_name"],
-        output_name=entity.get("output_name"),
-        slices_done=decode_slices(entity.get("slices_done")),
-        error=entity.get("error"),
-        created_at=created,
-        updated_at=updated,
-        finished_at=_utc(entity.get("finished_at")),
-        etag=etag,
-    )
-
 
 def _encode_token(row_key: str) -> str:
     return base64.urlsafe_b64encode((_TOKEN_VERSION + row_key).encode()).decode().rstrip("=")
@@ -301,7 +156,7 @@ class JobStore:
     def create(self, job: Job) -> Job:
         """Store a new job (job row and index entity, atomically); JobExistsError if it exists."""
         job.validate()
-        entity = _to_entity(job)
+        entity = job_to_entity(job)
         index = {"PartitionKey": job.client_id, "RowKey": entity["index_key"], "request_id": job.request_id}
         try:
             with self._tables_exist():
@@ -309,15 +164,14 @@ class JobStore:
         except (TableTransactionError, ResourceExistsError) as exc:
             if getattr(exc, "error_code", None) == "EntityAlreadyExists" or isinstance(exc, ResourceExistsError):
                 raise JobExistsError(f"job {job.client_id}/{job.request_id} already exists") from None
-            self._raise_if_table_missing(exc, self.jobs_table)
             raise
-        return _from_entity_dict(entity, etag=results[0].get("etag"))
+        return job_from_entity_dict(entity, etag=results[0].get("etag"))
 
     def get(self, client_id: str, request_id: str) -> Job | None:
         validate_key("client_id", client_id)
         validate_key("request_id", request_id)
         try:
-            return _from_entity(self._jobs.get_entity(client_id, request_id))
+            return job_from_entity(self._jobs.get_entity(client_id, request_id))
         except ResourceNotFoundError as exc:
             self._raise_if_table_missing(exc, self.jobs_table)
             return None
@@ -342,7 +196,7 @@ class JobStore:
                 current.created_at,
             ):
                 raise ValueError("an update may not change client_id, request_id or created_at")
-            now = _now()
+            now = utcnow()
             finished = changed.finished_at
             if finished is None and changed.status in TERMINAL_STATUSES:
                 finished = now
@@ -350,7 +204,7 @@ class JobStore:
             changed.validate()
             try:
                 metadata = self._jobs.update_entity(
-                    _to_entity(changed),
+                    job_to_entity(changed),
                     mode=UpdateMode.REPLACE,
                     etag=current.etag,
                     match_condition=MatchConditions.IfNotModified,
@@ -372,7 +226,7 @@ class JobStore:
         validate_key("client_id", client_id)
         if not 1 <= limit <= 1000:
             raise ValueError(f"limit must be 1..1000, got {limit}")
-        after = _decode_token(continuation) if continuation else _INDEX_MARK
+        after = _decode_token(continuation) if continuation else INDEX_MARK
         query = self._jobs.query_entities(
             "PartitionKey eq @pk and RowKey gt @after",
             parameters={"pk": client_id, "after": after},
@@ -428,7 +282,7 @@ class JobStore:
             "kind": kind,
             "actor": actor,
             "message": message,
-            "at": _now(),
+            "at": utcnow(),
             "slice": slice,
             "seconds": None if seconds is None else float(seconds),
         }
@@ -442,7 +296,7 @@ class JobStore:
             rows = list(self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}))
         found = []
         for e in rows:
-            at = _utc(e["at"])
+            at = to_utc(e["at"])
             assert at is not None
             found.append(
                 JobEvent(

@@ -1,0 +1,190 @@
+"""A job and a job event, and how they are stored as Azure Table entities.
+
+``slices_done`` is stored as a compact range list ("0-5,7,9-12": at most a few hundred
+characters for 64 slices). Datetimes are aware UTC everywhere. The index key sorts a
+client's jobs newest first: see ``dal.jobs`` for the table design.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, get_args
+
+JobStatus = Literal["queued", "slicing", "rendering", "stitching", "done", "failed"]
+JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
+TERMINAL_STATUSES = frozenset({"done", "failed"})
+
+_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Index RowKeys start with "~", which sorts after every character a request id may hold.
+INDEX_MARK = "~"
+_INVERT_FROM = 10**16 - 1
+
+
+def validate_key(what: str, value: str) -> str:
+    """Reject ids that are unsafe as table keys (Azure forbids / \\ # ? and control characters)."""
+    if not isinstance(value, str) or not _KEY.match(value):
+        raise ValueError(f"{what} must be 1..64 characters of A-Z a-z 0-9 _ -, got {value!r}")
+    return value
+
+
+def encode_slices(slices: Iterable[int]) -> str:
+    """A set of slice numbers as a compact range list: {0,1,2,3,7} -> "0-3,7"."""
+    parts: list[str] = []
+    ordered = sorted(set(slices))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def decode_slices(text: str | None) -> frozenset[int]:
+    """The inverse of ``encode_slices``."""
+    result: set[int] = set()
+    for part in (text or "").split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        result.update(range(int(first), int(last or first) + 1))
+    return frozenset(result)
+
+
+def to_utc(value: datetime | None) -> datetime | None:
+    """A plain aware UTC datetime (the SDK returns a subclass; naive means UTC)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    return datetime(*value.timetuple()[:6], value.microsecond, tzinfo=UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One mosaic job as stored in the ``jobs`` table. Change it with ``dataclasses.replace``."""
+
+    client_id: str
+    request_id: str
+    status: str
+    library: str
+    tile_size: int
+    slices: int
+    tiles_across: int
+    tiles_down: int
+    output_width: int
+    output_height: int
+    input_name: str
+    output_name: str | None = None
+    slices_done: frozenset[int] = field(default_factory=frozenset)
+    error: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    etag: str | None = None
+
+    @property
+    def progress(self) -> float:
+        """Fraction of slices rendered, 0.0..1.0."""
+        return len(self.slices_done) / self.slices if self.slices else 0.0
+
+    def validate(self) -> None:
+        """Raise ValueError when the job could not be stored or makes no sense."""
+        validate_key("client_id", self.client_id)
+        validate_key("request_id", self.request_id)
+        if self.status not in JOB_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)}, got {self.status!r}")
+        if not 1 <= self.tile_size <= 64:
+            raise ValueError(f"tile_size must be 1..64, got {self.tile_size}")
+        if self.slices < 1:
+            raise ValueError(f"slices must be at least 1, got {self.slices}")
+        for name in ("tiles_across", "tiles_down", "output_width", "output_height"):
+            value = getattr(self, name)
+            if not 0 <= value < 2**31:
+                raise ValueError(f"{name} must be 0..2**31-1, got {value}")
+        outside = sorted(s for s in self.slices_done if not 0 <= s < self.slices)
+        if outside:
+            raise ValueError(f"slices_done holds {outside}, outside 0..{self.slices - 1}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobEvent:
+    """One line of a job's history: who did what, when, and how long it took."""
+
+    request_id: str
+    kind: str
+    actor: str
+    message: str
+    at: datetime
+    slice: int | None = None
+    seconds: float | None = None
+
+
+def index_key(job: Job) -> str:
+    """The RowKey of the job's index entity: newest first within the client's partition."""
+    created = to_utc(job.created_at)
+    assert created is not None
+    micros = (created - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return f"{INDEX_MARK}{_INVERT_FROM - micros:016d}{INDEX_MARK}{job.request_id}"
+
+
+def job_to_entity(job: Job) -> dict[str, Any]:
+    return {
+        "PartitionKey": job.client_id,
+        "RowKey": job.request_id,
+        "status": job.status,
+        "library": job.library,
+        "tile_size": job.tile_size,
+        "slices": job.slices,
+        "tiles_across": job.tiles_across,
+        "tiles_down": job.tiles_down,
+        "output_width": job.output_width,
+        "output_height": job.output_height,
+        "input_name": job.input_name,
+        "output_name": job.output_name,
+        "slices_done": encode_slices(job.slices_done),
+        "error": job.error,
+        "created_at": to_utc(job.created_at),
+        "updated_at": to_utc(job.updated_at),
+        "finished_at": to_utc(job.finished_at),
+        "index_key": index_key(job),
+    }
+
+
+def job_from_entity(entity: Any) -> Job:
+    return job_from_entity_dict(entity, etag=entity.metadata.get("etag"))
+
+
+def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
+    created = to_utc(entity["created_at"])
+    updated = to_utc(entity["updated_at"])
+    assert created is not None and updated is not None
+    return Job(
+        client_id=entity["PartitionKey"],
+        request_id=entity["RowKey"],
+        status=entity["status"],
+        library=entity["library"],
+        tile_size=int(entity["tile_size"]),
+        slices=int(entity["slices"]),
+        tiles_across=int(entity["tiles_across"]),
+        tiles_down=int(entity["tiles_down"]),
+        output_width=int(entity["output_width"]),
+        output_height=int(entity["output_height"]),
+        input_name=entity["input_name"],
+        output_name=entity.get("output_name"),
+        slices_done=decode_slices(entity.get("slices_done")),
+        error=entity.get("error"),
+        created_at=created,
+        updated_at=updated,
+        finished_at=to_utc(entity.get("finished_at")),
+        etag=etag,
+    )
