@@ -76,6 +76,7 @@ __all__ = [
     "JobStatus",
     "JobStore",
     "JobUpdateConflictError",
+    "TERMINAL_STATUSES",
     "decode_slices",
     "encode_slices",
     "validate_key",
