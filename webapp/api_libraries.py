@@ -23,11 +23,12 @@ _TILE_BLOB = re.compile(r"^tiles/[A-Za-z0-9._-]{1,200}\.jpg$")
 MAX_LIBRARY_FILES = 2000
 MAX_UNZIPPED_BYTES = 512 * 1024 * 1024
 SAMPLES_IN_LIST = 8
+MAX_SAMPLE_SCAN = 1000  # tile names listed to choose the samples from (one listing page)
 SAMPLES_IN_DETAIL = 48
 
 
 def _library_json(info: Any, *, samples: int) -> dict[str, Any]:
-    names = services().libraries.sample_tiles(info.name, samples) if samples else []
+    names = _spread(services().libraries.sample_tiles(info.name, MAX_SAMPLE_SCAN), samples) if samples else []
     return {
         "name": info.name,
         "description": info.description,
@@ -36,6 +37,14 @@ def _library_json(info: Any, *, samples: int) -> dict[str, Any]:
         "url": url_for("api_libraries.get_library", name=info.name),
         "samples": [url_for("api_libraries.library_tile", name=info.name, tile=n) for n in names],
     }
+
+
+def _spread(names: list[str], count: int) -> list[str]:
+    """``count`` names evenly spaced over the list: tiles are named by source photo, so the
+    first few would all come from the same one."""
+    if len(names) <= count:
+        return names
+    return [names[(i * len(names)) // count] for i in range(count)]
 
 
 def _find(name: str) -> Any:

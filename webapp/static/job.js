@@ -114,7 +114,8 @@
     const img = document.getElementById("mosaic");
     const level = document.getElementById("zoom-level");
     document.getElementById("download").href = `${job.result_url}?download=1`;
-    document.getElementById("progress-card").hidden = true;
+    stage.hidden = true;
+    document.getElementById("progress-card").classList.add("finished");
     card.hidden = false;
     let scale = 1, x = 0, y = 0, fit = 1;
     const maxScale = () => Math.max(4, 240 / job.tile_size);
@@ -138,9 +139,24 @@
       clamp();
       apply();
     }
+    function sizeViewport() {
+      // As tall as the picture needs at this width, within 240 px .. 75 % of the window.
+      const wanted = (viewport.clientWidth * img.naturalHeight) / img.naturalWidth;
+      viewport.style.height = `${Math.round(Math.max(240, Math.min(window.innerHeight * 0.75, wanted)))}px`;
+    }
     function fitToView() {
-      fit = Math.min(1, viewport.clientWidth / img.naturalWidth, viewport.clientHeight / img.naturalHeight);
+      sizeViewport();
+      fit = Math.min(viewport.clientWidth / img.naturalWidth, viewport.clientHeight / img.naturalHeight);
       scale = fit;
+      clamp();
+      apply();
+    }
+    function onResize() {
+      if (!img.naturalWidth) return;
+      const atFit = Math.abs(scale - fit) < 1e-6;
+      sizeViewport();
+      fit = Math.min(viewport.clientWidth / img.naturalWidth, viewport.clientHeight / img.naturalHeight);
+      if (atFit || scale < fit) scale = fit;
       clamp();
       apply();
     }
@@ -148,7 +164,7 @@
 
     img.addEventListener("load", fitToView);
     img.src = job.result_url;
-    window.addEventListener("resize", () => { if (img.naturalWidth) fitToView(); });
+    window.addEventListener("resize", onResize);
 
     viewport.addEventListener("wheel", (e) => {
       e.preventDefault();

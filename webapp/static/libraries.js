@@ -18,7 +18,7 @@
         return PM.el("article", { class: "card", "data-library": lib.name },
           PM.el("h2", {}, PM.el("span", { text: lib.name }), PM.el("small", { text: lib.tile_count >= 0 ? `${PM.number(lib.tile_count)} tiles` : "" })),
           PM.el("p", { text: lib.description }),
-          PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "", loading: "lazy" }))));
+          PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "" }))));
       }));
       list.replaceChildren(...cards);
       if (!cards.length) list.append(PM.el("p", { class: "empty", text: "No libraries yet." }));

@@ -1,0 +1,189 @@
+"""The whole product in a real headless Chromium: upload a photo, choose settings, watch the
+progress reach 100 % with real controller, processor and responder processes, see the mosaic,
+zoom into it, download it and check the file is that mosaic. Screenshots of every step go to
+``artifacts/screenshots/`` (git-ignored), at laptop and phone widths.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.conftest import require
+from tests.web.conftest import SECRET
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+LAPTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Real role processes on their own name prefix, a demo library, the app on a loopback port."""
+    from werkzeug.serving import make_server
+
+    from tests.pipeline_helpers import Pipeline
+    from webapp import create_app
+    from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
+
+    pipeline = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("browser"))
+    for role in ("controller", "processor", "responder"):
+        pipeline.start(role)
+    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
+    app = create_app(
+        {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
+         "SSE_POLL_SECONDS": 0.2}  # fmt: skip
+    )
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="web", daemon=True)
+    thread.start()
+    try:
+        yield {"url": f"http://127.0.0.1:{server.server_port}", "pipeline": pipeline}
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        pipeline.stop_all()
+
+
+@pytest.fixture
+def browser_context(tmp_path: Path) -> Iterator[Any]:
+    require(os.path.exists(CHROMIUM), f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport=LAPTOP, accept_downloads=True,
+        )  # fmt: skip
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def photo_file(tmp_path: Path) -> Path:
+    """A real photograph: the cat from scikit-image's sample data, as JPEG."""
+    from workers.demo_library import _package_dir
+
+    skimage = _package_dir("skimage")
+    require(skimage is not None, "scikit-image is not installed (pip install -e '.[test]')")
+    assert skimage is not None
+    path = tmp_path / "cat.jpg"
+    with Image.open(skimage / "data" / "chelsea.png") as image:
+        image.convert("RGB").save(path, "JPEG", quality=92)
+    return path
+
+
+def shot(page: Any, name: str, *, full_page: bool = True) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
+
+
+def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context: Any, tmp_path: Path) -> None:
+    base = live_app["url"]
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(base + "/")
+    page.locator('.library-option[data-library="demo"]').wait_for()
+    shot(page, "01-create-empty")
+
+    page.set_input_files("#image", str(photo_file(tmp_path)))
+    page.locator("#final-dims").filter(has_text="×").wait_for()
+    page.locator('.library-option[data-library="demo"]').click()
+    page.locator("#tile_size").fill("12")
+    page.locator("#tiles_across").fill("60")
+    page.locator("#slices").fill("4")
+    page.locator("#final-dims").filter(has_text="720 ×").wait_for()
+    assert page.locator("#slices_out").inner_text() == "4"
+    shot(page, "02-create-ready")
+
+    page.locator("#submit").click()
+    page.wait_for_url("**/jobs/*")
+    request_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+    page.locator(".band").first.wait_for()
+    assert page.locator(".band").count() == 4
+    page.locator(".band img").first.wait_for(timeout=60_000)
+    shot(page, "03-progress")
+
+    page.locator("#viewer-card").wait_for(state="visible", timeout=90_000)
+    assert page.locator("#percent").inner_text() == "100 %"
+    assert page.locator("#status").inner_text().lower() == "done"
+    page.wait_for_function("document.getElementById('mosaic').naturalWidth > 0")
+    shot(page, "04-result")
+
+    job = page.request.get(f"{base}/api/jobs/{request_id}").json()
+    assert (job["status"], job["progress"], job["slices_done"]) == ("done", 1, [0, 1, 2, 3])
+    natural = page.evaluate("[document.getElementById('mosaic').naturalWidth, document.getElementById('mosaic').naturalHeight]")
+    assert natural == [job["output_width"], job["output_height"]] == [720, 480]
+
+    # Zoom until single tiles fill the view, then drag: the transform must change.
+    before = page.locator("#mosaic").evaluate("img => img.style.transform")
+    page.locator("#zoom-tile").click()
+    zoomed = page.locator("#mosaic").evaluate("img => img.style.transform")
+    assert zoomed != before and "scale(10)" in zoomed  # 120 px per 12 px tile
+    box = page.locator("#viewport").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 - 150, box["y"] + box["height"] / 2 - 80, steps=5)
+    page.mouse.up()
+    assert page.locator("#mosaic").evaluate("img => img.style.transform") != zoomed
+    page.locator("#viewport").scroll_into_view_if_needed()
+    shot(page, "05-zoomed-to-tiles", full_page=False)
+    page.locator("#zoom-fit").click()
+
+    with page.expect_download() as download_info:
+        page.locator("#download").click()
+    download = download_info.value
+    downloaded = Path(download.path()).read_bytes()
+    served = page.request.get(f"{base}/api/jobs/{request_id}/result").body()
+    assert downloaded == served
+    assert download.suggested_filename == f"mosaic-{request_id[:8]}.jpg"
+    stored = live_app["pipeline"].services.blobs.download("imageoutput", f"{request_id}.jpg")
+    assert downloaded == stored
+    with Image.open(io.BytesIO(downloaded)) as image:
+        assert (image.format, image.size) == ("JPEG", (720, 480))
+
+    page.goto(base + "/jobs")
+    page.locator(f'.tile-card[data-request-id="{request_id}"]').wait_for()
+    page.wait_for_function("[...document.querySelectorAll('.tile-card img')].every(i => i.complete && i.naturalWidth > 0)")
+    shot(page, "06-gallery")
+    page.goto(base + "/libraries")
+    page.locator('.library-cards [data-library="demo"] img').first.wait_for()
+    page.wait_for_function("[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
+    assert page.locator('.library-cards [data-library="demo"] img').count() == 24
+    shot(page, "07-libraries")
+    page.goto(base + "/queues")
+    page.locator('tr[data-queue="imagerequest"]').wait_for()
+    shot(page, "08-queues")
+
+    phone = browser_context.new_page()
+    phone.set_viewport_size(PHONE)
+    phone.on("pageerror", lambda exc: errors.append(str(exc)))
+    for path, name, ready in [
+        ("/", "09-phone-create", '.library-option[data-library="demo"]'),
+        (f"/jobs/{request_id}", "10-phone-result", "#viewer-card"),
+        ("/jobs", "11-phone-gallery", ".tile-card"),
+    ]:
+        phone.goto(base + path)
+        phone.locator(ready).first.wait_for(state="visible")
+        phone.wait_for_timeout(300)  # let images paint before the screenshot
+        shot(phone, name)
+        overflow = phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{path} scrolls sideways on a phone by {overflow}px"
+    assert errors == []
