@@ -1,0 +1,285 @@
+"""The queue listener against a real Azurite: delete, retry, poison, renewal, back-off, stop."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from dal.config import StorageClients
+from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from dal.messages import SliceResponseMessage
+from workers.errors import PermanentJobError, RetryLater
+from workers.listener import QueueListener, poll_delay, retry_delay_for
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T], *, seconds: float = 15.0, step: float = 0.1) -> T:
+    """Poll until ``probe`` returns something truthy; fail (not hang) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {seconds} s (last value {value!r})")
+        time.sleep(step)
+
+
+@pytest.fixture
+def queue(storage: StorageClients, unique: str) -> Iterator[ImageProcessingQueue]:
+    """A fresh slice-response queue: 2 deliveries allowed, 2 s default invisibility."""
+    q = QueueAccessor(storage, prefix=f"l{unique}").slice_response
+    q.ensure_exists(poison_threshold=2, timeout=2)
+    yield q
+    q._client.delete_queue()
+    q.poison._client.delete_queue()
+
+
+def message(queue: ImageProcessingQueue, seq: int = 0) -> SliceResponseMessage:
+    return SliceResponseMessage(
+        queue_uri=queue.url,
+        client_id="tester",
+        request_id=str(uuid.uuid4()),
+        slice_uri=f"http://127.0.0.1:10000/devstoreaccount1/sliceresponse/x/{seq}.png",
+        slice_sequence=seq,
+    )
+
+
+def listener(queue: ImageProcessingQueue, handler: Callable[[ReceivedMessage], None], **options: object) -> QueueListener:
+    defaults: dict[str, object] = {"name": "test", "poll_min": 0.05, "poll_max": 0.2, "retry_delay": 1.0, "grace": 10.0}
+    return QueueListener(queue, handler, **{**defaults, **options})  # type: ignore[arg-type]
+
+
+def in_thread(target: Callable[[], object]) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_handled_messages_are_deleted(queue: ImageProcessingQueue) -> None:
+    sent = [message(queue, i) for i in range(5)]
+    queue.submit(sent)
+    seen: list[ReceivedMessage] = []
+    lock = threading.Lock()
+
+    def handler(received: ReceivedMessage) -> None:
+        with lock:
+            seen.append(received)
+
+    handled = listener(queue, handler, concurrency=3, batch_size=4).run(burst=True)
+
+    assert handled == 5
+    assert sorted(r.message.slice_sequence for r in seen) == [0, 1, 2, 3, 4]  # type: ignore[attr-defined]
+    assert {r.message for r in seen} == set(sent)
+    assert queue.peek() == []
+    assert queue.approximate_depth() == 0
+    assert queue.poison.peek() == []
+
+
+def test_a_failed_message_comes_back_after_the_retry_delay_then_goes_to_poison(queue: ImageProcessingQueue) -> None:
+    queue.submit(message(queue))
+    attempts: list[tuple[int, float]] = []
+
+    def handler(received: ReceivedMessage) -> None:
+        attempts.append((received.dequeue_count, time.monotonic()))
+        if len(attempts) == 1:
+            # Released with the retry delay: not visible (not redelivered at once).
+            threading.Timer(0.3, lambda: seen_while_waiting.append(len(queue.peek()))).start()
+        raise ValueError("disk on fire")
+
+    seen_while_waiting: list[int] = []
+    subject = listener(queue, handler)
+    thread = in_thread(subject.run)
+    poisoned = wait_for(queue.poison.peek)
+    subject.stop()
+    thread.join(timeout=15)
+
+    assert [count for count, _ in attempts] == [1, 2]  # threshold 2: two attempts, no third
+    assert attempts[1][1] - attempts[0][1] >= 0.9  # came back only after the 1 s retry delay
+    assert seen_while_waiting == [0]
+    assert len(poisoned) == 1
+    assert "ValueError: disk on fire" in poisoned[0].reason
+    assert poisoned[0].dequeue_count == 2
+    assert queue.peek() == []
+    assert subject.stats["poisoned"] == 1 and subject.stats["released"] == 1
+
+
+def test_retry_later_releases_without_poison(queue: ImageProcessingQueue) -> None:
+    queue.submit(message(queue))
+    counts: list[int] = []
+
+    def handler(received: ReceivedMessage) -> None:
+        counts.append(received.dequeue_count)
+        if received.dequeue_count == 1:
+            raise RetryLater("library not ready", delay=1)
+
+    subject = listener(queue, handler)
+    thread = in_thread(lambda: subject.run(max_messages=2))
+    thread.join(timeout=15)
+
+    assert counts == [1, 2]
+    assert queue.peek() == [] and queue.poison.peek() == []
+
+
+def test_permanent_error_goes_to_poison_at_once_with_the_reason(queue: ImageProcessingQueue) -> None:
+    queue.submit(message(queue))
+    hook_calls: list[tuple[str, str]] = []
+
+    def handler(received: ReceivedMessage) -> None:
+        raise PermanentJobError("the image is not a picture")
+
+    subject = listener(queue, handler, on_poison=lambda r, reason: hook_calls.append((r.message.request_id, reason)))
+    subject.run(burst=True)
+
+    poisoned = queue.poison.peek()
+    assert len(poisoned) == 1
+    assert poisoned[0].reason == "the image is not a picture"
+    assert poisoned[0].dequeue_count == 1
+    assert len(hook_calls) == 1 and hook_calls[0][1] == "the image is not a picture"
+    assert queue.peek() == []
+
+
+def test_garbage_is_poisoned_and_valid_messages_keep_flowing(queue: ImageProcessingQueue) -> None:
+    queue._client.send_message("this is not base64 json {")
+    good = message(queue)
+    queue.submit(good)
+    seen: list[object] = []
+
+    listener(queue, lambda r: seen.append(r.message)).run(burst=True)
+
+    assert seen == [good]
+    assert len(queue.poison.peek()) == 1
+    assert queue.peek() == []
+
+
+def test_a_slow_handler_keeps_its_message_invisible_and_deletes_it_at_the_end(
+    queue: ImageProcessingQueue,
+) -> None:
+    queue.submit(message(queue))  # queue timeout is 2 s; the handler takes 4.5 s
+    peeks: list[int] = []
+    calls: list[int] = []
+
+    def handler(received: ReceivedMessage) -> None:
+        calls.append(received.dequeue_count)
+        end = time.monotonic() + 4.5
+        while time.monotonic() < end:
+            peeks.append(len(queue.peek()))  # a competing consumer would see it here
+            time.sleep(0.25)
+
+    subject = listener(queue, handler)
+    subject_thread = in_thread(lambda: subject.run(max_messages=1))
+    wait_for(lambda: calls)
+    competitor_seen: list[ReceivedMessage] = []
+    competitor = listener(queue, competitor_seen.append, name="competitor")
+    competitor_thread = in_thread(competitor.run)
+    subject_thread.join(timeout=20)
+    competitor.stop()
+    competitor_thread.join(timeout=15)
+
+    assert calls == [1]
+    assert peeks and set(peeks) == {0}
+    assert competitor_seen == []
+    assert subject.stats["renewed"] >= 2
+    assert subject.stats["succeeded"] == 1 and subject.stats["lost"] == 0
+    assert queue.peek() == []
+
+
+def test_stop_hands_back_unstarted_messages_at_once(queue: ImageProcessingQueue) -> None:
+    queue.submit([message(queue, i) for i in range(4)])
+    started = threading.Event()
+    proceed = threading.Event()
+
+    def handler(received: ReceivedMessage) -> None:
+        started.set()
+        proceed.wait(timeout=20)
+
+    subject = listener(queue, handler, concurrency=1, prefetch=3, batch_size=16)
+    thread = in_thread(subject.run)
+    assert started.wait(timeout=15)
+    assert subject.held_count() == 4  # one running, three prefetched
+    subject.stop()
+    visible = wait_for(lambda: len(queue.peek()) == 3 and queue.peek())  # while the first still runs
+    proceed.set()
+    thread.join(timeout=15)
+
+    assert not thread.is_alive()
+    assert len(visible) == 3 and all(p.dequeue_count == 1 for p in visible)
+    assert subject.stats["succeeded"] == 1 and subject.stats["released"] == 3
+    assert len(queue.peek()) == 3  # the finished one was deleted, the others wait for the next worker
+
+
+def test_immediate_stop_releases_even_running_work(queue: ImageProcessingQueue) -> None:
+    queue.submit(message(queue))
+    started = threading.Event()
+    proceed = threading.Event()
+
+    def handler(received: ReceivedMessage) -> None:
+        started.set()
+        proceed.wait(timeout=20)
+
+    subject = listener(queue, handler)
+    thread = in_thread(subject.run)
+    assert started.wait(timeout=15)
+    subject.stop(immediate=True)
+    thread.join(timeout=15)
+    assert not thread.is_alive()  # returned while the handler is still busy
+    assert len(queue.peek()) == 1
+    proceed.set()
+    wait_for(lambda: subject.stats["handled"] == 1)
+    assert len(queue.peek()) == 1  # the abandoned handler did not delete what another worker may now own
+
+
+def test_max_messages_ends_the_loop(queue: ImageProcessingQueue) -> None:
+    queue.submit([message(queue, i) for i in range(5)])
+    assert listener(queue, lambda r: None).run(max_messages=2) == 2
+    assert len(queue.peek()) == 3
+
+
+def test_backoff_schedule_doubles_with_jitter_and_saturates_at_the_maximum() -> None:
+    rng = random.Random(7)
+    delays = [poll_delay(n, poll_min=0.1, poll_max=10.0, rng=rng) for n in range(1, 16)]
+    for n, delay in enumerate(delays, start=1):
+        base = 0.1 * 2 ** (n - 1)
+        assert min(10.0, max(0.1, 0.8 * base)) - 1e-9 <= delay <= min(10.0, 1.2 * base) + 1e-9
+    assert delays[-5:] == [10.0] * 5  # saturated: exactly the cap, <= 360 receives per idle hour
+    assert len({round(d, 6) for d in delays[:6]}) == 6  # jittered, not lock-step
+    assert poll_delay(0, poll_min=0.1, poll_max=10.0) == 0.0
+
+
+def test_retry_delay_grows_with_the_dequeue_count() -> None:
+    assert [retry_delay_for(n, retry_delay=5, max_retry_delay=300) for n in range(1, 9)] == [
+        5, 10, 20, 40, 80, 160, 300, 300,
+    ]  # fmt: skip
+
+
+def test_an_idle_listener_backs_off_and_a_new_message_resets_it(queue: ImageProcessingQueue) -> None:
+    idle_at_handling: list[int] = []
+    done = threading.Event()
+
+    def handler(received: ReceivedMessage) -> None:
+        idle_at_handling.append(subject.idle_polls)
+        done.set()
+
+    subject = listener(queue, handler, poll_min=0.02, poll_max=0.1)
+    thread = in_thread(subject.run)
+    wait_for(lambda: subject.idle_polls >= 6)
+    queue.submit(message(queue))
+    assert done.wait(timeout=15)
+    subject.stop()
+    thread.join(timeout=15)
+    assert idle_at_handling == [0]
+    assert queue.peek() == []
+
+
+def test_invalid_options_are_refused(queue: ImageProcessingQueue) -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        QueueListener(queue, lambda r: None, name="x", batch_size=33)
+    with pytest.raises(ValueError, match="poll_min"):
+        QueueListener(queue, lambda r: None, name="x", poll_min=2, poll_max=1)

@@ -1,0 +1,423 @@
+"""The one queue listener runtime every consumer uses (controller, processor, responder).
+
+It does what the Azure WebJobs queue trigger does, a little tighter:
+
+- **Batch receive** of up to ``batch_size`` (1..32) messages per call, but never more than
+  the listener can start soon: it holds at most ``concurrency + prefetch`` messages and
+  fetches again when that drops to half (WebJobs' "new batch threshold"). A held message's
+  invisibility is ticking, and another worker could have done it, so hoarding is a cost.
+- **Bounded concurrency**: handlers run on a pool of ``concurrency`` threads.
+- **At-least-once**: a message is deleted only after its handler returned, i.e. after the
+  work is durably written. A crash anywhere earlier makes it visible again.
+- **Poison**: malformed payloads and messages past the threshold are moved aside by
+  ``accept_messages`` before a handler sees them; ``PermanentJobError`` goes to poison at
+  once with its reason; a transient failure on the last allowed attempt goes to poison at
+  once too (WebJobs would wait another delay and receive it again just to move it).
+- **Retry delay**: a failed message is released with ``retry_delay * 2**(dequeue_count-1)``
+  seconds of invisibility (capped), never redelivered in a tight loop.
+- **Lease renewal**: a renewal thread extends the invisibility of every held message once
+  half its timeout has passed, and keeps the new pop receipt for the final delete.
+- **Idle back-off**: ``poll_delay`` — from ``poll_min``, doubling, ±20 % jitter, saturating
+  at exactly ``poll_max``; reset by the first message that arrives.
+- **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
+  waits up to ``grace`` for running handlers and releases whatever is still running then;
+  ``stop(immediate=True)`` releases everything held without waiting.
+
+Every wait is an ``Event.wait(timeout)``, so a stop request is noticed at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from workers.errors import PermanentJobError, RetryLater
+from workers.logfmt import kv, message_context
+
+if TYPE_CHECKING:
+    from dal.queues import ImageProcessingQueue, ReceivedMessage
+
+__all__ = ["Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for", "MAX_BATCH"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["ReceivedMessage"], None]
+# Called after the listener moved a message to poison (reason for a person); the roles use it
+# to mark the job failed. Its own failures are logged, never raised.
+PoisonHook = Callable[["ReceivedMessage", str], None]
+
+MAX_BATCH = 32  # the service's limit per receive
+JITTER = 0.2
+
+
+def poll_delay(empty_polls: int, *, poll_min: float, poll_max: float, rng: random.Random | None = None) -> float:
+    """Seconds to wait after ``empty_polls`` consecutive empty receives (1, 2, ...).
+
+    ``poll_min * 2**(n-1)`` with ±20 % jitter, clamped to ``[poll_min, poll_max]``. Once the
+    un-jittered value passes ``poll_max / 0.8`` the jitter can no longer pull it below the
+    cap, so a long-idle listener polls exactly every ``poll_max`` seconds: at most
+    ``3600 / poll_max`` receive transactions an hour.
+    """
+    if empty_polls < 1:
+        return 0.0
+    exponent = min(empty_polls - 1, 60)  # 2**60 * anything sane is past any cap
+    base = poll_min * (2.0**exponent)
+    factor = (rng or random).uniform(1.0 - JITTER, 1.0 + JITTER)
+    return min(poll_max, max(poll_min, base * factor))
+
+
+def retry_delay_for(dequeue_count: int, *, retry_delay: float, max_retry_delay: float) -> int:
+    """Whole seconds of invisibility for a failed message: doubles with each attempt."""
+    exponent = min(max(dequeue_count, 1) - 1, 30)
+    return int(math.ceil(min(max_retry_delay, retry_delay * (2.0**exponent))))
+
+
+@dataclasses.dataclass(eq=False)
+class _Held:
+    """One message in the listener's hands; ``lock`` serialises its receipt changes."""
+
+    received: ReceivedMessage  # the delivery the handler sees (original pop receipt)
+    current: ReceivedMessage  # the latest pop receipt (after renewals)
+    leased_at: float  # monotonic time the current invisibility started
+    future: Future[None] | None = None
+    running: bool = False
+    done: bool = False  # deleted, released or poisoned: nothing more to do
+    lost: bool = False  # a renewal found someone else owns it
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class QueueListener:
+    """Receive messages from one queue and run ``handler`` on each; see the module docstring.
+
+    ``run`` blocks until the loop ends (stop, ``burst`` and empty, or ``max_messages``
+    received and done) and returns how many messages a handler finished (success or not).
+    ``stats`` counts outcomes: handled, succeeded, failed, poisoned, released, renewed, lost.
+    """
+
+    def __init__(
+        self,
+        queue: ImageProcessingQueue,
+        handler: Handler,
+        *,
+        name: str,
+        batch_size: int = 16,
+        concurrency: int = 1,
+        prefetch: int = 0,
+        poll_min: float = 0.1,
+        poll_max: float = 10.0,
+        retry_delay: float = 5.0,
+        max_retry_delay: float = 300.0,
+        grace: float = 30.0,
+        visibility_timeout: int | None = None,
+        on_poison: PoisonHook | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be 1..{MAX_BATCH}, got {batch_size}")
+        if concurrency < 1 or prefetch < 0:
+            raise ValueError(f"concurrency must be >= 1 and prefetch >= 0, got {concurrency}, {prefetch}")
+        if not 0 < poll_min <= poll_max:
+            raise ValueError(f"need 0 < poll_min <= poll_max, got {poll_min}, {poll_max}")
+        if visibility_timeout is not None and visibility_timeout < 1:
+            raise ValueError(f"visibility_timeout must be >= 1 s, got {visibility_timeout}")
+        self.queue = queue
+        self.handler = handler
+        self.name = name
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+        self.capacity = concurrency + prefetch
+        self.new_batch_threshold = self.capacity // 2
+        self.poll_min = poll_min
+        self.poll_max = poll_max
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.grace = grace
+        self.visibility_timeout = visibility_timeout
+        self.on_poison = on_poison
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._held: dict[str, _Held] = {}
+        self._stopping = threading.Event()
+        self._immediate = threading.Event()
+        self._changed = threading.Event()  # a handler finished, or stop was requested
+        self._idle_polls = 0
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("received", "handled", "succeeded", "failed", "poisoned", "released", "renewed", "lost"), 0
+        )
+
+    # -- public -----------------------------------------------------------------------
+
+    def stop(self, *, immediate: bool = False) -> None:
+        """Ask ``run`` to end (thread-safe, callable from a signal handler's thread)."""
+        if immediate:
+            self._immediate.set()
+        self._stopping.set()
+        self._changed.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def idle_polls(self) -> int:
+        """Consecutive empty receives so far; 0 right after a message arrived."""
+        return self._idle_polls
+
+    def held_count(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def run(self, *, burst: bool = False, max_messages: int | None = None) -> int:
+        """Receive and handle until stopped (or empty with ``burst``, or ``max_messages``)."""
+        timeout = self._timeout()
+        log.info(kv("listener.start", listener=self.name, queue=self.queue.name, batch=self.batch_size,
+                    concurrency=self.concurrency, capacity=self.capacity, visibility_timeout=timeout,
+                    poll_min=self.poll_min, poll_max=self.poll_max))  # fmt: skip
+        executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"{self.name}-handler")
+        renewer_stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew_loop, args=(renewer_stop, timeout), name=f"{self.name}-renewer", daemon=True
+        )
+        renewer.start()
+        try:
+            self._receive_loop(executor, timeout, burst=burst, max_messages=max_messages)
+            self._finish(executor)
+        finally:
+            renewer_stop.set()
+            executor.shutdown(wait=not self._immediate.is_set() and self.held_count() == 0, cancel_futures=True)
+            renewer.join(timeout=5)
+        log.info(kv("listener.stop", listener=self.name, queue=self.queue.name, **self.stats))
+        return self.stats["handled"]
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def _timeout(self) -> int:
+        return int(self.visibility_timeout or getattr(self.queue, "timeout", 0) or 300)
+
+    def _receive_loop(
+        self, executor: ThreadPoolExecutor, timeout: int, *, burst: bool, max_messages: int | None
+    ) -> None:
+        self._idle_polls = 0
+        while not self._stopping.is_set():
+            if max_messages is not None and self.stats["received"] >= max_messages:
+                return
+            held = self.held_count()
+            if held > self.new_batch_threshold:
+                self._changed.wait(timeout=1.0)  # a finishing handler or stop() wakes us
+                self._changed.clear()
+                continue
+            want = min(self.batch_size, self.capacity - held)
+            if max_messages is not None:
+                want = min(want, max_messages - self.stats["received"])
+            try:
+                batch = self.queue.accept_messages(want, visibility_timeout=timeout)
+            except Exception as exc:  # storage trouble the SDK's retries did not ride out
+                log.error(kv("listener.receive_failed", listener=self.name, queue=self.queue.name,
+                             error=f"{type(exc).__name__}: {exc}"))  # fmt: skip
+                batch = []
+            if batch:
+                self._idle_polls = 0
+                leased_at = time.monotonic()
+                for received in batch:
+                    self._start(executor, received, leased_at)
+                continue
+            if burst and self.held_count() == 0 and not self._visible_left():
+                return
+            if burst:
+                self._changed.wait(timeout=1.0)
+                self._changed.clear()
+                continue
+            self._idle_polls += 1
+            self._stopping.wait(poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.poll_max, rng=self._rng))
+
+    def _visible_left(self) -> bool:
+        """Burst mode: an empty receive may only mean its messages all went to poison."""
+        try:
+            return bool(self.queue.peek(1))
+        except Exception:
+            return False
+
+    def _start(self, executor: ThreadPoolExecutor, received: ReceivedMessage, leased_at: float) -> None:
+        record = _Held(received=received, current=received, leased_at=leased_at)
+        with self._lock:
+            self._held[received.id] = record
+            self.stats["received"] += 1
+        record.future = executor.submit(self._handle, record)
+
+    def _finish(self, executor: ThreadPoolExecutor) -> None:
+        """After receiving ends: hand back unstarted messages, wait for running ones."""
+        deadline = math.inf  # burst / max_messages: wait for the work, until a stop comes
+        while self.held_count() and not self._immediate.is_set():
+            if self._stopping.is_set() and deadline == math.inf:
+                self._hand_back_unstarted()
+                deadline = time.monotonic() + self.grace
+            if time.monotonic() >= deadline:
+                break
+            self._changed.wait(timeout=min(0.5, deadline - time.monotonic()))
+            self._changed.clear()
+        with self._lock:
+            leftovers = list(self._held.values())
+        for record in leftovers:  # grace ran out (or immediate stop): make them visible again
+            reason = "immediate stop" if self._immediate.is_set() else f"still running after {self.grace:.0f} s grace"
+            self._release(record, delay=0, why=reason)
+
+    def _hand_back_unstarted(self) -> None:
+        with self._lock:
+            records = list(self._held.values())
+        for record in records:  # not started yet: cancel and release at once
+            if record.future is not None and record.future.cancel():
+                self._release(record, delay=0, why="not started before stop")
+                self._forget(record)
+
+    # -- one message ------------------------------------------------------------------
+
+    def _fields(self, record: _Held) -> dict[str, Any]:
+        message = record.received.message
+        return {
+            "listener": self.name,
+            "queue": self.queue.name,
+            "message_id": record.received.id,
+            "dequeue_count": record.received.dequeue_count,
+            "request_id": getattr(message, "request_id", None),
+            "type": getattr(message, "TYPE", None),
+        }
+
+    def _handle(self, record: _Held) -> None:
+        fields = self._fields(record)
+        with record.lock:
+            if record.done:
+                return
+            record.running = True
+        started = time.monotonic()
+        outcome: tuple[str, str, float] = ("delete", "", 0.0)
+        with message_context(**{k: v for k, v in fields.items() if k != "listener"}):
+            log.info(kv("message.start", **fields))
+            try:
+                self.handler(record.received)
+            except PermanentJobError as exc:
+                outcome = ("poison", exc.reason, 0.0)
+            except RetryLater as exc:
+                outcome = ("retry", exc.reason, exc.delay)
+            except Exception as exc:  # broad, per message: one bad message never stops the loop
+                log.exception(kv("message.failed", **fields, error=f"{type(exc).__name__}: {exc}"))
+                outcome = ("error", f"{type(exc).__name__}: {exc}", 0.0)
+            finally:
+                seconds = time.monotonic() - started
+            try:
+                self._settle(record, outcome, seconds, fields)
+            except Exception as exc:  # storage failed after retries: the lease runs out, it comes back
+                log.error(kv("message.settle_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
+            finally:
+                self._forget(record)
+
+    def _settle(self, record: _Held, outcome: tuple[str, str, float], seconds: float, fields: dict[str, Any]) -> None:
+        kind, reason, delay = outcome
+        with self._lock:
+            self.stats["handled"] += 1
+            self.stats["succeeded" if kind == "delete" else "failed"] += 1
+        with record.lock:
+            if record.done:  # released by an immediate stop while it ran
+                log.warning(kv("message.abandoned", **fields, seconds=seconds, outcome=kind))
+                return
+            record.done = True
+            current, lost = record.current, record.lost
+        if kind == "delete":
+            if self.queue.delete(current):
+                log.info(kv("message.done", **fields, seconds=seconds))
+            else:
+                if not lost:
+                    self._count("lost")
+                log.warning(kv("message.lost", **fields, seconds=seconds,
+                               note="lease lost before delete; another worker redoes it (idempotent)"))  # fmt: skip
+            return
+        last_attempt = record.received.dequeue_count >= int(getattr(self.queue, "poison_threshold", 5))
+        if kind == "poison" or (kind == "error" and last_attempt):
+            if kind == "error":
+                reason = f"failed {record.received.dequeue_count} times; last error: {reason}"
+            self.queue.move_to_poison(current, reason)
+            self._count("poisoned")
+            log.error(kv("message.poisoned", **fields, seconds=seconds, reason=reason))
+            self._notify_poison(record.received, reason, fields)
+            return
+        if kind == "error":
+            delay = retry_delay_for(
+                record.received.dequeue_count, retry_delay=self.retry_delay, max_retry_delay=self.max_retry_delay
+            )
+        wait = int(math.ceil(max(0.0, delay)))
+        self.queue.release(current, delay=wait)
+        self._count("released")
+        log.info(kv("message.retry", **fields, seconds=seconds, retry_in=wait, reason=reason))
+
+    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any]) -> None:
+        if self.on_poison is None:
+            return
+        try:
+            self.on_poison(received, reason)
+        except Exception as exc:
+            log.error(kv("message.poison_hook_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
+
+    def _release(self, record: _Held, *, delay: int, why: str) -> None:
+        """Make a held message visible again (stop path); safe to call from any thread."""
+        fields = self._fields(record)
+        with record.lock:
+            if record.done:
+                return
+            record.done = True
+            current = record.current
+        try:
+            self.queue.release(current, delay=delay)
+            self._count("released")
+            log.info(kv("message.released", **fields, why=why))
+        except Exception as exc:
+            log.error(kv("message.release_failed", **fields, why=why, error=f"{type(exc).__name__}: {exc}"))
+
+    def _forget(self, record: _Held) -> None:
+        with self._lock:
+            self._held.pop(record.received.id, None)
+        self._changed.set()
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    # -- lease renewal ----------------------------------------------------------------
+
+    def _renew_loop(self, stop: threading.Event, timeout: int) -> None:
+        """Extend every held message's invisibility once half of it has passed."""
+        tick = min(5.0, max(0.1, timeout / 4))
+        while not stop.wait(tick):
+            with self._lock:
+                records = list(self._held.values())
+            now = time.monotonic()
+            for record in records:
+                if now - record.leased_at >= timeout / 2:
+                    self._renew(record, timeout)
+
+    def _renew(self, record: _Held, timeout: int) -> None:
+        fields = self._fields(record)
+        with record.lock:
+            if record.done or record.lost:
+                return
+            try:
+                renewed = self.queue.renew(record.current, timeout)
+            except Exception as exc:  # try again next tick; the lease still has half its time
+                log.warning(kv("message.renew_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
+                return
+            if renewed is None:
+                record.lost = True
+            else:
+                record.current = renewed
+                record.leased_at = time.monotonic()
+        if renewed is None:
+            self._count("lost")
+            log.warning(kv("message.lease_lost", **fields))
+        else:
+            self._count("renewed")
+            log.debug(kv("message.renewed", **fields, timeout=timeout))
