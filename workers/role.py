@@ -1,0 +1,150 @@
+"""A worker role process: its storage clients, its listeners, its signals, its exit.
+
+``Role`` runs one thread per ``QueueListener`` and waits for them in the main thread, where
+Python delivers signals. ``run_role`` is what every ``photomosaics <role>`` command calls:
+
+- first SIGTERM/SIGINT: every listener stops receiving, hands back unstarted messages,
+  finishes running handlers within the grace period, releases what is left; exit 0;
+- second signal: stop at once, release everything held (visibility 0); exit 128+signal
+  (a handler still running is abandoned; its message is visible again for another worker).
+
+The signal handlers only set events; all the work happens in the listener threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
+
+from dal.config import CONNECTION_STRING_ENV, StorageClients, describe_connection_string
+from dal.errors import StorageConfigurationError
+from workers.listener import QueueListener
+from workers.logfmt import configure_logging, kv
+
+__all__ = ["Role", "run_role", "storage_from_env", "exit_role"]
+
+log = logging.getLogger(__name__)
+
+
+def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
+    """Storage clients for a role: the configured account, with the transaction counter if asked.
+
+    A role never starts its own Azurite: it must share storage with the rest of the app, so
+    ``AZURE_STORAGE_CONNECTION_STRING`` is required (``photomosaics run`` sets it).
+    """
+    from dal.metrics import counter_from_env
+
+    connection_string = os.environ.get(CONNECTION_STRING_ENV)
+    if not connection_string:
+        raise StorageConfigurationError(
+            f"{CONNECTION_STRING_ENV} is not set: start the roles with `photomosaics run`, or point "
+            f"them at a storage account (UseDevelopmentStorage=true for a local Azurite)"
+        )
+    counter = counter_from_env(role=role)
+    storage = StorageClients(connection_string, profile=profile, response_hook=counter)  # type: ignore[arg-type]
+    log.info(kv("role.storage", role=role, account=describe_connection_string(connection_string)))
+    return storage
+
+
+class Role:
+    """The listeners of one process; ``stop`` is safe from any thread or a signal handler."""
+
+    def __init__(self, name: str, listeners: Sequence[QueueListener], *, grace: float | None = None) -> None:
+        if not listeners:
+            raise ValueError("a role needs at least one listener")
+        self.name = name
+        self.listeners = list(listeners)
+        if grace is not None:
+            for listener in self.listeners:
+                listener.grace = grace
+        self.signals: list[int] = []
+        self.immediate = False
+        self.errors: list[BaseException] = []
+
+    def stop(self, *, immediate: bool = False) -> None:
+        self.immediate = self.immediate or immediate
+        for listener in self.listeners:
+            listener.stop(immediate=immediate)
+
+    def on_signal(self, signum: int, frame: FrameType | None = None) -> None:
+        """First signal: graceful stop; any later one: immediate stop."""
+        self.signals.append(signum)
+        name = signal.Signals(signum).name
+        if len(self.signals) == 1:
+            grace = max(listener.grace for listener in self.listeners)
+            log.warning(kv("role.stopping", role=self.name, signal=name, grace=grace,
+                           note="finishing in-flight work; signal again to stop at once"))  # fmt: skip
+            self.stop()
+        else:
+            log.warning(kv("role.stopping_now", role=self.name, signal=name))
+            self.stop(immediate=True)
+
+    def run(self, *, burst: bool = False, max_messages: int | None = None) -> int:
+        """Run every listener until all have ended; the exit code of the process."""
+
+        def target(listener: QueueListener) -> None:
+            try:
+                listener.run(burst=burst, max_messages=max_messages)
+            except BaseException as exc:  # a listener that dies takes the role down: restart it
+                self.errors.append(exc)
+                log.exception(kv("role.listener_crashed", role=self.name, listener=listener.name))
+                self.stop()
+
+        threads = [
+            threading.Thread(target=target, args=(listener,), name=f"listener-{listener.name}", daemon=True)
+            for listener in self.listeners
+        ]
+        for thread in threads:
+            thread.start()
+        log.info(kv("role.start", role=self.name, pid=os.getpid(), listeners=",".join(l.name for l in self.listeners)))
+        while any(thread.is_alive() for thread in threads):
+            for thread in threads:
+                thread.join(timeout=0.2)  # short joins keep the main thread responsive to signals
+        if self.errors:
+            code = 1
+        elif self.immediate and self.signals:
+            code = 128 + self.signals[-1]
+        else:
+            code = 0
+        log.info(kv("role.exit", role=self.name, code=code))
+        return code
+
+
+def run_role(
+    role: Role, *, burst: bool = False, max_messages: int | None = None, install_signals: bool = True
+) -> int:
+    """Install SIGTERM/SIGINT handlers (main thread only) and run the role."""
+    if install_signals and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, role.on_signal)
+        signal.signal(signal.SIGINT, role.on_signal)
+    return role.run(burst=burst, max_messages=max_messages)
+
+
+def exit_role(code: int) -> NoReturn:
+    """Write the transaction counts, flush the logs and exit with ``code``.
+
+    After a grace period ran out (or an immediate stop) a handler thread may still be busy
+    with a message that was already released; the interpreter would wait for it at exit, so
+    in that case the process leaves with ``os._exit``.
+    """
+    from dal.metrics import dump_installed_counter
+
+    dump_installed_counter()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if busy:
+        logging.shutdown()
+        os._exit(code)
+    sys.exit(code)
+
+
+def configure_role_logging(role: str) -> None:
+    """Logfmt lines on stderr for a role process (``PHOTOMOSAICS_LOG_LEVEL`` to change the level)."""
+    configure_logging(role=role)
