@@ -27,7 +27,7 @@ from dal.errors import StorageConfigurationError
 from workers.listener import QueueListener
 from workers.logfmt import configure_logging, kv
 
-__all__ = ["Role", "run_role", "storage_from_env", "exit_role"]
+__all__ = ["Role", "run_role", "storage_from_env", "exit_role", "configure_role_logging"]
 
 log = logging.getLogger(__name__)
 
@@ -127,22 +127,22 @@ def run_role(
 
 
 def exit_role(code: int) -> NoReturn:
-    """Write the transaction counts, flush the logs and exit with ``code``.
+    """Write the transaction counts, flush the logs and end the process with ``code``.
 
     After a grace period ran out (or an immediate stop) a handler thread may still be busy
-    with a message that was already released; the interpreter would wait for it at exit, so
-    in that case the process leaves with ``os._exit``.
+    with a message that was already released, and the interpreter would join it at exit
+    (``concurrent.futures`` registers that join even for daemon threads). So the process
+    leaves with ``os._exit`` once everything worth keeping is written.
     """
     from dal.metrics import dump_installed_counter
 
-    dump_installed_counter()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if busy:
+    try:
+        dump_installed_counter()
+    finally:
         logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(code)
-    sys.exit(code)
 
 
 def configure_role_logging(role: str) -> None:
