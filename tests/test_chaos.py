@@ -157,10 +157,10 @@ def test_jobs_that_cannot_succeed_end_failed_with_their_reason(pipe: Pipeline) -
 
 def test_a_slice_that_keeps_failing_fails_its_job_after_the_poison_threshold(pipe: Pipeline) -> None:
     env = {"PHOTOMOSAICS_POISON_THRESHOLD": "2"}
-    pipe.start("controller", env=env)
-    processor = pipe.start("processor", env=env)
-    wait_until(lambda: "listener.start" in processor.log_path.read_text(errors="replace"), seconds=30,
-               what="the processor to start", pipe=pipe)  # fmt: skip
+    roles = [pipe.start("controller", env=env), pipe.start("processor", env=env)]
+    # Every role creates missing containers at start-up: let both finish that first.
+    wait_until(lambda: all("role.start" in r.log_path.read_text(errors="replace") for r in roles), seconds=30,
+               what="the roles to start", pipe=pipe)  # fmt: skip
     # Every render now fails to store its result: a transient-looking error that never heals.
     pipe.services.storage.blob_service.delete_container(pipe.services.blobs.container_name(SLICE_RESPONSE_CONTAINER))
     rid = pipe.submit(sample_photo(40, 30, seed=10), library_uri=pipe.library_uri, tile_size=8, slices=1)
