@@ -106,3 +106,14 @@ def test_truncated_file_gives_a_clear_error(fmt: str) -> None:
 def test_too_many_pixels_is_refused_before_decoding() -> None:
     with pytest.raises(ImageDecodeError, match="larger than the maximum"):
         open_image(encode(Image.new("RGB", (100, 100))), max_pixels=5_000)
+
+
+def test_probe_size_reads_the_upright_size_from_the_header() -> None:
+    from workers.engine import probe_size
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    assert probe_size(encode(Image.new("RGB", (40, 20)), "JPEG", exif=exif.tobytes())) == (20, 40)
+    assert probe_size(encode(Image.new("RGB", (40, 20)))) == (40, 20)
+    with pytest.raises(ImageDecodeError):
+        probe_size(b"nope")

@@ -63,9 +63,22 @@ def test_structure_matching_tells_edges_apart_where_mean_colour_cannot() -> None
     atlas[1, :, 32:] = 20  # dark on the right
     library = TileLibrary.from_tiles(atlas, ["left", "right"])
     target = Image.fromarray(np.concatenate([atlas[1], atlas[0]], axis=1))
-    choice = choose_tiles(cell_image(target, plan_grid(128, 64, tile_size=8, tiles_across=2)), library,
-                          tile_size=8, seed="", options=PLAIN)
+    cells = cell_image(target, plan_grid(128, 64, tile_size=8, tiles_across=2))
+    choice = choose_tiles(cells, library, tile_size=8, seed="", options=RenderOptions(variety=0, mirror=False))
     assert choice.tolist() == [[1, 0]]
+    colour_only = RenderOptions(variety=0, mirror=False, colour_first=True)
+    assert choose_tiles(cells, library, tile_size=8, seed="", options=colour_only).tolist() == [[0, 0]]
+
+
+def test_mirror_images_of_tiles_are_candidates_too() -> None:
+    atlas = np.full((1, 64, 64, 3), 200, np.uint8)
+    atlas[0, :, :32] = 20  # dark on the left only
+    library = TileLibrary.from_tiles(atlas, ["left"])
+    target = Image.fromarray(atlas[0, :, ::-1].copy())  # dark on the right
+    out = render(target, library, tile_size=16, tiles_across=1, options=PLAIN)
+    assert np.array_equal(out, library.tiles(16)[0, :, ::-1])
+    plain = render(target, library, tile_size=16, tiles_across=1, options=RenderOptions(variety=0, blend=0, mirror=False))
+    assert np.array_equal(plain, library.tiles(16)[0])
 
 
 def _stitch(image: Image.Image, library: TileLibrary, *, tile_size: int, slices: int, seed: str,
@@ -128,8 +141,9 @@ def test_variety_never_repeats_a_tile_within_the_distance_even_across_bands(dist
         for band in plan_bands(grid.tiles_down, slices)
     ])
     assert choice.shape == (20, 24)
-    assert _repeats_within(choice, distance) == 0
-    assert _repeats_within(choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN), distance) > 0
+    assert _repeats_within(choice % len(library), distance) == 0  # a mirror image is the same tile
+    plain = choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN)
+    assert _repeats_within(plain % len(library), distance) > 0
 
 
 def test_variety_is_lowered_for_a_library_too_small_to_honour_it() -> None:

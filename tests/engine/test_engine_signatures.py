@@ -48,7 +48,7 @@ def test_a_left_right_edge_is_seen_by_the_structure_features() -> None:
     left_dark[0, :, : SUB // 2] = 20
     right_dark = left_dark[:, :, ::-1].copy()
     a, b = features(np.concatenate([left_dark, right_dark]), structure=1.0, colour=16.0)
-    assert np.array_equal(a[-3:], b[-3:])  # same mean colour
+    assert np.allclose(a[-3:], b[-3:], atol=1)  # same mean colour
     assert not np.array_equal(a, b)  # different layout
     c, d = features(np.concatenate([left_dark, right_dark]), structure=0.0, colour=1.0)
     assert np.array_equal(c, d)  # colour-first cannot tell them apart

@@ -1,6 +1,6 @@
 """The pure mosaic engine: arrays and images in, arrays out, no Azure inside.
 
-    images      open_image, ImageDecodeError — every uploaded image is decoded here
+    images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
     library     TileLibrary (atlas + index blob), build_library, read_sources
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
     signatures  CIELAB sub-cell features, exact integers
@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
-from .images import ImageDecodeError, open_image, to_rgb
+from .images import ImageDecodeError, open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library, read_sources
 from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
 from .signatures import SUB
@@ -33,6 +33,7 @@ __all__ = [
     "open_image",
     "plan_bands",
     "plan_grid",
+    "probe_size",
     "read_sources",
     "render",
     "render_band",

@@ -66,6 +66,20 @@ def open_image(
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
 
 
+def probe_size(data: bytes) -> tuple[int, int]:
+    """The upright (EXIF-oriented) size of an image from its header, without decoding pixels."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if image.getexif().get(_ORIENTATION_TAG) in _SIDEWAYS:
+                width, height = height, width
+            return width, height
+    except UnidentifiedImageError:
+        raise ImageDecodeError("not an image Pillow can identify") from None
+    except (OSError, SyntaxError, ValueError, struct.error) as exc:
+        raise ImageDecodeError(f"cannot read image header: {exc}") from exc
+
+
 def to_rgb(image: Image.Image) -> Image.Image:
     """Map any Pillow mode to 8-bit RGB; transparent areas become white, wide ranges are scaled."""
     mode = image.mode

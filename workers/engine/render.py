@@ -9,14 +9,13 @@ by array reshapes, matching by chunked matrix products, composition by fancy ind
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
-from .grid import DEFAULT_MAX_OUTPUT_PIXELS, band_cells, cell_image, plan_bands, plan_grid
+from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
 from .signatures import SUB, features
@@ -34,14 +33,17 @@ class RenderOptions:
     blend:         0–100 % colour correction of each tile toward the target (keeps the
                    tile's detail, moves its colours).
     colour_first:  match the mean colour only (ignores the layout inside a cell).
-    colour_weight: weight of the mean colour against the sub-cell layout; SUB² (16) is plain
-                   per-sub-cell CIELAB distance, higher favours colour fidelity.
+    colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
+                   cell (higher favours colour fidelity, lower structure).
+    mirror:        tiles may also be used mirrored left-right: twice the choice from the
+                   same photos (a tile and its mirror image count as one for variety).
     """
 
     variety: int = 2
     blend: int = 15
     colour_first: bool = False
-    colour_weight: float = 32.0
+    colour_weight: float = 8.0
+    mirror: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.variety <= 16:
@@ -62,11 +64,26 @@ def _weights(options: RenderOptions, tile_size: int) -> tuple[float, float]:
 
 
 def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """Features of every candidate: the tiles, then (with ``mirror``) their mirror images."""
     structure, colour = _weights(options, tile_size)
     return library.cached(
-        ("features", tile_size, structure, colour),
-        lambda: features(library.sub_cells(tile_size), structure=structure, colour=colour),
+        ("features", tile_size, structure, colour, options.mirror),
+        lambda: features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
     )
+
+
+def candidate_sub_cells(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
+    sub = library.sub_cells(tile_size)
+    if not options.mirror:
+        return sub
+    return library.cached(("sub-mirror", tile_size), lambda: np.concatenate([sub, sub[:, :, ::-1]]))
+
+
+def candidate_tiles(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
+    tiles = library.tiles(tile_size)
+    if not options.mirror:
+        return tiles
+    return library.cached(("tiles-mirror", tile_size), lambda: np.concatenate([tiles, tiles[:, :, ::-1]]))
 
 
 def _sub_cells(cells: np.ndarray) -> np.ndarray:
@@ -91,7 +108,7 @@ def choose_tiles(
     if options.variety and tile_size >= SUB:
         return choose_varied(
             wanted, candidates, rows=rows, cols=cols, row_offset=row_offset,
-            distance=options.variety, seed=seed,
+            distance=options.variety, seed=seed, distinct=len(library),
         )
     return nearest(wanted, candidates).reshape(rows, cols)
 
@@ -158,9 +175,9 @@ def render_band(
     """
     rows, cols = _check_cells(cells)
     choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
-    out = compose(choice, library.tiles(tile_size))
+    out = compose(choice, candidate_tiles(library, tile_size, options))
     if options.blend:
-        placed = _arrange_sub(library.sub_cells(tile_size)[choice.ravel()], rows, cols)
+        placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
         blend_toward(out, cells, placed, options.blend)
     return out
 
@@ -175,16 +192,22 @@ def render(
     seed: str = "",
     options: RenderOptions = DEFAULT_OPTIONS,
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
+    grid: Grid | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """The whole mosaic, band by band exactly as the workers would render it.
 
+    ``grid``: a grid planned on the original size, when ``image`` was decoded at reduced
+    scale (``open_image(min_size=...)``); otherwise it is planned here.
     ``progress(done_rows, total_rows)`` is called after each band (for a progress bar).
     """
-    grid = plan_grid(
-        image.width, image.height, tile_size=tile_size, tiles_across=tiles_across,
-        max_output_pixels=max_output_pixels,
-    )
+    if grid is None:
+        grid = plan_grid(
+            image.width, image.height, tile_size=tile_size, tiles_across=tiles_across,
+            max_output_pixels=max_output_pixels,
+        )
+    elif grid.tile_size != tile_size:
+        raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
     bands = plan_bands(grid.tiles_down, slices)
     out = np.empty((grid.output_height, grid.output_width, 3), np.uint8)
@@ -198,7 +221,3 @@ def render(
             progress(band.stop, grid.tiles_down)
     return out
 
-
-def mosaic_steps(rows: int) -> int:
-    """Bands to use for a progress bar on an offline render of ``rows`` cell rows."""
-    return max(1, min(rows, math.ceil(rows / 32)))

@@ -115,15 +115,21 @@ def choose_varied(
     row_offset: int,
     distance: int,
     seed: str,
+    distinct: int | None = None,
 ) -> np.ndarray:
-    """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells."""
+    """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
+
+    ``distinct``: candidates ``i`` and ``i + distinct`` are the same tile (e.g. a tile and
+    its mirror image) and count as a repeat; default: every candidate is its own tile.
+    """
     n_tiles = tiles.shape[0]
-    d = feasible_distance(distance, n_tiles)
+    base = distinct or n_tiles
+    d = feasible_distance(distance, base)
     if d == 0:
         return nearest(cells, tiles).reshape(rows, cols)
     seed_int = seed_number(seed)
     border = _border_rows(rows, row_offset, d)
-    classes = tile_classes(n_tiles, d, seed_int)
+    classes = tile_classes(base, d, seed_int)[np.arange(n_tiles) % base]
 
     def cells_of(row_list: np.ndarray) -> np.ndarray:
         return (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
@@ -145,10 +151,10 @@ def choose_varied(
     priority[np.lexsort((position.ravel(), keys))] = np.arange(rows * cols)
     priority = priority.reshape(rows, cols)
 
-    choice = _resolve(candidates, priority, d, rows, cols)
+    choice = _resolve(candidates, priority, d, rows, cols, base)
     stuck = np.argwhere(choice < 0)
     if stuck.size:
-        _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols)
+        _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols, base)
     return choice
 
 
@@ -165,7 +171,7 @@ def _pairs(rows: int, cols: int, d: int):
             yield a, b
 
 
-def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, cols: int) -> np.ndarray:
+def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, cols: int, base: int) -> np.ndarray:
     """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates."""
     ptr = np.zeros(rows * cols, np.intp)
     pairs = list(_pairs(rows, cols, d))
@@ -177,11 +183,11 @@ def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, c
         out = (ptr >= candidates.width).reshape(rows, cols)
         safe = np.minimum(ptr, candidates.width - 1)
         cur = candidates.ranked[np.arange(rows * cols), safe].reshape(rows, cols)
-        cur = np.where(out, unique_negative, cur)
+        key = np.where(out, unique_negative, cur % base)
         beaten = np.zeros((rows, cols), bool)
         conflicts = []
         for a, b in pairs:
-            same = cur[a] == cur[b]
+            same = key[a] == key[b]
             if not same.any():
                 continue
             a_low = priority[a] < priority[b]
@@ -208,16 +214,17 @@ def _settle_one_by_one(
     row_offset: int,
     d: int,
     cols: int,
+    base: int,
 ) -> None:
     order = np.argsort(-priority[stuck[:, 0], stuck[:, 1]], kind="stable")
     for r, c in stuck[order]:
         allowed = np.arange(tiles.shape[0])
         if border[r]:
             allowed = np.flatnonzero(classes == (r + row_offset) % (d + 1))
-        taken = choice[max(0, r - d) : r + d + 1, max(0, c - d) : c + d + 1]
+        taken = choice[max(0, r - d) : r + d + 1, max(0, c - d) : c + d + 1] % base
         index, _ = best(cells[r * cols + c][None, :], tiles[allowed], allowed.size)
         for t in allowed[index[0]]:
-            if not (taken == t).any():
+            if not (taken == t % base).any():
                 choice[r, c] = t
                 break
         else:  # cannot happen: feasible_distance leaves more tiles than neighbours

@@ -1,0 +1,48 @@
+"""``python -m benchmarks [name ...]``: run every benchmark module, or the ones named.
+
+A benchmark is a module ``benchmarks/<name>.py`` with a ``main()``; they run in a fixed
+order (``ORDER`` first, then the rest alphabetically) so that `make bench` output is stable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import time
+
+import benchmarks
+
+ORDER = ("engine", "pipeline")
+
+
+def available() -> list[str]:
+    names = []
+    for info in pkgutil.iter_modules(benchmarks.__path__):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"benchmarks.{info.name}")
+        if callable(getattr(module, "main", None)):
+            names.append(info.name)
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def run(argv: list[str]) -> int:
+    names = available()
+    wanted = argv or names
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(names)}", file=sys.stderr)
+        return 2
+    for name in wanted:
+        print(f"\n=== benchmark: {name} ===", flush=True)
+        start = time.perf_counter()
+        result = importlib.import_module(f"benchmarks.{name}").main()
+        print(f"=== {name} finished in {time.perf_counter() - start:.0f} s ===", flush=True)
+        if isinstance(result, int) and result:
+            return result
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

@@ -1,0 +1,279 @@
+"""The mosaic engine against a per-cell Python/PIL mosaic, metapixel and the codec floor.
+
+Everything is measured in one run, on this machine, with the same 640 photo tiles, the same
+targets (a real photo at about 1, 4 and 12 MP, JPEG) and the same grid (one tile per
+``tile_size`` pixels, output the size of the target). Each implementation runs in a fresh
+process so its peak memory (max RSS) is its own. Times are decode-to-encode: JPEG in, JPEG
+out. The engine is timed warm (its per-library caches filled, as in a worker) and the best
+of three runs is shown; the slow baselines run once. Set ``BENCH_QUICK=1`` to skip the
+slowest baseline runs (12 MP at tile 8).
+
+Columns: seconds; output megapixels per second; peak MiB; ΔE00 (colour at cell
+resolution, lower is better); SSIM (structure at ¼ resolution, higher is better);
+"x per-cell" = how many times faster than the per-cell implementation; "x floor" = time
+over the codec floor (decode the target + encode the output, nothing else).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from benchmarks.baselines import (
+    metapixel_available,
+    per_cell_mosaic,
+    prepare_metapixel_library,
+    prepare_per_cell_tiles,
+    run_metapixel,
+)
+from benchmarks.photos import crop_tiles, target_jpeg, tile_files
+from benchmarks.quality import scores
+
+TARGETS = (("1 MP", (1152, 864)), ("4 MP", (2304, 1728)), ("12 MP", (3968, 2976)))
+TARGET_PHOTO = "chelsea"
+TILE_SIZES = (8, 16, 32)
+LIBRARY_TILES = 640
+BIG_LIBRARY_TILES = 10_000
+REPEATS = 3
+RESULTS = Path("bench-results")
+ARTIFACTS = Path("artifacts") / "bench"
+
+
+def _variants() -> dict[str, Any]:
+    from workers.engine import RenderOptions
+
+    return {
+        "engine default": RenderOptions(),
+        "engine plain": RenderOptions(variety=0, blend=0),
+        "engine colour-first": RenderOptions(variety=0, blend=0, colour_first=True),
+    }
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _encode(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def _engine_once(data: bytes, library: Any, tile: int, options: Any) -> np.ndarray:
+    from workers.engine import SUB, open_image, plan_grid, probe_size, render
+
+    width, height = probe_size(data)
+    grid = plan_grid(width, height, tile_size=tile, tiles_across=width // tile)
+    image = open_image(data, min_size=(grid.tiles_across * SUB, grid.tiles_down * SUB))
+    out = render(image, library, tile_size=tile, grid=grid, seed="bench", options=options)
+    _encode(out)
+    return out
+
+
+def child_engine(target: str, index: str, tile: int, variants: list[str], save: str | None) -> dict[str, Any]:
+    """In a fresh process: time each engine variant, then score it."""
+    from workers.engine import TileLibrary
+
+    data = Path(target).read_bytes()
+    library = TileLibrary.from_bytes(Path(index).read_bytes())
+    base = _peak_mib()
+    options = _variants()
+    results: dict[str, Any] = {}
+    for name in variants:
+        start = time.perf_counter()
+        out = _engine_once(data, library, tile, options[name])
+        first = time.perf_counter() - start
+        times = []
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            out = _engine_once(data, library, tile, options[name])
+            times.append(time.perf_counter() - start)
+        results[name] = {"seconds": min(times), "first": first, "peak_mib": _peak_mib(), "out": out}
+    target_image = Image.open(io.BytesIO(data)).convert("RGB")
+    for name, result in results.items():
+        out = result.pop("out")
+        result["delta_e"], result["ssim"] = scores(out, target_image, tile)
+        result["megapixels"] = out.shape[0] * out.shape[1] / 1e6
+        if save:
+            Path(f"{save}-{name.replace(' ', '_')}.jpg").write_bytes(_encode(out))
+    results["_base_mib"] = base
+    return results
+
+
+def child_per_cell(target: str, index: str, tile: int, save: str | None) -> dict[str, Any]:
+    from workers.engine import TileLibrary
+
+    data = Path(target).read_bytes()
+    library = TileLibrary.from_bytes(Path(index).read_bytes())
+    tiles, means = prepare_per_cell_tiles(library.atlas, tile)
+    start = time.perf_counter()
+    jpeg = per_cell_mosaic(data, tiles, means, tile)
+    seconds = time.perf_counter() - start
+    peak = _peak_mib()
+    out = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB"))
+    delta_e, ssim = scores(out, Image.open(io.BytesIO(data)), tile)
+    if save:
+        Path(f"{save}-per_cell.jpg").write_bytes(jpeg)
+    return {"seconds": seconds, "peak_mib": peak, "delta_e": delta_e, "ssim": ssim,
+            "megapixels": out.shape[0] * out.shape[1] / 1e6}
+
+
+def child_floor(target: str) -> dict[str, Any]:
+    """Decode the target and encode an image of the output's size: the codecs alone."""
+    data = Path(target).read_bytes()
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        _encode(np.asarray(image.convert("RGB")))
+        times.append(time.perf_counter() - start)
+    return {"seconds": min(times), "peak_mib": _peak_mib()}
+
+
+def child_metapixel(target: str, library_dir: str, tile: int, save: str | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "out.jpg"
+        seconds, peak = run_metapixel(Path(target), output, Path(library_dir), tile)
+        jpeg = output.read_bytes()
+    out = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB"))
+    delta_e, ssim = scores(out, Image.open(target), tile)
+    if save:
+        Path(f"{save}-metapixel.jpg").write_bytes(jpeg)
+    return {"seconds": seconds, "peak_mib": peak, "delta_e": delta_e, "ssim": ssim,
+            "megapixels": out.shape[0] * out.shape[1] / 1e6}
+
+
+def _in_fresh_process(function: Any, *args: Any) -> Any:
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
+
+
+def _library_tiles() -> tuple[list[tuple[str, bytes]], str]:
+    try:
+        from workers.demo_library import demo_tile_images
+
+        return demo_tile_images(count=LIBRARY_TILES), "demo library (workers.demo_library)"
+    except (ImportError, ValueError) as exc:  # fall back to our own crops
+        atlas, names = crop_tiles(LIBRARY_TILES)
+        return tile_files(atlas, names), f"benchmark crops ({exc})"
+
+
+def _row(table: list[list[str]], target: str, tile: int, name: str, r: dict[str, Any],
+         per_cell: float | None, floor: float | None) -> None:
+    megapixels = r.get("megapixels")
+    table.append([
+        target, str(tile), name, f"{r['seconds']:.3f}",
+        f"{megapixels / r['seconds']:.1f}" if megapixels else "",
+        f"{r['peak_mib']:.0f}",
+        f"{r['delta_e']:.2f}" if "delta_e" in r else "",
+        f"{r['ssim']:.3f}" if "ssim" in r else "",
+        f"{per_cell / r['seconds']:.1f}" if per_cell else "",
+        f"{r['seconds'] / floor:.2f}" if floor else "",
+    ])
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+
+def main() -> int:
+    from workers.engine import TileLibrary, build_library
+
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    RESULTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-engine-"))
+    sources, origin = _library_tiles()
+    library, skipped = build_library(sources)
+    index = work / "library.zip"
+    index.write_bytes(library.to_bytes())
+    print(f"library: {len(library)} tiles from the {origin}; targets: '{TARGET_PHOTO}' photo as JPEG q90")
+    tile_dir = work / "tiles"
+    tile_dir.mkdir()
+    for name, data in sources:
+        (tile_dir / Path(name).name).write_bytes(data)
+    has_metapixel = metapixel_available()
+    if not has_metapixel:
+        print("note: metapixel is not installed (apt install metapixel): its rows are skipped")
+    all_results: dict[str, Any] = {}
+    header = ["target", "tile", "implementation", "seconds", "MP/s", "peak MiB", "ΔE00", "SSIM",
+              "x per-cell", "x floor"]
+    table: list[list[str]] = []
+    for label, size in TARGETS:
+        target = work / f"target-{size[0]}x{size[1]}.jpg"
+        target.write_bytes(target_jpeg(TARGET_PHOTO, size))
+        floor = _in_fresh_process(child_floor, str(target))
+        for tile in TILE_SIZES:
+            save = str(ARTIFACTS / f"{label.replace(' ', '')}-t{tile}") if label != "12 MP" else None
+            ours = _in_fresh_process(child_engine, str(target), str(index), tile, list(_variants()), save)
+            ours.pop("_base_mib")
+            per_cell = None
+            if not (quick and label == "12 MP" and tile == 8):
+                per_cell = _in_fresh_process(child_per_cell, str(target), str(index), tile, save)
+            meta = None
+            if has_metapixel:
+                library_dir = work / f"metapixel-{tile}"
+                if not library_dir.exists():
+                    prepare_metapixel_library(tile_dir, library_dir, tile)
+                meta = _in_fresh_process(child_metapixel, str(target), str(library_dir), tile, save)
+            pc_seconds = per_cell["seconds"] if per_cell else None
+            for name, result in ours.items():
+                _row(table, label, tile, name, result, pc_seconds, floor["seconds"])
+            if per_cell:
+                _row(table, label, tile, "per-cell Python/PIL", per_cell, pc_seconds, floor["seconds"])
+            if meta:
+                _row(table, label, tile, "metapixel -d 0", meta, pc_seconds, floor["seconds"])
+            _row(table, label, tile, "codec floor", floor, pc_seconds, floor["seconds"])
+            all_results[f"{label} t{tile}"] = {"engine": ours, "per_cell": per_cell, "metapixel": meta, "floor": floor}
+            print(f"  measured {label} tile {tile}", flush=True)
+    print()
+    _print_table(header, table)
+    scaling = _library_scaling(work, sources)
+    all_results["library_scaling"] = scaling
+    (RESULTS / "engine.json").write_text(json.dumps(all_results, indent=2))
+    print(f"\nresults: {RESULTS / 'engine.json'}; mosaics of the 1 and 4 MP targets: {ARTIFACTS}/")
+    return 0
+
+
+def _library_scaling(work: Path, sources: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """The same 12 MP job at tile 16 with 640 and with 10,000 tiles."""
+    from workers.engine import TileLibrary
+
+    atlas, names = crop_tiles(BIG_LIBRARY_TILES, seed=1)
+    big = TileLibrary.from_tiles(atlas, names)
+    big_index = work / "library-10k.zip"
+    big_index.write_bytes(big.to_bytes())
+    target = work / "target-3968x2976.jpg"
+    rows, out = [], {}
+    small = _in_fresh_process(child_engine, str(target), str(work / "library.zip"), 16, ["engine default", "engine plain"], None)
+    large = _in_fresh_process(child_engine, str(target), str(big_index), 16, ["engine default", "engine plain"], None)
+    for name in ("engine default", "engine plain"):
+        ratio = large[name]["seconds"] / small[name]["seconds"]
+        rows.append([name, f"{small[name]['seconds']:.3f}", f"{large[name]['seconds']:.3f}", f"{ratio:.2f}",
+                     f"{small[name]['delta_e']:.2f} / {large[name]['delta_e']:.2f}",
+                     f"{small[name]['ssim']:.3f} / {large[name]['ssim']:.3f}"])
+        out[name] = {"640": small[name], "10000": large[name], "ratio": ratio}
+    print("\nlibrary size, 12 MP target at tile 16 (warm, best of 3):")
+    _print_table(["implementation", "640 tiles s", "10,000 tiles s", "ratio", "ΔE00 640/10k", "SSIM 640/10k"], rows)
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
