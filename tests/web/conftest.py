@@ -8,7 +8,9 @@ isolation the jobs need. The tile library is made once per session (a few dozen 
 from __future__ import annotations
 
 import io
+import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -108,6 +110,35 @@ def client(app: Flask) -> FlaskClient:
 def other_client(app: Flask) -> FlaskClient:
     """A second browser: its own cookie jar, so its own client id."""
     return app.test_client()
+
+
+@pytest.fixture(scope="session")
+def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Real controller, processor and responder processes on their own name prefix, a demo
+    library (150 tiles of the sample photos), and the app served on a free loopback port."""
+    from werkzeug.serving import make_server
+
+    from tests.pipeline_helpers import Pipeline
+    from webapp import create_app
+    from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
+
+    pipeline = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("browser"))
+    for role in ("controller", "processor", "responder"):
+        pipeline.start(role)
+    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
+    app = create_app(
+        {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
+         "SSE_POLL_SECONDS": 0.2}  # fmt: skip
+    )
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="web", daemon=True)
+    thread.start()
+    try:
+        yield {"url": f"http://127.0.0.1:{server.server_port}", "pipeline": pipeline}
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        pipeline.stop_all()
 
 
 def submit(client: FlaskClient, *, image: bytes | None = None, filename: str = "photo.png", **fields: Any) -> Any:

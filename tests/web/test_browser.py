@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 from PIL import Image
 
 from tests.conftest import require
-from tests.web.conftest import SECRET
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -29,34 +27,6 @@ CHROMIUM_ARGS = [
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 LAPTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Real role processes on their own name prefix, a demo library, the app on a loopback port."""
-    from werkzeug.serving import make_server
-
-    from tests.pipeline_helpers import Pipeline
-    from webapp import create_app
-    from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
-
-    pipeline = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("browser"))
-    for role in ("controller", "processor", "responder"):
-        pipeline.start(role)
-    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
-    app = create_app(
-        {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
-         "SSE_POLL_SECONDS": 0.2}  # fmt: skip
-    )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="web", daemon=True)
-    thread.start()
-    try:
-        yield {"url": f"http://127.0.0.1:{server.server_port}", "pipeline": pipeline}
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        pipeline.stop_all()
 
 
 @pytest.fixture

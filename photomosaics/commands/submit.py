@@ -1,0 +1,155 @@
+"""``photomosaics submit``: make a mosaic through the web app's HTTP API, with a progress bar.
+
+A plain client of the public API (the same calls the browser makes): POST the photo, follow
+the job's Server-Sent Events (falling back to polling), then stream the result to a file.
+The session keeps the app's client-id cookie, so the job is this session's own. Any failure
+prints one clear line and exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from photomosaics.cli import main
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+_CSRF = {"X-Requested-With": "photomosaics"}
+_TERMINAL = {"done", "failed"}
+
+
+class _Api:
+    """A requests session against one base URL; every failure becomes a ClickException."""
+
+    def __init__(self, base: str, *, timeout: float) -> None:
+        import requests
+
+        self.base = base.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers.update(_CSRF)
+
+    def call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
+        import requests
+
+        url = path if path.startswith("http") else f"{self.base}{path}"
+        try:
+            response = self.session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), **kwargs)
+        except requests.ConnectionError:
+            raise click.ClickException(
+                f"cannot reach the web app at {self.base}: is `photomosaics web` (or `make run`) running?"
+            ) from None
+        except requests.Timeout:
+            raise click.ClickException(f"the web app at {self.base} did not answer in {self.timeout:.0f} s") from None
+        if response.status_code not in ok:
+            raise click.ClickException(_describe_error(response))
+        return response
+
+
+def _describe_error(response: Any) -> str:
+    try:
+        body = response.json()
+        return f"{body['detail']} (HTTP {response.status_code} {body['error']})"
+    except (ValueError, KeyError, TypeError):
+        return f"the web app answered HTTP {response.status_code} {response.reason}"
+
+
+def _sse(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event, data) pairs of a Server-Sent Events stream."""
+    event, data = "message", []
+    for line in response.iter_lines(decode_unicode=True):
+        if line is None:
+            continue
+        if line == "":
+            if data:
+                yield event, json.loads("\n".join(data))
+            event, data = "message", []
+        elif line.startswith(":"):
+            yield "comment", {}  # a keep-alive: lets the caller check its deadline
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+
+
+def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
+    """Job snapshots until it is done or failed: over SSE, by polling if the stream breaks."""
+    import requests
+
+    # The app sends a keep-alive comment every 15 s, so 20 s of silence means a broken stream.
+    read_timeout = max(0.5, min(20.0, deadline - time.monotonic()))
+    try:
+        with api.call("GET", job["events_url"], stream=True, timeout=(api.timeout, read_timeout)) as stream:
+            for event, data in _sse(stream):
+                if event == "job":
+                    yield data
+                    if data["status"] in _TERMINAL:
+                        return
+                if event == "end" or time.monotonic() > deadline:
+                    break
+    except (requests.RequestException, click.ClickException, ValueError):
+        pass  # fall back to polling below
+    while time.monotonic() < deadline:
+        current = api.call("GET", job["status_url"]).json()
+        yield current
+        if current["status"] in _TERMINAL:
+            return
+        time.sleep(0.5)
+
+
+@main.command()
+@click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--library", "-l", required=True, help="Tile library name (see `photomosaics library list`).")
+@click.option("--tile-size", type=click.IntRange(1, 64), default=16, show_default=True, help="Tile side in the output, in pixels.")
+@click.option("--slices", type=click.IntRange(min=1), default=4, show_default=True, help="Bands rendered in parallel.")
+@click.option("--tiles-across", type=click.IntRange(min=1), default=None, help="Mosaic width in tiles [default: the planner's].")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="Where to save the mosaic [default: IMAGE-mosaic.jpg].")  # fmt: skip
+@click.option("--url", default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL), show_default=DEFAULT_URL,
+              help="Base URL of the web app (env PHOTOMOSAICS_URL).")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True, help="Give up after this many seconds.")
+def submit(
+    *, image: Path, library: str, tile_size: int, slices: int, tiles_across: int | None,
+    output: Path | None, url: str, timeout: float,
+) -> None:  # fmt: skip
+    """Make a mosaic of IMAGE through the web app's API and save it."""
+    started = time.monotonic()
+    deadline = started + timeout
+    output = output or image.with_name(f"{image.stem}-mosaic.jpg")
+    api = _Api(url, timeout=30.0)
+    form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
+    if tiles_across is not None:
+        form["tiles_across"] = str(tiles_across)
+    with image.open("rb") as handle:
+        created = api.call("POST", "/api/jobs", ok=(202,), data=form, files={"image": (image.name, handle)}).json()
+    job = api.call("GET", created["status_url"]).json()
+    click.echo(
+        f"job {job['request_id']}: {job['output_width']}×{job['output_height']} px, "
+        f"{job['tiles_across']}×{job['tiles_down']} tiles of {tile_size} px from {library!r}",
+        err=True,
+    )
+    done = 0
+    with click.progressbar(length=job["slices"], label="slices", show_pos=True, file=sys.stderr) as bar:
+        for job in _follow(api, job, deadline=deadline):
+            bar.update(len(job["slices_done"]) - done)
+            done = len(job["slices_done"])
+    if job["status"] == "failed":
+        raise click.ClickException(f"job {job['request_id']} failed: {job.get('error') or 'no reason given'}")
+    if job["status"] != "done":
+        raise click.ClickException(f"job {job['request_id']} is still {job['status']} after {timeout:.0f} s")
+    partial = output.with_name(output.name + ".part")
+    try:
+        with api.call("GET", job["result_url"], stream=True) as response, partial.open("wb") as out:
+            for chunk in response.iter_content(chunk_size=1 << 16):
+                out.write(chunk)
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
+    click.echo(f"saved {output} ({output.stat().st_size:,} bytes) in {time.monotonic() - started:.1f} s", err=True)

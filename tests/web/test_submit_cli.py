@@ -1,0 +1,133 @@
+"""``photomosaics submit`` against a live web app: a real job through real role processes, and
+every way it can fail (bad input, unknown library, unreachable app, failed job, timeout)."""
+
+from __future__ import annotations
+
+import io
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
+from dal.jobs import JobStore
+from photomosaics.cli import main
+from tests.web.conftest import LIBRARY, SECRET, png_bytes
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, ["submit", *args], catch_exceptions=False)
+
+
+@pytest.fixture
+def photo(tmp_path: Path) -> Path:
+    path = tmp_path / "photo.png"
+    path.write_bytes(png_bytes(90, 60))
+    return path
+
+
+@pytest.fixture
+def idle_app(web_settings: Settings, azurite_connection_string: str, tile_library: str) -> Iterator[str]:
+    """The app over the API tests' prefix, where no worker runs: jobs stay queued."""
+    from werkzeug.serving import make_server
+
+    from webapp import create_app
+
+    app = create_app({"SECRET_KEY": SECRET, "SETTINGS": web_settings, "CONNECTION_STRING": azurite_connection_string})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jpg"
+    result = run(str(photo), "--library", "demo", "--tile-size", "8", "--slices", "3", "--tiles-across", "30",
+                 "-o", str(out), "--url", live_app["url"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    request_id = re.search(r"job ([0-9a-f-]{36})", result.output).group(1)  # type: ignore[union-attr]
+    assert "30×20 tiles of 8 px" in result.output and "saved" in result.output
+    stored = live_app["pipeline"].services.blobs.download(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg")
+    assert out.read_bytes() == stored
+    with Image.open(out) as image:
+        assert image.size == (240, 160)
+    assert not out.with_name("out.jpg.part").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--library", "nosuchlibrary"], "no tile library called 'nosuchlibrary' (HTTP 404 library_not_found)"),
+        (["--library", LIBRARY, "--slices", "999"], "HTTP 400 invalid_field"),
+    ],
+)
+def test_refusals_are_clear_and_exit_1(idle_app: str, photo: Path, args: list[str], message: str) -> None:
+    result = run(str(photo), *args, "--url", idle_app)
+    assert result.exit_code == 1
+    assert message in result.output
+
+
+def test_not_an_image_is_refused(idle_app: str, tmp_path: Path) -> None:
+    path = tmp_path / "notes.png"
+    path.write_text("not a picture")
+    result = run(str(path), "--library", LIBRARY, "--url", idle_app)
+    assert result.exit_code == 1 and "HTTP 415 unsupported_media_type" in result.output
+
+
+def test_usage_errors_exit_2_before_any_request(tmp_path: Path, photo: Path) -> None:
+    assert run(str(tmp_path / "missing.png"), "--library", LIBRARY).exit_code == 2
+    assert run(str(photo), "--library", LIBRARY, "--tile-size", "0").exit_code == 2
+    assert run(str(photo)).exit_code == 2  # --library is required
+
+
+def test_unreachable_app(photo: Path) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run(str(photo), "--library", LIBRARY, "--url", f"http://127.0.0.1:{port}")
+    assert result.exit_code == 1 and "cannot reach the web app" in result.output
+
+
+def test_failed_job_and_timeout_exit_1(
+    idle_app: str, photo: Path, tmp_path: Path, web_storage: StorageClients, web_settings: Settings
+) -> None:
+    timed_out = run(str(photo), "--library", LIBRARY, "--slices", "1", "--url", idle_app, "--timeout", "1",
+                    "-o", str(tmp_path / "never.jpg"))  # fmt: skip
+    assert timed_out.exit_code == 1 and "is still queued after 1 s" in timed_out.output
+    assert not (tmp_path / "never.jpg").exists()
+
+    jobs = JobStore(web_storage, prefix=web_settings.name_prefix)
+    stop = threading.Event()
+
+    def fail_new_jobs() -> None:  # stands in for a controller that gives up on the job
+        table = web_storage.table_service.get_table_client(jobs.jobs_table)
+        while not stop.is_set():
+            for entity in table.query_entities("status eq 'queued'"):
+                jobs.update(entity["PartitionKey"], entity["RowKey"], lambda j: replace(j, status="failed", error="the library went away"))
+            time.sleep(0.2)
+
+    failer = threading.Thread(target=fail_new_jobs, daemon=True)
+    failer.start()
+    try:
+        failed = run(str(photo), "--library", LIBRARY, "--slices", "1", "--url", idle_app, "--timeout", "60")
+    finally:
+        stop.set()
+        failer.join(timeout=10)
+    assert failed.exit_code == 1
+    assert "failed: the library went away" in failed.output
+
+
+def test_png_bytes_helper_is_a_png() -> None:
+    assert Image.open(io.BytesIO(png_bytes())).format == "PNG"
