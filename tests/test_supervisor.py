@@ -1,0 +1,126 @@
+"""The supervisor with real child processes: restart with back-off, clean stop, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dal.azurite import AzuriteError, find_azurite_script
+from tests.conftest import require
+from workers.supervisor import ChildSpec, Supervisor, restart_delay
+
+ROOT = Path(__file__).resolve().parent.parent
+STUB = ROOT / "tests" / "supervise_stub.py"
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live (non-zombie) process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_until(probe, *, seconds: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {seconds} s")
+        time.sleep(0.05)
+
+
+def test_restart_delay_doubles_and_is_capped() -> None:
+    assert [restart_delay(n, backoff_min=1, backoff_max=60) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+def test_a_crashing_child_is_restarted_and_a_healthy_one_left_alone(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    crasher = ChildSpec(
+        name="crasher",
+        argv=[PY, "-c", "import os, sys; open(os.environ['STARTS'], 'a').write('x'); sys.exit(3)"],
+        env={"STARTS": str(starts)},
+    )
+    steady = ChildSpec(name="steady", argv=[PY, "-c", "import time; time.sleep(600)"])
+    supervisor = Supervisor([crasher, steady], grace=5, backoff_min=0.1, backoff_max=0.4, stable_after=60,
+                            poll_interval=0.05)  # fmt: skip
+    thread = threading.Thread(target=supervisor.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: starts.exists() and len(starts.read_text()) >= 3)
+        steady_pid = supervisor.pids()["steady"]
+        assert steady_pid is not None and alive(steady_pid)
+        assert supervisor.restarts()["crasher"] >= 2
+        assert supervisor.restarts()["steady"] == 0
+    finally:
+        supervisor.stop()
+        thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert not alive(steady_pid)
+    assert supervisor.pids() == {"crasher": None, "steady": None}
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    stubborn = ChildSpec(
+        name="stubborn",
+        argv=[PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"],
+    )  # fmt: skip
+    supervisor = Supervisor([stubborn], grace=0.5, poll_interval=0.05)
+    thread = threading.Thread(target=supervisor.run, daemon=True)
+    thread.start()
+    wait_until(lambda: supervisor.pids()["stubborn"] is not None)
+    pid = supervisor.pids()["stubborn"]
+    time.sleep(0.5)  # let it install its SIG_IGN
+    supervisor.stop()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert pid is not None and not alive(pid)
+
+
+def test_sigterm_to_the_supervisor_leaves_no_child_and_no_node(tmp_path: Path) -> None:
+    try:
+        find_azurite_script()
+    except AzuriteError as exc:
+        require(False, str(exc))
+    pidfile = tmp_path / "pids.json"
+    # A role-like child that exits 0 on SIGTERM, and one whose own child would be orphaned
+    # without the process-group kill.
+    polite = {"name": "polite", "argv": [PY, "-c", "import time; time.sleep(600)"]}
+    parent = {"name": "parent", "argv": ["sh", "-c", "sleep 600 & wait"]}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    stub = subprocess.Popen([PY, str(STUB), str(pidfile), "3", json.dumps(polite), json.dumps(parent)],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        wait_until(pidfile.exists, seconds=40)
+        pids = json.loads(pidfile.read_text())
+        grandchildren = [
+            int(p) for p in Path(f"/proc/{pids['children']['parent']}/task/{pids['children']['parent']}/children")
+            .read_text().split()
+        ]  # fmt: skip
+        watched = [pids["azurite"], *pids["children"].values(), *grandchildren]
+        assert all(alive(pid) for pid in watched)
+        stub.send_signal(signal.SIGTERM)
+        output = stub.communicate(timeout=40)[0]
+    finally:
+        if stub.poll() is None:
+            stub.kill()
+            stub.communicate()
+    assert stub.returncode == 0, output
+    assert grandchildren, "the shell child should have a sleep child"
+    wait_until(lambda: not any(alive(pid) for pid in watched), seconds=5)
+    assert "child.stopped" in output
+
+
+@pytest.mark.parametrize("names", [["a", "a"]])
+def test_child_names_must_be_unique(names: list[str]) -> None:
+    with pytest.raises(ValueError, match="unique"):
+        Supervisor([ChildSpec(name=n, argv=["true"]) for n in names])
