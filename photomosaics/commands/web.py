@@ -31,11 +31,23 @@ def gunicorn_options(*, host: str, port: int, workers: int | None) -> dict[str, 
     return options
 
 
+def _ensure_demo_library(connection_string: str) -> None:
+    from dal.config import Settings, StorageClients
+    from workers.demo_library import DemoPhotosMissing, ensure_demo_library
+
+    try:
+        ensure_demo_library(StorageClients(connection_string), prefix=Settings.from_env().name_prefix)
+    except DemoPhotosMissing as exc:
+        click.echo(f"warning: no demo library: {exc}", err=True)
+
+
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 in a container).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes [default: from gunicorn_conf].")
-def web(*, host: str, port: int, workers: int | None) -> None:
+@click.option("--demo-library/--no-demo-library", default=False, show_default=True,
+              help="Create the demo tile library at start-up if it is missing (needs scikit-image).")  # fmt: skip
+def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> None:
     """Serve the web app and its JSON API with gunicorn."""
     from gunicorn.app.base import BaseApplication
 
@@ -57,6 +69,8 @@ def web(*, host: str, port: int, workers: int | None) -> None:
         check_storage(StorageClients(connection_string, profile="probe"))
     except StorageConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
+    if demo_library:
+        _ensure_demo_library(connection_string)
     app = create_app()
     options = gunicorn_options(host=host, port=port, workers=workers)
 

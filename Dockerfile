@@ -1,0 +1,22 @@
+# One image for every role: `photomosaics web|controller|processor|responder`.
+# scikit-image and scikit-learn are installed for their sample photographs only: the demo
+# tile library (`photomosaics web --demo-library`) is cut from them, nothing is downloaded.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY dal ./dal
+COPY workers ./workers
+COPY webapp ./webapp
+COPY photomosaics ./photomosaics
+RUN pip install . "scikit-image>=0.22" "scikit-learn>=1.3" \
+    && useradd --create-home --uid 10001 mosaic
+
+USER mosaic
+EXPOSE 8080
+CMD ["photomosaics", "web", "--host", "0.0.0.0", "--port", "8080"]

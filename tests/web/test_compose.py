@@ -1,0 +1,115 @@
+"""docker-compose.yml and the Dockerfile agree with the CLI: every role service runs a real
+``photomosaics`` sub-command with valid options, the storage settings point at the azurite
+service, and every environment variable set there is one the code reads."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import yaml
+
+from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT
+from photomosaics.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+ROLES = {"web", "controller", "responder", "processor"}
+_DEFAULT = re.compile(r"^\$\{(?P<name>[A-Z_]+):-(?P<default>.*)\}$", re.S)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def resolve(argv: list[str]) -> tuple[str, click.Context]:
+    """Parse argv with the real click CLI (no invocation); UsageError if anything is wrong."""
+    assert argv[0] == "photomosaics", argv
+    group_ctx = main.make_context("photomosaics", list(argv[1:]))
+    name, command, rest = main.resolve_command(group_ctx, [*group_ctx._protected_args, *group_ctx.args])
+    assert command is not None and name is not None
+    return name, command.make_context(name, rest, parent=group_ctx)
+
+
+def known_variables() -> set[str]:
+    names = set()
+    for folder in ("dal", "workers", "webapp", "photomosaics"):
+        for path in (ROOT / folder).rglob("*.py"):
+            names |= set(re.findall(r"\b(?:PHOTOMOSAICS_[A-Z_]+|AZURE_STORAGE_CONNECTION_STRING)\b", path.read_text()))
+    return names
+
+
+def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == {"azurite", *ROLES}
+    seen = {}
+    for name in ROLES:
+        command, ctx = resolve(services[name]["command"])
+        seen[name] = command
+        assert ctx.params is not None
+    assert seen == {"web": "web", "controller": "controller", "responder": "responder", "processor": "processor"}
+    _, web = resolve(services["web"]["command"])
+    assert (web.params["host"], web.params["port"]) == ("0.0.0.0", 8080)
+    assert services["web"]["ports"] == [f"{web.params['port']}:8080"]
+    assert services["processor"]["deploy"]["replicas"] == 2
+
+
+def test_a_wrong_command_would_be_caught() -> None:
+    with pytest.raises(click.UsageError):
+        resolve(["photomosaics", "web", "--no-such-option"])
+    with pytest.raises(click.UsageError):
+        resolve(["photomosaics", "nosuchrole"])
+
+
+def test_storage_comes_from_the_environment_defaulting_to_azurite(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    azurite = services["azurite"]
+    assert azurite["image"].startswith("mcr.microsoft.com/azure-storage/azurite")
+    args = azurite["command"]
+    assert "--skipApiVersionCheck" in args
+    for flag in ("--blobHost", "--queueHost", "--tableHost"):
+        assert args[args.index(flag) + 1] == "0.0.0.0"
+    volume, mount = azurite["volumes"][0].split(":")
+    assert volume in compose["volumes"] and args[args.index("--location") + 1] == mount
+    for name in ROLES:
+        value = services[name]["environment"][CONNECTION_STRING_ENV]
+        match = _DEFAULT.match(value)
+        assert match and match.group("name") == CONNECTION_STRING_ENV, value
+        default = dict(part.split("=", 1) for part in match.group("default").strip(";").split(";"))
+        assert default["AccountName"] == DEVSTORE_ACCOUNT
+        for key, port in (("BlobEndpoint", 10000), ("QueueEndpoint", 10001), ("TableEndpoint", 10002)):
+            assert default[key] == f"http://azurite:{port}/{DEVSTORE_ACCOUNT}"
+        assert services[name]["depends_on"]["azurite"]["condition"] == "service_healthy"
+
+
+def test_every_variable_is_read_by_the_code_and_every_service_has_a_healthcheck(compose: dict[str, Any]) -> None:
+    known = known_variables()
+    for name, service in compose["services"].items():
+        assert service["healthcheck"]["test"][0] == "CMD", name
+        for variable in service.get("environment", {}):
+            assert variable in known, f"{name} sets {variable}, which no code reads"
+
+
+def test_dockerfile_installs_the_cli() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11", dockerfile, re.M)
+    assert "pip install ." in dockerfile
+    cmd = re.search(r"^CMD (\[.*\])$", dockerfile, re.M)
+    assert cmd is not None
+    resolve(yaml.safe_load(cmd.group(1)))
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".venv", "node_modules", ".data"} <= set(ignored)
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "compose", "version"], capture_output=True).returncode != 0:
+        pytest.skip("the docker client has no compose plugin here; the file was checked as YAML above")
+    result = subprocess.run([docker, "compose", "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
