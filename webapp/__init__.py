@@ -46,7 +46,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_FORM_MEMORY_SIZE=settings.max_upload_bytes + _MULTIPART_SLACK,
         SSE_POLL_SECONDS=0.5,
         SSE_MAX_SECONDS=3600.0,
-        JSON_SORT_KEYS=False,
     )
     app.config.update(overrides)
     if not app.config.get("SECRET_KEY"):
