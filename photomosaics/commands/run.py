@@ -1,0 +1,196 @@
+"""``photomosaics run``: the whole application on one machine (what ``make run`` calls).
+
+In order: the data folder (``.data/``), the embedded Azurite with on-disk persistence in
+``.data/azurite`` (skipped when ``AZURE_STORAGE_CONNECTION_STRING`` is set), queues with their
+metadata, containers and tables, the demo tile library, the Flask secret key (made once, kept
+in ``.data/secret_key``), then the web app, one controller, one responder and N processors as
+supervised child processes. Ctrl-C (or SIGTERM) stops the children (SIGTERM, grace, SIGKILL),
+then Azurite, and exits 0; a second Ctrl-C hurries the children. Everything in ``.data/``
+survives to the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from photomosaics.cli import main
+
+log = logging.getLogger(__name__)
+
+SECRET_KEY_FILE = "secret_key"
+
+
+def read_or_create_secret_key(data_dir: Path) -> str:
+    """The app's cookie-signing key: made once, then read, so sessions survive restarts."""
+    path = data_dir / SECRET_KEY_FILE
+    if path.exists():
+        key = path.read_text().strip()
+        if key:
+            return key
+    key = secrets.token_urlsafe(48)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+def choose_port(host: str, wanted: int) -> int:
+    """``wanted`` if it is free on ``host``, else one the kernel picks (0 always picks)."""
+    bind_host = "127.0.0.1" if host in ("", "0.0.0.0", "localhost") else host
+    for port in ((wanted, 0) if wanted else (0,)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((bind_host, port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise click.ClickException(f"no free TCP port on {host}")
+
+
+def photomosaics_argv() -> list[str]:
+    """How to start our own console script from a child process (same interpreter, same venv)."""
+    script = Path(sys.executable).with_name("photomosaics")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from photomosaics.cli import main; main()"]
+
+
+@contextlib.contextmanager
+def storage_account(data_dir: Path) -> Iterator[str]:
+    """The configured account, or an embedded Azurite persisting in ``<data_dir>/azurite``."""
+    from dal.azurite import Azurite, AzuriteError
+    from dal.config import CONNECTION_STRING_ENV, expand_connection_string
+
+    configured = os.environ.get(CONNECTION_STRING_ENV)
+    if configured:
+        click.echo(f"using the storage account from {CONNECTION_STRING_ENV}")
+        yield expand_connection_string(configured)
+        return
+    azurite = Azurite(location=data_dir / "azurite")
+    try:
+        connection_string = azurite.start()
+    except AzuriteError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite'}")
+    try:
+        yield connection_string
+    finally:
+        azurite.stop()
+        click.echo("Azurite stopped")
+
+
+def prepare_storage(connection_string: str) -> None:
+    """Queues (with metadata), containers, tables and the demo library, where missing."""
+    from dal.blobs import BlobStore
+    from dal.config import Settings, StorageClients
+    from dal.health import check_storage
+    from dal.jobs import JobStore
+    from dal.queues import QueueAccessor
+    from workers.demo_library import ensure_demo_library
+
+    settings = Settings.from_env()
+    prefix = settings.name_prefix
+    check_storage(StorageClients(connection_string, profile="probe"))
+    storage = StorageClients(connection_string, profile="worker")
+    queues = QueueAccessor(storage, settings=settings, prefix=prefix)
+    for queue in queues.all():
+        queue.ensure_exists()
+    BlobStore(storage, prefix=prefix).ensure_containers()
+    JobStore(storage, prefix=prefix).ensure_tables()
+    started = time.monotonic()
+    ensure_demo_library(storage, prefix=prefix)
+    if time.monotonic() - started > 1:
+        click.echo(f"demo tile library created in {time.monotonic() - started:.0f} s")
+
+
+def children(*, connection_string: str, secret_key: str, host: str, port: int, processors: int):  # -> list[ChildSpec]
+    from dal.config import CONNECTION_STRING_ENV
+    from workers.supervisor import ChildSpec
+
+    base = photomosaics_argv()
+    env = {CONNECTION_STRING_ENV: connection_string}
+    web_env = {**env, "PHOTOMOSAICS_SECRET_KEY": secret_key, "FLASK_SECRET_KEY": secret_key}
+    specs = [
+        ChildSpec(name="web", argv=[*base, "web", "--host", host, "--port", str(port)], env=web_env),
+        ChildSpec(name="controller", argv=[*base, "controller"], env=env),
+        ChildSpec(name="responder", argv=[*base, "responder"], env=env),
+    ]
+    specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=env) for i in range(processors)]
+    return specs
+
+
+def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0) -> None:
+    """Print the URL once the web app answers (any HTTP status counts)."""
+    deadline = time.monotonic() + timeout
+    while not stop.is_set() and time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+        except urllib.error.HTTPError:
+            pass
+        except OSError:
+            stop.wait(0.3)
+            continue
+        click.echo(f"\n  Photo Mosaics is running at {url}   (Ctrl-C stops everything)\n")
+        return
+    if not stop.is_set():
+        click.echo(f"the web app did not answer at {url} within {timeout:.0f} s; see its log above", err=True)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface for the web app.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
+              help="Web port; a free one is picked if it is busy (0: always pick).")  # fmt: skip
+@click.option("--processors", type=click.IntRange(min=1), default=None,
+              help="ImageProcessor processes [default: CPU count].")  # fmt: skip
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local data folder (Azurite's files, the secret key) [default: .data].")  # fmt: skip
+@click.option("--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds children get to finish in-flight work on Ctrl-C.")  # fmt: skip
+def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float) -> None:
+    """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.errors import StorageConfigurationError
+    from workers.logfmt import configure_logging
+    from workers.supervisor import Supervisor, supervise
+
+    configure_logging(role="run")
+    data = (data_dir or Path(os.environ.get("PHOTOMOSAICS_DATA_DIR", ".data"))).resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    count = processors or os.cpu_count() or 1
+    secret_key = read_or_create_secret_key(data)
+    chosen = choose_port(host, port)
+    if port and chosen != port:
+        click.echo(f"port {port} is busy; using {chosen}")
+    with storage_account(data) as connection_string:
+        try:
+            prepare_storage(connection_string)
+        except StorageConfigurationError as exc:
+            raise click.ClickException(str(exc)) from None
+        specs = children(connection_string=connection_string, secret_key=secret_key, host=host, port=chosen,
+                         processors=count)  # fmt: skip
+        supervisor = Supervisor(specs, grace=grace)
+        shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        stop_announcer = threading.Event()
+        announcer = threading.Thread(
+            target=_announce_when_up, args=(f"http://{shown_host}:{chosen}/", stop_announcer), daemon=True
+        )
+        click.echo(f"starting web, controller, responder and {count} processor(s)")
+        try:
+            supervise(supervisor, on_ready=announcer.start)
+        finally:
+            stop_announcer.set()
+        click.echo("all processes stopped")
