@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageChops
 
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
 from .signatures import SUB, features
-from .variety import choose_varied
+from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
 COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
 
@@ -39,8 +39,8 @@ class RenderOptions:
                    same photos (a tile and its mirror image count as one for variety).
     """
 
-    variety: int = 2
-    blend: int = 15
+    variety: int = 1
+    blend: int = 25
     colour_first: bool = False
     colour_weight: float = 8.0
     mirror: bool = True
@@ -106,9 +106,13 @@ def choose_tiles(
     wanted = features(_sub_cells(cells), structure=structure, colour=colour)
     candidates = tile_features(library, tile_size, options)
     if options.variety and tile_size >= SUB:
+        size = graph_size(feasible_distance(options.variety, len(library)))
+        graph = library.cached(
+            ("graph", tile_size, options, size), lambda: tile_graph(candidates, size)
+        )
         return choose_varied(
             wanted, candidates, rows=rows, cols=cols, row_offset=row_offset,
-            distance=options.variety, seed=seed, distinct=len(library),
+            distance=options.variety, seed=seed, distinct=len(library), graph=graph,
         )
     return nearest(wanted, candidates).reshape(rows, cols)
 
@@ -128,22 +132,26 @@ def compose(choice: np.ndarray, tiles: np.ndarray) -> np.ndarray:
 def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, percent: int) -> np.ndarray:
     """Move each tile's colours ``percent`` % of the way to the target, keeping its detail.
 
-    The correction is (target − tile) at sub-cell resolution, smoothly upsampled (bilinear)
-    and added to the tile pixels: at 100 % every sub-cell has the target's mean colour.
+    The correction is (target − tile) at sub-cell resolution, smoothly upsampled (bilinear,
+    at half resolution, then doubled) and added to the tile pixels with Pillow's saturating
+    integer adds: at 100 % every sub-cell has the target's mean colour.
     """
     if percent <= 0:
         return out
-    diff = cells.astype(np.int16) - placed_sub.astype(np.int16)
-    half = np.clip(np.rint(diff * (percent / 200.0)) + 128, 0, 255).astype(np.uint8)
     height, width = out.shape[:2]
-    up = Image.fromarray(half).resize((width, height), Image.Resampling.BILINEAR)
-    up_arr = np.asarray(up)
-    step = max(1, COMPOSE_BYTES // max(1, width * 6))
-    for y in range(0, height, step):
-        block = out[y : y + step].astype(np.int16)
-        block += (up_arr[y : y + step].astype(np.int16) - 128) * 2
-        np.clip(block, 0, 255, out=block)
-        out[y : y + step] = block
+    diff = cells.astype(np.int16) - placed_sub.astype(np.int16)
+    passes = 1 if percent <= 50 else 2  # each pass adds at most ±127
+    shift = np.clip(np.rint(diff * (percent / (100.0 * passes))) + 128, 0, 255).astype(np.uint8)
+    correction = Image.fromarray(shift)
+    if width >= 4 * correction.width and height >= 4 * correction.height:
+        half = correction.resize((width // 2, height // 2), Image.Resampling.BILINEAR)
+        correction = half.resize((width, height), Image.Resampling.NEAREST)
+    else:
+        correction = correction.resize((width, height), Image.Resampling.BILINEAR)
+    result = Image.fromarray(out)
+    for _ in range(passes):
+        result = ImageChops.add(result, correction, 1.0, -128)
+    out[...] = np.asarray(result)
     return out
 
 

@@ -60,6 +60,20 @@ def tile_classes(tiles: int, distance: int, seed: int) -> np.ndarray:
     return rank % (distance + 1)
 
 
+def graph_size(distance: int) -> int:
+    """Neighbours per tile in the tile graph: enough for a full window of distinct tiles."""
+    return (2 * distance + 1) ** 2 + 8
+
+
+def tile_graph(tiles: np.ndarray, size: int) -> np.ndarray:
+    """``(M, size) int32``: each candidate's nearest other candidates, nearest first."""
+    size = min(size, tiles.shape[0] - 1)
+    if size < 1:
+        return np.zeros((tiles.shape[0], 0), np.int32)
+    index, _ = best(tiles, tiles, size + 1)
+    return index[:, 1:]
+
+
 def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
     local = np.arange(rows)
     bottom = (rows - 1 - local) < distance
@@ -68,24 +82,49 @@ def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
 
 
 class _Candidates:
-    """Each cell's ranked tiles, fetched lazily: the best first, more only for cells that lose.
+    """Each cell's ranked tiles, best first; longer lists only for cells that need them.
 
-    Most cells keep their nearest tile, so only losers pay for a longer list (widths grow
-    8, 32, 128, ... up to the tiles the cell may use).
+    A cell's first list is its nearest tile plus that tile's nearest neighbours among the
+    tiles (a graph computed once per library and tile size), ranked by exact distance to the
+    cell: near tiles of the best tile are near the cell, and this costs a few dozen
+    distances per cell instead of a search of the whole library. A cell that exhausts its
+    list gets the exact next-best tiles (widths 4x, up to all the tiles it may use).
     """
 
-    def __init__(self, cells: np.ndarray, tiles: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(
+        self,
+        cells: np.ndarray,
+        tiles: np.ndarray,
+        groups: list[tuple[np.ndarray, np.ndarray]],
+        graph: np.ndarray | None,
+    ) -> None:
         self.cells, self.tiles = cells, tiles
         n = cells.shape[0]
         self.allowed = np.empty(n, np.int64)  # how many tiles each cell may use
         self.group_of = np.empty(n, np.int64)
         self.groups = groups  # (cell indices, allowed tile indices)
-        self.ranked = np.full((n, 1), -1, np.int32)
+        width = 1 if graph is None else graph.shape[1] + 1
+        self.ranked = np.full((n, width), -1, np.int32)
         self.width = np.ones(n, np.int64)
         for g, (idx, members) in enumerate(groups):
             self.allowed[idx] = members.size
             self.group_of[idx] = g
-            self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
+            first = members[nearest(cells[idx], tiles[members])]
+            self.ranked[idx, 0] = first
+            if graph is not None and members.size == tiles.shape[0]:
+                self._from_graph(idx, first, graph)
+
+    def _from_graph(self, idx: np.ndarray, first: np.ndarray, graph: np.ndarray) -> None:
+        step = 4096
+        for start in range(0, idx.size, step):
+            cells = idx[start : start + step]
+            cand = np.concatenate([first[start : start + step, None], graph[first[start : start + step]]], axis=1)
+            diff = self.tiles[cand] - self.cells[cells][:, None, :]
+            dist = np.einsum("ijk,ijk->ij", diff, diff)  # exact: integer terms, sum < 2^24
+            key = dist.astype(np.int64) * np.int64(self.tiles.shape[0]) + cand  # distance, then index
+            order = np.argsort(key, axis=1)
+            self.ranked[cells] = np.take_along_axis(cand, order, axis=1)
+            self.width[cells] = cand.shape[1]
 
     def refill(self, wanted: np.ndarray) -> None:
         """Lengthen the lists of cells ``wanted`` (flat indices) whose width allows it."""
@@ -116,11 +155,13 @@ def choose_varied(
     distance: int,
     seed: str,
     distinct: int | None = None,
+    graph: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
 
     ``distinct``: candidates ``i`` and ``i + distinct`` are the same tile (e.g. a tile and
     its mirror image) and count as a repeat; default: every candidate is its own tile.
+    ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``_Candidates``).
     """
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
@@ -142,7 +183,7 @@ def choose_varied(
         rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
         if rows_q.size:
             groups.append((cells_of(rows_q), np.flatnonzero(classes == q)))
-    candidates = _Candidates(cells, tiles, groups)
+    candidates = _Candidates(cells, tiles, groups, graph)
 
     g_rows = (np.arange(rows, dtype=np.uint64) + np.uint64(row_offset))[:, None]
     position = (g_rows << np.uint64(32)) | np.arange(cols, dtype=np.uint64)[None, :]
