@@ -155,6 +155,19 @@ def test_rejections_store_and_enqueue_nothing(
     assert client.get("/api/jobs").json["jobs"] == []
 
 
+def test_exif_rotation_is_planned_upright(client: Any) -> None:
+    image = Image.new("RGB", (80, 40), (10, 200, 30))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored landscape, shown portrait
+    out = io.BytesIO()
+    image.save(out, "JPEG", exif=exif)
+    response = submit(client, image=out.getvalue(), filename="phone.jpg", slices="1", tiles_across="20")
+    assert response.status_code == 202, response.json
+    job = client.get(response.json["status_url"]).json
+    grid = plan_grid(40, 80, tile_size=8, tiles_across=20, max_output_pixels=4_000_000)
+    assert (job["tiles_across"], job["tiles_down"]) == (grid.tiles_across, grid.tiles_down) == (20, 40)
+
+
 def test_every_allowed_format_is_accepted(client: Any) -> None:
     for fmt, name in [("JPEG", "a.jpg"), ("WEBP", "a.webp"), ("GIF", "a.gif"), ("BMP", "a.bmp"), ("TIFF", "a.tif")]:
         response = submit(client, image=png_bytes(40, 30, fmt=fmt), filename=name, slices="1")

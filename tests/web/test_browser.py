@@ -138,6 +138,21 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.wait_for_function("[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
     assert page.locator('.library-cards [data-library="demo"] img').count() == 24
     shot(page, "07-libraries")
+    photos = []
+    for i, colour in enumerate([(200, 40, 40), (40, 160, 60), (30, 60, 200), (230, 200, 40)]):
+        path = tmp_path / f"holiday-{i}.png"
+        Image.new("RGB", (120, 90), colour).save(path)
+        photos.append(str(path))
+    page.locator("#lib-name").fill("holiday")
+    page.locator("#lib-description").fill("Four flat colours")
+    page.set_input_files("#lib-files", photos)
+    assert page.locator("#lib-chosen").inner_text().startswith("4 files")
+    page.locator("#lib-submit").click()
+    page.locator("#lib-ok").wait_for(state="visible")
+    assert "4 tiles" in page.locator("#lib-ok").inner_text()
+    page.locator('.library-cards [data-library="holiday"] img').first.wait_for()
+    page.wait_for_function("[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
+    shot(page, "07b-library-created")
     page.goto(base + "/queues")
     page.locator('tr[data-queue="imagerequest"]').wait_for()
     shot(page, "08-queues")
