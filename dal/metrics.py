@@ -206,10 +206,10 @@ def counter_from_env(*, role: str, environ: dict[str, str] | None = None) -> Tra
         return _installed[0]
 
 
-def dump_installed_counter() -> None:
-    """Write the installed counter's file (idempotent; called at exit)."""
+def dump_installed_counter(**extra: Any) -> None:
+    """Write the installed counter's file (idempotent; called at exit); ``extra`` goes in too."""
     with _installed_lock:
         installed = _installed
     if installed is not None:
         counter, path, role = installed
-        counter.dump(path, role=role, pid=os.getpid())
+        counter.dump(path, role=role, pid=os.getpid(), **extra)

@@ -6,6 +6,7 @@ handler that sleeps and leaves ``started-<seq>`` / ``done-<seq>`` marker files.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
 from dal.messages import SliceResponseMessage
+from dal.metrics import COUNT_ENV
 from dal.queues import ImageProcessingQueue, QueueAccessor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +51,12 @@ def send(queue: ImageProcessingQueue, count: int) -> None:
 
 
 def start_role(
-    connection_string: str, prefix: str, markers: Path, *, seconds: float, prefetch: int = 0, grace: float = 20.0
+    connection_string: str, prefix: str, markers: Path, *, seconds: float, prefetch: int = 0, grace: float = 20.0,
+    counts: Path | None = None,
 ) -> subprocess.Popen[str]:
     env = {**os.environ, CONNECTION_STRING_ENV: connection_string, "PYTHONPATH": str(ROOT)}
+    if counts is not None:
+        env[COUNT_ENV] = str(counts)
     argv = [sys.executable, str(ROLE), "--prefix", prefix, "--markers", str(markers), "--seconds", str(seconds),
             "--prefetch", str(prefetch), "--grace", str(grace)]  # fmt: skip
     return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -89,7 +94,8 @@ def test_sigterm_finishes_the_running_message_and_hands_back_the_rest(
     azurite_connection_string: str, queue: ImageProcessingQueue, prefix: str, tmp_path: Path
 ) -> None:
     send(queue, 4)
-    role = start_role(azurite_connection_string, prefix, tmp_path, seconds=2.0, prefetch=2)
+    counts = tmp_path / "counts"
+    role = start_role(azurite_connection_string, prefix, tmp_path, seconds=2.0, prefetch=2, counts=counts)
     started = wait_for_marker(tmp_path, "started-*", role)
     role.send_signal(signal.SIGTERM)
     code, output = finish(role)
@@ -101,6 +107,13 @@ def test_sigterm_finishes_the_running_message_and_hands_back_the_rest(
     assert sequences(queue) == sorted(set(range(4)) - {seq})  # ...deleted, and the rest visible at once
     assert queue.poison.peek() == []
     assert "role.stopping" in output and "request_id=" in output
+    # The transaction counts of the process, written at exit with the listener's statistics.
+    (dump,) = counts.glob("sleeper-*.json")
+    report = json.loads(dump.read_text())
+    assert report["operations"]["queue DeleteMessage"] == 1
+    assert report["operations"]["queue UpdateMessage"] == 2  # the two prefetched ones handed back
+    assert report["listeners"]["sleeper"]["succeeded"] == 1
+    assert report["listeners"]["sleeper"]["released"] == 2
 
 
 def test_grace_running_out_releases_the_running_message_and_still_exits_0(

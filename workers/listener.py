@@ -98,7 +98,8 @@ class QueueListener:
 
     ``run`` blocks until the loop ends (stop, ``burst`` and empty, or ``max_messages``
     received and done) and returns how many messages a handler finished (success or not).
-    ``stats`` counts outcomes: handled, succeeded, failed, poisoned, released, renewed, lost.
+    ``stats`` counts receive calls (and empty ones) and message outcomes: received, handled,
+    succeeded, failed, poisoned, released, renewed, lost.
     """
 
     def __init__(
@@ -149,7 +150,9 @@ class QueueListener:
         self._changed = threading.Event()  # a handler finished, or stop was requested
         self._idle_polls = 0
         self.stats: dict[str, int] = dict.fromkeys(
-            ("received", "handled", "succeeded", "failed", "poisoned", "released", "renewed", "lost"), 0
+            ("receives", "empty_receives", "received", "handled", "succeeded", "failed", "poisoned", "released",
+             "renewed", "lost"),
+            0,
         )
 
     # -- public -----------------------------------------------------------------------
@@ -222,6 +225,9 @@ class QueueListener:
                 log.error(kv("listener.receive_failed", listener=self.name, queue=self.queue.name,
                              error=f"{type(exc).__name__}: {exc}"))  # fmt: skip
                 batch = []
+            self._count("receives")
+            if not batch:
+                self._count("empty_receives")
             if batch:
                 self._idle_polls = 0
                 leased_at = time.monotonic()

@@ -116,10 +116,15 @@ class Role:
         return code
 
 
+_current: Role | None = None  # the role of this process, for its exit report
+
+
 def run_role(
     role: Role, *, burst: bool = False, max_messages: int | None = None, install_signals: bool = True
 ) -> int:
     """Install SIGTERM/SIGINT handlers (main thread only) and run the role."""
+    global _current
+    _current = role
     if install_signals and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, role.on_signal)
         signal.signal(signal.SIGINT, role.on_signal)
@@ -137,7 +142,8 @@ def exit_role(code: int) -> NoReturn:
     from dal.metrics import dump_installed_counter
 
     try:
-        dump_installed_counter()
+        stats = {l.name: dict(l.stats) for l in _current.listeners} if _current is not None else {}
+        dump_installed_counter(listeners=stats, exit_code=code)
     finally:
         logging.shutdown()
         sys.stdout.flush()
