@@ -123,8 +123,10 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
 
     pipeline = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("browser"))
-    for role in ("controller", "processor", "responder"):
-        pipeline.start(role)
+    pipeline.start("controller")
+    pipeline.start("responder")
+    # Slow each slice down a little, so that a page sees slices arrive one by one.
+    pipeline.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.7"})
     pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
     app = create_app(
         {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,

@@ -60,6 +60,8 @@ def photo_file(tmp_path: Path) -> Path:
 
 
 def shot(page: Any, name: str, *, full_page: bool = True) -> None:
+    if full_page:  # from the top, or the sticky header lands mid-picture
+        page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
 
@@ -89,12 +91,15 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator(".band").first.wait_for()
     assert page.locator(".band").count() == 4
     page.locator(".band img").first.wait_for(timeout=60_000)
-    shot(page, "03-progress")
+    page.wait_for_timeout(200)  # the slice fades in
+    shot(page, "03-progress")  # usually with some slices in place and others still waiting
 
     page.locator("#viewer-card").wait_for(state="visible", timeout=90_000)
     assert page.locator("#percent").inner_text() == "100 %"
     assert page.locator("#status").inner_text().lower() == "done"
     page.wait_for_function("document.getElementById('mosaic').naturalWidth > 0")
+    page.locator("details.log summary").click()
+    page.wait_for_function("document.querySelectorAll('#events tr').length >= 3")  # refreshed after the end event
     shot(page, "04-result")
 
     job = page.request.get(f"{base}/api/jobs/{request_id}").json()

@@ -78,7 +78,7 @@
     body.replaceChildren(...events.map((e) => PM.el("tr", {},
       PM.el("td", { text: new Date(e.at).toLocaleTimeString() }),
       PM.el("td", { text: e.actor }),
-      PM.el("td", { text: e.slice == null ? e.message : `slice ${e.slice + 1}: ${e.message}` }),
+      PM.el("td", { text: e.message }),
       PM.el("td", { text: PM.seconds(e.seconds) }))));
   }
 
