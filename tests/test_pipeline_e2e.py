@@ -89,3 +89,19 @@ def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline
     assert all(depth == 0 for depth in depths.values()), depths
     codes = [role.stop() for role in pipe.roles]
     assert codes == [0, 0, 0, 0], f"SIGTERM must end every role with exit 0\n{pipe.logs()}"
+
+
+def test_burst_runs_drain_their_queues_and_exit_zero(pipe: Pipeline) -> None:
+    """Each role run with --burst in turn moves the job one stage on, then exits 0 by itself."""
+    image = sample_photo(32, 24, seed=11)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+    stages = [("controller", "rendering"), ("processor", "rendering"), ("controller", "stitching"), ("responder", "done")]
+    for role, status in stages:
+        process = pipe.start(role, "--burst")
+        assert process.process is not None
+        assert process.process.wait(timeout=60) == 0, pipe.logs()
+        job = pipe.job(rid)
+        assert job is not None and job.status == status, (role, job)
+    job = pipe.job(rid)
+    assert job is not None and job.slices_done == frozenset({0, 1}) and job.output_name == f"{rid}.jpg"
+    assert all(depth == 0 for depth in pipe.queue_depths().values())

@@ -22,6 +22,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
@@ -42,6 +43,12 @@ from workers.slicing import (
     encode_output,
     stitch,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
+
+    from workers.engine.grid import Grid
 
 __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_name"]
 
@@ -155,7 +162,7 @@ class JobController:
             )
         log.info("job %s: %d slices dispatched", rid, len(pending))
 
-    def _read_image(self, message: ImageRequestMessage):  # -> PIL.Image.Image
+    def _read_image(self, message: ImageRequestMessage) -> Image.Image:
         from workers.engine.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
@@ -173,7 +180,7 @@ class JobController:
         except ImageDecodeError as exc:
             raise PermanentJobError(f"the image could not be read as a picture: {exc}") from None
 
-    def _record_job(self, message: ImageRequestMessage, grid) -> Job:  # grid: workers.engine.grid.Grid
+    def _record_job(self, message: ImageRequestMessage, grid: Grid) -> Job:
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
@@ -259,7 +266,7 @@ class JobController:
     def _stitch(self, job: Job) -> None:
         rid, blobs, started = job.request_id, self.services.blobs, time.monotonic()
 
-        def fetch(seq: int):  # -> np.ndarray
+        def fetch(seq: int) -> np.ndarray:
             try:
                 pixels, _ = decode_png(blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq)))
             except BlobMissingError:

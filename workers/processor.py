@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from dal.config import SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
@@ -25,6 +26,9 @@ from workers.errors import PermanentJobError
 from workers.failures import library_name
 from workers.services import Services
 from workers.slicing import BandFormatError, decode_band, encode_png
+
+if TYPE_CHECKING:
+    from workers.engine.library import TileLibrary
 
 __all__ = ["ImageProcessor"]
 
@@ -79,7 +83,7 @@ class ImageProcessor:
             message=f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s",
         )
 
-    def _library(self, uri: str):  # -> workers.engine.library.TileLibrary
+    def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
         from workers.engine.library import LibraryFormatError
 

@@ -9,10 +9,19 @@ and ``--max-messages`` make a run end by itself, for tests and one-off draining.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from photomosaics.cli import main
+
+if TYPE_CHECKING:
+    from dal.queues import ReceivedMessage
+    from workers.services import Services
+
+# (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons)
+Binding = tuple[str, Callable[["ReceivedMessage"], None], str]
 
 _burst = click.option("--burst", is_flag=True, help="Stop once the queues are empty (tests, draining).")
 _max_messages = click.option(
@@ -39,14 +48,21 @@ def _env_float(name: str, default: float) -> float:
         raise click.UsageError(f"{name} must be a number, got {raw!r}") from None
 
 
-def _services_for(role: str):  # -> workers.services.Services
-    from dal.config import Settings
+def _services_for(role: str) -> Services:
+    from dal.config import Settings, StorageClients
+    from dal.errors import StorageConfigurationError
+    from dal.health import check_storage
     from workers.role import configure_role_logging, storage_from_env
     from workers.services import Services, worker_name
 
     configure_role_logging(role)
-    settings = Settings.from_env()
-    services = Services(storage_from_env(role=role), settings, worker_name(role))
+    try:
+        settings = Settings.from_env()
+        services = Services(storage_from_env(role=role), settings, worker_name(role))
+        # A wrong key or account fails here in seconds, not after the worker profile's retries.
+        check_storage(StorageClients(services.storage.connection_string, profile="probe"))
+    except (ValueError, StorageConfigurationError) as exc:
+        raise click.ClickException(str(exc)) from None
     services.ensure()
     return services
 
@@ -98,7 +114,7 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, grace:
          concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
 
 
-def _run(services, role: str, bindings: list[tuple[str, object, str]], *, concurrency: int, grace: float,
+def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, grace: float,
          burst: bool, max_messages: int | None) -> None:  # fmt: skip
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role."""
     from workers.failures import guard, poison_hook
@@ -109,7 +125,7 @@ def _run(services, role: str, bindings: list[tuple[str, object, str]], *, concur
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            guard(handler, jobs=services.jobs, actor=services.name),  # type: ignore[arg-type]
+            guard(handler, jobs=services.jobs, actor=services.name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
             concurrency=concurrency,
