@@ -95,10 +95,10 @@ class JobController:
             return
         from workers.engine.grid import cell_image, plan_bands, plan_grid
 
-        image = self._read_image(message)
         settings = self.services.settings
         if message.slices > settings.max_slices:
             raise PermanentJobError(f"{message.slices} slices were asked for; at most {settings.max_slices} are allowed")
+        image = self._read_image(message)
         try:
             grid = plan_grid(
                 image.width,
