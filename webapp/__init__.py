@@ -7,7 +7,7 @@ Configuration, in the order it is applied (later wins):
    ``AZURE_STORAGE_CONNECTION_STRING`` and the ``PHOTOMOSAICS_*`` limits of
    ``dal.config.Settings``;
 3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``
-   and ``SSE_POLL_SECONDS``.
+   ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile, "interactive" by default).
 
 No storage client is created here: ``webapp.services`` builds them on first use.
 """

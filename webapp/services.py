@@ -92,6 +92,7 @@ def init_app(app: Flask) -> None:
     app.extensions[_EXTENSION] = Services(
         connection_string=app.config["CONNECTION_STRING"],
         settings=app.config["SETTINGS"],
+        profile=app.config.get("STORAGE_PROFILE", "interactive"),
     )
 
 

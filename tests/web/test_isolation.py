@@ -90,3 +90,23 @@ def test_no_key_in_any_response_or_log_line(
     for text in [*bodies, logged]:
         assert key not in text
         assert "AccountKey" not in text
+
+
+def test_storage_outage_is_503_without_the_key(web_settings: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from dataclasses import replace as replace_settings
+
+    from dal.config import azurite_connection_string
+    from tests.web.conftest import SECRET, ApiClient
+    from webapp import create_app
+
+    dead = azurite_connection_string("127.0.0.1", 9, 9, 9)  # the discard port: nothing listens
+    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "STORAGE_PROFILE": "probe",
+                      "SETTINGS": replace_settings(web_settings, connection_string=dead)})  # fmt: skip
+    app.test_client_class = ApiClient
+    client = app.test_client()
+    for response in [client.get("/api/jobs"), submit(client, slices="1")]:
+        assert response.status_code == 503
+        assert response.json == {"error": "storage_unavailable", "detail": "the storage service did not answer; try again shortly"}
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "storage request failed" in logged
+    assert DEVSTORE_KEY not in logged and "AccountKey" not in logged
