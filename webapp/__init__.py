@@ -6,7 +6,7 @@ Configuration, in the order it is applied (later wins):
 2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
    ``AZURE_STORAGE_CONNECTION_STRING`` and the ``PHOTOMOSAICS_*`` limits of
    ``dal.config.Settings``;
-3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``
+3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``,
    ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile, "interactive" by default).
 
 No storage client is created here: ``webapp.services`` builds them on first use.
