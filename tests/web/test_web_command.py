@@ -75,3 +75,4 @@ def test_serves_under_gunicorn_and_stops_on_sigterm(azurite_connection_string: s
     text = (tmp_path / "web.log").read_text()
     assert "gthread" in text  # gunicorn said which worker class it uses
     assert "AccountKey" not in text
+    assert "control socket" not in text.lower()  # disabled: instances must not share ~/.gunicorn
