@@ -124,3 +124,69 @@ def test_sigterm_to_the_supervisor_leaves_no_child_and_no_node(tmp_path: Path) -
 def test_child_names_must_be_unique(names: list[str]) -> None:
     with pytest.raises(ValueError, match="unique"):
         Supervisor([ChildSpec(name=n, argv=["true"]) for n in names])
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children of children included)."""
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except FileNotFoundError:
+            continue
+        for child in map(int, children):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_photomosaics_run_serves_the_app_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    """`make run` in miniature: embedded Azurite on disk, the app answering, Ctrl-C, nothing left."""
+    import urllib.request
+
+    try:
+        find_azurite_script()
+    except AzuriteError as exc:
+        require(False, str(exc))
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if k != "AZURE_STORAGE_CONNECTION_STRING"}
+    argv = [PY, "-c", "from photomosaics.cli import main; main()", "run", "--port", "0", "--processors", "1",
+            "--data-dir", str(data_dir), "--grace", "10"]  # fmt: skip
+    run = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    url: list[str] = []
+
+    def read() -> None:
+        assert run.stdout is not None
+        for line in run.stdout:
+            lines.append(line)
+            if "is running at " in line:
+                url.append(line.split("is running at ", 1)[1].split()[0])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: url or run.poll() is not None, seconds=120)
+        assert url, "".join(lines)
+        with urllib.request.urlopen(url[0], timeout=10) as response:
+            assert response.status == 200
+        family = descendants(run.pid)
+        assert len(family) >= 5  # azurite, web, controller, responder, processor (and their helpers)
+        run.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal delivers
+        code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    reader.join(timeout=5)
+    output = "".join(lines)
+    assert code == 0, output
+    wait_until(lambda: not any(alive(pid) for pid in family), seconds=5)
+    assert "Azurite stopped" in output
+    assert (data_dir / "secret_key").read_text().strip()
+    assert any((data_dir / "azurite").iterdir())  # the data persists for the next run

@@ -128,7 +128,20 @@ def run_role(
     if install_signals and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, role.on_signal)
         signal.signal(signal.SIGINT, role.on_signal)
+        # SIGUSR1: write the transaction counts now (the pipeline benchmark diffs two snapshots).
+        signal.signal(signal.SIGUSR1, lambda signum, frame: write_counts())
+    write_counts()  # when counting: a first file says "handlers installed, listening now"
     return role.run(burst=burst, max_messages=max_messages)
+
+
+def write_counts(**extra: object) -> None:
+    """Write this process's transaction counts and listener statistics, if counting is on."""
+    import time
+
+    from dal.metrics import dump_installed_counter
+
+    stats = {l.name: dict(l.stats) for l in _current.listeners} if _current is not None else {}
+    dump_installed_counter(listeners=stats, written_at=time.time(), **extra)
 
 
 def exit_role(code: int) -> NoReturn:
@@ -139,11 +152,8 @@ def exit_role(code: int) -> NoReturn:
     (``concurrent.futures`` registers that join even for daemon threads). So the process
     leaves with ``os._exit`` once everything worth keeping is written.
     """
-    from dal.metrics import dump_installed_counter
-
     try:
-        stats = {l.name: dict(l.stats) for l in _current.listeners} if _current is not None else {}
-        dump_installed_counter(listeners=stats, exit_code=code)
+        write_counts(exit_code=code)
     finally:
         logging.shutdown()
         sys.stdout.flush()
