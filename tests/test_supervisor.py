@@ -184,6 +184,8 @@ def test_photomosaics_run_serves_the_app_and_ctrl_c_stops_everything(tmp_path: P
             run.kill()
             run.wait()
     reader.join(timeout=5)
+    assert run.stdout is not None
+    run.stdout.close()
     output = "".join(lines)
     assert code == 0, output
     wait_until(lambda: not any(alive(pid) for pid in family), seconds=5)
