@@ -202,3 +202,9 @@ def test_bad_cells_are_refused(library200: TileLibrary) -> None:
         render_band(np.zeros((SUB, SUB), np.uint8), library200, tile_size=4, seed="")
     with pytest.raises(ValueError):
         RenderOptions(blend=101)
+
+
+@pytest.mark.parametrize("options", [RenderOptions(), PLAIN])
+def test_results_are_writable_arrays(library200: TileLibrary, options: RenderOptions) -> None:
+    out = render(Image.new("RGB", (6, 6), (90, 30, 30)), library200, tile_size=8, seed="w", options=options)
+    assert out.flags.writeable and out.dtype == np.uint8

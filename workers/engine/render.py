@@ -151,7 +151,7 @@ def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, per
     result = Image.fromarray(out)
     for _ in range(passes):
         result = ImageChops.add(result, correction, 1.0, -128)
-    out[...] = np.asarray(result)
+    out[...] = np.asarray(result)  # np.asarray of an image is read-only: copy into ``out``
     return out
 
 
@@ -186,7 +186,7 @@ def render_band(
     out = compose(choice, candidate_tiles(library, tile_size, options))
     if options.blend:
         placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
-        blend_toward(out, cells, placed, options.blend)
+        out = blend_toward(out, cells, placed, options.blend)
     return out
 
 
@@ -218,14 +218,13 @@ def render(
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
     bands = plan_bands(grid.tiles_down, slices)
-    out = np.empty((grid.output_height, grid.output_width, 3), np.uint8)
+    parts = []
     for band in bands:
-        part = render_band(
+        parts.append(render_band(
             band_cells(cells, band), library, tile_size=tile_size, seed=seed,
             row_offset=band.start, options=options,
-        )
-        out[band.start * tile_size : band.stop * tile_size] = part
+        ))
         if progress is not None:
             progress(band.stop, grid.tiles_down)
-    return out
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
