@@ -27,6 +27,7 @@ ALLOWED_FORMATS: dict[str, tuple[str, str]] = {
     "BMP": ("bmp", "image/bmp"),
     "TIFF": ("tif", "image/tiff"),
 }
+_FORMAT_NAMES = "JPEG, PNG, WebP, GIF, BMP or TIFF"
 _SWAPS_AXES = {5, 6, 7, 8}  # EXIF orientations that rotate by 90 degrees
 _EXIF_ORIENTATION = 0x0112
 
@@ -43,7 +44,7 @@ class ValidImage:
     height: int
 
 
-def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = "image") -> ValidImage:
+def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = "photo") -> ValidImage:
     """Return the photo's facts, or raise ApiError 400/413/415 saying what is wrong."""
     if not data:
         raise ApiError(400, "empty_file", f"the {what} is empty")
@@ -57,7 +58,7 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
                     raise ApiError(
                         415,
                         "unsupported_media_type",
-                        f"{image.format} images are not accepted; use {', '.join(ALLOWED_FORMATS)}",
+                        f"{image.format} images are not accepted; use {_FORMAT_NAMES}",
                     )
                 width, height = image.size
                 if width * height > max_pixels:
@@ -75,7 +76,7 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
         raise ApiError(413, "too_many_pixels", f"the {what} is too large to decode safely: {exc}") from None
     except UnidentifiedImageError:
         raise ApiError(
-            415, "unsupported_media_type", f"the {what} is not an image in a known format ({', '.join(ALLOWED_FORMATS)})"
+            415, "unsupported_media_type", f"the {what} is not an image in a known format ({_FORMAT_NAMES})"
         ) from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ApiError(400, "corrupt_image", f"the {what} could not be decoded: {exc}") from None

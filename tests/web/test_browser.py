@@ -75,6 +75,16 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator('.library-option[data-library="demo"]').wait_for()
     shot(page, "01-create-empty")
 
+    # A file the browser cannot read is still sent; the server's refusal is shown, nothing is made.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a photo")
+    page.set_input_files("#image", str(notes))
+    page.locator("#final-dims").filter(has_text="planned on upload").wait_for()
+    page.locator("#submit").click()
+    page.locator("#form-error").filter(has_text="not an image").wait_for()
+    assert page.url == base + "/"
+    shot(page, "02a-create-refused")
+
     page.set_input_files("#image", str(photo_file(tmp_path)))
     page.locator("#final-dims").filter(has_text="×").wait_for()
     page.locator('.library-option[data-library="demo"]').click()

@@ -27,7 +27,7 @@
 
   function ready() {
     const library = form.querySelector('input[name="library"]:checked');
-    submit.disabled = !(photo && library && !across.disabled);
+    submit.disabled = !(photo && library && (photo.width === null || !across.disabled));
   }
 
   async function loadLibraries() {
@@ -76,10 +76,16 @@
       plan(true);
     };
     probe.onerror = () => {
-      // The browser cannot show it (e.g. TIFF): the server will still check it properly.
-      photo = null;
+      // The browser cannot show it (TIFF, or not an image at all): the server checks it and
+      // plans the grid itself; its answer says what is wrong if anything is.
       URL.revokeObjectURL(url);
-      showError("This browser cannot preview that file; please choose a JPEG, PNG, WebP or GIF photo.");
+      photo = { file, width: null, height: null };
+      preview.hidden = true;
+      empty.hidden = false;
+      info.textContent = `${file.name} · ${(file.size / 1048576).toFixed(1)} MB · no preview in this browser`;
+      across.disabled = true;
+      document.getElementById("final-dims").textContent = "planned on upload";
+      document.getElementById("final-extra").textContent = "This browser cannot read the photo's size; the server will choose the grid.";
       ready();
     };
     probe.src = url;
@@ -87,7 +93,7 @@
 
   /** Ask the server for the grid; on a new photo first learn the largest grid that fits. */
   async function plan(fresh) {
-    if (!photo) return;
+    if (!photo || photo.width === null) return;
     const seq = ++planSeq;
     const params = new URLSearchParams({ width: photo.width, height: photo.height, tile_size: tileSize.value });
     try {
@@ -141,7 +147,7 @@
     data.append("image", photo.file);
     data.append("library", form.querySelector('input[name="library"]:checked').value);
     data.append("tile_size", tileSize.value);
-    data.append("tiles_across", across.value);
+    if (photo.width !== null) data.append("tiles_across", across.value);
     data.append("slices", slices.value);
     submit.disabled = true;
     submit.textContent = "Uploading…";
