@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import threading
-import time
 import zlib
 from dataclasses import replace
 from typing import Any
@@ -235,44 +233,35 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     assert client.get(f"{base}/preview?size=1").status_code == 400
 
 
-def read_events(response: Any) -> list[tuple[str, dict[str, Any]]]:
-    events = []
-    for block in b"".join(response.response).decode().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(":"))
-        if "event" in lines:
-            events.append((lines["event"], json.loads(lines["data"])))
-    return events
-
-
 def test_events_stream_each_change_until_done(client: Any, stores: dict[str, Any]) -> None:
+    """Read the stream event by event, changing the job in between: each change is one event."""
     request_id = submit(client, slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)
-    steps = [
-        lambda j: replace(j, status="slicing"),
-        lambda j: replace(j, status="rendering"),
-        lambda j: replace(j, slices_done=frozenset({0})),
-    ]
-
-    def work() -> None:
-        for step in steps:
-            time.sleep(0.3)
-            stores["jobs"].update(owner, request_id, step)
-        time.sleep(0.3)
-        finish(stores, owner, request_id)
-
-    worker = threading.Thread(target=work)
-    worker.start()
     response = client.get(f"/api/jobs/{request_id}/events")
     assert response.mimetype == "text/event-stream"
-    events = read_events(response)
-    worker.join()
-    kinds = [kind for kind, _ in events]
-    assert kinds[-1] == "end" and events[-1][1] == {"status": "done"}
-    statuses = [data["status"] for kind, data in events if kind == "job"]
-    assert statuses[0] == "queued" and statuses[-1] == "done"
-    assert "rendering" in statuses
-    progress = [data["progress"] for kind, data in events if kind == "job"]
-    assert progress == sorted(progress) and 0.5 in progress and progress[-1] == 1
+    assert response.headers["Cache-Control"] == "no-cache"
+    chunks = iter(response.response)
+
+    def next_event() -> tuple[str, dict[str, Any]]:
+        while True:
+            block = next(chunks).decode()
+            fields = dict(line.split(": ", 1) for line in block.strip().splitlines() if not line.startswith(":"))
+            if "event" in fields:
+                return fields["event"], json.loads(fields["data"])
+
+    kind, job = next_event()
+    assert (kind, job["status"], job["progress"]) == ("job", "queued", 0)
+    stores["jobs"].update(owner, request_id, lambda j: replace(j, status="rendering"))
+    kind, job = next_event()
+    assert (kind, job["status"], job["progress"]) == ("job", "rendering", 0)
+    stores["jobs"].update(owner, request_id, lambda j: replace(j, slices_done=frozenset({1})))
+    kind, job = next_event()
+    assert (kind, job["slices_done"], job["progress"]) == ("job", [1], 0.5)
+    finish(stores, owner, request_id)
+    kind, job = next_event()
+    assert (kind, job["status"], job["result_url"]) == ("job", "done", f"/api/jobs/{request_id}/result")
+    assert next_event() == ("end", {"status": "done"})
+    assert list(chunks) == []  # the stream is over
 
 
 def test_delete_refuses_running_jobs_and_removes_finished_ones(client: Any, stores: dict[str, Any]) -> None:

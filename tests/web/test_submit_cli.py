@@ -3,7 +3,6 @@ every way it can fail (bad input, unknown library, unreachable app, failed job, 
 
 from __future__ import annotations
 
-import io
 import re
 import socket
 import threading
@@ -128,6 +127,3 @@ def test_failed_job_and_timeout_exit_1(
     assert failed.exit_code == 1
     assert "failed: the library went away" in failed.output
 
-
-def test_png_bytes_helper_is_a_png() -> None:
-    assert Image.open(io.BytesIO(png_bytes())).format == "PNG"
