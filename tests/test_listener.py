@@ -283,3 +283,46 @@ def test_invalid_options_are_refused(queue: ImageProcessingQueue) -> None:
         QueueListener(queue, lambda r: None, name="x", batch_size=33)
     with pytest.raises(ValueError, match="poll_min"):
         QueueListener(queue, lambda r: None, name="x", poll_min=2, poll_max=1)
+
+
+def test_nudge_ends_an_idle_wait_at_once(queue: ImageProcessingQueue) -> None:
+    done = threading.Event()
+    subject = listener(queue, lambda r: done.set(), poll_min=30.0, poll_max=30.0)
+    thread = in_thread(subject.run)
+    wait_for(lambda: subject.stats["empty_receives"] >= 1)  # now asleep for 30 s
+    queue.submit(message(queue))
+    subject.nudge()
+    assert done.wait(timeout=15)  # without the nudge the next poll is 30 s away
+    subject.stop()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+
+
+def test_work_on_one_queue_of_a_role_wakes_its_other_listeners(storage: StorageClients, unique: str) -> None:
+    from dal.messages import SliceRequestMessage
+    from workers.role import Role, run_role
+
+    queues = QueueAccessor(storage, prefix=f"n{unique}")
+    busy, sleepy = queues.slice_request, queues.slice_response
+    for q in (busy, sleepy):
+        q.ensure_exists(poison_threshold=2, timeout=5)
+    done = threading.Event()
+    fast = listener(busy, lambda r: None, name="fast", poll_min=0.05, poll_max=0.1)
+    slow = listener(sleepy, lambda r: done.set(), name="slow", poll_min=30.0, poll_max=30.0)
+    role = Role("pair", [fast, slow])
+    thread = in_thread(lambda: run_role(role, install_signals=False))
+    try:
+        wait_for(lambda: slow.stats["empty_receives"] >= 1)  # the slow one sleeps 30 s now
+        sleepy.submit(message(sleepy))
+        busy.submit(SliceRequestMessage(
+            queue_uri=busy.url, client_id="tester", request_id=str(uuid.uuid4()), tile_size=8, slice_sequence=0,
+            image_library_uri="http://127.0.0.1/devstoreaccount1/lib", slice_uri="http://127.0.0.1/devstoreaccount1/s/0.png",
+        ))  # fmt: skip
+        assert done.wait(timeout=15)  # picked up after the nudge, not after 30 s
+    finally:
+        role.stop()
+        thread.join(timeout=15)
+        for q in (busy, sleepy):
+            q._client.delete_queue()
+            q.poison._client.delete_queue()
+    assert not thread.is_alive()

@@ -18,7 +18,8 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
 - **Lease renewal**: a renewal thread extends the invisibility of every held message once
   half its timeout has passed, and keeps the new pop receipt for the final delete.
 - **Idle back-off**: ``poll_delay`` — from ``poll_min``, doubling, ±20 % jitter, saturating
-  at exactly ``poll_max``; reset by the first message that arrives.
+  at exactly ``poll_max``; reset by the first message that arrives, or by ``nudge()`` (a
+  role nudges its other listeners when one of them gets work).
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
   waits up to ``grace`` for running handlers and releases whatever is still running then;
   ``stop(immediate=True)`` releases everything held without waiting.
@@ -148,6 +149,10 @@ class QueueListener:
         self._stopping = threading.Event()
         self._immediate = threading.Event()
         self._changed = threading.Event()  # a handler finished, or stop was requested
+        self._wake = threading.Event()  # ends an idle wait early: stop() or nudge()
+        # Called (in the receive thread) whenever a batch arrived; ``Role`` uses it to nudge the
+        # process's other listeners: work on one queue predicts work on the others.
+        self.on_activity: Callable[[], None] | None = None
         self._idle_polls = 0
         self.stats: dict[str, int] = dict.fromkeys(
             ("receives", "empty_receives", "received", "handled", "succeeded", "failed", "poisoned", "released",
@@ -163,6 +168,12 @@ class QueueListener:
             self._immediate.set()
         self._stopping.set()
         self._changed.set()
+        self._wake.set()
+
+    def nudge(self) -> None:
+        """Poll now and restart the idle back-off from ``poll_min`` (thread-safe)."""
+        self._idle_polls = 0
+        self._wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -219,6 +230,7 @@ class QueueListener:
             want = min(self.batch_size, self.capacity - held)
             if max_messages is not None:
                 want = min(want, max_messages - self.stats["received"])
+            leased_at = time.monotonic()  # the lease starts no earlier than the request
             try:
                 batch = self.queue.accept_messages(want, visibility_timeout=timeout)
             except Exception as exc:  # storage trouble the SDK's retries did not ride out
@@ -230,9 +242,9 @@ class QueueListener:
                 self._count("empty_receives")
             if batch:
                 self._idle_polls = 0
-                leased_at = time.monotonic()
                 for received in batch:
                     self._start(executor, received, leased_at)
+                self._notify_activity()
                 continue
             if burst and self.held_count() == 0 and not self._visible_left():
                 return
@@ -241,7 +253,16 @@ class QueueListener:
                 self._changed.clear()
                 continue
             self._idle_polls += 1
-            self._stopping.wait(poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.poll_max, rng=self._rng))
+            self._wake.wait(poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.poll_max, rng=self._rng))
+            self._wake.clear()
+
+    def _notify_activity(self) -> None:
+        if self.on_activity is None:
+            return
+        try:
+            self.on_activity()
+        except Exception:
+            log.exception(kv("listener.activity_hook_failed", listener=self.name))
 
     def _visible_left(self) -> bool:
         """Burst mode: an empty receive may only mean its messages all went to poison."""

@@ -63,9 +63,17 @@ class Role:
         if grace is not None:
             for listener in self.listeners:
                 listener.grace = grace
+        for listener in self.listeners:  # work on one queue predicts work on the others
+            listener.on_activity = lambda me=listener: self._nudge_others(me)
         self.signals: list[int] = []
         self.immediate = False
         self.errors: list[BaseException] = []
+
+    def _nudge_others(self, busy: QueueListener) -> None:
+        """The controller slices a job -> its slice-response listener should poll soon, not in 10 s."""
+        for listener in self.listeners:
+            if listener is not busy:
+                listener.nudge()
 
     def stop(self, *, immediate: bool = False) -> None:
         self.immediate = self.immediate or immediate
