@@ -39,10 +39,10 @@ class RenderOptions:
                    same photos (a tile and its mirror image count as one for variety).
     """
 
-    variety: int = 1
-    blend: int = 25
+    variety: int = 2
+    blend: int = 40
     colour_first: bool = False
-    colour_weight: float = 8.0
+    colour_weight: float = 6.5
     mirror: bool = True
 
     def __post_init__(self) -> None:
