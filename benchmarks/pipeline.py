@@ -13,7 +13,9 @@ One run, one machine, a fresh in-memory Azurite. A 12 MP photo (JPEG, 3968 × 29
 Storage transactions are counted in every role process (``PHOTOMOSAICS_COUNT_TRANSACTIONS``)
 and diffed around each job via SIGUSR1 snapshots, so a job's count includes the idle polls
 of every listener while it ran. Roles poll with ``poll_max`` 1 s here (latency, not the
-cheap 10 s default); the idle cost is measured separately on a responder with the defaults.
+cheap 10 s default); one more 4-slice job runs on roles left idle for 25 s with the
+defaults (what a person sees on a quiet ``make run``), and the idle cost is measured on a
+responder with the defaults.
 """
 
 from __future__ import annotations
@@ -179,6 +181,24 @@ def in_process(data: bytes, library: Any, max_output_pixels: int) -> tuple[float
     return min(seconds for seconds, _ in runs), runs[0][1]
 
 
+def from_idle(cs: str, folder: Path, services: Any, library_uri: str, data: bytes) -> dict[str, Any]:
+    """One 4-slice job on roles that have sat idle for 25 s with the default polling (0.1 -> 10 s)."""
+    folder.mkdir()
+    roles = Roles(cs, folder, {"PHOTOMOSAICS_LOG_LEVEL": "WARNING"})
+    for role in ("controller", "responder", *["processor"] * PROCESSORS):
+        roles.start(role)
+    try:
+        roles.wait_ready()
+        time.sleep(25)  # every listener's back-off has reached its 10 s cap
+        request_id, started = submit(services, data, library_uri, SLICES[-1])
+        wait_done(services, request_id)
+        seconds = time.perf_counter() - started
+    finally:
+        roles.stop()
+    print(f"  from idle, default polling, {SLICES[-1]} slices: {seconds:.2f} s", flush=True)
+    return {"seconds": seconds, "timeline": timeline(services, request_id)}
+
+
 def idle_cost(connection_string: str, folder: Path) -> dict[str, Any]:
     """Transactions of one idle responder with the default polling, over ``IDLE_SECONDS``."""
     from workers.listener import poll_delay
@@ -253,16 +273,20 @@ def main() -> int:
                           flush=True)  # fmt: skip
         finally:
             roles.stop()
+        cold_start = from_idle(cs, Path(tmp) / "idle-start", services, library_uri, data)
         idle = idle_cost(cs, counts_dir)
 
-    report(rows, local_seconds, megapixels, idle)
+    report(rows, local_seconds, megapixels, idle, cold_start)
     (RESULTS / "pipeline.json").write_text(json.dumps(
         {"in_process_seconds": local_seconds, "megapixels": megapixels, "jobs": rows, "idle": idle,
+         "from_idle_default_polling": cold_start,
          "cpus": os.cpu_count(), "processors": PROCESSORS}, indent=1))  # fmt: skip
     return 0
 
 
-def report(rows: list[dict[str, Any]], local: float, megapixels: float, idle: dict[str, Any]) -> None:
+def report(
+    rows: list[dict[str, Any]], local: float, megapixels: float, idle: dict[str, Any], from_idle: dict[str, Any]
+) -> None:
     print(f"\nEnd to end, {megapixels:.1f} MP out, tile {TILE} (in-process: {local:.2f} s):")
     print("| slices | cold s | warm s | warm / in-process | transactions/job | of which empty receives |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -284,6 +308,10 @@ def report(rows: list[dict[str, Any]], local: float, megapixels: float, idle: di
             print(f"\nWhere the time goes, warm, {row['slices']} slice(s) (job event log):")
             for line in row["timeline"]:
                 print(f"  {line}")
+    print(f"\nThe same {SLICES[-1]}-slice job on roles idle for 25 s with the default polling (10 s cap): "
+          f"{from_idle['seconds']:.2f} s")  # fmt: skip
+    for line in from_idle["timeline"]:
+        print(f"  {line}")
     per_hour = idle["receives"] * 3600 / IDLE_SECONDS
     print(f"\nIdle responder, default polling (0.1 s doubling to 10 s), {IDLE_SECONDS} s measured after start-up:")
     print(f"  {sum(idle['operations'].values())} transactions ({idle['operations']}); "

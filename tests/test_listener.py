@@ -202,12 +202,15 @@ def test_stop_hands_back_unstarted_messages_at_once(queue: ImageProcessingQueue)
 
     subject = listener(queue, handler, concurrency=1, prefetch=3, batch_size=16)
     thread = in_thread(subject.run)
-    assert started.wait(timeout=15)
-    assert subject.held_count() == 4  # one running, three prefetched
-    subject.stop()
-    visible = wait_for(lambda: len(queue.peek()) == 3 and queue.peek())  # while the first still runs
-    proceed.set()
-    thread.join(timeout=15)
+    try:
+        assert started.wait(timeout=15)
+        wait_for(lambda: subject.held_count() == 4)  # one running, three prefetched
+        subject.stop()
+        visible = wait_for(lambda: len(queue.peek()) == 3 and queue.peek())  # while the first still runs
+    finally:
+        proceed.set()
+        subject.stop()
+        thread.join(timeout=15)
 
     assert not thread.is_alive()
     assert len(visible) == 3 and all(p.dequeue_count == 1 for p in visible)
@@ -226,12 +229,14 @@ def test_immediate_stop_releases_even_running_work(queue: ImageProcessingQueue) 
 
     subject = listener(queue, handler)
     thread = in_thread(subject.run)
-    assert started.wait(timeout=15)
-    subject.stop(immediate=True)
-    thread.join(timeout=15)
-    assert not thread.is_alive()  # returned while the handler is still busy
-    assert len(queue.peek()) == 1
-    proceed.set()
+    try:
+        assert started.wait(timeout=15)
+        subject.stop(immediate=True)
+        thread.join(timeout=15)
+        assert not thread.is_alive()  # returned while the handler is still busy
+        assert len(queue.peek()) == 1
+    finally:
+        proceed.set()
     wait_for(lambda: subject.stats["handled"] == 1)
     assert len(queue.peek()) == 1  # the abandoned handler did not delete what another worker may now own
 

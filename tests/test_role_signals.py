@@ -97,6 +97,9 @@ def test_sigterm_finishes_the_running_message_and_hands_back_the_rest(
     counts = tmp_path / "counts"
     role = start_role(azurite_connection_string, prefix, tmp_path, seconds=2.0, prefetch=2, counts=counts)
     started = wait_for_marker(tmp_path, "started-*", role)
+    deadline = time.monotonic() + 20
+    while len(queue.peek()) != 1 and time.monotonic() < deadline:  # it holds 3: one running, two waiting
+        time.sleep(0.05)
     role.send_signal(signal.SIGTERM)
     code, output = finish(role)
 
