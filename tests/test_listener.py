@@ -95,14 +95,14 @@ def test_a_failed_message_comes_back_after_the_retry_delay_then_goes_to_poison(q
         raise ValueError("disk on fire")
 
     seen_while_waiting: list[int] = []
-    subject = listener(queue, handler)
+    subject = listener(queue, handler, retry_delay=2.0)
     thread = in_thread(subject.run)
     poisoned = wait_for(queue.poison.peek)
     subject.stop()
     thread.join(timeout=15)
 
     assert [count for count, _ in attempts] == [1, 2]  # threshold 2: two attempts, no third
-    assert attempts[1][1] - attempts[0][1] >= 0.9  # came back only after the 1 s retry delay
+    assert attempts[1][1] - attempts[0][1] >= 1.9  # came back only after the 2 s retry delay
     assert seen_while_waiting == [0]
     assert len(poisoned) == 1
     assert "ValueError: disk on fire" in poisoned[0].reason
