@@ -87,22 +87,23 @@ def _stitch(image: Image.Image, library: TileLibrary, *, tile_size: int, slices:
     grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across)
     cells = cell_image(image, grid)
     parts = [
-        render_band(band_cells(cells, band).copy(), library, tile_size=tile_size, seed=seed,
+        render_band(band_cells(cells, band, tile_size=tile_size).copy(), library, tile_size=tile_size, seed=seed,
                     row_offset=band.start, options=options)
         for band in reversed(plan_bands(grid.tiles_down, slices))  # any order, any process
     ]
     return np.concatenate(parts[::-1], axis=0)
 
 
-@pytest.mark.parametrize("slices", [1, 3, 7])
+@pytest.mark.parametrize(("slices", "tile_size"), [(1, 6), (3, 6), (7, 6), (3, 2)])
 @pytest.mark.parametrize("options", [RenderOptions(), PLAIN])
 def test_bands_rendered_alone_and_stitched_equal_the_whole_render(
-    photo: Image.Image, library200: TileLibrary, slices: int, options: RenderOptions
+    photo: Image.Image, library200: TileLibrary, slices: int, tile_size: int, options: RenderOptions
 ) -> None:
-    whole = render(photo, library200, tile_size=6, slices=slices, tiles_across=40, seed="req-1", options=options)
-    stitched = _stitch(photo, library200, tile_size=6, slices=slices, seed="req-1", options=options, tiles_across=40)
+    kwargs = {"tile_size": tile_size, "slices": slices, "tiles_across": 40, "seed": "req-1", "options": options}
+    whole = render(photo, library200, **kwargs)
+    stitched = _stitch(photo, library200, **kwargs)
     assert np.array_equal(whole, stitched)
-    again = render(photo, library200, tile_size=6, slices=slices, tiles_across=40, seed="req-1", options=options)
+    again = render(photo, library200, **kwargs)
     assert np.array_equal(whole, again)  # redelivery gives the same pixels
 
 
@@ -208,3 +209,30 @@ def test_bad_cells_are_refused(library200: TileLibrary) -> None:
 def test_results_are_writable_arrays(library200: TileLibrary, options: RenderOptions) -> None:
     out = render(Image.new("RGB", (6, 6), (90, 30, 30)), library200, tile_size=8, seed="w", options=options)
     assert out.flags.writeable and out.dtype == np.uint8
+
+
+@pytest.mark.parametrize("tile_size", [1, 2, 3])
+def test_small_tiles_match_one_pixel_per_cell_by_colour(library200: TileLibrary, tile_size: int) -> None:
+    grid = plan_grid(30, 20, tile_size=tile_size)
+    rng = np.random.default_rng(9)
+    target = Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8))
+    cells = cell_image(target, grid)
+    assert cells.shape == (20, 30, 3)  # one pixel per cell below SUB
+    choice = choose_tiles(cells, library200, tile_size=tile_size, seed="", options=PLAIN)
+    from workers.engine.matching import nearest
+    from workers.engine.signatures import colour_features
+
+    means = np.array([np.asarray(Image.fromarray(t).reduce(tile_size)).reshape(3) for t in library200.tiles(tile_size)])
+    expected = nearest(colour_features(cells.reshape(-1, 3)), colour_features(means)).reshape(20, 30)
+    assert np.array_equal(choice, expected)
+
+
+def test_many_small_cells_go_through_the_colour_table(library200: TileLibrary) -> None:
+    """Above 65,536 cells distinct colours are looked up in a table: same answer as unique()."""
+    rng = np.random.default_rng(2)
+    cells = rng.integers(0, 256, (300, 300, 3), dtype=np.uint8)
+    choice = choose_tiles(cells, library200, tile_size=1, seed="", options=PLAIN)
+    small = np.concatenate([
+        choose_tiles(cells[r : r + 100], library200, tile_size=1, seed="", options=PLAIN) for r in range(0, 300, 100)
+    ])
+    assert np.array_equal(choice, small)

@@ -15,7 +15,7 @@ from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .images import ImageDecodeError, open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library, read_sources
 from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
-from .signatures import SUB
+from .signatures import SUB, cell_pixels
 
 __all__ = [
     "ATLAS_SIZE",
@@ -28,6 +28,7 @@ __all__ = [
     "TileLibrary",
     "band_cells",
     "build_library",
+    "cell_pixels",
     "cell_image",
     "compose",
     "open_image",

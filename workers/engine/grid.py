@@ -16,7 +16,7 @@ from PIL import Image
 
 from dal.config import Settings
 
-from .signatures import SUB
+from .signatures import SUB, cell_pixels
 
 MAX_TILE_SIZE = 64
 DEFAULT_MAX_OUTPUT_PIXELS = Settings().max_output_pixels
@@ -106,18 +106,21 @@ def plan_bands(tiles_down: int, slices: int) -> list[range]:
 
 
 def cell_image(image: Image.Image, grid: Grid) -> np.ndarray:
-    """The target resampled to ``SUB`` × ``SUB`` pixels per cell: ``(down*SUB, across*SUB, 3) uint8``.
+    """The target resampled for matching: ``k`` × ``k`` pixels per cell, ``(down*k, across*k, 3) uint8``.
 
-    Box (area) averaging, so every cell pixel is the mean of the photo pixels it covers.
+    ``k`` is ``SUB`` (4), or 1 for tiles smaller than that (``cell_pixels``). Box (area)
+    averaging, so every cell pixel is the mean of the photo pixels it covers.
     """
     if image.mode != "RGB":
         image = image.convert("RGB")
-    size = (grid.tiles_across * SUB, grid.tiles_down * SUB)
+    k = cell_pixels(grid.tile_size)
+    size = (grid.tiles_across * k, grid.tiles_down * k)
     if image.size != size:
         image = image.resize(size, Image.Resampling.BOX)
     return np.asarray(image, dtype=np.uint8).copy()
 
 
-def band_cells(cells: np.ndarray, band: range) -> np.ndarray:
+def band_cells(cells: np.ndarray, band: range, *, tile_size: int = SUB) -> np.ndarray:
     """The rows of a cell image that belong to ``band`` (a range of cell rows)."""
-    return cells[band.start * SUB : band.stop * SUB]
+    k = cell_pixels(tile_size)
+    return cells[band.start * k : band.stop * k]

@@ -18,7 +18,7 @@ from PIL import Image, ImageChops
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
-from .signatures import SUB, features
+from .signatures import SUB, cell_pixels, colour_features, features
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
 COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
@@ -67,21 +67,26 @@ def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) 
     """Features of every candidate: the tiles, then (with ``mirror``) their mirror images."""
     structure, colour = _weights(options, tile_size)
     return library.cached(
-        ("features", tile_size, structure, colour, options.mirror),
+        ("features", tile_size, structure, colour, _mirror(options, tile_size)),
         lambda: features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
     )
 
 
+def _mirror(options: RenderOptions, tile_size: int) -> bool:
+    """Mirror images only matter where layout is matched (a flat colour is its own mirror)."""
+    return options.mirror and not options.colour_first and tile_size >= SUB
+
+
 def candidate_sub_cells(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
     sub = library.sub_cells(tile_size)
-    if not options.mirror:
+    if not _mirror(options, tile_size):
         return sub
     return library.cached(("sub-mirror", tile_size), lambda: np.concatenate([sub, sub[:, :, ::-1]]))
 
 
 def candidate_tiles(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
     tiles = library.tiles(tile_size)
-    if not options.mirror:
+    if not _mirror(options, tile_size):
         return tiles
     return library.cached(("tiles-mirror", tile_size), lambda: np.concatenate([tiles, tiles[:, :, ::-1]]))
 
@@ -100,8 +105,13 @@ def choose_tiles(
     row_offset: int = 0,
     options: RenderOptions = DEFAULT_OPTIONS,
 ) -> np.ndarray:
-    """``(rows, cols) int32``: the library index chosen for every cell of the band."""
-    rows, cols = _check_cells(cells)
+    """``(rows, cols) int32``: the candidate chosen for every cell of the band.
+
+    Indices ``>= len(library)`` are mirror images (``candidate_tiles``).
+    """
+    rows, cols = _check_cells(cells, tile_size)
+    if cell_pixels(tile_size) == 1:
+        return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
     structure, colour = _weights(options, tile_size)
     wanted = features(_sub_cells(cells), structure=structure, colour=colour)
     candidates = tile_features(library, tile_size, options)
@@ -115,6 +125,36 @@ def choose_tiles(
             distance=options.variety, seed=seed, distinct=len(library), graph=graph,
         )
     return nearest(wanted, candidates).reshape(rows, cols)
+
+
+def _nearest_colour(colours: np.ndarray, library: TileLibrary, tile_size: int) -> np.ndarray:
+    """Nearest tile by mean colour for many one-pixel cells, each distinct colour matched once.
+
+    A photo has far fewer distinct colours than pixels, so at tile sizes 1–3 (up to 40 M
+    cells) the colours are matched through a 2^24-entry table instead of cell by cell.
+    """
+    tile_means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
+    targets = library.cached(("colour-features", tile_size), lambda: colour_features(tile_means))
+    packed = (colours[:, 0].astype(np.uint32) << 16) | (colours[:, 1].astype(np.uint32) << 8) | colours[:, 2]
+    if packed.size < 1 << 16:
+        distinct, inverse = np.unique(packed, return_inverse=True)
+    else:
+        distinct = np.flatnonzero(np.bincount(packed, minlength=1 << 24)).astype(np.uint32)
+        inverse = None
+    rgb = np.stack([(distinct >> 16) & 255, (distinct >> 8) & 255, distinct & 255], axis=1).astype(np.uint8)
+    choice = nearest(colour_features(rgb), targets)
+    if inverse is not None:
+        return choice[inverse.ravel()]
+    table = np.zeros(1 << 24, np.int32)
+    table[distinct] = choice
+    return table[packed]
+
+
+def _box_means(tiles: np.ndarray) -> np.ndarray:
+    """``(N, 3) uint8`` box mean of each tile, with Pillow's rounding (as cell images have)."""
+    n, s = tiles.shape[0], tiles.shape[1]
+    sheet = Image.fromarray(np.ascontiguousarray(tiles.reshape(n * s, s, 3)))
+    return np.asarray(sheet.reduce(s)).reshape(n, 3).copy()
 
 
 def compose(choice: np.ndarray, tiles: np.ndarray) -> np.ndarray:
@@ -159,12 +199,13 @@ def _arrange_sub(sub: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return sub.reshape(rows, cols, SUB, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(rows * SUB, cols * SUB, 3)
 
 
-def _check_cells(cells: np.ndarray) -> tuple[int, int]:
+def _check_cells(cells: np.ndarray, tile_size: int) -> tuple[int, int]:
     if cells.ndim != 3 or cells.shape[2] != 3 or cells.dtype != np.uint8:
         raise ValueError(f"cells must be (H, W, 3) uint8, got {cells.shape} {cells.dtype}")
-    if cells.shape[0] % SUB or cells.shape[1] % SUB or cells.shape[0] == 0 or cells.shape[1] == 0:
-        raise ValueError(f"cell image size {cells.shape[1]}x{cells.shape[0]} is not a multiple of {SUB}")
-    return cells.shape[0] // SUB, cells.shape[1] // SUB
+    k = cell_pixels(tile_size)
+    if cells.shape[0] % k or cells.shape[1] % k or cells.shape[0] == 0 or cells.shape[1] == 0:
+        raise ValueError(f"cell image size {cells.shape[1]}x{cells.shape[0]} is not a multiple of {k}")
+    return cells.shape[0] // k, cells.shape[1] // k
 
 
 def render_band(
@@ -181,11 +222,15 @@ def render_band(
     ``cells`` is the band's cell image; ``row_offset`` its first row in the whole grid
     (variety depends on global positions); ``seed`` the job's request id.
     """
-    rows, cols = _check_cells(cells)
+    rows, cols = _check_cells(cells, tile_size)
     choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
     out = compose(choice, candidate_tiles(library, tile_size, options))
     if options.blend:
-        placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
+        if cell_pixels(tile_size) == 1:
+            means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
+            placed = means[choice]
+        else:
+            placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
         out = blend_toward(out, cells, placed, options.blend)
     return out
 
@@ -221,7 +266,7 @@ def render(
     parts = []
     for band in bands:
         parts.append(render_band(
-            band_cells(cells, band), library, tile_size=tile_size, seed=seed,
+            band_cells(cells, band, tile_size=tile_size), library, tile_size=tile_size, seed=seed,
             row_offset=band.start, options=options,
         ))
         if progress is not None:

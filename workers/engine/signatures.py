@@ -51,6 +51,22 @@ _M = (
 )
 
 
+def cell_pixels(tile_size: int) -> int:
+    """Pixels per cell side in the cell image: ``SUB``, or 1 for tiles smaller than ``SUB``.
+
+    Tiles of 1–3 pixels show no layout, so they are matched on colour alone, and a cell
+    image 16 times the size of the output would be absurd.
+    """
+    return SUB if tile_size >= SUB else 1
+
+
+def colour_features(rgb: np.ndarray) -> np.ndarray:
+    """``(n, 3) uint8`` colours -> the ``features(structure=0, colour=1)`` of flat cells of them."""
+    out = np.zeros((rgb.shape[0], FEATURES), np.float64)
+    out[:, -3:] = srgb_to_lab(rgb) * (BOUND / 128.0)
+    return np.clip(np.rint(out), -BOUND, BOUND).astype(np.float32)
+
+
 def _f(t: np.ndarray) -> np.ndarray:
     index = np.clip(np.rint(t * _F_STEPS), 0, _F_STEPS).astype(np.intp)
     return _F[index]
