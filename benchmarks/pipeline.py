@@ -20,7 +20,6 @@ responder with the defaults.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal

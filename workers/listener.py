@@ -29,17 +29,18 @@ Every wait is an ``Event.wait(timeout)``, so a stop request is noticed at once.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from workers.backoff import poll_delay, retry_delay_for
 from workers.errors import PermanentJobError, RetryLater
+from workers.leases import HeldMessage, LeaseKeeper
 from workers.logfmt import kv, message_context
 
 if TYPE_CHECKING:
@@ -55,43 +56,6 @@ Handler = Callable[["ReceivedMessage"], None]
 PoisonHook = Callable[["ReceivedMessage", str], None]
 
 MAX_BATCH = 32  # the service's limit per receive
-JITTER = 0.2
-
-
-def poll_delay(empty_polls: int, *, poll_min: float, poll_max: float, rng: random.Random | None = None) -> float:
-    """Seconds to wait after ``empty_polls`` consecutive empty receives (1, 2, ...).
-
-    ``poll_min * 2**(n-1)`` with ±20 % jitter, clamped to ``[poll_min, poll_max]``. Once the
-    un-jittered value passes ``poll_max / 0.8`` the jitter can no longer pull it below the
-    cap, so a long-idle listener polls exactly every ``poll_max`` seconds: at most
-    ``3600 / poll_max`` receive transactions an hour.
-    """
-    if empty_polls < 1:
-        return 0.0
-    exponent = min(empty_polls - 1, 60)  # 2**60 * anything sane is past any cap
-    base = poll_min * (2.0**exponent)
-    factor = (rng or random).uniform(1.0 - JITTER, 1.0 + JITTER)
-    return min(poll_max, max(poll_min, base * factor))
-
-
-def retry_delay_for(dequeue_count: int, *, retry_delay: float, max_retry_delay: float) -> int:
-    """Whole seconds of invisibility for a failed message: doubles with each attempt."""
-    exponent = min(max(dequeue_count, 1) - 1, 30)
-    return int(math.ceil(min(max_retry_delay, retry_delay * (2.0**exponent))))
-
-
-@dataclasses.dataclass(eq=False)
-class _Held:
-    """One message in the listener's hands; ``lock`` serialises its receipt changes."""
-
-    received: ReceivedMessage  # the delivery the handler sees (original pop receipt)
-    current: ReceivedMessage  # the latest pop receipt (after renewals)
-    leased_at: float  # monotonic time the current invisibility started
-    future: Future[None] | None = None
-    running: bool = False
-    done: bool = False  # deleted, released or poisoned: nothing more to do
-    lost: bool = False  # a renewal found someone else owns it
-    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
 class QueueListener:
@@ -145,7 +109,7 @@ class QueueListener:
         self.on_poison = on_poison
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, HeldMessage] = {}
         self._stopping = threading.Event()
         self._immediate = threading.Event()
         self._changed = threading.Event()  # a handler finished, or stop was requested
@@ -176,10 +140,6 @@ class QueueListener:
         self._wake.set()
 
     @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
-
-    @property
     def idle_polls(self) -> int:
         """Consecutive empty receives so far; 0 right after a message arrived."""
         return self._idle_polls
@@ -195,18 +155,15 @@ class QueueListener:
                     concurrency=self.concurrency, capacity=self.capacity, visibility_timeout=timeout,
                     poll_min=self.poll_min, poll_max=self.poll_max))  # fmt: skip
         executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"{self.name}-handler")
-        renewer_stop = threading.Event()
-        renewer = threading.Thread(
-            target=self._renew_loop, args=(renewer_stop, timeout), name=f"{self.name}-renewer", daemon=True
-        )
+        renewer = LeaseKeeper(self.queue, self._held_records, timeout=timeout, name=f"{self.name}-renewer",
+                              on_result=self._lease_result)  # fmt: skip
         renewer.start()
         try:
             self._receive_loop(executor, timeout, burst=burst, max_messages=max_messages)
             self._finish(executor)
         finally:
-            renewer_stop.set()
+            renewer.stop()
             executor.shutdown(wait=not self._immediate.is_set() and self.held_count() == 0, cancel_futures=True)
-            renewer.join(timeout=5)
         log.info(kv("listener.stop", listener=self.name, queue=self.queue.name, **self.stats))
         return self.stats["handled"]
 
@@ -272,7 +229,7 @@ class QueueListener:
             return False
 
     def _start(self, executor: ThreadPoolExecutor, received: ReceivedMessage, leased_at: float) -> None:
-        record = _Held(received=received, current=received, leased_at=leased_at)
+        record = HeldMessage(received=received, current=received, leased_at=leased_at)
         with self._lock:
             self._held[received.id] = record
             self.stats["received"] += 1
@@ -305,7 +262,7 @@ class QueueListener:
 
     # -- one message ------------------------------------------------------------------
 
-    def _fields(self, record: _Held) -> dict[str, Any]:
+    def _fields(self, record: HeldMessage) -> dict[str, Any]:
         message = record.received.message
         return {
             "listener": self.name,
@@ -316,12 +273,14 @@ class QueueListener:
             "type": getattr(message, "TYPE", None),
         }
 
-    def _handle(self, record: _Held) -> None:
+    def _handle(self, record: HeldMessage) -> None:
         fields = self._fields(record)
         with record.lock:
-            if record.done:
-                return
-            record.running = True
+            already_settled = record.done  # released by a stop before it could start
+            record.running = not already_settled
+        if already_settled:
+            self._forget(record)
+            return
         started = time.monotonic()
         outcome: tuple[str, str, float] = ("delete", "", 0.0)
         with message_context(**{k: v for k, v in fields.items() if k != "listener"}):
@@ -344,7 +303,7 @@ class QueueListener:
             finally:
                 self._forget(record)
 
-    def _settle(self, record: _Held, outcome: tuple[str, str, float], seconds: float, fields: dict[str, Any]) -> None:
+    def _settle(self, record: HeldMessage, outcome: tuple[str, str, float], seconds: float, fields: dict[str, Any]) -> None:
         kind, reason, delay = outcome
         with self._lock:
             self.stats["handled"] += 1
@@ -390,7 +349,7 @@ class QueueListener:
         except Exception as exc:
             log.error(kv("message.poison_hook_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
 
-    def _release(self, record: _Held, *, delay: int, why: str) -> None:
+    def _release(self, record: HeldMessage, *, delay: int, why: str) -> None:
         """Make a held message visible again (stop path); safe to call from any thread."""
         fields = self._fields(record)
         with record.lock:
@@ -405,7 +364,23 @@ class QueueListener:
         except Exception as exc:
             log.error(kv("message.release_failed", **fields, why=why, error=f"{type(exc).__name__}: {exc}"))
 
-    def _forget(self, record: _Held) -> None:
+    def _held_records(self) -> list[HeldMessage]:
+        with self._lock:
+            return list(self._held.values())
+
+    def _lease_result(self, record: HeldMessage, outcome: str, error: str | None) -> None:
+        """From the renewal thread: "renewed", "lost" (someone else has it) or "failed" (retried)."""
+        fields = self._fields(record)
+        if outcome == "renewed":
+            self._count("renewed")
+            log.debug(kv("message.renewed", **fields))
+        elif outcome == "lost":
+            self._count("lost")
+            log.warning(kv("message.lease_lost", **fields))
+        else:
+            log.warning(kv("message.renew_failed", **fields, error=error))
+
+    def _forget(self, record: HeldMessage) -> None:
         with self._lock:
             self._held.pop(record.received.id, None)
         self._changed.set()
@@ -413,38 +388,3 @@ class QueueListener:
     def _count(self, key: str) -> None:
         with self._lock:
             self.stats[key] += 1
-
-    # -- lease renewal ----------------------------------------------------------------
-
-    def _renew_loop(self, stop: threading.Event, timeout: int) -> None:
-        """Extend every held message's invisibility once half of it has passed."""
-        tick = min(5.0, max(0.1, timeout / 4))
-        while not stop.wait(tick):
-            with self._lock:
-                records = list(self._held.values())
-            now = time.monotonic()
-            for record in records:
-                if now - record.leased_at >= timeout / 2:
-                    self._renew(record, timeout)
-
-    def _renew(self, record: _Held, timeout: int) -> None:
-        fields = self._fields(record)
-        with record.lock:
-            if record.done or record.lost:
-                return
-            try:
-                renewed = self.queue.renew(record.current, timeout)
-            except Exception as exc:  # try again next tick; the lease still has half its time
-                log.warning(kv("message.renew_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
-                return
-            if renewed is None:
-                record.lost = True
-            else:
-                record.current = renewed
-                record.leased_at = time.monotonic()
-        if renewed is None:
-            self._count("lost")
-            log.warning(kv("message.lease_lost", **fields))
-        else:
-            self._count("renewed")
-            log.debug(kv("message.renewed", **fields, timeout=timeout))
