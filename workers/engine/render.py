@@ -22,6 +22,7 @@ from .signatures import SUB, cell_pixels, colour_features, features
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
 COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
+STRIP_CELLS = 1 << 17  # cells matched per step (see ``strips``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,18 +114,35 @@ def choose_tiles(
     if cell_pixels(tile_size) == 1:
         return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
     structure, colour = _weights(options, tile_size)
-    wanted = features(_sub_cells(cells), structure=structure, colour=colour)
     candidates = tile_features(library, tile_size, options)
-    if options.variety and tile_size >= SUB:
+    graph = None
+    if options.variety:
         size = graph_size(feasible_distance(options.variety, len(library)))
-        graph = library.cached(
-            ("graph", tile_size, options, size), lambda: tile_graph(candidates, size)
-        )
-        return choose_varied(
-            wanted, candidates, rows=rows, cols=cols, row_offset=row_offset,
-            distance=options.variety, seed=seed, distinct=len(library), graph=graph,
-        )
-    return nearest(wanted, candidates).reshape(rows, cols)
+        graph = library.cached(("graph", tile_size, options, size), lambda: tile_graph(candidates, size))
+    choice = np.empty((rows, cols), np.int32)
+    for start, stop in strips(rows, cols, row_offset):
+        wanted = features(_sub_cells(cells[start * SUB : stop * SUB]), structure=structure, colour=colour)
+        if graph is not None:
+            choice[start:stop] = choose_varied(
+                wanted, candidates, rows=stop - start, cols=cols, row_offset=row_offset + start,
+                distance=options.variety, seed=seed, distinct=len(library), graph=graph,
+            )
+        else:
+            choice[start:stop] = nearest(wanted, candidates).reshape(stop - start, cols)
+    return choice
+
+
+def strips(rows: int, cols: int, row_offset: int) -> list[tuple[int, int]]:
+    """Local row ranges of a band, cut at global multiples of a strip height.
+
+    Bounds memory for huge bands (tile size 4 at 40 MP is 2.5 M cells). The cuts depend on
+    global rows and the grid width only, so any slicing cuts the same places; for variety a
+    strip border is treated like a band border.
+    """
+    height = max(8, STRIP_CELLS // max(1, cols))
+    cuts = [r for r in range(1, rows) if (row_offset + r) % height == 0]
+    edges = [0, *cuts, rows]
+    return list(zip(edges[:-1], edges[1:]))
 
 
 def _nearest_colour(colours: np.ndarray, library: TileLibrary, tile_size: int) -> np.ndarray:
@@ -179,9 +197,14 @@ def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, per
     if percent <= 0:
         return out
     height, width = out.shape[:2]
-    diff = cells.astype(np.int16) - placed_sub.astype(np.int16)
     passes = 1 if percent <= 50 else 2  # each pass adds at most ±127
-    shift = np.clip(np.rint(diff * (percent / (100.0 * passes))) + 128, 0, 255).astype(np.uint8)
+    denominator = 100 * passes
+    shift = np.empty(cells.shape, np.uint8)
+    step = max(1, COMPOSE_BYTES // max(1, cells.shape[1] * 12))
+    for y in range(0, cells.shape[0], step):  # integer arithmetic, in bounded steps
+        diff = cells[y : y + step].astype(np.int32) - placed_sub[y : y + step]
+        rounded = (2 * percent * diff + denominator) // (2 * denominator)  # diff * percent / denominator
+        shift[y : y + step] = np.clip(rounded + 128, 0, 255)
     correction = Image.fromarray(shift)
     if width >= 4 * correction.width and height >= 4 * correction.height:
         half = correction.resize((width // 2, height // 2), Image.Resampling.BILINEAR)
