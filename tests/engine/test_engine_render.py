@@ -236,3 +236,26 @@ def test_many_small_cells_go_through_the_colour_table(library200: TileLibrary) -
         choose_tiles(cells[r : r + 100], library200, tile_size=1, seed="", options=PLAIN) for r in range(0, 300, 100)
     ])
     assert np.array_equal(choice, small)
+
+
+def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
+    monkeypatch: pytest.MonkeyPatch, photo: Image.Image, library200: TileLibrary
+) -> None:
+    import importlib
+
+    render_module = importlib.import_module("workers.engine.render")
+    monkeypatch.setattr(render_module, "STRIP_CELLS", 200)  # 40 cells across: strips of 8 rows
+    assert render_module.strips(20, 40, 0) == [(0, 8), (8, 16), (16, 20)]
+    assert render_module.strips(10, 40, 5) == [(0, 3), (3, 10)]  # cut at global row 8
+    options = RenderOptions(blend=0)
+    kwargs = {"tile_size": 4, "slices": 3, "tiles_across": 40, "seed": "strips", "options": options}
+    whole = render(photo, library200, **kwargs)
+    assert np.array_equal(whole, _stitch(photo, library200, **kwargs))
+    grid = plan_grid(photo.width, photo.height, tile_size=4, tiles_across=40)
+    cells = cell_image(photo, grid)
+    choice = np.concatenate([
+        choose_tiles(band_cells(cells, band), library200, tile_size=4, seed="strips", row_offset=band.start,
+                     options=options)
+        for band in plan_bands(grid.tiles_down, 3)
+    ])
+    assert _repeats_within(choice % len(library200), 2) == 0
