@@ -140,7 +140,7 @@ class Settings:
     # Listener defaults (see README, "Queue listener").
     batch_size: int = 16
     poll_min_interval: float = 0.1
-    poll_max_interval: float = 10.0
+    poll_max_interval: float = 2.0
     # Mosaic limits.
     max_output_pixels: int = 40_000_000
     max_upload_bytes: int = 30 * 1024 * 1024
@@ -160,7 +160,7 @@ class Settings:
             visibility_timeout=_env_int(env, "PHOTOMOSAICS_VISIBILITY_TIMEOUT", 300),
             batch_size=_env_int(env, "PHOTOMOSAICS_BATCH_SIZE", 16),
             poll_min_interval=_env_float(env, "PHOTOMOSAICS_POLL_MIN_SECONDS", 0.1),
-            poll_max_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_SECONDS", 10.0),
+            poll_max_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_SECONDS", 2.0),
             max_output_pixels=_env_int(env, "PHOTOMOSAICS_MAX_OUTPUT_PIXELS", 40_000_000),
             max_upload_bytes=_env_int(env, "PHOTOMOSAICS_MAX_UPLOAD_BYTES", 30 * 1024 * 1024),
             max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", 60_000_000),

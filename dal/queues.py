@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -172,8 +172,19 @@ class ImageProcessingQueue(StoredQueue):
 
     # --- receive ----------------------------------------------------------------------
 
-    def accept_messages(self, max_messages: int = 16, *, visibility_timeout: int | None = None) -> list[ReceivedMessage]:
-        """One bounded receive; bad and over-delivered messages go to poison, not to the caller."""
+    def accept_messages(
+        self,
+        max_messages: int = 16,
+        *,
+        visibility_timeout: int | None = None,
+        on_poison: Callable[[ReceivedMessage, str], None] | None = None,
+    ) -> list[ReceivedMessage]:
+        """One bounded receive; bad and over-delivered messages go to poison, not to the caller.
+
+        ``on_poison(received, reason)`` is told of every *valid* message moved aside for its
+        dequeue count (a worker died on it again and again), so that its job can be failed;
+        garbage has no job to tell.
+        """
         check_batch(max_messages)
         timeout = self.timeout if visibility_timeout is None else visibility_timeout
         check_visibility("visibility_timeout", timeout, low=1)
@@ -183,7 +194,12 @@ class ImageProcessingQueue(StoredQueue):
         accepted = []
         for raw in page or []:
             try:
-                received = self._check(raw, threshold)
+                received = self._check(raw)
+                if received is not None and raw.dequeue_count > threshold:
+                    reason = f"dequeue count {raw.dequeue_count} exceeds the poison threshold {threshold}"
+                    self._poison_raw(raw, reason)
+                    _tell(on_poison, received, reason)
+                    continue
             except Exception:  # e.g. the poison move failed: it comes back after `timeout`
                 log.exception("queue %s: could not check message %s; it will be redelivered", self.name, raw.id)
                 continue
@@ -191,12 +207,9 @@ class ImageProcessingQueue(StoredQueue):
                 accepted.append(received)
         return accepted
 
-    def _check(self, raw: Any, threshold: int) -> ReceivedMessage | None:
+    def _check(self, raw: Any) -> ReceivedMessage | None:
+        """The typed message, or None when it is not one (then it is already in poison)."""
         content = raw.content
-        if raw.dequeue_count > threshold:
-            reason = f"dequeue count {raw.dequeue_count} exceeds the poison threshold {threshold}"
-            self._poison_raw(raw, reason)
-            return None
         if isinstance(content, Undecodable):
             self._poison_raw(raw, content.reason)
             return None
@@ -379,3 +392,12 @@ class QueueAccessor:
     def ensure_all(self) -> None:
         for queue in self.all():
             queue.ensure_exists()
+
+
+def _tell(on_poison: Callable[[ReceivedMessage, str], None] | None, received: ReceivedMessage, reason: str) -> None:
+    if on_poison is None:
+        return
+    try:
+        on_poison(received, reason)
+    except Exception:  # the message is safe in poison already; a failed hook must not undo that
+        log.exception("queue %s: poison hook failed for message %s", received.queue_name, received.id)

@@ -214,6 +214,26 @@ def test_poison_after_the_threshold_keeps_reason_count_and_payload(queues: Queue
     assert raw.expires_on.year == 9999  # ttl -1: poison copies never expire
 
 
+def test_a_message_poisoned_for_its_dequeue_count_is_reported_so_its_job_can_fail(
+    queues: QueueAccessor,
+) -> None:
+    """A worker that dies on a message every time never returns: the receiver tells the job."""
+    queue = queues.image_request
+    queue.configure(poison_threshold=1)
+    message = image_request(queue)
+    queue.submit(message)
+    [held] = queue.accept_messages()
+    assert queue.release(held)  # as if the worker had crashed and the lease ran out
+    told: list[tuple[QueueMessage, int, str]] = []
+    assert queue.accept_messages(on_poison=lambda r, why: told.append((r.message, r.dequeue_count, why))) == []
+    assert told == [(message, 2, "dequeue count 2 exceeds the poison threshold 1")]
+    queue.submit(message)
+    raw_client(queue).send_message("not base64 at all!")  # garbage has no job: nobody is told
+    told.clear()
+    assert len(queue.accept_messages(on_poison=lambda r, why: told.append((r.message, 0, why)))) == 1
+    assert told == []
+
+
 def test_move_to_poison_on_a_permanent_error(queues: QueueAccessor) -> None:
     queue = queues.slice_response
     message = one_of_each(queues)[2]

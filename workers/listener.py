@@ -77,7 +77,7 @@ class QueueListener:
         concurrency: int = 1,
         prefetch: int = 0,
         poll_min: float = 0.1,
-        poll_max: float = 10.0,
+        poll_max: float = 2.0,
         retry_delay: float = 5.0,
         max_retry_delay: float = 300.0,
         grace: float = 30.0,
@@ -189,7 +189,7 @@ class QueueListener:
                 want = min(want, max_messages - self.stats["received"])
             leased_at = time.monotonic()  # the lease starts no earlier than the request
             try:
-                batch = self.queue.accept_messages(want, visibility_timeout=timeout)
+                batch = self.queue.accept_messages(want, visibility_timeout=timeout, on_poison=self.on_poison)
             except Exception as exc:  # storage trouble the SDK's retries did not ride out
                 log.error(kv("listener.receive_failed", listener=self.name, queue=self.queue.name,
                              error=f"{type(exc).__name__}: {exc}"))  # fmt: skip
