@@ -207,8 +207,8 @@ def main() -> int:
     print(f"library: {len(library)} tiles from the {origin}; targets: '{TARGET_PHOTO}' photo as JPEG q90")
     tile_dir = work / "tiles"
     tile_dir.mkdir()
-    for name, data in sources:
-        (tile_dir / Path(name).name).write_bytes(data)
+    for number, (name, data) in enumerate(sources):  # numbered: names need not be unique
+        (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
     has_metapixel = metapixel_available()
     if not has_metapixel:
         print("note: metapixel is not installed (apt install metapixel): its rows are skipped")
