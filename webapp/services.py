@@ -9,89 +9,48 @@ containers, tables and queues are created (if missing) on first use, not at impo
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from flask import Flask, current_app
 
 from dal.config import Settings, StorageClients
-
-if TYPE_CHECKING:
-    from dal.blobs import BlobStore
-    from dal.jobs import JobStore
-    from dal.libraries import LibraryStore
-    from dal.queues import QueueAccessor
+from dal.stores import Stores
 
 _EXTENSION = "photomosaics"
 
 
 @dataclass
-class Services:
-    """Lazily built stores over one set of storage clients."""
+class Services(Stores):
+    """The app's stores, plus a probe for health checks and a once-per-process set-up."""
 
-    connection_string: str
-    settings: Settings
-    profile: str = "interactive"
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ready: bool = False
 
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ready = False
-
-    @cached_property
-    def storage(self) -> StorageClients:
-        return StorageClients(self.connection_string, profile=self.profile)  # type: ignore[arg-type]
+    @classmethod
+    def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive") -> Services:
+        # StorageClients is itself lazy: nothing touches the network until a store is used.
+        return cls(StorageClients(connection_string, profile=profile), settings)  # type: ignore[arg-type]
 
     @cached_property
     def probe(self) -> StorageClients:
         """Short retries for the health check: a dead endpoint is reported in seconds."""
-        return StorageClients(self.connection_string, profile="probe")
-
-    @property
-    def prefix(self) -> str:
-        return self.settings.name_prefix
-
-    @cached_property
-    def blobs(self) -> BlobStore:
-        from dal.blobs import BlobStore
-
-        return BlobStore(self.storage, prefix=self.prefix)
-
-    @cached_property
-    def jobs(self) -> JobStore:
-        from dal.jobs import JobStore
-
-        return JobStore(self.storage, prefix=self.prefix)
-
-    @cached_property
-    def queues(self) -> QueueAccessor:
-        from dal.queues import QueueAccessor
-
-        return QueueAccessor(self.storage, settings=self.settings, prefix=self.prefix)
-
-    @cached_property
-    def libraries(self) -> LibraryStore:
-        from dal.libraries import LibraryStore
-
-        return LibraryStore(self.storage, prefix=self.prefix)
+        return StorageClients(self.storage.connection_string, profile="probe")
 
     def ensure_ready(self) -> None:
         """Create the workflow containers, tables and queues once per process (idempotent)."""
         if self._ready:
             return
         with self._lock:
-            if self._ready:
-                return
-            self.blobs.ensure_containers()
-            self.jobs.ensure_tables()
-            self.queues.ensure_all()
-            self._ready = True
+            if not self._ready:
+                self.ensure()
+                self._ready = True
 
 
 def init_app(app: Flask) -> None:
-    app.extensions[_EXTENSION] = Services(
-        connection_string=app.config["CONNECTION_STRING"],
-        settings=app.config["SETTINGS"],
+    app.extensions[_EXTENSION] = Services.connect(
+        app.config["CONNECTION_STRING"],
+        app.config["SETTINGS"],
         profile=app.config.get("STORAGE_PROFILE", "interactive"),
     )
 

@@ -1,0 +1,64 @@
+"""The four stores of the application over one set of storage clients.
+
+``Stores`` is what a process needs to talk to storage: blobs, jobs, queues and tile
+libraries, each built on first use and sharing one ``StorageClients`` (one retry profile,
+one connection pool). Role processes and the web app both build on it; tests build one
+against Azurite with a name prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dal.blobs import BlobStore
+    from dal.config import Settings, StorageClients
+    from dal.jobs import JobStore
+    from dal.libraries import LibraryStore
+    from dal.queues import QueueAccessor
+
+__all__ = ["Stores"]
+
+
+@dataclass
+class Stores:
+    """Lazily built stores; every name carries ``settings.name_prefix``."""
+
+    storage: StorageClients
+    settings: Settings
+
+    @property
+    def prefix(self) -> str:
+        return self.settings.name_prefix
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        from dal.blobs import BlobStore
+
+        return BlobStore(self.storage, prefix=self.prefix)
+
+    @cached_property
+    def jobs(self) -> JobStore:
+        from dal.jobs import JobStore
+
+        return JobStore(self.storage, prefix=self.prefix)
+
+    @cached_property
+    def queues(self) -> QueueAccessor:
+        from dal.queues import QueueAccessor
+
+        return QueueAccessor(self.storage, settings=self.settings, prefix=self.prefix)
+
+    @cached_property
+    def libraries(self) -> LibraryStore:
+        from dal.libraries import LibraryStore
+
+        return LibraryStore(self.storage, prefix=self.prefix)
+
+    def ensure(self) -> None:
+        """Create the queues, containers and tables that are missing (idempotent; start-up)."""
+        self.queues.ensure_all()
+        self.blobs.ensure_containers()
+        self.jobs.ensure_tables()
