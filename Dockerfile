@@ -1,6 +1,6 @@
 # One image for every role: `photomosaics web|controller|processor|responder`.
-# scikit-image and scikit-learn are installed for their sample photographs only: the demo
-# tile library (`photomosaics web --demo-library`) is cut from them, nothing is downloaded.
+# The `demo` extra brings the sample photographs the demo tile library is cut from
+# (`photomosaics web --demo-library`); nothing is downloaded at run time.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,7 +14,7 @@ COPY dal ./dal
 COPY workers ./workers
 COPY webapp ./webapp
 COPY photomosaics ./photomosaics
-RUN pip install . "scikit-image>=0.22" "scikit-learn>=1.3" \
+RUN pip install ".[demo]" \
     && useradd --create-home --uid 10001 mosaic
 
 USER mosaic
