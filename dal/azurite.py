@@ -31,6 +31,8 @@ from dal.config import CONNECTION_STRING_ENV, azurite_connection_string, expand_
 
 _LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^:]+:(\d+)")
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# Written into the data folder of a running on-disk Azurite: its connection string.
+ANNOUNCEMENT_FILE = "photomosaics-connection.txt"
 
 
 class AzuriteError(RuntimeError):
@@ -141,7 +143,15 @@ class Azurite:
         except BaseException:
             self.stop()
             raise
+        if self.location is not None:
+            # Other commands on the same data folder (`library`, `queues`) connect to this
+            # Azurite instead of starting a second one on files it is using.
+            self._announcement().write_text(self.connection_string)
         return self.connection_string
+
+    def _announcement(self) -> Path:
+        assert self.location is not None
+        return self.location / ANNOUNCEMENT_FILE
 
     def _read_output(self) -> None:
         assert self._process is not None and self._process.stdout is not None
@@ -183,6 +193,8 @@ class Azurite:
         self.ports = {}
         if process is None:
             return
+        if self.location is not None:
+            self._announcement().unlink(missing_ok=True)
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
@@ -209,11 +221,34 @@ class Azurite:
 def embedded_or_configured(
     *, location: str | Path | None = None, environ: dict[str, str] | None = None
 ) -> Iterator[str]:
-    """Yield the configured connection string, or start an embedded Azurite for the block."""
+    """Yield the storage to use for a block: configured, already running, or started here.
+
+    In order: ``AZURE_STORAGE_CONNECTION_STRING``; the Azurite that another process (say
+    ``photomosaics run``) is running on ``location``, if it answers; a new embedded Azurite.
+    """
     env = os.environ if environ is None else environ
     configured = env.get(CONNECTION_STRING_ENV)
     if configured:
         yield expand_connection_string(configured)
         return
+    running = _running_on(Path(location)) if location is not None else None
+    if running is not None:
+        yield running
+        return
     with Azurite(location=location) as azurite:
         yield azurite.connection_string
+
+
+def _running_on(location: Path) -> str | None:
+    """The connection string of a live Azurite announced in ``location``, else None."""
+    try:
+        connection_string = (location / ANNOUNCEMENT_FILE).read_text().strip()
+        blob_endpoint = dict(
+            part.split("=", 1) for part in connection_string.split(";") if "=" in part
+        )["BlobEndpoint"]
+        urllib.request.urlopen(f"{blob_endpoint}?comp=list", timeout=2).close()
+    except urllib.error.HTTPError:
+        return connection_string  # it answered (403 without a signature): it is serving
+    except (OSError, KeyError, ValueError):
+        return None  # no file, or a stale one left by a killed run
+    return connection_string

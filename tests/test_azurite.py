@@ -105,6 +105,21 @@ def test_on_disk_persistence_keeps_a_blob_across_restart(tmp_path: Path) -> None
         ).exists()
 
 
+def test_a_running_azurite_on_a_data_folder_is_reused_not_started_twice(tmp_path: Path) -> None:
+    """`photomosaics library` while `make run` is up must not start a second Azurite on its files."""
+    with Azurite(location=tmp_path) as running:
+        before = _children(os.getpid())
+        with embedded_or_configured(location=tmp_path, environ={}) as cs:
+            assert cs == running.connection_string
+            assert _children(os.getpid()) == before
+    stale = tmp_path / "photomosaics-connection.txt"
+    assert not stale.exists()  # stop removes the announcement
+    stale.write_text("BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;")  # nothing listens on port 9
+    with embedded_or_configured(location=tmp_path, environ={}) as cs:  # a stale file: start a new one
+        assert "127.0.0.1:9/" not in cs
+        assert StorageClients(cs, profile="probe").blob_service.get_container_client("nothere").exists() is False
+
+
 _CHILD = textwrap.dedent(
     """
     import sys, time

@@ -1,43 +1,17 @@
 """``photomosaics library create|list``: tile libraries in storage.
 
-Storage is the account of ``AZURE_STORAGE_CONNECTION_STRING`` when it is set; otherwise an
-embedded Azurite is started for the command, keeping its data in ``<data-dir>/azurite``
-(the same place ``photomosaics run`` keeps it), so a library created here is there for the
-next run.
+Storage is chosen by ``photomosaics.storage.command_stores``: the configured account, the
+Azurite of a running ``photomosaics run``, or an embedded one on the same data folder.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
 from photomosaics.cli import main
-
-
-@contextlib.contextmanager
-def _library_store(data_dir: str | None) -> Iterator[Any]:
-    from dal.azurite import AzuriteError, embedded_or_configured
-    from dal.config import Settings, StorageClients
-    from dal.libraries import LibraryStore
-
-    settings = Settings.from_env()
-    location = Path(data_dir or settings.data_dir) / "azurite"
-    try:
-        with embedded_or_configured(location=location) as connection_string:
-            storage = StorageClients(connection_string, profile="interactive")
-            yield LibraryStore(storage, prefix=settings.name_prefix)
-    except AzuriteError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-_DATA_DIR = click.option(
-    "--data-dir", type=click.Path(file_okay=False), default=None,
-    help="Where the embedded Azurite keeps its data when no connection string is set [default: .data].",
-)  # fmt: skip
+from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
 @main.group()
@@ -49,7 +23,7 @@ def library() -> None:
 @click.argument("name")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-d", "--description", default=None, help="Shown in the web page's library list [default: from SOURCE].")
-@_DATA_DIR
+@DATA_DIR_OPTION
 def create(name: str, source: Path, description: str | None, data_dir: str | None) -> None:
     """Create (or replace) library NAME from SOURCE, a folder or zip of photos.
 
@@ -62,7 +36,8 @@ def create(name: str, source: Path, description: str | None, data_dir: str | Non
         validate_library_name(name)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from None
-    with _library_store(data_dir) as store:
+    with command_stores(data_dir) as stores:
+        store = stores.libraries
         try:
             created = store.create_from(name, description if description is not None else f"Photos from {source.name}", source)
         except (LibraryError, TileSourceError) as exc:
@@ -75,10 +50,11 @@ def create(name: str, source: Path, description: str | None, data_dir: str | Non
 
 
 @library.command("list")
-@_DATA_DIR
+@DATA_DIR_OPTION
 def list_libraries(data_dir: str | None) -> None:
     """List the tile libraries with their tile counts."""
-    with _library_store(data_dir) as store:
+    with command_stores(data_dir) as stores:
+        store = stores.libraries
         libraries = store.list()
     if not libraries:
         click.echo("no tile libraries yet: create one with `photomosaics library create NAME FOLDER_OR_ZIP`")

@@ -1,0 +1,36 @@
+"""Storage for the people's commands (``library``, ``queues``): which account to talk to.
+
+In order: ``AZURE_STORAGE_CONNECTION_STRING``; the Azurite that ``photomosaics run`` is
+running on the same data folder; else an embedded Azurite started for the command on that
+folder, so what a command creates is there for the next ``make run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from dal.config import Settings, StorageClients
+from dal.stores import Stores
+
+DATA_DIR_OPTION = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=None,
+    help="The data folder of `photomosaics run`, used when no connection string is set [default: .data].",
+)  # fmt: skip
+
+
+@contextlib.contextmanager
+def command_stores(data_dir: str | None) -> Iterator[Stores]:
+    """The stores of the account a command should use, for the ``with`` block."""
+    from dal.azurite import AzuriteError, embedded_or_configured
+
+    settings = Settings.from_env()
+    location = Path(data_dir or settings.data_dir) / "azurite"
+    try:
+        with embedded_or_configured(location=location) as connection_string:
+            yield Stores(StorageClients(connection_string, profile="interactive"), settings)
+    except AzuriteError as exc:
+        raise click.ClickException(str(exc)) from None
