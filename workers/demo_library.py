@@ -210,7 +210,8 @@ def demo_tile_images(count: int = 400, *, quality: int = 90) -> list[tuple[str, 
         out = io.BytesIO()
         tile.save(out, format="JPEG", quality=quality)
         x, y, right, _ = crop.box
-        tag = f"{name}-{right - x}-{x}-{y}{'-m' if crop.flip else ''}"
+        # The ordinal keeps names unique: boxes rounded to whole pixels can coincide.
+        tag = f"{len(tiles):04d}-{name}-{right - x:.0f}-{x:.0f}-{y:.0f}{'-m' if crop.flip else ''}"
         tiles.append((tag, out.getvalue()))
     return tiles
 
