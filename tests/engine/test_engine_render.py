@@ -259,3 +259,24 @@ def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
         for band in plan_bands(grid.tiles_down, 3)
     ])
     assert _repeats_within(choice % len(library200), 2) == 0
+
+
+@pytest.mark.parametrize("distance", [1, 2])
+def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
+    monkeypatch: pytest.MonkeyPatch, photo: Image.Image, library200: TileLibrary, distance: int
+) -> None:
+    """The rounds switch from whole-band scans to pair lists midway: either alone gives the same."""
+    import importlib
+
+    variety = importlib.import_module("workers.engine.variety")
+    grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=48)
+    cells = cell_image(photo, grid)
+    options = RenderOptions(variety=distance, blend=0)
+    choices = []
+    for sparse_below in (1 << 40, 0, 32):  # whole band only, pair lists after one round, mixed
+        monkeypatch.setattr(variety, "_SPARSE_BELOW", sparse_below)
+        choices.append(choose_tiles(cells, library200, tile_size=8, seed="rounds", options=options))
+    assert np.array_equal(choices[0], choices[1]) and np.array_equal(choices[0], choices[2])
+    assert _repeats_within(choices[0] % len(library200), distance) == 0
+    plain = choose_tiles(cells, library200, tile_size=8, seed="rounds", options=PLAIN)
+    assert (choices[0] != plain).sum() > 20  # conflicts were there to settle

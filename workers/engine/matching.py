@@ -58,3 +58,25 @@ def best(cells: np.ndarray, tiles: np.ndarray, m: int) -> tuple[np.ndarray, np.n
         index[start : start + step] = np.take_along_axis(part, order, axis=1)
         score[start : start + step] = np.take_along_axis(values, order, axis=1)
     return index, score
+
+
+def ranked_neighbours(cells: np.ndarray, tiles: np.ndarray, graph: np.ndarray) -> np.ndarray:
+    """Each cell's nearest tile and that tile's ``graph`` row, ranked by distance to the cell.
+
+    ``(n, 1 + graph.shape[1]) int32``, best first, ties by tile index (the first column is
+    ``nearest``). The distances are read from the chunk of scores ``nearest`` computes anyway
+    (exact integers, |c|² left out, so the order is that of the exact distances): no tile
+    features are gathered per cell.
+    """
+    c, t = _augment(cells, tiles)
+    n, count = c.shape[0], t.shape[1]
+    out = np.empty((n, 1 + graph.shape[1]), np.int32)
+    step = _chunk(n, count)
+    for start in range(0, n, step):
+        d = c[start : start + step] @ t
+        first = np.argmin(d, axis=1)
+        cand = np.concatenate([first[:, None], graph[first]], axis=1).astype(np.int64)
+        score = np.take_along_axis(d, cand, axis=1).astype(np.int64)  # exact integers, |score| < 2^24
+        order = np.argsort((score + (1 << 24)) * count + cand, axis=1)  # score, then tile index
+        out[start : start + step] = np.take_along_axis(cand, order, axis=1)
+    return out

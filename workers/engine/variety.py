@@ -27,9 +27,10 @@ import hashlib
 
 import numpy as np
 
-from .matching import best, nearest
+from .matching import best, nearest, ranked_neighbours
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+_SPARSE_BELOW = 32  # switch to pair lists once fewer than 1/32 of the cells move in a round
 
 
 def seed_number(seed: str) -> int:
@@ -87,7 +88,7 @@ class _Candidates:
     A cell's first list is its nearest tile plus that tile's nearest neighbours among the
     tiles (a graph computed once per library and tile size), ranked by exact distance to the
     cell: near tiles of the best tile are near the cell, and this costs a few dozen
-    distances per cell instead of a search of the whole library. A cell that exhausts its
+    look-ups per cell instead of a search of the whole library. A cell that exhausts its
     list gets the exact next-best tiles (widths 4x, up to all the tiles it may use).
     """
 
@@ -109,22 +110,11 @@ class _Candidates:
         for g, (idx, members) in enumerate(groups):
             self.allowed[idx] = members.size
             self.group_of[idx] = g
-            first = members[nearest(cells[idx], tiles[members])]
-            self.ranked[idx, 0] = first
             if graph is not None and members.size == tiles.shape[0]:
-                self._from_graph(idx, first, graph)
-
-    def _from_graph(self, idx: np.ndarray, first: np.ndarray, graph: np.ndarray) -> None:
-        step = 4096
-        for start in range(0, idx.size, step):
-            cells = idx[start : start + step]
-            cand = np.concatenate([first[start : start + step, None], graph[first[start : start + step]]], axis=1)
-            diff = self.tiles[cand] - self.cells[cells][:, None, :]
-            dist = np.einsum("ijk,ijk->ij", diff, diff)  # exact: integer terms, sum < 2^24
-            key = dist.astype(np.int64) * np.int64(self.tiles.shape[0]) + cand  # distance, then index
-            order = np.argsort(key, axis=1)
-            self.ranked[cells] = np.take_along_axis(cand, order, axis=1)
-            self.width[cells] = cand.shape[1]
+                self.ranked[idx] = ranked_neighbours(cells[idx], tiles, graph)
+                self.width[idx] = width
+            else:
+                self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
 
     def refill(self, wanted: np.ndarray) -> None:
         """Lengthen the lists of cells ``wanted`` (flat indices) whose width allows it."""
@@ -212,36 +202,129 @@ def _pairs(rows: int, cols: int, d: int):
             yield a, b
 
 
+def _window(d: int) -> np.ndarray:
+    """``(k, 2)`` offsets (dy, dx) of every other cell within Chebyshev distance ``d``."""
+    dy, dx = np.mgrid[-d : d + 1, -d : d + 1]
+    keep = (dy != 0) | (dx != 0)
+    return np.stack([dy[keep], dx[keep]], axis=1)
+
+
 def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, cols: int, base: int) -> np.ndarray:
-    """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates."""
-    ptr = np.zeros(rows * cols, np.intp)
-    pairs = list(_pairs(rows, cols, d))
-    unique_negative = -1 - np.arange(rows * cols).reshape(rows, cols)
+    """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates.
+
+    A round: every cell whose tile is also held, within ``d``, by a neighbour of higher
+    priority that is not itself beaten moves on to its next candidate. While many cells
+    move, rounds scan the whole band with shifted views (``_dense_round``); once few do,
+    only the conflicting pairs are kept and only moved cells are compared with their
+    windows (``_sparse_rounds``). Both compute the same rounds.
+    """
+    n = rows * cols
+    state = _State(candidates, priority, base)
+    pairs = [(a, b, priority[a] < priority[b]) for a, b in _pairs(rows, cols, d)]
+    key2d = state.key.reshape(rows, cols)
     while True:
-        short = np.flatnonzero(ptr >= candidates.width)
+        losers = _dense_round(key2d, pairs, rows, cols)
+        if losers is None:
+            return state.choices().reshape(rows, cols)
+        state.advance(losers)
+        if losers.size * _SPARSE_BELOW < n:
+            break
+    _sparse_rounds(state, rows, cols, d)
+    return state.choices().reshape(rows, cols)
+
+
+
+class _State:
+    """Each cell's position in its candidate list, its tile and its conflict key."""
+
+    def __init__(self, candidates: _Candidates, priority: np.ndarray, base: int) -> None:
+        self.candidates, self.base = candidates, base
+        self.prio = priority.ravel()
+        n = self.prio.size
+        self.ptr = np.zeros(n, np.intp)
+        self.cur = candidates.ranked[:, 0].copy()
+        self.key = (self.cur % base).astype(np.int32)  # a unique negative once out of candidates
+
+    def advance(self, losers: np.ndarray) -> None:
+        """Move ``losers`` (sorted flat indices) to their next candidate, refilling lists."""
+        cand = self.candidates
+        self.ptr[losers] += 1
+        short = losers[self.ptr[losers] >= cand.width[losers]]
         if short.size:
-            candidates.refill(short)
-        out = (ptr >= candidates.width).reshape(rows, cols)
-        safe = np.minimum(ptr, candidates.width - 1)
-        cur = candidates.ranked[np.arange(rows * cols), safe].reshape(rows, cols)
-        key = np.where(out, unique_negative, cur % base)
-        beaten = np.zeros((rows, cols), bool)
-        conflicts = []
-        for a, b in pairs:
-            same = key[a] == key[b]
-            if not same.any():
-                continue
-            a_low = priority[a] < priority[b]
-            beaten[a] |= same & a_low
-            beaten[b] |= same & ~a_low
-            conflicts.append((a, b, same, a_low))
-        if not conflicts:
-            return np.where(out, -1, cur).astype(np.int32)
-        lose = np.zeros((rows, cols), bool)
-        for a, b, same, a_low in conflicts:
-            lose[a] |= same & a_low & ~beaten[b]
-            lose[b] |= same & ~a_low & ~beaten[a]
-        ptr[lose.ravel()] += 1
+            cand.refill(short)
+        ptr, width = self.ptr[losers], cand.width[losers]
+        self.cur[losers] = cand.ranked[losers, np.minimum(ptr, width - 1)]
+        self.key[losers] = np.where(ptr >= width, -1 - losers, self.cur[losers] % self.base)
+
+    def choices(self) -> np.ndarray:
+        return np.where(self.ptr >= self.candidates.width, -1, self.cur).astype(np.int32)
+
+
+def _dense_round(key: np.ndarray, pairs: list, rows: int, cols: int) -> np.ndarray | None:
+    """One round over the whole band: the cells that lose (flat, sorted), None if no conflict."""
+    beaten = np.zeros((rows, cols), bool)
+    found = []
+    for a, b, a_low in pairs:
+        same = key[a] == key[b]
+        if not same.any():
+            continue
+        a_lost = same & a_low
+        b_lost = same ^ a_lost
+        beaten[a] |= a_lost
+        beaten[b] |= b_lost
+        found.append((a, b, a_lost, b_lost))
+    if not found:
+        return None
+    lose = np.zeros((rows, cols), bool)
+    for a, b, a_lost, b_lost in found:
+        lose[a] |= a_lost > beaten[b]  # bools: a lost to b, and b is not beaten
+        lose[b] |= b_lost > beaten[a]
+    return np.flatnonzero(lose)
+
+
+def _window(d: int) -> np.ndarray:
+    """``(k, 2)`` offsets (dy, dx) of every other cell within Chebyshev distance ``d``."""
+    dy, dx = np.mgrid[-d : d + 1, -d : d + 1]
+    keep = (dy != 0) | (dx != 0)
+    return np.stack([dy[keep], dx[keep]], axis=1)
+
+
+def _sparse_rounds(state: _State, rows: int, cols: int, d: int) -> None:
+    """Rounds on the list of conflicting pairs; only moved cells are compared anew."""
+    n = rows * cols
+    key, prio = state.key, state.prio
+    flat = np.arange(n).reshape(rows, cols)
+    a_parts, b_parts = [], []
+    for a, b in _pairs(rows, cols, d):
+        same = key.reshape(rows, cols)[a] == key.reshape(rows, cols)[b]
+        a_parts.append(flat[a][same])
+        b_parts.append(flat[b][same])
+    pair_a = np.concatenate(a_parts) if a_parts else np.empty(0, np.intp)
+    pair_b = np.concatenate(b_parts) if b_parts else np.empty(0, np.intp)
+    window = _window(d)
+    beaten = np.zeros(n, bool)
+    moved = np.zeros(n, bool)
+    while pair_a.size:
+        b_wins = prio[pair_a] < prio[pair_b]
+        winner = np.where(b_wins, pair_b, pair_a)
+        loser = np.where(b_wins, pair_a, pair_b)
+        beaten[loser] = True
+        losers = np.unique(loser[~beaten[winner]])
+        beaten[loser] = False
+        state.advance(losers)
+        # Pairs between unmoved cells stand; pairs of a moved cell are found again.
+        moved[losers] = True
+        keep = ~(moved[pair_a] | moved[pair_b])
+        r = losers[:, None] // cols + window[None, :, 0]
+        c = losers[:, None] % cols + window[None, :, 1]
+        inside = (r >= 0) & (r < rows) & (c >= 0) & (c < cols)
+        other = np.where(inside, r * cols + c, 0)
+        hit = inside & (key[other] == key[losers][:, None])
+        hit &= ~moved[other] | (other > losers[:, None])  # a pair of two moved cells once
+        moved[losers] = False
+        rows_hit, cols_hit = np.nonzero(hit)
+        pair_a = np.concatenate([pair_a[keep], losers[rows_hit]])
+        pair_b = np.concatenate([pair_b[keep], other[rows_hit, cols_hit]])
 
 
 def _settle_one_by_one(
