@@ -280,3 +280,54 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     assert _repeats_within(choices[0] % len(library200), distance) == 0
     plain = choose_tiles(cells, library200, tile_size=8, seed="rounds", options=PLAIN)
     assert (choices[0] != plain).sum() > 20  # conflicts were there to settle
+
+
+def _reference_blend(out: np.ndarray, cells: np.ndarray, placed: np.ndarray, percent: int) -> np.ndarray:
+    """The blend written plainly: integer bilinear ×m per axis (edges repeat), doubled, saturating adds."""
+    passes = 1 if percent <= 50 else 2
+    denominator = 100 * passes
+    shift = np.clip((2 * percent * (cells.astype(np.int64) - placed) + denominator) // (2 * denominator), -127, 127)
+    factor = out.shape[0] // cells.shape[0]
+    double = 2 if factor >= 4 and factor % 2 == 0 else 1
+    m = factor // double
+
+    def taps(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        position = 2 * (np.arange(size * m) % m) + 1 - m
+        own = np.arange(size * m) // m
+        other = np.clip(own + np.sign(position), 0, size - 1)
+        return own, other, np.abs(position)
+
+    ry, ny, wy = taps(cells.shape[0])
+    rx, nx, wx = taps(cells.shape[1])
+    total = np.zeros((ry.size, rx.size, 3), np.int64)
+    for rows, row_weight in ((ry, 2 * m - wy), (ny, wy)):
+        for cols, col_weight in ((rx, 2 * m - wx), (nx, wx)):
+            total += shift[rows][:, cols] * (row_weight[:, None, None] * col_weight[None, :, None])
+    smooth = (total + 2 * m * m) // (4 * m * m)
+    full = smooth.repeat(double, axis=0).repeat(double, axis=1)
+    result = out.astype(np.int64)
+    for _ in range(passes):
+        result = np.clip(result + full, 0, 255)
+    return result.astype(np.uint8)
+
+
+@pytest.mark.parametrize("tile_size", [2, 8, 12, 16, 24, 64])
+@pytest.mark.parametrize("percent", [40, 100])
+@pytest.mark.parametrize("blend_bytes", [1, 1 << 20])  # one sub-cell row per strip, or the whole band
+def test_blend_is_the_plain_integer_bilinear_correction(
+    monkeypatch: pytest.MonkeyPatch, tile_size: int, percent: int, blend_bytes: int
+) -> None:
+    import importlib
+
+    render_module = importlib.import_module("workers.engine.render")
+    monkeypatch.setattr(render_module, "BLEND_BYTES", blend_bytes)
+    rng = np.random.default_rng(tile_size + percent)
+    k = 1 if tile_size < SUB else SUB
+    rows, cols = 5, 7
+    cells = rng.integers(0, 256, (rows * k, cols * k, 3), dtype=np.uint8)
+    placed = rng.integers(0, 256, (rows * k, cols * k, 3), dtype=np.uint8)
+    out = rng.integers(0, 256, (rows * tile_size, cols * tile_size, 3), dtype=np.uint8)
+    expected = _reference_blend(out, cells, placed, percent)
+    got = render_module.blend_toward(out.copy(), cells, placed, percent)
+    assert np.array_equal(got, expected)
+    assert (got == 0).any() and (got == 255).any()  # saturation was exercised
