@@ -76,7 +76,8 @@ def ranked_neighbours(cells: np.ndarray, tiles: np.ndarray, graph: np.ndarray) -
         d = c[start : start + step] @ t
         first = np.argmin(d, axis=1)
         cand = np.concatenate([first[:, None], graph[first]], axis=1).astype(np.int64)
-        score = np.take_along_axis(d, cand, axis=1).astype(np.int64)  # exact integers, |score| < 2^24
-        order = np.argsort((score + (1 << 24)) * count + cand, axis=1)  # score, then tile index
-        out[start : start + step] = np.take_along_axis(cand, order, axis=1)
+        rows = np.arange(cand.shape[0])[:, None] * count
+        score = d.ravel()[rows + cand].astype(np.int64)  # exact integers, |score| < 2^24
+        key = np.sort((score + (1 << 24)) * count + cand, axis=1)  # score, then tile index
+        out[start : start + step] = key % count
     return out
