@@ -220,10 +220,119 @@ def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, c
     """
     n = rows * cols
     state = _State(candidates, priority, base)
-    pairs = [(a, b, priority[a] < priority[b]) for a, b in _pairs(rows, cols, d)]
+    board = _Board(priority, d)
     key2d = state.key.reshape(rows, cols)
     while True:
-        losers = _dense_round(key2d, pairs, rows, cols)
+        losers = board.round(key2d)
+        if losers is None:
+            return state.choices().reshape(rows, cols)
+        state.advance(losers)
+        if losers.size * _SPARSE_BELOW < n:
+            break
+    _sparse_rounds(state, rows, cols, d)
+    return state.choices().reshape(rows, cols)
+
+
+
+class _State:
+    """Each cell's position in its candidate list, its tile and its conflict key."""
+
+    def __init__(self, candidates: _Candidates, priority: np.ndarray, base: int) -> None:
+        self.candidates, self.base = candidates, base
+        self.prio = priority.ravel()
+        n = self.prio.size
+        self.ptr = np.zeros(n, np.intp)
+        self.cur = candidates.ranked[:, 0].copy()
+        self.key = (self.cur % base).astype(np.int32)  # a unique negative once out of candidates
+
+    def advance(self, losers: np.ndarray) -> None:
+        """Move ``losers`` (sorted flat indices) to their next candidate, refilling lists."""
+        cand = self.candidates
+        self.ptr[losers] += 1
+        short = losers[self.ptr[losers] >= cand.width[losers]]
+        if short.size:
+            cand.refill(short)
+        ptr, width = self.ptr[losers], cand.width[losers]
+        self.cur[losers] = cand.ranked[losers, np.minimum(ptr, width - 1)]
+        self.key[losers] = np.where(ptr >= width, -1 - losers, self.cur[losers] % self.base)
+
+    def choices(self) -> np.ndarray:
+        return np.where(self.ptr >= self.candidates.width, -1, self.cur).astype(np.int32)
+
+
+class _Board:
+    """Whole-band rounds on flat arrays: rows padded with ``d`` columns each side.
+
+    With the padding every offset of the window is one shift of a contiguous array (a
+    neighbour past the row's end lands in the padding, whose keys are all distinct and
+    never a tile), so each comparison is one long vector operation.
+    """
+
+    def __init__(self, priority: np.ndarray, d: int) -> None:
+        self.rows, self.cols = priority.shape
+        self.d, self.width = d, self.cols + 2 * d
+        size = self.rows * self.width
+        prio = np.full((self.rows, self.width), -1, np.int64)
+        prio[:, d : d + self.cols] = priority
+        self.key = (-1 - self.rows * self.cols - np.arange(size, dtype=np.int64)).astype(np.int32)
+        self.key = self.key.reshape(self.rows, self.width)
+        flat = prio.ravel()
+        self.shifts = []
+        for dy in range(d + 1):
+            for dx in range(-d, d + 1):
+                shift = dy * self.width + dx
+                if (dy > 0 or dx > 0) and shift < size:
+                    self.shifts.append((shift, flat[: size - shift] < flat[shift:]))
+
+    def round(self, key: np.ndarray) -> np.ndarray | None:
+        """The cells that lose this round (flat, sorted), None if there is no conflict."""
+        d, cols = self.d, self.cols
+        self.key[:, d : d + cols] = key
+        flat = self.key.ravel()
+        size = flat.size
+        beaten = np.zeros(size, bool)
+        found = []
+        for shift, a_low in self.shifts:
+            same = flat[: size - shift] == flat[shift:]
+            if not same.any():
+                continue
+            a_lost = same & a_low
+            b_lost = same ^ a_lost
+            beaten[: size - shift] |= a_lost
+            beaten[shift:] |= b_lost
+            found.append((shift, a_lost, b_lost))
+        if not found:
+            return None
+        lose = np.zeros(size, bool)
+        for shift, a_lost, b_lost in found:
+            lose[: size - shift] |= a_lost > beaten[shift:]  # bools: lost to a cell that is not beaten
+            lose[shift:] |= b_lost > beaten[: size - shift]
+        padded = np.flatnonzero(lose)
+        return padded // self.width * cols + padded % self.width - d
+
+
+def _window(d: int) -> np.ndarray:
+    """``(k, 2)`` offsets (dy, dx) of every other cell within Chebyshev distance ``d``."""
+    dy, dx = np.mgrid[-d : d + 1, -d : d + 1]
+    keep = (dy != 0) | (dx != 0)
+    return np.stack([dy[keep], dx[keep]], axis=1)
+
+
+def _resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, cols: int, base: int) -> np.ndarray:
+    """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates.
+
+    A round: every cell whose tile is also held, within ``d``, by a neighbour of higher
+    priority that is not itself beaten moves on to its next candidate. While many cells
+    move, rounds scan the whole band with shifted views (``_dense_round``); once few do,
+    only the conflicting pairs are kept and only moved cells are compared with their
+    windows (``_sparse_rounds``). Both compute the same rounds.
+    """
+    n = rows * cols
+    state = _State(candidates, priority, base)
+    board = _Board(priority, d)
+    key2d = state.key.reshape(rows, cols)
+    while True:
+        losers = board.round(key2d)
         if losers is None:
             return state.choices().reshape(rows, cols)
         state.advance(losers)
