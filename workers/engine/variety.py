@@ -248,13 +248,20 @@ class _State:
     def advance(self, losers: np.ndarray) -> None:
         """Move ``losers`` (sorted flat indices) to their next candidate, refilling lists."""
         cand = self.candidates
-        self.ptr[losers] += 1
-        short = losers[self.ptr[losers] >= cand.width[losers]]
-        if short.size:
-            cand.refill(short)
-        ptr, width = self.ptr[losers], cand.width[losers]
-        self.cur[losers] = cand.ranked[losers, np.minimum(ptr, width - 1)]
-        self.key[losers] = np.where(ptr >= width, -1 - losers, self.cur[losers] % self.base)
+        ptr = self.ptr[losers] + 1
+        self.ptr[losers] = ptr
+        width = cand.width[losers]
+        short = ptr >= width
+        if short.any():
+            cand.refill(losers[short])
+            width = cand.width[losers]
+            short = ptr >= width
+        cur = cand.ranked.ravel()[losers * cand.ranked.shape[1] + np.minimum(ptr, width - 1)]
+        self.cur[losers] = cur
+        key = cur % self.base
+        if short.any():  # out of candidates: a key no other cell has
+            key = np.where(short, -1 - losers, key)
+        self.key[losers] = key
 
     def choices(self) -> np.ndarray:
         return np.where(self.ptr >= self.candidates.width, -1, self.cur).astype(np.int32)
@@ -357,13 +364,20 @@ class _State:
     def advance(self, losers: np.ndarray) -> None:
         """Move ``losers`` (sorted flat indices) to their next candidate, refilling lists."""
         cand = self.candidates
-        self.ptr[losers] += 1
-        short = losers[self.ptr[losers] >= cand.width[losers]]
-        if short.size:
-            cand.refill(short)
-        ptr, width = self.ptr[losers], cand.width[losers]
-        self.cur[losers] = cand.ranked[losers, np.minimum(ptr, width - 1)]
-        self.key[losers] = np.where(ptr >= width, -1 - losers, self.cur[losers] % self.base)
+        ptr = self.ptr[losers] + 1
+        self.ptr[losers] = ptr
+        width = cand.width[losers]
+        short = ptr >= width
+        if short.any():
+            cand.refill(losers[short])
+            width = cand.width[losers]
+            short = ptr >= width
+        cur = cand.ranked.ravel()[losers * cand.ranked.shape[1] + np.minimum(ptr, width - 1)]
+        self.cur[losers] = cur
+        key = cur % self.base
+        if short.any():  # out of candidates: a key no other cell has
+            key = np.where(short, -1 - losers, key)
+        self.key[losers] = key
 
     def choices(self) -> np.ndarray:
         return np.where(self.ptr >= self.candidates.width, -1, self.cur).astype(np.int32)
