@@ -268,13 +268,13 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     """The rounds switch from whole-band scans to pair lists midway: either alone gives the same."""
     import importlib
 
-    variety = importlib.import_module("workers.engine.variety")
+    rounds = importlib.import_module("workers.engine.rounds")
     grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=48)
     cells = cell_image(photo, grid)
     options = RenderOptions(variety=distance, blend=0)
     choices = []
     for sparse_below in (1 << 40, 0, 32):  # whole band only, pair lists after one round, mixed
-        monkeypatch.setattr(variety, "_SPARSE_BELOW", sparse_below)
+        monkeypatch.setattr(rounds, "_SPARSE_BELOW", sparse_below)
         choices.append(choose_tiles(cells, library200, tile_size=8, seed="rounds", options=options))
     assert np.array_equal(choices[0], choices[1]) and np.array_equal(choices[0], choices[2])
     assert _repeats_within(choices[0] % len(library200), distance) == 0
@@ -319,8 +319,8 @@ def test_blend_is_the_plain_integer_bilinear_correction(
 ) -> None:
     import importlib
 
-    render_module = importlib.import_module("workers.engine.render")
-    monkeypatch.setattr(render_module, "BLEND_BYTES", blend_bytes)
+    blend_module = importlib.import_module("workers.engine.blend")
+    monkeypatch.setattr(blend_module, "BLEND_BYTES", blend_bytes)
     rng = np.random.default_rng(tile_size + percent)
     k = 1 if tile_size < SUB else SUB
     rows, cols = 5, 7
@@ -328,6 +328,6 @@ def test_blend_is_the_plain_integer_bilinear_correction(
     placed = rng.integers(0, 256, (rows * k, cols * k, 3), dtype=np.uint8)
     out = rng.integers(0, 256, (rows * tile_size, cols * tile_size, 3), dtype=np.uint8)
     expected = _reference_blend(out, cells, placed, percent)
-    got = render_module.blend_toward(out.copy(), cells, placed, percent)
+    got = blend_module.blend_toward(out.copy(), cells, placed, percent)
     assert np.array_equal(got, expected)
     assert (got == 0).any() and (got == 255).any()  # saturation was exercised

@@ -6,6 +6,8 @@
     signatures  CIELAB sub-cell features, exact integers
     matching    nearest tiles by chunked matrix products
     variety     anti-repetition, deterministic and safe across band borders
+    rounds      the variety rule's conflict rounds (which candidate each cell keeps)
+    blend       colour correction of the placed tiles toward the target, integer-exact
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
 """
 
