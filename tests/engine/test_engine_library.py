@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from workers.engine import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library, read_sources
+from workers.engine import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library
 
 from .conftest import encode, random_library
 
@@ -90,19 +90,3 @@ def test_smaller_tile_sizes_are_derived_and_cached(size: int) -> None:
     assert np.abs(means - library.atlas.reshape(5, -1, 3).mean(axis=1)).max() < 12
     with pytest.raises(ValueError):
         library.tiles(0)
-
-
-def test_read_sources_from_folder_and_zip(tmp_path: Path) -> None:
-    folder = tmp_path / "tiles"
-    (folder / "sub").mkdir(parents=True)
-    (folder / "a.png").write_bytes(b"1")
-    (folder / "sub" / "b.jpg").write_bytes(b"2")
-    (folder / ".hidden").write_bytes(b"3")
-    assert [name for name, _ in read_sources(folder)] == ["a.png", "sub/b.jpg"]
-    archive_path = tmp_path / "tiles.zip"
-    with zipfile.ZipFile(archive_path, "w") as archive:
-        archive.writestr("x/c.png", b"4")
-        archive.writestr("__MACOSX/x/._c.png", b"5")
-    assert list(read_sources(archive_path)) == [("x/c.png", b"4")]
-    with pytest.raises(ValueError):
-        list(read_sources(folder / "a.png"))

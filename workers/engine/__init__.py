@@ -1,7 +1,7 @@
 """The pure mosaic engine: arrays and images in, arrays out, no Azure inside.
 
     images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
-    library     TileLibrary (atlas + index blob), build_library, read_sources
+    library     TileLibrary (atlas + index blob), build_library
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
     signatures  CIELAB sub-cell features, exact integers
     matching    nearest tiles by chunked matrix products
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .images import ImageDecodeError, open_image, probe_size, to_rgb
-from .library import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library, read_sources
+from .library import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library
 from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
 from .signatures import SUB, cell_pixels
 
@@ -37,7 +37,6 @@ __all__ = [
     "plan_bands",
     "plan_grid",
     "probe_size",
-    "read_sources",
     "render",
     "render_band",
     "to_rgb",

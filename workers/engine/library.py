@@ -15,9 +15,8 @@ import json
 import math
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -213,22 +212,3 @@ def build_library(
             + (f" (first: {skipped[0][0]}: {skipped[0][1]})" if skipped else "")
         )
     return TileLibrary.from_tiles(np.stack(tiles), names), skipped
-
-
-def read_sources(path: str | Path) -> Iterator[tuple[str, bytes]]:
-    """``(name, bytes)`` of every file in a folder (recursively, sorted) or a zip archive."""
-    path = Path(path)
-    if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if p.is_file()):
-            relative = file.relative_to(path)
-            if not any(part.startswith(".") or part == "__MACOSX" for part in relative.parts):
-                yield relative.as_posix(), file.read_bytes()
-    elif zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            for info in sorted(archive.infolist(), key=lambda i: i.filename):
-                parts = info.filename.split("/")
-                if info.is_dir() or any(p.startswith(".") or p == "__MACOSX" for p in parts):
-                    continue
-                yield info.filename, archive.read(info)
-    else:
-        raise ValueError(f"{path} is neither a folder nor a zip archive")
