@@ -13,7 +13,7 @@ One run, one machine, a fresh in-memory Azurite. A 12 MP photo (JPEG, 3968 × 29
 Storage transactions are counted in every role process (``PHOTOMOSAICS_COUNT_TRANSACTIONS``)
 and diffed around each job via SIGUSR1 snapshots, so a job's count includes the idle polls
 of every listener while it ran. Roles poll with ``poll_max`` 1 s here (latency, not the
-cheap 10 s default); one more 4-slice job runs on roles left idle for 25 s with the
+default cap of ``Settings.poll_max_interval``); one more 4-slice job runs on roles left idle for 25 s with the
 defaults (what a person sees on a quiet ``make run``), and the idle cost is measured on a
 responder with the defaults.
 """
@@ -29,10 +29,13 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
+from dal.config import Settings
+
+_DEFAULTS = Settings()  # the polling defaults the roles run with
 RESULTS = Path("bench-results")
 TILE = 16
 TILES_ACROSS = 256
@@ -181,14 +184,14 @@ def in_process(data: bytes, library: Any, max_output_pixels: int) -> tuple[float
 
 
 def from_idle(cs: str, folder: Path, services: Any, library_uri: str, data: bytes) -> dict[str, Any]:
-    """One 4-slice job on roles that have sat idle for 25 s with the default polling (0.1 -> 10 s)."""
+    """One 4-slice job on roles that have sat idle for 25 s with the default polling (Settings)."""
     folder.mkdir()
     roles = Roles(cs, folder, {"PHOTOMOSAICS_LOG_LEVEL": "WARNING"})
     for role in ("controller", "responder", *["processor"] * PROCESSORS):
         roles.start(role)
     try:
         roles.wait_ready()
-        time.sleep(25)  # every listener's back-off has reached its 10 s cap
+        time.sleep(25)  # every listener's back-off has reached its cap
         request_id, started = submit(services, data, library_uri, SLICES[-1])
         wait_done(services, request_id)
         seconds = time.perf_counter() - started
@@ -215,7 +218,7 @@ def idle_cost(connection_string: str, folder: Path) -> dict[str, Any]:
     elapsed, polls = 0.0, 0
     while elapsed < 3600:
         polls += 1
-        elapsed += poll_delay(polls, poll_min=0.1, poll_max=10.0)
+        elapsed += poll_delay(polls, poll_min=_DEFAULTS.poll_min_interval, poll_max=_DEFAULTS.poll_max_interval)
     return {"operations": dict(operations), "receives": stats["receives"], "first_hour_schedule": polls}
 
 
@@ -307,14 +310,16 @@ def report(
             print(f"\nWhere the time goes, warm, {row['slices']} slice(s) (job event log):")
             for line in row["timeline"]:
                 print(f"  {line}")
-    print(f"\nThe same {SLICES[-1]}-slice job on roles idle for 25 s with the default polling (10 s cap): "
+    print(f"\nThe same {SLICES[-1]}-slice job on roles idle for 25 s with the default polling ({_DEFAULTS.poll_max_interval:g} s cap): "
           f"{from_idle['seconds']:.2f} s")  # fmt: skip
     for line in from_idle["timeline"]:
         print(f"  {line}")
     per_hour = idle["receives"] * 3600 / IDLE_SECONDS
-    print(f"\nIdle responder, default polling (0.1 s doubling to 10 s), {IDLE_SECONDS} s measured after start-up:")
+    print(f"\nIdle responder, default polling ({_DEFAULTS.poll_min_interval:g} s doubling to {_DEFAULTS.poll_max_interval:g} s), "
+          f"{IDLE_SECONDS} s measured after start-up:")
     print(f"  {sum(idle['operations'].values())} transactions ({idle['operations']}); "
-          f"schedule: {idle['first_hour_schedule']} receives in the first idle hour, 360/h once saturated "
+          f"schedule: {idle['first_hour_schedule']} receives in the first idle hour, "
+          f"{3600 / _DEFAULTS.poll_max_interval:.0f}/h once saturated "
           f"(this minute extrapolated: {per_hour:.0f}/h)")  # fmt: skip
 
 
