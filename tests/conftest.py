@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +53,17 @@ def azurite_connection_string() -> Iterator[str]:
 def storage(azurite_connection_string: str) -> StorageClients:
     """Storage clients with the short ``probe`` retry policy: a dead endpoint fails fast."""
     return StorageClients(azurite_connection_string, profile="probe")
+
+
+@pytest.fixture
+def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Any]:
+    """A ``tests.pipeline_helpers.Pipeline`` with a synthetic library ``tiles``; its roles stop after."""
+    from tests.pipeline_helpers import Pipeline, synthetic_library
+
+    pipeline = Pipeline(azurite_connection_string, tmp_path)
+    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
+    yield pipeline
+    pipeline.stop_all()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,18 +37,21 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Live processes in the process group ``pgid`` (Azurite runs in its own session)."""
-    members = []
+def _live_processes() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, stat fields after the command name)`` of every live, non-zombie process."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
+            if fields[0] != "Z":
+                yield int(entry.name), fields
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes in the process group ``pgid`` (Azurite runs in its own session)."""
+    return [pid for pid, fields in _live_processes() if int(fields[2]) == pgid]
 
 
 def _wait_gone(pid: int, within: float = 20.0) -> bool:
@@ -60,16 +64,7 @@ def _wait_gone(pid: int, within: float = 20.0) -> bool:
 
 
 def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.add(int(entry.name))
-    return found
+    return {child for child, fields in _live_processes() if int(fields[1]) == pid}
 
 
 @pytest.mark.usefixtures("azurite_installed")

@@ -9,26 +9,19 @@ enough for a kill to land mid-slice.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from dal.config import SLICE_RESPONSE_CONTAINER
-from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo, synthetic_library
+from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo
 from workers.engine.images import open_image
 from workers.engine.render import render
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
-@pytest.fixture
-def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
-    pipeline = Pipeline(azurite_connection_string, tmp_path)
-    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
-    yield pipeline
-    pipeline.stop_all()
 
 
 def wait_until(probe: Callable[[], object], *, seconds: float, what: str, pipe: Pipeline) -> None:

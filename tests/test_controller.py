@@ -7,9 +7,7 @@ handler sees exactly what a listener would hand it, redeliveries included.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from dal.claims import BlobClaims
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.messages import SliceResponseMessage
 from dal.queues import ReceivedMessage
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo, synthetic_library
+from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from workers.engine.grid import cell_image, plan_bands, plan_grid
 from workers.engine.images import open_image
@@ -31,11 +29,6 @@ from workers.slicing import decode_band, encode_output, encode_png
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
-    pipeline = Pipeline(azurite_connection_string, tmp_path)
-    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
-    yield pipeline
 
 
 def controller(pipe: Pipeline, name: str = "ctl-a", **kwargs: float) -> JobController:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+from tests.pipeline_helpers import Pipeline, sample_photo
 from workers.engine.images import open_image
 from workers.engine.render import render
 from workers.slicing import encode_output
@@ -43,12 +41,6 @@ def decoded(data: bytes) -> np.ndarray:
         return np.asarray(image.convert("RGB"))
 
 
-@pytest.fixture
-def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
-    pipeline = Pipeline(azurite_connection_string, tmp_path)
-    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
-    yield pipeline
-    pipeline.stop_all()
 
 
 def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline) -> None:

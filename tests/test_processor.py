@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +11,7 @@ import pytest
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.libraries import INDEX_BLOB
 from dal.queues import ReceivedMessage
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo, synthetic_library
+from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from workers.engine.images import open_image
 from workers.engine.render import render
@@ -25,11 +23,6 @@ from workers.services import Services
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Pipeline]:
-    pipeline = Pipeline(azurite_connection_string, tmp_path)
-    pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())
-    yield pipeline
 
 
 def receive_all(queue: Any, expected: int) -> list[ReceivedMessage]:
