@@ -11,6 +11,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY dal ./dal
+COPY mosaic ./mosaic
 COPY workers ./workers
 COPY webapp ./webapp
 COPY photomosaics ./photomosaics

@@ -51,7 +51,7 @@ ARTIFACTS = Path("artifacts") / "bench"
 
 
 def _variants() -> dict[str, Any]:
-    from workers.engine import RenderOptions
+    from mosaic import RenderOptions
 
     return {
         "engine default": RenderOptions(),
@@ -71,7 +71,7 @@ def _encode(array: np.ndarray) -> bytes:
 
 
 def _engine_once(data: bytes, library: Any, tile: int, options: Any) -> np.ndarray:
-    from workers.engine import SUB, open_image, plan_grid, probe_size, render
+    from mosaic import SUB, open_image, plan_grid, probe_size, render
 
     width, height = probe_size(data)
     grid = plan_grid(width, height, tile_size=tile, tiles_across=width // tile)
@@ -83,7 +83,7 @@ def _engine_once(data: bytes, library: Any, tile: int, options: Any) -> np.ndarr
 
 def child_engine(target: str, index: str, tile: int, variants: list[str], save: str | None) -> dict[str, Any]:
     """In a fresh process: time each engine variant, then score it."""
-    from workers.engine import TileLibrary
+    from mosaic import TileLibrary
 
     data = Path(target).read_bytes()
     library = TileLibrary.from_bytes(Path(index).read_bytes())
@@ -112,7 +112,7 @@ def child_engine(target: str, index: str, tile: int, variants: list[str], save: 
 
 
 def child_per_cell(target: str, index: str, tile: int, save: str | None) -> dict[str, Any]:
-    from workers.engine import TileLibrary
+    from mosaic import TileLibrary
 
     data = Path(target).read_bytes()
     library = TileLibrary.from_bytes(Path(index).read_bytes())
@@ -194,7 +194,7 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
 
 
 def main() -> int:
-    from workers.engine import TileLibrary, build_library
+    from mosaic import TileLibrary, build_library
 
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     RESULTS.mkdir(exist_ok=True)
@@ -256,7 +256,7 @@ def main() -> int:
 
 def _library_scaling(work: Path, sources: list[tuple[str, bytes]]) -> dict[str, Any]:
     """The same 12 MP job at tile 16 with 640 and with 10,000 tiles."""
-    from workers.engine import TileLibrary
+    from mosaic import TileLibrary
 
     atlas, names = crop_tiles(BIG_LIBRARY_TILES, seed=1)
     big = TileLibrary.from_tiles(atlas, names)
@@ -279,10 +279,10 @@ def _library_scaling(work: Path, sources: list[tuple[str, bytes]]) -> dict[str, 
 
 def _matching_methods(work: Path) -> dict[str, float]:
     """Nearest tile for every cell of the 12 MP target at tile 16: chunked BLAS vs a KD-tree."""
-    from workers.engine import RenderOptions, TileLibrary, cell_image, open_image, plan_grid
-    from workers.engine.matching import nearest
-    from workers.engine.render import _sub_cells, _weights, tile_features
-    from workers.engine.signatures import features
+    from mosaic import RenderOptions, TileLibrary, cell_image, open_image, plan_grid
+    from mosaic.matching import nearest
+    from mosaic.render import _sub_cells, _weights, tile_features
+    from mosaic.signatures import features
 
     try:
         from scipy.spatial import cKDTree

@@ -3,7 +3,7 @@
 One run, one machine, a fresh in-memory Azurite. A 12 MP photo (JPEG, 3968 × 2976) becomes a
 256-tile-wide mosaic at tile 16 (4096 × 3072 = 12.6 MP out) with the demo library:
 
-- **in-process**: ``open_image`` + ``workers.engine.render`` + ``encode_output`` in this
+- **in-process**: ``open_image`` + ``mosaic.render`` + ``encode_output`` in this
   process, library caches warm (best of two);
 - **pipeline**: the same job through real ``photomosaics controller``, ``responder`` and
   four ``processor`` processes, 1, 2 and 4 slices, from the ImageRequest being sent to the
@@ -167,8 +167,8 @@ def timeline(services: Any, request_id: str) -> list[str]:
 
 def in_process(data: bytes, library: Any, max_output_pixels: int) -> tuple[float, tuple[int, int]]:
     """Decode + render + JPEG encode in this process; best of two after a warm-up."""
-    from workers.engine.images import open_image
-    from workers.engine.render import render
+    from mosaic.images import open_image
+    from mosaic.render import render
     from workers.slicing import encode_output
 
     def once() -> tuple[float, tuple[int, int]]:

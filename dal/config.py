@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
+
 # Queue, container and table names (DESIGN.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
 IMAGE_RESPONSE_QUEUE = "imageresponse"
@@ -142,9 +144,9 @@ class Settings:
     poll_min_interval: float = 0.1
     poll_max_interval: float = 2.0
     # Mosaic limits.
-    max_output_pixels: int = 40_000_000
+    max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
     max_upload_bytes: int = 30 * 1024 * 1024
-    max_input_pixels: int = 60_000_000
+    max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS
     max_slices: int = 64
     data_dir: str = ".data"
     # Prepended to every queue, container and table name: isolates tests and side-by-side runs.
@@ -161,9 +163,9 @@ class Settings:
             batch_size=_env_int(env, "PHOTOMOSAICS_BATCH_SIZE", 16),
             poll_min_interval=_env_float(env, "PHOTOMOSAICS_POLL_MIN_SECONDS", 0.1),
             poll_max_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_SECONDS", 2.0),
-            max_output_pixels=_env_int(env, "PHOTOMOSAICS_MAX_OUTPUT_PIXELS", 40_000_000),
+            max_output_pixels=_env_int(env, "PHOTOMOSAICS_MAX_OUTPUT_PIXELS", DEFAULT_MAX_OUTPUT_PIXELS),
             max_upload_bytes=_env_int(env, "PHOTOMOSAICS_MAX_UPLOAD_BYTES", 30 * 1024 * 1024),
-            max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", 60_000_000),
+            max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", DEFAULT_MAX_INPUT_PIXELS),
             max_slices=_env_int(env, "PHOTOMOSAICS_MAX_SLICES", 64),
             data_dir=env.get("PHOTOMOSAICS_DATA_DIR", ".data"),
             name_prefix=env.get("PHOTOMOSAICS_NAME_PREFIX", ""),

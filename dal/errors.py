@@ -13,9 +13,7 @@ errors (timeouts, 500, 503) are retried by the SDK's retry policy before they su
 
 from __future__ import annotations
 
-
-class PhotoMosaicsError(Exception):
-    """Root of every error this project raises on purpose."""
+from mosaic.errors import PhotoMosaicsError  # the root lives in the bottom layer, the engine
 
 
 class StorageConfigurationError(PhotoMosaicsError):

@@ -38,7 +38,7 @@ from dal.config import (
 from dal.errors import PhotoMosaicsError
 
 if TYPE_CHECKING:
-    from workers.engine.library import TileLibrary
+    from mosaic.library import TileLibrary
 
 INDEX_BLOB = "index.zip"  # TileLibrary.to_bytes(): index.json + lossless PNG atlas pages
 TILE_PREFIX = "tiles/"
@@ -206,8 +206,8 @@ class LibraryStore:
 
         Files that are not images are skipped and reported in ``LibraryCreated.skipped``.
         """
-        from workers.engine.library import build_library
-        from workers.tile_sources import read_tile_sources
+        from mosaic.library import build_library
+        from mosaic.sources import read_tile_sources
 
         self.container_name(name)  # a bad name fails before any decoding work
         skipped: list[tuple[str, str]] = []
@@ -245,7 +245,7 @@ class LibraryStore:
         from azure.core import MatchConditions
         from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError, ResourceNotModifiedError
 
-        from workers.engine.library import TileLibrary
+        from mosaic.library import TileLibrary
 
         container = self._container_from(uri_or_name)
         with self._lock:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from workers.engine.library import TileLibrary
+    from mosaic.library import TileLibrary
 
 log = logging.getLogger(__name__)
 Skipped = list[tuple[str, str]]
@@ -36,7 +36,7 @@ def cache_dir() -> Path:
 
 def source_key(source: Path) -> str:
     """A hash of what the library would be built from: paths, sizes and times, not contents."""
-    from workers.engine.library import FORMAT_VERSION
+    from mosaic.library import FORMAT_VERSION
 
     source = source.resolve()
     digest = hashlib.sha256(f"{FORMAT_VERSION}\0{source}".encode())
@@ -49,7 +49,7 @@ def source_key(source: Path) -> str:
 
 def load(source: Path) -> tuple[TileLibrary, Skipped] | None:
     """The cached library of ``source`` and what was skipped building it, or None."""
-    from workers.engine.library import LibraryFormatError, TileLibrary
+    from mosaic.library import LibraryFormatError, TileLibrary
 
     key = source_key(source)
     index, notes = cache_dir() / f"{key}.zip", cache_dir() / f"{key}.json"

@@ -26,7 +26,7 @@ from PIL import Image
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs import TERMINAL_STATUSES, Job
 from dal.messages import ImageRequestMessage
-from workers.engine.library import TileLibrary
+from mosaic.library import TileLibrary
 from workers.services import Services
 
 CLIENT_ID = "pipeline-tests"

@@ -16,8 +16,8 @@ import pytest
 
 from dal.config import SLICE_RESPONSE_CONTAINER
 from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo
-from workers.engine.images import open_image
-from workers.engine.render import render
+from mosaic.images import open_image
+from mosaic.render import render
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -18,8 +18,8 @@ from dal.messages import SliceResponseMessage
 from dal.queues import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
-from workers.engine.grid import cell_image, plan_bands, plan_grid
-from workers.engine.images import open_image
+from mosaic.grid import cell_image, plan_bands, plan_grid
+from mosaic.images import open_image
 from workers.errors import PermanentJobError
 from workers.failures import guard
 from workers.responder import Responder

@@ -3,7 +3,7 @@
 3 pictures × slices {1, 3, 7} × tile sizes {8, 16} = 18 jobs, submitted at once to one
 controller, two processors and a responder. Pixel identity is checked twice, honestly:
 
-- the rendered slices (lossless PNGs) stacked are *exactly* ``workers.engine.render`` of the
+- the rendered slices (lossless PNGs) stacked are *exactly* ``mosaic.render`` of the
   same job — the distributed render is the in-process render;
 - the delivered JPEG decodes to exactly the same pixels as the in-process render put through
   the same encoder (``workers.slicing.encode_output``): the stitch adds, drops or moves nothing.
@@ -19,8 +19,8 @@ import pytest
 from PIL import Image
 
 from tests.pipeline_helpers import Pipeline, sample_photo
-from workers.engine.images import open_image
-from workers.engine.render import render
+from mosaic.images import open_image
+from mosaic.render import render
 from workers.slicing import encode_output
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -13,8 +13,8 @@ from dal.libraries import INDEX_BLOB
 from dal.queues import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
-from workers.engine.images import open_image
-from workers.engine.render import render
+from mosaic.images import open_image
+from mosaic.render import render
 from workers.errors import PermanentJobError
 from workers.failures import guard
 from workers.processor import ImageProcessor

@@ -119,7 +119,7 @@ def create_library() -> tuple[Response, int]:
         data = upload.read()
         filename = upload.filename or "upload"
         if data[:4] == b"PK\x03\x04":
-            from workers.tile_sources import read_tile_sources
+            from mosaic.sources import read_tile_sources
 
             _check_zip(filename, data)
             try:

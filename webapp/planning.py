@@ -16,7 +16,7 @@ MAX_TILES_ACROSS = 10_000
 
 def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, max_output_pixels: int) -> Any:
     """The engine's Grid for this photo and settings; ApiError 400 when it cannot be planned."""
-    from workers.engine.grid import plan_grid
+    from mosaic.grid import plan_grid
 
     try:
         return plan_grid(
@@ -28,7 +28,7 @@ def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, m
 
 def bands(tiles_down: int, slices: int) -> list[list[int]]:
     """Row ranges [start, stop) of each slice, as the controller will cut them."""
-    from workers.engine.grid import plan_bands
+    from mosaic.grid import plan_bands
 
     try:
         return [[band.start, band.stop] for band in plan_bands(tiles_down, slices)]

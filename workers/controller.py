@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import numpy as np
     from PIL import Image
 
-    from workers.engine.grid import Grid
+    from mosaic.grid import Grid
 
 __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_name"]
 
@@ -93,7 +93,7 @@ class JobController:
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == "stitching"):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
-        from workers.engine.grid import cell_image, plan_bands, plan_grid
+        from mosaic.grid import cell_image, plan_bands, plan_grid
 
         settings = self.services.settings
         if message.slices > settings.max_slices:
@@ -163,7 +163,7 @@ class JobController:
         log.info("job %s: %d slices dispatched", rid, len(pending))
 
     def _read_image(self, message: ImageRequestMessage) -> Image.Image:
-        from workers.engine.images import ImageDecodeError, open_image
+        from mosaic.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)

@@ -28,7 +28,7 @@ from workers.services import Services
 from workers.slicing import BandFormatError, decode_band, encode_png
 
 if TYPE_CHECKING:
-    from workers.engine.library import TileLibrary
+    from mosaic.library import TileLibrary
 
 __all__ = ["ImageProcessor"]
 
@@ -61,7 +61,7 @@ class ImageProcessor:
             raise PermanentJobError(f"slice {seq + 1} of the picture cannot be read: {exc}") from None
         if self.slice_delay > 0:
             time.sleep(self.slice_delay)
-        from workers.engine.render import render_band
+        from mosaic.render import render_band
 
         started = time.monotonic()
         try:
@@ -85,7 +85,7 @@ class ImageProcessor:
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
-        from workers.engine.library import LibraryFormatError
+        from mosaic.library import LibraryFormatError
 
         try:
             return self.services.libraries.load(uri)

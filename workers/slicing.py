@@ -1,6 +1,6 @@
 """Cutting a job into bands and putting the rendered bands back together.
 
-The JobController resamples the photo to its cell image (``workers.engine.cell_image``),
+The JobController resamples the photo to its cell image (``mosaic.cell_image``),
 cuts it into bands of whole cell rows and stores each band as a PNG in ``slicerequest``.
 The band PNG carries, in text chunks, where it sits in the job's grid (first cell row, row
 count, grid size), so an ImageProcessor needs nothing but the blob and the message to render

@@ -23,8 +23,8 @@ _FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".t
 
 def _build_from_path(path: Path, *, use_cache: bool) -> tuple[Any, list[tuple[str, str]]]:
     from photomosaics import library_cache
-    from workers.engine.library import build_library
-    from workers.tile_sources import TileSourceError, read_tile_sources
+    from mosaic.library import build_library
+    from mosaic.sources import TileSourceError, read_tile_sources
 
     if use_cache and (hit := library_cache.load(path)) is not None:
         click.echo(f"using the cached index of {path} ({len(hit[0].names)} tiles)", err=True)
@@ -49,7 +49,7 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
     A library built from a folder or zip is cached on disk (``photomosaics.library_cache``).
     """
     from dal.config import CONNECTION_STRING_ENV
-    from workers.engine.library import build_library
+    from mosaic.library import build_library
 
     path = Path(spec).expanduser()
     if path.exists():
@@ -88,7 +88,7 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
     """The engine's RenderOptions with only the options given on the command line changed."""
     import dataclasses
 
-    from workers.engine.render import DEFAULT_OPTIONS
+    from mosaic.render import DEFAULT_OPTIONS
 
     changes: dict[str, Any] = {"colour_first": colour_first}
     if variety is not None:
@@ -139,9 +139,9 @@ def render(
     from PIL import Image
 
     from dal.config import Settings
-    from workers.engine.grid import plan_bands, plan_grid
-    from workers.engine.images import ImageDecodeError, open_image
-    from workers.engine.render import render as render_mosaic
+    from mosaic.grid import plan_bands, plan_grid
+    from mosaic.images import ImageDecodeError, open_image
+    from mosaic.render import render as render_mosaic
 
     fmt = _FORMATS.get(output.suffix.lower())
     if fmt is None:

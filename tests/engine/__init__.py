@@ -1,1 +1,1 @@
-"""Tests of the pure mosaic engine (workers.engine): no storage involved."""
+"""Tests of the pure mosaic engine (mosaic): no storage involved."""

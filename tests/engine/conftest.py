@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from workers.engine import ATLAS_SIZE, TileLibrary
+from mosaic import ATLAS_SIZE, TileLibrary
 
 
 def flat_library(colours: list[tuple[int, int, int]]) -> TileLibrary:

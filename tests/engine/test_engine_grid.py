@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from workers.engine import SUB, Grid, band_cells, cell_image, plan_bands, plan_grid
+from mosaic import SUB, Grid, band_cells, cell_image, plan_bands, plan_grid
 
 
 def test_one_cell_per_pixel_when_it_fits() -> None:

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from dal.errors import PhotoMosaicsError
-from workers.engine import ImageDecodeError, open_image
+from mosaic import ImageDecodeError, open_image
 
 from .conftest import encode
 
@@ -109,7 +109,7 @@ def test_too_many_pixels_is_refused_before_decoding() -> None:
 
 
 def test_probe_size_reads_the_upright_size_from_the_header() -> None:
-    from workers.engine import probe_size
+    from mosaic import probe_size
 
     exif = Image.Exif()
     exif[0x0112] = 6

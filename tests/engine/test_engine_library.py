@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from workers.engine import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library
+from mosaic import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library
 
 from .conftest import encode, random_library
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from workers.engine import (
+from mosaic import (
     SUB,
     RenderOptions,
     TileLibrary,
@@ -18,7 +18,7 @@ from workers.engine import (
     render,
     render_band,
 )
-from workers.engine.render import choose_tiles
+from mosaic.render import choose_tiles
 
 from .conftest import encode, flat_library, random_library
 
@@ -219,8 +219,8 @@ def test_small_tiles_match_one_pixel_per_cell_by_colour(library200: TileLibrary,
     cells = cell_image(target, grid)
     assert cells.shape == (20, 30, 3)  # one pixel per cell below SUB
     choice = choose_tiles(cells, library200, tile_size=tile_size, seed="", options=PLAIN)
-    from workers.engine.matching import nearest
-    from workers.engine.signatures import colour_features
+    from mosaic.matching import nearest
+    from mosaic.signatures import colour_features
 
     means = np.array([np.asarray(Image.fromarray(t).reduce(tile_size)).reshape(3) for t in library200.tiles(tile_size)])
     expected = nearest(colour_features(cells.reshape(-1, 3)), colour_features(means)).reshape(20, 30)
@@ -243,7 +243,7 @@ def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
 ) -> None:
     import importlib
 
-    render_module = importlib.import_module("workers.engine.render")
+    render_module = importlib.import_module("mosaic.render")
     monkeypatch.setattr(render_module, "STRIP_CELLS", 200)  # 40 cells across: strips of 8 rows
     assert render_module.strips(20, 40, 0) == [(0, 8), (8, 16), (16, 20)]
     assert render_module.strips(10, 40, 5) == [(0, 3), (3, 10)]  # cut at global row 8
@@ -268,7 +268,7 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     """The rounds switch from whole-band scans to pair lists midway: either alone gives the same."""
     import importlib
 
-    rounds = importlib.import_module("workers.engine.rounds")
+    rounds = importlib.import_module("mosaic.rounds")
     grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=48)
     cells = cell_image(photo, grid)
     options = RenderOptions(variety=distance, blend=0)
@@ -319,7 +319,7 @@ def test_blend_is_the_plain_integer_bilinear_correction(
 ) -> None:
     import importlib
 
-    blend_module = importlib.import_module("workers.engine.blend")
+    blend_module = importlib.import_module("mosaic.blend")
     monkeypatch.setattr(blend_module, "BLEND_BYTES", blend_bytes)
     rng = np.random.default_rng(tile_size + percent)
     k = 1 if tile_size < SUB else SUB

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workers.engine.signatures import BOUND, FEATURES, SUB, features, srgb_to_lab
+from mosaic.signatures import BOUND, FEATURES, SUB, features, srgb_to_lab
 
 
 @pytest.mark.parametrize(

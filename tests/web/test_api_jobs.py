@@ -19,7 +19,7 @@ from dal.jobs import JobStore
 from dal.messages import ImageRequestMessage
 from dal.queues import QueueAccessor
 from tests.web.conftest import LIBRARY, png_bytes, submit
-from workers.engine.grid import plan_grid
+from mosaic.grid import plan_grid
 
 
 def png_header_only(width: int, height: int) -> bytes:

@@ -14,7 +14,7 @@ from PIL import Image
 
 from tests.web.conftest import LIBRARY, SECRET, png_bytes, submit
 from webapp import create_app
-from workers.engine.grid import plan_grid
+from mosaic.grid import plan_grid
 
 
 def upload_library(client: Any, name: str, files: list[tuple[str, bytes]], **extra: Any) -> Any:

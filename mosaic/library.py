@@ -22,19 +22,17 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from dal.errors import PhotoMosaicsError
 
-from .images import ImageDecodeError, open_image
+from .errors import ImageDecodeError, LibraryFormatError
+from .images import open_image
+from .limits import MAX_TILE_SIZE
 from .signatures import SUB
 
-ATLAS_SIZE = 64
+ATLAS_SIZE = MAX_TILE_SIZE  # tiles are stored at the largest tile size
 FORMAT = "photomosaics-tile-library"
 FORMAT_VERSION = 1
 _PAGE = 64  # tiles per page side: 4096 tiles, 4096 x 4096 pixels per PNG page
 
-
-class LibraryFormatError(PhotoMosaicsError):
-    """An index blob that is not a tile library this code can read."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,16 +16,11 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from dal.config import Settings
-from dal.errors import PhotoMosaicsError
+from .errors import ImageDecodeError
+from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 
-DEFAULT_MAX_PIXELS = Settings().max_input_pixels
 _ORIENTATION_TAG = 0x0112
 _SIDEWAYS = {5, 6, 7, 8}
-
-
-class ImageDecodeError(PhotoMosaicsError):
-    """The bytes are not an image we can read: corrupt, truncated, unknown or too large."""
 
 
 def open_image(

@@ -12,7 +12,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from dal.errors import PhotoMosaicsError
+from .errors import TileSourceError
 
 # A tile photo larger than this is almost certainly not a photo (a video, a disk image).
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -20,9 +20,6 @@ MAX_FILES = 20_000
 
 Skipped = list[tuple[str, str]]
 
-
-class TileSourceError(PhotoMosaicsError, ValueError):
-    """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
 
 
 def _junk_reason(relative: PurePosixPath) -> str | None:

@@ -1,5 +1,11 @@
 """The pure mosaic engine: arrays and images in, arrays out, no Azure inside.
 
+It imports nothing of the project (NumPy and Pillow only), so every layer may use it and a
+reader can lift it out whole. Its errors and limits are its own:
+
+    errors      PhotoMosaicsError (the project's root error), MosaicError and the engine's errors
+    limits      MAX_TILE_SIZE and the default pixel limits (``dal.config`` defaults to these)
+    sources     read_tile_sources: the photos of a would-be library from a folder or a zip
     images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
     library     TileLibrary (atlas + index blob), build_library
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
@@ -13,14 +19,25 @@
 
 from __future__ import annotations
 
+from .errors import MosaicError, PhotoMosaicsError, TileSourceError
 from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
-from .images import ImageDecodeError, open_image, probe_size, to_rgb
-from .library import ATLAS_SIZE, LibraryFormatError, TileLibrary, build_library
+from .errors import ImageDecodeError, LibraryFormatError
+from .images import open_image, probe_size, to_rgb
+from .library import ATLAS_SIZE, TileLibrary, build_library
 from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
+from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
+from .sources import read_tile_sources
 
 __all__ = [
     "ATLAS_SIZE",
+    "DEFAULT_MAX_INPUT_PIXELS",
+    "DEFAULT_MAX_OUTPUT_PIXELS",
+    "MAX_TILE_SIZE",
+    "MosaicError",
+    "PhotoMosaicsError",
+    "TileSourceError",
+    "read_tile_sources",
     "DEFAULT_OPTIONS",
     "SUB",
     "Grid",

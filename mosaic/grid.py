@@ -14,12 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from dal.config import Settings
-
+from .limits import DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
 
-MAX_TILE_SIZE = 64
-DEFAULT_MAX_OUTPUT_PIXELS = Settings().max_output_pixels
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,35 @@
+"""The engine's errors, rooted in the project's one base error.
+
+The engine depends on nothing else of the project, so the root of the project's exception
+tree lives here, at the bottom layer; ``dal.errors`` re-exports it and draws the whole tree.
+
+    PhotoMosaicsError
+     └── MosaicError            anything the engine refuses
+          ├── ImageDecodeError   bytes that are not an image we can read
+          ├── LibraryFormatError a library index that is not one
+          └── TileSourceError    a would-be library source that cannot be read at all
+"""
+
+from __future__ import annotations
+
+__all__ = ["PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "TileSourceError"]
+
+
+class PhotoMosaicsError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class MosaicError(PhotoMosaicsError):
+    """Root of the errors the mosaic engine raises."""
+
+
+class ImageDecodeError(MosaicError):
+    """The bytes are not an image we can read: corrupt, truncated, unknown or too large."""
+
+
+class LibraryFormatError(MosaicError, ValueError):
+    """The bytes are not a tile-library index this version can read."""
+
+
+class TileSourceError(MosaicError, ValueError):
+    """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
