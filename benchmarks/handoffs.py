@@ -195,7 +195,7 @@ def main() -> int:
             trees = {"before": tree, "after": None}
         for label, tree in trees.items():
             print(f"  running the jobs on the {label} roles ...", flush=True)
-            results[label] = run_jobs(cs, Path(tmp) / label, tree, services, library_uri, small, large)
+            results[label] = run_jobs(cs, Path(tmp) / f"{label}-counts", tree, services, library_uri, small, large)
     report(results, local, ref)
     pl.RESULTS.mkdir(exist_ok=True)
     import json
