@@ -57,7 +57,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, pages, security, services
+    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services
 
     services.init_app(app)
     clients.init_app(app)
@@ -68,5 +68,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_libraries.bp)
     app.register_blueprint(api_poison.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)
     return app
