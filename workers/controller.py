@@ -35,6 +35,7 @@ from dal.errors import BlobMissingError
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
+from dal.rendered import RenderedFormatError, decode_rendered, slice_blob_candidates
 from workers.errors import PermanentJobError
 from workers.failures import library_name
 from workers.services import Services
@@ -43,11 +44,9 @@ from workers.slicing import (
     BandFormatError,
     band_blob_name,
     cut_bands,
-    decode_rendered,
     encode_band,
     encode_output,
     output_blob_name,
-    slice_output_name,
     stitch,
 )
 from workers.stages import Stopwatch
@@ -297,19 +296,18 @@ class JobController:
         rid, blobs = job.request_id, self.services.blobs
 
         def fetch(seq: int) -> bytes:
-            try:
-                return blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq))
-            except BlobMissingError:
-                pass
-            try:  # rendered by a processor of the PNG era (before .npy slices), still in flight
-                return blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq, "png"))
-            except BlobMissingError:
-                raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage") from None
+            # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
+            for name in slice_blob_candidates(rid, seq):
+                try:
+                    return blobs.download(SLICE_RESPONSE_CONTAINER, name)
+                except BlobMissingError:
+                    continue
+            raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
 
         def decode(seq: int, data: bytes) -> np.ndarray:
             try:
                 return decode_rendered(data)
-            except BandFormatError as exc:
+            except RenderedFormatError as exc:
                 raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
 
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:

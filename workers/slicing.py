@@ -11,7 +11,8 @@ in-process render. Bands (cell images, small) are PNG. A rendered slice is as bi
 of the mosaic (a 40 MP job is 120 MB of pixels), so it travels as a raw NumPy ``.npy`` array
 (``encode_rendered``): writing and reading it is a memory copy, where PNG cost seconds of
 zlib on both sides for photo tiles that barely compress. ``decode_rendered`` reads both
-formats by their magic bytes, so slices written as PNG by an older processor still stitch.
+formats by their magic bytes, so slices written as PNG by an older processor still stitch
+(``dal.rendered``, re-exported here: the web app previews these blobs too).
 A job of one slice needs no stitch at all: its processor encodes the final output itself
 (``ImageProcessor``). Only the final mosaic is encoded, once, as JPEG, by ``encode_output``
 (one function, so tests can encode the in-process render the same way).
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, PngImagePlugin
+
+from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 
 __all__ = [
     "Band",
@@ -46,9 +49,6 @@ __all__ = [
     "encode_output",
 ]
 
-RENDERED_EXTENSION = "npy"
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_NPY_MAGIC = b"\x93NUMPY"
 OUTPUT_EXTENSION = "jpg"
 OUTPUT_CONTENT_TYPE = "image/jpeg"
 # JPEG quality of the final mosaic: visually lossless for photo tiles at a third of PNG's size.
@@ -78,11 +78,6 @@ class Band:
 
 def band_blob_name(request_id: str, sequence: int) -> str:
     return f"{request_id}/{sequence}.png"
-
-
-def slice_output_name(request_id: str, sequence: int, extension: str = RENDERED_EXTENSION) -> str:
-    """``sliceresponse`` blob of a rendered slice; ``extension="png"`` for older processors' slices."""
-    return f"{request_id}/{sequence}.{extension}"
 
 
 def output_blob_name(request_id: str) -> str:
@@ -160,28 +155,6 @@ def decode_band(data: bytes) -> Band:
     if fields["first_row"] < 0 or fields["first_row"] + rows > fields["tiles_down"]:
         raise BandFormatError("band rows lie outside the grid")
     return Band(cells=pixels, **fields)
-
-
-def encode_rendered(pixels: np.ndarray) -> bytes:
-    """A rendered slice as a ``.npy`` array (no compression: a copy, not seconds of zlib)."""
-    out = io.BytesIO()
-    np.save(out, np.ascontiguousarray(pixels, dtype=np.uint8), allow_pickle=False)
-    return out.getvalue()
-
-
-def decode_rendered(data: bytes) -> np.ndarray:
-    """The pixels of a rendered slice, ``.npy`` or (written by an older processor) PNG."""
-    if data.startswith(_PNG_MAGIC):
-        return decode_png(data)[0]
-    if not data.startswith(_NPY_MAGIC):
-        raise BandFormatError("a rendered slice must be a .npy array or a PNG")
-    try:
-        pixels = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise BandFormatError(f"not a readable .npy array: {exc}") from None
-    if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
-        raise BandFormatError(f"expected (H, W, 3) uint8 pixels, got {pixels.shape} {pixels.dtype}")
-    return pixels
 
 
 def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarray:
