@@ -145,7 +145,8 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
                 row = {"rid": rid, "seconds": wall, "output": [done.output_width, done.output_height],
                        "transactions": sum(operations.values()), "operations": dict(operations),
                        "empty_receives": stats["empty_receives"],
-                       "stages": breakdown(services, rid, wall, upload)}  # fmt: skip
+                       "stages": breakdown(services, rid, wall, upload),
+                       "timeline": pl.timeline(services, rid)}  # fmt: skip
                 if job is SMALL:
                     result["small"].append(row)
                 else:
@@ -229,6 +230,10 @@ def report(results: dict[str, Any], local: float, ref: str) -> None:
         for stage in stages:
             print(f"| {stage} | " + " | ".join(f"{rows[x]['stages'].get(stage, 0):.3f}" for x in labels) + " |")
         print("| **wall** | " + " | ".join(f"{rows[x]['seconds']:.3f}" for x in labels) + " |")
+    for x in labels:
+        print(f"\nTimeline of the median small job, {x} (event log, from the ImageRequest upload):")
+        for line in _median_row(results[x]["small"])["timeline"]:
+            print(f"  {line}")
     print("\nTransactions per small job by operation (median run):")
     rows = {x: _median_row(results[x]["small"]) for x in labels}
     names = sorted({op for r in rows.values() for op in r["operations"]})
