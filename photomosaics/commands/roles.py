@@ -143,16 +143,19 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     from workers.failures import guard, poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
-    from workers.observability import metrics_address, serve_role_metrics, timed
+    from dal.tracing import configure_tracing
+    from workers.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.role import Role, exit_role, run_role
 
     settings = services.settings
     hints, journal = channel_from_env(), LeaseJournal.from_env()
+    configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            timed(guard(handler, jobs=services.jobs, actor=services.name),
-                  role=role, queue=getattr(services.queues, queue_attr).logical_name),
+            traced(timed(guard(handler, jobs=services.jobs, actor=services.name),
+                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+                   queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
             concurrency=max(concurrency, min_concurrency),
