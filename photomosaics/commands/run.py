@@ -86,7 +86,8 @@ def storage_account(data_dir: Path) -> Iterator[str]:
         connection_string = azurite.start()
     except AzuriteError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite'}")
+    node = azurite.runtime.describe() if azurite.runtime else "Node.js"
+    click.echo(f"storage: embedded Azurite (pid {azurite.pid}) on {node}, data in {data_dir / 'azurite'}")
     try:
         yield connection_string
     finally:
