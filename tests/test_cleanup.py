@@ -47,7 +47,7 @@ def make_job(blobs: BlobStore, jobs: JobStore, *, slices: int = 3, events: int =
     rid = str(uuid.uuid4())
     jobs.create(Job(client_id=CLIENT, request_id=rid, status="done", library="lib", tile_size=8, slices=slices,
                     tiles_across=4, tiles_down=4, output_width=32, output_height=32, input_name=f"{rid}.png",
-                    output_name=f"{rid}.jpg"))  # fmt: skip
+                    output_name=f"{rid}.jpg", finished_at=datetime.now(UTC)))  # fmt: skip
     blobs.upload(IMAGE_INPUT_CONTAINER, f"{rid}.png", b"photo", content_type="image/png")
     for seq in range(slices):
         blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/{seq}.png", b"band", content_type="image/png")
