@@ -57,15 +57,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, pages, services
+    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services
 
     services.init_app(app)
     clients.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)
+    security.init_app(app)
     app.register_blueprint(api_jobs.bp)
     app.register_blueprint(api_libraries.bp)
     app.register_blueprint(api_poison.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)
     return app

@@ -213,7 +213,7 @@ def job_events(request_id: str) -> Response:
     )
 
 
-def _stream_blob(container: str, name: str, *, content_type: str, filename: str | None) -> Response:
+def _stream_blob(container: str, name: str, *, content_type: str, filename: str, attachment: bool) -> Response:
     """Stream a blob through the app in chunks: the container stays private, no SAS is handed out."""
     from azure.core.exceptions import ResourceNotFoundError
 
@@ -223,9 +223,11 @@ def _stream_blob(container: str, name: str, *, content_type: str, filename: str 
         downloader = blob.download_blob()
     except ResourceNotFoundError:
         raise ApiError(404, "result_missing", "the mosaic's file is gone") from None
-    headers = {"Content-Length": str(downloader.size), "Cache-Control": "private, max-age=86400"}
-    if filename:
-        headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    headers = {
+        "Content-Length": str(downloader.size),
+        "Cache-Control": "private, max-age=86400",
+        "Content-Disposition": f'{"attachment" if attachment else "inline"}; filename="{filename}"',
+    }
     return Response(downloader.chunks(), mimetype=content_type, headers=headers, direct_passthrough=True)
 
 
@@ -234,9 +236,15 @@ def job_result(request_id: str) -> Response:
     job = _own_job(request_id)
     if job.status != "done" or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
-    filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}" if request.args.get("download") else None
+    filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
     content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
-    return _stream_blob(IMAGE_OUTPUT_CONTAINER, job.output_name, content_type=content_type, filename=filename)
+    return _stream_blob(
+        IMAGE_OUTPUT_CONTAINER,
+        job.output_name,
+        content_type=content_type,
+        filename=filename,
+        attachment=bool(request.args.get("download")),
+    )
 
 
 def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Response:
@@ -249,7 +257,9 @@ def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Resp
             raise ApiError(404, "not_found", "that image is not there (yet)") from None
 
     data = PREVIEWS.get(key, make)
-    return Response(data, mimetype="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+    filename = "-".join(key) + ".jpg"
+    headers = {"Cache-Control": "private, max-age=86400", "Content-Disposition": f'inline; filename="{filename}"'}
+    return Response(data, mimetype="image/jpeg", headers=headers)
 
 
 @bp.get("/jobs/<request_id>/slices/<int:sequence>")

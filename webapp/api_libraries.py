@@ -87,7 +87,11 @@ def library_tile(name: str, tile: str) -> Response:
         data = blob.download_blob().readall()
     except (InvalidLibraryNameError, ResourceNotFoundError):
         raise ApiError(404, "not_found", "no such tile") from None
-    return Response(data, mimetype="image/jpeg", headers={"Cache-Control": "public, max-age=86400"})
+    headers = {
+        "Cache-Control": "public, max-age=86400",
+        "Content-Disposition": f'inline; filename="{tile.removeprefix("tiles/")}"',
+    }
+    return Response(data, mimetype="image/jpeg", headers=headers)
 
 
 @bp.post("/libraries")

@@ -59,7 +59,11 @@ def _http_error(exc: HTTPException) -> Any:
     detail = exc.description or exc.name
     if status == 413:
         detail = "the upload is larger than this service accepts"
-    return error_response(status, _CODES.get(status, "error"), detail)
+    response = error_response(status, _CODES.get(status, "error"), detail)
+    for name, value in exc.get_headers():  # e.g. 405's Allow (RFC 9110 requires it)
+        if name.lower() != "content-type":
+            response.headers[name] = value
+    return response
 
 
 def _storage_error(exc: Exception) -> Response:

@@ -124,13 +124,15 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role."""
     from workers.failures import guard, poison_hook
     from workers.listener import QueueListener
+    from workers.observability import metrics_address, serve_role_metrics, timed
     from workers.role import Role, exit_role, run_role
 
     settings = services.settings
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
+            timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
+                  role=role, queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
             concurrency=concurrency,
@@ -142,4 +144,8 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
         )
         for queue_attr, handler, what in bindings
     ]
+    try:
+        serve_role_metrics(role, listeners, address=metrics_address())
+    except (ValueError, OSError) as exc:  # a bad or busy port is a start-up error, not a crash later
+        raise click.ClickException(f"metrics server: {exc}") from None
     exit_role(run_role(Role(role, listeners), burst=burst, max_messages=max_messages))

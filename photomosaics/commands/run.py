@@ -118,20 +118,32 @@ def prepare_storage(connection_string: str) -> None:
         click.echo(f"demo tile library created in {time.monotonic() - started:.0f} s")
 
 
-def children(*, connection_string: str, secret_key: str, host: str, port: int, processors: int):  # -> list[ChildSpec]
+def children(*, connection_string: str, secret_key: str, host: str, port: int, processors: int,
+             metrics_ports: dict[str, int] | None = None):  # -> list[ChildSpec]  # fmt: skip
     from dal.config import CONNECTION_STRING_ENV
     from workers.supervisor import ChildSpec
 
     base = photomosaics_argv()
     env = {CONNECTION_STRING_ENV: connection_string}
     web_env = {**env, "PHOTOMOSAICS_SECRET_KEY": secret_key, "FLASK_SECRET_KEY": secret_key}
+    ports = metrics_ports or {}
+
+    def role_env(name: str) -> dict[str, str]:  # each role serves /metrics and /healthz on a loopback port
+        return {**env, "PHOTOMOSAICS_METRICS_PORT": str(ports[name])} if name in ports else env
+
     specs = [
         ChildSpec(name="web", argv=[*base, "web", "--host", host, "--port", str(port)], env=web_env),
-        ChildSpec(name="controller", argv=[*base, "controller"], env=env),
-        ChildSpec(name="responder", argv=[*base, "responder"], env=env),
+        ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller")),
+        ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder")),
     ]
-    specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=env) for i in range(processors)]
+    specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
+              for i in range(processors)]  # fmt: skip
     return specs
+
+
+def metrics_ports(names: list[str], base: int) -> dict[str, int]:
+    """A port per role: ``base``, ``base + 1``... or free ones the kernel picks when ``base`` is 0."""
+    return {name: (base + i if base else choose_port("127.0.0.1", 0)) for i, name in enumerate(names)}
 
 
 def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0) -> None:
@@ -161,7 +173,10 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
               help="Local data folder (Azurite's files, the secret key) [default: .data].")  # fmt: skip
 @click.option("--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds children get to finish in-flight work on Ctrl-C.")  # fmt: skip
-def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float) -> None:
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="First port of the roles' Prometheus endpoints on 127.0.0.1 (0: free ports).")  # fmt: skip
+def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float,
+        metrics_port: int) -> None:  # fmt: skip
     """Run everything: Azurite, web app, controller, responder and processors."""
     from dal.errors import StorageConfigurationError
     from workers.logfmt import configure_logging
@@ -180,10 +195,14 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
             prepare_storage(connection_string)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
+        roles = ["controller", "responder", *(f"processor-{i + 1}" for i in range(count))]
+        ports = metrics_ports(roles, metrics_port)
         specs = children(connection_string=connection_string, secret_key=secret_key, host=host, port=chosen,
-                         processors=count)  # fmt: skip
+                         processors=count, metrics_ports=ports)  # fmt: skip
         supervisor = Supervisor(specs, grace=grace)
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        click.echo(f"metrics: web http://{shown_host}:{chosen}/metrics, "
+                   + ", ".join(f"{name} http://127.0.0.1:{p}/metrics" for name, p in ports.items()))  # fmt: skip
         stop_announcer = threading.Event()
         announcer = threading.Thread(
             target=_announce_when_up, args=(f"http://{shown_host}:{chosen}/", stop_announcer), daemon=True

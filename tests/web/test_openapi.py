@@ -25,7 +25,7 @@ def spec() -> dict[str, Any]:
 def api_routes(app: Flask) -> set[tuple[str, str]]:
     routes = set()
     for rule in app.url_map.iter_rules():
-        if not (rule.rule.startswith("/api/") or rule.rule == "/healthz"):
+        if not (rule.rule.startswith("/api/") or rule.rule in ("/healthz", "/metrics")):
             continue
         path = re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule.rule)
         routes |= {(path, m.lower()) for m in rule.methods or () if m.lower() in HTTP_METHODS}
