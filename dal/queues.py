@@ -48,6 +48,7 @@ from dal.stored_queue import (
     check_visibility,
     owned_by_someone_else,
 )
+from dal.tracing import traced_submit
 from dal.wire import ClaimCheck, Undecodable, poison_envelope
 
 __all__ = [
@@ -311,6 +312,7 @@ class ImageProcessingQueue(StoredQueue):
 
     # --- send and inspect -------------------------------------------------------------
 
+    @traced_submit  # a "send <queue>" span; messages carry its traceparent when tracing is on
     def submit(
         self, messages: QueueMessage | Sequence[QueueMessage], *, delay: int = 0, ttl: int | None = None
     ) -> None:

@@ -124,15 +124,18 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role."""
     from workers.failures import guard, poison_hook
     from workers.listener import QueueListener
-    from workers.observability import metrics_address, serve_role_metrics, timed
+    from dal.tracing import configure_tracing
+    from workers.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.role import Role, exit_role, run_role
 
     settings = services.settings
+    configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
-                  role=role, queue=getattr(services.queues, queue_attr).logical_name),
+            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
+                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+                   queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
             concurrency=concurrency,
