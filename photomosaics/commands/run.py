@@ -117,7 +117,7 @@ def prepare_storage(connection_string: str) -> None:
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
     queues = QueueAccessor(storage, settings=settings, prefix=prefix)
-    for queue in queues.all():
+    for queue in queues.monitored():
         queue.ensure_exists()
     BlobStore(storage, prefix=prefix).ensure_containers()
     JobStore(storage, prefix=prefix).ensure_tables()
