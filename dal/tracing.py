@@ -31,16 +31,14 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-if TYPE_CHECKING:
-    from dal.messages import QueueMessage
-    from dal.queues import ReceivedMessage
+from dal.messages import QueueMessage
 
 __all__ = ["configure_tracing", "disable_tracing", "tracing_requested", "traced_submit", "process_span", "flush", "MESSAGING_SYSTEM"]
 
@@ -135,8 +133,6 @@ def traced_submit(submit: F) -> F:
 
     @functools.wraps(submit)
     def wrapper(self: Any, messages: QueueMessage | Sequence[QueueMessage], *args: Any, **kwargs: Any) -> Any:
-        from dal.messages import QueueMessage
-
         batch = [messages] if isinstance(messages, QueueMessage) else list(messages)
         if not batch:
             return submit(self, batch, *args, **kwargs)
@@ -164,8 +160,12 @@ def _attributes(queue: str, operation: str) -> dict[str, Any]:
 
 
 @contextmanager
-def process_span(received: ReceivedMessage, *, queue: str) -> Iterator[trace.Span]:
-    """The CONSUMER span of handling one message, a child of the context it carries."""
+def process_span(received: Any, *, queue: str) -> Iterator[trace.Span]:
+    """The CONSUMER span of handling one message, a child of the context it carries.
+
+    ``received`` is a ``dal.queues.ReceivedMessage`` (not imported: ``dal.queues`` imports
+    this module, and the layers test forbids import cycles, even type-only ones).
+    """
     message = received.message
     attributes = _attributes(queue, "process")
     attributes.update({"messaging.message.id": received.id, "photomosaics.request_id": message.request_id,
