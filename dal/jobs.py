@@ -181,7 +181,17 @@ class JobStore:
     def update(
         self, client_id: str, request_id: str, change: Callable[[Job], Job | None], *, current: Job | None = None
     ) -> Job:
+        """``apply`` for callers that need only the job as it is now."""
+        return self.apply(client_id, request_id, change, current=current)[0]
+
+    def apply(
+        self, client_id: str, request_id: str, change: Callable[[Job], Job | None], *, current: Job | None = None
+    ) -> tuple[Job, bool]:
         """Read, apply ``change``, write with If-Match; on 412 back off, re-read and re-apply.
+
+        Returns ``(job, wrote)``: the job as stored now, and whether this call changed it
+        (False when ``change`` said "nothing to write" on the last read), so a caller knows
+        whether it is the one that made the transition (and should log its event).
 
         ``change`` may run several times, so it must be a pure function of the job it is given.
         It returns None for "nothing to write". The store sets ``updated_at``, and
@@ -189,16 +199,20 @@ class JobStore:
 
         ``current``: a job this caller just read or wrote (with its ETag). The first attempt
         applies ``change`` to it instead of reading the row again (one transaction less); if
-        it is stale the write gets 412 and the loop re-reads as usual, so it is never wrong.
+        it is stale the write gets 412 and the loop re-reads as usual; "nothing to write" on it
+        is confirmed on a fresh read, so it is never wrong.
         """
         known = current if current is not None and current.etag is not None else None
         for attempt in range(_MAX_UPDATE_ATTEMPTS):
+            unverified = known is not None
             current, known = (known, None) if known is not None else (self.get(client_id, request_id), None)
             if current is None:
                 raise JobNotFoundError(f"job {client_id}/{request_id} does not exist")
             changed = change(current)
             if changed is None or changed == current:
-                return current
+                if unverified:
+                    continue  # the caller's copy may be stale: decide on the stored row
+                return current, False
             if (changed.client_id, changed.request_id, changed.created_at) != (
                 current.client_id,
                 current.request_id,
@@ -223,7 +237,7 @@ class JobStore:
                 continue
             except ResourceNotFoundError:
                 raise JobNotFoundError(f"job {client_id}/{request_id} was deleted during the update") from None
-            return replace(changed, etag=metadata.get("etag"))
+            return replace(changed, etag=metadata.get("etag")), True
         raise JobUpdateConflictError(
             f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times"
         )
