@@ -20,6 +20,8 @@ import io
 
 import numpy as np
 
+from dal.errors import PhotoMosaicsError
+
 __all__ = [
     "RENDERED_EXTENSION",
     "RenderedFormatError",
@@ -34,7 +36,7 @@ _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-class RenderedFormatError(ValueError):
+class RenderedFormatError(PhotoMosaicsError, ValueError):
     """A rendered-slice blob that is neither a ``.npy`` array of RGB pixels nor a PNG."""
 
 

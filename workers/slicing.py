@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, PngImagePlugin
 
+from dal.errors import PhotoMosaicsError
 from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 
 __all__ = [
@@ -56,7 +57,7 @@ OUTPUT_QUALITY = 90
 _PREFIX = "photomosaics:"
 
 
-class BandFormatError(ValueError):
+class BandFormatError(PhotoMosaicsError, ValueError):
     """A band blob that is not a PNG this controller wrote (undecodable or missing its grid)."""
 
 
