@@ -28,6 +28,7 @@ project is rooted here and named in this drawing.
      │    ├── PermanentJobError               poison now, the job fails
      │    └── RetryLater                      release after a delay, no error logged
      ├── BandFormatError (ValueError)         workers.slicing — a band blob we did not write
+     ├── RenderedFormatError (ValueError)     dal.rendered — a rendered slice neither .npy nor PNG
      ├── DemoPhotosMissing (RuntimeError)     workers.demo_library — scikit-image/-learn missing
      └── ApiError                             webapp.errors — answered to the client as JSON
 
