@@ -104,6 +104,10 @@ class Azurite:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
+    def exit_code(self) -> int | None:
+        """None while it runs (or was never started); its exit code once it died by itself."""
+        return self._process.poll() if self._process is not None else None
+
     def command(self) -> list[str]:
         node = shutil.which("node")
         if node is None:
@@ -252,3 +256,33 @@ def _running_on(location: Path) -> str | None:
     except (OSError, KeyError, ValueError):
         return None  # no file, or a stale one left by a killed run
     return connection_string
+
+
+# -- what a supervised embedded Azurite is doing, for /healthz -----------------------------
+
+STATUS_FILE_ENV = "PHOTOMOSAICS_STORAGE_STATUS_FILE"
+
+
+def write_status(path: str | Path, *, state: str, message: str, restarts: int) -> None:
+    """Record the embedded Azurite's state (``running``/``restarting``/``failed``), atomically."""
+    import json
+
+    target = Path(path)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state": state, "message": message, "restarts": restarts, "at": time.time()}))
+    os.replace(tmp, target)
+
+
+def read_status(environ: dict[str, str] | None = None) -> dict[str, object] | None:
+    """The status a supervisor recorded (``PHOTOMOSAICS_STORAGE_STATUS_FILE``), or None."""
+    import json
+
+    env = os.environ if environ is None else environ
+    path = env.get(STATUS_FILE_ENV)
+    if not path:
+        return None
+    try:
+        status = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None

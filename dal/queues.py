@@ -37,6 +37,7 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
+from dal.hints import LocalHintChannel, channel_from_env
 from dal.messages import QueueMessage
 from dal.stored_queue import (
     MAX_BATCH,
@@ -47,6 +48,7 @@ from dal.stored_queue import (
     check_visibility,
     owned_by_someone_else,
 )
+from dal.tracing import traced_submit
 from dal.wire import ClaimCheck, Undecodable, poison_envelope
 
 __all__ = [
@@ -108,6 +110,8 @@ class ImageProcessingQueue(StoredQueue):
         super().__init__(storage, f"{prefix}{name}", claim_container=claim_container)
         self.poison = PoisonQueue(storage, f"{prefix}{name}{POISON_SUFFIX}", claim_container=claim_container)
         self._metadata: dict[str, str] | None = None
+        # Where "work detected" hints go after a send (``dal.hints``); None: PHOTOMOSAICS_HINT_DIR.
+        self.hints: LocalHintChannel | None = None
 
     def __repr__(self) -> str:
         return f"ImageProcessingQueue({self.name!r})"
@@ -310,6 +314,7 @@ class ImageProcessingQueue(StoredQueue):
 
     # --- send and inspect -------------------------------------------------------------
 
+    @traced_submit  # a "send <queue>" span; messages carry its traceparent when tracing is on
     def submit(
         self, messages: QueueMessage | Sequence[QueueMessage], *, delay: int = 0, ttl: int | None = None
     ) -> None:
@@ -327,10 +332,25 @@ class ImageProcessingQueue(StoredQueue):
         if len(texts) <= _PARALLEL_FROM:
             for text in texts:
                 self._put(text, delay=delay, ttl=ttl)
+        else:
+            with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
+                for future in [pool.submit(self._put, text, delay=delay, ttl=ttl) for text in texts]:
+                    future.result()
+        if delay == 0:
+            self.announce()
+
+    def hint_channel(self) -> LocalHintChannel | None:
+        return self.hints if self.hints is not None else channel_from_env()
+
+    def announce(self) -> None:
+        """Publish "work detected on this queue" (after a send, or a hand-back); never raises."""
+        channel = self.hint_channel()
+        if channel is None:
             return
-        with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
-            for future in [pool.submit(self._put, text, delay=delay, ttl=ttl) for text in texts]:
-                future.result()
+        try:
+            channel.publish(self.name)
+        except Exception:  # a hint is an optimisation: losing it costs one poll interval
+            log.warning("queue %s: work-detected hint not published", self.name, exc_info=True)
 
     def peek(self, max_messages: int = 32) -> list[PeekedMessage]:
         """Look at the front of the queue without taking anything (no dequeue count change)."""

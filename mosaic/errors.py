@@ -7,12 +7,13 @@ tree lives here, at the bottom layer; ``dal.errors`` re-exports it and draws the
      └── MosaicError            anything the engine refuses
           ├── ImageDecodeError   bytes that are not an image we can read
           ├── LibraryFormatError a library index that is not one
+          ├── NoUsableImageError a would-be library source without a single usable image
           └── TileSourceError    a would-be library source that cannot be read at all
 """
 
 from __future__ import annotations
 
-__all__ = ["PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "TileSourceError"]
+__all__ = ["PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "NoUsableImageError", "TileSourceError"]
 
 
 class PhotoMosaicsError(Exception):
@@ -33,3 +34,7 @@ class LibraryFormatError(MosaicError, ValueError):
 
 class TileSourceError(MosaicError, ValueError):
     """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
+
+
+class NoUsableImageError(MosaicError, ValueError):
+    """A would-be library source holds no image the engine can use (every file was skipped)."""

@@ -18,6 +18,10 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.errors import BlobMissingError
+from dal.jobs import Job
+from dal.libraries import InvalidLibraryNameError
+from dal.messages import ImageRequestMessage
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
@@ -47,8 +51,6 @@ def _own_job(request_id: str) -> Any:
 
 def find_library(name: str) -> str:
     """The URI of the library called ``name``; 400 for an impossible name, 404 when there is none."""
-    from dal.libraries import InvalidLibraryNameError
-
     libraries = services().libraries
     try:
         found = libraries.exists(name)
@@ -90,9 +92,6 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
 
 
 def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
-    from dal.jobs import Job
-    from dal.messages import ImageRequestMessage
-
     svc = services()
     owner = client_id()
     request_id = str(uuid.uuid4())
@@ -210,20 +209,16 @@ def job_events(request_id: str) -> Response:
 
 def _stream_blob(container: str, name: str, *, content_type: str, filename: str, attachment: bool) -> Response:
     """Stream a blob through the app in chunks: the container stays private, no SAS is handed out."""
-    from azure.core.exceptions import ResourceNotFoundError
-
-    svc = services()
-    blob = svc.storage.blob_service.get_blob_client(svc.blobs.container_name(container), name)
     try:
-        downloader = blob.download_blob()
-    except ResourceNotFoundError:
+        size, chunks = services().blobs.open_stream(container, name)
+    except BlobMissingError:
         raise ApiError(404, "result_missing", "the mosaic's file is gone") from None
     headers = {
-        "Content-Length": str(downloader.size),
+        "Content-Length": str(size),
         "Cache-Control": "private, max-age=86400",
         "Content-Disposition": f'{"attachment" if attachment else "inline"}; filename="{filename}"',
     }
-    return Response(downloader.chunks(), mimetype=content_type, headers=headers, direct_passthrough=True)
+    return Response(chunks, mimetype=content_type, headers=headers, direct_passthrough=True)
 
 
 @bp.get("/jobs/<request_id>/result")
@@ -243,8 +238,6 @@ def job_result(request_id: str) -> Response:
 
 
 def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Response:
-    from dal.errors import BlobMissingError
-
     def make() -> bytes:
         try:
             return jpeg_preview(services().blobs.download(container, name), max_side=side)

@@ -14,6 +14,8 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from dal.errors import StorageUnavailable
+
 log = logging.getLogger(__name__)
 
 _CODES = {
@@ -73,8 +75,6 @@ def _storage_error(exc: Exception) -> Response:
 
 
 def init_app(app: Flask) -> None:
-    from azure.core.exceptions import AzureError
-
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(AzureError, _storage_error)
+    app.register_error_handler(StorageUnavailable, _storage_error)

@@ -42,3 +42,10 @@ def child_exit(server: Any, worker: Any) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """Tracing starts in each worker: the span exporter's thread does not survive a fork."""
+    from dal.tracing import configure_tracing
+
+    configure_tracing("photomosaics-web")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from dal.queues import ReceivedMessage
     from workers.listener import QueueListener
 
-__all__ = ["METRICS_HOST_ENV", "METRICS_PORT_ENV", "serve_role_metrics", "timed", "ListenerCollector", "Liveness"]
+__all__ = ["METRICS_HOST_ENV", "METRICS_PORT_ENV", "serve_role_metrics", "timed", "traced", "ListenerCollector", "Liveness"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,17 @@ def timed(handler: Callable[[ReceivedMessage], None], *, role: str, queue: str) 
             error.observe(time.perf_counter() - started)
             raise
         ok.observe(time.perf_counter() - started)
+
+    return run
+
+
+def traced(handler: Callable[[ReceivedMessage], None], *, queue: str) -> Callable[[ReceivedMessage], None]:
+    """``handler`` inside a ``process <queue>`` span continuing the message's trace (dal.tracing)."""
+    from dal.tracing import process_span
+
+    def run(received: ReceivedMessage) -> None:
+        with process_span(received, queue=queue):
+            handler(received)
 
     return run
 

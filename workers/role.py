@@ -166,6 +166,9 @@ def exit_role(code: int) -> NoReturn:
     """
     try:
         write_counts(exit_code=code)
+        from dal.tracing import flush
+
+        flush()  # buffered spans, before os._exit skips every exit hook
     finally:
         logging.shutdown()
         sys.stdout.flush()
