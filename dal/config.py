@@ -32,6 +32,7 @@ IMAGE_RESPONSE_QUEUE = "imageresponse"
 SLICE_REQUEST_QUEUE = "slicerequest"
 SLICE_RESPONSE_QUEUE = "sliceresponse"
 WORK_QUEUES = (IMAGE_REQUEST_QUEUE, SLICE_REQUEST_QUEUE, SLICE_RESPONSE_QUEUE, IMAGE_RESPONSE_QUEUE)
+JOB_CLEANUP_QUEUE = "jobcleanup"  # deleting a job's blobs and rows: dal.cleanup
 POISON_SUFFIX = "-poison"
 
 IMAGE_INPUT_CONTAINER = "imageinput"
