@@ -93,7 +93,8 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
         connection_string = azurite.start()
     except AzuriteError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite'}")
+    node = azurite.runtime.describe() if azurite.runtime else "Node.js"
+    click.echo(f"storage: embedded Azurite (pid {azurite.pid}) on {node}, data in {data_dir / 'azurite'}")
     holder = [azurite]  # the keeper may replace it with a restarted one
     try:
         yield connection_string, holder
