@@ -179,6 +179,7 @@ class JobEvent:
     at: datetime
     slice: int | None = None
     seconds: float | None = None
+    stages: dict[str, float] | None = None  # where ``seconds`` went, step by step (``make bench``)
 
 
 def index_key(job: Job) -> str:

@@ -201,21 +201,29 @@ class Pipeline:
             time.sleep(0.25)
         return finished
 
-    def output_pixels(self, job: Job) -> np.ndarray:
+    def output_bytes(self, job: Job) -> bytes:
         from dal.config import IMAGE_OUTPUT_CONTAINER
 
         assert job.output_name is not None
-        data = self.services.blobs.download(IMAGE_OUTPUT_CONTAINER, job.output_name)
+        return self.services.blobs.download(IMAGE_OUTPUT_CONTAINER, job.output_name)
+
+    def output_pixels(self, job: Job) -> np.ndarray:
+        data = self.output_bytes(job)
         with Image.open(io.BytesIO(data)) as image:
             return np.asarray(image.convert("RGB"))
 
     def slice_outputs(self, job: Job) -> np.ndarray:
-        """The rendered slices (lossless PNGs) stacked: the mosaic before the JPEG encode."""
-        from dal.config import SLICE_RESPONSE_CONTAINER
-        from workers.slicing import decode_png
+        """The rendered slices (lossless .npy) stacked: the mosaic before the JPEG encode.
 
+        A one-slice job has none (its processor wrote the final JPEG directly): compare its
+        output bytes instead.
+        """
+        from dal.config import SLICE_RESPONSE_CONTAINER
+        from workers.slicing import decode_rendered, slice_output_name
+
+        assert job.slices > 1, "a one-slice job has no rendered slices in storage"
         bands = [
-            decode_png(self.services.blobs.download(SLICE_RESPONSE_CONTAINER, f"{job.request_id}/{seq}.png"))[0]
+            decode_rendered(self.services.blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(job.request_id, seq)))
             for seq in range(job.slices)
         ]
         return np.concatenate(bands, axis=0)

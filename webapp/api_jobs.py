@@ -23,10 +23,11 @@ from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage
+from dal.rendered import decode_rendered, slice_blob_candidates
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
-from webapp.previews import PREVIEWS, jpeg_preview
+from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import int_field, optional_int_field, validate_image
@@ -263,8 +264,27 @@ def job_slice(request_id: str, sequence: int) -> Response:
         raise ApiError(404, "not_found", f"the job has {job.slices} slices (0..{job.slices - 1})")
     if sequence not in job.slices_done:
         raise ApiError(404, "not_ready", f"slice {sequence} is not rendered yet")
-    name = f"{request_id}/{sequence}.png"
-    return _preview((request_id, "slice", str(sequence)), SLICE_RESPONSE_CONTAINER, name, SLICE_PREVIEW_SIDE)
+    # Rendered slices are .npy (older processors: .png); a 1-slice job's processor wrote the
+    # final JPEG instead (dal.rendered).
+    places = [(SLICE_RESPONSE_CONTAINER, name) for name in slice_blob_candidates(request_id, sequence)]
+    if job.slices == 1:
+        places.insert(0, (IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg"))
+
+    def make() -> bytes:
+        for container, name in places:
+            try:
+                data = services().blobs.download(container, name)
+            except BlobMissingError:
+                continue
+            if container == SLICE_RESPONSE_CONTAINER:
+                return pixels_preview(decode_rendered(data), max_side=SLICE_PREVIEW_SIDE)
+            return jpeg_preview(data, max_side=SLICE_PREVIEW_SIDE)
+        raise ApiError(404, "not_found", "that image is not there (yet)")
+
+    data = PREVIEWS.get((request_id, "slice", str(sequence)), make)
+    headers = {"Cache-Control": "private, max-age=86400",
+               "Content-Disposition": f'inline; filename="{request_id}-slice-{sequence}.jpg"'}  # fmt: skip
+    return Response(data, mimetype="image/jpeg", headers=headers)
 
 
 @bp.get("/jobs/<request_id>/preview")

@@ -12,6 +12,7 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from PIL import Image, ImageOps
 
@@ -54,11 +55,19 @@ def jpeg_preview(data: bytes, *, max_side: int, quality: int = 85) -> bytes:
     with Image.open(io.BytesIO(data)) as image:
         image = ImageOps.exif_transpose(image)
         image.draft("RGB", (max_side, max_side))
-        image = image.convert("RGB")
-        image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-        out = io.BytesIO()
-        image.save(out, "JPEG", quality=quality, optimize=True)
-        return out.getvalue()
+        return _thumbnail(image.convert("RGB"), max_side=max_side, quality=quality)
+
+
+def pixels_preview(pixels: Any, *, max_side: int, quality: int = 85) -> bytes:
+    """The same for an ``(H, W, 3) uint8`` array (a rendered slice, ``dal.rendered``)."""
+    return _thumbnail(Image.fromarray(pixels, "RGB"), max_side=max_side, quality=quality)
+
+
+def _thumbnail(image: Image.Image, *, max_side: int, quality: int) -> bytes:
+    image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=quality, optimize=True)
+    return out.getvalue()
 
 
 PREVIEWS = PreviewCache()

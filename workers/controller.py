@@ -7,13 +7,18 @@ then send one ``SliceRequestMessage`` per band. A redelivered request rewrites t
 blobs and re-sends only the slices not yet done: harmless.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
-``slices_done`` with an ETag update (duplicates and late arrivals change nothing). The
+``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
+arrivals change nothing; the processor's ``slice_done`` event is the slice's log line). The
 update that completes the set moves the job to ``stitching``. Stitching itself is guarded
 by a claim (``dal.claims``): a blob created with If-None-Match, so exactly one controller
 stitches even when two see the last slice at once; a controller that died mid-stitch is
 replaced when its own message comes back (same message id), or after the claim goes stale.
-The stitcher writes ``imageoutput/<request_id>.jpg``, records ``output_name`` and sends the
-``ImageResponseMessage``; the responder role marks the job done.
+The stitcher reads the rendered slices (``.npy``, or ``.png`` from older processors), writes
+``imageoutput/<request_id>.jpg``, records ``output_name`` and sends the ``ImageResponseMessage``;
+the responder role marks the job done. A one-slice job's processor has written that JPEG
+already, so its stitch only records it. Jobs writes reuse the row just read or written
+(``JobStore.update(current=...)``) and the dispatch events go in one table transaction, so a
+job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 """
 
 from __future__ import annotations
@@ -28,24 +33,27 @@ from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
-from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError
+from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
+from dal.rendered import RenderedFormatError, decode_rendered, slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
-    OUTPUT_EXTENSION,
     BandFormatError,
+    band_blob_name,
     cut_bands,
-    decode_png,
     encode_band,
     encode_output,
+    output_blob_name,
     stitch,
 )
+from workers.stages import Stopwatch
 
 if TYPE_CHECKING:
+    from dal.blobs import BlobStore
     import numpy as np
     from PIL import Image
 
@@ -56,18 +64,6 @@ __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_
 log = logging.getLogger(__name__)
 _IO_THREADS = 8
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
-
-
-def band_blob_name(request_id: str, sequence: int) -> str:
-    return f"{request_id}/{sequence}.png"
-
-
-def slice_output_name(request_id: str, sequence: int) -> str:
-    return f"{request_id}/{sequence}.png"
-
-
-def output_blob_name(request_id: str) -> str:
-    return f"{request_id}.{OUTPUT_EXTENSION}"
 
 
 def _claim_name(request_id: str) -> str:
@@ -99,7 +95,8 @@ class JobController:
         settings = self.services.settings
         if message.slices > settings.max_slices:
             raise PermanentJobError(f"{message.slices} slices were asked for; at most {settings.max_slices} are allowed")
-        image = self._read_image(message)
+        clock = Stopwatch()
+        image = self._read_image(message, clock)
         try:
             grid = plan_grid(
                 image.width,
@@ -117,10 +114,12 @@ class JobController:
                 f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
                 f"tiles; ask for at most {grid.tiles_down} slices"
             ) from None
-        job = self._record_job(message, grid)
+        job = self._record_job(message, grid, existing)
+        clock.lap("job_record")
 
         cells = cell_image(image, grid)
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows)
+        clock.lap("slicing")
         blobs = self.services.blobs
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
             urls = list(
@@ -131,11 +130,13 @@ class JobController:
                     bands,
                 )
             )
+        clock.lap("band_encode_upload")
         # Every band is written: only now may a processor hear of them.
         job = jobs.update(
             message.client_id,
             rid,
             lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
+            current=job,
         )
         queues = self.services.queues
         pending = [
@@ -155,18 +156,22 @@ class JobController:
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
                 shard.submit(mine)
-        for request in pending:
-            band = bands[request.slice_sequence]
-            jobs.add_event(
-                rid,
-                "dispatched",
+        clock.lap("dispatch")
+        events = [
+            dict(
+                kind="dispatched",
                 actor=self.name,
-                slice=band.sequence,
+                slice=(band := bands[request.slice_sequence]).sequence,
                 message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched",
             )
+            for request in pending
+        ]
+        if events:  # one transaction for all of them (one partition), timings on the first
+            events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
+        jobs.add_events(rid, events)
         log.info("job %s: %d slices dispatched", rid, len(pending))
 
-    def _read_image(self, message: ImageRequestMessage) -> Image.Image:
+    def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
         from mosaic.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
@@ -175,16 +180,19 @@ class JobController:
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:
             data = blobs.download_url(message.image_uri)
+            clock.lap("image_download")
         except BlobMissingError:
             raise PermanentJobError("the uploaded image is gone from storage; please upload it again") from None
         except ValueError as exc:
             raise PermanentJobError(f"the image address is not a blob of this storage account: {exc}") from None
         try:
-            return open_image(data, max_pixels=self.services.settings.max_input_pixels)
+            image = open_image(data, max_pixels=self.services.settings.max_input_pixels)
         except ImageDecodeError as exc:
             raise PermanentJobError(f"the image could not be read as a picture: {exc}") from None
+        clock.lap("image_decode")
+        return image
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid) -> Job:
+    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None) -> Job:
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
@@ -201,13 +209,13 @@ class JobController:
                 output_height=grid.output_height,
             )
 
-        if jobs.get(message.client_id, rid) is None:
+        if existing is None:
             try:
                 input_name = _input_name(self.services, message.image_uri)
                 return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
-        return jobs.update(message.client_id, rid, change)
+        return jobs.update(message.client_id, rid, change, current=existing)
 
     # --- sliceresponse ---------------------------------------------------------------------
 
@@ -215,27 +223,25 @@ class JobController:
         message = received.message
         assert isinstance(message, SliceResponseMessage), message
         jobs, rid, seq = self.services.jobs, message.request_id, message.slice_sequence
-        job = jobs.get(message.client_id, rid)
-        if job is None:
-            log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
-            return
-        if job.status in TERMINAL_STATUSES:
-            return
-        if seq >= job.slices:
-            raise PermanentJobError(f"a response for slice {seq} arrived, but the job has only {job.slices} slices")
+
         def record(j: Job) -> Job | None:
-            if j.status in TERMINAL_STATUSES or seq in j.slices_done:
+            if j.status in TERMINAL_STATUSES:
+                return None
+            if seq >= j.slices:
+                raise PermanentJobError(f"a response for slice {seq} arrived, but the job has only {j.slices} slices")
+            if seq in j.slices_done:
                 return None
             done = j.slices_done | {seq}
             status = JobStatus.STITCHING if len(done) == j.slices else j.status
             return replace(j, slices_done=done, status=status)
 
-        job, added = jobs.apply(message.client_id, rid, record)
-        if added:
-            jobs.add_event(
-                rid, "progress", actor=self.name, slice=seq,
-                message=f"slice {seq + 1} recorded: {len(job.slices_done)} of {job.slices} done",
-            )
+        # One read and one ETag write per slice; its progress is in the job row (slices_done),
+        # the processor's ``slice_done`` event already logged it, so no event row here.
+        try:
+            job = jobs.update(message.client_id, rid, record)
+        except JobNotFoundError:
+            log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
+            return
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
         claim = _claim_name(rid)
@@ -249,38 +255,61 @@ class JobController:
         if not self.claims.acquire(claim, message_id=received.id, owner=self.name):
             log.info("job %s: another controller is stitching", rid)
             return
-        self._stitch(job)
+        self._stitch(job, message)
 
-    def _stitch(self, job: Job) -> None:
-        rid, blobs, started = job.request_id, self.services.blobs, time.monotonic()
+    def _stitch(self, job: Job, last: SliceResponseMessage) -> None:
+        rid, blobs, clock = job.request_id, self.services.blobs, Stopwatch()
+        name = output_blob_name(rid)
+        if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
+            # One slice: its processor wrote the final output itself; nothing to fetch or encode.
+            how = "written by its processor"
+        else:
+            mosaic = self._fetch_and_stitch(job, clock)
+            encoded = encode_output(mosaic)
+            clock.lap("output_encode")
+            blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
+            clock.lap("output_upload")
+            how = f"{job.slices} slices stitched"
+        job = self.services.jobs.update(
+            job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
+        )
+        seconds = sum(clock.stages.values())
+        self.services.jobs.add_event(
+            rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,
+            message=f"{how} into a {job.output_width}x{job.output_height} mosaic",
+        )
+        log.info("job %s: stitched in %.2f s", rid, seconds)
+        self._send_response(job)
 
-        def fetch(seq: int) -> np.ndarray:
+    def _fetch_and_stitch(self, job: Job, clock: Stopwatch) -> np.ndarray:
+        rid, blobs = job.request_id, self.services.blobs
+
+        def fetch(seq: int) -> bytes:
+            # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
+            for name in slice_blob_candidates(rid, seq):
+                try:
+                    return blobs.download(SLICE_RESPONSE_CONTAINER, name)
+                except BlobMissingError:
+                    continue
+            raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
+
+        def decode(seq: int, data: bytes) -> np.ndarray:
             try:
-                pixels, _ = decode_png(blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq)))
-            except BlobMissingError:
-                raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage") from None
-            except BandFormatError as exc:
+                return decode_rendered(data)
+            except RenderedFormatError as exc:
                 raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
-            return pixels
 
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
-            bands = list(pool.map(fetch, range(job.slices)))
+            blobs_data = list(pool.map(fetch, range(job.slices)))
+        clock.lap("slice_download")
+        bands = [decode(seq, data) for seq, data in enumerate(blobs_data)]
+        clock.lap("slice_decode")
         try:
             mosaic = stitch(bands, width=job.output_width, height=job.output_height)
         except ValueError as exc:
             raise PermanentJobError(f"the rendered slices do not fit together: {exc}") from None
-        name = output_blob_name(rid)
-        blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encode_output(mosaic), content_type=OUTPUT_CONTENT_TYPE)
-        job = self.services.jobs.update(
-            job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None
-        )
-        seconds = time.monotonic() - started
-        self.services.jobs.add_event(
-            rid, "stitched", actor=self.name, seconds=seconds,
-            message=f"{job.slices} slices stitched into a {job.output_width}x{job.output_height} mosaic",
-        )
-        log.info("job %s: stitched in %.2f s", rid, seconds)
-        self._send_response(job)
+        clock.lap("stitch")
+        return mosaic
 
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response
@@ -301,3 +330,10 @@ def _input_name(services: Services, image_uri: str) -> str:
     except ValueError:
         return image_uri
     return name if container == services.blobs.container_name(IMAGE_INPUT_CONTAINER) else f"{container}/{name}"
+
+
+def _is_blob(blobs: BlobStore, url: str, container: str, name: str) -> bool:
+    try:
+        return blobs.parse_blob_url(url) == (blobs.container_name(container), name)
+    except ValueError:
+        return False

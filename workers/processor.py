@@ -4,8 +4,15 @@ On ``slicerequest``: load the tile library (``LibraryStore.load`` keeps each lib
 version's index in memory, so a processor downloads an index once, never a tile per cell),
 read the band PNG written by the controller (it says which cell rows it holds), render it
 with ``render_band(seed=request_id, row_offset=first row)`` — exactly what the in-process
-``render`` does for those rows — write ``sliceresponse/<request_id>/<seq>.png`` and send a
-``SliceResponseMessage``. A redelivery renders the same pixels into the same blob.
+``render`` does for those rows — write ``sliceresponse/<request_id>/<seq>.npy`` (raw pixels,
+``workers.slicing.encode_rendered``) and send a ``SliceResponseMessage``. When the band is the
+whole grid (a job of one slice) there is nothing to stitch: the processor encodes the final
+JPEG itself and writes it straight to ``imageoutput/<request_id>.jpg``; its response points
+there, and the controller only records it (no download, no re-encode: the hand-off of a
+40 MP job shrinks from 120 MB of pixels twice to one JPEG once). A redelivery renders the
+same pixels into the same blob either way (``encode_output`` is deterministic).
+
+Its ``slice_done`` event carries the step timings (``stages``) that ``make bench`` prints.
 
 ``slice_delay`` (env ``PHOTOMOSAICS_TEST_SLICE_DELAY``, **tests only**) sleeps before each
 render so the chaos tests can kill a processor mid-slice.
@@ -17,7 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from dal.config import SLICE_RESPONSE_CONTAINER
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs import TERMINAL_STATUSES
 from dal.messages import SliceRequestMessage, SliceResponseMessage
@@ -25,7 +32,16 @@ from dal.queues import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
-from workers.slicing import BandFormatError, decode_band, encode_png
+from workers.stages import Stopwatch
+from workers.slicing import (
+    OUTPUT_CONTENT_TYPE,
+    BandFormatError,
+    decode_band,
+    encode_output,
+    encode_rendered,
+    output_blob_name,
+    slice_output_name,
+)
 
 if TYPE_CHECKING:
     from mosaic.library import TileLibrary
@@ -53,25 +69,39 @@ class ImageProcessor:
             log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
             return
         library = self._library(message.image_library_uri)
+        clock = Stopwatch()
         try:
-            band = decode_band(self.services.blobs.download_url(message.slice_uri))
+            data = self.services.blobs.download_url(message.slice_uri)
+            clock.lap("band_download")
+            band = decode_band(data)
+            clock.lap("band_decode")
         except BlobMissingError:
             raise PermanentJobError(f"slice {seq + 1} of the picture is missing from storage") from None
         except (BandFormatError, ValueError) as exc:
             raise PermanentJobError(f"slice {seq + 1} of the picture cannot be read: {exc}") from None
         if self.slice_delay > 0:
             time.sleep(self.slice_delay)
+            clock.lap("test_delay")
         from mosaic.render import render_band
 
-        started = time.monotonic()
         try:
             pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row)
         except ValueError as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
-        seconds = time.monotonic() - started
-        url = self.services.blobs.upload(
-            SLICE_RESPONSE_CONTAINER, f"{rid}/{seq}.png", encode_png(pixels), content_type="image/png"
-        )
+        seconds = clock.lap("render")
+        blobs = self.services.blobs
+        if band.first_row == 0 and band.rows == band.tiles_down:  # the whole mosaic: final output now
+            encoded = encode_output(pixels)
+            clock.lap("output_encode")
+            url = blobs.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
+            clock.lap("output_upload")
+        else:
+            encoded = encode_rendered(pixels)
+            clock.lap("slice_encode")
+            url = blobs.upload(
+                SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq), encoded, content_type="application/octet-stream"
+            )
+            clock.lap("slice_upload")
         queue = self.services.queues.slice_response
         queue.submit(
             SliceResponseMessage(
@@ -79,7 +109,7 @@ class ImageProcessor:
             )
         )
         jobs.add_event(
-            rid, "slice_done", actor=self.name, slice=seq, seconds=seconds,
+            rid, "slice_done", actor=self.name, slice=seq, seconds=seconds, stages=clock.stages,
             message=f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s",
         )
 
@@ -93,3 +123,4 @@ class ImageProcessor:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:
             raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
+

@@ -6,9 +6,16 @@ The band PNG carries, in text chunks, where it sits in the job's grid (first cel
 count, grid size), so an ImageProcessor needs nothing but the blob and the message to render
 it exactly as the in-process ``render`` would: ``render_band(..., row_offset=first_row)``.
 
-PNG everywhere between the roles: it is lossless, so the distributed result is pixel-identical
-to the in-process render. Only the final stitched mosaic is encoded once, as JPEG, by
-``encode_output`` (one function, so tests can encode the in-process render the same way).
+Between the roles everything is lossless, so the distributed result is pixel-identical to the
+in-process render. Bands (cell images, small) are PNG. A rendered slice is as big as its part
+of the mosaic (a 40 MP job is 120 MB of pixels), so it travels as a raw NumPy ``.npy`` array
+(``encode_rendered``): writing and reading it is a memory copy, where PNG cost seconds of
+zlib on both sides for photo tiles that barely compress. ``decode_rendered`` reads both
+formats by their magic bytes, so slices written as PNG by an older processor still stitch
+(``dal.rendered``, re-exported here: the web app previews these blobs too).
+A job of one slice needs no stitch at all: its processor encodes the final output itself
+(``ImageProcessor``). Only the final mosaic is encoded, once, as JPEG, by ``encode_output``
+(one function, so tests can encode the in-process render the same way).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 
 from dal.errors import PhotoMosaicsError
+from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 
 __all__ = [
     "Band",
@@ -32,6 +40,12 @@ __all__ = [
     "decode_band",
     "encode_png",
     "decode_png",
+    "band_blob_name",
+    "slice_output_name",
+    "output_blob_name",
+    "encode_rendered",
+    "decode_rendered",
+    "RENDERED_EXTENSION",
     "stitch",
     "encode_output",
 ]
@@ -61,6 +75,14 @@ class Band:
     tiles_across: int
     tiles_down: int
     cells: np.ndarray
+
+
+def band_blob_name(request_id: str, sequence: int) -> str:
+    return f"{request_id}/{sequence}.png"
+
+
+def output_blob_name(request_id: str) -> str:
+    return f"{request_id}.{OUTPUT_EXTENSION}"
 
 
 def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range]) -> list[Band]:

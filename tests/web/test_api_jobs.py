@@ -10,6 +10,7 @@ import zlib
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -18,6 +19,7 @@ from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESP
 from dal.jobs import JobStore
 from dal.messages import ImageRequestMessage
 from dal.queues import QueueAccessor
+from dal.rendered import encode_rendered
 from tests.web.conftest import LIBRARY, png_bytes, submit
 from mosaic.grid import plan_grid
 
@@ -217,6 +219,13 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     piece = client.get(f"{base}/slices/1")
     assert piece.status_code == 200 and Image.open(io.BytesIO(piece.data)).size == (96, 32)
     assert client.get(f"{base}/slices/0").status_code == 404
+    # Today's processors write raw .npy slices (slice 1 above is a PNG of an older processor).
+    pixels = np.zeros((32, 96, 3), dtype=np.uint8)
+    stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/0.npy", encode_rendered(pixels),
+                           content_type="application/octet-stream")  # fmt: skip
+    stores["jobs"].update(owner, request_id, lambda j: replace(j, slices_done=frozenset({0, 1})))
+    piece = client.get(f"{base}/slices/0")
+    assert piece.status_code == 200 and Image.open(io.BytesIO(piece.data)).size == (96, 32)
 
     mosaic = finish(stores, owner, request_id)
     job = client.get(base).json

@@ -1,0 +1,262 @@
+"""Where a job's time and transactions go: the hand-offs between roles, before and after.
+
+Two jobs from issue 8, on a warm set of real role processes (controller, responder, two
+processors, as ``make run`` starts them) and a fresh in-memory Azurite:
+
+- **small**: a 960 × 752 mosaic (60 tiles across at tile 16) in 4 slices, submit → done,
+  median of ``SMALL_RUNS`` (goal ≤ 0.6 s), and its storage transactions without the client's
+  status polls (goal ≤ 8 × slices + 20 = 52);
+- **large**: a 1 MP photo at tile 16 (a 40 MP mosaic) in 1 slice, pipeline ÷ the offline
+  render of the same job (``open_image`` + ``render`` + ``encode_output``; goal ≤ 1.3×).
+
+For each, the per-stage breakdown comes from the job's own event log (``stages`` written
+by the controller and the processors, ``workers/stages.py``): upload, image download and
+decode, slicing, band encode/upload, band download/decode, render, slice encode/upload,
+slice download/decode, stitch, output encode/upload; what is left of the wall time is
+queue pickup and table writes ("waits").
+
+**Before and after, side by side in one run**: the same jobs also run on the roles of an
+older commit (``PHOTOMOSAICS_BENCH_BEFORE``, default ``BEFORE_REF``: the pipeline before
+issue 8), checked out with ``git archive`` into a temporary folder and started with the
+same interpreter; set it to ``none`` to skip. Roles poll fast here (0.05 s doubling to
+0.2 s): queue pickup is issue 8's wake-ups' business, this measures the hand-offs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks import pipeline as pl
+
+BEFORE_REF = "4320be1"  # main before issue 8 ("merge main" after the poison operations)
+BEFORE_ENV = "PHOTOMOSAICS_BENCH_BEFORE"
+SMALL = {"size": (960, 752), "tile": 16, "tiles_across": 60, "slices": 4}
+LARGE = {"size": (1152, 864), "tile": 16, "tiles_across": None, "slices": 1}
+SMALL_RUNS = 5
+ROLE_ENV = {
+    "PHOTOMOSAICS_POLL_MIN_SECONDS": "0.05",
+    "PHOTOMOSAICS_POLL_MAX_SECONDS": "0.2",
+    "PHOTOMOSAICS_LOG_LEVEL": "WARNING",
+}
+GOALS = {"small_seconds": 0.6, "small_transactions": 8 * SMALL["slices"] + 20, "large_ratio": 1.3}
+
+
+def _tree(ref: str, into: Path) -> Path | None:
+    """A checkout of ``ref`` (its files only) for the "before" roles; None when git cannot."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        data = subprocess.run(["git", "-C", str(root), "archive", ref], check=True, capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"  (no 'before' run: git archive {ref} failed: {getattr(exc, 'stderr', b'')!r})", flush=True)
+        return None
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        archive.extractall(into, filter="data")
+    return into
+
+
+class _Roles(pl.Roles):
+    """``benchmarks.pipeline.Roles`` whose processes may run another tree's code."""
+
+    def __init__(self, cs: str, folder: Path, env: dict[str, str], tree: Path | None) -> None:
+        super().__init__(cs, folder, env)
+        self.tree = tree
+
+    def start(self, role: str) -> None:
+        argv = [sys.executable, "-c", "from photomosaics.cli import main; main()", role]
+        env = dict(self.env)
+        if self.tree is not None:  # its modules first on the path, ahead of this checkout
+            env["PYTHONPATH"] = str(self.tree)
+        self.processes.append(subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                               cwd=self.tree or None))  # fmt: skip
+
+
+def _submit(services: Any, data: bytes, library_uri: str, job: dict[str, Any]) -> tuple[str, float, float]:
+    """Upload + send like the web app; (request id, time of the upload start, upload seconds)."""
+    import uuid
+    from datetime import datetime, timezone
+
+    from dal.messages import ImageRequestMessage
+
+    request_id = str(uuid.uuid4())
+    queue = services.queues.image_request
+    started = time.perf_counter()
+    pl.SUBMITTED[request_id] = datetime.now(timezone.utc)
+    url = services.blobs.upload("imageinput", f"{request_id}.jpg", data, content_type="image/jpeg")
+    uploaded = time.perf_counter() - started
+    queue.submit(ImageRequestMessage(
+        queue_uri=queue.url, client_id=pl.CLIENT_ID, request_id=request_id, image_uri=url,
+        image_library_uri=library_uri, tile_size=job["tile"], slices=job["slices"], tiles_across=job["tiles_across"],
+    ))  # fmt: skip
+    return request_id, started, uploaded
+
+
+def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dict[str, float]:
+    """Seconds per stage on the job's critical path; slices in parallel count their slowest."""
+    events = services.jobs.events(request_id)
+    stages: Counter[str] = Counter({"upload": upload})
+    slowest: dict[str, float] = {}
+    slice_stages: dict[int, dict[str, float]] = {}
+    for event in events:
+        if not event.stages:
+            continue
+        if event.kind == "slice_done" and event.slice is not None:
+            slice_stages[event.slice] = event.stages
+        else:
+            stages.update(event.stages)
+    if slice_stages:
+        worst = max(slice_stages.values(), key=lambda s: sum(s.values()))
+        slowest = dict(worst)
+    stages.update(slowest)
+    stages["waits (queues, tables)"] = max(0.0, wall - sum(stages.values()))
+    return dict(stages)
+
+
+def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_uri: str,
+             small: bytes, large: bytes) -> dict[str, Any]:  # fmt: skip
+    folder.mkdir()
+    roles = _Roles(cs, folder, ROLE_ENV, tree)
+    for role in ("controller", "responder", "processor", "processor"):
+        roles.start(role)
+    result: dict[str, Any] = {"small": [], "large": None}
+    try:
+        roles.wait_ready()
+        for job, data, runs in ((SMALL, small, SMALL_RUNS + 1), (LARGE, large, 2)):
+            for i in range(runs):  # the first of each kind warms the roles up, not counted
+                before = roles.snapshot()
+                rid, started, upload = _submit(services, data, library_uri, job)
+                done = pl.wait_done(services, rid)
+                wall = time.perf_counter() - started
+                after = roles.snapshot()
+                operations, stats = pl.diff(before, after)
+                operations["blob PutBlob"] += 1  # the client's upload ...
+                operations["queue PutMessage"] += 1  # ... and its ImageRequest
+                if i == 0:
+                    continue
+                row = {"rid": rid, "seconds": wall, "output": [done.output_width, done.output_height],
+                       "transactions": sum(operations.values()), "operations": dict(operations),
+                       "empty_receives": stats["empty_receives"],
+                       "stages": breakdown(services, rid, wall, upload),
+                       "timeline": pl.timeline(services, rid)}  # fmt: skip
+                if job is SMALL:
+                    result["small"].append(row)
+                else:
+                    result["large"] = row
+    finally:
+        roles.stop()
+    return result
+
+
+def offline(data: bytes, library: Any, max_output_pixels: int) -> float:
+    from mosaic.images import open_image
+    from mosaic.render import render
+    from workers.slicing import encode_output
+
+    runs = []
+    for _ in range(2):
+        start = time.perf_counter()
+        out = render(open_image(data), library, tile_size=LARGE["tile"], tiles_across=LARGE["tiles_across"],
+                     seed="bench", max_output_pixels=max_output_pixels)  # fmt: skip
+        encode_output(out)
+        runs.append(time.perf_counter() - start)
+    return min(runs)
+
+
+def main() -> int:
+    from dal.azurite import Azurite
+    from dal.config import Settings, StorageClients
+    from workers.demo_library import ensure_demo_library
+    from workers.services import Services
+    from benchmarks.photos import target_jpeg
+
+    ref = os.environ.get(BEFORE_ENV, BEFORE_REF)
+    with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-handoffs-") as tmp:
+        cs = azurite.connection_string
+        settings = Settings.from_env({})
+        services = Services(StorageClients(cs, profile="worker"), settings, "bench")
+        services.ensure()
+        library_uri = ensure_demo_library(services.storage)
+        library = services.libraries.load(library_uri)
+        small = target_jpeg("chelsea", SMALL["size"])
+        large = target_jpeg("chelsea", LARGE["size"])
+        local = offline(large, library, settings.max_output_pixels)
+        print(f"offline render of the large job: {local:.2f} s", flush=True)
+        results: dict[str, Any] = {}
+        trees = {"after": None}
+        if ref.lower() != "none" and (tree := _tree(ref, Path(tmp) / "before")) is not None:
+            trees = {"before": tree, "after": None}
+        for label, tree in trees.items():
+            print(f"  running the jobs on the {label} roles ...", flush=True)
+            results[label] = run_jobs(cs, Path(tmp) / f"{label}-counts", tree, services, library_uri, small, large)
+    report(results, local, ref)
+    pl.RESULTS.mkdir(exist_ok=True)
+    import json
+
+    (pl.RESULTS / "handoffs.json").write_text(json.dumps({"offline_seconds": local, "before_ref": ref, **results}, indent=1))
+    return 0
+
+
+def report(results: dict[str, Any], local: float, ref: str) -> None:
+    labels = list(results)
+    def small_median(label: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[label]["small"])
+
+    print(f"\nIssue 8 hand-offs (before = {ref}, after = this checkout; 2 processors, fast polling):")
+    print("| measure | goal | " + " | ".join(labels) + " |")
+    print("|---|---:|" + "---:|" * len(labels))
+    print(f"| small job (960x752, 4 slices) submit -> done, median of {SMALL_RUNS} | <= {GOALS['small_seconds']} s | "
+          + " | ".join(f"{small_median(x, 'seconds'):.2f} s" for x in labels) + " |")  # fmt: skip
+    print(f"| storage transactions per small job (no status polls) | <= {GOALS['small_transactions']} | "
+          + " | ".join(f"{small_median(x, 'transactions'):.0f} ({small_median(x, 'empty_receives'):.0f} empty receives)"
+                       for x in labels) + " |")  # fmt: skip
+    print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render ({local:.2f} s) | <= {GOALS['large_ratio']}x | "
+          + " | ".join(f"{results[x]['large']['seconds'] / local:.2f}x ({results[x]['large']['seconds']:.2f} s)"
+                       for x in labels) + " |")  # fmt: skip
+    for name, pick in (("small job (its median run)", _median_row), ("large job", lambda rows: rows)):
+        print(f"\nWhere the time goes, {name}, seconds per stage (critical path; parallel slices: the slowest):")
+        rows = {x: pick(results[x]["small"]) if "small" in name else results[x]["large"] for x in labels}
+        stages = sorted({s for r in rows.values() for s in r["stages"]}, key=_stage_order)
+        print("| stage | " + " | ".join(labels) + " |")
+        print("|---|" + "---:|" * len(labels))
+        for stage in stages:
+            print(f"| {stage} | " + " | ".join(f"{rows[x]['stages'].get(stage, 0):.3f}" for x in labels) + " |")
+        print("| **wall** | " + " | ".join(f"{rows[x]['seconds']:.3f}" for x in labels) + " |")
+    for x in labels:
+        print(f"\nTimeline of the median small job, {x} (event log, from the ImageRequest upload):")
+        for line in _median_row(results[x]["small"])["timeline"]:
+            print(f"  {line}")
+    print("\nTransactions per small job by operation (median run):")
+    rows = {x: _median_row(results[x]["small"]) for x in labels}
+    names = sorted({op for r in rows.values() for op in r["operations"]})
+    print("| operation | " + " | ".join(labels) + " |")
+    print("|---|" + "---:|" * len(labels))
+    for op in names:
+        print(f"| {op} | " + " | ".join(str(rows[x]["operations"].get(op, 0)) for x in labels) + " |")
+    print("(a role that logs no stages, as before, shows its steps inside 'waits')")
+
+
+_ORDER = ["upload", "image_download", "image_decode", "job_record", "slicing", "band_encode_upload", "dispatch",
+          "band_download", "band_decode", "render", "slice_encode", "slice_upload", "output_encode",
+          "output_upload", "slice_download", "slice_decode", "stitch"]  # fmt: skip
+
+
+def _stage_order(name: str) -> tuple[int, str]:
+    return (_ORDER.index(name) if name in _ORDER else len(_ORDER), name)
+
+
+def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    ordered = sorted(rows, key=lambda r: r["seconds"])
+    return ordered[len(ordered) // 2]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
