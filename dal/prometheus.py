@@ -142,8 +142,9 @@ class StorageStateCollector(Collector):
         families = [depth, poison, up]
         try:
             for queue in self._queues():
-                depth.add_metric([queue.logical_name], queue.approximate_depth())
-                poison.add_metric([queue.logical_name], queue.poison.approximate_depth())
+                label = getattr(queue, "short_name", queue.logical_name)  # slicerequest-1 for a shard
+                depth.add_metric([label], queue.approximate_depth())
+                poison.add_metric([label], queue.poison.approximate_depth())
             if self._jobs is not None:
                 families.append(_jobs_by_status(self._jobs()))
         except Exception:  # a scrape reports storage as down; it never fails

@@ -51,6 +51,7 @@ from dal.stored_queue import (
 )
 from dal.tracing import traced_submit
 from dal.wire import ClaimCheck, Undecodable, poison_envelope
+from dal.shards import MAX_SHARDS, ShardedQueue, shard_index
 
 __all__ = [
     "MAX_BATCH",
@@ -103,13 +104,18 @@ class ImageProcessingQueue(StoredQueue):
     """One work queue of the workflow (``name`` carries the test prefix, if any)."""
 
     def __init__(
-        self, storage: StorageClients, name: str, *, settings: Settings | None = None, prefix: str = ""
+        self, storage: StorageClients, name: str, *, settings: Settings | None = None, prefix: str = "",
+        shard: int = 0,
     ) -> None:
         self.logical_name = name
+        # Shard 0 is the queue itself; shard i > 0 is "<name>-<i>" (dal.shards), same message type.
+        self.short_name = f"{name}-{shard}" if shard else name
         self.settings = settings or Settings()
         claim_container = f"{prefix}{CLAIM_CHECK_CONTAINER}"
-        super().__init__(storage, f"{prefix}{name}", claim_container=claim_container)
-        self.poison = PoisonQueue(storage, f"{prefix}{name}{POISON_SUFFIX}", claim_container=claim_container)
+        super().__init__(storage, f"{prefix}{self.short_name}", claim_container=claim_container)
+        self.poison = PoisonQueue(storage, f"{prefix}{self.short_name}{POISON_SUFFIX}", claim_container=claim_container)
+        # Hints name the unsharded queue, so one listener over every shard hears them all.
+        self.hint_name = f"{prefix}{name}"
         self._metadata: dict[str, str] | None = None
         # Where "work detected" hints go after a send (``dal.hints``); None: PHOTOMOSAICS_HINT_DIR.
         self.hints: LocalHintChannel | None = None
@@ -349,7 +355,7 @@ class ImageProcessingQueue(StoredQueue):
         if channel is None:
             return
         try:
-            channel.publish(self.name)
+            channel.publish(self.hint_name)
         except Exception:  # a hint is an optimisation: losing it costs one poll interval
             log.warning("queue %s: work-detected hint not published", self.name, exc_info=True)
 
@@ -386,19 +392,34 @@ class QueueAccessor:
         self.slice_response = make(SLICE_RESPONSE_QUEUE)
         self.image_response = make(IMAGE_RESPONSE_QUEUE)
         self.job_cleanup = make(JOB_CLEANUP_QUEUE)
+        shards = (settings or Settings()).slice_shards
+        if type(shards) is not int or not 1 <= shards <= MAX_SHARDS:
+            raise ValueError(f"slice_shards must be 1..{MAX_SHARDS}, got {shards!r}")
+        self.slice_request_shards = [self.slice_request] + [
+            ImageProcessingQueue(storage, SLICE_REQUEST_QUEUE, settings=settings, prefix=prefix, shard=i)
+            for i in range(1, shards)
+        ]
+        # What processors consume: every shard, rotated fairly (the plain queue when K = 1).
+        self.slice_requests: Any = (
+            ShardedQueue(self.slice_request_shards) if shards > 1 else self.slice_request
+        )
+
+    def slice_request_shard(self, request_id: str, sequence: int) -> ImageProcessingQueue:
+        """The shard a slice goes to: a job's slices are dealt round-robin from a per-job start."""
+        return self.slice_request_shards[shard_index(request_id, sequence, len(self.slice_request_shards))]
 
     def all(self) -> list[ImageProcessingQueue]:
         """The four queues of the mosaic workflow."""
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
 
     def monitored(self) -> list[ImageProcessingQueue]:
-        """Every queue an operator watches: the workflow's four and ``jobcleanup``."""
-        return [*self.all(), self.job_cleanup]
+        """Every queue an operator watches: the workflow's four, the extra slicerequest shards, ``jobcleanup``."""
+        return [*self.all(), *self.slice_request_shards[1:], self.job_cleanup]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
-        """A queue by its logical (``imagerequest``) or full (prefixed) name."""
+        """A queue by its short (``imagerequest``, ``slicerequest-1``) or full (prefixed) name."""
         for queue in self.monitored():
-            if name in (queue.logical_name, queue.name):
+            if name in (queue.short_name, queue.name):
                 return queue
         raise KeyError(f"no work queue named {name!r}")
 

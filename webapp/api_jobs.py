@@ -88,12 +88,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    if slices > grid.tiles_down:
-        raise ApiError(
-            400,
-            "invalid_field",
-            f"slices must not exceed the mosaic's {grid.tiles_down} rows of tiles, got {slices}",
-        )
+    slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid)
 
 

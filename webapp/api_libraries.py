@@ -134,6 +134,7 @@ def create_library() -> tuple[Response, int]:
         "tile_count": created.tile_count,
         "version": created.version,
         "url": url_for("api_libraries.get_library", name=name),
+        "first_tile": next(iter(libraries.sample_tiles(name, 1)), None),
         "skipped": [{"file": f, "reason": r} for f, r in created.skipped],
     }
     return jsonify(body), 201

@@ -25,9 +25,9 @@ def _queue(name: str) -> Any:
     svc: Services = current_app.extensions["photomosaics"]
     svc.ensure_ready()
     for queue in svc.queues.monitored():
-        if queue.logical_name == name:
+        if queue.short_name == name:
             return svc, queue
-    names = ", ".join(q.logical_name for q in svc.queues.monitored())
+    names = ", ".join(q.short_name for q in svc.queues.monitored())
     raise ApiError(404, "not_found", f"no work queue named {name[:80]!r} (one of: {names})")
 
 
@@ -49,7 +49,7 @@ def _which() -> str | None:
 
 def _answer(result: Any, queue: Any) -> Response:
     if result.missing:
-        raise ApiError(404, "not_found", f"no poison message {result.missing[0][:80]!r} in {queue.logical_name}-poison")
+        raise ApiError(404, "not_found", f"no poison message {result.missing[0][:80]!r} in {queue.short_name}-poison")
     return jsonify({"count": result.count, "ids": result.done, "skipped": result.skipped})
 
 

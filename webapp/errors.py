@@ -26,6 +26,7 @@ _CODES = {
     409: "conflict",
     413: "too_large",
     415: "unsupported_media_type",
+    422: "unprocessable",
     503: "storage_unavailable",
 }
 

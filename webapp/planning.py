@@ -15,7 +15,10 @@ MAX_TILES_ACROSS = 10_000
 
 
 def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, max_output_pixels: int) -> Any:
-    """The engine's Grid for this photo and settings; ApiError 400 when it cannot be planned."""
+    """The engine's Grid for this photo and settings; ApiError 422 when it cannot be planned.
+
+    422, not 400: the request is well-formed and within every stated range, but this photo
+    cannot make a mosaic under the output limit (say 1 × 1,000,000 px)."""
     from mosaic.grid import plan_grid
 
     try:
@@ -23,7 +26,7 @@ def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, m
             width, height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=max_output_pixels
         )
     except ValueError as exc:
-        raise ApiError(400, "invalid_plan", str(exc)) from None
+        raise ApiError(422, "invalid_plan", str(exc)) from None
 
 
 def bands(tiles_down: int, slices: int) -> list[list[int]]:

@@ -138,10 +138,10 @@ class JobController:
             lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
             current=job,
         )
-        queue = self.services.queues.slice_request
+        queues = self.services.queues
         pending = [
             SliceRequestMessage(
-                queue_uri=queue.url,
+                queue_uri=queues.slice_request_shard(rid, band.sequence).url,
                 client_id=message.client_id,
                 request_id=rid,
                 image_library_uri=message.image_library_uri,
@@ -152,7 +152,10 @@ class JobController:
             for band, url in zip(bands, urls, strict=True)
             if band.sequence not in job.slices_done
         ]
-        queue.submit(pending)
+        for shard in queues.slice_request_shards:  # one shard when unsharded (dal.shards)
+            mine = [m for m in pending if m.queue_uri == shard.url]
+            if mine:
+                shard.submit(mine)
         clock.lap("dispatch")
         events = [
             dict(

@@ -136,7 +136,9 @@ class LeaseJournal:
             if record.done:
                 continue
             current = record.current
-            entries.append({"queue": queue_name, "id": current.id, "pop_receipt": current.pop_receipt})
+            # The message's own queue: a sharded listener (dal.shards) holds messages of several.
+            queue = getattr(current, "queue_name", None) or queue_name
+            entries.append({"queue": queue, "id": current.id, "pop_receipt": current.pop_receipt})
         with self._lock:
             if self._by_listener.get(listener, []) == entries:
                 return

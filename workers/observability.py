@@ -193,7 +193,8 @@ def serve_role_metrics(role: str, listeners: Sequence[QueueListener], *,
 
 
 def _role_queues(listeners: Sequence[QueueListener]) -> list[Any]:
-    return [listener.queue for listener in listeners]
+    # A sharded queue (dal.shards) is reported shard by shard.
+    return [shard for listener in listeners for shard in getattr(listener.queue, "shards", [listener.queue])]
 
 
 class _Default(Collector):

@@ -60,7 +60,7 @@ def _queue(stores, name: str):  # type: ignore[no-untyped-def]
     try:
         return stores.queues.by_name(name)
     except KeyError:
-        names = ", ".join(q.logical_name for q in stores.queues.monitored())
+        names = ", ".join(q.short_name for q in stores.queues.monitored())
         raise click.BadParameter(f"no work queue named {name!r} (one of: {names})", param_hint="QUEUE") from None
 
 

@@ -112,7 +112,7 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
 
     services = _services_for("processor")
     worker = ImageProcessor(services, slice_delay=_env_float("PHOTOMOSAICS_TEST_SLICE_DELAY", 0.0))
-    _run(services, "processor", [("slice_request", worker.handle_slice_request, "rendering a slice")],
+    _run(services, "processor", [("slice_requests", worker.handle_slice_request, "rendering a slice")],
          concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
          max_messages=max_messages)  # fmt: skip
 
