@@ -7,12 +7,15 @@ tree lives here, at the bottom layer; ``dal.errors`` re-exports it and draws the
      └── MosaicError            anything the engine refuses
           ├── ImageDecodeError   bytes that are not an image we can read
           ├── LibraryFormatError a library index that is not one
-          └── TileSourceError    a would-be library source that cannot be read at all
+          ├── TileSourceError    a would-be library source that cannot be read at all
+          └── TileBudgetError    max_uses × library size < cells: no fair assignment
 """
 
 from __future__ import annotations
 
-__all__ = ["PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "TileSourceError"]
+__all__ = [
+    "PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "TileSourceError", "TileBudgetError",
+]
 
 
 class PhotoMosaicsError(Exception):
@@ -33,3 +36,7 @@ class LibraryFormatError(MosaicError, ValueError):
 
 class TileSourceError(MosaicError, ValueError):
     """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
+
+
+class TileBudgetError(MosaicError, ValueError):
+    """``max_uses`` × library size is smaller than the number of cells: no fair assignment exists."""
