@@ -127,6 +127,14 @@ class BlobStore:
         settings = downloader.properties.content_settings
         return Blob(data=data, content_type=settings.content_type, metadata=dict(downloader.properties.metadata))
 
+    def open_stream(self, container: str, name: str) -> tuple[int, Iterator[bytes]]:
+        """``(size, chunks)`` of a blob, to pass on without holding it whole in memory."""
+        try:
+            downloader = self._blob(container, name).download_blob()
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
+        return int(downloader.size), downloader.chunks()
+
     def download(self, container: str, name: str) -> bytes:
         return self.fetch(container, name).data
 
@@ -248,7 +256,7 @@ class BlobStore:
 def _library_description(metadata: dict[str, str] | None) -> str | None:
     for key, value in (metadata or {}).items():
         if key.lower() == LIBRARY_METADATA_KEY:
-            return unquote(value)
+            return unquote(value or "")  # Azurite returns an empty value as None
     return None
 
 

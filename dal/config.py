@@ -32,6 +32,7 @@ IMAGE_RESPONSE_QUEUE = "imageresponse"
 SLICE_REQUEST_QUEUE = "slicerequest"
 SLICE_RESPONSE_QUEUE = "sliceresponse"
 WORK_QUEUES = (IMAGE_REQUEST_QUEUE, SLICE_REQUEST_QUEUE, SLICE_RESPONSE_QUEUE, IMAGE_RESPONSE_QUEUE)
+JOB_CLEANUP_QUEUE = "jobcleanup"  # deleting a job's blobs and rows: dal.cleanup
 POISON_SUFFIX = "-poison"
 
 IMAGE_INPUT_CONTAINER = "imageinput"
@@ -143,6 +144,10 @@ class Settings:
     batch_size: int = 16
     poll_min_interval: float = 0.1
     poll_max_interval: float = 2.0
+    # The idle cap when work-detected hints cover the queue (dal.hints): polling is only the safety net.
+    poll_max_hinted_interval: float = 60.0
+    # How long a listener leases a message (renewed at half-time; a silent death costs at most this).
+    lease_seconds: int = 60
     # Mosaic limits.
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
     max_upload_bytes: int = 30 * 1024 * 1024
@@ -163,6 +168,8 @@ class Settings:
             batch_size=_env_int(env, "PHOTOMOSAICS_BATCH_SIZE", 16),
             poll_min_interval=_env_float(env, "PHOTOMOSAICS_POLL_MIN_SECONDS", 0.1),
             poll_max_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_SECONDS", 2.0),
+            poll_max_hinted_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS", 60.0),
+            lease_seconds=_env_int(env, "PHOTOMOSAICS_LEASE_SECONDS", 60),
             max_output_pixels=_env_int(env, "PHOTOMOSAICS_MAX_OUTPUT_PIXELS", DEFAULT_MAX_OUTPUT_PIXELS),
             max_upload_bytes=_env_int(env, "PHOTOMOSAICS_MAX_UPLOAD_BYTES", 30 * 1024 * 1024),
             max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", DEFAULT_MAX_INPUT_PIXELS),

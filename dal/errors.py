@@ -13,7 +13,14 @@ errors (timeouts, 500, 503) are retried by the SDK's retry policy before they su
 
 from __future__ import annotations
 
+from azure.core.exceptions import AzureError
+
 from mosaic.errors import PhotoMosaicsError  # the root lives in the bottom layer, the engine
+
+# Any other storage failure (the service unreachable or failing after the SDK's retries):
+# not ours to translate case by case, but named here so that no module outside ``dal/``
+# imports Azure's exception types; the web app answers it with 503.
+StorageUnavailable = AzureError
 
 
 class StorageConfigurationError(PhotoMosaicsError):

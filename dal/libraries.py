@@ -26,9 +26,15 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError, ResourceNotModifiedError
+from azure.storage.blob import ContentSettings
+from PIL import Image
+
+from dal.blobs import BlobStore
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
     LIBRARY_METADATA_KEY,
@@ -36,9 +42,9 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import PhotoMosaicsError
-
-if TYPE_CHECKING:
-    from mosaic.library import TileLibrary
+from mosaic.errors import NoUsableImageError
+from mosaic.library import TileLibrary
+from mosaic.sources import build_library_from
 
 INDEX_BLOB = "index.zip"  # TileLibrary.to_bytes(): index.json + lossless PNG atlas pages
 TILE_PREFIX = "tiles/"
@@ -118,8 +124,6 @@ def _tile_blob_names(names: Iterable[str]) -> list[str]:
 
 
 def _encode_tile(tile: Any) -> bytes:
-    from PIL import Image
-
     out = io.BytesIO()
     Image.fromarray(tile).save(out, format="JPEG", quality=90)
     return out.getvalue()
@@ -164,10 +168,6 @@ class LibraryStore:
 
     def create(self, name: str, description: str, library: TileLibrary) -> str:
         """Store ``library`` as ``name``, replacing any library of that name; return its URI."""
-        from azure.storage.blob import ContentSettings
-
-        from dal.blobs import BlobStore
-
         container_name = self.container_name(name)
         if len(library.names) == 0:
             raise EmptyLibraryError(f"library {name!r} would hold no tiles")
@@ -202,24 +202,17 @@ class LibraryStore:
         description: str,
         source: str | Path | bytes | Iterable[tuple[str, bytes]],
     ) -> LibraryCreated:
-        """Build a library from a folder, a zip (path or bytes) or ``(name, bytes)`` pairs and store it.
+        """Build a library from a folder, a zip (path or bytes) or uploads and store it.
 
-        Files that are not images are skipped and reported in ``LibraryCreated.skipped``.
+        Uploads are ``(name, bytes)`` pairs; one that is a zip is read as a zip (see
+        ``mosaic.sources.build_library_from``). Files that are not images are skipped and
+        reported in ``LibraryCreated.skipped``; an unreadable source is a ``TileSourceError``.
         """
-        from mosaic.library import build_library
-        from mosaic.sources import read_tile_sources
-
         self.container_name(name)  # a bad name fails before any decoding work
-        skipped: list[tuple[str, str]] = []
-        if isinstance(source, (str, Path, bytes)):
-            files, skipped = read_tile_sources(source)
-        else:
-            files = list(source)
         try:
-            library, not_images = build_library(files)
-        except ValueError as exc:  # the engine's "no usable image"
+            library, skipped = build_library_from(source)
+        except NoUsableImageError as exc:
             raise EmptyLibraryError(f"library {name!r}: {exc}") from None
-        skipped += not_images
         uri = self.create(name, description, library)
         return LibraryCreated(uri=uri, tile_count=len(library.names), version=library.version, skipped=skipped)
 
@@ -228,8 +221,6 @@ class LibraryStore:
         return self.create_from(name, description, images).uri
 
     def delete(self, name: str) -> None:
-        from azure.core.exceptions import ResourceNotFoundError
-
         container = self.container_name(name)
         try:
             self._service.delete_container(container)
@@ -242,11 +233,6 @@ class LibraryStore:
 
     def load(self, uri_or_name: str) -> TileLibrary:
         """The library, from memory while its index's ETag is unchanged (one conditional GET)."""
-        from azure.core import MatchConditions
-        from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError, ResourceNotModifiedError
-
-        from mosaic.library import TileLibrary
-
         container = self._container_from(uri_or_name)
         with self._lock:
             cached = self._cache.get(container)
@@ -292,13 +278,20 @@ class LibraryStore:
             libraries.append(
                 LibraryInfo(
                     name=props.name[len(self.prefix) :],
-                    description=unquote(metadata[LIBRARY_METADATA_KEY]),  # percent-encoded by BlobStore
+                    description=unquote(metadata[LIBRARY_METADATA_KEY] or ""),  # percent-encoded by BlobStore
                     tile_count=int(count) if count.isdigit() else -1,
                     version=metadata.get(VERSION_KEY, ""),
                     uri=str(self._service.get_container_client(props.name).url),
                 )
             )
         return sorted(libraries, key=lambda info: info.name)
+
+    def read_tile(self, name: str, blob_name: str) -> bytes:
+        """One tile image's JPEG bytes (``blob_name`` as listed by ``sample_tiles``)."""
+        try:
+            return bytes(self._service.get_blob_client(self.container_name(name), blob_name).download_blob().readall())
+        except ResourceNotFoundError:
+            raise LibraryNotFoundError(f"tile library {name!r} has no tile {blob_name!r}") from None
 
     def sample_tiles(self, name: str, count: int) -> list[str]:
         """Blob names of up to ``count`` tile images of the library, for previews."""

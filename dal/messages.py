@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from dal.config import (
     IMAGE_REQUEST_QUEUE,
     IMAGE_RESPONSE_QUEUE,
+    JOB_CLEANUP_QUEUE,
     SLICE_REQUEST_QUEUE,
     SLICE_RESPONSE_QUEUE,
 )
@@ -32,21 +33,27 @@ from dal.errors import QueueMessageFormatException
 
 __all__ = [
     "PAYLOAD_VERSION",
+    "TRACED_PAYLOAD_VERSION",
     "MAX_TILE_SIZE",
     "QueueMessage",
     "ImageRequestMessage",
     "SliceRequestMessage",
     "SliceResponseMessage",
     "ImageResponseMessage",
+    "JobCleanupMessage",
     "QueueMessageFormatException",
     "MESSAGE_TYPES",
 ]
 
 PAYLOAD_VERSION = 1
+# Version 2 = version 1 plus ``traceparent`` (W3C Trace Context), sent only when tracing is on
+# (dal/tracing.py): untraced messages stay version 1, byte for byte, and both are read.
+TRACED_PAYLOAD_VERSION = 2
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 MAX_TILE_SIZE = 64
 _CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across"}
+_OPTIONAL = {"tiles_across", "traceparent"}
 
 M = TypeVar("M", bound="QueueMessage")
 
@@ -84,7 +91,13 @@ _FIELD_CHECKS: dict[str, Any] = {
     "slices": lambda v: _check_int("slices", v, low=1),
     "tiles_across": lambda v: v is None or _check_int("tiles_across", v, low=1),
     "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
+    "traceparent": lambda v: v is None or _check_traceparent(v),
 }
+
+
+def _check_traceparent(value: object) -> None:
+    if not isinstance(value, str) or not _TRACEPARENT.fullmatch(value):
+        raise _fail(f"traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got {str(value)[:80]!r}")
 _STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_library_uri", "slice_uri"}
 
 
@@ -113,6 +126,8 @@ class QueueMessage:
     queue_uri: str
     client_id: str
     request_id: str
+    # The trace this message belongs to (version 2 payloads only); not part of its meaning.
+    traceparent: str | None = None
 
     TYPE: ClassVar[str] = ""
     QUEUE: ClassVar[str] = ""
@@ -136,9 +151,13 @@ class QueueMessage:
 
         ASCII only (``ensure_ascii``), so any Unicode in a URI survives every encoding.
         """
-        body: dict[str, Any] = {"type": self.TYPE, "version": PAYLOAD_VERSION}
+        traced = self.traceparent is not None
+        body: dict[str, Any] = {"type": self.TYPE, "version": TRACED_PAYLOAD_VERSION if traced else PAYLOAD_VERSION}
         for f in dataclasses.fields(self):
-            body[f.name] = getattr(self, f.name)
+            if f.name != "traceparent":
+                body[f.name] = getattr(self, f.name)
+        if traced:
+            body["traceparent"] = self.traceparent
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -176,8 +195,13 @@ class QueueMessage:
         if "version" not in body:
             raise _fail("missing field 'version'")
         version = body["version"]
-        if type(version) is not int or version != PAYLOAD_VERSION:
-            raise _fail(f"unknown payload version {version!r} (this release reads version {PAYLOAD_VERSION})")
+        if type(version) is not int or version not in (PAYLOAD_VERSION, TRACED_PAYLOAD_VERSION):
+            raise _fail(f"unknown payload version {version!r} (this release reads versions "
+                        f"{PAYLOAD_VERSION} and {TRACED_PAYLOAD_VERSION})")  # fmt: skip
+        if ("traceparent" in body) != (version == TRACED_PAYLOAD_VERSION):
+            raise _fail(f"a version {TRACED_PAYLOAD_VERSION} payload, and only that, carries a traceparent")
+        if version == TRACED_PAYLOAD_VERSION:  # null would not round-trip: no traceparent is version 1
+            _check_traceparent(body["traceparent"])
         if cls is not QueueMessage and message_cls is not cls:
             raise _fail(f"expected a {cls.TYPE} message, got {kind}")
         if queue_name is not None and not queue_name.endswith(message_cls.QUEUE):
@@ -271,7 +295,16 @@ class ImageResponseMessage(QueueMessage):
     QUEUE: ClassVar[str] = IMAGE_RESPONSE_QUEUE
 
 
+@dataclass(frozen=True, kw_only=True)
+class JobCleanupMessage(QueueMessage):
+    """Delete everything of a job (blobs, claim, rows, events): ``dal.cleanup``. Idempotent."""
+
+    TYPE: ClassVar[str] = "JobCleanup"
+    QUEUE: ClassVar[str] = JOB_CLEANUP_QUEUE
+
+
 MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
     cls.TYPE: cls
-    for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage)
+    for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage,
+                JobCleanupMessage)
 }

@@ -30,6 +30,7 @@ from dal.config import (
     CLAIM_CHECK_CONTAINER,
     IMAGE_REQUEST_QUEUE,
     IMAGE_RESPONSE_QUEUE,
+    JOB_CLEANUP_QUEUE,
     POISON_SUFFIX,
     SLICE_REQUEST_QUEUE,
     SLICE_RESPONSE_QUEUE,
@@ -37,6 +38,7 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
+from dal.hints import LocalHintChannel, channel_from_env
 from dal.messages import QueueMessage
 from dal.stored_queue import (
     MAX_BATCH,
@@ -47,6 +49,7 @@ from dal.stored_queue import (
     check_visibility,
     owned_by_someone_else,
 )
+from dal.tracing import traced_submit
 from dal.wire import ClaimCheck, Undecodable, poison_envelope
 
 __all__ = [
@@ -108,6 +111,8 @@ class ImageProcessingQueue(StoredQueue):
         super().__init__(storage, f"{prefix}{name}", claim_container=claim_container)
         self.poison = PoisonQueue(storage, f"{prefix}{name}{POISON_SUFFIX}", claim_container=claim_container)
         self._metadata: dict[str, str] | None = None
+        # Where "work detected" hints go after a send (``dal.hints``); None: PHOTOMOSAICS_HINT_DIR.
+        self.hints: LocalHintChannel | None = None
 
     def __repr__(self) -> str:
         return f"ImageProcessingQueue({self.name!r})"
@@ -310,6 +315,7 @@ class ImageProcessingQueue(StoredQueue):
 
     # --- send and inspect -------------------------------------------------------------
 
+    @traced_submit  # a "send <queue>" span; messages carry its traceparent when tracing is on
     def submit(
         self, messages: QueueMessage | Sequence[QueueMessage], *, delay: int = 0, ttl: int | None = None
     ) -> None:
@@ -327,10 +333,25 @@ class ImageProcessingQueue(StoredQueue):
         if len(texts) <= _PARALLEL_FROM:
             for text in texts:
                 self._put(text, delay=delay, ttl=ttl)
+        else:
+            with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
+                for future in [pool.submit(self._put, text, delay=delay, ttl=ttl) for text in texts]:
+                    future.result()
+        if delay == 0:
+            self.announce()
+
+    def hint_channel(self) -> LocalHintChannel | None:
+        return self.hints if self.hints is not None else channel_from_env()
+
+    def announce(self) -> None:
+        """Publish "work detected on this queue" (after a send, or a hand-back); never raises."""
+        channel = self.hint_channel()
+        if channel is None:
             return
-        with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
-            for future in [pool.submit(self._put, text, delay=delay, ttl=ttl) for text in texts]:
-                future.result()
+        try:
+            channel.publish(self.name)
+        except Exception:  # a hint is an optimisation: losing it costs one poll interval
+            log.warning("queue %s: work-detected hint not published", self.name, exc_info=True)
 
     def peek(self, max_messages: int = 32) -> list[PeekedMessage]:
         """Look at the front of the queue without taking anything (no dequeue count change)."""
@@ -364,13 +385,19 @@ class QueueAccessor:
         self.slice_request = make(SLICE_REQUEST_QUEUE)
         self.slice_response = make(SLICE_RESPONSE_QUEUE)
         self.image_response = make(IMAGE_RESPONSE_QUEUE)
+        self.job_cleanup = make(JOB_CLEANUP_QUEUE)
 
     def all(self) -> list[ImageProcessingQueue]:
+        """The four queues of the mosaic workflow."""
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
+
+    def monitored(self) -> list[ImageProcessingQueue]:
+        """Every queue an operator watches: the workflow's four and ``jobcleanup``."""
+        return [*self.all(), self.job_cleanup]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
         """A queue by its logical (``imagerequest``) or full (prefixed) name."""
-        for queue in self.all():
+        for queue in self.monitored():
             if name in (queue.logical_name, queue.name):
                 return queue
         raise KeyError(f"no work queue named {name!r}")
@@ -379,7 +406,7 @@ class QueueAccessor:
         """The queue a message is addressed to by its ``queue_uri``; it must match the type."""
         path = urlsplit(message.queue_uri).path.rstrip("/")
         name = path.rsplit("/", 1)[-1]
-        matches = [q for q in self.all() if q.name == name]
+        matches = [q for q in self.monitored() if q.name == name]
         if not matches:
             raise QueueMessageFormatException(
                 f"queue_uri {message.queue_uri!r} names none of the queues {[q.name for q in self.all()]}"
@@ -390,7 +417,7 @@ class QueueAccessor:
         return queue
 
     def ensure_all(self) -> None:
-        for queue in self.all():
+        for queue in self.monitored():
             queue.ensure_exists()
 
 

@@ -9,6 +9,7 @@ The typed work queue, ``dal.queues.ImageProcessingQueue``, builds on it.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -27,7 +28,7 @@ from dal.wire import (
     parse_claim_check,
 )
 
-__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "StoredQueue", "PoisonQueue", "owned_by_someone_else",
+__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "StoredQueue", "PoisonQueue", "TakenPoison", "owned_by_someone_else",
            "check_batch", "check_visibility"]
 
 MAX_BATCH = 32
@@ -164,8 +165,66 @@ class PoisonQueue(StoredQueue):
             self._put(entry_text, ttl=-1)
 
     def peek(self, max_messages: int = 32) -> list[PoisonEntry]:
+        return [entry for _, entry in self.peek_with_ids(max_messages)]
+
+    def peek_with_ids(self, max_messages: int = 32) -> list[tuple[str, PoisonEntry]]:
+        """The front of the poison queue as (message id, envelope), without taking anything."""
         entries = []
         for raw in self._peek_raw(max_messages):
             text, _ = self._resolve(raw.content)
-            entries.append(PoisonEntry.from_text(text))
+            entries.append((raw.id, PoisonEntry.from_text(text)))
         return entries
+
+    def take(self, max_messages: int, *, visibility_timeout: int) -> list[TakenPoison]:
+        """One bounded receive: envelopes hidden for ``visibility_timeout`` s until removed or released."""
+        check_batch(max_messages)
+        check_visibility("visibility_timeout", visibility_timeout, low=1)
+        try:
+            pages = self._client.receive_messages(
+                messages_per_page=max_messages, visibility_timeout=visibility_timeout
+            ).by_page()
+            page = list(next(pages, None) or [])  # one request, never a drain
+        except ResourceNotFoundError:
+            return []
+        taken = []
+        for raw in page:
+            try:
+                text, check = self._resolve(raw.content)
+                entry: PoisonEntry | None = PoisonEntry.from_text(text)
+                error = None
+            except (ClaimCheckMissingError, ValueError, KeyError, TypeError) as exc:
+                check, entry, error = None, None, f"not a poison envelope: {exc}"
+            taken.append(TakenPoison(id=raw.id, pop_receipt=raw.pop_receipt, entry=entry, error=error,
+                                     claim_check=check))
+        return taken
+
+    def remove(self, taken: TakenPoison) -> bool:
+        """Delete a taken envelope (and its claim blob); False if it is no longer ours."""
+        try:
+            self._client.delete_message(taken.id, taken.pop_receipt)
+        except HttpResponseError as exc:
+            if owned_by_someone_else(exc):
+                return False
+            raise
+        if taken.claim_check is not None:
+            self._delete_claim(taken.claim_check)
+        return True
+
+    def release(self, taken: TakenPoison) -> None:
+        """Make a taken envelope visible again at once."""
+        try:
+            self._client.update_message(taken.id, taken.pop_receipt, visibility_timeout=0)
+        except HttpResponseError as exc:
+            if not owned_by_someone_else(exc):
+                raise
+
+
+@dataclass(frozen=True)
+class TakenPoison:
+    """A poison envelope received for an operator action; ``entry`` is None if unreadable."""
+
+    id: str
+    pop_receipt: str
+    entry: PoisonEntry | None
+    error: str | None = None
+    claim_check: ClaimCheck | None = None

@@ -5,7 +5,7 @@ reader can lift it out whole. Its errors and limits are its own:
 
     errors      PhotoMosaicsError (the project's root error), MosaicError and the engine's errors
     limits      MAX_TILE_SIZE and the default pixel limits (``dal.config`` defaults to these)
-    sources     read_tile_sources: the photos of a would-be library from a folder or a zip
+    sources     read_tile_sources, build_library_from: a library from a folder, a zip or uploads
     images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
     library     TileLibrary (atlas + index blob), build_library
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
@@ -13,6 +13,7 @@ reader can lift it out whole. Its errors and limits are its own:
     matching    nearest tiles by chunked matrix products
     variety     anti-repetition, deterministic and safe across band borders
     rounds      the variety rule's conflict rounds (which candidate each cell keeps)
+    candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
     blend       colour correction of the placed tiles toward the target, integer-exact
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
@@ -20,7 +21,7 @@ reader can lift it out whole. Its errors and limits are its own:
 
 from __future__ import annotations
 
-from .errors import MosaicError, PhotoMosaicsError, TileSourceError
+from .errors import MosaicError, NoUsableImageError, PhotoMosaicsError, TileSourceError
 from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .errors import ImageDecodeError, LibraryFormatError
 from .images import open_image, probe_size, to_rgb
@@ -28,7 +29,7 @@ from .library import ATLAS_SIZE, TileLibrary, build_library
 from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
-from .sources import read_tile_sources
+from .sources import build_library_from, read_tile_sources
 
 __all__ = [
     "ATLAS_SIZE",
@@ -38,7 +39,9 @@ __all__ = [
     "MosaicError",
     "PhotoMosaicsError",
     "TileSourceError",
+    "NoUsableImageError",
     "read_tile_sources",
+    "build_library_from",
     "DEFAULT_OPTIONS",
     "SUB",
     "Grid",

@@ -7,6 +7,7 @@ tree lives here, at the bottom layer; ``dal.errors`` re-exports it and draws the
      └── MosaicError            anything the engine refuses
           ├── ImageDecodeError   bytes that are not an image we can read
           ├── LibraryFormatError a library index that is not one
+          ├── NoUsableImageError a would-be library source without a single usable image
           ├── TileSourceError    a would-be library source that cannot be read at all
           └── TileBudgetError    max_uses × library size < cells: no fair assignment
 """
@@ -14,7 +15,8 @@ tree lives here, at the bottom layer; ``dal.errors`` re-exports it and draws the
 from __future__ import annotations
 
 __all__ = [
-    "PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "TileSourceError", "TileBudgetError",
+    "PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "NoUsableImageError",
+    "TileSourceError", "TileBudgetError",
 ]
 
 
@@ -36,6 +38,10 @@ class LibraryFormatError(MosaicError, ValueError):
 
 class TileSourceError(MosaicError, ValueError):
     """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
+
+
+class NoUsableImageError(MosaicError, ValueError):
+    """A would-be library source holds no image the engine can use (every file was skipped)."""
 
 
 class TileBudgetError(MosaicError, ValueError):

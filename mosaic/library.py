@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 
-from .errors import ImageDecodeError, LibraryFormatError
+from .errors import ImageDecodeError, LibraryFormatError, NoUsableImageError
 from .images import open_image
 from .limits import MAX_TILE_SIZE
 from .signatures import SUB
@@ -190,7 +190,7 @@ def build_library(
     """Decode, crop and resize every source image: ``(library, skipped [(name, reason)])``.
 
     Files that are not images are skipped and reported, never fatal; a library with no
-    usable image at all is a ValueError.
+    usable image at all is a ``NoUsableImageError`` (a ``ValueError``).
     """
     tiles: list[np.ndarray] = []
     names: list[str] = []
@@ -205,7 +205,7 @@ def build_library(
         if progress is not None:
             progress(count)
     if not tiles:
-        raise ValueError(
+        raise NoUsableImageError(
             f"no usable image among {len(skipped)} files"
             + (f" (first: {skipped[0][0]}: {skipped[0][1]})" if skipped else "")
         )

@@ -8,12 +8,9 @@ outcome depends only on the candidates and priorities.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from .variety import _Candidates
+from .candidates import Candidates
 
 _SPARSE_BELOW = 32  # switch to pair lists once fewer than 1/32 of the cells move in a round
 
@@ -38,7 +35,7 @@ def _window(d: int) -> np.ndarray:
     return np.stack([dy[keep], dx[keep]], axis=1)
 
 
-def resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, cols: int, base: int) -> np.ndarray:
+def resolve(candidates: Candidates, priority: np.ndarray, d: int, rows: int, cols: int, base: int) -> np.ndarray:
     """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates.
 
     A round: every cell whose tile is also held, within ``d``, by a neighbour of higher
@@ -65,7 +62,7 @@ def resolve(candidates: _Candidates, priority: np.ndarray, d: int, rows: int, co
 class _State:
     """Each cell's position in its candidate list, its tile and its conflict key."""
 
-    def __init__(self, candidates: _Candidates, priority: np.ndarray, base: int) -> None:
+    def __init__(self, candidates: Candidates, priority: np.ndarray, base: int) -> None:
         self.candidates, self.base = candidates, base
         self.prio = priority.ravel()
         n = self.prio.size

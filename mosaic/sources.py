@@ -1,25 +1,32 @@
-"""Read the images of a would-be tile library from a folder or a zip file.
+"""Read the images of a would-be tile library from a folder or a zip file, and build it.
 
 People hand over what they have: a folder with sub-folders, or a zip made on a Mac with its
 ``__MACOSX`` shadow copies and ``._`` resource forks, text files and thumbnails mixed in.
 This module only gathers ``(name, bytes)`` pairs and says what it left out and why; whether
 a file is really an image is decided by the engine's ``build_library``, which decodes it.
+
+``build_library_from(source)`` is the one way every caller (``photomosaics render``,
+``dal.libraries.LibraryStore.create_from``, the web upload) turns what a person handed over
+into a ``TileLibrary``: a folder, a zip (path or bytes) or uploads (``(name, bytes)`` pairs,
+where an upload that is a zip is read as a zip, its entries named ``<upload>/<entry>``).
 """
 
 from __future__ import annotations
 
+import io
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from .errors import TileSourceError
+from .library import TileLibrary, build_library
 
 # A tile photo larger than this is almost certainly not a photo (a video, a disk image).
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_FILES = 20_000
 
 Skipped = list[tuple[str, str]]
-
+ZIP_MAGIC = b"PK\x03\x04"
 
 
 def _junk_reason(relative: PurePosixPath) -> str | None:
@@ -70,8 +77,6 @@ def read_tile_sources(source: str | Path | bytes) -> tuple[list[tuple[str, bytes
     """
     skipped: Skipped = []
     if isinstance(source, bytes):
-        import io
-
         return _read_zip(io.BytesIO(source), "the uploaded zip", skipped), skipped
     path = Path(source).expanduser()
     if path.is_dir():
@@ -95,3 +100,35 @@ def _read_zip(handle: object, label: str, skipped: Skipped) -> list[tuple[str, b
             return list(_from_zip(archive, skipped))
     except zipfile.BadZipFile as exc:
         raise TileSourceError(f"{label} is not a valid zip file: {exc}") from exc
+
+
+def read_uploads(uploads: Iterable[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], Skipped]:
+    """Uploaded files as candidate images: a zip upload is opened, its entries ``<upload>/<entry>``."""
+    files: list[tuple[str, bytes]] = []
+    skipped: Skipped = []
+    for name, data in uploads:
+        if data[:4] != ZIP_MAGIC:
+            files.append((name, data))
+            continue
+        try:
+            found, junk = read_tile_sources(data)
+        except TileSourceError as exc:
+            raise TileSourceError(f"{name}: {exc}") from None
+        files += [(f"{name}/{entry}", content) for entry, content in found]
+        skipped += [(f"{name}/{entry}", reason) for entry, reason in junk]
+    return files, skipped
+
+
+def build_library_from(source: str | Path | bytes | Iterable[tuple[str, bytes]]) -> tuple[TileLibrary, Skipped]:
+    """A library from a folder, a zip (path or bytes) or uploads: ``(library, skipped)``.
+
+    ``skipped`` lists every file left out and why (junk, too large, not an image); a source
+    that cannot be read at all is a ``TileSourceError``, one without a usable image a
+    ``NoUsableImageError`` (both ``ValueError``).
+    """
+    if isinstance(source, (str, Path, bytes)):
+        files, skipped = read_tile_sources(source)
+    else:
+        files, skipped = read_uploads(source)
+    library, not_images = build_library(files)
+    return library, skipped + not_images

@@ -27,7 +27,8 @@ import hashlib
 
 import numpy as np
 
-from .matching import best, nearest, ranked_neighbours
+from .candidates import Candidates
+from .matching import best, nearest
 from .rounds import resolve
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -82,59 +83,6 @@ def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
     return bottom | top
 
 
-class _Candidates:
-    """Each cell's ranked tiles, best first; longer lists only for cells that need them.
-
-    A cell's first list is its nearest tile plus that tile's nearest neighbours among the
-    tiles (a graph computed once per library and tile size), ranked by exact distance to the
-    cell: near tiles of the best tile are near the cell, and this costs a few dozen
-    look-ups per cell instead of a search of the whole library. A cell that exhausts its
-    list gets the exact next-best tiles (widths 4x, up to all the tiles it may use).
-    """
-
-    def __init__(
-        self,
-        cells: np.ndarray,
-        tiles: np.ndarray,
-        groups: list[tuple[np.ndarray, np.ndarray]],
-        graph: np.ndarray | None,
-    ) -> None:
-        self.cells, self.tiles = cells, tiles
-        n = cells.shape[0]
-        self.allowed = np.empty(n, np.int64)  # how many tiles each cell may use
-        self.group_of = np.empty(n, np.int64)
-        self.groups = groups  # (cell indices, allowed tile indices)
-        width = 1 if graph is None else graph.shape[1] + 1
-        self.ranked = np.full((n, width), -1, np.int32)
-        self.width = np.ones(n, np.int64)
-        for g, (idx, members) in enumerate(groups):
-            self.allowed[idx] = members.size
-            self.group_of[idx] = g
-            if graph is not None and members.size == tiles.shape[0]:
-                self.ranked[idx] = ranked_neighbours(cells[idx], tiles, graph)
-                self.width[idx] = width
-            else:
-                self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
-
-    def refill(self, wanted: np.ndarray) -> None:
-        """Lengthen the lists of cells ``wanted`` (flat indices) whose width allows it."""
-        wanted = wanted[self.width[wanted] < self.allowed[wanted]]
-        if not wanted.size:
-            return
-        new_width = np.minimum(self.allowed[wanted], np.maximum(8, 4 * self.width[wanted]))
-        if new_width.max() > self.ranked.shape[1]:
-            grown = np.full((self.ranked.shape[0], int(new_width.max())), -1, np.int32)
-            grown[:, : self.ranked.shape[1]] = self.ranked
-            self.ranked = grown
-        for g, (_, members) in enumerate(self.groups):
-            mine = wanted[self.group_of[wanted] == g]
-            if mine.size:
-                m = int(new_width[self.group_of[wanted] == g].max())
-                index, _ = best(self.cells[mine], self.tiles[members], m)
-                self.ranked[mine, :m] = members[index]
-                self.width[mine] = m
-
-
 def choose_varied(
     cells: np.ndarray,
     tiles: np.ndarray,
@@ -151,7 +99,7 @@ def choose_varied(
 
     ``distinct``: candidates ``i`` and ``i + distinct`` are the same tile (e.g. a tile and
     its mirror image) and count as a repeat; default: every candidate is its own tile.
-    ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``_Candidates``).
+    ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``Candidates``).
     """
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
@@ -173,7 +121,7 @@ def choose_varied(
         rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
         if rows_q.size:
             groups.append((cells_of(rows_q), np.flatnonzero(classes == q)))
-    candidates = _Candidates(cells, tiles, groups, graph)
+    candidates = Candidates(cells, tiles, groups, graph)
 
     g_rows = (np.arange(rows, dtype=np.uint64) + np.uint64(row_offset))[:, None]
     position = (g_rows << np.uint64(32)) | np.arange(cols, dtype=np.uint64)[None, :]

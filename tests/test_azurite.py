@@ -117,7 +117,10 @@ def test_a_running_azurite_on_a_data_folder_is_reused_not_started_twice(tmp_path
 
 _CHILD = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
+    # The child sets up the signal the test sends: under `nohup` or `make test &` it would
+    # inherit SIGINT ignored and never see the Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {root!r})
     from dal.azurite import Azurite
     with Azurite() as azurite:

@@ -130,7 +130,12 @@ def mutated(change: dict[str, object], *, drop: str | None = None, base: QueueMe
         (mutated({"type": "Nonsense"}), "unknown message type 'Nonsense'"),
         (mutated({"type": 3}), "unknown message type"),
         (mutated({}, drop="type"), "missing field 'type'"),
-        (mutated({"version": 2}), "unknown payload version 2"),
+        (mutated({"version": 3}), "unknown payload version 3"),
+        (mutated({"version": 2}), "a version 2 payload, and only that, carries a traceparent"),
+        (mutated({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}), "a version 2 payload, and only that, carries a traceparent"),
+        (mutated({"version": 2, "traceparent": "00-abc-def-01"}), "traceparent must be a W3C traceparent"),
+        (mutated({"version": 2, "traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}), "must be a W3C traceparent"),
+        (mutated({"version": 2, "traceparent": None}), "traceparent must be a W3C traceparent"),
         (mutated({"version": "1"}), "unknown payload version '1'"),
         (mutated({}, drop="version"), "missing field 'version'"),
         ('{"type":"ImageResponse","type":"ImageResponse"}', "appears twice"),
@@ -173,6 +178,9 @@ common = dict(
     queue_uri=uris,
     client_id=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
     request_id=st.uuids().map(str),
+    # Absent (version 1, what every untraced sender writes) or a W3C traceparent (version 2).
+    traceparent=st.none() | st.from_regex(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}", fullmatch=True).filter(
+        lambda t: t[3:35] != "0" * 32 and t[36:52] != "0" * 16),
 )
 messages = st.one_of(
     st.builds(

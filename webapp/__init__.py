@@ -4,8 +4,8 @@ Configuration, in the order it is applied (later wins):
 
 1. defaults below;
 2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
-   ``AZURE_STORAGE_CONNECTION_STRING`` and the ``PHOTOMOSAICS_*`` limits of
-   ``dal.config.Settings``;
+   ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
+   ``webapp.admin``) and the ``PHOTOMOSAICS_*`` limits of ``dal.config.Settings``;
 3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``,
    ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile, "interactive" by default).
 
@@ -46,6 +46,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_FORM_MEMORY_SIZE=settings.max_upload_bytes + _MULTIPART_SLACK,
         SSE_POLL_SECONDS=0.5,
         SSE_MAX_SECONDS=3600.0,
+        ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin
     )
     app.config.update(overrides)
     if not app.config.get("SECRET_KEY"):
@@ -56,14 +57,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, clients, csrf, errors, health, pages, services
+    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services
 
     services.init_app(app)
     clients.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)
+    security.init_app(app)
     app.register_blueprint(api_jobs.bp)
     app.register_blueprint(api_libraries.bp)
+    app.register_blueprint(api_poison.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)
     return app

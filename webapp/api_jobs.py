@@ -17,7 +17,11 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.errors import BlobMissingError
+from dal.jobs import Job
+from dal.libraries import InvalidLibraryNameError
+from dal.messages import ImageRequestMessage
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
@@ -47,8 +51,6 @@ def _own_job(request_id: str) -> Any:
 
 def find_library(name: str) -> str:
     """The URI of the library called ``name``; 400 for an impossible name, 404 when there is none."""
-    from dal.libraries import InvalidLibraryNameError
-
     libraries = services().libraries
     try:
         found = libraries.exists(name)
@@ -95,9 +97,6 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
 
 
 def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
-    from dal.jobs import Job
-    from dal.messages import ImageRequestMessage
-
     svc = services()
     owner = client_id()
     request_id = str(uuid.uuid4())
@@ -213,20 +212,18 @@ def job_events(request_id: str) -> Response:
     )
 
 
-def _stream_blob(container: str, name: str, *, content_type: str, filename: str | None) -> Response:
+def _stream_blob(container: str, name: str, *, content_type: str, filename: str, attachment: bool) -> Response:
     """Stream a blob through the app in chunks: the container stays private, no SAS is handed out."""
-    from azure.core.exceptions import ResourceNotFoundError
-
-    svc = services()
-    blob = svc.storage.blob_service.get_blob_client(svc.blobs.container_name(container), name)
     try:
-        downloader = blob.download_blob()
-    except ResourceNotFoundError:
+        size, chunks = services().blobs.open_stream(container, name)
+    except BlobMissingError:
         raise ApiError(404, "result_missing", "the mosaic's file is gone") from None
-    headers = {"Content-Length": str(downloader.size), "Cache-Control": "private, max-age=86400"}
-    if filename:
-        headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return Response(downloader.chunks(), mimetype=content_type, headers=headers, direct_passthrough=True)
+    headers = {
+        "Content-Length": str(size),
+        "Cache-Control": "private, max-age=86400",
+        "Content-Disposition": f'{"attachment" if attachment else "inline"}; filename="{filename}"',
+    }
+    return Response(chunks, mimetype=content_type, headers=headers, direct_passthrough=True)
 
 
 @bp.get("/jobs/<request_id>/result")
@@ -234,14 +231,18 @@ def job_result(request_id: str) -> Response:
     job = _own_job(request_id)
     if job.status != "done" or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
-    filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}" if request.args.get("download") else None
+    filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
     content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
-    return _stream_blob(IMAGE_OUTPUT_CONTAINER, job.output_name, content_type=content_type, filename=filename)
+    return _stream_blob(
+        IMAGE_OUTPUT_CONTAINER,
+        job.output_name,
+        content_type=content_type,
+        filename=filename,
+        attachment=bool(request.args.get("download")),
+    )
 
 
 def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Response:
-    from dal.errors import BlobMissingError
-
     def make() -> bytes:
         try:
             return jpeg_preview(services().blobs.download(container, name), max_side=side)
@@ -249,7 +250,9 @@ def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Resp
             raise ApiError(404, "not_found", "that image is not there (yet)") from None
 
     data = PREVIEWS.get(key, make)
-    return Response(data, mimetype="image/jpeg", headers={"Cache-Control": "private, max-age=86400"})
+    filename = "-".join(key) + ".jpg"
+    headers = {"Cache-Control": "private, max-age=86400", "Content-Disposition": f'inline; filename="{filename}"'}
+    return Response(data, mimetype="image/jpeg", headers=headers)
 
 
 @bp.get("/jobs/<request_id>/slices/<int:sequence>")
@@ -277,17 +280,19 @@ def job_preview(request_id: str) -> Response:
 @bp.delete("/jobs/<request_id>")
 def delete_job(request_id: str) -> tuple[str, int]:
     """Remove a finished job's blobs, row and events. A running job is refused (409): the
-    controller would otherwise recreate the row it is still working on."""
+    controller would otherwise recreate the row it is still working on.
+
+    The cleanup is queued first (``jobcleanup``, the durable intent: the responder finishes it
+    if this request dies half-way), then done here at once so the answer can be 204 and the
+    job is gone when the client looks again; the queued copy later finds nothing to do."""
+    from dal.cleanup import delete_job_everywhere, request_cleanup
+
     job = _own_job(request_id)
     if job.status not in _TERMINAL:
         raise ApiError(409, "job_running", f"the job is still {job.status}; delete it once it is done or failed")
     svc = services()
-    svc.blobs.delete(IMAGE_INPUT_CONTAINER, job.input_name)
-    svc.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, f"{request_id}/")
-    svc.blobs.delete_prefix(SLICE_RESPONSE_CONTAINER, f"{request_id}/")
-    if job.output_name:
-        svc.blobs.delete(IMAGE_OUTPUT_CONTAINER, job.output_name)
-    svc.jobs.delete(client_id(), request_id)
+    request_cleanup(svc.queues.job_cleanup, client_id(), request_id)
+    delete_job_everywhere(svc.blobs, svc.jobs, client_id(), request_id)
     PREVIEWS.drop(request_id)
     log.info("job %s deleted", request_id)
     return "", 204

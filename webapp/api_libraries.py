@@ -11,6 +11,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
+from dal.libraries import (
+    EmptyLibraryError,
+    InvalidLibraryNameError,
+    LibraryNotFoundError,
+    validate_library_name,
+)
+from mosaic.errors import TileSourceError
+from mosaic.sources import ZIP_MAGIC
 from webapp import planning
 from webapp.errors import ApiError
 from webapp.services import services, settings
@@ -48,8 +56,6 @@ def _spread(names: list[str], count: int) -> list[str]:
 
 
 def _find(name: str) -> Any:
-    from dal.libraries import InvalidLibraryNameError, validate_library_name
-
     try:
         validate_library_name(name)
     except InvalidLibraryNameError:
@@ -75,26 +81,22 @@ def get_library(name: str) -> Response:
 @bp.get("/libraries/<name>/tiles/<path:tile>")
 def library_tile(name: str, tile: str) -> Response:
     """One tile image, streamed by the app: library containers are private like the rest."""
-    from azure.core.exceptions import ResourceNotFoundError
-
-    from dal.libraries import InvalidLibraryNameError
-
     if not _TILE_BLOB.match(tile):
         raise ApiError(404, "not_found", "no such tile")
-    svc = services()
     try:
-        blob = svc.storage.blob_service.get_blob_client(svc.libraries.container_name(name), tile)
-        data = blob.download_blob().readall()
-    except (InvalidLibraryNameError, ResourceNotFoundError):
+        data = services().libraries.read_tile(name, tile)
+    except (InvalidLibraryNameError, LibraryNotFoundError):
         raise ApiError(404, "not_found", "no such tile") from None
-    return Response(data, mimetype="image/jpeg", headers={"Cache-Control": "public, max-age=86400"})
+    headers = {
+        "Cache-Control": "public, max-age=86400",
+        "Content-Disposition": f'inline; filename="{tile.removeprefix("tiles/")}"',
+    }
+    return Response(data, mimetype="image/jpeg", headers=headers)
 
 
 @bp.post("/libraries")
 def create_library() -> tuple[Response, int]:
     """A new library from uploaded photos and/or zip files; names are never overwritten here."""
-    from dal.libraries import EmptyLibraryError, InvalidLibraryNameError, validate_library_name
-
     name = (request.form.get("name") or "").strip()
     description = (request.form.get("description") or "").strip() or name
     if not name:
@@ -113,34 +115,26 @@ def create_library() -> tuple[Response, int]:
     libraries = services().libraries
     if libraries.exists(name):
         raise ApiError(409, "library_exists", f"a library called {name!r} exists already; choose another name")
-    sources: list[tuple[str, bytes]] = []
-    skipped: list[tuple[str, str]] = []
+    files = []
     for upload in uploads:
         data = upload.read()
         filename = upload.filename or "upload"
-        if data[:4] == b"PK\x03\x04":
-            from mosaic.sources import read_tile_sources
-
+        if data[:4] == ZIP_MAGIC:
             _check_zip(filename, data)
-            try:
-                found, not_images = read_tile_sources(data)
-            except ValueError as exc:
-                raise ApiError(400, "invalid_zip", f"{filename}: {exc}") from None
-            sources += found
-            skipped += [(f"{filename}/{n}", reason) for n, reason in not_images]
-        else:
-            sources.append((filename, data))
+        files.append((filename, data))
     try:
-        created = libraries.create_from(name, description, sources)
+        created = libraries.create_from(name, description, files)
     except EmptyLibraryError as exc:
         raise ApiError(400, "no_usable_images", str(exc)) from None
+    except TileSourceError as exc:
+        raise ApiError(400, "invalid_zip", str(exc)) from None
     log.info("library %s created with %d tiles", name, created.tile_count)
     body = {
         "name": name,
         "tile_count": created.tile_count,
         "version": created.version,
         "url": url_for("api_libraries.get_library", name=name),
-        "skipped": [{"file": f, "reason": r} for f, r in [*skipped, *created.skipped]],
+        "skipped": [{"file": f, "reason": r} for f, r in created.skipped],
     }
     return jsonify(body), 201
 

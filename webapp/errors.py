@@ -14,6 +14,8 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from dal.errors import StorageUnavailable
+
 log = logging.getLogger(__name__)
 
 _CODES = {
@@ -59,7 +61,11 @@ def _http_error(exc: HTTPException) -> Any:
     detail = exc.description or exc.name
     if status == 413:
         detail = "the upload is larger than this service accepts"
-    return error_response(status, _CODES.get(status, "error"), detail)
+    response = error_response(status, _CODES.get(status, "error"), detail)
+    for name, value in exc.get_headers():  # e.g. 405's Allow (RFC 9110 requires it)
+        if name.lower() != "content-type":
+            response.headers[name] = value
+    return response
 
 
 def _storage_error(exc: Exception) -> Response:
@@ -68,8 +74,6 @@ def _storage_error(exc: Exception) -> Response:
 
 
 def init_app(app: Flask) -> None:
-    from azure.core.exceptions import AzureError
-
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(AzureError, _storage_error)
+    app.register_error_handler(StorageUnavailable, _storage_error)

@@ -8,6 +8,9 @@ are enough. Each worker process has its own storage clients and preview cache.
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 bind = "127.0.0.1:8080"
 workers = 2
 worker_class = "gthread"
@@ -31,3 +34,18 @@ forwarded_allow_ips = "127.0.0.1"
 # gunicorn >= 25 opens a control socket in ~/.gunicorn by default; several instances on one
 # machine (tests, `make run`) would fight over it, and the supervisor or compose manages us.
 control_socket_disable = True
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker's Prometheus files stay (its counters still count); its live gauges go."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """Tracing starts in each worker: the span exporter's thread does not survive a fork."""
+    from dal.tracing import configure_tracing
+
+    configure_tracing("photomosaics-web")

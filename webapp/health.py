@@ -21,9 +21,16 @@ def healthz() -> Response:
     from dal.errors import StorageConfigurationError
     from dal.health import check_storage
 
+    from dal.azurite import read_status
+
     try:
         check_storage(_services().probe)
     except StorageConfigurationError as exc:
+        # Under `photomosaics run` the storage is the supervised embedded Azurite: say what
+        # happened to it, not "check AZURE_STORAGE_CONNECTION_STRING" (the user never set it).
+        status = read_status()
+        if status is not None:
+            return error_response(503, "storage_unavailable", f"{status.get('message')} ({exc})")
         return error_response(503, "storage_unavailable", str(exc))
     return jsonify({"status": "ok"})
 
@@ -39,6 +46,6 @@ def queues() -> Response:
             "depth": q.approximate_depth(),
             "poison_depth": q.poison.approximate_depth(),
         }
-        for q in svc.queues.all()
+        for q in svc.queues.monitored()
     ]
     return jsonify({"queues": rows})

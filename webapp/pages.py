@@ -47,4 +47,6 @@ def libraries() -> str:
 
 @bp.get("/queues")
 def queues() -> str:
-    return render_template("queues.html", active="queues")
+    from webapp.admin import admin_enabled
+
+    return render_template("queues.html", active="queues", admin=admin_enabled())

@@ -29,8 +29,12 @@ class Services(Stores):
 
     @classmethod
     def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive") -> Services:
+        from dal.prometheus import StorageRequestMetrics
+
         # StorageClients is itself lazy: nothing touches the network until a store is used.
-        return cls(StorageClients(connection_string, profile=profile), settings)  # type: ignore[arg-type]
+        # Every storage call is counted for /metrics (webapp/metrics.py).
+        storage = StorageClients(connection_string, profile=profile, response_hook=StorageRequestMetrics())
+        return cls(storage, settings)  # type: ignore[arg-type]
 
     @cached_property
     def probe(self) -> StorageClients:

@@ -5,21 +5,41 @@ held message (running or waiting) once half of that time has passed, so a slow h
 never loses its message to another worker, and it stores the new pop receipt: the old one
 stops working after an update, and the final delete must use the newest. ``HeldMessage.lock``
 serialises the receipt between renewal, the final delete and a release on stop.
+
+**Fast crash recovery.** A SIGKILLed process cannot hand anything back, and its messages
+would wait out their lease. So on one machine every role keeps a ``LeaseJournal``: the file
+``<PHOTOMOSAICS_LEASE_DIR>/<pid>.json`` lists the messages it holds with their *current* pop
+receipt (rewritten, atomically, on every receive, renewal and settle: a local file write,
+no storage transaction). When a child dies, the supervisor calls ``hand_back``: one
+``update_message(visibility 0)`` per held message with that receipt, plus a work-detected
+hint, and a surviving worker starts the message at once. A receipt that no longer works
+(the child settled or renewed it after its last write) just fails: that message then comes
+back when its lease runs out, as it does across machines, where the short lease (60 s,
+renewed at half-time) bounds a silent death instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dal.queues import ImageProcessingQueue, ReceivedMessage
 
-__all__ = ["HeldMessage", "LeaseKeeper"]
+__all__ = ["HeldMessage", "LeaseKeeper", "LeaseJournal", "LEASE_DIR_ENV", "hand_back"]
+
+log = logging.getLogger(__name__)
+
+LEASE_DIR_ENV = "PHOTOMOSAICS_LEASE_DIR"
 
 
 @dataclasses.dataclass(eq=False)
@@ -91,3 +111,83 @@ class LeaseKeeper(threading.Thread):
                     record.leased_at = time.monotonic()
                     outcome = "renewed"
         self.on_result(record, outcome, error)
+
+
+class LeaseJournal:
+    """``<folder>/<pid>.json``: the messages this process holds, for the supervisor's hand-back."""
+
+    def __init__(self, folder: str | Path, *, pid: int | None = None) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / f"{pid or os.getpid()}.json"
+        self._lock = threading.Lock()
+        self._by_listener: dict[str, list[dict[str, str]]] = {}
+        self.writes = 0
+
+    @classmethod
+    def from_env(cls) -> LeaseJournal | None:
+        folder = os.environ.get(LEASE_DIR_ENV, "")
+        return cls(folder) if folder else None
+
+    def record(self, listener: str, queue_name: str, held: list[HeldMessage]) -> None:
+        """Replace what ``listener`` holds; writes the file (atomically) only on a change."""
+        entries = []
+        for record in held:
+            if record.done:
+                continue
+            current = record.current
+            entries.append({"queue": queue_name, "id": current.id, "pop_receipt": current.pop_receipt})
+        with self._lock:
+            if self._by_listener.get(listener, []) == entries:
+                return
+            self._by_listener[listener] = entries
+            everything = [e for held_by_one in self._by_listener.values() for e in held_by_one]
+            try:
+                if not everything:
+                    self.path.unlink(missing_ok=True)
+                else:
+                    tmp = self.path.with_suffix(".tmp")
+                    tmp.write_text(json.dumps(everything))
+                    os.replace(tmp, self.path)
+                self.writes += 1
+            except OSError as exc:  # the journal only speeds recovery up: never fail work for it
+                log.warning("lease journal %s not written: %s", self.path, exc)
+
+
+def read_journal(folder: str | Path, pid: int) -> list[dict[str, Any]]:
+    path = Path(folder) / f"{pid}.json"
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [e for e in entries if isinstance(e, dict) and {"queue", "id", "pop_receipt"} <= e.keys()]
+
+
+def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any = None) -> int:
+    """Make visible at once the messages a dead process ``pid`` held; returns how many.
+
+    ``queue_service`` is an ``azure.storage.queue.QueueServiceClient``; ``announce(queue)``,
+    if given, publishes a work-detected hint for each queue that got a message back.
+    """
+    from azure.core.exceptions import HttpResponseError
+
+    handed, queues = 0, set()
+    for entry in read_journal(folder, pid):
+        try:
+            queue_service.get_queue_client(entry["queue"]).update_message(
+                entry["id"], entry["pop_receipt"], visibility_timeout=0
+            )
+        except HttpResponseError as exc:  # settled or renewed after the last write: the lease decides
+            log.info("hand-back of message %s in %s not possible (%s)", entry["id"], entry["queue"], exc.status_code)
+            continue
+        except Exception as exc:
+            log.warning("hand-back of message %s in %s failed: %s", entry["id"], entry["queue"], exc)
+            continue
+        handed += 1
+        queues.add(entry["queue"])
+    if announce is not None:
+        for name in sorted(queues):
+            with contextlib.suppress(Exception):
+                announce(name)
+    (Path(folder) / f"{pid}.json").unlink(missing_ok=True)
+    return handed

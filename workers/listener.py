@@ -6,7 +6,11 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   the listener can start soon: it holds at most ``concurrency + prefetch`` messages and
   fetches again when that drops to half (WebJobs' "new batch threshold"). A held message's
   invisibility is ticking, and another worker could have done it, so hoarding is a cost.
-- **Bounded concurrency**: handlers run on a pool of ``concurrency`` threads.
+- **Elastic concurrency** (seed 001 ``QueueWorkDetected`` / ``GetOptimalDequeueTaskCount``):
+  between ``min_concurrency`` and ``concurrency`` handlers at once. Work detected after an
+  idle spell, or a full batch, reads the approximate queue depth and grows the pool to
+  ``workers.elastic.optimal_concurrency``; the first empty receive shrinks it back to the
+  minimum (``QueueEmpty``). ``min_concurrency == concurrency`` (the default) is a fixed pool.
 - **At-least-once**: a message is deleted only after its handler returned, i.e. after the
   work is durably written. A crash anywhere earlier makes it visible again.
 - **Poison**: malformed payloads and messages past the threshold are moved aside by
@@ -20,6 +24,12 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
 - **Idle back-off**: ``poll_delay`` — from ``poll_min``, doubling, ±20 % jitter, saturating
   at exactly ``poll_max``; reset by the first message that arrives, or by ``nudge()`` (a
   role nudges its other listeners when one of them gets work).
+- **Work-detected hints** (``dal.hints``): with a hint channel the listener subscribes to
+  its queue; a hint is a ``nudge()``, so a message sent on this machine is picked up at once,
+  and the idle poll, now only the safety net for lost hints and other machines' sends,
+  backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``.
+- **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
+  pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
   waits up to ``grace`` for running handlers and releases whatever is still running then;
   ``stop(immediate=True)`` releases everything held without waiting.
@@ -39,11 +49,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from workers.backoff import poll_delay, retry_delay_for
+from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
 from workers.errors import PermanentJobError, RetryLater
-from workers.leases import HeldMessage, LeaseKeeper
+from workers.leases import HeldMessage, LeaseJournal, LeaseKeeper
 from workers.logfmt import kv, message_context
 
 if TYPE_CHECKING:
+    from dal.hints import LocalHintChannel, Subscription
     from dal.queues import ImageProcessingQueue, ReceivedMessage
 
 __all__ = ["Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for", "MAX_BATCH"]
@@ -84,6 +96,10 @@ class QueueListener:
         visibility_timeout: int | None = None,
         on_poison: PoisonHook | None = None,
         rng: random.Random | None = None,
+        min_concurrency: int | None = None,
+        hints: LocalHintChannel | None = None,
+        poll_max_hinted: float | None = None,
+        journal: LeaseJournal | None = None,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH:
             raise ValueError(f"batch_size must be 1..{MAX_BATCH}, got {batch_size}")
@@ -91,15 +107,29 @@ class QueueListener:
             raise ValueError(f"concurrency must be >= 1 and prefetch >= 0, got {concurrency}, {prefetch}")
         if not 0 < poll_min <= poll_max:
             raise ValueError(f"need 0 < poll_min <= poll_max, got {poll_min}, {poll_max}")
+        min_concurrency = concurrency if min_concurrency is None else min_concurrency
+        if not 1 <= min_concurrency <= concurrency:
+            raise ValueError(f"need 1 <= min_concurrency <= concurrency, got {min_concurrency}, {concurrency}")
+        if poll_max_hinted is not None and poll_max_hinted < poll_max:
+            raise ValueError(f"poll_max_hinted must be >= poll_max, got {poll_max_hinted} < {poll_max}")
         if visibility_timeout is not None and visibility_timeout < 1:
             raise ValueError(f"visibility_timeout must be >= 1 s, got {visibility_timeout}")
         self.queue = queue
         self.handler = handler
         self.name = name
         self.batch_size = batch_size
-        self.concurrency = concurrency
-        self.capacity = concurrency + prefetch
-        self.new_batch_threshold = self.capacity // 2
+        self.concurrency = concurrency  # the most handlers at once
+        self.min_concurrency = min_concurrency
+        self.active_concurrency = min_concurrency  # the current elastic target
+        self.prefetch = prefetch
+        self.hints = hints
+        self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(poll_max, 60.0)
+        self.journal = journal
+        self._subscription: Subscription | None = None
+        self._journal_lock = threading.Lock()
+        self._woken_by_hint = False
+        self._was_idle = False  # the last receive came back empty (nudges do not change it)
+        self._last_depth_check = -math.inf
         self.poll_min = poll_min
         self.poll_max = poll_max
         self.retry_delay = retry_delay
@@ -120,7 +150,8 @@ class QueueListener:
         self._idle_polls = 0
         self.stats: dict[str, int] = dict.fromkeys(
             ("receives", "empty_receives", "received", "handled", "succeeded", "failed", "poisoned", "released",
-             "renewed", "lost"),
+             "renewed", "lost", "hints", "hint_pickups", "poll_pickups", "depth_checks", "scale_ups", "scale_downs",
+             "peak_concurrency", "running", "peak_running"),
             0,
         )
 
@@ -139,6 +170,26 @@ class QueueListener:
         self._idle_polls = 0
         self._wake.set()
 
+    def _on_hint(self) -> None:
+        """A work-detected hint for our queue arrived (from the hint channel's thread)."""
+        self._count("hints")
+        self._woken_by_hint = True
+        self.nudge()
+
+    @property
+    def capacity(self) -> int:
+        """Messages held at most right now: the elastic target plus the prefetch."""
+        return self.active_concurrency + self.prefetch
+
+    @property
+    def new_batch_threshold(self) -> int:
+        return self.capacity // 2
+
+    @property
+    def effective_poll_max(self) -> float:
+        """The idle cap: far out when hints cover the queue, ``poll_max`` otherwise."""
+        return self.poll_max_hinted if self._subscription is not None else self.poll_max
+
     @property
     def idle_polls(self) -> int:
         """Consecutive empty receives so far; 0 right after a message arrived."""
@@ -151,9 +202,16 @@ class QueueListener:
     def run(self, *, burst: bool = False, max_messages: int | None = None) -> int:
         """Receive and handle until stopped (or empty with ``burst``, or ``max_messages``)."""
         timeout = self._timeout()
+        if self.hints is not None and self._subscription is None:
+            try:
+                self._subscription = self.hints.subscribe(self.queue.name, self._on_hint)
+            except (OSError, ValueError) as exc:
+                log.warning(kv("listener.hints_unavailable", listener=self.name, error=str(exc)))
         log.info(kv("listener.start", listener=self.name, queue=self.queue.name, batch=self.batch_size,
-                    concurrency=self.concurrency, capacity=self.capacity, visibility_timeout=timeout,
-                    poll_min=self.poll_min, poll_max=self.poll_max))  # fmt: skip
+                    concurrency=f"{self.min_concurrency}..{self.concurrency}", visibility_timeout=timeout,
+                    poll_min=self.poll_min, poll_max=self.effective_poll_max,
+                    hints=self._subscription is not None))  # fmt: skip
+        self.stats["peak_concurrency"] = self.active_concurrency
         executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"{self.name}-handler")
         renewer = LeaseKeeper(self.queue, self._held_records, timeout=timeout, name=f"{self.name}-renewer",
                               on_result=self._lease_result)  # fmt: skip
@@ -162,8 +220,12 @@ class QueueListener:
             self._receive_loop(executor, timeout, burst=burst, max_messages=max_messages)
             self._finish(executor)
         finally:
+            if self._subscription is not None:
+                self._subscription.close()
+                self._subscription = None
             renewer.stop()
             executor.shutdown(wait=not self._immediate.is_set() and self.held_count() == 0, cancel_futures=True)
+            self._journal()
         log.info(kv("listener.stop", listener=self.name, queue=self.queue.name, **self.stats))
         return self.stats["handled"]
 
@@ -188,6 +250,7 @@ class QueueListener:
             if max_messages is not None:
                 want = min(want, max_messages - self.stats["received"])
             leased_at = time.monotonic()  # the lease starts no earlier than the request
+            by_hint, self._woken_by_hint = self._woken_by_hint, False
             try:
                 batch = self.queue.accept_messages(want, visibility_timeout=timeout, on_poison=self.on_poison)
             except Exception as exc:  # storage trouble the SDK's retries did not ride out
@@ -198,11 +261,21 @@ class QueueListener:
             if not batch:
                 self._count("empty_receives")
             if batch:
+                work_detected, self._was_idle = self._was_idle, False
+                if work_detected:  # seed 001's QueueWorkDetected: after idle polls, work is here
+                    self._count("hint_pickups" if by_hint else "poll_pickups")
+                    log.info(kv("listener.work_detected", listener=self.name, queue=self.queue.name,
+                                by="hint" if by_hint else "poll"))  # fmt: skip
                 self._idle_polls = 0
                 for received in batch:
                     self._start(executor, received, leased_at)
+                self._journal()
+                if work_detected or len(batch) >= want:
+                    self._scale_up()
                 self._notify_activity()
                 continue
+            self._was_idle = True
+            self._scale_down()
             if burst and self.held_count() == 0 and not self._visible_left():
                 return
             if burst:
@@ -210,8 +283,44 @@ class QueueListener:
                 self._changed.clear()
                 continue
             self._idle_polls += 1
-            self._wake.wait(poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.poll_max, rng=self._rng))
+            delay = poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
+            self._wake.wait(delay)
             self._wake.clear()
+
+    def _scale_up(self) -> None:
+        """WorkDetected / a full batch: size the handler pool to the approximate depth."""
+        if self.active_concurrency >= self.concurrency:
+            return
+        now = time.monotonic()
+        if now - self._last_depth_check < DEPTH_CHECK_INTERVAL:
+            return
+        self._last_depth_check = now
+        try:
+            depth = int(self.queue.approximate_depth())
+        except Exception as exc:
+            log.warning(kv("listener.depth_failed", listener=self.name, error=f"{type(exc).__name__}: {exc}"))
+            return
+        self._count("depth_checks")
+        # The approximate count includes the messages we hold (invisible): no need to add them.
+        target = optimal_concurrency(depth, low=self.min_concurrency, high=self.concurrency)
+        if target > self.active_concurrency:
+            log.info(kv("listener.scale_up", listener=self.name, depth=depth, concurrency=target))
+            self.active_concurrency = target
+            self._count("scale_ups")
+            with self._lock:
+                self.stats["peak_concurrency"] = max(self.stats["peak_concurrency"], target)
+
+    def _scale_down(self) -> None:
+        """QueueEmpty: back to the minimum (one slow poller and ``min_concurrency`` handlers)."""
+        if self.active_concurrency > self.min_concurrency:
+            log.info(kv("listener.scale_down", listener=self.name, concurrency=self.min_concurrency))
+            self.active_concurrency = self.min_concurrency
+            self._count("scale_downs")
+
+    def _journal(self) -> None:
+        if self.journal is not None:
+            with self._journal_lock:  # snapshot and write together: the newest snapshot wins
+                self.journal.record(self.name, self.queue.name, self._held_records())
 
     def _notify_activity(self) -> None:
         if self.on_activity is None:
@@ -285,6 +394,9 @@ class QueueListener:
         outcome: tuple[str, str, float] = ("delete", "", 0.0)
         with message_context(**{k: v for k, v in fields.items() if k != "listener"}):
             log.info(kv("message.start", **fields))
+            with self._lock:
+                self.stats["running"] += 1
+                self.stats["peak_running"] = max(self.stats["peak_running"], self.stats["running"])
             try:
                 self.handler(record.received)
             except PermanentJobError as exc:
@@ -296,6 +408,8 @@ class QueueListener:
                 outcome = ("error", f"{type(exc).__name__}: {exc}", 0.0)
             finally:
                 seconds = time.monotonic() - started
+                with self._lock:
+                    self.stats["running"] -= 1
             try:
                 self._settle(record, outcome, seconds, fields)
             except Exception as exc:  # storage failed after retries: the lease runs out, it comes back
@@ -373,6 +487,7 @@ class QueueListener:
         fields = self._fields(record)
         if outcome == "renewed":
             self._count("renewed")
+            self._journal()
             log.debug(kv("message.renewed", **fields))
         elif outcome == "lost":
             self._count("lost")
@@ -383,6 +498,7 @@ class QueueListener:
     def _forget(self, record: HeldMessage) -> None:
         with self._lock:
             self._held.pop(record.received.id, None)
+        self._journal()
         self._changed.set()
 
     def _count(self, key: str) -> None:

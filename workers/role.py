@@ -46,8 +46,12 @@ def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
             f"{CONNECTION_STRING_ENV} is not set: start the roles with `photomosaics run`, or point "
             f"them at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
+    from dal.prometheus import StorageRequestMetrics, chain_hooks
+
     counter = counter_from_env(role=role)
-    storage = StorageClients(connection_string, profile=profile, response_hook=counter)  # type: ignore[arg-type]
+    # Prometheus counters always (cheap; served when PHOTOMOSAICS_METRICS_PORT is set).
+    hook = chain_hooks(counter, StorageRequestMetrics())
+    storage = StorageClients(connection_string, profile=profile, response_hook=hook)  # type: ignore[arg-type]
     log.info(kv("role.storage", role=role, account=describe_connection_string(connection_string)))
     return storage
 
@@ -162,6 +166,9 @@ def exit_role(code: int) -> NoReturn:
     """
     try:
         write_counts(exit_code=code)
+        from dal.tracing import flush
+
+        flush()  # buffered spans, before os._exit skips every exit hook
     finally:
         logging.shutdown()
         sys.stdout.flush()

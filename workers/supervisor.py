@@ -10,6 +10,11 @@ Children also get a parent-death signal, so even a SIGKILLed supervisor leaves n
 A child that exits while the supervisor is running is restarted after a back-off that
 doubles from ``backoff_min`` to ``backoff_max`` and resets once the child has stayed up
 for ``stable_after`` seconds: a crash loop costs little, a rare crash is fixed at once.
+
+Two hooks make it the place where the machine heals itself: ``on_exit(name, pid, code)``
+runs as soon as a child is seen dead, before its restart (``photomosaics run`` hands back
+the messages the dead child held, from its lease journal), and ``on_tick()`` runs every
+loop in the main thread (``photomosaics run`` checks on the embedded Azurite there).
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ class Supervisor:
         backoff_max: float = 60.0,
         stable_after: float = 30.0,
         poll_interval: float = 0.2,
+        on_exit: Callable[[str, int, int | None], None] | None = None,
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
         names = [c.name for c in children]
         if len(set(names)) != len(names):
@@ -85,6 +92,8 @@ class Supervisor:
         self.backoff_max = backoff_max
         self.stable_after = stable_after
         self.poll_interval = poll_interval
+        self.on_exit = on_exit
+        self.on_tick = on_tick
         self._children = [_Child(spec) for spec in children]
         self._stop = threading.Event()
         self._immediate = threading.Event()
@@ -118,6 +127,7 @@ class Supervisor:
         """Start every child, keep them running until ``stop``, then stop them all."""
         try:
             while not self._stop.is_set():
+                self._hook(self.on_tick)
                 now = time.monotonic()
                 for child in self._children:
                     if child.process is not None and child.process.poll() is not None:
@@ -150,6 +160,8 @@ class Supervisor:
         code, pid = child.process.returncode, child.process.pid
         self._kill_group(pid)  # whatever the child left behind in its group goes with it
         child.process = None
+        if self.on_exit is not None:
+            self._hook(lambda: self.on_exit(child.spec.name, pid, code))  # type: ignore[misc]
         uptime = now - child.started_at
         if uptime >= self.stable_after:
             child.failures = 0
@@ -162,6 +174,15 @@ class Supervisor:
         child.restarts += 1
         child.next_start = now + delay
         return delay
+
+    @staticmethod
+    def _hook(hook: Callable[[], None] | None) -> None:
+        if hook is None:
+            return
+        try:
+            hook()
+        except Exception:  # a failing hook must not stop the supervision of the others
+            log.exception(kv("supervisor.hook_failed"))
 
     @staticmethod
     def _kill_group(pid: int) -> None:

@@ -23,22 +23,19 @@ _FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".t
 
 
 def _build_from_path(path: Path, *, use_cache: bool) -> tuple[Any, list[tuple[str, str]]]:
+    from mosaic.errors import NoUsableImageError, TileSourceError
+    from mosaic.sources import build_library_from
     from photomosaics import library_cache
-    from mosaic.library import build_library
-    from mosaic.sources import TileSourceError, read_tile_sources
 
     if use_cache and (hit := library_cache.load(path)) is not None:
         click.echo(f"using the cached index of {path} ({len(hit[0].names)} tiles)", err=True)
         return hit
     try:
-        files, skipped = read_tile_sources(path)
+        library, skipped = build_library_from(path)
     except TileSourceError as exc:
         raise click.BadParameter(str(exc), param_hint="--library") from None
-    try:
-        library, not_images = build_library(files)
-    except ValueError as exc:  # no usable image at all
+    except NoUsableImageError as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--library") from None
-    skipped += not_images
     if use_cache:
         library_cache.store(path, library, skipped)
     return library, skipped
@@ -50,7 +47,7 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
     A library built from a folder or zip is cached on disk (``photomosaics.library_cache``).
     """
     from dal.config import CONNECTION_STRING_ENV
-    from mosaic.library import build_library
+    from mosaic.sources import build_library_from
 
     path = Path(spec).expanduser()
     if path.exists():
@@ -58,7 +55,7 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
     elif spec == "demo":
         from workers.demo_library import demo_tile_images
 
-        library, skipped = build_library(demo_tile_images())
+        library, skipped = build_library_from(demo_tile_images())
     elif os.environ.get(CONNECTION_STRING_ENV):
         return _load_stored(spec)
     else:

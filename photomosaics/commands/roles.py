@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from dal.queues import ReceivedMessage
     from workers.services import Services
 
-# (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons)
-Binding = tuple[str, Callable[["ReceivedMessage"], None], str]
+# (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons;
+# None when the message is not a job's work, so there is no job to fail)
+Binding = tuple[str, Callable[["ReceivedMessage"], None], str | None]
 
 _burst = click.option("--burst", is_flag=True, help="Stop once the queues are empty (tests, draining).")
 _max_messages = click.option(
@@ -33,11 +34,25 @@ _grace = click.option(
 )
 
 
-def _concurrency(default: int) -> click.Option:  # type: ignore[type-arg]
-    return click.option(
-        "--concurrency", type=click.IntRange(min=1), default=default, show_default=True,
-        help="Messages handled at once per queue.",
-    )  # fmt: skip
+def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
+    """``--concurrency`` (the most handlers at once per queue) and ``--min-concurrency``.
+
+    Between the two the listener is elastic (``workers.elastic``): it grows with the queue's
+    depth and shrinks back when the queue is empty. I/O-bound roles get room to grow; the
+    processor renders on a core, so it stays at one (``photomosaics run`` starts one per core).
+    """
+
+    def decorate(f: Callable) -> Callable:  # type: ignore[type-arg]
+        f = click.option(
+            "--min-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+            help="Messages handled at once per queue when it is quiet (elastic lower bound).",
+        )(f)  # fmt: skip
+        return click.option(
+            "--concurrency", type=click.IntRange(min=1), default=default, show_default=True,
+            help="Most messages handled at once per queue (elastic upper bound).",
+        )(f)  # fmt: skip
+
+    return decorate
 
 
 def _env_float(name: str, default: float) -> float:
@@ -70,9 +85,9 @@ def _services_for(role: str) -> Services:
 @main.command()
 @_burst
 @_max_messages
-@_concurrency(1)
+@_concurrency(4)
 @_grace
-def controller(*, burst: bool, max_messages: int | None, concurrency: int, grace: float) -> None:
+def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
     from workers.controller import JobController
 
@@ -81,7 +96,8 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, grace
     _run(services, "controller", [
         ("image_request", ctl.handle_image_request, "slicing the picture"),
         ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
-    ], concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
+    ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
+       max_messages=max_messages)  # fmt: skip
 
 
 @main.command()
@@ -89,52 +105,80 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, grace
 @_max_messages
 @_concurrency(1)
 @_grace
-def processor(*, burst: bool, max_messages: int | None, concurrency: int, grace: float) -> None:
+def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
     from workers.processor import ImageProcessor
 
     services = _services_for("processor")
     worker = ImageProcessor(services, slice_delay=_env_float("PHOTOMOSAICS_TEST_SLICE_DELAY", 0.0))
     _run(services, "processor", [("slice_request", worker.handle_slice_request, "rendering a slice")],
-         concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
+         concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
+         max_messages=max_messages)  # fmt: skip
 
 
 @main.command()
 @_burst
 @_max_messages
-@_concurrency(1)
+@_concurrency(8)
 @_grace
-def responder(*, burst: bool, max_messages: int | None, concurrency: int, grace: float) -> None:
-    """Run the responder: marks jobs done from imageresponse."""
+def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
+    """Run the responder: marks jobs done from imageresponse, deletes jobs from jobcleanup."""
+    from workers.cleaner import JobCleaner
     from workers.responder import Responder
 
     services = _services_for("responder")
     worker = Responder(services)
-    _run(services, "responder", [("image_response", worker.handle_image_response, "finishing the job")],
-         concurrency=concurrency, grace=grace, burst=burst, max_messages=max_messages)  # fmt: skip
+    cleaner = JobCleaner(services)
+    _run(services, "responder", [
+        ("image_response", worker.handle_image_response, "finishing the job"),
+        ("job_cleanup", cleaner.handle_job_cleanup, None),
+    ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
+        max_messages=max_messages)  # fmt: skip
 
 
-def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, grace: float,
-         burst: bool, max_messages: int | None) -> None:  # fmt: skip
-    """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role."""
+def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
+         grace: float, burst: bool, max_messages: int | None) -> None:  # fmt: skip
+    """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
+
+    Hints (``PHOTOMOSAICS_HINT_DIR``) and the lease journal (``PHOTOMOSAICS_LEASE_DIR``) are
+    on when ``photomosaics run`` (or another supervisor) sets them; the lease is the shorter
+    of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
+    """
+    from dal.hints import channel_from_env
     from workers.failures import guard, poison_hook
+    from workers.leases import LeaseJournal
     from workers.listener import QueueListener
+    from dal.tracing import configure_tracing
+    from workers.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.role import Role, exit_role, run_role
 
     settings = services.settings
+    hints, journal = channel_from_env(), LeaseJournal.from_env()
+    configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            guard(handler, jobs=services.jobs, actor=services.name),
+            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
+                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+                   queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
-            concurrency=concurrency,
+            concurrency=max(concurrency, min_concurrency),
+            min_concurrency=min_concurrency,
+            hints=hints,
+            journal=journal,
+            poll_max_hinted=max(settings.poll_max_hinted_interval, settings.poll_max_interval),
+            visibility_timeout=min(settings.lease_seconds, getattr(services.queues, queue_attr).timeout),
             poll_min=settings.poll_min_interval,
             poll_max=settings.poll_max_interval,
             retry_delay=_env_float("PHOTOMOSAICS_RETRY_DELAY_SECONDS", 5.0),
             grace=grace,
-            on_poison=poison_hook(services.jobs, actor=services.name, what=what),
+            on_poison=None if what is None else poison_hook(services.jobs, actor=services.name, what=what),
         )
         for queue_attr, handler, what in bindings
     ]
+    try:
+        serve_role_metrics(role, listeners, address=metrics_address())
+    except (ValueError, OSError) as exc:  # a bad or busy port is a start-up error, not a crash later
+        raise click.ClickException(f"metrics server: {exc}") from None
     exit_role(run_role(Role(role, listeners), burst=burst, max_messages=max_messages))

@@ -7,6 +7,12 @@ in ``.data/secret_key``), then the web app, one controller, one responder and N 
 supervised child processes. Ctrl-C (or SIGTERM) stops the children (SIGTERM, grace, SIGKILL),
 then Azurite, and exits 0; a second Ctrl-C hurries the children. Everything in ``.data/``
 survives to the next run.
+
+Self-healing on one machine: the children share a hint folder (``dal.hints``: a send wakes
+the listeners of that queue at once) and a lease folder (``workers.leases``: when a child
+dies, the messages it held are handed back and announced at once, not after their lease),
+and the embedded Azurite is restarted on the same ports and data if it dies
+(``workers.storage_keeper``), with ``/healthz`` told what happened.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -71,26 +78,28 @@ def photomosaics_argv() -> list[str]:
 
 
 @contextlib.contextmanager
-def storage_account(data_dir: Path) -> Iterator[str]:
-    """The configured account, or an embedded Azurite persisting in ``<data_dir>/azurite``."""
+def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
+    """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
     from dal.azurite import Azurite, AzuriteError
     from dal.config import CONNECTION_STRING_ENV, expand_connection_string
 
     configured = os.environ.get(CONNECTION_STRING_ENV)
     if configured:
         click.echo(f"using the storage account from {CONNECTION_STRING_ENV}")
-        yield expand_connection_string(configured)
+        yield expand_connection_string(configured), None
         return
     azurite = Azurite(location=data_dir / "azurite")
     try:
         connection_string = azurite.start()
     except AzuriteError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite'}")
+    node = azurite.runtime.describe() if azurite.runtime else "Node.js"
+    click.echo(f"storage: embedded Azurite (pid {azurite.pid}) on {node}, data in {data_dir / 'azurite'}")
+    holder = [azurite]  # the keeper may replace it with a restarted one
     try:
-        yield connection_string
+        yield connection_string, holder
     finally:
-        azurite.stop()
+        holder[0].stop()
         click.echo("Azurite stopped")
 
 
@@ -108,7 +117,7 @@ def prepare_storage(connection_string: str) -> None:
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
     queues = QueueAccessor(storage, settings=settings, prefix=prefix)
-    for queue in queues.all():
+    for queue in queues.monitored():
         queue.ensure_exists()
     BlobStore(storage, prefix=prefix).ensure_containers()
     JobStore(storage, prefix=prefix).ensure_tables()
@@ -118,20 +127,72 @@ def prepare_storage(connection_string: str) -> None:
         click.echo(f"demo tile library created in {time.monotonic() - started:.0f} s")
 
 
-def children(*, connection_string: str, secret_key: str, host: str, port: int, processors: int):  # -> list[ChildSpec]
+def children(*, connection_string: str, secret_key: str, host: str, port: int, processors: int,
+             shared: dict[str, str] | None = None, web_extra: dict[str, str] | None = None,
+             metrics_ports: dict[str, int] | None = None):  # -> list[ChildSpec]  # fmt: skip
     from dal.config import CONNECTION_STRING_ENV
     from workers.supervisor import ChildSpec
 
     base = photomosaics_argv()
-    env = {CONNECTION_STRING_ENV: connection_string}
-    web_env = {**env, "PHOTOMOSAICS_SECRET_KEY": secret_key, "FLASK_SECRET_KEY": secret_key}
+    env = {CONNECTION_STRING_ENV: connection_string, **(shared or {})}
+    web_env = {**env, "PHOTOMOSAICS_SECRET_KEY": secret_key, "FLASK_SECRET_KEY": secret_key, **(web_extra or {})}
+    ports = metrics_ports or {}
+
+    def role_env(name: str) -> dict[str, str]:  # each role serves /metrics and /healthz on a loopback port
+        return {**env, "PHOTOMOSAICS_METRICS_PORT": str(ports[name])} if name in ports else env
+
     specs = [
         ChildSpec(name="web", argv=[*base, "web", "--host", host, "--port", str(port)], env=web_env),
-        ChildSpec(name="controller", argv=[*base, "controller"], env=env),
-        ChildSpec(name="responder", argv=[*base, "responder"], env=env),
+        ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller")),
+        ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder")),
     ]
-    specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=env) for i in range(processors)]
+    specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
+              for i in range(processors)]  # fmt: skip
     return specs
+
+
+def local_channels(data: Path) -> dict[str, str]:
+    """The hint folder and the lease folder every child of this machine shares."""
+    from dal.hints import HINT_DIR_ENV, short_hint_dir
+    from workers.leases import LEASE_DIR_ENV
+
+    hint_dir = short_hint_dir(data / "hints")
+    lease_dir = data / "leases"
+    hint_dir.mkdir(parents=True, exist_ok=True)
+    lease_dir.mkdir(parents=True, exist_ok=True)
+    return {HINT_DIR_ENV: str(hint_dir), LEASE_DIR_ENV: str(lease_dir)}
+
+
+def hand_back_on_exit(connection_string: str, channels: dict[str, str]) -> Callable[[str, int, int | None], None]:
+    """The supervisor's ``on_exit``: hand back what a dead child held, and announce it.
+
+    Also hands back what the children of an earlier, killed ``photomosaics run`` left in the
+    lease folder (their pids are gone): at start-up, before any child runs.
+    """
+    from dal.config import StorageClients
+    from dal.hints import HINT_DIR_ENV, LocalHintChannel
+    from workers.leases import LEASE_DIR_ENV, hand_back
+
+    lease_dir = Path(channels[LEASE_DIR_ENV])
+    channel = LocalHintChannel(channels[HINT_DIR_ENV])
+    queue_service = StorageClients(connection_string, profile="probe").queue_service
+
+    def on_exit(name: str, pid: int, code: int | None) -> None:
+        handed = hand_back(lease_dir, pid, queue_service, announce=channel.publish)
+        if handed:
+            log.warning("%s (pid %s) died holding %d message(s): handed back at once", name, pid, handed)
+
+    for leftover in lease_dir.glob("*.json"):
+        with contextlib.suppress(ValueError):
+            pid = int(leftover.stem)
+            if not Path(f"/proc/{pid}").exists():
+                on_exit("an earlier run's child", pid, None)
+    return on_exit
+
+
+def metrics_ports(names: list[str], base: int) -> dict[str, int]:
+    """A port per role: ``base``, ``base + 1``... or free ones the kernel picks when ``base`` is 0."""
+    return {name: (base + i if base else choose_port("127.0.0.1", 0)) for i, name in enumerate(names)}
 
 
 def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0) -> None:
@@ -161,7 +222,10 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
               help="Local data folder (Azurite's files, the secret key) [default: .data].")  # fmt: skip
 @click.option("--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds children get to finish in-flight work on Ctrl-C.")  # fmt: skip
-def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float) -> None:
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="First port of the roles' Prometheus endpoints on 127.0.0.1 (0: free ports).")  # fmt: skip
+def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float,
+        metrics_port: int) -> None:  # fmt: skip
     """Run everything: Azurite, web app, controller, responder and processors."""
     from dal.errors import StorageConfigurationError
     from workers.logfmt import configure_logging
@@ -175,15 +239,33 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
     chosen = choose_port(host, port)
     if port and chosen != port:
         click.echo(f"port {port} is busy; using {chosen}")
-    with storage_account(data) as connection_string:
+    with storage_account(data) as (connection_string, embedded):
         try:
             prepare_storage(connection_string)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
+        channels = local_channels(data)
+        web_extra, on_tick = {}, None
+        if embedded is not None:
+            from dal.azurite import STATUS_FILE_ENV
+            from workers.storage_keeper import AzuriteKeeper
+
+            keeper = AzuriteKeeper(embedded[0], data / "storage-status.json")
+            web_extra[STATUS_FILE_ENV] = str(keeper.status_file)
+
+            def on_tick() -> None:
+                keeper.check()
+                embedded[0] = keeper.azurite
+
+        roles = ["controller", "responder", *(f"processor-{i + 1}" for i in range(count))]
+        ports = metrics_ports(roles, metrics_port)
         specs = children(connection_string=connection_string, secret_key=secret_key, host=host, port=chosen,
-                         processors=count)  # fmt: skip
-        supervisor = Supervisor(specs, grace=grace)
+                         processors=count, shared=channels, web_extra=web_extra, metrics_ports=ports)  # fmt: skip
+        supervisor = Supervisor(specs, grace=grace, on_exit=hand_back_on_exit(connection_string, channels),
+                                on_tick=on_tick)  # fmt: skip
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        click.echo(f"metrics: web http://{shown_host}:{chosen}/metrics, "
+                   + ", ".join(f"{name} http://127.0.0.1:{p}/metrics" for name, p in ports.items()))  # fmt: skip
         stop_announcer = threading.Event()
         announcer = threading.Thread(
             target=_announce_when_up, args=(f"http://{shown_host}:{chosen}/", stop_announcer), daemon=True

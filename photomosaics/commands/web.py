@@ -41,6 +41,29 @@ def _ensure_demo_library(connection_string: str) -> None:
         click.echo(f"warning: no demo library: {exc}", err=True)
 
 
+def _multiprocess_metrics() -> None:
+    """Several gunicorn workers share /metrics through files in PROMETHEUS_MULTIPROC_DIR.
+
+    prometheus_client picks its value store when it is first imported, so the folder must be
+    set before that (here, before the app is built); a fresh one per run, emptied at exit.
+    """
+    import atexit
+    import shutil
+    import sys
+    import tempfile
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    if "prometheus_client" in sys.modules:  # too late to switch: each worker reports alone
+        click.echo("warning: prometheus_client imported early; /metrics covers one worker", err=True)
+        return
+    folder = tempfile.mkdtemp(prefix="photomosaics-metrics-")
+    master = os.getpid()
+    # Forked workers inherit atexit hooks: only the master (the last to exit) removes it.
+    atexit.register(lambda: os.getpid() == master and shutil.rmtree(folder, ignore_errors=True))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+
+
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 in a container).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
@@ -49,6 +72,7 @@ def _ensure_demo_library(connection_string: str) -> None:
               help="Create the demo tile library at start-up if it is missing (needs scikit-image).")  # fmt: skip
 def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> None:
     """Serve the web app and its JSON API with gunicorn."""
+    _multiprocess_metrics()
     from gunicorn.app.base import BaseApplication
 
     from dal.config import CONNECTION_STRING_ENV, StorageClients, describe_connection_string

@@ -224,7 +224,7 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     assert job["result_url"] == f"{base}/result"
     result = client.get(job["result_url"])
     assert result.status_code == 200 and result.mimetype == "image/jpeg" and result.data == mosaic
-    assert "Content-Disposition" not in result.headers
+    assert result.headers["Content-Disposition"].startswith("inline;")
     download = client.get(f"{base}/result?download=1")
     assert download.data == mosaic
     assert download.headers["Content-Disposition"] == f'attachment; filename="mosaic-{request_id[:8]}.jpg"'

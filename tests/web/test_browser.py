@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ def browser_context(tmp_path: Path) -> Iterator[Any]:
             str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
             viewport=LAPTOP, accept_downloads=True,
         )  # fmt: skip
+        # The app's Content-Security-Policy is on: any violation Chromium reports fails the test.
+        context.violations = []
+        context.expose_binding("reportCspViolation", lambda _source, text: context.violations.append(text))
+        context.add_init_script(
+            "document.addEventListener('securitypolicyviolation',"
+            " e => window.reportCspViolation(`${e.violatedDirective} blocked ${e.blockedURI} at ${e.sourceFile}:${e.lineNumber}`));"
+        )
         try:
             yield context
         finally:
@@ -59,6 +67,15 @@ def photo_file(tmp_path: Path) -> Path:
     return path
 
 
+def wait_until(page: Any, expression: str, timeout: float = 30.0) -> None:
+    """Poll ``expression`` until it is true. Playwright's ``wait_for_function`` would compile it
+    with ``eval`` inside the page, which the app's CSP (rightly) forbids."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        page.wait_for_timeout(100)
+
+
 def shot(page: Any, name: str, *, full_page: bool = True) -> None:
     if full_page:  # from the top, or the sticky header lands mid-picture
         page.evaluate("window.scrollTo(0, 0)")
@@ -70,6 +87,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page = browser_context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: "Content Security Policy" in msg.text and errors.append(msg.text))
 
     page.goto(base + "/")
     page.locator('.library-option[data-library="demo"]').wait_for()
@@ -107,9 +125,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#viewer-card").wait_for(state="visible", timeout=90_000)
     assert page.locator("#percent").inner_text() == "100 %"
     assert page.locator("#status").inner_text().lower() == "done"
-    page.wait_for_function("document.getElementById('mosaic').naturalWidth > 0")
+    wait_until(page, "document.getElementById('mosaic').naturalWidth > 0")
     page.locator("details.log summary").click()
-    page.wait_for_function("document.querySelectorAll('#events tr').length >= 3")  # refreshed after the end event
+    wait_until(page, "document.querySelectorAll('#events tr').length >= 3")  # refreshed after the end event
     shot(page, "04-result")
 
     job = page.request.get(f"{base}/api/jobs/{request_id}").json()
@@ -146,11 +164,11 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
 
     page.goto(base + "/jobs")
     page.locator(f'.tile-card[data-request-id="{request_id}"]').wait_for()
-    page.wait_for_function("[...document.querySelectorAll('.tile-card img')].every(i => i.complete && i.naturalWidth > 0)")
+    wait_until(page, "[...document.querySelectorAll('.tile-card img')].every(i => i.complete && i.naturalWidth > 0)")
     shot(page, "06-gallery")
     page.goto(base + "/libraries")
     page.locator('.library-cards [data-library="demo"] img').first.wait_for()
-    page.wait_for_function("[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
+    wait_until(page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
     assert page.locator('.library-cards [data-library="demo"] img').count() == 24
     shot(page, "07-libraries")
     photos = []
@@ -166,7 +184,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#lib-ok").wait_for(state="visible")
     assert "4 tiles" in page.locator("#lib-ok").inner_text()
     page.locator('.library-cards [data-library="holiday"] img').first.wait_for()
-    page.wait_for_function("[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
+    wait_until(page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
     shot(page, "07b-library-created")
     page.goto(base + "/queues")
     page.locator('tr[data-queue="imagerequest"]').wait_for()
@@ -175,6 +193,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     phone = browser_context.new_page()
     phone.set_viewport_size(PHONE)
     phone.on("pageerror", lambda exc: errors.append(str(exc)))
+    phone.on("console", lambda msg: "Content Security Policy" in msg.text and errors.append(msg.text))
     for path, name, ready in [
         ("/", "09-phone-create", '.library-option[data-library="demo"]'),
         (f"/jobs/{request_id}", "10-phone-result", "#viewer-card"),
@@ -187,3 +206,6 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
         overflow = phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{path} scrolls sideways on a phone by {overflow}px"
     assert errors == []
+    assert browser_context.violations == [], "the page broke its Content-Security-Policy"
+    headers = page.request.get(base + "/").headers
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]

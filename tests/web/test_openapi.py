@@ -25,7 +25,7 @@ def spec() -> dict[str, Any]:
 def api_routes(app: Flask) -> set[tuple[str, str]]:
     routes = set()
     for rule in app.url_map.iter_rules():
-        if not (rule.rule.startswith("/api/") or rule.rule == "/healthz"):
+        if not (rule.rule.startswith("/api/") or rule.rule in ("/healthz", "/metrics")):
             continue
         path = re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule.rule)
         routes |= {(path, m.lower()) for m in rule.methods or () if m.lower() in HTTP_METHODS}
@@ -88,6 +88,11 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
         ("/api/plan", "get", lambda: client.get("/api/plan?width=10&height=10&tile_size=4")),
         ("/api/plan", "get", lambda: client.get("/api/plan")),
         ("/api/queues", "get", lambda: client.get("/api/queues")),
+        ("/api/queues/{name}/poison", "get", lambda: client.get("/api/queues/slicerequest/poison")),
+        ("/api/queues/{name}/poison/requeue", "post",
+         lambda: client.post("/api/queues/slicerequest/poison/requeue", json={"all": True})),
+        ("/api/queues/{name}/poison/purge", "post",
+         lambda: client.post("/api/queues/slicerequest/poison/purge", json={"all": True})),
         ("/healthz", "get", lambda: client.get("/healthz")),
     ]
     for path, method, call in calls:

@@ -38,3 +38,75 @@
   setInterval(tick, 2000);
   setInterval(checkHealth, 15000);
 })();
+
+/* Operator actions on poison queues; present only when the server has an operator token. */
+(() => {
+  const section = document.getElementById("poison-ops");
+  if (!section) return;
+  const form = document.getElementById("admin-token-form");
+  const input = document.getElementById("admin-token");
+  const status = document.getElementById("poison-status");
+  const lists = document.getElementById("poison-lists");
+  const KEY = "pm-admin-token";
+
+  const auth = () => ({ Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` });
+
+  async function act(queue, action, body) {
+    try {
+      const result = await PM.api(`/api/queues/${queue}/poison/${action}`, {
+        method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, auth()), body: JSON.stringify(body),
+      });
+      const left = Object.keys(result.skipped || {}).length;
+      status.textContent = `${action === "requeue" ? "Requeued" : "Purged"} ${PM.number(result.count)} message(s) of ${queue}` +
+        (left ? `; ${left} left in poison (not a ${queue} message)` : "") + ".";
+    } catch (error) {
+      status.textContent = `Not done: ${error.message}`;
+    }
+    refresh();
+  }
+
+  function button(text, onClick, extra = "") {
+    const b = PM.el("button", { type: "button", class: `button ${extra}`.trim(), text });
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  async function refresh() {
+    if (!sessionStorage.getItem(KEY)) {
+      lists.replaceChildren();
+      return;
+    }
+    try {
+      const { queues } = await PM.api("/api/queues");
+      const blocks = [];
+      for (const q of queues.filter((q) => q.poison_depth > 0)) {
+        const { messages } = await PM.api(`/api/queues/${q.name}/poison`, { headers: auth() });
+        const rows = messages.map((m) => PM.el("tr", { "data-id": m.id },
+          PM.el("td", { text: PM.when(m.moved_at) }),
+          PM.el("td", { text: String(m.dequeue_count) }),
+          PM.el("td", { text: m.reason }),
+          PM.el("td", {}, button("Requeue", () => act(q.name, "requeue", { id: m.id }), "requeue-one"))));
+        blocks.push(PM.el("div", { class: "poison-queue", "data-queue": q.name },
+          PM.el("h3", { text: `${q.name}-poison (${PM.number(q.poison_depth)})` }),
+          button("Requeue all", () => act(q.name, "requeue", { all: true }), "requeue-all"),
+          button("Purge all", () => { if (confirm(`Delete every poison message of ${q.name}?`)) act(q.name, "purge", { all: true }); }, "purge-all danger"),
+          PM.el("table", { class: "table" },
+            PM.el("thead", {}, PM.el("tr", {}, ...["Moved", "Deliveries", "Reason", ""].map((h) => PM.el("th", { text: h })))),
+            PM.el("tbody", {}, ...rows))));
+      }
+      lists.replaceChildren(...blocks);
+      if (!blocks.length) status.textContent = "No poison messages.";
+    } catch (error) {
+      status.textContent = error.status === 403 ? "The operator token was refused." : `Not loaded: ${error.message}`;
+    }
+  }
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(KEY, input.value);
+    input.value = "";
+    refresh();
+  });
+  refresh();
+  setInterval(refresh, 10000);
+})();

@@ -1,0 +1,182 @@
+"""The import graph: one-way layers and no cycles, checked on the source (every import, even
+inside a function or under ``TYPE_CHECKING``).
+
+    photomosaics ──> webapp, workers ──> dal ──> mosaic
+    (the command)    (the roles)         (storage) (the engine: NumPy and Pillow only)
+
+Each package may import only the packages to its right (``photomosaics`` may use any of
+them, ``webapp`` and ``workers`` do not know each other), no module imports itself through
+other modules, and no module outside ``dal/`` imports ``azure.core.exceptions``: storage
+errors are translated into the project's own at the ``dal/`` boundary.
+
+Run ``python tests/test_layers.py`` to print the package-level graph (how many import
+statements go from each package to each other) and any cycle or violation.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("photomosaics", "webapp", "workers", "dal", "mosaic")
+ALLOWED = {
+    "mosaic": set(),
+    "dal": {"mosaic"},
+    "workers": {"dal", "mosaic"},
+    "webapp": {"dal", "mosaic"},
+    "photomosaics": {"webapp", "workers", "dal", "mosaic"},
+}
+AZURE_ERRORS = "azure.core.exceptions"
+
+
+def _modules() -> dict[str, Path]:
+    """Every first-party module by dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def imports(modules: dict[str, Path] | None = None) -> dict[str, list[tuple[str, int]]]:
+    """``module -> [(imported module, line)]`` for every import statement, first-party or not.
+
+    ``from a.b import c`` counts as an import of ``a.b.c`` when that is a module, else of
+    ``a.b``; relative imports are resolved against the importing module's package.
+    """
+    modules = _modules() if modules is None else modules
+    graph: dict[str, list[tuple[str, int]]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = []
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges += [(alias.name, node.lineno) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    edges.append((full if full in modules else base, node.lineno))
+        graph[name] = edges
+    return graph
+
+
+def _package(module: str) -> str:
+    return module.split(".")[0]
+
+
+def violations() -> list[str]:
+    """Imports that point the wrong way, or Azure's errors caught outside ``dal/``."""
+    found = []
+    for module, edges in imports().items():
+        mine = _package(module)
+        for target, line in edges:
+            other = _package(target)
+            if other in PACKAGES and other != mine and other not in ALLOWED[mine]:
+                found.append(f"{module}:{line} imports {target} ({mine} may use only {sorted(ALLOWED[mine])})")
+            if target.startswith(AZURE_ERRORS) and mine != "dal":
+                found.append(f"{module}:{line} imports {target} (Azure errors are translated in dal/)")
+    return found
+
+
+def cycles() -> list[list[str]]:
+    """Groups of first-party modules that import each other (strongly connected, size > 1)."""
+    graph = {m: sorted({t for t, _ in edges if t in imports_cache()}) for m, edges in imports_cache().items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph[v]:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+_CACHE: dict[str, list[tuple[str, int]]] = {}
+
+
+def imports_cache() -> dict[str, list[tuple[str, int]]]:
+    if not _CACHE:
+        _CACHE.update(imports())
+    return _CACHE
+
+
+def package_graph() -> Counter[tuple[str, str]]:
+    """``(from package, to package) -> number of import statements`` between first-party packages."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for module, edges in imports_cache().items():
+        for target, _ in edges:
+            if _package(target) in PACKAGES and _package(target) != _package(module):
+                counts[_package(module), _package(target)] += 1
+    return counts
+
+
+def test_every_import_points_down_the_layers():
+    assert violations() == []
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles() == []
+
+
+def test_the_checker_sees_imports_inside_functions_and_relative_ones(tmp_path):
+    (tmp_path / "dal").mkdir()
+    (tmp_path / "dal" / "__init__.py").write_text("")
+    (tmp_path / "dal" / "a.py").write_text("def f():\n    from workers import b\n    from . import c\n")
+    (tmp_path / "dal" / "c.py").write_text("from .a import f\n")
+    modules = {"dal": tmp_path / "dal" / "__init__.py", "dal.a": tmp_path / "dal" / "a.py", "dal.c": tmp_path / "dal" / "c.py"}
+    assert imports(modules)["dal.a"] == [("workers", 2), ("dal.c", 3)]
+    assert imports(modules)["dal.c"] == [("dal.a", 1)]
+
+
+def main() -> int:
+    graph = package_graph()
+    print("package-level import graph (import statements, incl. inside functions):")
+    for package in PACKAGES:
+        targets = [f"{t} ({graph[package, t]})" for t in PACKAGES if graph[package, t]]
+        print(f"  {package:13} -> {', '.join(targets) or '(nothing of the project)'}")
+    found_cycles = cycles()
+    print("module cycles:", "none" if not found_cycles else "")
+    for group in found_cycles:
+        print("  " + " <-> ".join(group))
+    found = violations()
+    print("layer violations:", "none" if not found else "")
+    for line in found:
+        print("  " + line)
+    return 1 if found or found_cycles else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

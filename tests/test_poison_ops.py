@@ -1,0 +1,115 @@
+"""Poison requeue and purge (``dal.poison_ops``, ``photomosaics queues requeue|purge``) on Azurite."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+from dal.job_model import Job
+from dal.jobs import JobStore
+from dal.messages import SliceRequestMessage
+from dal.poison_ops import list_poison, purge, requeue
+from dal.queues import ImageProcessingQueue, QueueAccessor
+from photomosaics.cli import main
+
+
+def _poison_one(queue: ImageProcessingQueue, request_id: str, seq: int = 0) -> None:
+    """A valid slice request that a worker gave up on: in poison with a reason."""
+    queue.submit(SliceRequestMessage(
+        queue_uri=queue.url, client_id="operator-test", request_id=request_id,
+        image_library_uri="http://127.0.0.1/devstoreaccount1/lib", slice_uri=f"http://127.0.0.1/x/{seq}.png",
+        slice_sequence=seq, tile_size=8,
+    ))  # fmt: skip
+    (received,) = queue.accept_messages(1)
+    queue.move_to_poison(received, "handler kept crashing")
+
+
+def _failed_job(jobs: JobStore, request_id: str) -> None:
+    jobs.create(Job(client_id="operator-test", request_id=request_id, status="failed", library="lib", tile_size=8,
+                    slices=2, tiles_across=4, tiles_down=4, output_width=32, output_height=32, input_name="x.png",
+                    error="slice 1: handler kept crashing"))  # fmt: skip
+
+
+@pytest.fixture
+def world(storage: StorageClients, unique: str) -> tuple[QueueAccessor, JobStore]:
+    prefix = f"p{unique}"
+    accessor = QueueAccessor(storage, settings=Settings(), prefix=prefix)
+    accessor.ensure_all()
+    jobs = JobStore(storage, prefix=prefix)
+    jobs.ensure_tables()
+    return accessor, jobs
+
+
+def test_requeue_one_by_id_gives_a_fresh_message_reopens_the_job_and_notes_it(
+    world: tuple[QueueAccessor, JobStore],
+) -> None:
+    accessor, jobs = world
+    queue = accessor.slice_request
+    rid, other = str(uuid.uuid4()), str(uuid.uuid4())
+    _failed_job(jobs, rid)
+    _poison_one(queue, rid)
+    _poison_one(queue, other, seq=1)
+    target = next(item for item in list_poison(queue) if rid in item.entry.payload)
+
+    result = requeue(queue, jobs, message_id=target.id)
+
+    assert result.done == [target.id] and not result.missing
+    (back,) = queue.accept_messages(32)
+    assert back.message.request_id == rid and back.dequeue_count == 1  # a fresh message
+    (left,) = list_poison(queue)  # the other one stays, visible again
+    assert other in left.entry.payload
+    job = jobs.get("operator-test", rid)
+    assert job is not None and job.status == "rendering" and job.error is None and job.finished_at is None
+    (event,) = [e for e in jobs.events(rid) if e.kind == "requeued"]
+    assert "handler kept crashing" in event.message and queue.poison.name in event.message
+
+
+def test_requeue_all_leaves_garbage_and_purge_empties(world: tuple[QueueAccessor, JobStore], storage: StorageClients) -> None:
+    accessor, jobs = world
+    queue = accessor.slice_request
+    for seq in range(3):
+        _poison_one(queue, str(uuid.uuid4()), seq)
+    storage.queue_service.get_queue_client(queue.name).send_message("aGVsbG8=")  # "hello": not a message
+    assert queue.accept_messages(32) == []  # moved to poison as garbage
+
+    result = requeue(queue, jobs)
+
+    assert len(result.done) == 3 and len(result.skipped) == 1
+    assert "not a slicerequest message" in next(iter(result.skipped.values()))
+    assert len(queue.accept_messages(32)) == 3
+    assert len(list_poison(queue)) == 1
+    assert purge(queue).count == 1 and list_poison(queue) == []
+    assert requeue(queue, jobs, message_id="no-such-id").missing == ["no-such-id"]
+
+
+def test_cli_lists_ids_requeues_and_purges(
+    world: tuple[QueueAccessor, JobStore], azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    accessor, _ = world
+    queue = accessor.slice_request
+    monkeypatch.setenv(CONNECTION_STRING_ENV, azurite_connection_string)
+    monkeypatch.setenv("PHOTOMOSAICS_NAME_PREFIX", queue.name.removesuffix("slicerequest"))
+    _poison_one(queue, str(uuid.uuid4()), 0)
+    _poison_one(queue, str(uuid.uuid4()), 1)
+    runner = CliRunner()
+
+    listed = runner.invoke(main, ["queues", "--poison"], catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    ids = [item.id for item in list_poison(queue)]
+    assert all(i in listed.output for i in ids)
+
+    bad = runner.invoke(main, ["queues", "requeue", "slicerequest"])
+    assert bad.exit_code == 2 and "exactly one of --id ID or --all" in bad.output
+    unknown = runner.invoke(main, ["queues", "purge", "nosuchqueue", "--all"])
+    assert unknown.exit_code == 2 and "no work queue named 'nosuchqueue'" in unknown.output
+
+    one = runner.invoke(main, ["queues", "requeue", "slicerequest", "--id", ids[0]], catch_exceptions=False)
+    assert one.exit_code == 0 and "requeued 1 message(s)" in one.output, one.output
+    missing = runner.invoke(main, ["queues", "requeue", "slicerequest", "--id", ids[0]])
+    assert missing.exit_code == 1 and "no poison message" in missing.output
+    purged = runner.invoke(main, ["queues", "purge", "slicerequest", "--all"], catch_exceptions=False)
+    assert purged.exit_code == 0 and "purged 1 message(s)" in purged.output, purged.output
+    assert list_poison(queue) == [] and len(queue.accept_messages(32)) == 1

@@ -1,0 +1,246 @@
+"""Issue 8's self-healing pipeline, with real processes and real Azurite.
+
+Work-detected hints (``dal.hints``) wake idle listeners; a lost hint costs one poll (the
+cap); elastic concurrency grows with depth and shrinks back; a SIGKILLed processor's slice
+is handed back by the supervisor from its lease journal; a killed embedded Azurite is
+restarted on its ports and data. No wall-clock asserts: the tests check which mechanism
+fired (a pickup "by hint" although the poll interval is 30 s, a hand-back count, a restart
+count) and that the mosaics are still pixel-identical to the offline render.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dal.azurite import Azurite, read_status
+from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+from dal.queues import QueueAccessor, ReceivedMessage
+from mosaic.images import open_image
+from mosaic.render import render
+from tests.pipeline_helpers import TEST_ENV, Pipeline, sample_photo, synthetic_library
+from tests.test_listener import in_thread, listener, message, wait_for
+from workers.leases import LEASE_DIR_ENV
+from workers.slicing import encode_output
+from workers.storage_keeper import AzuriteKeeper
+from workers.supervisor import ChildSpec, Supervisor
+
+# Polling so slow that only a hint (or a hand-back with its hint) explains a prompt pickup.
+SLOW_POLLS = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "30", "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
+              "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "60"}  # fmt: skip
+
+
+def _decoded(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def _assert_pixel_identical(pipe: Pipeline, rid: str, image: bytes, *, tile: int, slices: int) -> None:
+    job = pipe.job(rid)
+    assert job is not None and job.status == "done", (job, pipe.logs())
+    library = pipe.services.libraries.load(pipe.library_uri)
+    expected = render(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
+                      max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+    assert np.array_equal(pipe.slice_outputs(job), expected)
+    assert np.array_equal(pipe.output_pixels(job), _decoded(encode_output(expected)))
+
+
+def _channels(tmp_path: Path) -> dict[str, str]:
+    hints = short_hint_dir(tmp_path / "hints")
+    return {HINT_DIR_ENV: str(hints), LEASE_DIR_ENV: str(tmp_path / "leases")}
+
+
+def _log_lines(pipe: Pipeline, needle: str) -> list[str]:
+    return [line for r in pipe.roles for line in r.log_path.read_text(errors="replace").splitlines() if needle in line]
+
+
+# -- hints --------------------------------------------------------------------------------
+
+
+def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, tmp_path: Path) -> None:
+    env = {**SLOW_POLLS, **_channels(tmp_path)}
+    for role in ("controller", "processor", "responder"):
+        pipe.start(role, env=env)
+    # Every listener has made its first (empty) receive and now sleeps 30 s.
+    wait_for(lambda: len(_log_lines(pipe, "listener.start")) == 4 or None, seconds=60)
+    wait_for(lambda: len(list(Path(env[HINT_DIR_ENV]).glob("*.sock"))) == 4 or None)
+    time.sleep(1.0)  # past the first empty receive of each listener
+    pipe.services.queues.image_request.hints = LocalHintChannel(env[HINT_DIR_ENV])
+    image = sample_photo(40, 30, seed=11)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=3)
+
+    pipe.wait([rid], timeout=25)  # four hops at one 30 s poll each would need 120 s
+
+    detected = _log_lines(pipe, "listener.work_detected")
+    assert detected and all("by=hint" in line for line in detected), detected
+    queues = {line.split("queue=")[1].split()[0] for line in detected}
+    assert len(queues) == 4, detected  # imagerequest, slicerequest, sliceresponse, imageresponse
+    _assert_pixel_identical(pipe, rid, image, tile=8, slices=3)
+
+
+def test_a_lost_hint_costs_one_poll_at_the_cap(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    queue = QueueAccessor(storage, prefix=f"h{unique}").slice_response
+    queue.ensure_exists()
+    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    handled: list[ReceivedMessage] = []
+    # Subscribed to hints, so its idle cap is poll_max_hinted; the send below publishes none.
+    consumer = listener(queue, handled.append, hints=channel, poll_min=0.05, poll_max=0.2, poll_max_hinted=1.0)
+    thread = in_thread(consumer.run)
+    try:
+        wait_for(lambda: consumer.stats["empty_receives"] >= 3 or None)
+        assert consumer.effective_poll_max == 1.0
+        queue.hints = LocalHintChannel(tmp_path / "elsewhere")  # the hint goes nowhere: "lost"
+        queue.submit(message(queue))
+        wait_for(lambda: handled or None)
+        assert (consumer.stats["poll_pickups"], consumer.stats["hint_pickups"], consumer.stats["hints"]) == (1, 0, 0)
+        queue.hints = channel  # and with the hint delivered, the pickup is the hint's
+        queue.submit(message(queue))
+        wait_for(lambda: len(handled) == 2 or None)
+        assert consumer.stats["hints"] == 1
+    finally:
+        consumer.stop()
+        thread.join(timeout=15)
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()
+
+
+# -- elastic dequeue ----------------------------------------------------------------------
+
+
+def test_elastic_concurrency_grows_with_depth_and_shrinks_when_empty(storage, unique: str) -> None:  # type: ignore[no-untyped-def]
+    queue = QueueAccessor(storage, prefix=f"e{unique}").slice_response
+    queue.ensure_exists(timeout=30)
+
+    def slow(received: ReceivedMessage) -> None:
+        time.sleep(0.3)
+
+    try:
+        queue.submit([message(queue, i) for i in range(24)])
+        fixed = listener(queue, slow, concurrency=1, batch_size=32)
+        assert fixed.run(max_messages=4) == 4
+        assert fixed.stats["peak_running"] == 1 and fixed.stats["scale_ups"] == 0
+
+        elastic = listener(queue, slow, concurrency=8, min_concurrency=1, batch_size=32)
+        assert elastic.run(burst=True) == 20
+        assert elastic.stats["scale_ups"] >= 1 and elastic.stats["depth_checks"] >= 1
+        assert elastic.stats["peak_running"] > 1  # more than one handler ran at once
+        assert elastic.stats["peak_concurrency"] <= 8
+        assert elastic.stats["scale_downs"] >= 1 and elastic.active_concurrency == 1  # QueueEmpty: back to one
+    finally:
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()
+
+
+# -- crash recovery -----------------------------------------------------------------------
+
+
+def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pipeline, tmp_path: Path) -> None:
+    from photomosaics.commands.run import hand_back_on_exit
+
+    channels = _channels(tmp_path)
+    # A 60 s lease (the default) and 30 s polls: without the hand-back the slice would wait a minute.
+    env = {**SLOW_POLLS, **channels, "PHOTOMOSAICS_VISIBILITY_TIMEOUT": "300", "PHOTOMOSAICS_LEASE_SECONDS": "60"}
+    pipe.start("controller", env=env)
+    pipe.start("responder", env=env)
+    handed: list[tuple[str, int]] = []
+    hand_back = hand_back_on_exit(pipe.connection_string, channels)
+
+    def on_exit(name: str, pid: int, code: int | None) -> None:
+        before = len(list(Path(channels[LEASE_DIR_ENV]).glob(f"{pid}.json")))
+        hand_back(name, pid, code)
+        handed.append((name, before))
+
+    argv = [sys.executable, "-c", "from photomosaics.cli import main; main()", "processor"]
+    spec = ChildSpec(name="processor-1", argv=argv,
+                     env={**pipe.env, **env, "PHOTOMOSAICS_TEST_SLICE_DELAY": "1.5"})  # fmt: skip
+    supervisor = Supervisor([spec], grace=10, backoff_min=0.2, backoff_max=1.0, poll_interval=0.05, on_exit=on_exit)
+    thread = threading.Thread(target=supervisor.run, daemon=True)
+    thread.start()
+    try:
+        pipe.services.queues.image_request.hints = LocalHintChannel(channels[HINT_DIR_ENV])
+        image = sample_photo(40, 30, seed=12)
+        rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+        journal = lambda: list(Path(channels[LEASE_DIR_ENV]).glob("*.json"))  # noqa: E731
+        wait_for(lambda: [p for p in journal() if p.stem == str(supervisor.pids()["processor-1"])] or None, seconds=60)
+        victim = supervisor.pids()["processor-1"]
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)  # mid-slice: it sleeps 1.5 s before rendering
+        pipe.wait([rid], timeout=40)
+    finally:
+        supervisor.stop()
+        thread.join(timeout=30)
+    assert handed and handed[0] == ("processor-1", 1), handed
+    events = [e.kind for e in pipe.services.jobs.events(rid)]
+    assert events.count("done") == 1
+    _assert_pixel_identical(pipe, rid, image, tile=8, slices=2)
+
+
+# -- the embedded Azurite is supervised ---------------------------------------------------
+
+
+def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path) -> None:
+    azurite = Azurite(location=tmp_path / "azurite")
+    azurite.start()
+    keeper = AzuriteKeeper(azurite, tmp_path / "storage-status.json", backoff_min=0.2)
+    stop = threading.Event()
+
+    def watch() -> None:  # what the supervisor's on_tick does in `photomosaics run`
+        while not stop.wait(0.1):
+            keeper.check()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    pipe = Pipeline(azurite.connection_string, tmp_path / "roles")
+    (tmp_path / "roles").mkdir()
+    try:
+        pipe.library_uri = pipe.create_library("tiles", synthetic_library())
+        for role in ("controller", "processor", "responder"):
+            pipe.start(role, env={"PHOTOMOSAICS_RETRY_DELAY_SECONDS": "1"})
+        first = sample_photo(32, 24, seed=13)
+        rid1 = pipe.submit(first, library_uri=pipe.library_uri, tile_size=8, slices=2)
+        pipe.wait([rid1], timeout=60)
+        time.sleep(1.5)  # Azurite saves its metadata every second or so: let it
+        ports = dict(azurite.ports)
+        os.killpg(azurite.pid, signal.SIGKILL)
+        wait_for(lambda: keeper.restarts == 1 or None, seconds=60)
+        assert keeper.azurite.ports == ports  # same ports: every connection string stays valid
+        status = read_status({"PHOTOMOSAICS_STORAGE_STATUS_FILE": str(keeper.status_file)})
+        assert status is not None and status["state"] == "running" and "restarted" in str(status["message"])
+        second = sample_photo(32, 24, seed=14)
+        rid2 = pipe.submit(second, library_uri=pipe.library_uri, tile_size=8, slices=2)
+        pipe.wait([rid2], timeout=120)
+        _assert_pixel_identical(pipe, rid2, second, tile=8, slices=2)
+    finally:
+        pipe.stop_all()
+        stop.set()
+        watcher.join(timeout=5)
+        keeper.azurite.stop()
+
+
+def test_healthz_says_what_happened_to_the_embedded_azurite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dal.azurite import write_status
+    from dal.config import azurite_connection_string
+
+    status_file = tmp_path / "status.json"
+    write_status(status_file, state="restarting", restarts=0,
+                 message="the embedded Azurite started by `photomosaics run` exited (code -9)")  # fmt: skip
+    monkeypatch.setenv("PHOTOMOSAICS_STORAGE_STATUS_FILE", str(status_file))
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite_connection_string("127.0.0.1", 9, 9, 9))
+    monkeypatch.setenv("PHOTOMOSAICS_SECRET_KEY", uuid.uuid4().hex)
+    from webapp import create_app
+
+    client = create_app().test_client()
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    detail = response.get_json()["detail"]
+    assert "exited (code -9)" in detail and "unset it" not in detail.split(" (")[0]

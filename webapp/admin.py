@@ -1,0 +1,31 @@
+"""The operator token: what guards the API calls that change queues.
+
+``PHOTOMOSAICS_ADMIN_TOKEN`` (or ``ADMIN_TOKEN`` in the app config) enables operator actions.
+Unset: they are off, the Queues page shows no buttons and the API answers 403. Set: a
+request must carry ``Authorization: Bearer <token>``; the comparison is constant-time
+(``hmac.compare_digest``) and the token is never logged nor echoed. Reading depths stays public.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from flask import current_app, request
+
+from webapp.errors import ApiError
+
+ADMIN_TOKEN_ENV = "PHOTOMOSAICS_ADMIN_TOKEN"
+
+
+def admin_enabled() -> bool:
+    return bool(current_app.config.get("ADMIN_TOKEN"))
+
+
+def require_admin() -> None:
+    """Raise 403 unless the request carries the operator token."""
+    expected = current_app.config.get("ADMIN_TOKEN") or ""
+    if not expected:
+        raise ApiError(403, "forbidden", f"operator actions are disabled: set {ADMIN_TOKEN_ENV} on the web app")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+        raise ApiError(403, "forbidden", "this operation needs the operator token (Authorization: Bearer <token>)")
