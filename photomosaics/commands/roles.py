@@ -75,7 +75,8 @@ def _services_for(role: str) -> Services:
         settings = Settings.from_env()
         services = Services(storage_from_env(role=role), settings, worker_name(role))
         # A wrong key or account fails here in seconds, not after the worker profile's retries.
-        check_storage(StorageClients(services.storage.connection_string, profile="probe"))
+        # A throttled account (5xx) is no configuration error: the role starts and its retries wait.
+        check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
     except (ValueError, StorageConfigurationError) as exc:
         raise click.ClickException(str(exc)) from None
     services.ensure()
