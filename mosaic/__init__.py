@@ -14,6 +14,7 @@ reader can lift it out whole. Its errors and limits are its own:
     variety     anti-repetition, deterministic and safe across band borders
     rounds      the variety rule's conflict rounds (which candidate each cell keeps)
     candidates  each cell's ranked tiles, shared by variety and rounds
+    fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
     blend       colour correction of the placed tiles toward the target, integer-exact
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
 """

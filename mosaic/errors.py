@@ -10,7 +10,8 @@ project is rooted here and named in this drawing.
      │    ├── ImageDecodeError                bytes that are not an image we can read
      │    ├── LibraryFormatError (ValueError) a library index that is not one
      │    ├── TileSourceError (ValueError)    a would-be library source that cannot be read at all
-     │    └── NoUsableImageError (ValueError) a would-be library source without one usable image
+     │    ├── NoUsableImageError (ValueError) a would-be library source without one usable image
+     │    └── TileBudgetError (ValueError)    max_uses x library size < cells: no fair assignment
      ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
      ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
@@ -39,7 +40,10 @@ module outside ``dal/`` imports Azure's types.
 
 from __future__ import annotations
 
-__all__ = ["PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "NoUsableImageError", "TileSourceError"]
+__all__ = [
+    "PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "NoUsableImageError",
+    "TileSourceError", "TileBudgetError",
+]
 
 
 class PhotoMosaicsError(Exception):
@@ -64,3 +68,7 @@ class TileSourceError(MosaicError, ValueError):
 
 class NoUsableImageError(MosaicError, ValueError):
     """A would-be library source holds no image the engine can use (every file was skipped)."""
+
+
+class TileBudgetError(MosaicError, ValueError):
+    """``max_uses`` × library size is smaller than the number of cells: no fair assignment exists."""

@@ -20,6 +20,7 @@ from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_
 from .library import TileLibrary
 from .matching import nearest
 from .signatures import SUB, cell_pixels, colour_features, features
+from .fair import assign
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
 COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
@@ -39,6 +40,10 @@ class RenderOptions:
                    cell (higher favours colour fidelity, lower structure).
     mirror:        tiles may also be used mirrored left-right: twice the choice from the
                    same photos (a tile and its mirror image count as one for variety).
+    max_uses:      fair use: no tile (with its mirror image) placed more than this many
+                   times in the whole mosaic (None = no limit). The cells are then assigned
+                   by an exact minimum-cost assignment over the whole grid (``fair``),
+                   which replaces the variety rule.
     """
 
     variety: int = 2
@@ -46,6 +51,7 @@ class RenderOptions:
     colour_first: bool = False
     colour_weight: float = 6.5
     mirror: bool = True
+    max_uses: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.variety <= 16:
@@ -54,6 +60,8 @@ class RenderOptions:
             raise ValueError(f"blend must be 0..100 %, got {self.blend}")
         if not self.colour_weight > 0:
             raise ValueError(f"colour_weight must be positive, got {self.colour_weight}")
+        if self.max_uses is not None and (type(self.max_uses) is not int or self.max_uses < 1):
+            raise ValueError(f"max_uses must be a positive integer or None, got {self.max_uses!r}")
 
 
 DEFAULT_OPTIONS = RenderOptions()
@@ -112,6 +120,8 @@ def choose_tiles(
     Indices ``>= len(library)`` are mirror images (``candidate_tiles``).
     """
     rows, cols = _check_cells(cells, tile_size)
+    if options.max_uses is not None:
+        return assign_fair(cells, library, tile_size=tile_size, options=options)
     if cell_pixels(tile_size) == 1:
         return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
     structure, colour = _weights(options, tile_size)
@@ -131,6 +141,25 @@ def choose_tiles(
         else:
             choice[start:stop] = nearest(wanted, candidates).reshape(stop - start, cols)
     return choice
+
+
+def assign_fair(cells: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """``(rows, cols) int32``: the fair-use choice (``options.max_uses``) for a whole cell image.
+
+    Global by nature, so ``render`` calls it once on the whole grid and gives each band its
+    rows; the pipeline renders a fair-use job as one slice for the same reason.
+    """
+    assert options.max_uses is not None
+    rows, cols = _check_cells(cells, tile_size)
+    if cell_pixels(tile_size) == 1:
+        tile_means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
+        candidates = library.cached(("colour-features", tile_size), lambda: colour_features(tile_means))
+        wanted = colour_features(cells.reshape(-1, 3))
+    else:
+        structure, colour = _weights(options, tile_size)
+        candidates = tile_features(library, tile_size, options)
+        wanted = features(_sub_cells(cells), structure=structure, colour=colour)
+    return assign(wanted, candidates, distinct=len(library), max_uses=options.max_uses).reshape(rows, cols)
 
 
 def strips(rows: int, cols: int, row_offset: int) -> list[tuple[int, int]]:
@@ -209,14 +238,20 @@ def render_band(
     seed: str,
     row_offset: int = 0,
     options: RenderOptions = DEFAULT_OPTIONS,
+    choice: np.ndarray | None = None,
 ) -> np.ndarray:
     """The mosaic of one band: ``(rows*tile_size, cols*tile_size, 3) uint8``.
 
     ``cells`` is the band's cell image; ``row_offset`` its first row in the whole grid
-    (variety depends on global positions); ``seed`` the job's request id.
+    (variety depends on global positions); ``seed`` the job's request id. ``choice``: the
+    band's rows of a choice made for the whole grid (fair use, ``assign_fair``); by default
+    the band chooses its own tiles.
     """
     rows, cols = _check_cells(cells, tile_size)
-    choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
+    if choice is None:
+        choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
+    elif choice.shape != (rows, cols):
+        raise ValueError(f"choice is {choice.shape}, the band has {rows}x{cols} cells")
     out = compose(choice, candidate_tiles(library, tile_size, options))
     if options.blend:
         if cell_pixels(tile_size) == 1:
@@ -256,11 +291,15 @@ def render(
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
     bands = plan_bands(grid.tiles_down, slices)
+    whole = None
+    if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
+        whole = assign_fair(cells, library, tile_size=tile_size, options=options)
     parts = []
     for band in bands:
         parts.append(render_band(
             band_cells(cells, band, tile_size=tile_size), library, tile_size=tile_size, seed=seed,
             row_offset=band.start, options=options,
+            choice=None if whole is None else whole[band.start : band.stop],
         ))
         if progress is not None:
             progress(band.stop, grid.tiles_down)

@@ -6,6 +6,7 @@ import io
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 from PIL import Image
@@ -142,6 +143,8 @@ def test_render_with_a_library_in_storage(
         (["--tile-size", "65"], "65 is not in the range"),
         (["--slices", "40", "--tiles-across", "12"], "cannot cut 8 rows"),
         (["--blend", "150"], "150 is not in the range 0<=x<=100"),
+        (["--max-uses", "0"], "0 is not in the range x>=1"),
+        (["--max-uses", "2", "--tiles-across", "12"], "96 cells need more than 8 tiles x 2 uses: raise max_uses to at least 12"),
     ],
 )
 def test_bad_options_are_clear_errors(target: Path, tiles_dir: Path, tmp_path: Path, extra: list[str], message: str) -> None:
@@ -170,3 +173,15 @@ def test_missing_and_broken_inputs_are_clear_errors(
     monkeypatch.delenv(CONNECTION_STRING_ENV, raising=False)
     assert_clean_failure(run("render", str(target), "--library", "holiday", "-o", out), CONNECTION_STRING_ENV)
     assert not Path(out).exists()
+
+
+def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fair.png"
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "4", "--blend", "0"]
+    result = run(*args, "--max-uses", "1", "--slices", "2", "-o", str(out))  # 4 x 3 = 12 cells, 8 tiles x 1 use
+    assert_clean_failure(result, "12 cells need more than 8 tiles x 1 uses")
+    assert run(*args, "--max-uses", "2", "--slices", "2", "-o", str(out)).exit_code == 0
+    with Image.open(out) as mosaic:
+        cells = np.asarray(mosaic.convert("RGB")).reshape(3, 8, 4, 8, 3)[:, 4, :, 4].reshape(-1, 3)  # flat tiles
+    _, counts = np.unique(cells, axis=0, return_counts=True)
+    assert counts.max() <= 2 and counts.sum() == 12
