@@ -17,7 +17,6 @@ import contextlib
 import ctypes
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -27,6 +26,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from dal import node_runtime
 from dal.config import CONNECTION_STRING_ENV, azurite_connection_string, expand_connection_string
 
 _LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^:]+:(\d+)")
@@ -93,6 +93,7 @@ class Azurite:
         self._process: subprocess.Popen[str] | None = None
         self._output: list[str] = []
         self._reader: threading.Thread | None = None
+        self.runtime: node_runtime.NodeRuntime | None = None  # the Node.js it runs on, once started
 
     @property
     def connection_string(self) -> str:
@@ -109,12 +110,16 @@ class Azurite:
         return self._process.poll() if self._process is not None else None
 
     def command(self) -> list[str]:
-        node = shutil.which("node")
-        if node is None:
-            raise AzuriteError("node is not on PATH; Azurite needs Node.js 20 or newer")
+        runtime = node_runtime.find()
+        if runtime is None:
+            raise AzuriteError(
+                f"no Node.js {node_runtime.required_major()}+ for Azurite: run `make install` "
+                "(it installs one from PyPI into .venv when the system has none)"
+            )
+        self.runtime = runtime
         blob, queue, table = self.requested_ports
         cmd = [
-            node, str(find_azurite_script()),
+            str(runtime.node), str(find_azurite_script()),
             "--silent", "--skipApiVersionCheck", "--disableTelemetry",
             "--blobHost", self.host, "--blobPort", str(blob),
             "--queueHost", self.host, "--queuePort", str(queue),

@@ -1,19 +1,24 @@
 """Names and settings in one place, read from the environment, and the storage clients.
 
 No Azure client is created at import time: ``StorageClients`` builds each service client
-the first time it is used, with a retry policy chosen for the caller. Blob and queue use the
-storage SDK's ``ExponentialRetry``/``LinearRetry`` (jittered; the n-th wait is
-``initial_backoff + increment_base**n``); tables use azure-core's policy (first retry at once,
-then ``factor * 2**(n-1)``, no jitter). Waits between attempts:
+the first time it is used, with a retry policy chosen for the caller: the SDK's own policies
+(blob and queue: the storage SDK's jittered ``ExponentialRetry``, the n-th wait
+``initial_backoff + increment_base**n``, given a wait of about 10 s after a 503 ServerBusy
+and a retry counter by ``dal.retry`` in the ``worker`` and ``interactive`` profiles:
+throttling is answered by waiting, never by spinning or failing over). Tables use
+azure-data-tables' own ``TablesRetryPolicy`` (first retry at once, then
+``factor * 2**(n-1)``, no jitter): that SDK builds it from keyword arguments and ignores a
+``retry_policy=``, so the ServerBusy wait does not reach table calls.
+Waits between attempts:
 
 - ``worker``: long-running roles. Rides out throttling (503 Server Busy) and brief
   outages: blob/queue 3, 5, 9, 17, 33 s (±1 s), about 67 s over 5 retries; tables 0, 2, 4,
   8, 16 s. Socket timeouts 20 s connect, 120 s read (large blobs).
 - ``interactive``: the web app. A person is waiting: blob/queue 1.5, 2.25 s (±0.3 s), about
   4 s over 2 retries; tables 0, 0.6, 1.2 s. Timeouts 5 s connect, 60 s read.
-- ``probe``: health checks, start-up checks and tests. One retry after 0.2 s (tables: at
-  once), 2 s connect and 10 s read timeouts, so a dead endpoint is reported in seconds, not
-  after the SDK's default of about 18 + 24 + 42 s.
+- ``probe``: health checks, start-up checks and tests. One retry after about 0.2 s, 2 s
+  connect and 10 s read timeouts, so a dead endpoint is reported in seconds, not after
+  the SDK's default of about 18 + 24 + 42 s.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ IMAGE_RESPONSE_QUEUE = "imageresponse"
 SLICE_REQUEST_QUEUE = "slicerequest"
 SLICE_RESPONSE_QUEUE = "sliceresponse"
 WORK_QUEUES = (IMAGE_REQUEST_QUEUE, SLICE_REQUEST_QUEUE, SLICE_RESPONSE_QUEUE, IMAGE_RESPONSE_QUEUE)
+JOB_CLEANUP_QUEUE = "jobcleanup"  # deleting a job's blobs and rows: dal.cleanup
 POISON_SUFFIX = "-poison"
 
 IMAGE_INPUT_CONTAINER = "imageinput"
@@ -178,14 +184,12 @@ class Settings:
         )
 
 
-def _queue_blob_retry(profile: RetryProfile) -> Any:
-    from azure.storage.blob import ExponentialRetry, LinearRetry
-
-    if profile == "worker":
-        return ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=5, random_jitter_range=1)
-    if profile == "interactive":
-        return ExponentialRetry(initial_backoff=0, increment_base=1.5, retry_total=2, random_jitter_range=0.3)
-    return LinearRetry(backoff=0.2, random_jitter_range=0.1, retry_total=1)
+_QUEUE_BLOB_RETRY: dict[str, dict[str, float]] = {
+    "worker": {"initial_backoff": 1, "increment_base": 2, "retry_total": 5, "random_jitter_range": 1},
+    "interactive": {"initial_backoff": 0, "increment_base": 1.5, "retry_total": 2, "random_jitter_range": 0.3},
+    # One retry after about 0.2 s (0 + 0.2**1): a dead endpoint is reported at once.
+    "probe": {"initial_backoff": 0, "increment_base": 0.2, "retry_total": 1, "random_jitter_range": 0.1},
+}
 
 
 _TIMEOUTS: dict[str, dict[str, float]] = {
@@ -219,6 +223,18 @@ class StorageClients:
         self.connection_string = expand_connection_string(connection_string)
         self.profile = profile
         self._response_hook = response_hook
+        # Throttling (dal/retry.py): ServerBusy waits, retries are counted when the hook can.
+        from dal.retry import retry_tuning_from_env
+
+        self._retry_scale, self._server_busy_wait = retry_tuning_from_env()
+        self._on_retry = getattr(response_hook, "record_retry", None)
+
+    def _retry(self) -> Any:
+        from dal.retry import ThrottleAwareRetry
+
+        busy = 0.0 if self.profile == "probe" else self._server_busy_wait  # a probe reports, it does not wait
+        tuning = {"scale": self._retry_scale, "server_busy_wait": busy, "on_retry": self._on_retry}
+        return ThrottleAwareRetry(**_QUEUE_BLOB_RETRY[self.profile], **tuning)
 
     def __repr__(self) -> str:
         return f"StorageClients({describe_connection_string(self.connection_string)}, profile={self.profile!r})"
@@ -234,7 +250,7 @@ class StorageClients:
         from azure.storage.queue import QueueServiceClient
 
         return QueueServiceClient.from_connection_string(
-            self.connection_string, retry_policy=_queue_blob_retry(self.profile), **self._common()
+            self.connection_string, retry_policy=self._retry(), **self._common()
         )
 
     @cached_property
@@ -242,7 +258,7 @@ class StorageClients:
         from azure.storage.blob import BlobServiceClient
 
         return BlobServiceClient.from_connection_string(
-            self.connection_string, retry_policy=_queue_blob_retry(self.profile), **self._common()
+            self.connection_string, retry_policy=self._retry(), **self._common()
         )
 
     @cached_property

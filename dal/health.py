@@ -32,8 +32,13 @@ def _endpoint(client: Any) -> str:
     return str(client.url).split("?", 1)[0]
 
 
-def check_storage(storage: StorageClients) -> None:
-    """Make one cheap call per service; raise StorageConfigurationError when the account is unusable."""
+def check_storage(storage: StorageClients, *, throttled_ok: bool = False) -> None:
+    """Make one cheap call per service; raise StorageConfigurationError when the account is unusable.
+
+    A 5xx answer (503 ServerBusy, 500 OperationTimedOut) is not a configuration error: it is
+    raised as is, or, with ``throttled_ok`` (long-running roles), accepted: the account is
+    there and throttled, and a role that refused to start would turn throttling into an outage.
+    """
     checks: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] = [
         ("blob", lambda: storage.blob_service, lambda c: c.list_containers(results_per_page=1)),
         ("queue", lambda: storage.queue_service, lambda c: c.list_queues(results_per_page=1)),
@@ -73,6 +78,8 @@ def check_storage(storage: StorageClients) -> None:
                     f"{where} rejected the request (HTTP {exc.status_code} {_code(exc)}): "
                     f"check the account name and endpoints in {CONNECTION_STRING_ENV}"
                 ) from None
+            if throttled_ok and exc.status_code is not None and exc.status_code >= 500:
+                continue  # the role's retry policy waits out the throttling
             raise
 
 

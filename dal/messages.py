@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from dal.config import (
     IMAGE_REQUEST_QUEUE,
     IMAGE_RESPONSE_QUEUE,
+    JOB_CLEANUP_QUEUE,
     SLICE_REQUEST_QUEUE,
     SLICE_RESPONSE_QUEUE,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "SliceRequestMessage",
     "SliceResponseMessage",
     "ImageResponseMessage",
+    "JobCleanupMessage",
     "QueueMessageFormatException",
     "MESSAGE_TYPES",
 ]
@@ -293,7 +295,16 @@ class ImageResponseMessage(QueueMessage):
     QUEUE: ClassVar[str] = IMAGE_RESPONSE_QUEUE
 
 
+@dataclass(frozen=True, kw_only=True)
+class JobCleanupMessage(QueueMessage):
+    """Delete everything of a job (blobs, claim, rows, events): ``dal.cleanup``. Idempotent."""
+
+    TYPE: ClassVar[str] = "JobCleanup"
+    QUEUE: ClassVar[str] = JOB_CLEANUP_QUEUE
+
+
 MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
     cls.TYPE: cls
-    for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage)
+    for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage,
+                JobCleanupMessage)
 }

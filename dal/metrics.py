@@ -11,6 +11,10 @@ thread of a process.
 A role process counts when ``PHOTOMOSAICS_COUNT_TRANSACTIONS`` names a folder: at exit it
 writes ``<folder>/<role>-<pid>.json`` (``exit_role`` calls ``dump_installed_counter``; an
 ``atexit`` hook covers normal interpreter exits).
+
+Retries are counted too: ``record_retry`` is the retry policies' callback (``dal.retry``), so
+a snapshot says how many attempts were retries, why (``throttled``, ``server``,
+``connection``) and how long the process waited between them.
 """
 
 from __future__ import annotations
@@ -134,6 +138,24 @@ class TransactionCounter:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._failures: Counter[str] = Counter()
+        self._retries: Counter[str] = Counter()
+        self._backoff_seconds = 0.0
+
+    def record_retry(self, kind: str, seconds: float) -> None:
+        """A retry policy's callback (``dal.retry``): one retry of ``kind`` after ``seconds``."""
+        with self._lock:
+            self._retries[kind] += 1
+            self._backoff_seconds += seconds
+
+    def retries(self) -> dict[str, int]:
+        """Retries by cause: ``throttled`` (503/500 ServerBusy, OperationTimedOut), ``server``, ``connection``."""
+        with self._lock:
+            return dict(self._retries.most_common())
+
+    def backoff_seconds(self) -> float:
+        """Seconds spent (or about to be spent) waiting between attempts."""
+        with self._lock:
+            return self._backoff_seconds
 
     def __call__(self, response: Any) -> None:
         request = response.http_request
@@ -162,6 +184,8 @@ class TransactionCounter:
         with self._lock:
             self._counts.clear()
             self._failures.clear()
+            self._retries.clear()
+            self._backoff_seconds = 0.0
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -169,6 +193,8 @@ class TransactionCounter:
                 "total": sum(self._counts.values()),
                 "operations": dict(self._counts.most_common()),
                 "failures": dict(self._failures.most_common()),
+                "retries": dict(self._retries.most_common()),
+                "backoff_seconds": round(self._backoff_seconds, 3),
             }
 
     def dump(self, path: str | Path, **extra: Any) -> None:

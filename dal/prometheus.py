@@ -61,8 +61,19 @@ STORAGE_THROTTLED = PromCounter(
 )
 
 
+STORAGE_RETRY_BACKOFF = PromCounter(
+    "photomosaics_storage_retry_backoff_seconds_total",
+    "Seconds the storage retry policy waited before retrying, by cause (throttled, server, connection).",
+    ["kind"],
+)
+
+
 class StorageRequestMetrics:
     """``StorageClients(response_hook=StorageRequestMetrics())``: thread-safe, stateless."""
+
+    def record_retry(self, kind: str, seconds: float) -> None:
+        """The retry policies' callback (``dal.retry``): back-off time by cause."""
+        STORAGE_RETRY_BACKOFF.labels(kind).inc(max(seconds, 0.0))
 
     def __call__(self, response: Any) -> None:
         name = operation_name(response.http_request)
@@ -88,6 +99,14 @@ def chain_hooks(*hooks: Callable[[Any], None] | None) -> Callable[[Any], None] |
         for each in present:
             each(response)
 
+    retry_sinks = [h.record_retry for h in present if hasattr(h, "record_retry")]
+    if retry_sinks:  # the retry policies' callback (dal.retry) reaches every hook that wants it
+
+        def record_retry(kind: str, seconds: float) -> None:
+            for sink in retry_sinks:
+                sink(kind, seconds)
+
+        hook.record_retry = record_retry  # type: ignore[attr-defined]
     return hook
 
 

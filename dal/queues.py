@@ -30,6 +30,7 @@ from dal.config import (
     CLAIM_CHECK_CONTAINER,
     IMAGE_REQUEST_QUEUE,
     IMAGE_RESPONSE_QUEUE,
+    JOB_CLEANUP_QUEUE,
     POISON_SUFFIX,
     SLICE_REQUEST_QUEUE,
     SLICE_RESPONSE_QUEUE,
@@ -384,13 +385,19 @@ class QueueAccessor:
         self.slice_request = make(SLICE_REQUEST_QUEUE)
         self.slice_response = make(SLICE_RESPONSE_QUEUE)
         self.image_response = make(IMAGE_RESPONSE_QUEUE)
+        self.job_cleanup = make(JOB_CLEANUP_QUEUE)
 
     def all(self) -> list[ImageProcessingQueue]:
+        """The four queues of the mosaic workflow."""
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
+
+    def monitored(self) -> list[ImageProcessingQueue]:
+        """Every queue an operator watches: the workflow's four and ``jobcleanup``."""
+        return [*self.all(), self.job_cleanup]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
         """A queue by its logical (``imagerequest``) or full (prefixed) name."""
-        for queue in self.all():
+        for queue in self.monitored():
             if name in (queue.logical_name, queue.name):
                 return queue
         raise KeyError(f"no work queue named {name!r}")
@@ -399,7 +406,7 @@ class QueueAccessor:
         """The queue a message is addressed to by its ``queue_uri``; it must match the type."""
         path = urlsplit(message.queue_uri).path.rstrip("/")
         name = path.rsplit("/", 1)[-1]
-        matches = [q for q in self.all() if q.name == name]
+        matches = [q for q in self.monitored() if q.name == name]
         if not matches:
             raise QueueMessageFormatException(
                 f"queue_uri {message.queue_uri!r} names none of the queues {[q.name for q in self.all()]}"
@@ -410,7 +417,7 @@ class QueueAccessor:
         return queue
 
     def ensure_all(self) -> None:
-        for queue in self.all():
+        for queue in self.monitored():
             queue.ensure_exists()
 
 

@@ -118,8 +118,9 @@ def busy_endpoint() -> Iterator[tuple[int, list[str]]]:
 
 @pytest.mark.parametrize(("profile", "attempts"), [("probe", 2), ("interactive", 3)])
 def test_server_busy_is_retried_per_profile_then_surfaces(
-    busy_endpoint: tuple[int, list[str]], profile: str, attempts: int
+    busy_endpoint: tuple[int, list[str]], profile: str, attempts: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PHOTOMOSAICS_SERVER_BUSY_SECONDS", "0.2")  # the ServerBusy pause (10 s by default)
     port, seen = busy_endpoint
     busy = azurite_connection_string("127.0.0.1", port, port, port)
     storage = StorageClients(busy, profile=profile)  # type: ignore[arg-type]
@@ -128,3 +129,10 @@ def test_server_busy_is_retried_per_profile_then_surfaces(
     assert not isinstance(caught.value, StorageConfigurationError)
     assert caught.value.status_code == 503
     assert len(seen) == attempts
+
+
+def test_a_throttled_account_lets_a_role_start(busy_endpoint: tuple[int, list[str]]) -> None:
+    port, seen = busy_endpoint
+    busy = azurite_connection_string("127.0.0.1", port, port, port)
+    check_storage(StorageClients(busy, profile="probe"), throttled_ok=True)  # no raise: 503 is no config error
+    assert len(seen) >= 6  # blob, queue and table were each asked (and retried)

@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
@@ -280,17 +280,19 @@ def job_preview(request_id: str) -> Response:
 @bp.delete("/jobs/<request_id>")
 def delete_job(request_id: str) -> tuple[str, int]:
     """Remove a finished job's blobs, row and events. A running job is refused (409): the
-    controller would otherwise recreate the row it is still working on."""
+    controller would otherwise recreate the row it is still working on.
+
+    The cleanup is queued first (``jobcleanup``, the durable intent: the responder finishes it
+    if this request dies half-way), then done here at once so the answer can be 204 and the
+    job is gone when the client looks again; the queued copy later finds nothing to do."""
+    from dal.cleanup import delete_job_everywhere, request_cleanup
+
     job = _own_job(request_id)
     if job.status not in _TERMINAL:
         raise ApiError(409, "job_running", f"the job is still {job.status}; delete it once it is done or failed")
     svc = services()
-    svc.blobs.delete(IMAGE_INPUT_CONTAINER, job.input_name)
-    svc.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, f"{request_id}/")
-    svc.blobs.delete_prefix(SLICE_RESPONSE_CONTAINER, f"{request_id}/")
-    if job.output_name:
-        svc.blobs.delete(IMAGE_OUTPUT_CONTAINER, job.output_name)
-    svc.jobs.delete(client_id(), request_id)
+    request_cleanup(svc.queues.job_cleanup, client_id(), request_id)
+    delete_job_everywhere(svc.blobs, svc.jobs, client_id(), request_id)
     PREVIEWS.drop(request_id)
     log.info("job %s deleted", request_id)
     return "", 204

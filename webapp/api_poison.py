@@ -24,10 +24,10 @@ bp = Blueprint("poison", __name__)
 def _queue(name: str) -> Any:
     svc: Services = current_app.extensions["photomosaics"]
     svc.ensure_ready()
-    for queue in svc.queues.all():
+    for queue in svc.queues.monitored():
         if queue.logical_name == name:
             return svc, queue
-    names = ", ".join(q.logical_name for q in svc.queues.all())
+    names = ", ".join(q.logical_name for q in svc.queues.monitored())
     raise ApiError(404, "not_found", f"no work queue named {name[:80]!r} (one of: {names})")
 
 

@@ -46,6 +46,6 @@ def queues() -> Response:
             "depth": q.approximate_depth(),
             "poison_depth": q.poison.approximate_depth(),
         }
-        for q in svc.queues.all()
+        for q in svc.queues.monitored()
     ]
     return jsonify({"queues": rows})

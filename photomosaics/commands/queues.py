@@ -31,7 +31,7 @@ def queues(ctx: click.Context, show_poison: bool, data_dir: str | None) -> None:
 
     with command_stores(data_dir) as stores:
         rows = []
-        for queue in stores.queues.all():
+        for queue in stores.queues.monitored():
             queue.ensure_exists()
             rows.append((queue, queue.approximate_depth(), queue.poison.approximate_depth()))
         width = max(len(queue.name) for queue, _, _ in rows)
@@ -60,7 +60,7 @@ def _queue(stores, name: str):  # type: ignore[no-untyped-def]
     try:
         return stores.queues.by_name(name)
     except KeyError:
-        names = ", ".join(q.logical_name for q in stores.queues.all())
+        names = ", ".join(q.logical_name for q in stores.queues.monitored())
         raise click.BadParameter(f"no work queue named {name!r} (one of: {names})", param_hint="QUEUE") from None
 
 

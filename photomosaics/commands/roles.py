@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from dal.queues import ReceivedMessage
     from workers.services import Services
 
-# (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons)
-Binding = tuple[str, Callable[["ReceivedMessage"], None], str]
+# (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons;
+# None when the message is not a job's work, so there is no job to fail)
+Binding = tuple[str, Callable[["ReceivedMessage"], None], str | None]
 
 _burst = click.option("--burst", is_flag=True, help="Stop once the queues are empty (tests, draining).")
 _max_messages = click.option(
@@ -74,7 +75,8 @@ def _services_for(role: str) -> Services:
         settings = Settings.from_env()
         services = Services(storage_from_env(role=role), settings, worker_name(role))
         # A wrong key or account fails here in seconds, not after the worker profile's retries.
-        check_storage(StorageClients(services.storage.connection_string, profile="probe"))
+        # A throttled account (5xx) is no configuration error: the role starts and its retries wait.
+        check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
     except (ValueError, StorageConfigurationError) as exc:
         raise click.ClickException(str(exc)) from None
     services.ensure()
@@ -121,14 +123,18 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
 @_concurrency(8)
 @_grace
 def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
-    """Run the responder: marks jobs done from imageresponse."""
+    """Run the responder: marks jobs done from imageresponse, deletes jobs from jobcleanup."""
+    from workers.cleaner import JobCleaner
     from workers.responder import Responder
 
     services = _services_for("responder")
     worker = Responder(services)
-    _run(services, "responder", [("image_response", worker.handle_image_response, "finishing the job")],
-         concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
-         max_messages=max_messages)  # fmt: skip
+    cleaner = JobCleaner(services)
+    _run(services, "responder", [
+        ("image_response", worker.handle_image_response, "finishing the job"),
+        ("job_cleanup", cleaner.handle_job_cleanup, None),
+    ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
+        max_messages=max_messages)  # fmt: skip
 
 
 def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
@@ -153,7 +159,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            traced(timed(guard(handler, jobs=services.jobs, actor=services.name),
+            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
                          role=role, queue=getattr(services.queues, queue_attr).logical_name),
                    queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
@@ -168,7 +174,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
             poll_max=settings.poll_max_interval,
             retry_delay=_env_float("PHOTOMOSAICS_RETRY_DELAY_SECONDS", 5.0),
             grace=grace,
-            on_poison=poison_hook(services.jobs, actor=services.name, what=what),
+            on_poison=None if what is None else poison_hook(services.jobs, actor=services.name, what=what),
         )
         for queue_attr, handler, what in bindings
     ]

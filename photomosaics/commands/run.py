@@ -93,7 +93,8 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
         connection_string = azurite.start()
     except AzuriteError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite'}")
+    node = azurite.runtime.describe() if azurite.runtime else "Node.js"
+    click.echo(f"storage: embedded Azurite (pid {azurite.pid}) on {node}, data in {data_dir / 'azurite'}")
     holder = [azurite]  # the keeper may replace it with a restarted one
     try:
         yield connection_string, holder
@@ -116,7 +117,7 @@ def prepare_storage(connection_string: str) -> None:
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
     queues = QueueAccessor(storage, settings=settings, prefix=prefix)
-    for queue in queues.all():
+    for queue in queues.monitored():
         queue.ensure_exists()
     BlobStore(storage, prefix=prefix).ensure_containers()
     JobStore(storage, prefix=prefix).ensure_tables()

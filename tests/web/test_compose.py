@@ -4,6 +4,7 @@ service, and every environment variable set there is one the code reads."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -59,6 +60,14 @@ def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
     assert (web.params["host"], web.params["port"]) == ("0.0.0.0", 8080)
     assert services["web"]["ports"] == [f"127.0.0.1:{web.params['port']}:8080"]  # never published beyond loopback
     assert services["processor"]["deploy"]["replicas"] == 2
+
+
+def test_the_azurite_image_is_the_version_the_lock_file_pins(compose: dict[str, Any]) -> None:
+    """docker compose and `make run`/`make test` run the same emulator, so they behave alike."""
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    pinned = lock["packages"]["node_modules/azurite"]["version"]
+    image = compose["services"]["azurite"]["image"]
+    assert image == f"mcr.microsoft.com/azure-storage/azurite:{pinned}", (image, pinned)
 
 
 def test_a_wrong_command_would_be_caught() -> None:

@@ -1,0 +1,115 @@
+"""Retry policies for throttling and transient failures: the Azure SDK's, taught two things.
+
+Azure Storage throttles with ``503 ServerBusy`` (and ``500 OperationTimedOut``); its advice
+(AZURE-NOTES.md, seed 003) is to back off with jitter, never spin, and to wait about 10 s
+after a ServerBusy before sending that request again, instead of failing over. The SDK's own
+policies already retry 408/5xx and connection errors; these subclasses only change *how long*
+they wait, so the retry loop stays the SDK's:
+
+- ``ThrottleAwareRetry`` (blob and queue: the storage SDK's ``ExponentialRetry``, jittered)
+  waits at least ``server_busy_wait`` (±20 %) after a ServerBusy answer. Tables keep
+  azure-data-tables' ``TablesRetryPolicy``: that SDK ignores ``retry_policy=`` (it builds
+  its own from keyword arguments), so it is tuned by ``retry_backoff_factor`` only.
+- ``scale`` multiplies every wait. 1 in production; tests set ``PHOTOMOSAICS_RETRY_SCALE``
+  (e.g. 0.05) so a throttling test takes seconds, with the same shape of back-off.
+- ``on_retry(kind, seconds)`` is told of every retry before its sleep: ``kind`` is
+  ``throttled`` (ServerBusy / OperationTimedOut), ``server`` (other 5xx, 408) or
+  ``connection`` (reset, refused, timeout). ``dal.metrics.TransactionCounter.record_retry``
+  is such a callback, so the transaction counts show retries and back-off time.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from azure.storage.blob import ExponentialRetry
+
+__all__ = [
+    "RETRY_SCALE_ENV",
+    "SERVER_BUSY_ENV",
+    "DEFAULT_SERVER_BUSY_WAIT",
+    "THROTTLE_ERROR_CODES",
+    "ThrottleAwareRetry",
+    "retry_kind",
+    "retry_tuning_from_env",
+]
+
+RETRY_SCALE_ENV = "PHOTOMOSAICS_RETRY_SCALE"
+SERVER_BUSY_ENV = "PHOTOMOSAICS_SERVER_BUSY_SECONDS"
+DEFAULT_SERVER_BUSY_WAIT = 10.0  # seed 003: "wait 10 seconds and send the message again"
+THROTTLE_ERROR_CODES = frozenset({"ServerBusy", "OperationTimedOut"})
+_JITTER = 0.2
+
+RetryCallback = Callable[[str, float], None]
+
+
+def _status_and_code(response: Any) -> tuple[int, str]:
+    if response is None:
+        return 0, ""
+    status = int(getattr(response, "status_code", 0) or 0)
+    headers = getattr(response, "headers", None) or {}
+    return status, str(headers.get("x-ms-error-code", "") or "")
+
+
+def retry_kind(response: Any) -> str:
+    """``throttled``, ``server`` or ``connection`` for the response (None) that caused a retry."""
+    status, code = _status_and_code(response)
+    if status == 0:
+        return "connection"
+    if code in THROTTLE_ERROR_CODES or status == 503:
+        return "throttled"
+    return "server"
+
+
+def _is_server_busy(response: Any) -> bool:
+    status, code = _status_and_code(response)
+    return status == 503 and code in ("ServerBusy", "")
+
+
+def _last_response(settings: Mapping[str, Any]) -> Any:
+    history = settings.get("history") or []
+    return getattr(history[-1], "http_response", None) if history else None
+
+
+def _jittered(seconds: float) -> float:
+    return random.uniform(seconds * (1 - _JITTER), seconds * (1 + _JITTER))
+
+
+def retry_tuning_from_env(environ: Mapping[str, str] | None = None) -> tuple[float, float]:
+    """``(scale, server_busy_wait)`` from ``PHOTOMOSAICS_RETRY_SCALE`` / ``..._SERVER_BUSY_SECONDS``."""
+    env = os.environ if environ is None else environ
+    try:
+        scale = float(env.get(RETRY_SCALE_ENV) or 1.0)
+        busy = float(env.get(SERVER_BUSY_ENV) or DEFAULT_SERVER_BUSY_WAIT)
+    except ValueError as exc:
+        raise ValueError(f"{RETRY_SCALE_ENV} and {SERVER_BUSY_ENV} must be numbers: {exc}") from None
+    if scale <= 0 or busy < 0:
+        raise ValueError(f"{RETRY_SCALE_ENV} must be > 0 and {SERVER_BUSY_ENV} >= 0")
+    return scale, busy
+
+
+class ThrottleAwareRetry(ExponentialRetry):
+    """The storage SDK's jittered exponential retry, with a ServerBusy floor and a retry callback."""
+
+    def __init__(self, *, scale: float = 1.0, server_busy_wait: float = DEFAULT_SERVER_BUSY_WAIT,
+                 on_retry: RetryCallback | None = None, **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(**kwargs)
+        self.scale = scale
+        self.server_busy_wait = server_busy_wait
+        self.on_retry = on_retry
+
+    def get_backoff_time(self, settings: dict[str, Any]) -> float:
+        seconds = super().get_backoff_time(settings)
+        if _is_server_busy(_last_response(settings)):
+            seconds = max(seconds, _jittered(self.server_busy_wait))
+        return seconds * self.scale
+
+    def sleep(self, settings: dict[str, Any], transport: Any) -> None:
+        seconds = self.get_backoff_time(settings)
+        if self.on_retry is not None:
+            self.on_retry(retry_kind(_last_response(settings)), seconds)
+        if seconds > 0:
+            transport.sleep(seconds)

@@ -1,0 +1,105 @@
+"""Throttling as Azure does it, through a fault-injecting proxy (``tests/faultproxy.py``).
+
+Azurite cannot throttle on demand, so a loopback proxy in front of it answers a share of
+requests with 503 ServerBusy, 500 OperationTimedOut or a connection reset. The app's retry
+policies (``dal.retry``) must wait (about 10 s after a ServerBusy; scaled down here by
+``PHOTOMOSAICS_RETRY_SCALE`` / ``PHOTOMOSAICS_SERVER_BUSY_SECONDS``), retry, and lose or
+duplicate nothing; the transaction counter (``dal.metrics``) must show the retries.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from dal.config import StorageClients
+from dal.metrics import COUNT_ENV, TransactionCounter
+from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
+from tests.faultproxy import faulty_account
+from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.test_chaos import assert_pixel_identical
+from workers.services import Services
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def test_a_server_busy_send_waits_then_succeeds_once(
+    azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SERVER_BUSY_ENV, "1.5")
+    monkeypatch.setenv(RETRY_SCALE_ENV, "1")
+    name = f"busy{uuid.uuid4().hex[:10]}"
+    direct = StorageClients(azurite_connection_string, profile="probe").queue_service.get_queue_client(name)
+    direct.create_queue()
+    with faulty_account(azurite_connection_string, faults={"503": 1.0}) as account:
+        counter = TransactionCounter()
+        queue = StorageClients(account.connection_string, profile="worker", response_hook=counter)
+        client = queue.queue_service.get_queue_client(name)
+        account.set_active(True)  # every request is throttled ...
+        threading.Timer(0.3, account.set_active, args=(False,)).start()  # ... for 0.3 s
+        started = time.monotonic()
+        client.send_message("hello")
+        elapsed = time.monotonic() - started
+
+    assert account.counts()["503"] >= 1
+    retries = counter.retries()
+    assert retries.get("throttled", 0) >= 1, counter.snapshot()
+    # It waited the ServerBusy pause (1.5 s ± 20 %), not the policy's first 3 s ± 1 ... nor 0.
+    assert elapsed >= 1.5 * 0.8, elapsed
+    assert counter.backoff_seconds() >= 1.2
+    assert counter.failures().get("queue PutMessage 503", 0) >= 1
+    peeked = direct.peek_messages(max_messages=32)
+    assert [m.content for m in peeked] == ["hello"]  # sent once: the 503s never reached storage
+    direct.delete_queue()
+
+
+def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline) -> None:
+    counts_dir = pipe.tmp_path / "counts"
+    faults = {"503": 0.2, "500": 0.03, "reset": 0.02}
+    with faulty_account(pipe.connection_string, faults=faults) as account:
+        # The same pipeline (prefix) seen through the proxy: roles and the submitter use it.
+        proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
+        proxied.services = Services(StorageClients(account.connection_string, profile="worker"),
+                                    proxied.settings, "tests")  # fmt: skip
+        library_uri = account.through(pipe.library_uri)
+        env = {RETRY_SCALE_ENV: "0.05", SERVER_BUSY_ENV: "4", COUNT_ENV: str(counts_dir)}
+        account.set_active(True)
+        pipe.roles = proxied.roles  # their logs show up in pipe.wait's timeout message
+        for role in ("controller", "processor", "processor", "responder"):
+            proxied.start(role, env=env)
+        images = {}
+        try:
+            for n in range(3):
+                image = sample_photo(36, 28, seed=300 + n)
+                images[proxied.submit(image, library_uri=library_uri, tile_size=8, slices=3)] = image
+            finished = pipe.wait(images, timeout=180)
+            # A retried send may deliver twice (at-least-once); the roles drain the duplicates.
+            deadline = time.monotonic() + 60
+            while any(pipe.queue_depths().values()) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            injected = account.counts()
+            blob_queue = sum(p.counts["503"] + p.counts["500"] for p in account.proxies[:2])
+        finally:
+            proxied.stop_all()
+
+    assert_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    # Stitched once each: the controller's log is the witness (a job event is an insert that a
+    # reset may lose, since a POST is not retried when the server may have run it).
+    controller_log = "".join(r.log_path.read_text() for r in proxied.roles if r.role == "controller")
+    for rid in images:
+        assert controller_log.count(f"job {rid}: stitched in") == 1, rid
+    depths = pipe.queue_depths()
+    assert all(depth == 0 for depth in depths.values()), str(depths)  # nothing poisoned, nothing left
+    assert injected["503"] >= 10, injected
+    snapshots = [json.loads(p.read_text()) for p in counts_dir.glob("*.json")]
+    assert len(snapshots) == 4, [p.name for p in counts_dir.iterdir()]
+    throttled = sum(s.get("retries", {}).get("throttled", 0) for s in snapshots)
+    connection = sum(s.get("retries", {}).get("connection", 0) for s in snapshots)
+    # Each blob/queue 503/500 was retried by ThrottleAwareRetry (tables retry on their own SDK's policy).
+    assert throttled >= blob_queue * 0.9, (throttled, blob_queue, injected, snapshots)
+    assert connection >= 1, snapshots
+    assert sum(s.get("backoff_seconds", 0) for s in snapshots) > 0

@@ -1,0 +1,31 @@
+"""Handler for ``jobcleanup``: delete a job's blobs and rows (``dal.cleanup``).
+
+It runs in the responder role: like the responder it does short storage-only work on the
+web side of the workflow, and a separate role would add one more idle poller for a queue
+that is nearly always empty. The work is idempotent, so a redelivered message (the role
+was killed mid-way) simply finishes what the first delivery started; a cleanup of a job
+that is already gone deletes nothing and succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dal.cleanup import delete_job_everywhere
+from dal.messages import JobCleanupMessage
+from dal.queues import ReceivedMessage
+from workers.services import Services
+
+__all__ = ["JobCleaner"]
+
+log = logging.getLogger(__name__)
+
+
+class JobCleaner:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def handle_job_cleanup(self, received: ReceivedMessage) -> None:
+        message = received.message
+        assert isinstance(message, JobCleanupMessage), message
+        delete_job_everywhere(self.services.blobs, self.services.jobs, message.client_id, message.request_id)
