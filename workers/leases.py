@@ -169,19 +169,15 @@ def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any
     ``queue_service`` is an ``azure.storage.queue.QueueServiceClient``; ``announce(queue)``,
     if given, publishes a work-detected hint for each queue that got a message back.
     """
-    from azure.core.exceptions import HttpResponseError
-
     handed, queues = 0, set()
     for entry in read_journal(folder, pid):
         try:
             queue_service.get_queue_client(entry["queue"]).update_message(
                 entry["id"], entry["pop_receipt"], visibility_timeout=0
             )
-        except HttpResponseError as exc:  # settled or renewed after the last write: the lease decides
-            log.info("hand-back of message %s in %s not possible (%s)", entry["id"], entry["queue"], exc.status_code)
-            continue
-        except Exception as exc:
-            log.warning("hand-back of message %s in %s failed: %s", entry["id"], entry["queue"], exc)
+        except Exception as exc:  # settled or renewed after the last write (400/404): the lease decides
+            log.info("hand-back of message %s in %s not possible: %s", entry["id"], entry["queue"],
+                     getattr(exc, "status_code", None) or type(exc).__name__)
             continue
         handed += 1
         queues.add(entry["queue"])
