@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dal import node_runtime
+from dal.errors import PhotoMosaicsError
 from dal.config import CONNECTION_STRING_ENV, azurite_connection_string, expand_connection_string
 
 _LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^:]+:(\d+)")
@@ -35,7 +36,7 @@ _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ANNOUNCEMENT_FILE = "photomosaics-connection.txt"
 
 
-class AzuriteError(RuntimeError):
+class AzuriteError(PhotoMosaicsError, RuntimeError):
     """Azurite is missing, did not start, or stopped answering."""
 
 

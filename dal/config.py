@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 
-# Queue, container and table names (DESIGN.md).
+# Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
 IMAGE_RESPONSE_QUEUE = "imageresponse"
 SLICE_REQUEST_QUEUE = "slicerequest"

@@ -1,10 +1,9 @@
-"""The errors of the storage layer, one rooted tree.
+"""The errors of the storage layer (the whole tree is drawn in ``mosaic.errors``).
 
-    PhotoMosaicsError
-     ├── StorageConfigurationError   wrong key, unknown account, unreachable endpoint: fail at start-up
-     ├── QueueMessageFormatException  a payload that is not a valid message: poison at once
-     ├── ClaimCheckMissingError       a message refers to a payload blob that is gone: poison at once
-     └── BlobMissingError             a blob (or its container) that should exist does not
+    StorageConfigurationError   wrong key, unknown account, unreachable endpoint: fail at start-up
+    QueueMessageFormatException a payload that is not a valid message: poison at once
+    ClaimCheckMissingError      a message refers to a payload blob that is gone: poison at once
+    BlobMissingError            a blob (or its container) that should exist does not
 
 Errors from ``azure.core.exceptions`` are translated into these at the ``dal/`` boundary
 where the caller must decide something (configuration versus transient); transient

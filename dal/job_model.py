@@ -11,16 +11,38 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, get_args
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
-JobStatus = Literal["queued", "slicing", "rendering", "stitching", "done", "failed"]
-JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
-TERMINAL_STATUSES = frozenset({"done", "failed"})
+from dal.messages import ImageRequestMessage
+from mosaic.grid import Grid
+
+
+class JobStatus(StrEnum):
+    """A job's status. A ``str``: equal to its value, stored and sent in JSON as that text."""
+
+    QUEUED = "queued"
+    SLICING = "slicing"
+    RENDERING = "rendering"
+    STITCHING = "stitching"
+    DONE = "done"
+    FAILED = "failed"
+
+
+JOB_STATUSES: tuple[str, ...] = tuple(status.value for status in JobStatus)
+TERMINAL_STATUSES = frozenset({JobStatus.DONE, JobStatus.FAILED})
 
 _KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Index RowKeys start with "~", which sorts after every character a request id may hold.
 INDEX_MARK = "~"
 _INVERT_FROM = 10**16 - 1
+
+
+def library_name(uri: str) -> str:
+    """The container name of a library URI (``http://host/account/flowers`` -> ``flowers``)."""
+    return unquote(PurePosixPath(urlsplit(uri).path).name)
 
 
 def validate_key(what: str, value: str) -> str:
@@ -75,7 +97,7 @@ class Job:
 
     client_id: str
     request_id: str
-    status: str
+    status: JobStatus
     library: str
     tile_size: int
     slices: int
@@ -91,6 +113,36 @@ class Job:
     updated_at: datetime = field(default_factory=utcnow)
     finished_at: datetime | None = None
     etag: str | None = None
+
+    @classmethod
+    def for_request(
+        cls,
+        message: ImageRequestMessage,
+        *,
+        status: JobStatus,
+        input_name: str,
+        grid: Grid | None = None,
+        error: str | None = None,
+    ) -> Job:
+        """The job row of an image request (a job a CLI producer sent without the web app).
+
+        ``grid`` is the planned layout; without one (the request failed before planning)
+        the sizes are 0.
+        """
+        return cls(
+            client_id=message.client_id,
+            request_id=message.request_id,
+            status=status,
+            error=error,
+            library=library_name(message.image_library_uri),
+            tile_size=message.tile_size,
+            slices=message.slices,
+            tiles_across=grid.tiles_across if grid else 0,
+            tiles_down=grid.tiles_down if grid else 0,
+            output_width=grid.output_width if grid else 0,
+            output_height=grid.output_height if grid else 0,
+            input_name=input_name,
+        )
 
     @property
     def progress(self) -> float:
@@ -141,7 +193,7 @@ def job_to_entity(job: Job) -> dict[str, Any]:
     return {
         "PartitionKey": job.client_id,
         "RowKey": job.request_id,
-        "status": job.status,
+        "status": str(job.status),  # plain text in the table, whatever the enum
         "library": job.library,
         "tile_size": job.tile_size,
         "slices": job.slices,
@@ -171,7 +223,7 @@ def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
     return Job(
         client_id=entity["PartitionKey"],
         request_id=entity["RowKey"],
-        status=entity["status"],
+        status=JobStatus(entity["status"]) if entity["status"] in JOB_STATUSES else entity["status"],
         library=entity["library"],
         tile_size=int(entity["tile_size"]),
         slices=int(entity["slices"]),

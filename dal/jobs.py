@@ -178,7 +178,15 @@ class JobStore:
             return None
 
     def update(self, client_id: str, request_id: str, change: Callable[[Job], Job | None]) -> Job:
+        """``apply`` for callers that need only the job as it is now."""
+        return self.apply(client_id, request_id, change)[0]
+
+    def apply(self, client_id: str, request_id: str, change: Callable[[Job], Job | None]) -> tuple[Job, bool]:
         """Read, apply ``change``, write with If-Match; on 412 back off, re-read and re-apply.
+
+        Returns ``(job, wrote)``: the job as stored now, and whether this call changed it
+        (False when ``change`` said "nothing to write" on the last read), so a caller knows
+        whether it is the one that made the transition (and should log its event).
 
         ``change`` may run several times, so it must be a pure function of the job it is given.
         It returns None for "nothing to write". The store sets ``updated_at``, and
@@ -190,7 +198,7 @@ class JobStore:
                 raise JobNotFoundError(f"job {client_id}/{request_id} does not exist")
             changed = change(current)
             if changed is None or changed == current:
-                return current
+                return current, False
             if (changed.client_id, changed.request_id, changed.created_at) != (
                 current.client_id,
                 current.request_id,
@@ -215,7 +223,7 @@ class JobStore:
                 continue
             except ResourceNotFoundError:
                 raise JobNotFoundError(f"job {client_id}/{request_id} was deleted during the update") from None
-            return replace(changed, etag=metadata.get("etag"))
+            return replace(changed, etag=metadata.get("etag")), True
         raise JobUpdateConflictError(
             f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times"
         )

@@ -28,12 +28,14 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from mosaic.errors import PhotoMosaicsError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 OLDEST_TESTED_MAJOR = 20
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
-class NodeRuntimeError(RuntimeError):
+class NodeRuntimeError(PhotoMosaicsError, RuntimeError):
     """No usable Node.js: none on PATH and the PyPI wheel could not be installed."""
 
 

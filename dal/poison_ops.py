@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from dal.config import IMAGE_REQUEST_QUEUE, IMAGE_RESPONSE_QUEUE
 from dal.errors import QueueMessageFormatException
-from dal.job_model import Job
+from dal.job_model import Job, JobStatus
 from dal.jobs import JobNotFoundError, JobStore
 from dal.messages import QueueMessage
 from dal.queues import ImageProcessingQueue
@@ -154,23 +154,23 @@ def _message_of(queue: ImageProcessingQueue, taken: TakenPoison) -> tuple[QueueM
         return None, f"the payload is not a {queue.logical_name} message: {exc}"
 
 
-_REOPEN_STATUS = {IMAGE_REQUEST_QUEUE: "queued", IMAGE_RESPONSE_QUEUE: "stitching"}
+_REOPEN_STATUS = {IMAGE_REQUEST_QUEUE: JobStatus.QUEUED, IMAGE_RESPONSE_QUEUE: JobStatus.STITCHING}
 
 
 def _note_requeue(
     jobs: JobStore, queue: ImageProcessingQueue, message: QueueMessage, taken: TakenPoison, actor: str
 ) -> None:
-    status = _REOPEN_STATUS.get(queue.logical_name, "rendering")
+    status = _REOPEN_STATUS.get(queue.logical_name, JobStatus.RENDERING)
 
     def reopen(job: Job) -> Job | None:
-        if job.status != "failed":
+        if job.status != JobStatus.FAILED:
             return None
         return replace(job, status=status, error=None, finished_at=None)
 
     reopened = ""
     try:
         before = jobs.get(message.client_id, message.request_id)
-        if before is not None and before.status == "failed":
+        if before is not None and before.status == JobStatus.FAILED:
             jobs.update(message.client_id, message.request_id, reopen)
             reopened = f"; job reopened as {status}"
     except JobNotFoundError:

@@ -421,6 +421,20 @@ class QueueAccessor:
             queue.ensure_exists()
 
 
+def make_visible_now(queue_service: Any, queue: str, message_id: str, pop_receipt: str) -> bool:
+    """Make a held message visible at once by its id and pop receipt (a dead holder's hand-back).
+
+    False when the receipt no longer holds (the message was settled or renewed meanwhile):
+    then its lease decides, nothing to do.
+    """
+    try:
+        queue_service.get_queue_client(queue).update_message(message_id, pop_receipt, visibility_timeout=0)
+    except HttpResponseError as exc:
+        log.info("hand-back of message %s in %s not possible (%s)", message_id, queue, exc.status_code)
+        return False
+    return True
+
+
 def _tell(on_poison: Callable[[ReceivedMessage, str], None] | None, received: ReceivedMessage, reason: str) -> None:
     if on_poison is None:
         return

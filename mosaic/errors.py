@@ -1,14 +1,39 @@
-"""The engine's errors, rooted in the project's one base error.
+"""The project's exception tree: drawn once, here, where its root lives.
 
-The engine depends on nothing else of the project, so the root of the project's exception
-tree lives here, at the bottom layer; ``dal.errors`` re-exports it and draws the whole tree.
+The engine depends on nothing else of the project, so the root of every error the project
+raises on purpose lives in this bottom layer; each layer adds its branch in its own module
+(shown on the right). ``tests/test_errors.py`` checks that every exception class of the
+project is rooted here and named in this drawing.
 
-    PhotoMosaicsError
-     └── MosaicError            anything the engine refuses
-          ├── ImageDecodeError   bytes that are not an image we can read
-          ├── LibraryFormatError a library index that is not one
-          ├── NoUsableImageError a would-be library source without a single usable image
-          └── TileSourceError    a would-be library source that cannot be read at all
+    PhotoMosaicsError                         the root: every error we raise on purpose
+     ├── MosaicError                          mosaic.errors — anything the engine refuses
+     │    ├── ImageDecodeError                bytes that are not an image we can read
+     │    ├── LibraryFormatError (ValueError) a library index that is not one
+     │    ├── TileSourceError (ValueError)    a would-be library source that cannot be read at all
+     │    └── NoUsableImageError (ValueError) a would-be library source without one usable image
+     ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
+     ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
+     ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
+     ├── BlobMissingError (LookupError)       dal.errors — a blob or container that should exist
+     ├── LibraryError                         dal.libraries
+     │    ├── InvalidLibraryNameError (ValueError)
+     │    ├── LibraryNotFoundError (LookupError)
+     │    └── EmptyLibraryError (ValueError)
+     ├── JobNotFoundError (LookupError)       dal.jobs
+     ├── JobExistsError                       dal.jobs
+     ├── JobUpdateConflictError               dal.jobs — lost the ETag race too many times
+     ├── AzuriteError (RuntimeError)          dal.azurite — the emulator missing or not answering
+     ├── NodeRuntimeError (RuntimeError)      dal.node_runtime — no usable Node.js for Azurite
+     ├── WorkerError                          workers.errors — how a handler ends a message
+     │    ├── PermanentJobError               poison now, the job fails
+     │    └── RetryLater                      release after a delay, no error logged
+     ├── BandFormatError (ValueError)         workers.slicing — a band blob we did not write
+     ├── DemoPhotosMissing (RuntimeError)     workers.demo_library — scikit-image/-learn missing
+     └── ApiError                             webapp.errors — answered to the client as JSON
+
+Storage failures that ``dal`` does not translate (the service down after the SDK's retries)
+stay ``azure.core.exceptions.AzureError``, named ``dal.errors.StorageUnavailable`` so that no
+module outside ``dal/`` imports Azure's types.
 """
 
 from __future__ import annotations

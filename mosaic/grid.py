@@ -1,6 +1,6 @@
 """The mosaic grid: how many cells, how big the output, how the rows are cut into slices.
 
-The output-size rule of DESIGN.md: one cell per source pixel when the output
+The output-size rule (README, "Rendering offline"): one cell per source pixel when the output
 (cells × tile_size²) stays under ``max_output_pixels``, otherwise the largest grid that
 fits. An explicit ``tiles_across`` is honoured, clamped the same way. Everything here is
 cheap and pure so the web page can show the final size before the job is submitted.

@@ -48,7 +48,14 @@ def test_clients_are_created_lazily_and_never_show_the_key(azurite_connection_st
 
 @pytest.mark.parametrize("profile", ["worker", "interactive", "probe"])
 def test_every_profile_talks_to_storage(azurite_connection_string: str, profile: str) -> None:
-    check_storage(StorageClients(azurite_connection_string, profile=profile))  # type: ignore[arg-type]
+    answers: list[int] = []
+    storage = StorageClients(
+        azurite_connection_string,
+        profile=profile,  # type: ignore[arg-type]
+        response_hook=lambda response: answers.append(response.http_response.status_code),
+    )
+    check_storage(storage)
+    assert answers == [200, 200, 200]  # one cheap call per service, each answered, none retried
 
 
 def test_wrong_account_key_is_a_clear_configuration_error(azurite_connection_string: str) -> None:

@@ -6,7 +6,9 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
 from azure.core import MatchConditions
+from azure.core.exceptions import ResourceModifiedError
 
 from dal.config import StorageClients
 from dal.metrics import COUNT_ENV, TransactionCounter, counter_from_env, merge_counts
@@ -66,11 +68,9 @@ def test_blob_and_table_operations_are_named_and_failures_counted(azurite_connec
     entity = table.get_entity("p", "r")
     table.update_entity({"PartitionKey": "p", "RowKey": "r", "n": 2}, etag=entity.metadata["etag"],
                         match_condition=MatchConditions.IfNotModified)  # fmt: skip
-    try:  # the stale ETag loses: a 412 is still a billable transaction
+    with pytest.raises(ResourceModifiedError):  # the stale ETag loses: a 412 is still a billable transaction
         table.update_entity({"PartitionKey": "p", "RowKey": "r", "n": 3}, etag=entity.metadata["etag"],
                             match_condition=MatchConditions.IfNotModified)  # fmt: skip
-    except Exception:
-        pass
     table.upsert_entity({"PartitionKey": "p", "RowKey": "s"})
     list(table.query_entities("PartitionKey eq 'p'"))
     table.delete_entity("p", "r")

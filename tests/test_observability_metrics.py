@@ -94,3 +94,45 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
     assert _value(controller, "photomosaics_poison_queue_messages", queue="sliceresponse") == 0
     with urllib.request.urlopen(url["responder"] + "/healthz", timeout=5) as response:
         assert response.status == 200 and response.read() == b"ok\n"
+
+
+def test_healthz_fails_when_a_receive_loop_stops_polling(storage: Any, unique: str) -> None:
+    """A listener whose loop never polls (here: never started) turns /healthz to 503 after ``stale``."""
+    from dal.queues import ImageProcessingQueue
+    from workers.listener import QueueListener
+    from workers.observability import serve_role_metrics
+
+    queue = ImageProcessingQueue(storage, "slicerequest", prefix=f"t{unique}")
+    queue.ensure_exists()
+    listener = QueueListener(queue, lambda received: None, name="stuck")
+    server = serve_role_metrics("processor", [listener], address=("127.0.0.1", 0))
+    assert server is not None
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert urllib.request.urlopen(url + "/healthz", timeout=5).status == 200
+        liveness = server.liveness  # type: ignore[attr-defined]
+        liveness.stale = 0.2
+        time.sleep(0.4)
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=5)
+            raise AssertionError("a stuck loop still reported healthy")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503 and b"stuck: no receive" in exc.read()
+        listener.stats["receives"] += 1  # what one poll of a live loop does
+        assert urllib.request.urlopen(url + "/healthz", timeout=5).status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_bad_metrics_port_is_a_clear_error() -> None:
+    import pytest
+
+    from workers.observability import metrics_address
+
+    assert metrics_address({}) is None
+    assert metrics_address({"PHOTOMOSAICS_METRICS_PORT": "9100"}) == ("127.0.0.1", 9100)
+    assert metrics_address({"PHOTOMOSAICS_METRICS_PORT": "0", "PHOTOMOSAICS_METRICS_HOST": "0.0.0.0"}) == ("0.0.0.0", 0)
+    for bad in ("http", "70000", "-1"):
+        with pytest.raises(ValueError, match="PHOTOMOSAICS_METRICS_PORT must be"):
+            metrics_address({"PHOTOMOSAICS_METRICS_PORT": bad})

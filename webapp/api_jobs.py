@@ -19,6 +19,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
+from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-_TERMINAL = {"done", "failed"}
 SLICE_PREVIEW_SIDE = 1600
 THUMB_SIDE = 480
 
@@ -107,7 +107,7 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
             Job(
                 client_id=owner,
                 request_id=request_id,
-                status="queued",
+                status=JobStatus.QUEUED,
                 library=library,
                 tile_size=tile_size,
                 slices=slices,
@@ -191,7 +191,7 @@ def job_events(request_id: str) -> Response:
             if key != last:
                 last, quiet = key, time.monotonic()
                 yield f"event: job\ndata: {key}\n\n"
-            if job.status in _TERMINAL:
+            if job.status in TERMINAL_STATUSES:
                 yield f"event: end\ndata: {json.dumps({'status': job.status})}\n\n"
                 return
             if time.monotonic() - quiet > 15:
@@ -229,7 +229,7 @@ def _stream_blob(container: str, name: str, *, content_type: str, filename: str,
 @bp.get("/jobs/<request_id>/result")
 def job_result(request_id: str) -> Response:
     job = _own_job(request_id)
-    if job.status != "done" or not job.output_name:
+    if job.status != JobStatus.DONE or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
     content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
@@ -272,7 +272,7 @@ def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
     side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
-    if job.status == "done" and job.output_name:
+    if job.status == JobStatus.DONE and job.output_name:
         return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
     return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
 
@@ -288,7 +288,7 @@ def delete_job(request_id: str) -> tuple[str, int]:
     from dal.cleanup import delete_job_everywhere, request_cleanup
 
     job = _own_job(request_id)
-    if job.status not in _TERMINAL:
+    if job.status not in TERMINAL_STATUSES:
         raise ApiError(409, "job_running", f"the job is still {job.status}; delete it once it is done or failed")
     svc = services()
     request_cleanup(svc.queues.job_cleanup, client_id(), request_id)

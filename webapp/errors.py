@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from dal.errors import StorageUnavailable
+from dal.errors import PhotoMosaicsError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ _CODES = {
 }
 
 
-class ApiError(Exception):
+class ApiError(PhotoMosaicsError):
     """An error answered to the client as JSON; nothing has been stored when it is raised."""
 
     def __init__(self, status: int, error: str, detail: str) -> None:

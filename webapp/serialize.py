@@ -7,6 +7,8 @@ from typing import Any
 
 from flask import url_for
 
+from dal.job_model import JobStatus
+
 from webapp import planning
 
 
@@ -19,7 +21,7 @@ def job_json(job: Any) -> dict[str, Any]:
     rid = job.request_id
     finished = job.finished_at
     elapsed = ((finished or job.updated_at) - job.created_at).total_seconds()
-    done = job.status == "done" and bool(job.output_name)
+    done = job.status == JobStatus.DONE and bool(job.output_name)
     return {
         "request_id": rid,
         "status": job.status,

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
+from dal.job_model import JobStatus
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from workers.errors import PermanentJobError
-from workers.failures import library_name
+from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
@@ -54,7 +55,7 @@ __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_
 
 log = logging.getLogger(__name__)
 _IO_THREADS = 8
-_BEFORE_RENDERING = ("queued", "slicing")
+_BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 
 
 def band_blob_name(request_id: str, sequence: int) -> str:
@@ -90,7 +91,7 @@ class JobController:
         assert isinstance(message, ImageRequestMessage), message
         jobs, rid = self.services.jobs, message.request_id
         existing = jobs.get(message.client_id, rid)
-        if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == "stitching"):
+        if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
         from mosaic.grid import cell_image, plan_bands, plan_grid
@@ -134,7 +135,7 @@ class JobController:
         job = jobs.update(
             message.client_id,
             rid,
-            lambda j: replace(j, status="rendering") if j.status in _BEFORE_RENDERING else None,
+            lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
         )
         queue = self.services.queues.slice_request
         pending = [
@@ -188,7 +189,7 @@ class JobController:
                 return None
             return replace(
                 job,
-                status="slicing",
+                status=JobStatus.SLICING,
                 slices=message.slices,
                 tile_size=message.tile_size,
                 tiles_across=grid.tiles_across,
@@ -199,21 +200,8 @@ class JobController:
 
         if jobs.get(message.client_id, rid) is None:
             try:
-                return jobs.create(
-                    Job(
-                        client_id=message.client_id,
-                        request_id=rid,
-                        status="slicing",
-                        library=library_name(message.image_library_uri),
-                        tile_size=message.tile_size,
-                        slices=message.slices,
-                        tiles_across=grid.tiles_across,
-                        tiles_down=grid.tiles_down,
-                        output_width=grid.output_width,
-                        output_height=grid.output_height,
-                        input_name=_input_name(self.services, message.image_uri),
-                    )
-                )
+                input_name = _input_name(self.services, message.image_uri)
+                return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
         return jobs.update(message.client_id, rid, change)
@@ -232,18 +220,15 @@ class JobController:
             return
         if seq >= job.slices:
             raise PermanentJobError(f"a response for slice {seq} arrived, but the job has only {job.slices} slices")
-        added = [False]
-
         def record(j: Job) -> Job | None:
-            added[0] = j.status not in TERMINAL_STATUSES and seq not in j.slices_done
-            if not added[0]:
+            if j.status in TERMINAL_STATUSES or seq in j.slices_done:
                 return None
             done = j.slices_done | {seq}
-            status = "stitching" if len(done) == j.slices else j.status
+            status = JobStatus.STITCHING if len(done) == j.slices else j.status
             return replace(j, slices_done=done, status=status)
 
-        job = jobs.update(message.client_id, rid, record)
-        if added[0]:
+        job, added = jobs.apply(message.client_id, rid, record)
+        if added:
             jobs.add_event(
                 rid, "progress", actor=self.name, slice=seq,
                 message=f"slice {seq + 1} recorded: {len(job.slices_done)} of {job.slices} done",

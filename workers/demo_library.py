@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from dal.errors import PhotoMosaicsError
+
 log = logging.getLogger(__name__)
 
 DEMO_LIBRARY_NAME = "demo"
@@ -61,7 +63,7 @@ _LAYOUT_WEIGHT = 0.4
 _GREY_CHROMA = 10.0
 
 
-class DemoPhotosMissing(RuntimeError):
+class DemoPhotosMissing(PhotoMosaicsError, RuntimeError):
     """None of the sample photos are installed (scikit-image / scikit-learn missing)."""
 
 

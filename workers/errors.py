@@ -1,6 +1,6 @@
 """What a message handler raises to tell the listener how a message ended.
 
-    PhotoMosaicsError                       (dal.errors)
+    PhotoMosaicsError                       (the whole tree: mosaic.errors)
      └── WorkerError
           ├── PermanentJobError   the job can never succeed (corrupt image, missing library):
           │                       the message goes to ``<queue>-poison`` at once with the reason

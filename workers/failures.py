@@ -18,8 +18,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import PurePosixPath
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
+from dal.job_model import JobStatus, library_name
 from dal.jobs import TERMINAL_STATUSES, Job, JobNotFoundError, JobStore
 from dal.messages import ImageRequestMessage, QueueMessage
 from dal.queues import ReceivedMessage
@@ -32,44 +33,22 @@ log = logging.getLogger(__name__)
 Handler = Callable[[ReceivedMessage], None]
 
 
-def library_name(uri: str) -> str:
-    """The container name of a library URI (``http://host/account/flowers`` -> ``flowers``)."""
-    return unquote(PurePosixPath(urlsplit(uri).path).name)
-
-
 def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) -> None:
     """Mark the message's job failed with ``reason`` (created if absent, for CLI producers)."""
 
-    wrote = [False]  # set by the last run of ``change``: the one whose write succeeded
-
     def change(job: Job) -> Job | None:
-        wrote[0] = job.status not in TERMINAL_STATUSES
-        return replace(job, status="failed", error=reason) if wrote[0] else None
+        return None if job.status in TERMINAL_STATUSES else replace(job, status=JobStatus.FAILED, error=reason)
 
     try:
-        jobs.update(message.client_id, message.request_id, change)
+        _, wrote = jobs.apply(message.client_id, message.request_id, change)
     except JobNotFoundError:
         if not isinstance(message, ImageRequestMessage):
             log.warning("job %s: failed (%s) but has no job row", message.request_id, reason)
             return
-        wrote[0] = True
-        jobs.create(
-            Job(
-                client_id=message.client_id,
-                request_id=message.request_id,
-                status="failed",
-                error=reason,
-                library=library_name(message.image_library_uri),
-                tile_size=message.tile_size,
-                slices=message.slices,
-                tiles_across=0,
-                tiles_down=0,
-                output_width=0,
-                output_height=0,
-                input_name=PurePosixPath(urlsplit(message.image_uri).path).name,
-            )
-        )
-    if wrote[0]:
+        wrote = True
+        input_name = PurePosixPath(urlsplit(message.image_uri).path).name
+        jobs.create(Job.for_request(message, status=JobStatus.FAILED, input_name=input_name, error=reason))
+    if wrote:
         jobs.add_event(message.request_id, "failed", actor=actor, message=reason)
         log.warning("job %s failed: %s", message.request_id, reason)
 

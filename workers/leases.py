@@ -169,15 +169,15 @@ def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any
     ``queue_service`` is an ``azure.storage.queue.QueueServiceClient``; ``announce(queue)``,
     if given, publishes a work-detected hint for each queue that got a message back.
     """
+    from dal.queues import make_visible_now  # here: the supervisor imports this module, not the SDK
+
     handed, queues = 0, set()
     for entry in read_journal(folder, pid):
         try:
-            queue_service.get_queue_client(entry["queue"]).update_message(
-                entry["id"], entry["pop_receipt"], visibility_timeout=0
-            )
-        except Exception as exc:  # settled or renewed after the last write (400/404): the lease decides
-            log.info("hand-back of message %s in %s not possible: %s", entry["id"], entry["queue"],
-                     getattr(exc, "status_code", None) or type(exc).__name__)
+            if not make_visible_now(queue_service, entry["queue"], entry["id"], entry["pop_receipt"]):
+                continue  # settled or renewed after the last write: the lease decides
+        except Exception as exc:
+            log.warning("hand-back of message %s in %s failed: %s", entry["id"], entry["queue"], exc)
             continue
         handed += 1
         queues.add(entry["queue"])

@@ -182,8 +182,10 @@ def serve_role_metrics(role: str, listeners: Sequence[QueueListener], *,
     registry.register(_Default())
     registry.register(ListenerCollector(role, listeners))
     registry.register(StorageStateCollector(lambda: _role_queues(listeners)))
-    server = ThreadingHTTPServer(address, _handler(registry, Liveness(listeners)))
+    liveness = Liveness(listeners)
+    server = ThreadingHTTPServer(address, _handler(registry, liveness))
     server.daemon_threads = True
+    server.liveness = liveness  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, name=f"{role}-metrics", daemon=True).start()
     host, port = server.server_address[:2]
     log.info(kv("role.metrics", role=role, url=f"http://{host}:{port}/metrics"))

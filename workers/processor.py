@@ -23,7 +23,7 @@ from dal.jobs import TERMINAL_STATUSES
 from dal.messages import SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from workers.errors import PermanentJobError
-from workers.failures import library_name
+from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import BandFormatError, decode_band, encode_png
 

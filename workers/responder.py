@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
+from dal.job_model import JobStatus
 from dal.jobs import TERMINAL_STATUSES, Job, JobNotFoundError
 from dal.messages import ImageResponseMessage
 from dal.queues import ReceivedMessage
@@ -36,18 +37,18 @@ class Responder:
         assert isinstance(message, ImageResponseMessage), message
         rid = message.request_id
         output = unquote(PurePosixPath(urlsplit(message.image_uri).path).name)
-        wrote = [False]
 
         def finish(job: Job) -> Job | None:
-            wrote[0] = job.status not in TERMINAL_STATUSES
-            return replace(job, status="done", output_name=job.output_name or output) if wrote[0] else None
+            if job.status in TERMINAL_STATUSES:
+                return None
+            return replace(job, status=JobStatus.DONE, output_name=job.output_name or output)
 
         try:
-            job = self.services.jobs.update(message.client_id, rid, finish)
+            job, wrote = self.services.jobs.apply(message.client_id, rid, finish)
         except JobNotFoundError:
             log.warning("response for unknown job %s ignored (deleted?)", rid)
             return
-        if wrote[0]:
+        if wrote:
             self.services.jobs.add_event(
                 rid, "done", actor=self.name, message=f"mosaic ready: {job.output_width}x{job.output_height} px"
             )

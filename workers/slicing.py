@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, PngImagePlugin
 
+from dal.errors import PhotoMosaicsError
+
 __all__ = [
     "Band",
     "BandFormatError",
@@ -41,7 +43,7 @@ OUTPUT_QUALITY = 90
 _PREFIX = "photomosaics:"
 
 
-class BandFormatError(ValueError):
+class BandFormatError(PhotoMosaicsError, ValueError):
     """A band blob that is not a PNG this controller wrote (undecodable or missing its grid)."""
 
 
