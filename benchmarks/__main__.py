@@ -13,7 +13,7 @@ import time
 
 import benchmarks
 
-ORDER = ("engine", "pipeline")
+ORDER = ("engine", "pipeline", "runtime")
 
 
 def available() -> list[str]:
