@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
+from azure.storage.blob import ContentSettings
 
 from dal.config import CLAIM_CHECK_CONTAINER, LIBRARY_METADATA_KEY, WORKFLOW_CONTAINERS, StorageClients
 from dal.errors import BlobMissingError, StorageConfigurationError
@@ -192,26 +190,6 @@ class BlobStore:
             raise ValueError(f"blob URL has no container or blob name: {url!r}")
         return validate_container_name(unquote(container)), _validate_blob_name(unquote(name))
 
-    def sas_url(self, container: str, name: str, *, expires_in: timedelta) -> str:
-        """A read-only URL for the blob that stops working after ``expires_in``."""
-        if expires_in <= timedelta(0):
-            raise ValueError(f"expires_in must be positive, got {expires_in}")
-        key = self.storage.account_key
-        if not key:
-            raise StorageConfigurationError(
-                f"cannot sign a SAS for account {self.storage.account_name!r}: the connection string has no AccountKey"
-            )
-        client = self._blob(container, name)
-        token = generate_blob_sas(
-            account_name=self.storage.account_name,
-            container_name=client.container_name,
-            blob_name=client.blob_name,
-            account_key=key,
-            permission=BlobSasPermissions(read=True),
-            expiry=datetime.now(UTC) + expires_in,
-        )
-        return f"{client.url}?{token}"
-
     # -- tile libraries ---------------------------------------------------------------------
 
     def create_library_container(self, name: str, description: str) -> None:
@@ -259,10 +237,3 @@ def _library_description(metadata: dict[str, str] | None) -> str | None:
             return unquote(value or "")  # Azurite returns an empty value as None
     return None
 
-
-def upload_many(
-    store: BlobStore, container: str, items: dict[str, bytes], *, content_type: str, workers: int = 8
-) -> None:
-    """Upload many small blobs concurrently (the per-request latency dominates, not bandwidth)."""
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(lambda kv: store.upload(container, kv[0], kv[1], content_type=content_type), items.items()))

@@ -153,6 +153,13 @@ def test_bad_options_are_clear_errors(target: Path, tiles_dir: Path, tmp_path: P
     assert not (tmp_path / "o.png").exists()
 
 
+def test_slices_are_limited_by_the_setting(target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHOTOMOSAICS_MAX_SLICES", "2")
+    result = run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.png"), "--slices", "3")
+    assert_clean_failure(result, "at most 2 slices (PHOTOMOSAICS_MAX_SLICES), got 3")
+    assert not (tmp_path / "o.png").exists()
+
+
 def test_missing_and_broken_inputs_are_clear_errors(
     target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

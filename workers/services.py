@@ -28,7 +28,3 @@ class Services(Stores):
     """The stores of a role process, with the name it signs the event log with."""
 
     name: str
-
-    @classmethod
-    def from_settings(cls, settings: Settings, *, role: str, connection_string: str) -> Services:
-        return cls(StorageClients(connection_string, profile="worker"), settings, worker_name(role))

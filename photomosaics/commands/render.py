@@ -104,8 +104,8 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
               help="Pixels per tile side in the output.")
 @click.option("--tiles-across", type=click.IntRange(min=1), default=None,
               help="Mosaic width in tiles [default: one tile per target pixel, within the output limit].")
-@click.option("--slices", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Render in this many bands, as the workers would (same pixels).")
+@click.option("--slices", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Render in this many bands, as the workers would (same pixels); at most PHOTOMOSAICS_MAX_SLICES (64).")
 @click.option("--variety", type=click.IntRange(0, 16), default=None,
               help="No tile repeats within this many cells, 0 = off [default: the engine's].")
 @click.option("--blend", type=click.IntRange(0, 100), default=None,
@@ -150,6 +150,8 @@ def render(
     if not output.parent.is_dir():
         raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
     settings = Settings.from_env()
+    if slices > settings.max_slices:
+        raise click.BadParameter(f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices")
     try:
         image = open_image(target.read_bytes(), max_pixels=settings.max_input_pixels)
     except ImageDecodeError as exc:
