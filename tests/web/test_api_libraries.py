@@ -126,7 +126,7 @@ def test_healthz_and_queues(client: Any) -> None:
     assert client.get("/healthz").json == {"status": "ok"}
     submit(client, slices="1")
     queues = {q["name"]: q for q in client.get("/api/queues").json["queues"]}
-    assert set(queues) == {"imagerequest", "slicerequest", "sliceresponse", "imageresponse"}
+    assert set(queues) == {"imagerequest", "slicerequest", "sliceresponse", "imageresponse", "jobcleanup"}
     assert queues["imagerequest"]["depth"] >= 1
     assert all(isinstance(q["poison_depth"], int) for q in queues.values())
 
