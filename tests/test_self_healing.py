@@ -192,7 +192,8 @@ def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pip
 def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path) -> None:
     azurite = Azurite(location=tmp_path / "azurite")
     azurite.start()
-    keeper = AzuriteKeeper(azurite, tmp_path / "storage-status.json", backoff_min=0.2)
+    repaired: list[str] = []
+    keeper = AzuriteKeeper(azurite, tmp_path / "storage-status.json", backoff_min=0.2, on_restart=repaired.append)
     stop = threading.Event()
 
     def watch() -> None:  # what the supervisor's on_tick does in `photomosaics run`
@@ -210,11 +211,12 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
         first = sample_photo(32, 24, seed=13)
         rid1 = pipe.submit(first, library_uri=pipe.library_uri, tile_size=8, slices=2)
         pipe.wait([rid1], timeout=60)
-        time.sleep(1.5)  # Azurite saves its metadata every second or so: let it
+        time.sleep(6.5)  # Azurite saves its metadata every 5 s (LokiJS autosave): let it, or the kill loses it
         ports = dict(azurite.ports)
         os.killpg(azurite.pid, signal.SIGKILL)
         wait_for(lambda: keeper.restarts == 1 or None, seconds=60)
         assert keeper.azurite.ports == ports  # same ports: every connection string stays valid
+        assert repaired == [keeper.azurite.connection_string]  # the storage repair hook ran once
         status = read_status({"PHOTOMOSAICS_STORAGE_STATUS_FILE": str(keeper.status_file)})
         assert status is not None and status["state"] == "running" and "restarted" in str(status["message"])
         second = sample_photo(32, 24, seed=14)

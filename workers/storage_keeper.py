@@ -9,14 +9,17 @@ so its 503 says what happened ("the embedded Azurite exited ... restarting") ins
 suggesting a variable the user never set. Restarts back off like the supervisor's (1 s,
 doubling to 60 s) if Azurite keeps dying.
 
-Azurite persists its metadata to disk every few seconds: writes in the last moments before
-a SIGKILL can be lost (Azurite's own limit; a real storage account has no such window).
+Azurite persists its metadata to disk every 5 seconds (LokiJS autosave): writes in the last
+moments before a SIGKILL can be lost (Azurite's own limit; a real storage account has no such
+window). So after each restart the keeper calls ``on_restart`` (``photomosaics run`` passes
+its storage preparation), which recreates any queue, container or table lost that way.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,8 +39,10 @@ def _clock() -> str:
 class AzuriteKeeper:
     """Restart ``azurite`` on its ports and data when it dies; see the module docstring."""
 
-    def __init__(self, azurite: Azurite, status_file: Path, *, backoff_min: float = 1.0, backoff_max: float = 60.0):
+    def __init__(self, azurite: Azurite, status_file: Path, *, backoff_min: float = 1.0, backoff_max: float = 60.0,
+                 on_restart: Callable[[str], None] | None = None):  # fmt: skip
         self.azurite = azurite
+        self.on_restart = on_restart
         self.status_file = status_file
         self.backoff_min = backoff_min
         self.backoff_max = backoff_max
@@ -86,5 +91,10 @@ class AzuriteKeeper:
         down = now - (self._down_since or now)
         self._down_since = None
         log.warning(kv("azurite.restarted", pid=replacement.pid, restarts=self.restarts, down_seconds=round(down, 1)))
+        if self.on_restart is not None:
+            try:  # recreate what the unsaved last seconds may have lost; roles retry meanwhile
+                self.on_restart(replacement.connection_string)
+            except Exception as exc:  # noqa: BLE001 - a failed repair must not stop the supervisor
+                log.error(kv("azurite.repair_failed", error=str(exc)[:300]))
         self._status("running", f"the embedded Azurite was restarted at {_clock()} after it exited "
                                 f"(restart {self.restarts}); it is running again (pid {replacement.pid})")  # fmt: skip

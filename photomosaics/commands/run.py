@@ -250,7 +250,7 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
             from dal.azurite import STATUS_FILE_ENV
             from workers.storage_keeper import AzuriteKeeper
 
-            keeper = AzuriteKeeper(embedded[0], data / "storage-status.json")
+            keeper = AzuriteKeeper(embedded[0], data / "storage-status.json", on_restart=prepare_storage)
             web_extra[STATUS_FILE_ENV] = str(keeper.status_file)
 
             def on_tick() -> None:
