@@ -23,6 +23,7 @@ from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage
+from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered, slice_blob_candidates
 from webapp import planning
 from webapp.clients import client_id
@@ -89,7 +90,16 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         max_output_pixels=limits.max_output_pixels,
     )
     slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid)
+
+
+def _admit(owner: str) -> None:
+    """Count this submission against the client's quotas, or answer 429 having stored nothing."""
+    try:
+        services().quotas.admit(owner)
+    except QuotaExceeded as exc:
+        raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
@@ -139,6 +149,7 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
         log.exception("job %s could not be submitted; removing what was stored", request_id)
         svc.jobs.delete(owner, request_id)
         svc.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
+        svc.quotas.release(owner)
         raise
     log.info("job %s submitted by client %s", request_id, owner[:6])
     status_url = url_for("api_jobs.get_job", request_id=request_id)
