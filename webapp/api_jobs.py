@@ -22,7 +22,7 @@ from dal.errors import BlobMissingError
 from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
-from dal.messages import ImageRequestMessage
+from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
@@ -37,7 +37,7 @@ from webapp.validation import int_field, optional_int_field, validate_image
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 SLICE_PREVIEW_SIDE = 1600
 THUMB_SIDE = 480
 
