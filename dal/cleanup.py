@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dal.blob_names import job_file_prefix, job_folder_prefix
 from dal.blobs import BlobStore
 from dal.config import (
     IMAGE_INPUT_CONTAINER,
@@ -39,10 +40,10 @@ log = logging.getLogger(__name__)
 
 # (step name, container, blob name prefix given the request id), in deletion order.
 _BLOB_STEPS: tuple[tuple[str, str, Callable[[str], str]], ...] = (
-    ("photo", IMAGE_INPUT_CONTAINER, lambda rid: f"{rid}."),
-    ("bands", SLICE_REQUEST_CONTAINER, lambda rid: f"{rid}/"),
-    ("slices_and_claim", SLICE_RESPONSE_CONTAINER, lambda rid: f"{rid}/"),
-    ("output", IMAGE_OUTPUT_CONTAINER, lambda rid: f"{rid}."),
+    ("photo", IMAGE_INPUT_CONTAINER, job_file_prefix),
+    ("bands", SLICE_REQUEST_CONTAINER, job_folder_prefix),
+    ("slices_and_claim", SLICE_RESPONSE_CONTAINER, job_folder_prefix),
+    ("output", IMAGE_OUTPUT_CONTAINER, job_file_prefix),
 )
 CLEANUP_STEPS = (*(name for name, _, _ in _BLOB_STEPS), "rows")
 

@@ -5,7 +5,7 @@ A processor writes the mosaic of its band to ``sliceresponse/<request_id>/<seq>.
 of the mosaic (a 40 MP job is 120 MB of pixels); PNG cost seconds of zlib on both sides for
 photo tiles that barely compress, ``.npy`` is a memory copy, and lossless all the same.
 
-Versioned by name and by magic bytes: slices written as ``<seq>.png`` by processors of an
+Blob names live in ``dal.blob_names`` (re-exported here). Versioned by name and by magic bytes: slices written as ``<seq>.png`` by processors of an
 older release (in flight across an upgrade) are still found (``slice_blob_candidates``) and
 read (``decode_rendered``). A job of one slice has no rendered slice at all: its processor
 writes the final ``imageoutput/<request_id>.jpg`` itself.
@@ -20,6 +20,7 @@ import io
 
 import numpy as np
 
+from dal.blob_names import RENDERED_EXTENSION, slice_blob_candidates, slice_output_name
 from dal.errors import PhotoMosaicsError
 
 __all__ = [
@@ -31,23 +32,12 @@ __all__ = [
     "decode_rendered",
 ]
 
-RENDERED_EXTENSION = "npy"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _NPY_MAGIC = b"\x93NUMPY"
 
 
 class RenderedFormatError(PhotoMosaicsError, ValueError):
     """A rendered-slice blob that is neither a ``.npy`` array of RGB pixels nor a PNG."""
-
-
-def slice_output_name(request_id: str, sequence: int, extension: str = RENDERED_EXTENSION) -> str:
-    """The ``sliceresponse`` blob of a rendered slice; ``extension="png"`` for older processors'."""
-    return f"{request_id}/{sequence}.{extension}"
-
-
-def slice_blob_candidates(request_id: str, sequence: int) -> tuple[str, str]:
-    """Where a rendered slice may be, newest format first."""
-    return slice_output_name(request_id, sequence), slice_output_name(request_id, sequence, "png")
 
 
 def encode_rendered(pixels: np.ndarray) -> bytes:

@@ -23,7 +23,8 @@ from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage
-from dal.rendered import decode_rendered, slice_blob_candidates
+from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
+from dal.rendered import decode_rendered
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
@@ -96,7 +97,7 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
     svc = services()
     owner = client_id()
     request_id = str(uuid.uuid4())
-    input_name = f"{request_id}.{photo.extension}"
+    input_name = input_blob_name(request_id, photo.extension)
     image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
     try:
         svc.jobs.create(
@@ -263,7 +264,7 @@ def job_slice(request_id: str, sequence: int) -> Response:
     # final JPEG instead (dal.rendered).
     places = [(SLICE_RESPONSE_CONTAINER, name) for name in slice_blob_candidates(request_id, sequence)]
     if job.slices == 1:
-        places.insert(0, (IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg"))
+        places.insert(0, (IMAGE_OUTPUT_CONTAINER, output_blob_name(request_id)))
 
     def make() -> bytes:
         for container, name in places:

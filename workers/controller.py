@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from dal.blob_names import stitch_claim_name
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
@@ -64,10 +65,6 @@ __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_
 log = logging.getLogger(__name__)
 _IO_THREADS = 8
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
-
-
-def _claim_name(request_id: str) -> str:
-    return f"{request_id}/stitch.claim"
 
 
 class JobController:
@@ -244,7 +241,7 @@ class JobController:
             return
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
-        claim = _claim_name(rid)
+        claim = stitch_claim_name(rid)
         if job.output_name is not None:
             # Stitched already. Only the stitcher's own message (redelivered because it died after
             # recording the output) re-sends the response; any other duplicate just goes away.

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, PngImagePlugin
 
+from dal.blob_names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.errors import PhotoMosaicsError
 from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 
@@ -50,7 +51,6 @@ __all__ = [
     "encode_output",
 ]
 
-OUTPUT_EXTENSION = "jpg"
 OUTPUT_CONTENT_TYPE = "image/jpeg"
 # JPEG quality of the final mosaic: visually lossless for photo tiles at a third of PNG's size.
 OUTPUT_QUALITY = 90
@@ -75,14 +75,6 @@ class Band:
     tiles_across: int
     tiles_down: int
     cells: np.ndarray
-
-
-def band_blob_name(request_id: str, sequence: int) -> str:
-    return f"{request_id}/{sequence}.png"
-
-
-def output_blob_name(request_id: str) -> str:
-    return f"{request_id}.{OUTPUT_EXTENSION}"
 
 
 def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range]) -> list[Band]:
