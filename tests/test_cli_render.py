@@ -76,6 +76,20 @@ def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: P
         assert r > 120 and g < 110 and b < 110
 
 
+def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mosaic.dzi"
+    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert 'Width="96"' in out.read_text() and 'Height="64"' in out.read_text()
+    files = tmp_path / "mosaic_files"
+    top = max(int(p.name) for p in files.iterdir() if p.is_dir())
+    assert top == 7  # ceil(log2(96)): levels 0 (1 px) .. 7 (full size)
+    with Image.open(files / str(top) / "0_0.jpg") as full:
+        assert full.size == (96, 64)  # one 254 px tile holds it all
+    with Image.open(files / "0" / "0_0.jpg") as dot:
+        assert dot.size == (1, 1)
+
+
 def test_a_built_library_is_cached_until_its_photos_change(
     target: Path, tiles_dir: Path, tmp_path: Path, private_cache: Path
 ) -> None:

@@ -57,7 +57,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services
+    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services, spec
 
     services.init_app(app)
     clients.init_app(app)
@@ -70,4 +70,5 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(spec.bp)
     return app

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from dal import tracing
 from dal.blob_names import stitch_claim_name
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
@@ -261,11 +262,12 @@ class JobController:
             # One slice: its processor wrote the final output itself; nothing to fetch or encode.
             how = "written by its processor"
         else:
-            mosaic = self._fetch_and_stitch(job, clock)
-            encoded = encode_output(mosaic)
-            clock.lap("output_encode")
-            blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
-            clock.lap("output_upload")
+            with tracing.stitch_span(rid, job.slices):
+                mosaic = self._fetch_and_stitch(job, clock)
+                encoded = encode_output(mosaic)
+                clock.lap("output_encode")
+                blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
+                clock.lap("output_upload")
             how = f"{job.slices} slices stitched"
         job = self.services.jobs.update(
             job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job

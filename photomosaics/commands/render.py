@@ -117,7 +117,7 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
 @click.option("--max-output-pixels", type=click.IntRange(min=1), default=None,
               help="Largest output in pixels [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 40 MP].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
-              help="Output image; the format follows the extension (.jpg, .png, .webp, .tif).")
+              help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: name.dzi and name_files/).")
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
 def render(
@@ -144,9 +144,9 @@ def render(
     from mosaic.images import ImageDecodeError, open_image
     from mosaic.render import render as render_mosaic
 
-    fmt = _FORMATS.get(output.suffix.lower())
+    fmt = "DZI" if output.suffix.lower() == ".dzi" else _FORMATS.get(output.suffix.lower())
     if fmt is None:
-        raise click.BadParameter(f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}", param_hint="--output")
+        raise click.BadParameter(f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}, .dzi", param_hint="--output")
     if not output.parent.is_dir():
         raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
     settings = Settings.from_env()
@@ -193,7 +193,12 @@ def render(
         # level 6 took 2.7x as long for files only ~10 % smaller (12 MP, tile 8).
         save["compress_level"] = PNG_COMPRESS_LEVEL
     try:
-        Image.fromarray(mosaic).save(output, format=fmt, **save)
-    except OSError as exc:
+        if fmt == "DZI":
+            from mosaic.deepzoom import write_dzi
+
+            write_dzi(mosaic, output, quality=quality)
+        else:
+            Image.fromarray(mosaic).save(output, format=fmt, **save)
+    except (OSError, RuntimeError) as exc:
         raise click.ClickException(f"cannot write {output}: {exc}") from None
     click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)

@@ -101,3 +101,24 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
         assert str(response.status_code) in documented, (path, method, response.status_code)
         if response.status_code >= 400:
             assert set(response.json) == {"error", "detail"}
+
+
+def test_served_spec_states_the_name_length_the_prefix_leaves(client: Any, app: Flask, web_prefix: str) -> None:
+    """/openapi.yaml gives library names the maxLength this deployment's prefix really leaves."""
+    from dal.libraries import InvalidLibraryNameError, LibraryStore
+
+    answer = client.get("/openapi.yaml")
+    assert answer.status_code == 200 and answer.mimetype == "application/yaml"
+    served = yaml.safe_load(answer.get_data(as_text=True))
+    longest = 63 - len(web_prefix)
+    assert web_prefix and served["components"]["schemas"]["LibraryName"]["maxLength"] == longest
+    bodies = [served["paths"]["/api/jobs"]["post"], served["paths"]["/api/libraries"]["post"]]
+    names = [
+        next(iter(op["requestBody"]["content"].values()))["schema"]["properties"][field]
+        for op, field in zip(bodies, ("library", "name"), strict=True)
+    ]
+    assert [n["maxLength"] for n in names] == [longest, longest]
+    store = LibraryStore(None, prefix=web_prefix)  # type: ignore[arg-type]
+    assert store.container_name("a" * longest)  # the documented longest name is accepted...
+    with pytest.raises(InvalidLibraryNameError):
+        store.container_name("a" * (longest + 1))  # ...and one more is not

@@ -1,0 +1,61 @@
+"""Deep Zoom (DZI) pyramids of a mosaic, written by libvips through ``pyvips``.
+
+Contract: ``write_dzi(pixels, path)`` writes ``path`` (``name.dzi``, the XML descriptor) and
+``name_files/`` beside it: the standard DZI layout that OpenSeadragon and its peers read.
+Level ``L`` holds the image scaled by ``2 ** (L - max_level)``, each side rounded up, cut
+into ``tile_size`` px tiles with ``overlap`` px shared at each inner edge; level 0 is 1 px.
+
+Why libvips: it builds the pyramid as a stream, tile row by tile row, so the pyramid costs
+little more memory than its input, and a source that is itself a file (a JPEG stitched from
+the slices) is never decoded whole. ``pyvips`` is imported only here, when a pyramid is
+asked for, so the rest of the engine does not need libvips.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DZI_TILE_SIZE = 254  # OpenSeadragon's and Microsoft's default: 254 + 2 x 1 overlap = 256 px
+DZI_OVERLAP = 1
+DZI_QUALITY = 90
+
+
+def _vips() -> Any:
+    try:
+        import pyvips
+    except (ImportError, OSError) as exc:  # OSError: the libvips shared library is missing
+        raise RuntimeError(f"Deep Zoom output needs pyvips with libvips ({exc}); install pyvips[binary]") from exc
+    return pyvips
+
+
+def write_dzi(
+    pixels: np.ndarray,
+    path: Path,
+    *,
+    tile_size: int = DZI_TILE_SIZE,
+    overlap: int = DZI_OVERLAP,
+    quality: int = DZI_QUALITY,
+) -> None:
+    """Write an ``H x W x 3`` uint8 image as ``path`` (``.dzi``) plus ``<stem>_files/``."""
+    if path.suffix.lower() != ".dzi":
+        raise ValueError(f"a Deep Zoom descriptor ends in .dzi, not {path.suffix!r}")
+    pyvips = _vips()
+    image = pyvips.Image.new_from_array(np.ascontiguousarray(pixels, dtype=np.uint8), interpretation="srgb")
+    write_dzi_from_vips(image, path, tile_size=tile_size, overlap=overlap, quality=quality)
+
+
+def write_dzi_from_vips(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP,
+                        quality: int = DZI_QUALITY) -> None:  # fmt: skip
+    """Write a ``pyvips.Image`` (possibly streamed from a file) as a DZI pyramid."""
+    # dzsave takes the name without ".dzi" and adds it, and "_files/" for the tiles.
+    image.dzsave(
+        str(path.with_suffix("")),
+        layout="dz",
+        tile_size=tile_size,
+        overlap=overlap,
+        suffix=f".jpg[Q={quality},strip]",
+        depth="onepixel",
+    )
