@@ -152,3 +152,20 @@ def test_the_demo_azurite_is_the_version_the_tests_use() -> None:
     assert _container(deployment)["image"] == f"mcr.microsoft.com/azure-storage/azurite:{version}"
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert compose["services"]["azurite"]["image"] == f"mcr.microsoft.com/azure-storage/azurite:{version}"
+
+
+def test_a_daily_cronjob_runs_the_retention_sweep(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    from click.testing import CliRunner
+
+    from photomosaics.cli import main
+
+    overlay, docs = rendered
+    (cronjob,) = _by_kind(docs, "CronJob").values()
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid", overlay
+    (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[:2] == ["photomosaics", "retention"], args
+    assert _env(container)["AZURE_STORAGE_CONNECTION_STRING"] == {"secretKeyRef": {"name": "photomosaics-storage", "key": "connection"}}
+    # The options are ones the command really has (an unknown one fails the parse; --help stops there).
+    result = CliRunner().invoke(main, [*args[1:], "--help"])
+    assert result.exit_code == 0, result.output
