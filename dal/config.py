@@ -57,6 +57,7 @@ LIBRARY_METADATA_KEY = "imagelibrarydescription"
 
 JOBS_TABLE = "jobs"
 JOB_EVENTS_TABLE = "jobevents"
+CLIENT_QUOTAS_TABLE = "clientquotas"
 
 # The account every Azurite and the Azure Storage Emulator know; its key is public.
 DEVSTORE_ACCOUNT = "devstoreaccount1"
@@ -158,6 +159,9 @@ class Settings:
     max_upload_bytes: int = 30 * 1024 * 1024
     max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS
     max_slices: int = 64
+    # Per-client quotas (dal.quotas): unfinished jobs at once, and submissions per clock minute.
+    max_unfinished_jobs: int = 3
+    submissions_per_minute: int = 10
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
     data_dir: str = ".data"
@@ -180,6 +184,8 @@ class Settings:
             max_upload_bytes=_env_int(env, "PHOTOMOSAICS_MAX_UPLOAD_BYTES", 30 * 1024 * 1024),
             max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", DEFAULT_MAX_INPUT_PIXELS),
             max_slices=_env_int(env, "PHOTOMOSAICS_MAX_SLICES", 64),
+            max_unfinished_jobs=_env_int(env, "PHOTOMOSAICS_MAX_UNFINISHED_JOBS", 3),
+            submissions_per_minute=_env_int(env, "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE", 10),
             slice_shards=_env_int(env, "PHOTOMOSAICS_SLICE_SHARDS", 1),
             data_dir=env.get("PHOTOMOSAICS_DATA_DIR", ".data"),
             name_prefix=env.get("PHOTOMOSAICS_NAME_PREFIX", ""),

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from dal.messages import ImageRequestMessage
+from dal.messages import ID_PATTERN, MAX_ID_LENGTH, MAX_TILE_SIZE, ImageRequestMessage
 from mosaic.grid import Grid
 
 
@@ -34,7 +34,7 @@ class JobStatus(StrEnum):
 JOB_STATUSES: tuple[str, ...] = tuple(status.value for status in JobStatus)
 TERMINAL_STATUSES = frozenset({JobStatus.DONE, JobStatus.FAILED})
 
-_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_KEY = re.compile(rf"^{ID_PATTERN}$")
 # Index RowKeys start with "~", which sorts after every character a request id may hold.
 INDEX_MARK = "~"
 _INVERT_FROM = 10**16 - 1
@@ -48,7 +48,7 @@ def library_name(uri: str) -> str:
 def validate_key(what: str, value: str) -> str:
     """Reject ids that are unsafe as table keys (Azure forbids / \\ # ? and control characters)."""
     if not isinstance(value, str) or not _KEY.match(value):
-        raise ValueError(f"{what} must be 1..64 characters of A-Z a-z 0-9 _ -, got {value!r}")
+        raise ValueError(f"{what} must be 1..{MAX_ID_LENGTH} characters of A-Z a-z 0-9 _ -, got {value!r}")
     return value
 
 
@@ -155,8 +155,8 @@ class Job:
         validate_key("request_id", self.request_id)
         if self.status not in JOB_STATUSES:
             raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)}, got {self.status!r}")
-        if not 1 <= self.tile_size <= 64:
-            raise ValueError(f"tile_size must be 1..64, got {self.tile_size}")
+        if not 1 <= self.tile_size <= MAX_TILE_SIZE:
+            raise ValueError(f"tile_size must be 1..{MAX_TILE_SIZE}, got {self.tile_size}")
         if self.slices < 1:
             raise ValueError(f"slices must be at least 1, got {self.slices}")
         for name in ("tiles_across", "tiles_down", "output_width", "output_height"):

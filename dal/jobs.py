@@ -51,6 +51,7 @@ from azure.data.tables import TableTransactionError, UpdateMode
 
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import PhotoMosaicsError, StorageConfigurationError
+from dal.messages import ID_PATTERN
 from dal.job_model import (
     INDEX_MARK,
     JOB_STATUSES,
@@ -110,7 +111,7 @@ def _decode_token(token: str) -> str:
     except (ValueError, UnicodeDecodeError):
         text = ""
     row_key = text.removeprefix(_TOKEN_VERSION)
-    if not text.startswith(_TOKEN_VERSION) or not re.fullmatch(r"~\d{16}~[A-Za-z0-9_-]{1,64}", row_key):
+    if not text.startswith(_TOKEN_VERSION) or not re.fullmatch(rf"~\d{{16}}~{ID_PATTERN}", row_key):
         raise ValueError(f"not a continuation token of this job list: {token!r}")
     return row_key
 

@@ -30,11 +30,16 @@ from dal.config import (
     SLICE_RESPONSE_QUEUE,
 )
 from dal.errors import QueueMessageFormatException
+from mosaic.limits import MAX_TILE_SIZE
 
 __all__ = [
     "PAYLOAD_VERSION",
     "TRACED_PAYLOAD_VERSION",
     "MAX_TILE_SIZE",
+    "MAX_ID_LENGTH",
+    "ID_CHARS",
+    "ID_PATTERN",
+    "REQUEST_ID_PATTERN",
     "QueueMessage",
     "ImageRequestMessage",
     "SliceRequestMessage",
@@ -50,8 +55,13 @@ PAYLOAD_VERSION = 1
 # (dal/tracing.py): untraced messages stay version 1, byte for byte, and both are read.
 TRACED_PAYLOAD_VERSION = 2
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
-MAX_TILE_SIZE = 64
-_CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The id rules, one home each: client and request ids are table keys (``dal.job_model``).
+MAX_ID_LENGTH = 64
+ID_CHARS = r"[A-Za-z0-9_-]"
+ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
+# Request ids the web app mints: uuid4 text. A prefix pattern (no anchors) for blob names.
+REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_CLIENT_ID = re.compile(ID_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
 _OPTIONAL = {"tiles_across", "traceparent"}
 
@@ -103,7 +113,7 @@ _STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_li
 
 def _check_client_id(value: str) -> None:
     if not _CLIENT_ID.fullmatch(value):
-        raise _fail(f"client_id must be 1..64 characters of [A-Za-z0-9_-], got {value[:80]!r}")
+        raise _fail(f"client_id must be 1..{MAX_ID_LENGTH} characters of [A-Za-z0-9_-], got {value[:80]!r}")
 
 
 def _check_request_id(value: str) -> None:

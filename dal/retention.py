@@ -33,7 +33,7 @@ from dal.blobs import BlobStore
 from dal.config import WORKFLOW_CONTAINERS
 from dal.job_model import INDEX_MARK
 from dal.jobs import JobStore
-from dal.messages import JobCleanupMessage
+from dal.messages import REQUEST_ID_PATTERN, JobCleanupMessage
 from dal.queues import ImageProcessingQueue
 
 __all__ = ["DEFAULT_RETENTION_DAYS", "DEFAULT_ORPHAN_GRACE", "SweepReport", "sweep"]
@@ -49,7 +49,7 @@ LOCK_CONTAINER = "operations"
 LOCK_BLOB = "retention-sweep.lock"
 _LEASE_SECONDS = 60
 _RENEW_AFTER = 20.0
-_REQUEST_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_REQUEST_ID = re.compile(f"^{REQUEST_ID_PATTERN}")
 
 
 @dataclass

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dal.jobs import JobStore
     from dal.libraries import LibraryStore
     from dal.queues import QueueAccessor
+    from dal.quotas import QuotaStore
 
 __all__ = ["Stores"]
 
@@ -57,8 +58,20 @@ class Stores:
 
         return LibraryStore(self.storage, prefix=self.prefix)
 
+    @cached_property
+    def quotas(self) -> QuotaStore:
+        from dal.quotas import QuotaStore
+
+        return QuotaStore(
+            self.storage,
+            max_unfinished=self.settings.max_unfinished_jobs,
+            per_minute=self.settings.submissions_per_minute,
+            prefix=self.prefix,
+        )
+
     def ensure(self) -> None:
         """Create the queues, containers and tables that are missing (idempotent; start-up)."""
         self.queues.ensure_all()
         self.blobs.ensure_containers()
         self.jobs.ensure_tables()
+        self.quotas.ensure_table()

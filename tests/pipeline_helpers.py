@@ -37,6 +37,9 @@ TEST_ENV = {
     "PHOTOMOSAICS_VISIBILITY_TIMEOUT": "6",
     "PHOTOMOSAICS_RETRY_DELAY_SECONDS": "1",
     "PHOTOMOSAICS_LOG_LEVEL": "INFO",
+    # Pipeline tests submit many jobs under one client id; quotas have their own tests.
+    "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000",
+    "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000",
 }
 
 

@@ -22,8 +22,9 @@ from dal.errors import BlobMissingError
 from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
-from dal.messages import ImageRequestMessage
+from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
+from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
 from webapp import planning
 from webapp.clients import client_id
@@ -36,7 +37,7 @@ from webapp.validation import int_field, optional_int_field, validate_image
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 SLICE_PREVIEW_SIDE = 1600
 THUMB_SIDE = 480
 
@@ -90,7 +91,16 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         max_output_pixels=limits.max_output_pixels,
     )
     slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid)
+
+
+def _admit(owner: str) -> None:
+    """Count this submission against the client's quotas, or answer 429 having stored nothing."""
+    try:
+        services().quotas.admit(owner)
+    except QuotaExceeded as exc:
+        raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
@@ -140,6 +150,7 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
         log.exception("job %s could not be submitted; removing what was stored", request_id)
         svc.jobs.delete(owner, request_id)
         svc.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
+        svc.quotas.release(owner)
         raise
     log.info("job %s submitted by client %s", request_id, owner[:6])
     status_url = url_for("api_jobs.get_job", request_id=request_id)

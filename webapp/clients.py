@@ -14,8 +14,10 @@ import secrets
 
 from flask import Flask, session
 
+from dal.messages import ID_CHARS, MAX_ID_LENGTH
+
 _SESSION_KEY = "cid"
-_VALID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+_VALID = re.compile(rf"^{ID_CHARS}{{16,{MAX_ID_LENGTH}}}$")
 
 
 def client_id() -> str:

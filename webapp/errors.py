@@ -27,6 +27,7 @@ _CODES = {
     413: "too_large",
     415: "unsupported_media_type",
     422: "unprocessable",
+    429: "too_many_requests",
     503: "storage_unavailable",
 }
 
@@ -34,11 +35,12 @@ _CODES = {
 class ApiError(PhotoMosaicsError):
     """An error answered to the client as JSON; nothing has been stored when it is raised."""
 
-    def __init__(self, status: int, error: str, detail: str) -> None:
+    def __init__(self, status: int, error: str, detail: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.error = error
         self.detail = detail
+        self.headers = headers or {}
 
 
 def error_response(status: int, error: str, detail: str) -> Response:
@@ -52,7 +54,9 @@ def _wants_json() -> bool:
 
 
 def _api_error(exc: ApiError) -> Response:
-    return error_response(exc.status, exc.error, exc.detail)
+    response = error_response(exc.status, exc.error, exc.detail)
+    response.headers.update(exc.headers)  # e.g. 429's and 503's Retry-After
+    return response
 
 
 def _http_error(exc: HTTPException) -> Any:

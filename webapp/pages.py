@@ -10,10 +10,11 @@ import re
 
 from flask import Blueprint, abort, render_template
 
+from dal.messages import REQUEST_ID_PATTERN
 from webapp.services import settings
 
 bp = Blueprint("pages", __name__)
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 
 
 @bp.get("/")

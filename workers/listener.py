@@ -48,6 +48,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from dal.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.backoff import poll_delay, retry_delay_for
 from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
 from workers.errors import PermanentJobError, RetryLater
@@ -67,7 +68,6 @@ Handler = Callable[["ReceivedMessage"], None]
 # to mark the job failed. Its own failures are logged, never raised.
 PoisonHook = Callable[["ReceivedMessage", str], None]
 
-MAX_BATCH = 32  # the service's limit per receive
 
 
 class QueueListener:
