@@ -7,8 +7,14 @@ the other answers 20 % of requests with 503 ServerBusy (plus 3 % 500 OperationTi
 are the product's (ServerBusy: 10 s) unless ``PHOTOMOSAICS_RETRY_SCALE`` is set.
 
 Prints, for each: wall time for the batch, jobs lost (goal 0), storage transactions, retries
-by cause and seconds spent backing off, and the throttled/clean ratios. Failover to a paired
-secondary account is not built yet, so there is no time-to-failover figure.
+by cause and seconds spent backing off, and the throttled/clean ratios.
+
+Then the paired secondary account (``dal.failover``) at the send level, with a second Azurite
+and the primary cut by the proxy (every connection reset): time of the first send to fail over
+(the ``interactive`` profile's retry budget, what ``POST /api/jobs`` would spend), time of the
+sends after it, messages lost, the secondary's transactions while the primary is healthy
+(goal 0), and the time and transactions for the syphon to drain the backlog once the primary
+is back. Before this increment every one of those sends failed.
 """
 
 from __future__ import annotations
@@ -69,6 +75,60 @@ def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, 
     }  # fmt: skip
 
 
+FAILOVER_MESSAGES = 20
+
+
+def _failover(cs: str) -> dict[str, Any]:
+    import uuid
+
+    from dal.azurite import Azurite
+    from dal.config import StorageClients
+    from dal.failover import FailoverSender, Syphon
+    from dal.messages import ImageRequestMessage
+    from dal.metrics import TransactionCounter
+    from dal.queues import QueueAccessor
+    from tests.faultproxy import faulty_account
+
+    prefix = f"fo{uuid.uuid4().hex[:8]}"
+    QueueAccessor(StorageClients(cs, profile="probe"), prefix=prefix).ensure_all()
+    secondary_counter, syphon_counter = TransactionCounter(), TransactionCounter()
+    with Azurite() as second, faulty_account(cs, faults={"reset": 1.0}) as account:
+        secondary = StorageClients(second.connection_string, profile="interactive", response_hook=secondary_counter)
+        primary = QueueAccessor(StorageClients(account.connection_string, profile="interactive"), prefix=prefix)
+        sender = FailoverSender(primary, secondary)
+
+        def message() -> ImageRequestMessage:
+            rid = str(uuid.uuid4())
+            return ImageRequestMessage(queue_uri=primary.image_request.url, client_id="bench", request_id=rid,
+                                       image_uri=f"http://x/imageinput/{rid}.jpg", image_library_uri="http://x/t",
+                                       tile_size=8, slices=3)  # fmt: skip
+
+        for _ in range(5):
+            sender.submit(message())
+        healthy_secondary = secondary_counter.total()
+        account.set_active(True)
+        started = time.perf_counter()
+        where = [sender.submit(message())]
+        first = time.perf_counter() - started
+        started = time.perf_counter()
+        where += [sender.submit(message()) for _ in range(FAILOVER_MESSAGES - 1)]
+        rest = (time.perf_counter() - started) / (FAILOVER_MESSAGES - 1)
+        account.set_active(False)
+        syphon_storage = StorageClients(second.connection_string, profile="worker", response_hook=syphon_counter)
+        syphon = Syphon(QueueAccessor(StorageClients(cs, profile="worker"), prefix=prefix), syphon_storage)
+        started = time.perf_counter()
+        moved = syphon.run_once()
+        drain = time.perf_counter() - started
+        idle_before = syphon_counter.total()
+        syphon.run_once()
+        arrived = QueueAccessor(StorageClients(cs, profile="probe"), prefix=prefix).image_request.approximate_depth()
+    return {"first_failover_s": first, "next_send_s": rest, "parked": where.count("secondary"),
+            "moved": moved, "drain_s": drain, "drain_transactions": idle_before,
+            "empty_pass_transactions": syphon_counter.total() - idle_before,
+            "healthy_secondary_transactions": healthy_secondary,
+            "lost": 5 + FAILOVER_MESSAGES - arrived}  # fmt: skip
+
+
 def main() -> int:
     from dal.azurite import Azurite
 
@@ -77,6 +137,7 @@ def main() -> int:
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-availability-") as tmp:
         clean = _run(azurite.connection_string, Path(tmp), {}, "clean")
         throttled = _run(azurite.connection_string, Path(tmp), FAULTS, "throttled")
+        failover = _failover(azurite.connection_string)
     print(f"{'':10} {'seconds':>8} {'lost':>5} {'transactions':>13} {'retries':>28} {'backoff s':>10}")
     for row in (clean, throttled):
         print(f"{row['label']:10} {row['seconds']:8.1f} {row['lost']:5d} {row['transactions']:13d} "
@@ -85,6 +146,15 @@ def main() -> int:
     print(f"throttled / clean: time x{throttled['seconds'] / clean['seconds']:.2f}, "
           f"transactions x{throttled['transactions'] / max(clean['transactions'], 1):.2f} "
           f"(+{throttled['transactions'] - clean['transactions']} extra); injected {throttled['injected']}")
-    print("time to fail over / backlog drain: n/a (paired secondary account not built yet)")
-    (RESULTS / "availability.json").write_text(json.dumps({"clean": clean, "throttled": throttled}, indent=1))
-    return 1 if throttled["lost"] or clean["lost"] else 0
+    f = failover
+    print(f"paired secondary, primary cut ({FAILOVER_MESSAGES} sends; before: every send failed):")
+    print(f"  time to fail over (first send, interactive profile): {f['first_failover_s']:.1f} s; "
+          f"each later send {f['next_send_s'] * 1000:.0f} ms (goal: POST keeps answering 202)")
+    print(f"  sends parked on the secondary: {f['parked']}/{FAILOVER_MESSAGES}; messages lost: {f['lost']} (goal 0)")
+    print(f"  backlog drain after recovery: {f['moved']} moved in {f['drain_s']:.2f} s, "
+          f"{f['drain_transactions']} transactions; an empty syphon pass: {f['empty_pass_transactions']}")
+    print(f"  extra transactions on the secondary while the primary is healthy: "
+          f"{f['healthy_secondary_transactions']} (goal 0)")
+    (RESULTS / "availability.json").write_text(
+        json.dumps({"clean": clean, "throttled": throttled, "failover": failover}, indent=1))
+    return 1 if throttled["lost"] or clean["lost"] or failover["lost"] else 0
