@@ -23,6 +23,7 @@ project is rooted here and named in this drawing.
      ├── JobNotFoundError (LookupError)       dal.jobs
      ├── JobExistsError                       dal.jobs
      ├── JobUpdateConflictError               dal.jobs — lost the ETag race too many times
+     ├── QuotaExceeded                        dal.quotas — a client over its quota (HTTP 429)
      ├── AzuriteError (RuntimeError)          dal.azurite — the emulator missing or not answering
      ├── NodeRuntimeError (RuntimeError)      dal.node_runtime — no usable Node.js for Azurite
      ├── WorkerError                          workers.errors — how a handler ends a message
