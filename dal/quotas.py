@@ -113,14 +113,16 @@ class QuotaStore:
                 if entity is None:
                     self._table.create_entity(new)
                 else:
-                    self._table.update_entity(
-                        new, mode=UpdateMode.REPLACE, etag=entity.metadata["etag"],
-                        match_condition=MatchConditions.IfNotModified,
-                    )  # fmt: skip
+                    self._replace_if_unchanged(new, etag=entity.metadata["etag"])
                 return
             except (ResourceModifiedError, ResourceExistsError):
                 time.sleep(random.uniform(0.005, 0.05))  # lost the race: re-read and decide again
         raise QuotaExceeded("too many simultaneous submissions for this client", retry_after=1)
+
+    def _replace_if_unchanged(self, entity: dict, *, etag: str) -> None:
+        """Write the row only if nobody wrote it since we read it (412 -> ResourceModifiedError)."""
+        self._table.update_entity(entity, mode=UpdateMode.REPLACE, etag=etag,
+                                  match_condition=MatchConditions.IfNotModified)  # fmt: skip
 
     def release(self, client_id: str) -> None:
         """Give back the slot of a submission that was not stored after all (best effort)."""
@@ -131,10 +133,7 @@ class QuotaStore:
                 return
             entity["unfinished"] = max(0, int(entity["unfinished"]) - 1)
             try:
-                self._table.update_entity(
-                    entity, mode=UpdateMode.REPLACE, etag=entity.metadata["etag"],
-                    match_condition=MatchConditions.IfNotModified,
-                )  # fmt: skip
+                self._replace_if_unchanged(entity, etag=entity.metadata["etag"])
                 return
             except ResourceModifiedError:
                 time.sleep(random.uniform(0.005, 0.05))
