@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from dal.config import POISON_SUFFIX, WORK_QUEUES
+from dal.shards import shard_names
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,8 +57,12 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
-def test_there_is_a_demo_and_a_real_account_overlay() -> None:
-    assert {"azurite", "storage-account"} <= set(OVERLAYS)
+def _shards(deployment: dict[str, Any]) -> int:
+    return int(_env(_container(deployment)).get("PHOTOMOSAICS_SLICE_SHARDS") or 1)
+
+
+def test_there_is_a_demo_a_real_account_and_a_sharded_overlay() -> None:
+    assert {"azurite", "storage-account", "sharded"} <= set(OVERLAYS)
 
 
 def test_core_objects_validate_against_the_kubernetes_schemas(rendered: tuple[str, list[dict[str, Any]]]) -> None:
@@ -99,7 +104,8 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
         for trigger in obj["spec"]["triggers"]:
             assert trigger["type"] == "azure-queue"
             queue = trigger["metadata"]["queueName"]
-            assert queue in {prefix + q for q in WORK_QUEUES} and not queue.endswith(POISON_SUFFIX), queue
+            real = {prefix + q for q in WORK_QUEUES} | set(shard_names(prefix + "slicerequest", _shards(deployments[target])))
+            assert queue in real and not queue.endswith(POISON_SUFFIX), queue
             assert int(trigger["metadata"]["queueLength"]) >= 1
             auth = auths[trigger["authenticationRef"]["name"]]
             (ref,) = auth["spec"]["secretTargetRef"]
@@ -108,8 +114,12 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
                 assert ref["name"] in secrets
     processor = scaled["processor"]["spec"]
     assert processor["minReplicaCount"] == 0
-    assert [t["metadata"]["queueName"] for t in processor["triggers"]] == ["slicerequest"]
-    assert processor["triggers"][0]["metadata"]["activationQueueLength"] == "0"
+    shards = _shards(deployments["processor"])
+    assert _shards(deployments["controller"]) == shards, f"{overlay}: controller and processors disagree on the shards"
+    prefix = _env(_container(deployments["processor"])).get("PHOTOMOSAICS_NAME_PREFIX") or ""
+    # one trigger per shard, each waking the pool from zero
+    assert [t["metadata"]["queueName"] for t in processor["triggers"]] == shard_names(prefix + "slicerequest", shards)
+    assert {t["metadata"]["activationQueueLength"] for t in processor["triggers"]} == {"0"}
     controller = scaled["controller"]["spec"]
     assert controller["minReplicaCount"] >= 1
     assert {t["metadata"]["queueName"] for t in controller["triggers"]} == {"imagerequest", "sliceresponse"}
@@ -169,3 +179,15 @@ def test_a_daily_cronjob_runs_the_retention_sweep(rendered: tuple[str, list[dict
     # The options are ones the command really has (an unknown one fails the parse; --help stops there).
     result = CliRunner().invoke(main, [*args[1:], "--help"])
     assert result.exit_code == 0, result.output
+
+
+def test_shard_triggers_split_the_per_replica_queue_length() -> None:
+    """The HPA scales on the largest trigger and each shard holds ~1/K of the backlog, so each
+    shard's queueLength is the unsharded one divided by K: the pool is sized as without shards."""
+    base = _by_kind(_render("storage-account"), "ScaledObject")["processor"]["spec"]["triggers"]
+    (unsharded,) = [int(t["metadata"]["queueLength"]) for t in base]
+    docs = _render("sharded")
+    shards = _shards(_by_kind(docs, "Deployment")["processor"])
+    assert shards > 1
+    triggers = _by_kind(docs, "ScaledObject")["processor"]["spec"]["triggers"]
+    assert [int(t["metadata"]["queueLength"]) for t in triggers] == [max(1, unsharded // shards)] * shards
