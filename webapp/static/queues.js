@@ -35,6 +35,7 @@
 
   tick();
   checkHealth();
+  document.addEventListener("queues-changed", tick); // an operator action: show the new depths now
   setInterval(tick, 2000);
   setInterval(checkHealth, 15000);
 })();
@@ -62,6 +63,7 @@
     } catch (error) {
       status.textContent = `Not done: ${error.message}`;
     }
+    document.dispatchEvent(new Event("queues-changed"));
     refresh();
   }
 
@@ -95,7 +97,7 @@
             PM.el("tbody", {}, ...rows))));
       }
       lists.replaceChildren(...blocks);
-      if (!blocks.length) status.textContent = "No poison messages.";
+      if (!blocks.length) status.textContent = `${status.textContent} No poison messages.`.trim();
     } catch (error) {
       status.textContent = error.status === 403 ? "The operator token was refused." : `Not loaded: ${error.message}`;
     }
@@ -105,6 +107,7 @@
     e.preventDefault();
     sessionStorage.setItem(KEY, input.value);
     input.value = "";
+    status.textContent = ""; // a new token: forget what the last one was told
     refresh();
   });
   refresh();
