@@ -104,23 +104,20 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
 
 
 def prepare_storage(connection_string: str) -> None:
-    """Queues (with metadata), containers, tables and the demo library, where missing."""
-    from dal.blobs import BlobStore
+    """Queues (with metadata), containers, tables and the demo library, where missing.
+
+    Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
+    ``Stores.ensure`` is the one list of what the app needs to exist."""
     from dal.config import Settings, StorageClients
     from dal.health import check_storage
-    from dal.jobs import JobStore
-    from dal.queues import QueueAccessor
+    from dal.stores import Stores
     from workers.demo_library import ensure_demo_library
 
     settings = Settings.from_env()
     prefix = settings.name_prefix
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
-    queues = QueueAccessor(storage, settings=settings, prefix=prefix)
-    for queue in queues.monitored():
-        queue.ensure_exists()
-    BlobStore(storage, prefix=prefix).ensure_containers()
-    JobStore(storage, prefix=prefix).ensure_tables()
+    Stores(storage, settings).ensure()
     started = time.monotonic()
     ensure_demo_library(storage, prefix=prefix)
     if time.monotonic() - started > 1:
