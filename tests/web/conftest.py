@@ -7,6 +7,7 @@ isolation the jobs need. The tile library is made once per session (a few dozen 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 import uuid
@@ -120,8 +121,6 @@ def other_client(app: Flask) -> FlaskClient:
 def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Real controller, processor and responder processes on their own name prefix, a demo
     library (150 tiles of the sample photos), and the app served on a free loopback port."""
-    from werkzeug.serving import make_server
-
     from tests.pipeline_helpers import Pipeline
     from webapp import create_app
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
@@ -136,15 +135,26 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
         {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
          "SSE_POLL_SECONDS": 0.2}  # fmt: skip
     )
+    try:
+        with served(app) as url:
+            yield {"url": url, "pipeline": pipeline}
+    finally:
+        pipeline.stop_all()
+
+
+@contextlib.contextmanager
+def served(app: Flask) -> Iterator[str]:
+    """``app`` served by a thread on a free loopback port; yields its base URL."""
+    from werkzeug.serving import make_server
+
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, name="web", daemon=True)
     thread.start()
     try:
-        yield {"url": f"http://127.0.0.1:{server.server_port}", "pipeline": pipeline}
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
         thread.join(timeout=10)
-        pipeline.stop_all()
 
 
 def submit(client: FlaskClient, *, image: bytes | None = None, filename: str = "photo.png", **fields: Any) -> Any:

@@ -4,14 +4,13 @@ work queue, which storage confirms. Screenshots go to ``artifacts/screenshots/``
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from dal.config import Settings, StorageClients
-from tests.web.conftest import SECRET
+from tests.web.conftest import SECRET, served
 from tests.web.test_api_poison import TOKEN, _poison
 from tests.web.test_browser import browser_context, shot, wait_until  # noqa: F401 - browser_context is a fixture
 
@@ -21,22 +20,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 @pytest.fixture
 def operator_app(azurite_connection_string: str, unique: str) -> Iterator[dict[str, Any]]:
     """The web app alone (no roles: nothing consumes the queues) with an operator token."""
-    from werkzeug.serving import make_server
-
     from webapp import create_app
 
     prefix = f"q{unique}"
     settings = Settings(connection_string=azurite_connection_string, name_prefix=prefix)
     app = create_app({"SECRET_KEY": SECRET, "SETTINGS": settings, "CONNECTION_STRING": azurite_connection_string,
                       "ADMIN_TOKEN": TOKEN})  # fmt: skip
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="web", daemon=True)
-    thread.start()
-    try:
-        yield {"url": f"http://127.0.0.1:{server.server_port}", "prefix": prefix}
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
+    with served(app) as url:
+        yield {"url": url, "prefix": prefix}
 
 
 def test_an_operator_requeues_poison_messages_from_the_queues_page(
