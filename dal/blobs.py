@@ -28,7 +28,8 @@ from azure.storage.blob import ContentSettings
 from dal.config import CLAIM_CHECK_CONTAINER, LIBRARY_METADATA_KEY, WORKFLOW_CONTAINERS, StorageClients
 from dal.errors import BlobMissingError, StorageConfigurationError
 
-_CONTAINER = re.compile(r"^(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
+CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length rule
+_CONTAINER = re.compile(rf"^(?=.{{{CONTAINER_NAME_MIN},{CONTAINER_NAME_MAX}}}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _PREFIXED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
 _PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 _DELETE_BATCH = 256  # the most a blob batch request may carry
@@ -38,7 +39,7 @@ def validate_container_name(name: str) -> str:
     """Azure's rule: 3..63 of a-z 0-9 and single hyphens, starting and ending alphanumeric."""
     if not isinstance(name, str) or not _CONTAINER.match(name):
         raise ValueError(
-            f"invalid container name {name!r}: 3..63 characters of a-z, 0-9 and single hyphens, "
+            f"invalid container name {name!r}: {CONTAINER_NAME_MIN}..{CONTAINER_NAME_MAX} characters of a-z, 0-9 and single hyphens, "
             "starting and ending with a letter or digit"
         )
     return name

@@ -34,7 +34,7 @@ from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError, 
 from azure.storage.blob import ContentSettings
 from PIL import Image
 
-from dal.blobs import BlobStore
+from dal.blobs import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN, BlobStore
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
     LIBRARY_METADATA_KEY,
@@ -73,8 +73,10 @@ class EmptyLibraryError(LibraryError, ValueError):
 
 def validate_library_name(name: str) -> str:
     """Return ``name`` if it is a valid container name, else raise with the rule that failed."""
-    if not isinstance(name, str) or not 3 <= len(name) <= 63:
-        raise InvalidLibraryNameError(f"library name {name!r} must be 3 to 63 characters long")
+    if not isinstance(name, str) or not CONTAINER_NAME_MIN <= len(name) <= CONTAINER_NAME_MAX:
+        raise InvalidLibraryNameError(
+            f"library name {name!r} must be {CONTAINER_NAME_MIN} to {CONTAINER_NAME_MAX} characters long"
+        )
     if not _NAME.match(name):
         raise InvalidLibraryNameError(
             f"library name {name!r} may hold only lowercase letters, digits and single hyphens, "

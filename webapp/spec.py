@@ -16,9 +16,9 @@ from importlib.resources import files
 
 from flask import Blueprint, Response, current_app
 
-bp = Blueprint("spec", __name__)
+from dal.blobs import CONTAINER_NAME_MAX
 
-CONTAINER_NAME_MAX = 63
+bp = Blueprint("spec", __name__)
 
 
 @cache

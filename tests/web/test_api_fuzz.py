@@ -13,7 +13,6 @@ repeatable; ``PHOTOMOSAICS_FUZZ_SEED`` / ``PHOTOMOSAICS_FUZZ_EXAMPLES`` run it w
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -25,6 +24,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from dal.config import Settings
 from tests.web.conftest import SECRET
+from tests.web.conftest import served as serving
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
 pytestmark = pytest.mark.slow
@@ -37,8 +37,6 @@ ADMIN_TOKEN = "fuzz-operator-token"
 
 @pytest.fixture(scope="module")
 def served(web_settings: Settings, azurite_connection_string: str, tile_library: str) -> Iterator[str]:
-    from werkzeug.serving import make_server
-
     from webapp import create_app
 
     # The spec states the default limits (e.g. 64 slices); the other web tests lower some.
@@ -47,14 +45,8 @@ def served(web_settings: Settings, azurite_connection_string: str, tile_library:
         {"SECRET_KEY": SECRET, "SETTINGS": limits, "CONNECTION_STRING": azurite_connection_string,
          "SSE_POLL_SECONDS": 0.05, "SSE_MAX_SECONDS": 2.0, "ADMIN_TOKEN": ADMIN_TOKEN}  # fmt: skip
     )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="fuzz-web", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
+    with serving(app) as url:
+        yield url
 
 
 class UploadingSession(requests.Session):
