@@ -273,18 +273,12 @@ class JobStore:
         with self._tables_exist():
             keys = [e["RowKey"] for e in found]
         for start in range(0, len(keys), _BATCH):
-            ops = [("delete", {"PartitionKey": request_id, "RowKey": k}) for k in keys[start : start + _BATCH]]
-            self._events.submit_transaction(ops)
+            _delete_together(self._events, [(request_id, k) for k in keys[start : start + _BATCH]])
         try:
             entity = self._jobs.get_entity(client_id, request_id)
         except ResourceNotFoundError:
             return
-        self._jobs.submit_transaction(
-            [
-                ("delete", {"PartitionKey": client_id, "RowKey": request_id}),
-                ("delete", {"PartitionKey": client_id, "RowKey": entity["index_key"]}),
-            ]
-        )
+        _delete_together(self._jobs, [(client_id, request_id), (client_id, entity["index_key"])])
 
     def add_event(
         self,
@@ -382,3 +376,17 @@ def _take(items: Iterator[Any] | Iterable[Any], count: int) -> list[Any]:
         if len(taken) >= count:
             break
     return taken
+
+
+def _delete_together(table: Any, keys: list[tuple[str, str]]) -> None:
+    """Delete entities of one partition in one transaction. A concurrent deleter (the web's
+    immediate delete and the responder's queued cleanup run together by design) may have taken
+    some first: the transaction then fails as a whole with ResourceNotFound, and the rest is
+    deleted one by one (``delete_entity`` ignores an entity that is already gone)."""
+    try:
+        table.submit_transaction([("delete", {"PartitionKey": pk, "RowKey": rk}) for pk, rk in keys])
+    except TableTransactionError as exc:
+        if exc.error_code != "ResourceNotFound":
+            raise
+        for pk, rk in keys:
+            table.delete_entity(pk, rk)

@@ -150,7 +150,14 @@ class LibraryStore:
         return self._storage.blob_service
 
     def container_name(self, name: str) -> str:
+        """The container of library ``name``; the name prefix leaves ``name`` fewer characters."""
         validate_library_name(name)
+        longest = CONTAINER_NAME_MAX - len(self.prefix)
+        if len(name) > longest:  # said in the user's terms, not the prefixed container's
+            raise InvalidLibraryNameError(
+                f"library name {name!r} must be {CONTAINER_NAME_MIN} to {longest} characters long "
+                f"(this deployment's name prefix takes {len(self.prefix)} of the {CONTAINER_NAME_MAX})"
+            )
         return validate_library_name(f"{self.prefix}{name}")
 
     def uri(self, name: str) -> str:

@@ -20,10 +20,12 @@ from typing import Any
 from flask import Flask
 
 from dal.config import CONNECTION_STRING_ENV, Settings
+from webapp.api_libraries import MAX_LIBRARY_FILES
 
 SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
 # Room for the form fields around the uploaded file(s) in a multipart body.
 _MULTIPART_SLACK = 64 * 1024
+_FORM_FIELDS = 16  # room for the non-file fields of any form (name, description, ...)
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -44,6 +46,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         # A body larger than the biggest allowed upload is refused before it is read (413).
         MAX_CONTENT_LENGTH=settings.max_upload_bytes + _MULTIPART_SLACK,
         MAX_FORM_MEMORY_SIZE=settings.max_upload_bytes + _MULTIPART_SLACK,
+        # werkzeug refuses more than 1,000 form parts (413) by default; a library may have
+        # MAX_LIBRARY_FILES files, plus its name and description, as the spec states.
+        MAX_FORM_PARTS=MAX_LIBRARY_FILES + _FORM_FIELDS,
         SSE_POLL_SECONDS=0.5,
         SSE_MAX_SECONDS=3600.0,
         ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin

@@ -2,8 +2,10 @@
 
 ``PHOTOMOSAICS_ADMIN_TOKEN`` (or ``ADMIN_TOKEN`` in the app config) enables operator actions.
 Unset: they are off, the Queues page shows no buttons and the API answers 403. Set: a
-request must carry ``Authorization: Bearer <token>``; the comparison is constant-time
-(``hmac.compare_digest``) and the token is never logged nor echoed. Reading depths stays public.
+request must carry ``Authorization: Bearer <token>``, else 401 with ``WWW-Authenticate:
+Bearer`` (RFC 9110 and RFC 6750: missing or wrong credentials are 401, 403 is for a request
+no credentials can allow); the comparison is constant-time (``hmac.compare_digest``) and the
+token is never logged nor echoed. Reading depths stays public.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ def admin_enabled() -> bool:
 
 
 def require_admin() -> None:
-    """Raise 403 unless the request carries the operator token."""
+    """Raise 403 when operator actions are off, 401 unless the request carries the token."""
     expected = current_app.config.get("ADMIN_TOKEN") or ""
     if not expected:
         raise ApiError(403, "forbidden", f"operator actions are disabled: set {ADMIN_TOKEN_ENV} on the web app")
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
-        raise ApiError(403, "forbidden", "this operation needs the operator token (Authorization: Bearer <token>)")
+        raise ApiError(
+            401,
+            "unauthorized",
+            "this operation needs the operator token (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": 'Bearer realm="photomosaics operator"'},
+        )

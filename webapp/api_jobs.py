@@ -160,7 +160,9 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
 @bp.get("/jobs")
 def list_jobs() -> Response:
     limit = int_field(request.args, "limit", low=1, high=100, default=20)
-    token = request.args.get("continuation") or None
+    token = request.args.get("continuation")
+    if token == "":  # not a token the server issued (omit the parameter for the first page)
+        raise ApiError(400, "invalid_field", "continuation: empty; omit it for the first page")
     try:
         jobs, next_token = services().jobs.list_for_client(client_id(), limit=limit, continuation=token)
     except ValueError as exc:
@@ -270,7 +272,8 @@ def job_slice(request_id: str, sequence: int) -> Response:
     if sequence >= job.slices:
         raise ApiError(404, "not_found", f"the job has {job.slices} slices (0..{job.slices - 1})")
     if sequence not in job.slices_done:
-        raise ApiError(404, "not_ready", f"slice {sequence} is not rendered yet")
+        # The slice exists but is not there yet: 409, as for the result (404 means no such slice).
+        raise ApiError(409, "not_ready", f"slice {sequence} is not rendered yet")
     # Rendered slices are .npy (older processors: .png); a 1-slice job's processor wrote the
     # final JPEG instead (dal.rendered).
     places = [(SLICE_RESPONSE_CONTAINER, name) for name in slice_blob_candidates(request_id, sequence)]

@@ -102,7 +102,7 @@ def create_library() -> tuple[Response, int]:
     if not name:
         raise ApiError(400, "missing_field", "name is required")
     try:
-        validate_library_name(name)
+        services().libraries.container_name(name)  # the rule, with this deployment's prefix
     except InvalidLibraryNameError as exc:
         raise ApiError(400, "invalid_field", str(exc)) from None
     if len(description) > 200:
@@ -111,7 +111,7 @@ def create_library() -> tuple[Response, int]:
     if not uploads:
         raise ApiError(400, "missing_field", "files is required: photos (JPEG, PNG, ...) or a zip of them")
     if len(uploads) > MAX_LIBRARY_FILES:
-        raise ApiError(413, "too_large", f"at most {MAX_LIBRARY_FILES} files per library")
+        raise ApiError(400, "invalid_field", f"files: at most {MAX_LIBRARY_FILES} per library, got {len(uploads)}")
     libraries = services().libraries
     if libraries.exists(name):
         raise ApiError(409, "library_exists", f"a library called {name!r} exists already; choose another name")

@@ -2,7 +2,14 @@
 
 ``format: continuation-token`` is opaque to clients; the fuzzer must still send tokens of the
 form the server issues (a token it did not issue is a documented 400), so this strategy
-makes them with the server's own encoder. Image fields get real small images.
+makes them with the server's own encoder.
+
+Every ``format: binary`` field of this API is an uploaded photo (or a zip of photos): a
+JSON schema cannot say "decodable image", so schemathesis' own binary data (random bytes,
+PDF or zip samples) would be a 415 the fuzzer wrongly calls a rejected valid request. The
+format gets real small PNGs instead. It is registered as a *format*, not as an ``image/png``
+media type: schemathesis 4.32's coverage phase, given a multipart part with a custom media
+type, builds one "positive" body whose other required fields are empty strings.
 """
 
 from __future__ import annotations
@@ -37,4 +44,4 @@ def register() -> None:
         st.integers(min_value=8, max_value=96),
         st.tuples(*[st.integers(min_value=0, max_value=255)] * 3),
     )
-    schemathesis.openapi.media_type("image/png", images)
+    schemathesis.openapi.format("binary", images)

@@ -212,7 +212,8 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     base = f"/api/jobs/{request_id}"
 
     assert client.get(f"{base}/result").status_code == 409
-    assert client.get(f"{base}/slices/0").json["error"] == "not_ready"
+    not_yet = client.get(f"{base}/slices/0")
+    assert not_yet.status_code == 409 and not_yet.json["error"] == "not_ready"
     assert client.get(f"{base}/slices/2").status_code == 404
     source = client.get(f"{base}/preview")
     assert source.status_code == 200 and source.mimetype == "image/jpeg"
@@ -224,7 +225,7 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     assert (job["status"], job["slices_done"], job["progress"]) == ("rendering", [1], 0.5)
     piece = client.get(f"{base}/slices/1")
     assert piece.status_code == 200 and Image.open(io.BytesIO(piece.data)).size == (96, 32)
-    assert client.get(f"{base}/slices/0").status_code == 404
+    assert client.get(f"{base}/slices/0").status_code == 409  # not rendered yet
     # Today's processors write raw .npy slices (slice 1 above is a PNG of an older processor).
     pixels = np.zeros((32, 96, 3), dtype=np.uint8)
     stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/0.npy", encode_rendered(pixels),

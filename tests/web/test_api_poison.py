@@ -1,4 +1,5 @@
-"""The operator API of poison queues: token required (403 otherwise), requeue and purge work."""
+"""The operator API of poison queues: token required (401 without it, 403 when operator actions
+are off), requeue and purge work."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def test_operator_token_guards_lists_requeues_and_purges(
 
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         refused = client.post("/api/queues/slicerequest/poison/requeue", json={"all": True}, headers=headers)
-        assert refused.status_code == 403 and set(refused.json) == {"error", "detail"}
+        assert refused.status_code == 401 and set(refused.json) == {"error", "detail"}
+        assert refused.json["error"] == "unauthorized" and refused.headers["WWW-Authenticate"].startswith("Bearer ")
     assert accessor.slice_request.poison.approximate_depth() == 3
 
     listed = client.get("/api/queues/slicerequest/poison", headers=auth)

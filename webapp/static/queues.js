@@ -99,7 +99,7 @@
       lists.replaceChildren(...blocks);
       if (!blocks.length) status.textContent = `${status.textContent} No poison messages.`.trim();
     } catch (error) {
-      status.textContent = error.status === 403 ? "The operator token was refused." : `Not loaded: ${error.message}`;
+      status.textContent = error.status === 401 || error.status === 403 ? "The operator token was refused." : `Not loaded: ${error.message}`;
     }
   }
 
