@@ -54,10 +54,10 @@ log = logging.getLogger(__name__)
 class ImageProcessor:
     """Handler for ``slicerequest``; any number of processes may run it."""
 
-    def __init__(self, services: Services, *, slice_delay: float = 0.0) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
         self.name = services.name
-        self.slice_delay = slice_delay
+        self.slice_delay = services.settings.test_slice_delay
 
     def handle_slice_request(self, received: ReceivedMessage) -> None:
         message = received.message
