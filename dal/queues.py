@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
@@ -58,6 +58,7 @@ __all__ = [
     "ReceivedMessage",
     "PeekedMessage",
     "ImageProcessingQueue",
+    "PoisonHook",
     "PoisonQueue",
     "QueueAccessor",
     "POISON_THRESHOLD_KEY",
@@ -98,6 +99,17 @@ class PeekedMessage:
     inserted_on: datetime | None
     expires_on: datetime | None
     error: str | None = None
+
+
+class PoisonHook(Protocol):
+    """Told after a valid message was moved to poison, so that its job can be failed.
+
+    ``permanent`` is True when the handler said the message can never succeed
+    (``PermanentJobError``: ``reason`` is then the handler's own sentence for a person), False
+    when it was moved for failing again and again (``reason`` says how often and why).
+    """
+
+    def __call__(self, received: ReceivedMessage, reason: str, *, permanent: bool = False) -> None: ...
 
 
 class ImageProcessingQueue(StoredQueue):
@@ -188,7 +200,7 @@ class ImageProcessingQueue(StoredQueue):
         max_messages: int = 16,
         *,
         visibility_timeout: int | None = None,
-        on_poison: Callable[[ReceivedMessage, str], None] | None = None,
+        on_poison: PoisonHook | None = None,
     ) -> list[ReceivedMessage]:
         """One bounded receive; bad and over-delivered messages go to poison, not to the caller.
 
@@ -456,7 +468,7 @@ def make_visible_now(queue_service: Any, queue: str, message_id: str, pop_receip
     return True
 
 
-def _tell(on_poison: Callable[[ReceivedMessage, str], None] | None, received: ReceivedMessage, reason: str) -> None:
+def _tell(on_poison: PoisonHook | None, received: ReceivedMessage, reason: str) -> None:
     if on_poison is None:
         return
     try:

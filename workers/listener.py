@@ -46,9 +46,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dal.config import Settings
+from dal.hints import LocalHintChannel, Subscription
+from dal.queues import ImageProcessingQueue, PoisonHook, ReceivedMessage
 from dal.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.backoff import poll_delay, retry_delay_for
 from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
@@ -56,20 +58,16 @@ from workers.errors import PermanentJobError, RetryLater
 from workers.leases import HeldMessage, LeaseJournal, LeaseKeeper
 from workers.logfmt import kv, message_context
 
-if TYPE_CHECKING:
-    from dal.hints import LocalHintChannel, Subscription
-    from dal.queues import ImageProcessingQueue, ReceivedMessage
-
 __all__ = ["Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for", "MAX_BATCH"]
 
 log = logging.getLogger(__name__)
 # The listener's defaults are the application's (dal.config): written once, there.
 _DEFAULTS = Settings()
 
-Handler = Callable[["ReceivedMessage"], None]
-# Called after the listener moved a message to poison (reason for a person); the roles use it
-# to mark the job failed. Its own failures are logged, never raised.
-PoisonHook = Callable[["ReceivedMessage", str], None]
+Handler = Callable[[ReceivedMessage], None]
+# ``PoisonHook`` (dal.queues): called after the listener moved a message to poison, with the
+# reason for a person and whether the handler called it permanent; the roles fail the job
+# there, and only there. Its own failures are logged, never raised.
 
 
 
@@ -448,7 +446,7 @@ class QueueListener:
             self.queue.move_to_poison(current, reason)
             self._count("poisoned")
             log.error(kv("message.poisoned", **fields, seconds=seconds, reason=reason))
-            self._notify_poison(record.received, reason, fields)
+            self._notify_poison(record.received, reason, fields, permanent=kind == "poison")
             return
         if kind == "error":
             delay = retry_delay_for(
@@ -459,11 +457,11 @@ class QueueListener:
         self._count("released")
         log.info(kv("message.retry", **fields, seconds=seconds, retry_in=wait, reason=reason))
 
-    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any]) -> None:
+    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any], *, permanent: bool) -> None:
         if self.on_poison is None:
             return
         try:
-            self.on_poison(received, reason)
+            self.on_poison(received, reason, permanent=permanent)
         except Exception as exc:
             log.error(kv("message.poison_hook_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
 

@@ -137,7 +137,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
     """
     from dal.hints import channel_from_env
-    from workers.failures import guard, poison_hook
+    from workers.failures import poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
     from dal.tracing import configure_tracing
@@ -150,8 +150,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
-                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+            traced(timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
                    queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
