@@ -58,6 +58,7 @@ LIBRARY_METADATA_KEY = "imagelibrarydescription"
 JOBS_TABLE = "jobs"
 JOB_EVENTS_TABLE = "jobevents"
 CLIENT_QUOTAS_TABLE = "clientquotas"
+RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slice: dal.render_rates
 
 # The account every Azurite and the Azure Storage Emulator know; its key is public.
 DEVSTORE_ACCOUNT = "devstoreaccount1"
@@ -162,6 +163,11 @@ class Settings:
     # Per-client quotas (dal.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
+    # Backpressure (dal.backpressure): a submission is refused (503 + Retry-After) while the waiting
+    # slices would take the processors longer than this to finish at their measured rate; 0: never.
+    backpressure_max_wait_seconds: int = 300
+    # How long a web process reuses its reading of the queue depths and render rates.
+    backlog_cache_seconds: float = 5.0
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
     data_dir: str = ".data"
@@ -186,6 +192,8 @@ class Settings:
             max_slices=_env_int(env, "PHOTOMOSAICS_MAX_SLICES", 64),
             max_unfinished_jobs=_env_int(env, "PHOTOMOSAICS_MAX_UNFINISHED_JOBS", 3),
             submissions_per_minute=_env_int(env, "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE", 10),
+            backpressure_max_wait_seconds=_env_int(env, "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS", 300),
+            backlog_cache_seconds=_env_float(env, "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS", 5.0),
             slice_shards=_env_int(env, "PHOTOMOSAICS_SLICE_SHARDS", 1),
             data_dir=env.get("PHOTOMOSAICS_DATA_DIR", ".data"),
             name_prefix=env.get("PHOTOMOSAICS_NAME_PREFIX", ""),
