@@ -71,11 +71,13 @@ _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: Services, *, stitch_timeout: float = 600.0) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
         self.name = services.name
         self.claims = BlobClaims(
-            services.storage, services.blobs.container_name(SLICE_RESPONSE_CONTAINER), stale_after=stitch_timeout
+            services.storage,
+            services.blobs.container_name(SLICE_RESPONSE_CONTAINER),
+            stale_after=services.settings.stitch_timeout,
         )
 
     # --- imagerequest ----------------------------------------------------------------------

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from dal.config import Settings
 from dal.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.backoff import poll_delay, retry_delay_for
 from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = ["Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for", "MAX_BATCH"]
 
 log = logging.getLogger(__name__)
+# The listener's defaults are the application's (dal.config): written once, there.
+_DEFAULTS = Settings()
 
 Handler = Callable[["ReceivedMessage"], None]
 # Called after the listener moved a message to poison (reason for a person); the roles use it
@@ -85,12 +88,12 @@ class QueueListener:
         handler: Handler,
         *,
         name: str,
-        batch_size: int = 16,
+        batch_size: int = _DEFAULTS.batch_size,
         concurrency: int = 1,
         prefetch: int = 0,
-        poll_min: float = 0.1,
-        poll_max: float = 2.0,
-        retry_delay: float = 5.0,
+        poll_min: float = _DEFAULTS.poll_min_interval,
+        poll_max: float = _DEFAULTS.poll_max_interval,
+        retry_delay: float = _DEFAULTS.retry_delay,
         max_retry_delay: float = 300.0,
         grace: float = 30.0,
         visibility_timeout: int | None = None,
@@ -123,7 +126,7 @@ class QueueListener:
         self.active_concurrency = min_concurrency  # the current elastic target
         self.prefetch = prefetch
         self.hints = hints
-        self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(poll_max, 60.0)
+        self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(poll_max, _DEFAULTS.poll_max_hinted_interval)
         self.journal = journal
         self._subscription: Subscription | None = None
         self._journal_lock = threading.Lock()
@@ -232,7 +235,8 @@ class QueueListener:
     # -- the loop ---------------------------------------------------------------------
 
     def _timeout(self) -> int:
-        return int(self.visibility_timeout or getattr(self.queue, "timeout", 0) or 300)
+        """The lease: as asked, else the queue's default timeout (its metadata, else the settings')."""
+        return self.visibility_timeout or self.queue.timeout
 
     def _receive_loop(
         self, executor: ThreadPoolExecutor, timeout: int, *, burst: bool, max_messages: int | None
@@ -437,7 +441,7 @@ class QueueListener:
                 log.warning(kv("message.lost", **fields, seconds=seconds,
                                note="lease lost before delete; another worker redoes it (idempotent)"))  # fmt: skip
             return
-        last_attempt = record.received.dequeue_count >= int(getattr(self.queue, "poison_threshold", 5))
+        last_attempt = record.received.dequeue_count >= self.queue.poison_threshold
         if kind == "poison" or (kind == "error" and last_attempt):
             if kind == "error":
                 reason = f"failed {record.received.dequeue_count} times; last error: {reason}"

@@ -55,10 +55,10 @@ log = logging.getLogger(__name__)
 class ImageProcessor:
     """Handler for ``slicerequest``; any number of processes may run it."""
 
-    def __init__(self, services: Services, *, slice_delay: float = 0.0, rate_meter: RateMeter | None = None) -> None:
+    def __init__(self, services: Services, *, rate_meter: RateMeter | None = None) -> None:
         self.services = services
         self.name = services.name
-        self.slice_delay = slice_delay
+        self.slice_delay = services.settings.test_slice_delay
         # Measures this process's seconds per slice for backpressure (dal.render_rates); the
         # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
         self.rate_meter = rate_meter
