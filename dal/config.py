@@ -59,6 +59,7 @@ LIBRARY_METADATA_KEY = "imagelibrarydescription"
 JOBS_TABLE = "jobs"
 JOB_EVENTS_TABLE = "jobevents"
 CLIENT_QUOTAS_TABLE = "clientquotas"
+RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slice: dal.render_rates
 
 # The account every Azurite and the Azure Storage Emulator know; its key is public.
 DEVSTORE_ACCOUNT = "devstoreaccount1"
@@ -163,6 +164,11 @@ class Settings:
     # Per-client quotas (dal.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
+    # Backpressure (dal.backpressure): a submission is refused (503 + Retry-After) while the waiting
+    # slices would take the processors longer than this to finish at their measured rate; 0: never.
+    backpressure_max_wait_seconds: int = 300
+    # How long a web process reuses its reading of the queue depths and render rates.
+    backlog_cache_seconds: float = 5.0
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
     data_dir: str = ".data"
@@ -188,6 +194,8 @@ class Settings:
         "max_slices": "PHOTOMOSAICS_MAX_SLICES",
         "max_unfinished_jobs": "PHOTOMOSAICS_MAX_UNFINISHED_JOBS",
         "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
+        "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
+        "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
         "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
         "data_dir": "PHOTOMOSAICS_DATA_DIR",
         "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",

@@ -37,7 +37,10 @@ def healthz() -> Response:
 
 @bp.get("/api/queues")
 def queues() -> Response:
-    """Approximate depth of each work queue and of its poison queue."""
+    """Approximate depth of each work queue and of its poison queue, and the estimated wait.
+
+    ``backlog`` is the reading backpressure decides on (``dal.backpressure``, cached for a few
+    seconds per process): waiting slices, measured capacity and the estimated wait."""
     svc = _services()
     svc.ensure_ready()
     rows = [
@@ -48,4 +51,4 @@ def queues() -> Response:
         }
         for q in svc.queues.monitored()
     ]
-    return jsonify({"queues": rows})
+    return jsonify({"queues": rows, "backlog": svc.backlog.reading().as_json()})

@@ -99,10 +99,12 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
 @_grace
 def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
+    from dal.render_rates import RateMeter
     from workers.processor import ImageProcessor
 
     services = _services_for("processor")
-    worker = ImageProcessor(services)
+    meter = RateMeter(services.render_rates, services.name)  # backpressure's measured capacity
+    worker = ImageProcessor(services, rate_meter=meter)
     _run(services, "processor", [("slice_requests", worker.handle_slice_request, "rendering a slice")],
          concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
          max_messages=max_messages)  # fmt: skip
