@@ -27,6 +27,7 @@ from azure.storage.blob import ContentSettings
 
 from dal.config import CLAIM_CHECK_CONTAINER, LIBRARY_METADATA_KEY, WORKFLOW_CONTAINERS, StorageClients
 from dal.errors import BlobMissingError, StorageConfigurationError
+from dal.names import prefixed
 
 CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length rule
 _CONTAINER = re.compile(rf"^(?=.{{{CONTAINER_NAME_MIN},{CONTAINER_NAME_MAX}}}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
@@ -67,7 +68,7 @@ class BlobStore:
         self.storage = storage
         self.prefix = prefix
         if prefix:
-            validate_container_name(f"{prefix}{max(_PREFIXED, key=len)}")
+            validate_container_name(prefixed(prefix, max(_PREFIXED, key=len)))
 
     @cached_property
     def _service(self) -> Any:
@@ -75,7 +76,7 @@ class BlobStore:
 
     def container_name(self, logical: str) -> str:
         """The real container name: prefixed for workflow and claim-check containers."""
-        name = f"{self.prefix}{logical}" if logical in _PREFIXED else logical
+        name = prefixed(self.prefix, logical) if logical in _PREFIXED else logical
         return validate_container_name(name)
 
     def _container(self, container: str) -> Any:

@@ -34,6 +34,7 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError, Servic
 
 from dal.config import CLAIM_CHECK_CONTAINER, RetryProfile, StorageClients
 from dal.messages import QueueMessage
+from dal.names import prefixed
 from dal.queues import QueueAccessor
 from dal.stored_queue import StoredQueue
 
@@ -73,7 +74,8 @@ def primary_failed(exc: BaseException) -> bool:
 
 
 def backlog_queues(storage: StorageClients, prefix: str, count: int) -> list[StoredQueue]:
-    return [StoredQueue(storage, f"{prefix}{BACKLOG_PREFIX}-{i}", claim_container=f"{prefix}{CLAIM_CHECK_CONTAINER}")
+    claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
+    return [StoredQueue(storage, prefixed(prefix, f"{BACKLOG_PREFIX}-{i}"), claim_container=claim_container)
             for i in range(count)]
 
 

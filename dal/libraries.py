@@ -42,6 +42,7 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import PhotoMosaicsError
+from dal.names import prefixed, unprefixed
 from mosaic.errors import NoUsableImageError
 from mosaic.library import TileLibrary
 from mosaic.sources import build_library_from
@@ -151,7 +152,7 @@ class LibraryStore:
 
     def container_name(self, name: str) -> str:
         validate_library_name(name)
-        return validate_library_name(f"{self.prefix}{name}")
+        return validate_library_name(prefixed(self.prefix, name))
 
     def uri(self, name: str) -> str:
         """The library's URI: its container URL, as carried in request messages."""
@@ -258,7 +259,7 @@ class LibraryStore:
         return library
 
     def _not_found(self, container: str, exc: Any) -> LibraryNotFoundError:
-        name = container[len(self.prefix) :] if container.startswith(self.prefix) else container
+        name = unprefixed(self.prefix, container)
         if getattr(exc, "error_code", None) == "ContainerNotFound":
             return LibraryNotFoundError(f"tile library {name!r} does not exist")
         return LibraryNotFoundError(
@@ -279,7 +280,7 @@ class LibraryStore:
             count = metadata.get(TILE_COUNT_KEY, "")
             libraries.append(
                 LibraryInfo(
-                    name=props.name[len(self.prefix) :],
+                    name=unprefixed(self.prefix, props.name),
                     description=unquote(metadata[LIBRARY_METADATA_KEY] or ""),  # percent-encoded by BlobStore
                     tile_count=int(count) if count.isdigit() else -1,
                     version=metadata.get(VERSION_KEY, ""),

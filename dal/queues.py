@@ -40,6 +40,7 @@ from dal.config import (
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
 from dal.hints import LocalHintChannel, channel_from_env
 from dal.messages import QueueMessage
+from dal.names import prefixed
 from dal.stored_queue import (
     MAX_BATCH,
     MAX_VISIBILITY,
@@ -123,11 +124,11 @@ class ImageProcessingQueue(StoredQueue):
         # Shard 0 is the queue itself; shard i > 0 is "<name>-<i>" (dal.shards), same message type.
         self.short_name = f"{name}-{shard}" if shard else name
         self.settings = settings or Settings()
-        claim_container = f"{prefix}{CLAIM_CHECK_CONTAINER}"
-        super().__init__(storage, f"{prefix}{self.short_name}", claim_container=claim_container)
-        self.poison = PoisonQueue(storage, f"{prefix}{self.short_name}{POISON_SUFFIX}", claim_container=claim_container)
+        claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
+        super().__init__(storage, prefixed(prefix, self.short_name), claim_container=claim_container)
+        self.poison = PoisonQueue(storage, prefixed(prefix, f"{self.short_name}{POISON_SUFFIX}"), claim_container=claim_container)
         # Hints name the unsharded queue, so one listener over every shard hears them all.
-        self.hint_name = f"{prefix}{name}"
+        self.hint_name = prefixed(prefix, name)
         self._metadata: dict[str, str] | None = None
         # Where "work detected" hints go after a send (``dal.hints``); None: PHOTOMOSAICS_HINT_DIR.
         self.hints: LocalHintChannel | None = None
