@@ -351,10 +351,10 @@ class ImageProcessingQueue(StoredQueue):
             texts.append(message.payload())
         if len(texts) <= _PARALLEL_FROM:
             for text in texts:
-                self._put(text, delay=delay, ttl=ttl)
+                self.put_text(text, delay=delay, ttl=ttl)
         else:
             with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
-                for future in [pool.submit(self._put, text, delay=delay, ttl=ttl) for text in texts]:
+                for future in [pool.submit(self.put_text, text, delay=delay, ttl=ttl) for text in texts]:
                     future.result()
         if delay == 0:
             self.announce()
