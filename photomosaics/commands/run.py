@@ -81,9 +81,9 @@ def photomosaics_argv() -> list[str]:
 def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
     """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
     from dal.azurite import Azurite, AzuriteError
-    from dal.config import CONNECTION_STRING_ENV, expand_connection_string
+    from dal.config import CONNECTION_STRING_ENV, Settings, expand_connection_string
 
-    configured = os.environ.get(CONNECTION_STRING_ENV)
+    configured = Settings.from_env().connection_string
     if configured:
         click.echo(f"using the storage account from {CONNECTION_STRING_ENV}")
         yield expand_connection_string(configured), None
@@ -228,12 +228,13 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
 def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float,
         metrics_port: int) -> None:  # fmt: skip
     """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from workers.logfmt import configure_logging
     from workers.supervisor import Supervisor, supervise
 
     configure_logging(role="run")
-    data = (data_dir or Path(os.environ.get("PHOTOMOSAICS_DATA_DIR", ".data"))).resolve()
+    data = (data_dir or Path(Settings.from_env().data_dir)).resolve()
     data.mkdir(parents=True, exist_ok=True)
     count = processors or os.cpu_count() or 1
     secret_key = read_or_create_secret_key(data)
