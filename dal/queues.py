@@ -38,7 +38,7 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
-from dal.hints import LocalHintChannel, channel_from_env
+from dal.hints import HintChannel, channel_from_env
 from dal.messages import QueueMessage
 from dal.names import prefixed
 from dal.stored_queue import (
@@ -131,7 +131,7 @@ class ImageProcessingQueue(StoredQueue):
         self.hint_name = prefixed(prefix, name)
         self._metadata: dict[str, str] | None = None
         # Where "work detected" hints go after a send (``dal.hints``); None: PHOTOMOSAICS_HINT_DIR.
-        self.hints: LocalHintChannel | None = None
+        self.hints: HintChannel | None = None
 
     def __repr__(self) -> str:
         return f"ImageProcessingQueue({self.name!r})"
@@ -359,7 +359,7 @@ class ImageProcessingQueue(StoredQueue):
         if delay == 0:
             self.announce()
 
-    def hint_channel(self) -> LocalHintChannel | None:
+    def hint_channel(self) -> HintChannel | None:
         return self.hints if self.hints is not None else channel_from_env()
 
     def announce(self) -> None:

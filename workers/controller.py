@@ -137,7 +137,7 @@ class JobController:
             rid,
             lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
             current=job,
-        )
+        ).job
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
@@ -219,7 +219,7 @@ class JobController:
                 return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
-        return jobs.update(message.client_id, rid, change, current=existing)
+        return jobs.update(message.client_id, rid, change, current=existing).job
 
     # --- sliceresponse ---------------------------------------------------------------------
 
@@ -242,7 +242,7 @@ class JobController:
         # One read and one ETag write per slice; its progress is in the job row (slices_done),
         # the processor's ``slice_done`` event already logged it, so no event row here.
         try:
-            job = jobs.update(message.client_id, rid, record)
+            job = jobs.update(message.client_id, rid, record).job
         except JobNotFoundError:
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
@@ -290,7 +290,7 @@ class JobController:
             clock.lap("pyramid_upload")
         job = self.services.jobs.update(
             job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
-        )
+        ).job
         seconds = sum(clock.stages.values())
         self.services.jobs.add_event(
             rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,

@@ -167,12 +167,16 @@ def hand_back_on_exit(connection_string: str, channels: dict[str, str]) -> Calla
     lease folder (their pids are gone): at start-up, before any child runs.
     """
     from dal.config import StorageClients
-    from dal.hints import HINT_DIR_ENV, LocalHintChannel
+    from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
     from workers.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])
-    channel = LocalHintChannel(channels[HINT_DIR_ENV])
-    queue_service = StorageClients(connection_string, profile="probe").queue_service
+    storage = StorageClients(connection_string, profile="probe")
+    # This machine's folder, and the shared server when PHOTOMOSAICS_HINTS_URL names one.
+    channel = make_channel(folder=channels[HINT_DIR_ENV], url=os.environ.get(HINTS_URL_ENV, "").strip(),
+                           namespace=storage.account_name)  # fmt: skip
+    assert channel is not None  # the folder alone makes one
+    queue_service = storage.queue_service
 
     def on_exit(name: str, pid: int, code: int | None) -> None:
         handed = hand_back(lease_dir, pid, queue_service, announce=channel.publish)
