@@ -28,8 +28,8 @@ from dal.wire import (
     parse_claim_check,
 )
 
-__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "StoredQueue", "PoisonQueue", "TakenPoison", "owned_by_someone_else",
-           "check_batch", "check_visibility"]
+__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "StoredQueue", "PoisonQueue", "TakenPoison", "TakenText",
+           "owned_by_someone_else", "check_batch", "check_visibility"]
 
 MAX_BATCH = 32
 MAX_VISIBILITY = 7 * 24 * 3600
@@ -79,6 +79,41 @@ class StoredQueue:
                 container.delete_blob(blob.name)
         except ResourceNotFoundError:
             pass
+
+    # --- untyped texts (backlog queues of dal.failover, and anything else that is not a work queue) --
+
+    def send_text(self, text: str, *, delay: int = 0, ttl: int | None = None) -> None:
+        """Send one text as it is (Base64 on the wire; a claim check when over the size limit)."""
+        self._put(text, delay=delay, ttl=ttl)
+
+    def take_texts(self, max_messages: int, *, visibility_timeout: int) -> list[TakenText]:
+        """One bounded receive of texts (claim checks resolved); a queue that does not exist gives []."""
+        check_batch(max_messages)
+        check_visibility("visibility_timeout", visibility_timeout, low=1)
+        try:
+            pages = self._client.receive_messages(
+                messages_per_page=max_messages, visibility_timeout=visibility_timeout
+            ).by_page()
+            page = list(next(pages, None) or [])  # one request, never a drain
+        except ResourceNotFoundError:
+            return []
+        taken = []
+        for raw in page:
+            text, check = self._resolve(raw.content or "")
+            taken.append(TakenText(id=raw.id, pop_receipt=raw.pop_receipt, text=text, claim_check=check))
+        return taken
+
+    def remove_text(self, taken: TakenText) -> bool:
+        """Delete a taken text (and its claim blob); False if it is no longer ours."""
+        try:
+            self._client.delete_message(taken.id, taken.pop_receipt)
+        except HttpResponseError as exc:
+            if owned_by_someone_else(exc):
+                return False
+            raise
+        if taken.claim_check is not None:
+            self._delete_claim(taken.claim_check)
+        return True
 
     # --- wire ------------------------------------------------------------------------
 
@@ -227,4 +262,14 @@ class TakenPoison:
     pop_receipt: str
     entry: PoisonEntry | None
     error: str | None = None
+    claim_check: ClaimCheck | None = None
+
+
+@dataclass(frozen=True)
+class TakenText:
+    """A text received from a ``StoredQueue`` (``take_texts``), hidden until removed or its lease ends."""
+
+    id: str
+    pop_receipt: str
+    text: str
     claim_check: ClaimCheck | None = None

@@ -118,11 +118,11 @@ class JobController:
         cells = cell_image(image, grid)
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows)
         clock.lap("slicing")
-        blobs = self.services.blobs
+        services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
             urls = list(
                 pool.map(
-                    lambda b: blobs.upload(
+                    lambda b: services.upload(
                         SLICE_REQUEST_CONTAINER, band_blob_name(rid, b.sequence), encode_band(b), content_type="image/png"
                     ),
                     bands,
@@ -153,7 +153,7 @@ class JobController:
         for shard in queues.slice_request_shards:  # one shard when unsharded (dal.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
-                shard.submit(mine)
+                self.services.send(mine)
         clock.lap("dispatch")
         events = [
             dict(
@@ -177,7 +177,7 @@ class JobController:
         if not blobs.is_library(name):
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:
-            data = blobs.download_url(message.image_uri)
+            data = self.services.download_url(message.image_uri)  # either account when paired
             clock.lap("image_download")
         except BlobMissingError:
             raise PermanentJobError("the uploaded image is gone from storage; please upload it again") from None
@@ -260,13 +260,13 @@ class JobController:
         name = output_blob_name(rid)
         if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
             # One slice: its processor wrote the final output itself; nothing to fetch or encode.
-            how = "written by its processor"
+            how, url = "written by its processor", last.slice_uri
         else:
             with tracing.stitch_span(rid, job.slices):
                 mosaic = self._fetch_and_stitch(job, clock)
                 encoded = encode_output(mosaic)
                 clock.lap("output_encode")
-                blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
+                url = self.services.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
                 clock.lap("output_upload")
             how = f"{job.slices} slices stitched"
         job = self.services.jobs.update(
@@ -278,16 +278,16 @@ class JobController:
             message=f"{how} into a {job.output_width}x{job.output_height} mosaic",
         )
         log.info("job %s: stitched in %.2f s", rid, seconds)
-        self._send_response(job)
+        self._send_response(job, url)
 
     def _fetch_and_stitch(self, job: Job, clock: Stopwatch) -> np.ndarray:
-        rid, blobs = job.request_id, self.services.blobs
+        rid = job.request_id
 
         def fetch(seq: int) -> bytes:
             # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
             for name in slice_blob_candidates(rid, seq):
                 try:
-                    return blobs.download(SLICE_RESPONSE_CONTAINER, name)
+                    return self.services.download(SLICE_RESPONSE_CONTAINER, name)
                 except BlobMissingError:
                     continue
             raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
@@ -310,15 +310,16 @@ class JobController:
         clock.lap("stitch")
         return mosaic
 
-    def _send_response(self, job: Job) -> None:
+    def _send_response(self, job: Job, image_uri: str | None = None) -> None:
+        """``image_uri``: where the output was just written (the secondary's URL after a failover)."""
         queue = self.services.queues.image_response
         assert job.output_name is not None
-        queue.submit(
+        self.services.send(
             ImageResponseMessage(
                 queue_uri=queue.url,
                 client_id=job.client_id,
                 request_id=job.request_id,
-                image_uri=self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
+                image_uri=image_uri or self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
             )
         )
 
