@@ -4,9 +4,8 @@ Every method takes a *logical* container name. ``container_name`` adds the test-
 prefix to the workflow and claim-check containers only; any other name (a tile library) is
 used as given, so applying it twice changes nothing.
 
-A tile library is a container whose metadata holds ``imagelibrarydescription``; its value
-is the description, percent-encoded where it is not printable ASCII (metadata travels in
-HTTP headers).
+Tile libraries are containers too, but what makes one (and how it is named) is
+``dal.libraries``' business: ``LibraryStore``.
 
 Storage errors a caller must act on are translated here: a missing blob or container
 becomes ``BlobMissingError``. Listing follows continuation tokens (a page holds at most
@@ -20,18 +19,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 
-from dal.config import CLAIM_CHECK_CONTAINER, LIBRARY_METADATA_KEY, WORKFLOW_CONTAINERS, StorageClients
-from dal.errors import BlobMissingError, StorageConfigurationError
+from dal.config import CLAIM_CHECK_CONTAINER, WORKFLOW_CONTAINERS, StorageClients
+from dal.errors import BlobMissingError
+from dal.names import prefixed
 
 CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length rule
 _CONTAINER = re.compile(rf"^(?=.{{{CONTAINER_NAME_MIN},{CONTAINER_NAME_MAX}}}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _PREFIXED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
-_PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 _DELETE_BATCH = 256  # the most a blob batch request may carry
 
 
@@ -67,7 +66,7 @@ class BlobStore:
         self.storage = storage
         self.prefix = prefix
         if prefix:
-            validate_container_name(f"{prefix}{max(_PREFIXED, key=len)}")
+            validate_container_name(prefixed(prefix, max(_PREFIXED, key=len)))
 
     @cached_property
     def _service(self) -> Any:
@@ -75,7 +74,7 @@ class BlobStore:
 
     def container_name(self, logical: str) -> str:
         """The real container name: prefixed for workflow and claim-check containers."""
-        name = f"{self.prefix}{logical}" if logical in _PREFIXED else logical
+        name = prefixed(self.prefix, logical) if logical in _PREFIXED else logical
         return validate_container_name(name)
 
     def _container(self, container: str) -> Any:
@@ -190,51 +189,3 @@ class BlobStore:
         if not container or not name:
             raise ValueError(f"blob URL has no container or blob name: {url!r}")
         return validate_container_name(unquote(container)), _validate_blob_name(unquote(name))
-
-    # -- tile libraries ---------------------------------------------------------------------
-
-    def create_library_container(self, name: str, description: str) -> None:
-        """Create the container (or re-mark an existing one) as a tile library."""
-        client = self._container(name)
-        marked = {LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE)}
-        try:
-            client.create_container(metadata=marked)
-        except ResourceExistsError:
-            metadata = dict(client.get_container_properties().metadata)
-            metadata.update(marked)
-            client.set_container_metadata(metadata)
-
-    def list_libraries(self, *, name_starts_with: str | None = None) -> list[tuple[str, str]]:
-        """(name, description) of every container marked as a tile library, sorted by name."""
-        found = []
-        for props in self._service.list_containers(name_starts_with=name_starts_with, include_metadata=True):
-            description = _library_description(props.metadata)
-            if description is not None:
-                found.append((props.name, description))
-        return sorted(found)
-
-    def is_library(self, name: str) -> bool:
-        try:
-            metadata = self._container(name).get_container_properties().metadata
-        except ResourceNotFoundError:
-            return False
-        return _library_description(metadata) is not None
-
-    def library_description(self, name: str) -> str:
-        """The description of a tile library; BlobMissingError when it is not one."""
-        try:
-            metadata = self._container(name).get_container_properties().metadata
-        except ResourceNotFoundError:
-            metadata = {}
-        description = _library_description(metadata)
-        if description is None:
-            raise BlobMissingError(f"{name!r} is not a tile library")
-        return description
-
-
-def _library_description(metadata: dict[str, str] | None) -> str | None:
-    for key, value in (metadata or {}).items():
-        if key.lower() == LIBRARY_METADATA_KEY:
-            return unquote(value or "")  # Azurite returns an empty value as None
-    return None
-

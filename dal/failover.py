@@ -48,6 +48,7 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError, Servic
 from dal.config import CLAIM_CHECK_CONTAINER, RetryProfile, StorageClients
 from dal.errors import BlobMissingError, StorageConfigurationError
 from dal.messages import QueueMessage
+from dal.names import prefixed
 from dal.queues import QueueAccessor
 from dal.stored_queue import StoredQueue
 
@@ -79,7 +80,7 @@ BACKLOG_PREFIX = "backlog"
 DEFAULT_BACKLOG_COUNT = 3  # seed 003 spreads senders over a few backlog queues
 # After a failover, writes go straight to the secondary this long (seed 003 pings once a minute):
 # without it every write would first spend the primary's whole retry budget.
-DEFAULT_STAY_ON_SECONDARY = 60.0
+DEFAULT_STAY_ON_SECONDARY = 60.0  # = Settings.failover_stay_seconds (PHOTOMOSAICS_FAILOVER_STAY_SECONDS)
 
 
 def secondary_from_env(environ: Mapping[str, str] | None = None, *, profile: RetryProfile = "worker",
@@ -107,7 +108,8 @@ def primary_failed(exc: BaseException) -> bool:
 
 
 def backlog_queues(storage: StorageClients, prefix: str, count: int) -> list[StoredQueue]:
-    return [StoredQueue(storage, f"{prefix}{BACKLOG_PREFIX}-{i}", claim_container=f"{prefix}{CLAIM_CHECK_CONTAINER}")
+    claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
+    return [StoredQueue(storage, prefixed(prefix, f"{BACKLOG_PREFIX}-{i}"), claim_container=claim_container)
             for i in range(count)]
 
 
@@ -213,7 +215,7 @@ class FailoverSender:
             backlogs = self._backlog()
             for message in batch:
                 self.primary.for_message(message)  # the same checks as a primary send
-                random.choice(backlogs).send_text(backlog_envelope(queue.name, message.payload()))
+                random.choice(backlogs).put_text(backlog_envelope(queue.name, message.payload()))
 
         _, parked = self.state.attempt(lambda: queue.submit(batch), park, what=f"send to {queue.name}",
                                        force_secondary=force_secondary)  # fmt: skip

@@ -52,6 +52,7 @@ from azure.data.tables import TableTransactionError, UpdateMode
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import PhotoMosaicsError, StorageConfigurationError
 from dal.messages import ID_PATTERN
+from dal.names import prefixed
 from dal.job_model import (
     INDEX_MARK,
     JOB_STATUSES,
@@ -121,8 +122,8 @@ class JobStore:
 
     def __init__(self, storage: StorageClients, *, prefix: str = "") -> None:
         self.storage = storage
-        self.jobs_table = f"{prefix}{JOBS_TABLE}"
-        self.events_table = f"{prefix}{JOB_EVENTS_TABLE}"
+        self.jobs_table = prefixed(prefix, JOBS_TABLE)
+        self.events_table = prefixed(prefix, JOB_EVENTS_TABLE)
         for name in (self.jobs_table, self.events_table):
             if not _TABLE_NAME.match(name):
                 raise ValueError(f"invalid table name {name!r}: letters and digits, starting with a letter")

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from dal.jobs import JobStore
     from dal.libraries import LibraryStore
     from dal.queues import QueueAccessor
+    from dal.backpressure import BacklogGauge
     from dal.quotas import QuotaStore
+    from dal.render_rates import RenderRates
 
 __all__ = ["Stores"]
 
@@ -80,13 +82,31 @@ class Stores:
         )
 
     @cached_property
+    def render_rates(self) -> RenderRates:
+        from dal.render_rates import RenderRates
+
+        return RenderRates(self.storage, prefix=self.prefix)
+
+    @cached_property
+    def backlog(self) -> BacklogGauge:
+        from dal.backpressure import BacklogGauge
+
+        return BacklogGauge(
+            self.queues,
+            self.render_rates,
+            max_wait_seconds=self.settings.backpressure_max_wait_seconds,
+            cache_seconds=self.settings.backlog_cache_seconds,
+        )
+
+    @cached_property
     def failover(self) -> PairedAccount | None:
         """The writes that fail over to the secondary; None when no secondary is configured."""
         if self.secondary is None:
             return None
         from dal.failover import PairedAccount
 
-        return PairedAccount(self, Stores(self.secondary, self.settings))
+        return PairedAccount(self, Stores(self.secondary, self.settings),
+                             stay_on_secondary=self.settings.failover_stay_seconds)  # fmt: skip
 
     def send(self, messages: QueueMessage | Sequence[QueueMessage], *, force_secondary: bool = False) -> str:
         """Send messages of one queue (by their ``queue_uri``); ``"primary"`` or ``"secondary"`` (parked)."""
@@ -121,3 +141,4 @@ class Stores:
         self.blobs.ensure_containers()
         self.jobs.ensure_tables()
         self.quotas.ensure_table()
+        self.render_rates.ensure_table()

@@ -19,8 +19,8 @@ and a message put twice is a redelivery, which every handler already absorbs. Or
 messages is not promised. An envelope whose payload is not a message (it cannot happen from
 our senders) is put on its queue as it is, where the queue's checks move it to poison.
 
-``photomosaics syphon`` runs it every ``PHOTOMOSAICS_SYPHON_INTERVAL`` seconds (60: seed 003's
-ping interval). Cost while all is well: one call on the primary and one on the secondary per
+``photomosaics syphon`` runs it every ``Settings.syphon_interval`` seconds
+(``PHOTOMOSAICS_SYPHON_INTERVAL``, 60: seed 003's ping interval). Cost while all is well: one call on the primary and one on the secondary per
 pass, about 2,900 transactions a day.
 """
 
@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,33 +37,21 @@ from dal.config import CLAIM_CHECK_CONTAINER, StorageClients
 from dal.errors import BlobMissingError, QueueMessageFormatException
 from dal.failover import BACKLOG_PREFIX, DEFAULT_BACKLOG_COUNT, parse_backlog_envelope, primary_failed
 from dal.messages import ImageRequestMessage, QueueMessage
+from dal.names import prefixed
 from dal.stored_queue import StoredQueue, TakenText
 
 if TYPE_CHECKING:
     from dal.stores import Stores
 
-__all__ = ["SYPHON_INTERVAL_ENV", "DEFAULT_SYPHON_INTERVAL", "Syphon", "syphon_interval_from_env"]
+__all__ = ["Syphon", "run_syphon"]
 
 log = logging.getLogger(__name__)
 
-SYPHON_INTERVAL_ENV = "PHOTOMOSAICS_SYPHON_INTERVAL"
-DEFAULT_SYPHON_INTERVAL = 60.0  # seed 003: ping the primary once a minute
 _BATCH = 32
 _LEASE = 60  # seconds a backlog envelope stays hidden while it is being moved
 # Message fields that name a blob of the workflow; a tile library (image_library_uri) is only
 # ever on the primary, and queue_uri is an address, not data.
 _NOT_BLOBS = frozenset({"queue_uri", "image_library_uri"})
-
-
-def syphon_interval_from_env(environ: Mapping[str, str] | None = None) -> float:
-    raw = (os.environ if environ is None else environ).get(SYPHON_INTERVAL_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_SYPHON_INTERVAL
-    except ValueError:
-        raise ValueError(f"{SYPHON_INTERVAL_ENV} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{SYPHON_INTERVAL_ENV} must be > 0, got {raw!r}")
-    return value
 
 
 @dataclass
@@ -113,7 +100,7 @@ class Syphon:
 
     def _backlogs(self) -> list[StoredQueue]:
         """The backlog queues that exist on the secondary (one list call; none before a failover)."""
-        prefix = f"{self.primary.prefix}{BACKLOG_PREFIX}-"
+        prefix = prefixed(self.primary.prefix, f"{BACKLOG_PREFIX}-")
         claims = self.secondary_stores.blobs.container_name(CLAIM_CHECK_CONTAINER)
         names = sorted(q.name for q in self.secondary.queue_service.list_queues(name_starts_with=prefix))
         return [StoredQueue(self.secondary, name, claim_container=claims) for name in names]
@@ -147,8 +134,8 @@ class Syphon:
             if isinstance(message, ImageRequestMessage):
                 self._bring_job(message.client_id, message.request_id)
             payload = message.payload()
-        target.send_text(payload)
-        if backlog.remove_text(taken):
+        target.put_text(payload)
+        if backlog.delete_taken(taken):
             for container, name in copied:
                 self.secondary_stores.blobs.delete(container, name)
         self.moved += 1

@@ -32,7 +32,7 @@ from dal.metrics import TransactionCounter
 from dal.queues import QueueAccessor
 from dal.stores import Stores
 from dal.retry import RETRY_SCALE_ENV
-from dal.syphon import SYPHON_INTERVAL_ENV, Syphon
+from dal.syphon import Syphon
 from tests.conftest import require
 from tests.faultproxy import faulty_account
 from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
@@ -167,7 +167,7 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
     with faulty_account(azurite_connection_string, faults={"reset": 1.0}) as account:
         env = {CONNECTION_STRING_ENV: account.connection_string,
                SECONDARY_CONNECTION_STRING_ENV: secondary_connection_string,
-               SYPHON_INTERVAL_ENV: "0.5", RETRY_SCALE_ENV: "0.05"}  # fmt: skip
+               "PHOTOMOSAICS_SYPHON_INTERVAL": "0.5", RETRY_SCALE_ENV: "0.05"}  # fmt: skip
         for role in ("controller", "processor", "processor", "responder", "syphon"):
             pipe.start(role, env=env)
         app = create_app({"SECRET_KEY": "failover-test", "TESTING": True, "SETTINGS": pipe.settings,

@@ -36,7 +36,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
     app.config.from_mapping(
         SECRET_KEY=os.environ.get(SECRET_KEY_ENV) or None,
-        CONNECTION_STRING=settings.connection_string or os.environ.get(CONNECTION_STRING_ENV),
+        CONNECTION_STRING=settings.connection_string or Settings.from_env().connection_string,
         SETTINGS=settings,
         # The client id lives in Flask's session: an itsdangerous-signed cookie.
         SESSION_COOKIE_NAME="pm_client",

@@ -29,6 +29,7 @@ from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError, validate_library_name
 from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
+from dal.backpressure import ServiceBusy
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
 from webapp import planning
@@ -110,9 +111,24 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         max_output_pixels=limits.max_output_pixels,
     )
     slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    _check_backlog()
     admitted = _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,
                    admitted=admitted)  # fmt: skip
+
+
+def _check_backlog() -> None:
+    """Backpressure: answer 503 with Retry-After while the queues hold too much work (dal.backpressure).
+
+    With the primary down (paired secondary) there is no depth to read: the submission is parked."""
+    svc = services()
+    try:
+        if svc.failover is None:
+            svc.backlog.check()
+        else:
+            svc.failover.ask_primary(svc.backlog.check, None)
+    except ServiceBusy as exc:
+        raise ApiError(503, "service_busy", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 def _admit(owner: str) -> bool:

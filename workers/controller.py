@@ -36,6 +36,7 @@ from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQU
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
+from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from dal.rendered import RenderedFormatError, decode_rendered, slice_blob_candidates
@@ -71,11 +72,13 @@ _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: Services, *, stitch_timeout: float = 600.0) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
         self.name = services.name
         self.claims = BlobClaims(
-            services.storage, services.blobs.container_name(SLICE_RESPONSE_CONTAINER), stale_after=stitch_timeout
+            services.storage,
+            services.blobs.container_name(SLICE_RESPONSE_CONTAINER),
+            stale_after=services.settings.stitch_timeout,
         )
 
     # --- imagerequest ----------------------------------------------------------------------
@@ -174,7 +177,11 @@ class JobController:
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
-        if not blobs.is_library(name):
+        try:
+            found = self.services.libraries.exists(message.image_library_uri)
+        except InvalidLibraryNameError as exc:
+            raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
+        if not found:
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:
             data = self.services.download_url(message.image_uri)  # either account when paired
