@@ -18,7 +18,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
@@ -32,13 +31,14 @@ from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candida
 from dal.backpressure import ServiceBusy
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
+from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
 from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
-from webapp.validation import int_field, optional_int_field, validate_image
+from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -48,7 +48,7 @@ SLICE_PREVIEW_SIDE = 1600
 THUMB_SIDE = 480
 
 
-def _own_job(request_id: str) -> Any:
+def _own_job(request_id: str) -> Job:
     """This client's job, or 404 (also for another client's job and for malformed ids)."""
     return _own_job_where(request_id)[0]
 
@@ -146,8 +146,10 @@ def _admit(owner: str) -> bool:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
-def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any,
-            admitted: bool = True) -> Any:  # fmt: skip
+def _submit(
+    photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
+    admitted: bool = True,
+) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
     owner = client_id()
@@ -159,20 +161,19 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
     else:
         image_uri, parked = paired.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data,
                                           content_type=photo.content_type)  # fmt: skip
+    queue = svc.queues.image_request
     try:
-        job = Job(
+        message = ImageRequestMessage(
+            queue_uri=queue.url,
             client_id=owner,
             request_id=request_id,
-            status=JobStatus.QUEUED,
-            library=library,
+            image_uri=image_uri,
+            image_library_uri=library_uri,
             tile_size=tile_size,
             slices=slices,
             tiles_across=grid.tiles_across,
-            tiles_down=grid.tiles_down,
-            output_width=grid.output_width,
-            output_height=grid.output_height,
-            input_name=input_name,
         )
+        job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:
             svc.jobs.create(job)
         else:
@@ -185,20 +186,7 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
             f"of {tile_size} px from {library!r} in {slices} slice(s)"
             + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
-        queue = svc.queues.image_request
-        svc.send(
-            ImageRequestMessage(
-                queue_uri=queue.url,
-                client_id=owner,
-                request_id=request_id,
-                image_uri=image_uri,
-                image_library_uri=library_uri,
-                tile_size=tile_size,
-                slices=slices,
-                tiles_across=grid.tiles_across,
-            ),
-            force_secondary=parked,
-        )
+        svc.send(message, force_secondary=parked)
     except Exception:
         # Nothing half-made stays behind: no message means no worker will ever look for these.
         log.exception("job %s could not be submitted; removing what was stored", request_id)
@@ -309,7 +297,8 @@ def job_result(request_id: str) -> Response:
     if job.status != JobStatus.DONE or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
-    content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
+    # A mosaic over JPEG's 65,535 px a side has only its pyramid (a zip) as the full image.
+    content_type = {"png": "image/png", "zip": "application/zip"}.get(job.output_name.rsplit(".", 1)[-1], "image/jpeg")
     return _stream_blob(
         IMAGE_OUTPUT_CONTAINER,
         job.output_name,
@@ -368,7 +357,7 @@ def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
     side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
-    if job.status == JobStatus.DONE and job.output_name:
+    if job.status == JobStatus.DONE and job.output_name and not job.output_name.endswith(".zip"):
         return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
     return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
 
@@ -392,3 +381,8 @@ def delete_job(request_id: str) -> tuple[str, int]:
     PREVIEWS.drop(request_id)
     log.info("job %s deleted", request_id)
     return "", 204
+
+
+# For the other job blueprints (webapp.api_pyramid): the same lookup and streaming.
+own_job = _own_job
+stream_blob = _stream_blob
