@@ -239,7 +239,8 @@ def job_result(request_id: str) -> Response:
     if job.status != JobStatus.DONE or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
-    content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
+    # A mosaic over JPEG's 65,535 px a side has only its pyramid (a zip) as the full image.
+    content_type = {"png": "image/png", "zip": "application/zip"}.get(job.output_name.rsplit(".", 1)[-1], "image/jpeg")
     return _stream_blob(
         IMAGE_OUTPUT_CONTAINER,
         job.output_name,
@@ -298,7 +299,7 @@ def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
     side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
-    if job.status == JobStatus.DONE and job.output_name:
+    if job.status == JobStatus.DONE and job.output_name and not job.output_name.endswith(".zip"):
         return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
     return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
 
@@ -322,3 +323,8 @@ def delete_job(request_id: str) -> tuple[str, int]:
     PREVIEWS.drop(request_id)
     log.info("job %s deleted", request_id)
     return "", 204
+
+
+# For the other job blueprints (webapp.api_pyramid): the same lookup and streaming.
+own_job = _own_job
+stream_blob = _stream_blob
