@@ -34,6 +34,7 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError, Servic
 
 from dal.config import CLAIM_CHECK_CONTAINER, RetryProfile, StorageClients
 from dal.messages import QueueMessage
+from dal.names import prefixed
 from dal.queues import QueueAccessor
 from dal.stored_queue import StoredQueue
 
@@ -73,7 +74,8 @@ def primary_failed(exc: BaseException) -> bool:
 
 
 def backlog_queues(storage: StorageClients, prefix: str, count: int) -> list[StoredQueue]:
-    return [StoredQueue(storage, f"{prefix}{BACKLOG_PREFIX}-{i}", claim_container=f"{prefix}{CLAIM_CHECK_CONTAINER}")
+    claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
+    return [StoredQueue(storage, prefixed(prefix, f"{BACKLOG_PREFIX}-{i}"), claim_container=claim_container)
             for i in range(count)]
 
 
@@ -104,7 +106,7 @@ class FailoverSender:
                 # The next sends skip the primary's retry budget for a while (seed 003's failover state).
                 self._down_until = time.monotonic() + self.stay_on_secondary
         backlog = random.choice(self._backlog())
-        backlog._put(json.dumps({"queue": queue.name, "payload": message.payload()}))
+        backlog.put_text(json.dumps({"queue": queue.name, "payload": message.payload()}))
         self.failovers += 1
         return "secondary"
 
@@ -150,23 +152,16 @@ class Syphon:
 
     def _drain(self, backlog: StoredQueue) -> int:
         moved = 0
-        client = backlog._client
         while True:
-            try:
-                batch = list(client.receive_messages(messages_per_page=_SYPHON_BATCH, max_messages=_SYPHON_BATCH,
-                                                     visibility_timeout=60))
-            except HttpResponseError as exc:
-                if exc.status_code == 404:
-                    return moved  # this backlog was never created: nothing failed over to it
-                raise
+            # [] when this backlog was never created: nothing failed over to it
+            batch = backlog.take_texts(_SYPHON_BATCH, visibility_timeout=60)
             if not batch:
                 return moved
-            for raw in batch:
-                text, _check = backlog._resolve(raw.content or "")
-                envelope = json.loads(text)
+            for taken in batch:
+                envelope = json.loads(taken.text)
                 target = self.primary.by_name(envelope["queue"])
-                target._put(envelope["payload"])
-                client.delete_message(raw.id, raw.pop_receipt)
+                target.put_text(envelope["payload"])
+                backlog.delete_taken(taken)
                 moved += 1
                 target.announce()
 

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from dal.jobs import JobStore
     from dal.libraries import LibraryStore
     from dal.queues import QueueAccessor
+    from dal.backpressure import BacklogGauge
     from dal.quotas import QuotaStore
+    from dal.render_rates import RenderRates
 
 __all__ = ["Stores"]
 
@@ -69,9 +71,27 @@ class Stores:
             prefix=self.prefix,
         )
 
+    @cached_property
+    def render_rates(self) -> RenderRates:
+        from dal.render_rates import RenderRates
+
+        return RenderRates(self.storage, prefix=self.prefix)
+
+    @cached_property
+    def backlog(self) -> BacklogGauge:
+        from dal.backpressure import BacklogGauge
+
+        return BacklogGauge(
+            self.queues,
+            self.render_rates,
+            max_wait_seconds=self.settings.backpressure_max_wait_seconds,
+            cache_seconds=self.settings.backlog_cache_seconds,
+        )
+
     def ensure(self) -> None:
         """Create the queues, containers and tables that are missing (idempotent; start-up)."""
         self.queues.ensure_all()
         self.blobs.ensure_containers()
         self.jobs.ensure_tables()
         self.quotas.ensure_table()
+        self.render_rates.ensure_table()

@@ -33,7 +33,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
     app.config.from_mapping(
         SECRET_KEY=os.environ.get(SECRET_KEY_ENV) or None,
-        CONNECTION_STRING=settings.connection_string or os.environ.get(CONNECTION_STRING_ENV),
+        CONNECTION_STRING=settings.connection_string or Settings.from_env().connection_string,
         SETTINGS=settings,
         # The client id lives in Flask's session: an itsdangerous-signed cookie.
         SESSION_COOKIE_NAME="pm_client",
@@ -57,7 +57,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services, spec
+    from webapp import api_jobs, api_libraries, api_poison, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec
 
     services.init_app(app)
     clients.init_app(app)
@@ -67,6 +67,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_jobs.bp)
     app.register_blueprint(api_libraries.bp)
     app.register_blueprint(api_poison.bp)
+    app.register_blueprint(api_pyramid.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)

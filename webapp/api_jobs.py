@@ -13,7 +13,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
@@ -24,15 +23,17 @@ from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
+from dal.backpressure import ServiceBusy
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
+from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
 from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
-from webapp.validation import int_field, optional_int_field, validate_image
+from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -42,7 +43,7 @@ SLICE_PREVIEW_SIDE = 1600
 THUMB_SIDE = 480
 
 
-def _own_job(request_id: str) -> Any:
+def _own_job(request_id: str) -> Job:
     """This client's job, or 404 (also for another client's job and for malformed ids)."""
     if not _UUID.match(request_id):
         raise ApiError(404, "job_not_found", "no such job")
@@ -91,8 +92,17 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         max_output_pixels=limits.max_output_pixels,
     )
     slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    _check_backlog()
     _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid)
+
+
+def _check_backlog() -> None:
+    """Backpressure: answer 503 with Retry-After while the queues hold too much work (dal.backpressure)."""
+    try:
+        services().backlog.check()
+    except ServiceBusy as exc:
+        raise ApiError(503, "service_busy", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 def _admit(owner: str) -> None:
@@ -103,27 +113,28 @@ def _admit(owner: str) -> None:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
-def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
+def _submit(
+    photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid
+) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     owner = client_id()
     request_id = str(uuid.uuid4())
     input_name = input_blob_name(request_id, photo.extension)
     image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
+    queue = svc.queues.image_request
     try:
+        message = ImageRequestMessage(
+            queue_uri=queue.url,
+            client_id=owner,
+            request_id=request_id,
+            image_uri=image_uri,
+            image_library_uri=library_uri,
+            tile_size=tile_size,
+            slices=slices,
+            tiles_across=grid.tiles_across,
+        )
         svc.jobs.create(
-            Job(
-                client_id=owner,
-                request_id=request_id,
-                status=JobStatus.QUEUED,
-                library=library,
-                tile_size=tile_size,
-                slices=slices,
-                tiles_across=grid.tiles_across,
-                tiles_down=grid.tiles_down,
-                output_width=grid.output_width,
-                output_height=grid.output_height,
-                input_name=input_name,
-            )
+            Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         )
         svc.jobs.add_event(
             request_id,
@@ -132,19 +143,7 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
             message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
             f"of {tile_size} px from {library!r} in {slices} slice(s)",
         )
-        queue = svc.queues.image_request
-        queue.submit(
-            ImageRequestMessage(
-                queue_uri=queue.url,
-                client_id=owner,
-                request_id=request_id,
-                image_uri=image_uri,
-                image_library_uri=library_uri,
-                tile_size=tile_size,
-                slices=slices,
-                tiles_across=grid.tiles_across,
-            )
-        )
+        queue.submit(message)
     except Exception:
         # Nothing half-made stays behind: no message means no worker will ever look for these.
         log.exception("job %s could not be submitted; removing what was stored", request_id)
@@ -240,7 +239,8 @@ def job_result(request_id: str) -> Response:
     if job.status != JobStatus.DONE or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
-    content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
+    # A mosaic over JPEG's 65,535 px a side has only its pyramid (a zip) as the full image.
+    content_type = {"png": "image/png", "zip": "application/zip"}.get(job.output_name.rsplit(".", 1)[-1], "image/jpeg")
     return _stream_blob(
         IMAGE_OUTPUT_CONTAINER,
         job.output_name,
@@ -299,7 +299,7 @@ def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
     side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
-    if job.status == JobStatus.DONE and job.output_name:
+    if job.status == JobStatus.DONE and job.output_name and not job.output_name.endswith(".zip"):
         return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
     return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
 
@@ -323,3 +323,8 @@ def delete_job(request_id: str) -> tuple[str, int]:
     PREVIEWS.drop(request_id)
     log.info("job %s deleted", request_id)
     return "", 204
+
+
+# For the other job blueprints (webapp.api_pyramid): the same lookup and streaming.
+own_job = _own_job
+stream_blob = _stream_blob

@@ -50,4 +50,5 @@ def libraries() -> str:
 def queues() -> str:
     from webapp.admin import admin_enabled
 
-    return render_template("queues.html", active="queues", admin=admin_enabled())
+    max_wait = settings().backpressure_max_wait_seconds
+    return render_template("queues.html", active="queues", admin=admin_enabled(), max_wait=max_wait)

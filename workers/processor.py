@@ -44,6 +44,7 @@ from workers.slicing import (
 )
 
 if TYPE_CHECKING:
+    from dal.render_rates import RateMeter
     from mosaic.library import TileLibrary
 
 __all__ = ["ImageProcessor"]
@@ -54,12 +55,21 @@ log = logging.getLogger(__name__)
 class ImageProcessor:
     """Handler for ``slicerequest``; any number of processes may run it."""
 
-    def __init__(self, services: Services, *, slice_delay: float = 0.0) -> None:
+    def __init__(self, services: Services, *, rate_meter: RateMeter | None = None) -> None:
         self.services = services
         self.name = services.name
-        self.slice_delay = slice_delay
+        self.slice_delay = services.settings.test_slice_delay
+        # Measures this process's seconds per slice for backpressure (dal.render_rates); the
+        # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
+        self.rate_meter = rate_meter
 
     def handle_slice_request(self, received: ReceivedMessage) -> None:
+        started = time.monotonic()
+        self._handle(received)
+        if self.rate_meter is not None:
+            self.rate_meter.observe(time.monotonic() - started)
+
+    def _handle(self, received: ReceivedMessage) -> None:
         message = received.message
         assert isinstance(message, SliceRequestMessage), message
         rid, seq = message.request_id, message.slice_sequence

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from dal.config import CONNECTION_STRING_ENV, StorageClients, describe_connection_string
+from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
 from dal.errors import StorageConfigurationError
 from workers.listener import QueueListener
 from workers.logfmt import configure_logging, kv
@@ -40,7 +40,7 @@ def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
     """
     from dal.metrics import counter_from_env
 
-    connection_string = os.environ.get(CONNECTION_STRING_ENV)
+    connection_string = Settings.from_env().connection_string
     if not connection_string:
         raise StorageConfigurationError(
             f"{CONNECTION_STRING_ENV} is not set: start the roles with `photomosaics run`, or point "

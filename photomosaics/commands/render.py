@@ -9,7 +9,6 @@ progress bar per band.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
 
     A library built from a folder or zip is cached on disk (``photomosaics.library_cache``).
     """
-    from dal.config import CONNECTION_STRING_ENV
+    from dal.config import CONNECTION_STRING_ENV, Settings
     from mosaic.sources import build_library_from
 
     path = Path(spec).expanduser()
@@ -56,7 +55,7 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
         from workers.demo_library import demo_tile_images
 
         library, skipped = build_library_from(demo_tile_images())
-    elif os.environ.get(CONNECTION_STRING_ENV):
+    elif Settings.from_env().connection_string:
         return _load_stored(spec)
     else:
         raise click.BadParameter(

@@ -8,7 +8,6 @@ and ``--max-messages`` make a run end by itself, for tests and one-off draining.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -55,14 +54,6 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
     return decorate
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise click.UsageError(f"{name} must be a number, got {raw!r}") from None
-
-
 def _services_for(role: str) -> Services:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
@@ -93,7 +84,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     from workers.controller import JobController
 
     services = _services_for("controller")
-    ctl = JobController(services, stitch_timeout=_env_float("PHOTOMOSAICS_STITCH_TIMEOUT", 600.0))
+    ctl = JobController(services)
     _run(services, "controller", [
         ("image_request", ctl.handle_image_request, "slicing the picture"),
         ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
@@ -108,10 +99,12 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
 @_grace
 def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
+    from dal.render_rates import RateMeter
     from workers.processor import ImageProcessor
 
     services = _services_for("processor")
-    worker = ImageProcessor(services, slice_delay=_env_float("PHOTOMOSAICS_TEST_SLICE_DELAY", 0.0))
+    meter = RateMeter(services.render_rates, services.name)  # backpressure's measured capacity
+    worker = ImageProcessor(services, rate_meter=meter)
     _run(services, "processor", [("slice_requests", worker.handle_slice_request, "rendering a slice")],
          concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
          max_messages=max_messages)  # fmt: skip
@@ -146,7 +139,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
     """
     from dal.hints import channel_from_env
-    from workers.failures import guard, poison_hook
+    from workers.failures import poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
     from dal.tracing import configure_tracing
@@ -159,8 +152,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
-                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+            traced(timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
                    queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
@@ -172,7 +164,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
             visibility_timeout=min(settings.lease_seconds, getattr(services.queues, queue_attr).timeout),
             poll_min=settings.poll_min_interval,
             poll_max=settings.poll_max_interval,
-            retry_delay=_env_float("PHOTOMOSAICS_RETRY_DELAY_SECONDS", 5.0),
+            retry_delay=settings.retry_delay,
             grace=grace,
             on_poison=None if what is None else poison_hook(services.jobs, actor=services.name, what=what),
         )

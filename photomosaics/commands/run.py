@@ -81,9 +81,9 @@ def photomosaics_argv() -> list[str]:
 def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
     """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
     from dal.azurite import Azurite, AzuriteError
-    from dal.config import CONNECTION_STRING_ENV, expand_connection_string
+    from dal.config import CONNECTION_STRING_ENV, Settings, expand_connection_string
 
-    configured = os.environ.get(CONNECTION_STRING_ENV)
+    configured = Settings.from_env().connection_string
     if configured:
         click.echo(f"using the storage account from {CONNECTION_STRING_ENV}")
         yield expand_connection_string(configured), None
@@ -167,12 +167,16 @@ def hand_back_on_exit(connection_string: str, channels: dict[str, str]) -> Calla
     lease folder (their pids are gone): at start-up, before any child runs.
     """
     from dal.config import StorageClients
-    from dal.hints import HINT_DIR_ENV, LocalHintChannel
+    from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
     from workers.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])
-    channel = LocalHintChannel(channels[HINT_DIR_ENV])
-    queue_service = StorageClients(connection_string, profile="probe").queue_service
+    storage = StorageClients(connection_string, profile="probe")
+    # This machine's folder, and the shared server when PHOTOMOSAICS_HINTS_URL names one.
+    channel = make_channel(folder=channels[HINT_DIR_ENV], url=os.environ.get(HINTS_URL_ENV, "").strip(),
+                           namespace=storage.account_name)  # fmt: skip
+    assert channel is not None  # the folder alone makes one
+    queue_service = storage.queue_service
 
     def on_exit(name: str, pid: int, code: int | None) -> None:
         handed = hand_back(lease_dir, pid, queue_service, announce=channel.publish)
@@ -224,12 +228,13 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
 def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float,
         metrics_port: int) -> None:  # fmt: skip
     """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from workers.logfmt import configure_logging
     from workers.supervisor import Supervisor, supervise
 
     configure_logging(role="run")
-    data = (data_dir or Path(os.environ.get("PHOTOMOSAICS_DATA_DIR", ".data"))).resolve()
+    data = (data_dir or Path(Settings.from_env().data_dir)).resolve()
     data.mkdir(parents=True, exist_ok=True)
     count = processors or os.cpu_count() or 1
     secret_key = read_or_create_secret_key(data)

@@ -155,7 +155,13 @@
       const created = await PM.api("/api/jobs", { method: "POST", body: data });
       window.location.assign(`/jobs/${created.request_id}`);
     } catch (error) {
-      showError(error.message);
+      if (error.code === "service_busy") {
+        showError(`The service is busy, try again in ${error.retryAfter || 30} s.`); // backpressure: 503
+      } else if (error.code === "quota_exceeded" && error.retryAfter) {
+        showError(`${error.message} (try again in ${error.retryAfter} s)`);
+      } else {
+        showError(error.message);
+      }
       submit.textContent = "Make my mosaic";
       ready();
     }
