@@ -108,6 +108,14 @@ def _split_connection_string(connection_string: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def account_name(connection_string: str) -> str:
+    """The ``AccountName`` a connection string states ("" when it states none or cannot be read)."""
+    try:
+        return dict(_split_connection_string(connection_string)).get("AccountName", "")
+    except ValueError:
+        return ""
+
+
 def describe_connection_string(connection_string: str) -> str:
     """A description safe to log or show: account and endpoints, never the key or a SAS."""
     parts = dict(_split_connection_string(expand_connection_string(connection_string)))
