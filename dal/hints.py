@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from dal.config import Settings, account_name
+
 __all__ = [
     "HINTS_URL_ENV", "HINT_DIR_ENV", "FanoutHintChannel", "HintChannel", "HintSubscription", "LocalHintChannel",
     "Subscription", "channel_from_env", "make_channel", "short_hint_dir",
@@ -207,12 +209,7 @@ class FanoutHintChannel:
 
 def _account_name() -> str:
     """The storage account of this process (a hint namespace on a shared pub/sub server)."""
-    text = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
-    for part in text.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "accountname":
-            return value.strip()
-    return ""
+    return account_name(Settings.from_env().connection_string or "")
 
 
 def make_channel(*, folder: str = "", url: str = "", namespace: str = "") -> HintChannel | None:

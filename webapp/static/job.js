@@ -27,6 +27,8 @@
     done: "finished.",
     failed: "failed.",
   };
+  // Submitted while the primary storage account was down: kept on the paired secondary (dal.failover).
+  const WAITING_FOR_STORAGE = "waiting for storage to recover: your photo is safe, the job starts when it is back.";
 
   function buildStage(job) {
     if (bands.size || !job.bands.length) return;
@@ -55,12 +57,13 @@
   function render(job) {
     buildStage(job);
     const pct = Math.round(job.progress * 100);
-    statusBadge.textContent = job.status;
+    statusBadge.textContent = job.waiting_for_storage ? "waiting for storage" : job.status;
     statusBadge.dataset.status = job.status;
     bar.style.width = `${pct}%`;
     progressbar.setAttribute("aria-valuenow", String(pct));
     percent.textContent = `${pct} %`;
-    progressText.textContent = `${job.slices_done.length} of ${job.slices} slices · ${STATUS_TEXT[job.status] || job.status}`;
+    const stateText = job.waiting_for_storage ? WAITING_FOR_STORAGE : (STATUS_TEXT[job.status] || job.status);
+    progressText.textContent = `${job.slices_done.length} of ${job.slices} slices · ${stateText}`;
     document.getElementById("job-facts").textContent =
       `${PM.size(job.output_width, job.output_height)} · ${job.tiles_across} × ${job.tiles_down} tiles of ${job.tile_size} px · ` +
       `library ${job.library} · ${job.slices} slice${job.slices === 1 ? "" : "s"} · ${PM.seconds(job.elapsed_seconds)}`;
