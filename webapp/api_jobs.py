@@ -110,7 +110,9 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    # A slice is at least one row of tiles, and at most MAX_SLICE_PIXELS of output (a giant
+    # mosaic gets more slices than asked for: the controller plans the same, mosaic.grid.min_slices).
+    slices = min(max(slices, planning.min_slices(grid)), grid.tiles_down)
     _check_backlog()
     admitted = _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,

@@ -168,4 +168,6 @@ def plan() -> Response:
     )
     body = planning.describe(grid, limit=limits.max_slices)
     body["max_output_pixels"] = limits.max_output_pixels
+    body["max_tiles_across"] = planning.largest(width=width, height=height, tile_size=tile_size,
+                                                max_output_pixels=limits.max_output_pixels).tiles_across  # fmt: skip
     return jsonify(body)

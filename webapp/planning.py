@@ -36,13 +36,26 @@ def bands(tiles_down: int, slices: int) -> list[list[int]]:
         raise ApiError(400, "invalid_slices", str(exc)) from None
 
 
+def min_slices(grid: Grid) -> int:
+    from mosaic.grid import min_slices as fewest
+
+    return fewest(grid)
+
+
 def max_slices(grid: Grid, limit: int) -> int:
     return max(1, min(limit, int(grid.tiles_down)))
 
 
+def largest(*, width: int, height: int, tile_size: int, max_output_pixels: int) -> Grid:
+    """The most tiles across this photo may have under the hard limit (the detail slider's end)."""
+    return plan(width=width, height=height, tile_size=tile_size, tiles_across=MAX_TILES_ACROSS,
+                max_output_pixels=max_output_pixels)  # fmt: skip
+
+
 def describe(grid: Grid, *, limit: int) -> dict[str, Any]:
-    """The JSON the form shows: grid, output size, megapixels and the slice ceiling."""
+    """The JSON the form shows: grid, output size, megapixels and the slice floor and ceiling."""
     return {
+        "min_slices": min(min_slices(grid), max_slices(grid, limit)),
         "tiles_across": grid.tiles_across,
         "tiles_down": grid.tiles_down,
         "output_width": grid.output_width,

@@ -51,7 +51,7 @@ from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
-from workers.stitching import JPEG_MAX_SIDE, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
+from workers.stitching import JPEG_MAX_SIDE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class JobController:
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
-        from mosaic.grid import cell_image, plan_bands, plan_grid
+        from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
 
         settings = self.services.settings
         if message.slices > settings.max_slices:
@@ -107,14 +107,17 @@ class JobController:
             )
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
+        # A giant mosaic gets more slices than asked for, so that no processor holds more than
+        # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
+        slices = max(message.slices, min_slices(grid))
         try:
-            rows = plan_bands(grid.tiles_down, message.slices)
+            rows = plan_bands(grid.tiles_down, slices)
         except ValueError:
             raise PermanentJobError(
                 f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
                 f"tiles; ask for at most {grid.tiles_down} slices"
             ) from None
-        job = self._record_job(message, grid, existing)
+        job = self._record_job(message, grid, existing, slices=slices)
         clock.lap("job_record")
 
         cells = cell_image(image, grid)
@@ -196,7 +199,7 @@ class JobController:
         clock.lap("image_decode")
         return image
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None) -> Job:
+    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int) -> Job:
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
@@ -205,7 +208,7 @@ class JobController:
             return replace(
                 job,
                 status=JobStatus.SLICING,
-                slices=message.slices,
+                slices=slices,
                 tile_size=message.tile_size,
                 tiles_across=grid.tiles_across,
                 tiles_down=grid.tiles_down,
@@ -216,7 +219,8 @@ class JobController:
         if existing is None:
             try:
                 input_name = _input_name(self.services, message.image_uri)
-                return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
+                job = Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid)
+                return jobs.create(replace(job, slices=slices))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
         return jobs.update(message.client_id, rid, change, current=existing).job
@@ -274,16 +278,26 @@ class JobController:
                 mosaic = open_jpeg(scratch / "mosaic.jpg")
             else:
                 how = f"{job.slices} slices stitched"
-                mosaic = self._fetch_and_join(job, scratch, clock)
+                paths = self._fetch_slices(job, scratch, clock)
+                mosaic = self._join(job, paths)  # streams once; each pass opens the files again
+                clock.lap("stitch")
                 if fits_jpeg(job.output_width, job.output_height):
-                    save_jpeg(mosaic, scratch / "mosaic.jpg")
+                    try:
+                        save_jpeg(mosaic, scratch / "mosaic.jpg")
+                    finally:
+                        mosaic.close()
+                    mosaic = self._join(job, paths)
                     clock.lap("output_encode")
                     blobs.upload_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg", content_type=OUTPUT_CONTENT_TYPE)
                     clock.lap("output_upload")
                 else:  # over JPEG's 65,535 px a side: the pyramid is the full-resolution download
                     name = pyramid_blob_name(rid)
                     how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
-            save_pyramid(mosaic, scratch / "mosaic.zip")
+            try:
+                save_pyramid(mosaic, scratch / "mosaic.zip")
+            finally:
+                if isinstance(mosaic, Streamed):
+                    mosaic.close()
             clock.lap("pyramid_build")
             blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
                               content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
@@ -299,23 +313,29 @@ class JobController:
         log.info("job %s: stitched in %.2f s", rid, seconds)
         self._send_response(job)
 
-    def _fetch_and_join(self, job: Job, scratch: Path, clock: Stopwatch) -> Any:
-        """Every rendered slice streamed to a scratch file, joined lazily (``workers.stitching``)."""
+    def _fetch_slices(self, job: Job, scratch: Path, clock: Stopwatch) -> list[Path]:
+        """Every rendered slice streamed to a scratch file (never held in memory)."""
         rid, blobs = job.request_id, self.services.blobs
-        paired = self.services.failover
-        readers = [blobs] if paired is None else [blobs, paired.secondary.blobs]
 
         def fetch(seq: int) -> Path:
             # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
             path = scratch / f"slice-{seq}"
             for name in slice_blob_candidates(rid, seq):
-                for store in readers:  # the primary; then the paired secondary (dal.failover)
-                    try:
-                        store.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
-                        return path
-                    except BlobMissingError:
-                        continue
+                try:
+                    blobs.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
+                    return path
+                except BlobMissingError:
+                    continue
             raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
+
+        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
+            paths = list(pool.map(fetch, range(job.slices)))
+        clock.lap("slice_download")
+        return paths
+
+    @staticmethod
+    def _join(job: Job, paths: list[Path]) -> Any:
+        """The slice files joined lazily into the mosaic, for one top-to-bottom pass (``workers.stitching``)."""
 
         def open_(seq: int, path: Path) -> Any:
             try:
@@ -323,16 +343,18 @@ class JobController:
             except RenderedFormatError as exc:
                 raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
 
-        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
-            paths = list(pool.map(fetch, range(job.slices)))
-        clock.lap("slice_download")
+        opened: list[Streamed] = []
         try:
-            mosaic = join_slices([open_(seq, p) for seq, p in enumerate(paths)], width=job.output_width,
-                                 height=job.output_height)  # fmt: skip
+            opened += (open_(seq, p) for seq, p in enumerate(paths))
+            return join_slices(opened, width=job.output_width, height=job.output_height)
         except ValueError as exc:
+            for o in opened:
+                o.close()
             raise PermanentJobError(f"the rendered slices do not fit together: {exc}") from None
-        clock.lap("stitch")
-        return mosaic
+        except PermanentJobError:
+            for o in opened:
+                o.close()
+            raise
 
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response

@@ -114,7 +114,7 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
               help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].")
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
 @click.option("--max-output-pixels", type=click.IntRange(min=1), default=None,
-              help="Largest output in pixels [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 40 MP].")
+              help="Largest output in pixels for an explicit --tiles-across [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 400 MP; without --tiles-across at most 40 MP].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
               help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: name.dzi and name_files/).")
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
