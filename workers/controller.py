@@ -53,6 +53,8 @@ from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
 from workers.stitching import JPEG_MAX_SIDE, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
+from mosaic.grid import cell_image, plan_bands, plan_grid
+from mosaic.images import ImageDecodeError, open_image
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
@@ -90,7 +92,6 @@ class JobController:
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
-        from mosaic.grid import cell_image, plan_bands, plan_grid
 
         settings = self.services.settings
         if message.slices > settings.max_slices:
@@ -172,7 +173,6 @@ class JobController:
         log.info("job %s: %d slices dispatched", rid, len(pending))
 
     def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
-        from mosaic.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
