@@ -289,6 +289,33 @@ class JobStore:
             ]
         )
 
+    def copy_to(self, other: JobStore, client_id: str, request_id: str) -> bool:
+        """Copy a job (its events, then its row and index entity) into ``other``, another account.
+
+        The failover syphon's move of a job row (``dal.syphon``). Idempotent: events keep their
+        keys (a repeat overwrites them), a row ``other`` already has is left alone (it may have
+        moved on). True when the row was copied; False when ``other`` had it or this store has not.
+        """
+        validate_key("client_id", client_id)
+        validate_key("request_id", request_id)
+        try:
+            entity = self._jobs.get_entity(client_id, request_id)
+        except ResourceNotFoundError as exc:
+            self._raise_if_table_missing(exc, self.jobs_table)
+            return False
+        with self._tables_exist():
+            events = [dict(e) for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id})]
+        for start in range(0, len(events), _BATCH):
+            other._events.submit_transaction([("upsert", e) for e in events[start : start + _BATCH]])
+        index = {"PartitionKey": client_id, "RowKey": entity["index_key"], "request_id": request_id}
+        try:
+            other._jobs.submit_transaction([("create", dict(entity)), ("create", index)])
+        except (TableTransactionError, ResourceExistsError) as exc:
+            if getattr(exc, "error_code", None) == "EntityAlreadyExists" or isinstance(exc, ResourceExistsError):
+                return False
+            raise
+        return True
+
     def add_event(
         self,
         request_id: str,

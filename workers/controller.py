@@ -121,11 +121,11 @@ class JobController:
         cells = cell_image(image, grid)
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows)
         clock.lap("slicing")
-        blobs = self.services.blobs
+        services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
             urls = list(
                 pool.map(
-                    lambda b: blobs.upload(
+                    lambda b: services.upload(
                         SLICE_REQUEST_CONTAINER, band_blob_name(rid, b.sequence), encode_band(b), content_type="image/png"
                     ),
                     bands,
@@ -156,7 +156,7 @@ class JobController:
         for shard in queues.slice_request_shards:  # one shard when unsharded (dal.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
-                shard.submit(mine)
+                self.services.send(mine)
         clock.lap("dispatch")
         events = [
             dict(
@@ -183,7 +183,7 @@ class JobController:
         if not found:
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:
-            data = blobs.download_url(message.image_uri)
+            data = self.services.download_url(message.image_uri)  # either account when paired
             clock.lap("image_download")
         except BlobMissingError:
             raise PermanentJobError("the uploaded image is gone from storage; please upload it again") from None
@@ -302,16 +302,19 @@ class JobController:
     def _fetch_and_join(self, job: Job, scratch: Path, clock: Stopwatch) -> Any:
         """Every rendered slice streamed to a scratch file, joined lazily (``workers.stitching``)."""
         rid, blobs = job.request_id, self.services.blobs
+        paired = self.services.failover
+        readers = [blobs] if paired is None else [blobs, paired.secondary.blobs]
 
         def fetch(seq: int) -> Path:
             # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
             path = scratch / f"slice-{seq}"
             for name in slice_blob_candidates(rid, seq):
-                try:
-                    blobs.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
-                    return path
-                except BlobMissingError:
-                    continue
+                for store in readers:  # the primary; then the paired secondary (dal.failover)
+                    try:
+                        store.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
+                        return path
+                    except BlobMissingError:
+                        continue
             raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
 
         def open_(seq: int, path: Path) -> Any:
@@ -334,7 +337,7 @@ class JobController:
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response
         assert job.output_name is not None
-        queue.submit(
+        self.services.send(
             ImageResponseMessage(
                 queue_uri=queue.url,
                 client_id=job.client_id,
