@@ -15,27 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+
 from dal.backpressure import BacklogGauge
 from dal.blobs import BlobStore
+from dal.config import Settings, StorageClients
+from dal.failover import PairedAccount
 from dal.jobs import JobStore
 from dal.libraries import LibraryStore
+from dal.messages import QueueMessage
 from dal.queues import QueueAccessor
 from dal.quotas import QuotaStore
 from dal.render_rates import RenderRates
-
-from dal.messages import QueueMessage
-
-if TYPE_CHECKING:
-    from dal.failover import PairedAccount
-    from dal.blobs import BlobStore
-    from dal.config import Settings, StorageClients
-    from dal.jobs import JobStore
-    from dal.libraries import LibraryStore
-    from dal.queues import QueueAccessor
-    from dal.backpressure import BacklogGauge
-    from dal.quotas import QuotaStore
-    from dal.render_rates import RenderRates
 
 __all__ = ["Stores"]
 
@@ -103,8 +93,6 @@ class Stores:
         """The writes that fail over to the secondary; None when no secondary is configured."""
         if self.secondary is None:
             return None
-        from dal.failover import PairedAccount
-
         return PairedAccount(self, Stores(self.secondary, self.settings),
                              stay_on_secondary=self.settings.failover_stay_seconds)  # fmt: skip
 
