@@ -40,6 +40,8 @@ from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
 from dal.cleanup import delete_job_everywhere, request_cleanup
+from mosaic.errors import TileBudgetError
+from mosaic.fair import check_budget
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -128,8 +130,6 @@ def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
     A library whose size its metadata does not tell is let through: the controller checks
     again with the loaded library and fails the job with the same message.
     """
-    from mosaic.errors import TileBudgetError
-    from mosaic.fair import check_budget
 
     try:
         count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)

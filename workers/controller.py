@@ -58,6 +58,9 @@ from workers.stitching import JPEG_MAX_SIDE, fits_jpeg, join_slices, open_jpeg, 
 from workers.stages import Stopwatch
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.images import ImageDecodeError, open_image
+from mosaic.errors import TileBudgetError
+from mosaic.library import LibraryFormatError
+from mosaic.render import RenderOptions, assign_fair
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
@@ -181,9 +184,6 @@ class JobController:
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
-        from mosaic.errors import TileBudgetError
-        from mosaic.library import LibraryFormatError
-        from mosaic.render import RenderOptions, assign_fair
 
         name = library_name(message.image_library_uri)
         try:
