@@ -207,12 +207,13 @@ class FanoutHintChannel:
 
 def _account_name() -> str:
     """The storage account of this process (a hint namespace on a shared pub/sub server)."""
-    text = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
-    for part in text.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "accountname":
-            return value.strip()
-    return ""
+    from dal.config import Settings, StorageClients
+
+    try:
+        connection_string = Settings.from_env().connection_string
+        return StorageClients(connection_string, profile="probe").account_name if connection_string else ""
+    except ValueError:  # a bad setting is reported where it is used; the hints do without a namespace
+        return ""
 
 
 def make_channel(*, folder: str = "", url: str = "", namespace: str = "") -> HintChannel | None:
