@@ -18,14 +18,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core import MatchConditions
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 
 from dal.config import CLAIM_CHECK_CONTAINER, WORKFLOW_CONTAINERS, StorageClients
-from dal.errors import BlobMissingError
+from dal.errors import BlobChangedError, BlobMissingError
 from dal.names import prefixed
 
 CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length rule
@@ -57,6 +59,15 @@ class Blob:
     data: bytes
     content_type: str | None
     metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ranged:
+    """Part of a blob (``read_range``): the bytes, and the whole blob's size and ETag."""
+
+    data: bytes
+    size: int
+    etag: str
 
 
 class BlobStore:
@@ -135,6 +146,60 @@ class BlobStore:
 
     def download(self, container: str, name: str) -> bytes:
         return self.fetch(container, name).data
+
+    def download_to_file(self, container: str, name: str, path: Path) -> int:
+        """Stream a blob into the file ``path`` in the SDK's chunks; return its size.
+
+        For blobs too big to hold (a rendered slice of a giant mosaic): memory stays at a
+        few chunks whatever the size."""
+        try:
+            downloader = self._blob(container, name).download_blob(max_concurrency=2)
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
+        with open(path, "wb") as out:
+            return int(downloader.readinto(out))
+
+    def upload_file(self, container: str, name: str, path: Path, *, content_type: str) -> str:
+        """Write a blob from a file, staged in blocks (never read whole into memory); its URL."""
+        client = self._blob(container, name)
+        try:
+            with open(path, "rb") as data:
+                client.upload_blob(
+                    data,
+                    length=path.stat().st_size,
+                    overwrite=True,
+                    content_settings=ContentSettings(content_type=content_type),
+                    max_concurrency=2,
+                )
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(
+                f"container {self.container_name(container)!r} does not exist (ensure_containers creates it)"
+            ) from exc
+        return str(client.url)
+
+    def read_range(self, container: str, name: str, offset: int, length: int, *, etag: str | None = None) -> Ranged:
+        """``length`` bytes from ``offset`` (fewer at the end), with the blob's size and ETag.
+
+        With ``etag``, the read succeeds only while the blob is that version: a blob
+        replaced since raises ``BlobChangedError`` (the caller's cached offsets are stale)."""
+        kwargs: dict[str, Any] = {}
+        if etag is not None:
+            kwargs.update(etag=etag, match_condition=MatchConditions.IfNotModified)
+        try:
+            downloader = self._blob(container, name).download_blob(offset=offset, length=length, **kwargs)
+            data = downloader.readall()
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
+        except ResourceModifiedError as exc:
+            raise BlobChangedError(f"blob {self.container_name(container)}/{name} was replaced") from exc
+        except HttpResponseError as exc:
+            if exc.status_code == 416:  # offset past the end
+                raise ValueError(f"offset {offset} is past the end of {name}") from None
+            raise
+        # properties.size is the range's length; the blob's is after the "/" of Content-Range.
+        content_range = downloader.properties.content_range
+        size = int(content_range.rsplit("/", 1)[1]) if content_range else len(data)
+        return Ranged(data=data, size=size, etag=str(downloader.properties.etag))
 
     def download_url(self, url: str) -> bytes:
         """Download by absolute URL; only blobs of this account (a SAS query is ignored)."""

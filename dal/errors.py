@@ -4,6 +4,7 @@
     QueueMessageFormatException a payload that is not a valid message: poison at once
     ClaimCheckMissingError      a message refers to a payload blob that is gone: poison at once
     BlobMissingError            a blob (or its container) that should exist does not
+      BlobChangedError          ... in the version asked for (ETag): it was replaced
 
 Errors from ``azure.core.exceptions`` are translated into these at the ``dal/`` boundary
 where the caller must decide something (configuration versus transient); transient
@@ -52,3 +53,7 @@ class ClaimCheckMissingError(PhotoMosaicsError):
 
 class BlobMissingError(PhotoMosaicsError, LookupError):
     """A blob that should exist does not (or its container does not)."""
+
+
+class BlobChangedError(BlobMissingError):
+    """The version of a blob asked for (by ETag) is gone: the blob was replaced since."""

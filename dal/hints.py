@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from dal.config import Settings, account_name
+
 __all__ = [
     "HINTS_URL_ENV", "HINT_DIR_ENV", "FanoutHintChannel", "HintChannel", "HintSubscription", "LocalHintChannel",
     "Subscription", "channel_from_env", "make_channel", "short_hint_dir",
@@ -207,13 +209,7 @@ class FanoutHintChannel:
 
 def _account_name() -> str:
     """The storage account of this process (a hint namespace on a shared pub/sub server)."""
-    from dal.config import Settings, StorageClients
-
-    try:
-        connection_string = Settings.from_env().connection_string
-        return StorageClients(connection_string, profile="probe").account_name if connection_string else ""
-    except ValueError:  # a bad setting is reported where it is used; the hints do without a namespace
-        return ""
+    return account_name(Settings.from_env().connection_string or "")
 
 
 def make_channel(*, folder: str = "", url: str = "", namespace: str = "") -> HintChannel | None:

@@ -16,6 +16,7 @@ project is rooted here and named in this drawing.
      ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
      ├── BlobMissingError (LookupError)       dal.errors — a blob or container that should exist
+     │    └── BlobChangedError                the version asked for (by ETag) was replaced
      ├── LibraryError                         dal.libraries
      │    ├── InvalidLibraryNameError (ValueError)
      │    ├── LibraryNotFoundError (LookupError)

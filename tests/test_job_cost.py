@@ -37,7 +37,8 @@ SLICES = 4
 # ETag write, the processor's slice_done event); a processor reads the job row only for a
 # redelivered slice and checks its library's ETag at most every 10 s (warm here: no check).
 # Lower it as hand-offs get cheaper; never raise it without saying why in the commit.
-BUDGET = 72
+# 72 + 1: the Deep Zoom pyramid is one more blob (one zip, one write: issue 13).
+BUDGET = 73
 
 
 def one(queue: object, counter: TransactionCounter) -> ReceivedMessage:

@@ -40,7 +40,7 @@ def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) 
         return None if job.status in TERMINAL_STATUSES else replace(job, status=JobStatus.FAILED, error=reason)
 
     try:
-        _, wrote = jobs.apply(message.client_id, message.request_id, change)
+        _, wrote = jobs.update(message.client_id, message.request_id, change)
     except JobNotFoundError:
         if not isinstance(message, ImageRequestMessage):
             log.warning("job %s: failed (%s) but has no job row", message.request_id, reason)

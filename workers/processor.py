@@ -85,7 +85,7 @@ class ImageProcessor:
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
-            data = self.services.blobs.download_url(message.slice_uri)
+            data = self.services.download_url(message.slice_uri)  # either account when paired
             clock.lap("band_download")
             band = decode_band(data)
             clock.lap("band_decode")
@@ -99,25 +99,27 @@ class ImageProcessor:
         from mosaic.render import render_band
 
         try:
-            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row)
-        except ValueError as exc:
+            # A fair-use job's band carries the controller's choice for the whole grid.
+            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row,
+                                 choice=band.choice)
+        except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
-        blobs = self.services.blobs
+        store = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         if band.first_row == 0 and band.rows == band.tiles_down:  # the whole mosaic: final output now
             encoded = encode_output(pixels)
             clock.lap("output_encode")
-            url = blobs.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
+            url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
             clock.lap("output_upload")
         else:
             encoded = encode_rendered(pixels)
             clock.lap("slice_encode")
-            url = blobs.upload(
+            url = store.upload(
                 SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq), encoded, content_type="application/octet-stream"
             )
             clock.lap("slice_upload")
         queue = self.services.queues.slice_response
-        queue.submit(
+        self.services.send(
             SliceResponseMessage(
                 queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
             )
