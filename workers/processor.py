@@ -42,6 +42,8 @@ from workers.slicing import (
     output_blob_name,
     slice_output_name,
 )
+from mosaic.library import LibraryFormatError
+from mosaic.render import render_band
 
 if TYPE_CHECKING:
     from dal.render_rates import RateMeter
@@ -96,7 +98,6 @@ class ImageProcessor:
         if self.slice_delay > 0:
             time.sleep(self.slice_delay)
             clock.lap("test_delay")
-        from mosaic.render import render_band
 
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
@@ -131,7 +132,6 @@ class ImageProcessor:
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
-        from mosaic.library import LibraryFormatError
 
         try:
             return self.services.libraries.load(uri, fresh_for=self.services.settings.library_revalidate_seconds)
