@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -115,11 +116,12 @@ class LibraryCreated:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file name, reason)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Cached:
     etag: str
     version: str
     library: TileLibrary
+    checked: float = 0.0  # time.monotonic() of the last request that confirmed the ETag
 
 
 def _tile_blob_names(names: Iterable[str]) -> list[str]:
@@ -260,11 +262,18 @@ class LibraryStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, uri_or_name: str) -> TileLibrary:
-        """The library, from memory while its index's ETag is unchanged (one conditional GET)."""
+    def load(self, uri_or_name: str, *, fresh_for: float = 0.0) -> TileLibrary:
+        """The library, from memory while its index's ETag is unchanged (one conditional GET).
+
+        ``fresh_for`` > 0: no request at all while the last check is younger than that many
+        seconds (a processor's slices of one job, and of the jobs right after, share one check).
+        """
         container = self._container_from(uri_or_name)
         with self._lock:
             cached = self._cache.get(container)
+        if cached is not None and fresh_for > 0 and time.monotonic() - cached.checked < fresh_for:
+            return cached.library
+        checked = time.monotonic()
         blob = self._service.get_blob_client(container, INDEX_BLOB)
         try:
             if cached is None:
@@ -275,11 +284,12 @@ class LibraryStore:
         except (ResourceNotModifiedError, ResourceModifiedError):
             # If-None-Match matched: unchanged. Azure answers 304; Azurite answers 412.
             assert cached is not None
+            cached.checked = checked
             return cached.library
         except ResourceNotFoundError as exc:
             raise self._not_found(container, exc) from None
         library = TileLibrary.from_bytes(data)
-        entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library)
+        entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library, checked=checked)
         with self._lock:
             self._cache[container] = entry
         return library
