@@ -39,12 +39,16 @@ from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
+from dal.cleanup import delete_job_everywhere, request_cleanup
+from mosaic.errors import TileBudgetError
+from mosaic.fair import check_budget
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
 
 _UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 SLICE_PREVIEW_SIDE = 1600
+MAX_USES = 1_000_000  # max_uses above any grid's cell count means no limit; the bound keeps it an int
 THUMB_SIDE = 480
 
 
@@ -97,6 +101,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     tile_size = int_field(request.form, "tile_size", low=1, high=64)
     slices = int_field(request.form, "slices", low=1, high=limits.max_slices)
     tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    max_uses = optional_int_field(request.form, "max_uses", low=1, high=MAX_USES)
     photo = validate_image(
         upload.read(limits.max_upload_bytes + 1),
         max_bytes=limits.max_upload_bytes,
@@ -113,10 +118,32 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     # A slice is at least one row of tiles, and at most MAX_SLICE_PIXELS of output (a giant
     # mosaic gets more slices than asked for: the controller plans the same, mosaic.grid.min_slices).
     slices = min(max(slices, planning.min_slices(grid)), grid.tiles_down)
+    if max_uses is not None:
+        _check_tile_budget(library, grid, max_uses)
     _check_backlog()
     admitted = _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,
-                   admitted=admitted)  # fmt: skip
+                   admitted=admitted, max_uses=max_uses)  # fmt: skip
+
+
+def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
+    """422 when ``max_uses`` × the library's tiles cannot cover the grid (nothing stored yet).
+
+    A library whose size its metadata does not tell is let through: the controller checks
+    again with the loaded library and fails the job with the same message.
+    """
+
+    try:
+        count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)
+    except Exception:  # storage unreachable for the listing: the controller checks the loaded library
+        log.warning("library %r could not be listed; max_uses is checked by the controller", library)
+        return
+    if count < 1:
+        return
+    try:
+        check_budget(grid.cells, count, max_uses)
+    except TileBudgetError as exc:
+        raise ApiError(422, "tile_budget", f"max_uses: {exc}") from None
 
 
 def _check_backlog() -> None:
@@ -151,6 +178,7 @@ def _admit(owner: str) -> bool:
 def _submit(
     photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
     admitted: bool = True,
+    max_uses: int | None = None,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -174,6 +202,7 @@ def _submit(
             tile_size=tile_size,
             slices=slices,
             tiles_across=grid.tiles_across,
+            max_uses=max_uses,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:
@@ -186,6 +215,7 @@ def _submit(
             actor="web",
             message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
             f"of {tile_size} px from {library!r} in {slices} slice(s)"
+            + (f", each tile at most {max_uses} times" if max_uses is not None else "")
             + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
         svc.send(message, force_secondary=parked)
@@ -372,7 +402,6 @@ def delete_job(request_id: str) -> tuple[str, int]:
     The cleanup is queued first (``jobcleanup``, the durable intent: the responder finishes it
     if this request dies half-way), then done here at once so the answer can be 204 and the
     job is gone when the client looks again; the queued copy later finds nothing to do."""
-    from dal.cleanup import delete_job_everywhere, request_cleanup
 
     job = _own_job(request_id)
     if job.status not in TERMINAL_STATUSES:
