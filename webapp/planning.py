@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mosaic.grid import Grid, plan_bands, plan_grid
+from mosaic.grid import min_slices as fewest_slices
 from webapp.errors import ApiError
 
 MAX_TILES_ACROSS = 10_000
@@ -37,9 +38,7 @@ def bands(tiles_down: int, slices: int) -> list[list[int]]:
 
 
 def min_slices(grid: Grid) -> int:
-    from mosaic.grid import min_slices as fewest
-
-    return fewest(grid)
+    return fewest_slices(grid)
 
 
 def max_slices(grid: Grid, limit: int) -> int:
