@@ -27,6 +27,7 @@ import numpy as np
 from PIL import Image
 
 from dal.errors import PhotoMosaicsError
+from dal.libraries import LibraryStore
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,6 @@ def ensure_demo_library(storage: object, *, prefix: str = "", count: int = 400) 
 
     ``storage`` is a ``dal.config.StorageClients``; ``photomosaics run`` calls this at start-up.
     """
-    from dal.libraries import LibraryStore
 
     store = LibraryStore(storage, prefix=prefix)  # type: ignore[arg-type]
     if store.exists(DEMO_LIBRARY_NAME):

@@ -42,6 +42,8 @@ from workers.slicing import (
     output_blob_name,
     slice_output_name,
 )
+from mosaic.library import LibraryFormatError
+from mosaic.render import render_band
 
 if TYPE_CHECKING:
     from dal.render_rates import RateMeter
@@ -92,7 +94,6 @@ class ImageProcessor:
         if self.slice_delay > 0:
             time.sleep(self.slice_delay)
             clock.lap("test_delay")
-        from mosaic.render import render_band
 
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
@@ -127,7 +128,6 @@ class ImageProcessor:
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
-        from mosaic.library import LibraryFormatError
 
         try:
             return self.services.libraries.load(uri)
