@@ -165,6 +165,9 @@ class Settings:
     stitch_timeout: float = 600.0
     # Tests only: a processor sleeps this long before each slice (a slow worker on demand).
     test_slice_delay: float = 0.0
+    # A processor trusts its in-memory tile library this long after the last check of the index's
+    # ETag (one conditional GET per check): a replaced library is used within this many seconds.
+    library_revalidate_seconds: float = 10.0
     # Mosaic limits.
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
     max_upload_bytes: int = 30 * 1024 * 1024
@@ -201,6 +204,7 @@ class Settings:
         "retry_delay": "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
         "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
         "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
+        "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
         "max_output_pixels": "PHOTOMOSAICS_MAX_OUTPUT_PIXELS",
         "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
         "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",

@@ -76,10 +76,14 @@ class ImageProcessor:
         assert isinstance(message, SliceRequestMessage), message
         rid, seq = message.request_id, message.slice_sequence
         jobs = self.services.jobs
-        job = jobs.get(message.client_id, rid)
-        if job is not None and job.status in TERMINAL_STATUSES:
-            log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
-            return
+        # A job can only have ended before its slice's first delivery in rare cases (a sibling
+        # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
+        # fresh slice of an ended job is rendered and then ignored by the controller.
+        if received.dequeue_count > 1:
+            job = jobs.get(message.client_id, rid)
+            if job is not None and job.status in TERMINAL_STATUSES:
+                log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
+                return
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
@@ -130,7 +134,7 @@ class ImageProcessor:
         name = library_name(uri)
 
         try:
-            return self.services.libraries.load(uri)
+            return self.services.libraries.load(uri, fresh_for=self.services.settings.library_revalidate_seconds)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:

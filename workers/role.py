@@ -77,7 +77,7 @@ class Role:
     def _nudge_others(self, busy: QueueListener) -> None:
         """The controller slices a job -> its slice-response listener should poll soon, not in 10 s."""
         for listener in self.listeners:
-            if listener is not busy:
+            if listener is not busy and not listener.hint_covered:  # a covered one hears its own hints
                 listener.nudge()
 
     def stop(self, *, immediate: bool = False) -> None:
