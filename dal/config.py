@@ -169,6 +169,9 @@ class Settings:
     backpressure_max_wait_seconds: int = 300
     # How long a web process reuses its reading of the queue depths and render rates.
     backlog_cache_seconds: float = 5.0
+    # Fair scheduling (dal.lanes): slicerequest lanes; a client's k-th unfinished job goes to lane
+    # min(k, lanes - 1) and processors serve lower lanes first. 1: first come, first served.
+    fair_lanes: int = 2
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
     data_dir: str = ".data"
@@ -196,6 +199,7 @@ class Settings:
         "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
         "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
         "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
+        "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",
         "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
         "data_dir": "PHOTOMOSAICS_DATA_DIR",
         "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",
