@@ -410,6 +410,13 @@ class QueueAccessor:
             for lane in range(lanes)
         ]  # fmt: skip
         self.slice_request_shards = self.slice_lanes[0]
+        # imagerequest has lanes too (no shards): the web app sends a client's later jobs lower, so
+        # the controller slices a newcomer's job before another client's backlog.
+        self.image_request_lanes = [self.image_request] + [
+            ImageProcessingQueue(storage, IMAGE_REQUEST_QUEUE, settings=settings, prefix=prefix, lane=lane)
+            for lane in range(1, lanes)
+        ]
+        self.image_requests: Any = PriorityLanes(self.image_request_lanes) if lanes > 1 else self.image_request
         # What processors consume: the lanes highest first, each lane's shards rotated fairly
         # (the plain queue with one lane and one shard).
         by_lane = [ShardedQueue(lane) if shards > 1 else lane[0] for lane in self.slice_lanes]
@@ -429,8 +436,8 @@ class QueueAccessor:
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
 
     def monitored(self) -> list[ImageProcessingQueue]:
-        """Every queue an operator watches: the workflow's four, slicerequest's other shards and lanes, ``jobcleanup``."""
-        return [*self.all(), *self.slice_request_queues()[1:], self.job_cleanup]
+        """Every queue an operator watches: the workflow's four, the other lanes and shards, ``jobcleanup``."""
+        return [*self.all(), *self.slice_request_queues()[1:], *self.image_request_lanes[1:], self.job_cleanup]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
         """A queue by its short (``imagerequest``, ``slicerequest-1``) or full (prefixed) name."""

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from dal.config import IMAGE_INPUT_CONTAINER
 from dal.messages import ImageRequestMessage
 from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.web.conftest import submit
+from tests.web.test_backpressure import busy  # noqa: F401 - a fixture: the web app alone on its own prefix
 from workers.controller import JobController
 from workers.services import Services
 
@@ -62,3 +65,19 @@ def test_a_newcomers_job_is_served_before_another_clients_backlog(pipe: Pipeline
     else:
         # One lane: first come, first served, so B's single job is the last one out.
         assert served == ["A1"] * SLICES + ["A2"] * SLICES + ["A3"] * SLICES + ["B"] * SLICES, served
+
+
+def test_the_web_app_sends_a_clients_later_jobs_to_a_lower_imagerequest_lane(
+    busy: dict[str, Any],
+) -> None:
+    """The controller's side of fairness: it takes imagerequest lanes highest first, so it slices
+    B's job right after A's first (A's three jobs are within the default quota of 3)."""
+    app = busy["app"]
+    client_a, client_b = app.test_client(), app.test_client()
+    a_jobs = [submit(client_a).get_json()["request_id"] for _ in range(3)]
+    b_job = submit(client_b).get_json()["request_id"]
+    queues = busy["queues"]
+    assert [q.approximate_depth() for q in queues.image_request_lanes] == [2, 2]  # A1 and B; A2 and A3
+    consumer = queues.image_requests
+    order = [consumer.accept_messages(1, visibility_timeout=30)[0].message.request_id for _ in range(4)]
+    assert order == [a_jobs[0], b_job, a_jobs[1], a_jobs[2]]

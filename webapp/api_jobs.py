@@ -25,6 +25,7 @@ from dal.libraries import InvalidLibraryNameError
 from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
 from dal.backpressure import ServiceBusy
+from dal.lanes import lane_for
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
 from webapp import planning
@@ -113,10 +114,20 @@ def _admit(owner: str) -> None:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
+def _lane_for(owner: str) -> Any:
+    """Fair scheduling (dal.lanes): a client's later jobs go to a lower imagerequest lane, so the
+    controller slices another client's first job before them. One query in the client's partition."""
+    lanes = services().queues.image_request_lanes
+    if len(lanes) == 1:
+        return lanes[0]
+    return lanes[lane_for(services().quotas.count_unfinished(owner), len(lanes))]
+
+
 def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
     svc = services()
     owner = client_id()
     request_id = str(uuid.uuid4())
+    queue = _lane_for(owner)  # counted before this job's row exists
     input_name = input_blob_name(request_id, photo.extension)
     image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
     try:
@@ -142,7 +153,6 @@ def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slice
             message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
             f"of {tile_size} px from {library!r} in {slices} slice(s)",
         )
-        queue = svc.queues.image_request
         queue.submit(
             ImageRequestMessage(
                 queue_uri=queue.url,
