@@ -108,6 +108,14 @@ def _split_connection_string(connection_string: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def account_name(connection_string: str) -> str:
+    """The ``AccountName`` a connection string states ("" when it states none or cannot be read)."""
+    try:
+        return dict(_split_connection_string(connection_string)).get("AccountName", "")
+    except ValueError:
+        return ""
+
+
 def describe_connection_string(connection_string: str) -> str:
     """A description safe to log or show: account and endpoints, never the key or a SAS."""
     parts = dict(_split_connection_string(expand_connection_string(connection_string)))
@@ -174,6 +182,10 @@ class Settings:
     fair_lanes: int = 2
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
+    # Paired secondary account (dal.failover, dal.syphon): how long a process writes straight to the
+    # secondary after a failover, and how often the syphon pings the primary (seed 003: once a minute).
+    failover_stay_seconds: float = 60.0
+    syphon_interval: float = 60.0
     data_dir: str = ".data"
     # Prepended to every queue, container and table name (dal.names): isolates tests and side-by-side runs.
     name_prefix: str = ""
@@ -201,6 +213,8 @@ class Settings:
         "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
         "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",
         "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
+        "failover_stay_seconds": "PHOTOMOSAICS_FAILOVER_STAY_SECONDS",
+        "syphon_interval": "PHOTOMOSAICS_SYPHON_INTERVAL",
         "data_dir": "PHOTOMOSAICS_DATA_DIR",
         "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",
     })  # fmt: skip

@@ -114,10 +114,9 @@ class StorageStateCollector(Collector):
     """Queue depths (and jobs by status when ``jobs`` is given), refreshed at most every ``max_age`` s."""
 
     def __init__(self, queues: Callable[[], Iterable[ImageProcessingQueue]], *, jobs: Callable[[], JobStore] | None = None,
-                 prefix: str = "", max_age: float = 15.0) -> None:  # fmt: skip
+                 max_age: float = 15.0) -> None:  # fmt: skip
         self._queues = queues
         self._jobs = jobs
-        self._prefix = prefix
         self._max_age = max_age
         self._lock = threading.Lock()
         self._cached: tuple[float, list[GaugeMetricFamily]] | None = None
@@ -142,7 +141,7 @@ class StorageStateCollector(Collector):
         families = [depth, poison, up]
         try:
             for queue in self._queues():
-                label = getattr(queue, "short_name", queue.logical_name)  # slicerequest-1 for a shard
+                label = queue.short_name  # the logical name; slicerequest-1 for a shard
                 depth.add_metric([label], queue.approximate_depth())
                 poison.add_metric([label], queue.poison.approximate_depth())
             if self._jobs is not None:

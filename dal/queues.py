@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
@@ -38,8 +38,9 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
-from dal.hints import LocalHintChannel, channel_from_env
+from dal.hints import HintChannel, channel_from_env
 from dal.messages import QueueMessage
+from dal.names import prefixed
 from dal.stored_queue import (
     MAX_BATCH,
     MAX_VISIBILITY,
@@ -59,6 +60,7 @@ __all__ = [
     "ReceivedMessage",
     "PeekedMessage",
     "ImageProcessingQueue",
+    "PoisonHook",
     "PoisonQueue",
     "QueueAccessor",
     "POISON_THRESHOLD_KEY",
@@ -101,6 +103,17 @@ class PeekedMessage:
     error: str | None = None
 
 
+class PoisonHook(Protocol):
+    """Told after a valid message was moved to poison, so that its job can be failed.
+
+    ``permanent`` is True when the handler said the message can never succeed
+    (``PermanentJobError``: ``reason`` is then the handler's own sentence for a person), False
+    when it was moved for failing again and again (``reason`` says how often and why).
+    """
+
+    def __call__(self, received: ReceivedMessage, reason: str, *, permanent: bool = False) -> None: ...
+
+
 class ImageProcessingQueue(StoredQueue):
     """One work queue of the workflow (``name`` carries the test prefix, if any)."""
 
@@ -115,14 +128,14 @@ class ImageProcessingQueue(StoredQueue):
         base = lane_name(name, lane)
         self.short_name = f"{base}-{shard}" if shard else base
         self.settings = settings or Settings()
-        claim_container = f"{prefix}{CLAIM_CHECK_CONTAINER}"
-        super().__init__(storage, f"{prefix}{self.short_name}", claim_container=claim_container)
-        self.poison = PoisonQueue(storage, f"{prefix}{self.short_name}{POISON_SUFFIX}", claim_container=claim_container)
+        claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
+        super().__init__(storage, prefixed(prefix, self.short_name), claim_container=claim_container)
+        self.poison = PoisonQueue(storage, prefixed(prefix, f"{self.short_name}{POISON_SUFFIX}"), claim_container=claim_container)
         # Hints name the unsharded queue, so one listener over every shard hears them all.
-        self.hint_name = f"{prefix}{name}"
+        self.hint_name = prefixed(prefix, name)
         self._metadata: dict[str, str] | None = None
         # Where "work detected" hints go after a send (``dal.hints``); None: PHOTOMOSAICS_HINT_DIR.
-        self.hints: LocalHintChannel | None = None
+        self.hints: HintChannel | None = None
 
     def __repr__(self) -> str:
         return f"ImageProcessingQueue({self.name!r})"
@@ -192,7 +205,7 @@ class ImageProcessingQueue(StoredQueue):
         max_messages: int = 16,
         *,
         visibility_timeout: int | None = None,
-        on_poison: Callable[[ReceivedMessage, str], None] | None = None,
+        on_poison: PoisonHook | None = None,
     ) -> list[ReceivedMessage]:
         """One bounded receive; bad and over-delivered messages go to poison, not to the caller.
 
@@ -342,15 +355,15 @@ class ImageProcessingQueue(StoredQueue):
             texts.append(message.payload())
         if len(texts) <= _PARALLEL_FROM:
             for text in texts:
-                self._put(text, delay=delay, ttl=ttl)
+                self.put_text(text, delay=delay, ttl=ttl)
         else:
             with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
-                for future in [pool.submit(self._put, text, delay=delay, ttl=ttl) for text in texts]:
+                for future in [pool.submit(self.put_text, text, delay=delay, ttl=ttl) for text in texts]:
                     future.result()
         if delay == 0:
             self.announce()
 
-    def hint_channel(self) -> LocalHintChannel | None:
+    def hint_channel(self) -> HintChannel | None:
         return self.hints if self.hints is not None else channel_from_env()
 
     def announce(self) -> None:
@@ -479,7 +492,7 @@ def make_visible_now(queue_service: Any, queue: str, message_id: str, pop_receip
     return True
 
 
-def _tell(on_poison: Callable[[ReceivedMessage, str], None] | None, received: ReceivedMessage, reason: str) -> None:
+def _tell(on_poison: PoisonHook | None, received: ReceivedMessage, reason: str) -> None:
     if on_poison is None:
         return
     try:

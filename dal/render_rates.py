@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import Any
 
 from dal.config import RENDER_RATES_TABLE, StorageClients
+from dal.names import prefixed
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class RenderRates:
 
     def __init__(self, storage: StorageClients, *, prefix: str = "") -> None:
         self.storage = storage
-        self.table_name = f"{prefix}{RENDER_RATES_TABLE}"
+        self.table_name = prefixed(prefix, RENDER_RATES_TABLE)
 
     @cached_property
     def _table(self) -> Any:

@@ -21,7 +21,7 @@ from workers.controller import JobController
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.images import open_image
 from workers.errors import PermanentJobError
-from workers.failures import guard
+from workers.failures import poison_hook
 from workers.responder import Responder
 from workers.services import Services
 from workers.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
@@ -105,9 +105,10 @@ def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: st
         library = library.rstrip("/") + "-gone"
     rid = pipe.submit(image, library_uri=library, tile_size=8, slices=slices, tiles_across=6 if setup == "too_many_slices" else None)
     [request] = receive_all(pipe.services.queues.image_request, 1)
-    handler = guard(ctl.handle_image_request, jobs=pipe.services.jobs, actor="ctl-a")
-    with pytest.raises(PermanentJobError):
-        handler(request)
+    with pytest.raises(PermanentJobError) as caught:
+        ctl.handle_image_request(request)
+    # What the listener does next: poison the message, then fail its job through the hook.
+    poison_hook(pipe.services.jobs, actor="ctl-a", what="slicing the picture")(request, caught.value.reason, permanent=True)
     job = pipe.job(rid)
     assert job is not None and job.status == "failed"
     assert job.error is not None and expected in job.error

@@ -33,7 +33,8 @@ SLICES = 4
 # breakdown is in the assertion message): 6 queue calls per slice, 4 blob calls per slice
 # (band up/down, rendered slice up/down) + the library's ETag check, 3 table calls per slice.
 # Lower it as hand-offs get cheaper; never raise it without saying why in the commit.
-BUDGET = 80
+# 80 + 1: the Deep Zoom pyramid is one more blob (one zip, one write: issue 13).
+BUDGET = 81
 
 
 def one(queue: object, counter: TransactionCounter) -> ReceivedMessage:

@@ -96,6 +96,24 @@ def test_every_role_and_the_web_app_is_deployed_from_the_project_image(rendered:
         assert connection == {"secretKeyRef": {"name": "photomosaics-storage", "key": "connection"}}, name
 
 
+def test_hints_go_through_the_demo_valkey_and_are_optional_elsewhere(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """Every sender and listener reads PHOTOMOSAICS_HINTS_URL from an optional ConfigMap; the
+    demo overlay fills it with its valkey Service, the others leave it out (polling only)."""
+    overlay, docs = rendered
+    deployments = _by_kind(docs, "Deployment")
+    maps = _by_kind(docs, "ConfigMap")
+    for name in ("web", *ROLES):
+        ref = _env(_container(deployments[name]))["PHOTOMOSAICS_HINTS_URL"]["configMapKeyRef"]
+        assert (ref["key"], ref["optional"]) == ("url", True), name
+        if overlay == "azurite":
+            assert ref["name"] in maps, name
+    if overlay == "azurite":
+        host, port = maps["photomosaics-hints"]["data"]["url"].removeprefix("redis://").split("/")[0].split(":")
+        service = _by_kind(docs, "Service")[host]
+        assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+        assert _container(deployments[host])["image"].startswith("valkey/valkey:")
+
+
 def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     overlay, docs = rendered
     deployments = _by_kind(docs, "Deployment")

@@ -143,6 +143,35 @@ def package_graph() -> Counter[tuple[str, str]]:
     return counts
 
 
+def private_reaches(modules: dict[str, Path] | None = None) -> list[str]:
+    """``module:line name`` of every use of another object's private member (``x._y`` with ``x``
+    not ``self``/``cls``, ``_y`` not defined in the same module, ``os._exit`` aside): a class's
+    helpers stay its own; what others need is a public method (``StoredQueue.put_text``)."""
+    modules = _modules() if modules is None else modules
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        own |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            owner = ast.unparse(node.value)
+            if owner in ("self", "cls", "os") or node.attr in own:
+                continue
+            found.append(f"{name}:{node.lineno} {owner}.{node.attr}")
+    return found
+
+
+def test_no_module_reaches_into_another_objects_private_members():
+    assert private_reaches() == []
+
+
+def test_the_private_checker_sees_a_reach(tmp_path):
+    (tmp_path / "a.py").write_text("class A:\n    def _mine(self):\n        return self._x, A._mine, other._put('t')\n")
+    assert private_reaches({"dal.a": tmp_path / "a.py"}) == ["dal.a:3 other._put"]
+
+
 def test_every_import_points_down_the_layers():
     assert violations() == []
 

@@ -95,6 +95,24 @@ def test_create_from_zip_with_nested_folders_and_junk(store: LibraryStore) -> No
     assert store.load("trip").atlas.shape[0] == 5
 
 
+def test_a_library_is_a_marked_container_and_nothing_else(store: LibraryStore, storage: StorageClients) -> None:
+    """One definition, read by ``exists`` and ``list``: the mark ``create`` sets last."""
+    store.create_from_images("flowers", "Flowers été", [("a.jpg", photo(COLOURS[0]))])
+    store.create_from_images("plain", "Plain", [("b.jpg", photo(COLOURS[1]))])
+    store.create_from_images("plain", "Plain, renamed", [("c.jpg", photo(COLOURS[2]))])  # replaced: re-marked
+    service = storage.blob_service
+    service.get_container_client(store.container_name("other")).create_container(metadata={"other": "x"})
+    half = service.get_container_client(store.container_name("half"))
+    half.create_container()  # a create that died before its mark: tiles, maybe an index, no mark
+    half.upload_blob(INDEX_BLOB, b"not yet")
+    assert [(i.name, i.description) for i in store.list()] == [("flowers", "Flowers été"), ("plain", "Plain, renamed")]
+    assert store.exists("flowers") and store.exists(store.uri("plain"))
+    assert not store.exists("other") and not store.exists("half") and not store.exists("nothere")
+    assert not store.exists("http://elsewhere.example/devstoreaccount1/flowers")  # not this account's
+    with pytest.raises(InvalidLibraryNameError):
+        store.exists("imageinput")  # a workflow container is never a library
+
+
 def test_source_without_images_is_an_error(store: LibraryStore, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("nothing here")
     with pytest.raises(EmptyLibraryError, match="no usable image"):

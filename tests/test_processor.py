@@ -16,7 +16,7 @@ from workers.controller import JobController
 from mosaic.images import open_image
 from mosaic.render import render
 from workers.errors import PermanentJobError
-from workers.failures import guard
+from workers.failures import poison_hook
 from workers.processor import ImageProcessor
 from workers.services import Services
 
@@ -81,9 +81,10 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, 
     if damage == "undecodable_band":
         pipe.services.blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/1.png", b"\x89PNG broken", content_type="image/png")
     processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
-    handler = guard(processor.handle_slice_request, jobs=pipe.services.jobs, actor="proc-1")
-    with pytest.raises(PermanentJobError):
-        handler(requests[1])
+    with pytest.raises(PermanentJobError) as caught:
+        processor.handle_slice_request(requests[1])
+    # What the listener does next: poison the message, then fail its job through the hook.
+    poison_hook(pipe.services.jobs, actor="proc-1", what="rendering a slice")(requests[1], caught.value.reason, permanent=True)
     job = pipe.job(rid)
     assert job is not None and job.status == "failed" and job.error
     assert ("library" in job.error) if damage == "missing_library" else ("slice 2 of the picture cannot be read" in job.error)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify
 
+from dal.azurite import read_status
+from dal.errors import StorageConfigurationError
+from dal.health import check_storage
+from dal.names import unprefixed
 from webapp.errors import error_response
 from webapp.services import Services
 
@@ -18,11 +22,6 @@ def _services() -> Services:
 @bp.get("/healthz")
 def healthz() -> Response:
     """200 when blob, queue and table storage answer (one cheap call each, short retries)."""
-    from dal.errors import StorageConfigurationError
-    from dal.health import check_storage
-
-    from dal.azurite import read_status
-
     try:
         check_storage(_services().probe)
     except StorageConfigurationError as exc:
@@ -45,7 +44,7 @@ def queues() -> Response:
     svc.ensure_ready()
     rows = [
         {
-            "name": q.name.removeprefix(svc.prefix),
+            "name": unprefixed(svc.prefix, q.name),
             "depth": q.approximate_depth(),
             "poison_depth": q.poison.approximate_depth(),
         }

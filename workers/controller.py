@@ -15,10 +15,15 @@ update that completes the set moves the job to ``stitching``. Stitching itself i
 by a claim (``dal.claims``): a blob created with If-None-Match, so exactly one controller
 stitches even when two see the last slice at once; a controller that died mid-stitch is
 replaced when its own message comes back (same message id), or after the claim goes stale.
-The stitcher reads the rendered slices (``.npy``, or ``.png`` from older processors), writes
-``imageoutput/<request_id>.jpg``, records ``output_name`` and sends the ``ImageResponseMessage``;
-the responder role marks the job done. A one-slice job's processor has written that JPEG
-already, so its stitch only records it. Jobs writes reuse the row just read or written
+The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
+scratch files and lets libvips join and encode them without ever holding the whole mosaic
+(``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
+JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``,
+records ``output_name`` and sends the ``ImageResponseMessage``; the responder role marks the
+job done. A one-slice job's processor has written that JPEG already, so its stitch only
+builds the pyramid from it. Every job gets a pyramid: the job page has one viewer for every
+size (OpenSeadragon), the zip is one blob written once, and building it costs about a
+third of the JPEG encode (``make bench``). Jobs writes reuse the row just read or written
 (``JobStore.update(current=...)``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 """
@@ -26,40 +31,34 @@ job costs few storage transactions beyond its queue messages and blobs (``make b
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dal import tracing
-from dal.blob_names import stitch_claim_name
+from dal.blob_names import pyramid_blob_name, stitch_claim_name
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
 from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
+from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
-from dal.rendered import RenderedFormatError, decode_rendered, slice_blob_candidates
+from dal.rendered import RenderedFormatError, slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
-from workers.slicing import (
-    OUTPUT_CONTENT_TYPE,
-    BandFormatError,
-    band_blob_name,
-    cut_bands,
-    encode_band,
-    encode_output,
-    output_blob_name,
-    stitch,
-)
+from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
+from workers.stitching import JPEG_MAX_SIDE, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
-    import numpy as np
     from PIL import Image
 
     from mosaic.grid import Grid
@@ -68,6 +67,7 @@ __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_
 
 log = logging.getLogger(__name__)
 _IO_THREADS = 8
+PYRAMID_CONTENT_TYPE = "application/zip"
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 
 
@@ -126,11 +126,11 @@ class JobController:
         cells = cell_image(image, grid)
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows)
         clock.lap("slicing")
-        blobs = self.services.blobs
+        services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
             urls = list(
                 pool.map(
-                    lambda b: blobs.upload(
+                    lambda b: services.upload(
                         SLICE_REQUEST_CONTAINER, band_blob_name(rid, b.sequence), encode_band(b), content_type="image/png"
                     ),
                     bands,
@@ -143,7 +143,7 @@ class JobController:
             rid,
             lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
             current=job,
-        )
+        ).job
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
@@ -161,7 +161,7 @@ class JobController:
         for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
-                shard.submit(mine)
+                self.services.send(mine)
         clock.lap("dispatch")
         events = [
             dict(
@@ -183,10 +183,14 @@ class JobController:
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
-        if not blobs.is_library(name):
+        try:
+            found = self.services.libraries.exists(message.image_library_uri)
+        except InvalidLibraryNameError as exc:
+            raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
+        if not found:
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:
-            data = blobs.download_url(message.image_uri)
+            data = self.services.download_url(message.image_uri)  # either account when paired
             clock.lap("image_download")
         except BlobMissingError:
             raise PermanentJobError("the uploaded image is gone from storage; please upload it again") from None
@@ -222,7 +226,7 @@ class JobController:
                 return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
-        return jobs.update(message.client_id, rid, change, current=existing)
+        return jobs.update(message.client_id, rid, change, current=existing).job
 
     # --- sliceresponse ---------------------------------------------------------------------
 
@@ -245,7 +249,7 @@ class JobController:
         # One read and one ETag write per slice; its progress is in the job row (slices_done),
         # the processor's ``slice_done`` event already logged it, so no event row here.
         try:
-            job = jobs.update(message.client_id, rid, record)
+            job = jobs.update(message.client_id, rid, record).job
         except JobNotFoundError:
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
@@ -267,53 +271,71 @@ class JobController:
     def _stitch(self, job: Job, last: SliceResponseMessage) -> None:
         rid, blobs, clock = job.request_id, self.services.blobs, Stopwatch()
         name = output_blob_name(rid)
-        if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
-            # One slice: its processor wrote the final output itself; nothing to fetch or encode.
-            how = "written by its processor"
-        else:
-            with tracing.stitch_span(rid, job.slices):
-                mosaic = self._fetch_and_stitch(job, clock)
-                encoded = encode_output(mosaic)
-                clock.lap("output_encode")
-                blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
-                clock.lap("output_upload")
-            how = f"{job.slices} slices stitched"
+        with tempfile.TemporaryDirectory(prefix=f"stitch-{rid[:8]}-") as tmp, tracing.stitch_span(rid, job.slices):
+            scratch = Path(tmp)
+            if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
+                # One slice: its processor wrote the final JPEG itself; only the pyramid is left.
+                how = "written by its processor"
+                blobs.download_to_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg")
+                clock.lap("output_download")
+                mosaic = open_jpeg(scratch / "mosaic.jpg")
+            else:
+                how = f"{job.slices} slices stitched"
+                mosaic = self._fetch_and_join(job, scratch, clock)
+                if fits_jpeg(job.output_width, job.output_height):
+                    save_jpeg(mosaic, scratch / "mosaic.jpg")
+                    clock.lap("output_encode")
+                    blobs.upload_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg", content_type=OUTPUT_CONTENT_TYPE)
+                    clock.lap("output_upload")
+                else:  # over JPEG's 65,535 px a side: the pyramid is the full-resolution download
+                    name = pyramid_blob_name(rid)
+                    how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
+            save_pyramid(mosaic, scratch / "mosaic.zip")
+            clock.lap("pyramid_build")
+            blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
+                              content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
+            clock.lap("pyramid_upload")
         job = self.services.jobs.update(
             job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
-        )
+        ).job
         seconds = sum(clock.stages.values())
         self.services.jobs.add_event(
             rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,
-            message=f"{how} into a {job.output_width}x{job.output_height} mosaic",
+            message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid",
         )
         log.info("job %s: stitched in %.2f s", rid, seconds)
         self._send_response(job)
 
-    def _fetch_and_stitch(self, job: Job, clock: Stopwatch) -> np.ndarray:
+    def _fetch_and_join(self, job: Job, scratch: Path, clock: Stopwatch) -> Any:
+        """Every rendered slice streamed to a scratch file, joined lazily (``workers.stitching``)."""
         rid, blobs = job.request_id, self.services.blobs
+        paired = self.services.failover
+        readers = [blobs] if paired is None else [blobs, paired.secondary.blobs]
 
-        def fetch(seq: int) -> bytes:
+        def fetch(seq: int) -> Path:
             # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
+            path = scratch / f"slice-{seq}"
             for name in slice_blob_candidates(rid, seq):
-                try:
-                    return blobs.download(SLICE_RESPONSE_CONTAINER, name)
-                except BlobMissingError:
-                    continue
+                for store in readers:  # the primary; then the paired secondary (dal.failover)
+                    try:
+                        store.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
+                        return path
+                    except BlobMissingError:
+                        continue
             raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
 
-        def decode(seq: int, data: bytes) -> np.ndarray:
+        def open_(seq: int, path: Path) -> Any:
             try:
-                return decode_rendered(data)
+                return open_slice(path)
             except RenderedFormatError as exc:
                 raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
 
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
-            blobs_data = list(pool.map(fetch, range(job.slices)))
+            paths = list(pool.map(fetch, range(job.slices)))
         clock.lap("slice_download")
-        bands = [decode(seq, data) for seq, data in enumerate(blobs_data)]
-        clock.lap("slice_decode")
         try:
-            mosaic = stitch(bands, width=job.output_width, height=job.output_height)
+            mosaic = join_slices([open_(seq, p) for seq, p in enumerate(paths)], width=job.output_width,
+                                 height=job.output_height)  # fmt: skip
         except ValueError as exc:
             raise PermanentJobError(f"the rendered slices do not fit together: {exc}") from None
         clock.lap("stitch")
@@ -322,7 +344,7 @@ class JobController:
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response
         assert job.output_name is not None
-        queue.submit(
+        self.services.send(
             ImageResponseMessage(
                 queue_uri=queue.url,
                 client_id=job.client_id,

@@ -27,7 +27,8 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
 - **Work-detected hints** (``dal.hints``): with a hint channel the listener subscribes to
   its queue; a hint is a ``nudge()``, so a message sent on this machine is picked up at once,
   and the idle poll, now only the safety net for lost hints and other machines' sends,
-  backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``.
+  backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``, as long as the
+  subscription is healthy (a pub/sub server that is down: back to ``poll_max`` meanwhile).
 - **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
   pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
@@ -46,9 +47,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dal.config import Settings
+from dal.hints import HintChannel, HintSubscription
+from dal.queues import ImageProcessingQueue, PoisonHook, ReceivedMessage
 from dal.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.backoff import poll_delay, retry_delay_for
 from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
@@ -56,20 +59,16 @@ from workers.errors import PermanentJobError, RetryLater
 from workers.leases import HeldMessage, LeaseJournal, LeaseKeeper
 from workers.logfmt import kv, message_context
 
-if TYPE_CHECKING:
-    from dal.hints import LocalHintChannel, Subscription
-    from dal.queues import ImageProcessingQueue, ReceivedMessage
-
 __all__ = ["Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for", "MAX_BATCH"]
 
 log = logging.getLogger(__name__)
 # The listener's defaults are the application's (dal.config): written once, there.
 _DEFAULTS = Settings()
 
-Handler = Callable[["ReceivedMessage"], None]
-# Called after the listener moved a message to poison (reason for a person); the roles use it
-# to mark the job failed. Its own failures are logged, never raised.
-PoisonHook = Callable[["ReceivedMessage", str], None]
+Handler = Callable[[ReceivedMessage], None]
+# ``PoisonHook`` (dal.queues): called after the listener moved a message to poison, with the
+# reason for a person and whether the handler called it permanent; the roles fail the job
+# there, and only there. Its own failures are logged, never raised.
 
 
 
@@ -100,7 +99,7 @@ class QueueListener:
         on_poison: PoisonHook | None = None,
         rng: random.Random | None = None,
         min_concurrency: int | None = None,
-        hints: LocalHintChannel | None = None,
+        hints: HintChannel | None = None,
         poll_max_hinted: float | None = None,
         journal: LeaseJournal | None = None,
     ) -> None:
@@ -128,7 +127,7 @@ class QueueListener:
         self.hints = hints
         self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(poll_max, _DEFAULTS.poll_max_hinted_interval)
         self.journal = journal
-        self._subscription: Subscription | None = None
+        self._subscription: HintSubscription | None = None
         self._journal_lock = threading.Lock()
         self._woken_by_hint = False
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
@@ -190,8 +189,10 @@ class QueueListener:
 
     @property
     def effective_poll_max(self) -> float:
-        """The idle cap: far out when hints cover the queue, ``poll_max`` otherwise."""
-        return self.poll_max_hinted if self._subscription is not None else self.poll_max
+        """The idle cap: far out while hints cover the queue, ``poll_max`` otherwise (no channel,
+        or its server is down right now)."""
+        subscription = self._subscription
+        return self.poll_max_hinted if subscription is not None and subscription.healthy else self.poll_max
 
     @property
     def idle_polls(self) -> int:
@@ -448,7 +449,7 @@ class QueueListener:
             self.queue.move_to_poison(current, reason)
             self._count("poisoned")
             log.error(kv("message.poisoned", **fields, seconds=seconds, reason=reason))
-            self._notify_poison(record.received, reason, fields)
+            self._notify_poison(record.received, reason, fields, permanent=kind == "poison")
             return
         if kind == "error":
             delay = retry_delay_for(
@@ -459,11 +460,11 @@ class QueueListener:
         self._count("released")
         log.info(kv("message.retry", **fields, seconds=seconds, retry_in=wait, reason=reason))
 
-    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any]) -> None:
+    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any], *, permanent: bool) -> None:
         if self.on_poison is None:
             return
         try:
-            self.on_poison(received, reason)
+            self.on_poison(received, reason, permanent=permanent)
         except Exception as exc:
             log.error(kv("message.poison_hook_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
 

@@ -81,7 +81,7 @@ class ImageProcessor:
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
-            data = self.services.blobs.download_url(message.slice_uri)
+            data = self.services.download_url(message.slice_uri)  # either account when paired
             clock.lap("band_download")
             band = decode_band(data)
             clock.lap("band_decode")
@@ -99,21 +99,21 @@ class ImageProcessor:
         except ValueError as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
-        blobs = self.services.blobs
+        store = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         if band.first_row == 0 and band.rows == band.tiles_down:  # the whole mosaic: final output now
             encoded = encode_output(pixels)
             clock.lap("output_encode")
-            url = blobs.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
+            url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
             clock.lap("output_upload")
         else:
             encoded = encode_rendered(pixels)
             clock.lap("slice_encode")
-            url = blobs.upload(
+            url = store.upload(
                 SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq), encoded, content_type="application/octet-stream"
             )
             clock.lap("slice_upload")
         queue = self.services.queues.slice_response
-        queue.submit(
+        self.services.send(
             SliceResponseMessage(
                 queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
             )

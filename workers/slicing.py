@@ -52,8 +52,6 @@ __all__ = [
 ]
 
 OUTPUT_CONTENT_TYPE = "image/jpeg"
-# JPEG quality of the final mosaic: visually lossless for photo tiles at a third of PNG's size.
-OUTPUT_QUALITY = 90
 _PREFIX = "photomosaics:"
 
 
@@ -164,9 +162,8 @@ def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarra
 
 
 def encode_output(mosaic: np.ndarray) -> bytes:
-    """The final mosaic as JPEG; deterministic for the same pixels and Pillow build."""
-    out = io.BytesIO()
-    Image.fromarray(np.asarray(mosaic, dtype=np.uint8), "RGB").save(
-        out, format="JPEG", quality=OUTPUT_QUALITY, optimize=True
-    )
-    return out.getvalue()
+    """The final mosaic as JPEG; deterministic, and the same bytes the streaming stitch writes
+    for the same pixels (one encoder and one set of options: ``workers.stitching``)."""
+    from workers.stitching import encode_jpeg
+
+    return encode_jpeg(mosaic)

@@ -1,4 +1,4 @@
-"""``photomosaics controller|processor|responder``: the worker roles, one process each.
+"""``photomosaics controller|processor|responder|syphon``: the worker roles, one process each.
 
 Every role reads its settings from the environment (``AZURE_STORAGE_CONNECTION_STRING``,
 ``PHOTOMOSAICS_*``), runs one ``QueueListener`` per queue it consumes and exits 0 after
@@ -57,6 +57,7 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
 def _services_for(role: str) -> Services:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
+    from dal.failover import secondary_from_env
     from dal.health import check_storage
     from workers.role import configure_role_logging, storage_from_env
     from workers.services import Services, worker_name
@@ -64,7 +65,8 @@ def _services_for(role: str) -> Services:
     configure_role_logging(role)
     try:
         settings = Settings.from_env()
-        services = Services(storage_from_env(role=role), settings, worker_name(role))
+        # The paired secondary (PHOTOMOSAICS_SECONDARY_CONNECTION_STRING): sends and uploads fail over to it.
+        services = Services(storage_from_env(role=role), settings, worker_name(role), secondary=secondary_from_env())
         # A wrong key or account fails here in seconds, not after the worker profile's retries.
         # A throttled account (5xx) is no configuration error: the role starts and its retries wait.
         check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
@@ -130,6 +132,36 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
         max_messages=max_messages)  # fmt: skip
 
 
+@main.command()
+@click.option("--once", is_flag=True, help="One pass (ping, drain), then exit: tests and manual draining.")
+def syphon(*, once: bool) -> None:
+    """Run the syphon: pings the primary, moves the secondary's backlog back (issue 9, seed 003).
+
+    Needs PHOTOMOSAICS_SECONDARY_CONNECTION_STRING; one instance is enough (two are safe).
+    The interval between passes is PHOTOMOSAICS_SYPHON_INTERVAL seconds (60).
+    """
+    import signal
+    import threading
+
+    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+    from dal.syphon import Syphon, run_syphon
+
+    services = _services_for("syphon")
+    if services.secondary is None:
+        raise click.ClickException(f"{SECONDARY_CONNECTION_STRING_ENV} is not set: there is nothing to syphon")
+    interval = services.settings.syphon_interval
+    if interval <= 0:
+        raise click.ClickException(f"PHOTOMOSAICS_SYPHON_INTERVAL must be > 0 seconds, got {interval}")
+    worker = Syphon(services, services.secondary)
+    if once:
+        click.echo(f"moved {worker.run_once()} message(s)")
+        return
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # a pass is short: stop after it
+        signal.signal(signum, lambda *_: stopping.set())
+    run_syphon(worker, interval=interval, stop=stopping.wait)
+
+
 def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
          grace: float, burst: bool, max_messages: int | None) -> None:  # fmt: skip
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
@@ -139,7 +171,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
     """
     from dal.hints import channel_from_env
-    from workers.failures import guard, poison_hook
+    from workers.failures import poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
     from dal.tracing import configure_tracing
@@ -152,8 +184,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
-                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+            traced(timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
                    queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,

