@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
