@@ -108,6 +108,16 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#final-dims").filter(has_text="×").wait_for()
     page.locator('.library-option[data-library="demo"]').click()
     page.locator("#tile_size").fill("12")
+    # The print planner: an A4 print at 30 DPI with 12 px tiles is round(21 / 2.54 * 30 / 12) = 21 tiles across.
+    page.locator("#print-planner summary").click()
+    page.locator("#paper").select_option("21")
+    page.locator("#dpi").fill("30")
+    page.locator("#print-out").filter(has_text="21 tiles across of 12 px").wait_for()
+    page.locator("#print-use").click()
+    page.locator("#final-dims").filter(has_text="252 ×").wait_for()  # 21 tiles of 12 px
+    assert page.locator("#tiles_across").input_value() == "21"
+    page.locator("#print-back").filter(has_text="(21 tiles across) prints 21.34 cm wide at 30 DPI").wait_for()
+    shot(page, "02b-print-planner")
     page.locator("#tiles_across").fill("60")
     page.locator("#slices").fill("4")
     page.locator("#final-dims").filter(has_text="720 ×").wait_for()
