@@ -46,6 +46,7 @@ bp = Blueprint("api_jobs", __name__, url_prefix="/api")
 
 _UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 SLICE_PREVIEW_SIDE = 1600
+MAX_USES = 1_000_000  # max_uses above any grid's cell count means no limit; the bound keeps it an int
 THUMB_SIDE = 480
 
 
@@ -98,6 +99,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     tile_size = int_field(request.form, "tile_size", low=1, high=64)
     slices = int_field(request.form, "slices", low=1, high=limits.max_slices)
     tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    max_uses = optional_int_field(request.form, "max_uses", low=1, high=MAX_USES)
     photo = validate_image(
         upload.read(limits.max_upload_bytes + 1),
         max_bytes=limits.max_upload_bytes,
@@ -112,10 +114,34 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         max_output_pixels=limits.max_output_pixels,
     )
     slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    if max_uses is not None:
+        _check_tile_budget(library, grid, max_uses)
     _check_backlog()
     admitted = _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,
-                   admitted=admitted)  # fmt: skip
+                   admitted=admitted, max_uses=max_uses)  # fmt: skip
+
+
+def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
+    """422 when ``max_uses`` × the library's tiles cannot cover the grid (nothing stored yet).
+
+    A library whose size its metadata does not tell is let through: the controller checks
+    again with the loaded library and fails the job with the same message.
+    """
+    from mosaic.errors import TileBudgetError
+    from mosaic.fair import check_budget
+
+    try:
+        count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)
+    except Exception:  # storage unreachable for the listing: the controller checks the loaded library
+        log.warning("library %r could not be listed; max_uses is checked by the controller", library)
+        return
+    if count < 1:
+        return
+    try:
+        check_budget(grid.cells, count, max_uses)
+    except TileBudgetError as exc:
+        raise ApiError(422, "tile_budget", f"max_uses: {exc}") from None
 
 
 def _check_backlog() -> None:
@@ -165,6 +191,7 @@ def _lane_for(owner: str) -> Any:
 def _submit(
     photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
     admitted: bool = True,
+    max_uses: int | None = None,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -188,6 +215,7 @@ def _submit(
             tile_size=tile_size,
             slices=slices,
             tiles_across=grid.tiles_across,
+            max_uses=max_uses,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:
@@ -200,6 +228,7 @@ def _submit(
             actor="web",
             message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
             f"of {tile_size} px from {library!r} in {slices} slice(s)"
+            + (f", each tile at most {max_uses} times" if max_uses is not None else "")
             + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
         svc.send(message, force_secondary=parked)

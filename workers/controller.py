@@ -4,9 +4,13 @@ On ``imagerequest`` (``handle_image_request``): read the photo (EXIF orientation
 RGB), plan the grid, resample to the cell image, cut it into ``slices`` bands of whole cell
 rows, write every band to ``slicerequest/<request_id>/<seq>.png``, record the job, and only
 then send one ``SliceRequestMessage`` per band. A redelivered request rewrites the same
-blobs and re-sends only the slices not yet done: harmless. The slices go to a lane of
-``slicerequest`` (``dal.lanes``): a client's oldest unfinished job to lane 0, its later jobs
-lower, so one client's backlog never queues ahead of another client's single job.
+blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) is
+assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
+flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
+rows of that choice: the bands together can never exceed N, whichever processors render them.
+The slices go to a lane of ``slicerequest`` (``dal.lanes``): a client's oldest unfinished job
+to lane 0, its later jobs lower, so one client's backlog never queues ahead of another
+client's single job.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
@@ -124,7 +128,11 @@ class JobController:
         clock.lap("job_record")
 
         cells = cell_image(image, grid)
-        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows)
+        choice = None
+        if message.max_uses is not None:
+            choice = self._assign_fair(message, cells, grid)
+            clock.lap("fair_assignment")
+        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice)
         clock.lap("slicing")
         services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
@@ -177,6 +185,25 @@ class JobController:
             events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
         jobs.add_events(rid, events)
         log.info("job %s: %d slices dispatched to lane %d (%d of the client's jobs ahead)", rid, len(pending), lane, ahead)
+
+    def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
+        """The whole job's tile per cell with no tile more than ``max_uses`` times."""
+        from mosaic.errors import TileBudgetError
+        from mosaic.library import LibraryFormatError
+        from mosaic.render import RenderOptions, assign_fair
+
+        name = library_name(message.image_library_uri)
+        try:
+            library = self.services.libraries.load(message.image_library_uri)
+        except (BlobMissingError, LookupError) as exc:
+            raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
+        except LibraryFormatError as exc:
+            raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
+        try:
+            return assign_fair(cells, library, tile_size=grid.tile_size,
+                               options=RenderOptions(max_uses=message.max_uses))
+        except TileBudgetError as exc:
+            raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
 
     def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
         from mosaic.images import ImageDecodeError, open_image

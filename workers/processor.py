@@ -95,8 +95,10 @@ class ImageProcessor:
         from mosaic.render import render_band
 
         try:
-            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row)
-        except ValueError as exc:
+            # A fair-use job's band carries the controller's choice for the whole grid.
+            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row,
+                                 choice=band.choice)
+        except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
         store = self.services  # upload: to the secondary account when the primary fails (dal.failover)

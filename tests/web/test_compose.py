@@ -21,7 +21,7 @@ from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-ROLES = {"web", "controller", "responder", "processor"}
+ROLES = {"web", "controller", "responder", "processor", "syphon"}
 _DEFAULT = re.compile(r"^\$\{(?P<name>[A-Z_]+):-(?P<default>.*)\}$", re.S)
 
 
@@ -49,13 +49,14 @@ def known_variables() -> set[str]:
 
 def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"azurite", "valkey", *ROLES}
+    assert set(services) == {"azurite", "valkey", "azurite-secondary", *ROLES}
     seen = {}
     for name in ROLES:
         command, ctx = resolve(services[name]["command"])
         seen[name] = command
         assert ctx.params is not None
-    assert seen == {"web": "web", "controller": "controller", "responder": "responder", "processor": "processor"}
+    assert seen == {"web": "web", "controller": "controller", "responder": "responder", "processor": "processor",
+                    "syphon": "syphon"}
     _, web = resolve(services["web"]["command"])
     assert (web.params["host"], web.params["port"]) == ("0.0.0.0", 8080)
     assert services["web"]["ports"] == [f"127.0.0.1:{web.params['port']}:8080"]  # never published beyond loopback

@@ -149,6 +149,8 @@
     data.append("tile_size", tileSize.value);
     if (photo.width !== null) data.append("tiles_across", across.value);
     data.append("slices", slices.value);
+    const maxUses = document.getElementById("max_uses").value.trim();
+    if (maxUses !== "") data.append("max_uses", maxUses);
     submit.disabled = true;
     submit.textContent = "Uploading…";
     try {
