@@ -115,14 +115,16 @@ def pickup_via_server(storage: Any, tmp: Path, samples: int = 6) -> tuple[list[f
     return hinted, down
 
 
-def idle_per_hour(listeners: int, cap: float, poll_min: float = 0.1) -> int:
-    """Receives of ``listeners`` idle listeners in their first idle hour, from the schedule."""
+def idle_per_hour(listeners: int, cap: float, poll_min: float = 0.1, *, hinted: bool = False) -> int:
+    """Receives of ``listeners`` idle listeners in their first idle hour, from the schedule:
+    the ramp from ``poll_min`` (no hints), or straight to the cap after the first empty
+    receive (hints cover the queue: ``QueueListener._idle_delay``)."""
     from workers.backoff import poll_delay
 
     elapsed, polls = 0.0, 0
     while elapsed < 3600:
         polls += 1
-        elapsed += poll_delay(polls, poll_min=poll_min, poll_max=cap)
+        elapsed += poll_delay(61 if hinted else polls, poll_min=poll_min, poll_max=cap)
     return polls * listeners
 
 
@@ -251,8 +253,8 @@ def main() -> int:
         hint = pickup(storage, tmp, hinted=True)
         no_hint = pickup(storage, tmp, hinted=False)
         server_hint, server_down = pickup_via_server(storage, tmp)
-        listeners = 3 + cpus
-        before_idle, after_idle = idle_per_hour(listeners, 2.0), idle_per_hour(listeners, 60.0)
+        listeners = 4 + cpus  # controller 2, responder 2 (imageresponse, jobcleanup), a processor per core
+        before_idle, after_idle = idle_per_hour(listeners, 2.0), idle_per_hour(listeners, 60.0, hinted=True)
         recovered = recovery(cs, storage, tmp)
         services = Services(storage, Settings.from_env({}), "bench")
         services.ensure()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dal.errors import PhotoMosaicsError
+from dal.queues import QueueAccessor
 from dal.render_rates import RenderRates
 
 # An image request not yet sliced counts as this many slices (the web form's default).
@@ -103,7 +104,7 @@ class BacklogGauge:
 
     def __init__(
         self,
-        queues: Any,
+        queues: QueueAccessor,
         rates: RenderRates,
         *,
         max_wait_seconds: int,

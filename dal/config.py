@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
+from dal.retry import ThrottleAwareRetry, retry_tuning_from_env
 
 # Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
@@ -164,6 +165,9 @@ class Settings:
     stitch_timeout: float = 600.0
     # Tests only: a processor sleeps this long before each slice (a slow worker on demand).
     test_slice_delay: float = 0.0
+    # A processor trusts its in-memory tile library this long after the last check of the index's
+    # ETag (one conditional GET per check): a replaced library is used within this many seconds.
+    library_revalidate_seconds: float = 10.0
     # Mosaic limits.
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
     max_upload_bytes: int = 30 * 1024 * 1024
@@ -203,6 +207,7 @@ class Settings:
         "retry_delay": "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
         "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
         "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
+        "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
         "max_output_pixels": "PHOTOMOSAICS_MAX_OUTPUT_PIXELS",
         "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
         "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",
@@ -274,13 +279,11 @@ class StorageClients:
         self.profile = profile
         self._response_hook = response_hook
         # Throttling (dal/retry.py): ServerBusy waits, retries are counted when the hook can.
-        from dal.retry import retry_tuning_from_env
 
         self._retry_scale, self._server_busy_wait = retry_tuning_from_env()
         self._on_retry = getattr(response_hook, "record_retry", None)
 
     def _retry(self) -> Any:
-        from dal.retry import ThrottleAwareRetry
 
         busy = 0.0 if self.profile == "probe" else self._server_busy_wait  # a probe reports, it does not wait
         tuning = {"scale": self._retry_scale, "server_busy_wait": busy, "on_retry": self._on_retry}

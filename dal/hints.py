@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dal.config import Settings, account_name
+from dal.hints_pubsub import RedisHintChannel
 
 __all__ = [
     "HINTS_URL_ENV", "HINT_DIR_ENV", "FanoutHintChannel", "HintChannel", "HintSubscription", "LocalHintChannel",
@@ -221,7 +222,6 @@ def make_channel(*, folder: str = "", url: str = "", namespace: str = "") -> Hin
         except OSError as exc:
             log.warning("hint folder %s is unusable (%s); polling only", folder, exc)
     if url:
-        from dal.hints_pubsub import RedisHintChannel
 
         channels.append(RedisHintChannel(url, namespace=namespace))
     if len(channels) > 1:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from azure.core.exceptions import (
     ResourceNotModifiedError,
 )
 from azure.storage.blob import ContentSettings
+import numpy as np
 from PIL import Image
 
 from dal.blobs import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
@@ -114,11 +116,12 @@ class LibraryCreated:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file name, reason)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Cached:
     etag: str
     version: str
     library: TileLibrary
+    checked: float = 0.0  # time.monotonic() of the last request that confirmed the ETag
 
 
 def _tile_blob_names(names: Iterable[str]) -> list[str]:
@@ -143,7 +146,7 @@ def _description(metadata: Mapping[str, str | None] | None) -> str | None:
     return None
 
 
-def _encode_tile(tile: Any) -> bytes:
+def _encode_tile(tile: np.ndarray) -> bytes:
     out = io.BytesIO()
     Image.fromarray(tile).save(out, format="JPEG", quality=90)
     return out.getvalue()
@@ -259,11 +262,18 @@ class LibraryStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, uri_or_name: str) -> TileLibrary:
-        """The library, from memory while its index's ETag is unchanged (one conditional GET)."""
+    def load(self, uri_or_name: str, *, fresh_for: float = 0.0) -> TileLibrary:
+        """The library, from memory while its index's ETag is unchanged (one conditional GET).
+
+        ``fresh_for`` > 0: no request at all while the last check is younger than that many
+        seconds (a processor's slices of one job, and of the jobs right after, share one check).
+        """
         container = self._container_from(uri_or_name)
         with self._lock:
             cached = self._cache.get(container)
+        if cached is not None and fresh_for > 0 and time.monotonic() - cached.checked < fresh_for:
+            return cached.library
+        checked = time.monotonic()
         blob = self._service.get_blob_client(container, INDEX_BLOB)
         try:
             if cached is None:
@@ -274,16 +284,17 @@ class LibraryStore:
         except (ResourceNotModifiedError, ResourceModifiedError):
             # If-None-Match matched: unchanged. Azure answers 304; Azurite answers 412.
             assert cached is not None
+            cached.checked = checked
             return cached.library
         except ResourceNotFoundError as exc:
             raise self._not_found(container, exc) from None
         library = TileLibrary.from_bytes(data)
-        entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library)
+        entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library, checked=checked)
         with self._lock:
             self._cache[container] = entry
         return library
 
-    def _not_found(self, container: str, exc: Any) -> LibraryNotFoundError:
+    def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:
         name = unprefixed(self.prefix, container)
         if getattr(exc, "error_code", None) == "ContainerNotFound":
             return LibraryNotFoundError(f"tile library {name!r} does not exist")

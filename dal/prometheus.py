@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dal.metrics import operation_name
+from dal.job_model import JOB_STATUSES
 
 if TYPE_CHECKING:
     from dal.jobs import JobStore
@@ -154,7 +155,6 @@ class StorageStateCollector(Collector):
 
 
 def _jobs_by_status(store: JobStore) -> GaugeMetricFamily:
-    from dal.job_model import JOB_STATUSES
 
     counts: Counter[str] = Counter(dict.fromkeys(JOB_STATUSES, 0))
     client = store.storage.table_service.get_table_client(store.jobs_table)

@@ -15,20 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
+from dal.backpressure import BacklogGauge
+from dal.blobs import BlobStore
+from dal.config import Settings, StorageClients
+from dal.failover import PairedAccount
+from dal.jobs import JobStore
+from dal.libraries import LibraryStore
 from dal.messages import QueueMessage
-
-if TYPE_CHECKING:
-    from dal.failover import PairedAccount
-    from dal.blobs import BlobStore
-    from dal.config import Settings, StorageClients
-    from dal.jobs import JobStore
-    from dal.libraries import LibraryStore
-    from dal.queues import QueueAccessor
-    from dal.backpressure import BacklogGauge
-    from dal.quotas import QuotaStore
-    from dal.render_rates import RenderRates
+from dal.queues import QueueAccessor
+from dal.quotas import QuotaStore
+from dal.render_rates import RenderRates
 
 __all__ = ["Stores"]
 
@@ -48,31 +45,26 @@ class Stores:
 
     @cached_property
     def blobs(self) -> BlobStore:
-        from dal.blobs import BlobStore
 
         return BlobStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def jobs(self) -> JobStore:
-        from dal.jobs import JobStore
 
         return JobStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def queues(self) -> QueueAccessor:
-        from dal.queues import QueueAccessor
 
         return QueueAccessor(self.storage, settings=self.settings, prefix=self.prefix)
 
     @cached_property
     def libraries(self) -> LibraryStore:
-        from dal.libraries import LibraryStore
 
         return LibraryStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def quotas(self) -> QuotaStore:
-        from dal.quotas import QuotaStore
 
         return QuotaStore(
             self.storage,
@@ -83,13 +75,11 @@ class Stores:
 
     @cached_property
     def render_rates(self) -> RenderRates:
-        from dal.render_rates import RenderRates
 
         return RenderRates(self.storage, prefix=self.prefix)
 
     @cached_property
     def backlog(self) -> BacklogGauge:
-        from dal.backpressure import BacklogGauge
 
         return BacklogGauge(
             self.queues,
@@ -103,8 +93,6 @@ class Stores:
         """The writes that fail over to the secondary; None when no secondary is configured."""
         if self.secondary is None:
             return None
-        from dal.failover import PairedAccount
-
         return PairedAccount(self, Stores(self.secondary, self.settings),
                              stay_on_secondary=self.settings.failover_stay_seconds)  # fmt: skip
 

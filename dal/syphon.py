@@ -33,17 +33,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from dal.config import CLAIM_CHECK_CONTAINER, StorageClients
-from dal.errors import BlobMissingError, QueueMessageFormatException
+from dal.errors import BlobMissingError, QueueMessageFormatException, StorageConfigurationError
 from dal.failover import BACKLOG_PREFIX, DEFAULT_BACKLOG_COUNT, parse_backlog_envelope, primary_failed
 from dal.messages import ImageRequestMessage, QueueMessage
 from dal.names import prefixed
 from dal.stored_queue import StoredQueue, TakenText
-
-if TYPE_CHECKING:
-    from dal.stores import Stores
+from dal.stores import Stores
 
 __all__ = ["Syphon", "run_syphon"]
 
@@ -79,8 +76,6 @@ class Syphon:
     @property
     def secondary_stores(self) -> Stores:
         if self._secondary_stores is None:
-            from dal.stores import Stores
-
             self._secondary_stores = Stores(self.secondary, self.primary.settings)
         return self._secondary_stores
 
@@ -186,8 +181,6 @@ class Syphon:
 
     def _bring_job(self, client_id: str, request_id: str) -> None:
         """The job row written to the secondary during the outage, to the primary (then off the secondary)."""
-        from dal.errors import StorageConfigurationError
-
         secondary_jobs = self.secondary_stores.jobs
         try:
             if secondary_jobs.get(client_id, request_id) is None:

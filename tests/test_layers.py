@@ -172,6 +172,45 @@ def test_the_private_checker_sees_a_reach(tmp_path):
     assert private_reaches({"dal.a": tmp_path / "a.py"}) == ["dal.a:3 other._put"]
 
 
+# Where a first-party import may wait inside a function (a module, or ``package.*`` for its
+# modules), and why; everywhere else an import
+# is at the top, where a reader (and this checker's graph) sees it.
+LAZY_IMPORTS_ALLOWED = {
+    "photomosaics.cli": "the command registers its sub-command modules when it runs",
+    "photomosaics.commands.*": "each sub-command imports what it needs when it runs, so `photomosaics --help` and "
+    "every command start without loading the whole application (NumPy, the Azure SDK)",
+    "webapp": "the app factory imports its blueprints (flask's flaskr pattern): they import this package",
+}
+
+
+def hidden_imports(modules: dict[str, Path] | None = None) -> list[str]:
+    """``module:line target`` of every first-party import inside a function, outside the allowed places."""
+    modules = _modules() if modules is None else modules
+    found = []
+    for name, path in modules.items():
+        if name in LAZY_IMPORTS_ALLOWED or f"{name.rpartition('.')[0]}.*" in LAZY_IMPORTS_ALLOWED:
+            continue
+        for function in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (node.level or _package(node.module or "") in PACKAGES):
+                    found.append(f"{name}:{node.lineno} {'.' * node.level}{node.module or ''}")
+                elif isinstance(node, ast.Import):
+                    found += [f"{name}:{node.lineno} {a.name}" for a in node.names if _package(a.name) in PACKAGES]
+    return found
+
+
+def test_first_party_imports_are_at_the_top():
+    assert hidden_imports() == []
+
+
+def test_the_hidden_import_checker_sees_one(tmp_path):
+    (tmp_path / "a.py").write_text("import json\n\ndef f():\n    import dal.jobs\n    from . import b\n    import os\n")
+    assert hidden_imports({"dal.a": tmp_path / "a.py"}) == ["dal.a:4 dal.jobs", "dal.a:5 ."]
+    assert hidden_imports({"photomosaics.commands.a": tmp_path / "a.py"}) == []
+
+
 def test_every_import_points_down_the_layers():
     assert violations() == []
 

@@ -154,6 +154,17 @@ def test_load_downloads_the_index_once_then_answers_from_cache(
     assert len(first.names) == len(COLOURS)
 
 
+def test_a_fresh_check_is_trusted_for_fresh_for_seconds(store: LibraryStore, azurite_connection_string: str) -> None:
+    store.create_from_images("fresh", "", [(f"f{i}.jpg", photo(c)) for i, c in enumerate(COLOURS)])
+    log = RequestLog()
+    reader = LibraryStore(StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix)
+    first = reader.load("fresh", fresh_for=60)
+    assert reader.load("fresh", fresh_for=60) is first and reader.load("fresh", fresh_for=60) is first
+    assert (log.downloads(), log.unchanged()) == (1, 0)  # no request while the check is fresh
+    assert reader.load("fresh") is first  # fresh_for=0: check now
+    assert (log.downloads(), log.unchanged()) == (1, 1)
+
+
 def test_replacing_a_library_changes_its_version_and_refreshes_caches(
     store: LibraryStore, azurite_connection_string: str
 ) -> None:

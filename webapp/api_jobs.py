@@ -40,6 +40,9 @@ from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
+from dal.cleanup import delete_job_everywhere, request_cleanup
+from mosaic.errors import TileBudgetError
+from mosaic.fair import check_budget
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -128,8 +131,6 @@ def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
     A library whose size its metadata does not tell is let through: the controller checks
     again with the loaded library and fails the job with the same message.
     """
-    from mosaic.errors import TileBudgetError
-    from mosaic.fair import check_budget
 
     try:
         count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)
@@ -415,7 +416,6 @@ def delete_job(request_id: str) -> tuple[str, int]:
     The cleanup is queued first (``jobcleanup``, the durable intent: the responder finishes it
     if this request dies half-way), then done here at once so the answer can be 204 and the
     job is gone when the client looks again; the queued copy later finds nothing to do."""
-    from dal.cleanup import delete_job_everywhere, request_cleanup
 
     job = _own_job(request_id)
     if job.status not in TERMINAL_STATUSES:

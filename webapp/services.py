@@ -16,6 +16,7 @@ from flask import Flask, current_app
 
 from dal.config import Settings, StorageClients
 from dal.stores import Stores
+from dal.prometheus import StorageRequestMetrics
 
 _EXTENSION = "photomosaics"
 
@@ -30,7 +31,6 @@ class Services(Stores):
     @classmethod
     def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive",
                 secondary: str | None = None) -> Services:  # fmt: skip
-        from dal.prometheus import StorageRequestMetrics
 
         # StorageClients is itself lazy: nothing touches the network until a store is used.
         # Every storage call is counted for /metrics (webapp/metrics.py).

@@ -60,6 +60,11 @@ from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
 from workers.stitching import JPEG_MAX_SIDE, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
+from mosaic.grid import cell_image, plan_bands, plan_grid
+from mosaic.images import ImageDecodeError, open_image
+from mosaic.errors import TileBudgetError
+from mosaic.library import LibraryFormatError
+from mosaic.render import RenderOptions, assign_fair
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
@@ -100,7 +105,6 @@ class JobController:
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
-        from mosaic.grid import cell_image, plan_bands, plan_grid
 
         settings = self.services.settings
         if message.slices > settings.max_slices:
@@ -188,9 +192,6 @@ class JobController:
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
-        from mosaic.errors import TileBudgetError
-        from mosaic.library import LibraryFormatError
-        from mosaic.render import RenderOptions, assign_fair
 
         name = library_name(message.image_library_uri)
         try:
@@ -206,7 +207,6 @@ class JobController:
             raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
 
     def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
-        from mosaic.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)

@@ -29,6 +29,8 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   and the idle poll, now only the safety net for lost hints and other machines' sends,
   backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``, as long as the
   subscription is healthy (a pub/sub server that is down: back to ``poll_max`` meanwhile).
+  While covered, an empty receive is ``QueueEmpty``: the listener waits for a hint, a retry
+  it scheduled, or that cap, instead of ramping up from ``poll_min`` (``_idle_delay``).
 - **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
   pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
@@ -40,6 +42,7 @@ Every wait is an ``Event.wait(timeout)``, so a stop request is noticed at once.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import random
@@ -132,6 +135,7 @@ class QueueListener:
         self._woken_by_hint = False
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
         self._last_depth_check = -math.inf
+        self._retry_due: list[float] = []  # heap: when messages we released with a delay are visible again
         self.poll_min = poll_min
         self.poll_max = poll_max
         self.retry_delay = retry_delay
@@ -188,11 +192,16 @@ class QueueListener:
         return self.capacity // 2
 
     @property
+    def hint_covered(self) -> bool:
+        """Subscribed to hints, and the subscription hears them right now."""
+        subscription = self._subscription
+        return subscription is not None and subscription.healthy
+
+    @property
     def effective_poll_max(self) -> float:
         """The idle cap: far out while hints cover the queue, ``poll_max`` otherwise (no channel,
         or its server is down right now)."""
-        subscription = self._subscription
-        return self.poll_max_hinted if subscription is not None and subscription.healthy else self.poll_max
+        return self.poll_max_hinted if self.hint_covered else self.poll_max
 
     @property
     def idle_polls(self) -> int:
@@ -288,9 +297,27 @@ class QueueListener:
                 self._changed.clear()
                 continue
             self._idle_polls += 1
-            delay = poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
-            self._wake.wait(delay)
+            self._wake.wait(self._idle_delay())
             self._wake.clear()
+
+    def _idle_delay(self) -> float:
+        """How long to wait after an empty receive.
+
+        Covered by a healthy hint subscription, seed 001's ``QueueEmpty`` with push: nothing
+        will show up unannounced except a message we released with a retry delay, so wait for
+        a hint, that retry, or the safety-net cap, whichever comes first (no ramp of
+        0.1, 0.2, 0.4... s polls after every job: they were most of a small job's transactions).
+        Otherwise the exponential ramp from ``poll_min`` to ``poll_max``.
+        """
+        if not self.hint_covered:
+            return poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
+        capped = poll_delay(61, poll_min=self.poll_min, poll_max=self.poll_max_hinted, rng=self._rng)
+        now = time.monotonic()
+        with self._lock:
+            while self._retry_due and self._retry_due[0] <= now:  # visible before this receive: seen
+                heapq.heappop(self._retry_due)
+            next_retry = self._retry_due[0] if self._retry_due else math.inf
+        return min(capped, max(self.poll_min, next_retry - now + 0.05))
 
     def _scale_up(self) -> None:
         """WorkDetected / a full batch: size the handler pool to the approximate depth."""
@@ -457,6 +484,8 @@ class QueueListener:
             )
         wait = int(math.ceil(max(0.0, delay)))
         self.queue.release(current, delay=wait)
+        with self._lock:  # an idle wait covered by hints must still end when this is visible again
+            heapq.heappush(self._retry_due, time.monotonic() + wait)
         self._count("released")
         log.info(kv("message.retry", **fields, seconds=seconds, retry_in=wait, reason=reason))
 

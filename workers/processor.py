@@ -42,6 +42,8 @@ from workers.slicing import (
     output_blob_name,
     slice_output_name,
 )
+from mosaic.library import LibraryFormatError
+from mosaic.render import render_band
 
 if TYPE_CHECKING:
     from dal.render_rates import RateMeter
@@ -74,10 +76,14 @@ class ImageProcessor:
         assert isinstance(message, SliceRequestMessage), message
         rid, seq = message.request_id, message.slice_sequence
         jobs = self.services.jobs
-        job = jobs.get(message.client_id, rid)
-        if job is not None and job.status in TERMINAL_STATUSES:
-            log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
-            return
+        # A job can only have ended before its slice's first delivery in rare cases (a sibling
+        # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
+        # fresh slice of an ended job is rendered and then ignored by the controller.
+        if received.dequeue_count > 1:
+            job = jobs.get(message.client_id, rid)
+            if job is not None and job.status in TERMINAL_STATUSES:
+                log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
+                return
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
@@ -92,7 +98,6 @@ class ImageProcessor:
         if self.slice_delay > 0:
             time.sleep(self.slice_delay)
             clock.lap("test_delay")
-        from mosaic.render import render_band
 
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
@@ -127,10 +132,9 @@ class ImageProcessor:
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
-        from mosaic.library import LibraryFormatError
 
         try:
-            return self.services.libraries.load(uri)
+            return self.services.libraries.load(uri, fresh_for=self.services.settings.library_revalidate_seconds)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:

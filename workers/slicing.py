@@ -35,6 +35,7 @@ from PIL import Image, PngImagePlugin
 from dal.blob_names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.errors import PhotoMosaicsError
 from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
+from workers.stitching import encode_jpeg
 
 __all__ = [
     "Band",
@@ -188,6 +189,5 @@ def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarra
 def encode_output(mosaic: np.ndarray) -> bytes:
     """The final mosaic as JPEG; deterministic, and the same bytes the streaming stitch writes
     for the same pixels (one encoder and one set of options: ``workers.stitching``)."""
-    from workers.stitching import encode_jpeg
 
     return encode_jpeg(mosaic)
