@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -131,10 +130,16 @@ def test_the_cli_waits_out_a_busy_service_and_then_submits(busy: dict[str, Any],
     queues: QueueAccessor = busy["queues"]
     _fill(queues, 6)  # 12 s of work at 0.5 slices/s: busy, Retry-After 5 s (the minimum)
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
-    stop = threading.Event()
+    stop, refused = threading.Event(), threading.Event()
+
+    @busy["app"].after_request
+    def note_refusals(response: Any) -> Any:  # the helper below waits for the first 503 to go out
+        if response.status_code == 503:
+            refused.set()
+        return response
 
     def catch_up() -> None:
-        time.sleep(1.0)
+        refused.wait(60)
         queues.slice_request.clear()
         _fail_the_job_once_stored(busy["jobs"], busy["prefix"], stop)
 
