@@ -8,6 +8,9 @@ blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max
 assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
 flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
 rows of that choice: the bands together can never exceed N, whichever processors render them.
+The slices go to a lane of ``slicerequest`` (``dal.lanes``): a client's oldest unfinished job
+to lane 0, its later jobs lower, so one client's backlog never queues ahead of another
+client's single job.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
@@ -45,6 +48,7 @@ from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
+from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
@@ -94,7 +98,10 @@ class JobController:
         message = received.message
         assert isinstance(message, ImageRequestMessage), message
         jobs, rid = self.services.jobs, message.request_id
-        existing = jobs.get(message.client_id, rid)
+        # The job's row and its place in its client's line, in one query: the line decides the
+        # lane its slices go to (fair scheduling between clients, dal.lanes).
+        existing, ahead = jobs.unfinished_ahead(message.client_id, rid)
+        lane = lane_for(ahead, len(self.services.queues.slice_lanes))
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
@@ -155,7 +162,7 @@ class JobController:
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
-                queue_uri=queues.slice_request_shard(rid, band.sequence).url,
+                queue_uri=queues.slice_request_shard(rid, band.sequence, lane).url,
                 client_id=message.client_id,
                 request_id=rid,
                 image_library_uri=message.image_library_uri,
@@ -166,7 +173,7 @@ class JobController:
             for band, url in zip(bands, urls, strict=True)
             if band.sequence not in job.slices_done
         ]
-        for shard in queues.slice_request_shards:  # one shard when unsharded (dal.shards)
+        for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
                 self.services.send(mine)
@@ -176,14 +183,15 @@ class JobController:
                 kind="dispatched",
                 actor=self.name,
                 slice=(band := bands[request.slice_sequence]).sequence,
-                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched",
+                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched"
+                + (f" in lane {lane} ({ahead} of this client's jobs ahead)" if lane else ""),
             )
             for request in pending
         ]
         if events:  # one transaction for all of them (one partition), timings on the first
             events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
         jobs.add_events(rid, events)
-        log.info("job %s: %d slices dispatched", rid, len(pending))
+        log.info("job %s: %d slices dispatched to lane %d (%d of the client's jobs ahead)", rid, len(pending), lane, ahead)
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
