@@ -1,6 +1,13 @@
 # One image for every role: `photomosaics web|controller|processor|responder`.
 # The `demo` extra brings the sample photographs the demo tile library is cut from
 # (`photomosaics web --demo-library`); nothing is downloaded at run time.
+# The browser libraries the app serves (OpenSeadragon for the job page), from package-lock.json;
+# --omit=dev leaves Azurite (a dev dependency: the image talks to a real account or the azurite service).
+FROM node:22-slim AS browser-libs
+WORKDIR /build
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -15,6 +22,7 @@ COPY mosaic ./mosaic
 COPY workers ./workers
 COPY webapp ./webapp
 COPY photomosaics ./photomosaics
+COPY --from=browser-libs /build/node_modules/openseadragon ./node_modules/openseadragon
 RUN pip install ".[demo]" \
     && useradd --create-home --uid 10001 mosaic
 

@@ -9,7 +9,7 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench clean
+.PHONY: install run run-paired demo-failover test bench clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -28,6 +28,14 @@ $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
 
 run: install
 	$(BIN)/photomosaics run
+
+# The same, with a second embedded Azurite as the paired secondary account (README, "Failover").
+run-paired: install
+	$(BIN)/photomosaics run --secondary-azurite
+
+# Scripted outage of the primary (two Azurites, a fault proxy): POSTs answer 202, jobs finish after recovery.
+demo-failover: install
+	$(BIN)/python -m benchmarks.availability failover
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

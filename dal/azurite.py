@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dal import node_runtime
 from dal.errors import PhotoMosaicsError
-from dal.config import CONNECTION_STRING_ENV, azurite_connection_string, expand_connection_string
+from dal.config import CONNECTION_STRING_ENV, Settings, azurite_connection_string, expand_connection_string
 
 _LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^:]+:(\d+)")
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -236,8 +236,7 @@ def embedded_or_configured(
     In order: ``AZURE_STORAGE_CONNECTION_STRING``; the Azurite that another process (say
     ``photomosaics run``) is running on ``location``, if it answers; a new embedded Azurite.
     """
-    env = os.environ if environ is None else environ
-    configured = env.get(CONNECTION_STRING_ENV)
+    configured = Settings.from_env(environ).connection_string
     if configured:
         yield expand_connection_string(configured)
         return

@@ -6,7 +6,9 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     slicerequest/<request_id>/<seq>.png   a band of the cell image, for one processor
     sliceresponse/<request_id>/<seq>.npy  a rendered slice (older processors: <seq>.png)
     sliceresponse/<request_id>/stitch.claim  the controller's claim on stitching the job
-    imageoutput/<request_id>.jpg          the finished mosaic
+    imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,535 px a side)
+    imageoutput/<request_id>.dzi.zip      its Deep Zoom pyramid: one uncompressed zip
+                                          (mosaic.dzi + mosaic_files/<level>/<col>_<row>.jpg)
 
 Here in ``dal`` because every layer reads or writes these names (the web app, the controller,
 the processors, cleanup, tests); a name built anywhere else is a second copy of a fact that
@@ -25,6 +27,8 @@ __all__ = [
     "slice_blob_candidates",
     "stitch_claim_name",
     "output_blob_name",
+    "pyramid_blob_name",
+    "PYRAMID_ROOT",
     "job_file_prefix",
     "job_folder_prefix",
 ]
@@ -32,6 +36,8 @@ __all__ = [
 BAND_EXTENSION = "png"
 RENDERED_EXTENSION = "npy"
 OUTPUT_EXTENSION = "jpg"
+PYRAMID_EXTENSION = "dzi.zip"
+PYRAMID_ROOT = "mosaic"  # inside the zip: mosaic.dzi and mosaic_files/
 _LEGACY_RENDERED_EXTENSION = "png"
 
 
@@ -63,6 +69,11 @@ def stitch_claim_name(request_id: str) -> str:
 def output_blob_name(request_id: str) -> str:
     """The ``imageoutput`` blob of a job's finished mosaic."""
     return f"{request_id}.{OUTPUT_EXTENSION}"
+
+
+def pyramid_blob_name(request_id: str) -> str:
+    """The ``imageoutput`` blob of a job's Deep Zoom pyramid (a zip; ``dal.pyramid`` reads it)."""
+    return f"{request_id}.{PYRAMID_EXTENSION}"
 
 
 def job_file_prefix(request_id: str) -> str:

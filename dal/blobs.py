@@ -4,9 +4,8 @@ Every method takes a *logical* container name. ``container_name`` adds the test-
 prefix to the workflow and claim-check containers only; any other name (a tile library) is
 used as given, so applying it twice changes nothing.
 
-A tile library is a container whose metadata holds ``imagelibrarydescription``; its value
-is the description, percent-encoded where it is not printable ASCII (metadata travels in
-HTTP headers).
+Tile libraries are containers too, but what makes one (and how it is named) is
+``dal.libraries``' business: ``LibraryStore``.
 
 Storage errors a caller must act on are translated here: a missing blob or container
 becomes ``BlobMissingError``. Listing follows continuation tokens (a page holds at most
@@ -19,19 +18,21 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core import MatchConditions
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 
-from dal.config import CLAIM_CHECK_CONTAINER, LIBRARY_METADATA_KEY, WORKFLOW_CONTAINERS, StorageClients
-from dal.errors import BlobMissingError, StorageConfigurationError
+from dal.config import CLAIM_CHECK_CONTAINER, WORKFLOW_CONTAINERS, StorageClients
+from dal.errors import BlobChangedError, BlobMissingError
+from dal.names import prefixed
 
 CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length rule
 _CONTAINER = re.compile(rf"^(?=.{{{CONTAINER_NAME_MIN},{CONTAINER_NAME_MAX}}}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _PREFIXED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
-_PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 _DELETE_BATCH = 256  # the most a blob batch request may carry
 
 
@@ -60,6 +61,15 @@ class Blob:
     metadata: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Ranged:
+    """Part of a blob (``read_range``): the bytes, and the whole blob's size and ETag."""
+
+    data: bytes
+    size: int
+    etag: str
+
+
 class BlobStore:
     """Blob access for every role; ``prefix`` isolates tests' workflow containers."""
 
@@ -67,7 +77,7 @@ class BlobStore:
         self.storage = storage
         self.prefix = prefix
         if prefix:
-            validate_container_name(f"{prefix}{max(_PREFIXED, key=len)}")
+            validate_container_name(prefixed(prefix, max(_PREFIXED, key=len)))
 
     @cached_property
     def _service(self) -> Any:
@@ -75,7 +85,7 @@ class BlobStore:
 
     def container_name(self, logical: str) -> str:
         """The real container name: prefixed for workflow and claim-check containers."""
-        name = f"{self.prefix}{logical}" if logical in _PREFIXED else logical
+        name = prefixed(self.prefix, logical) if logical in _PREFIXED else logical
         return validate_container_name(name)
 
     def _container(self, container: str) -> Any:
@@ -137,6 +147,60 @@ class BlobStore:
     def download(self, container: str, name: str) -> bytes:
         return self.fetch(container, name).data
 
+    def download_to_file(self, container: str, name: str, path: Path) -> int:
+        """Stream a blob into the file ``path`` in the SDK's chunks; return its size.
+
+        For blobs too big to hold (a rendered slice of a giant mosaic): memory stays at a
+        few chunks whatever the size."""
+        try:
+            downloader = self._blob(container, name).download_blob(max_concurrency=2)
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
+        with open(path, "wb") as out:
+            return int(downloader.readinto(out))
+
+    def upload_file(self, container: str, name: str, path: Path, *, content_type: str) -> str:
+        """Write a blob from a file, staged in blocks (never read whole into memory); its URL."""
+        client = self._blob(container, name)
+        try:
+            with open(path, "rb") as data:
+                client.upload_blob(
+                    data,
+                    length=path.stat().st_size,
+                    overwrite=True,
+                    content_settings=ContentSettings(content_type=content_type),
+                    max_concurrency=2,
+                )
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(
+                f"container {self.container_name(container)!r} does not exist (ensure_containers creates it)"
+            ) from exc
+        return str(client.url)
+
+    def read_range(self, container: str, name: str, offset: int, length: int, *, etag: str | None = None) -> Ranged:
+        """``length`` bytes from ``offset`` (fewer at the end), with the blob's size and ETag.
+
+        With ``etag``, the read succeeds only while the blob is that version: a blob
+        replaced since raises ``BlobChangedError`` (the caller's cached offsets are stale)."""
+        kwargs: dict[str, Any] = {}
+        if etag is not None:
+            kwargs.update(etag=etag, match_condition=MatchConditions.IfNotModified)
+        try:
+            downloader = self._blob(container, name).download_blob(offset=offset, length=length, **kwargs)
+            data = downloader.readall()
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
+        except ResourceModifiedError as exc:
+            raise BlobChangedError(f"blob {self.container_name(container)}/{name} was replaced") from exc
+        except HttpResponseError as exc:
+            if exc.status_code == 416:  # offset past the end
+                raise ValueError(f"offset {offset} is past the end of {name}") from None
+            raise
+        # properties.size is the range's length; the blob's is after the "/" of Content-Range.
+        content_range = downloader.properties.content_range
+        size = int(content_range.rsplit("/", 1)[1]) if content_range else len(data)
+        return Ranged(data=data, size=size, etag=str(downloader.properties.etag))
+
     def download_url(self, url: str) -> bytes:
         """Download by absolute URL; only blobs of this account (a SAS query is ignored)."""
         container, name = self.parse_blob_url(url)
@@ -190,51 +254,3 @@ class BlobStore:
         if not container or not name:
             raise ValueError(f"blob URL has no container or blob name: {url!r}")
         return validate_container_name(unquote(container)), _validate_blob_name(unquote(name))
-
-    # -- tile libraries ---------------------------------------------------------------------
-
-    def create_library_container(self, name: str, description: str) -> None:
-        """Create the container (or re-mark an existing one) as a tile library."""
-        client = self._container(name)
-        marked = {LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE)}
-        try:
-            client.create_container(metadata=marked)
-        except ResourceExistsError:
-            metadata = dict(client.get_container_properties().metadata)
-            metadata.update(marked)
-            client.set_container_metadata(metadata)
-
-    def list_libraries(self, *, name_starts_with: str | None = None) -> list[tuple[str, str]]:
-        """(name, description) of every container marked as a tile library, sorted by name."""
-        found = []
-        for props in self._service.list_containers(name_starts_with=name_starts_with, include_metadata=True):
-            description = _library_description(props.metadata)
-            if description is not None:
-                found.append((props.name, description))
-        return sorted(found)
-
-    def is_library(self, name: str) -> bool:
-        try:
-            metadata = self._container(name).get_container_properties().metadata
-        except ResourceNotFoundError:
-            return False
-        return _library_description(metadata) is not None
-
-    def library_description(self, name: str) -> str:
-        """The description of a tile library; BlobMissingError when it is not one."""
-        try:
-            metadata = self._container(name).get_container_properties().metadata
-        except ResourceNotFoundError:
-            metadata = {}
-        description = _library_description(metadata)
-        if description is None:
-            raise BlobMissingError(f"{name!r} is not a tile library")
-        return description
-
-
-def _library_description(metadata: dict[str, str] | None) -> str | None:
-    for key, value in (metadata or {}).items():
-        if key.lower() == LIBRARY_METADATA_KEY:
-            return unquote(value or "")  # Azurite returns an empty value as None
-    return None
-

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
 
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
+from dal.retry import ThrottleAwareRetry, retry_tuning_from_env
 
 # Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
@@ -58,6 +60,7 @@ LIBRARY_METADATA_KEY = "imagelibrarydescription"
 JOBS_TABLE = "jobs"
 JOB_EVENTS_TABLE = "jobevents"
 CLIENT_QUOTAS_TABLE = "clientquotas"
+RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slice: dal.render_rates
 
 # The account every Azurite and the Azure Storage Emulator know; its key is public.
 DEVSTORE_ACCOUNT = "devstoreaccount1"
@@ -106,6 +109,14 @@ def _split_connection_string(connection_string: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def account_name(connection_string: str) -> str:
+    """The ``AccountName`` a connection string states ("" when it states none or cannot be read)."""
+    try:
+        return dict(_split_connection_string(connection_string)).get("AccountName", "")
+    except ValueError:
+        return ""
+
+
 def describe_connection_string(connection_string: str) -> str:
     """A description safe to log or show: account and endpoints, never the key or a SAS."""
     parts = dict(_split_connection_string(expand_connection_string(connection_string)))
@@ -114,32 +125,26 @@ def describe_connection_string(connection_string: str) -> str:
     return f"account {account} at {endpoint}"
 
 
-def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
+def _parse(name: str, raw: str, kind: type) -> int | float | str:
+    """One environment value as the type of the setting's default, or a clear ValueError."""
+    if kind is str:
+        return raw
     try:
-        return int(raw)
+        return kind(raw)  # type: ignore[no-any-return]
     except ValueError:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-
-
-def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+        noun = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name} must be {noun}, got {raw!r}") from None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Every tunable of the application; ``from_env`` reads ``PHOTOMOSAICS_*`` overrides.
 
-    ``connection_string`` is None when nothing is configured: the caller then starts the
-    embedded Azurite (``dal.azurite``).
+    Each default is written once, here; ``ENV`` names the variable of each field, and
+    ``from_env`` is the only parser (the roles, the web app and the CLI all read their
+    settings through it; ``tests/test_config.py`` checks that no other module reads these
+    variables). ``connection_string`` is None when nothing is configured: the caller then
+    starts the embedded Azurite (``dal.azurite``).
     """
 
     connection_string: str | None = None
@@ -154,6 +159,15 @@ class Settings:
     poll_max_hinted_interval: float = 60.0
     # How long a listener leases a message (renewed at half-time; a silent death costs at most this).
     lease_seconds: int = 60
+    # First wait before a failed message is retried (doubles per delivery, workers.backoff).
+    retry_delay: float = 5.0
+    # The controller: a slice response older than this (seconds) no longer holds the stitch claim.
+    stitch_timeout: float = 600.0
+    # Tests only: a processor sleeps this long before each slice (a slow worker on demand).
+    test_slice_delay: float = 0.0
+    # A processor trusts its in-memory tile library this long after the last check of the index's
+    # ETag (one conditional GET per check): a replaced library is used within this many seconds.
+    library_revalidate_seconds: float = 10.0
     # Mosaic limits.
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
     max_upload_bytes: int = 30 * 1024 * 1024
@@ -162,34 +176,67 @@ class Settings:
     # Per-client quotas (dal.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
+    # Backpressure (dal.backpressure): a submission is refused (503 + Retry-After) while the waiting
+    # slices would take the processors longer than this to finish at their measured rate; 0: never.
+    backpressure_max_wait_seconds: int = 300
+    # How long a web process reuses its reading of the queue depths and render rates.
+    backlog_cache_seconds: float = 5.0
+    # Fair scheduling (dal.lanes): slicerequest lanes; a client's k-th unfinished job goes to lane
+    # min(k, lanes - 1) and processors serve lower lanes first. 1: first come, first served.
+    fair_lanes: int = 2
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
+    # Paired secondary account (dal.failover, dal.syphon): how long a process writes straight to the
+    # secondary after a failover, and how often the syphon pings the primary (seed 003: once a minute).
+    failover_stay_seconds: float = 60.0
+    syphon_interval: float = 60.0
     data_dir: str = ".data"
-    # Prepended to every queue, container and table name: isolates tests and side-by-side runs.
+    # Prepended to every queue, container and table name (dal.names): isolates tests and side-by-side runs.
     name_prefix: str = ""
+
+    # The environment variable of each field.
+    ENV: ClassVar[Mapping[str, str]] = MappingProxyType({
+        "connection_string": CONNECTION_STRING_ENV,
+        "poison_threshold": "PHOTOMOSAICS_POISON_THRESHOLD",
+        "visibility_timeout": "PHOTOMOSAICS_VISIBILITY_TIMEOUT",
+        "batch_size": "PHOTOMOSAICS_BATCH_SIZE",
+        "poll_min_interval": "PHOTOMOSAICS_POLL_MIN_SECONDS",
+        "poll_max_interval": "PHOTOMOSAICS_POLL_MAX_SECONDS",
+        "poll_max_hinted_interval": "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS",
+        "lease_seconds": "PHOTOMOSAICS_LEASE_SECONDS",
+        "retry_delay": "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
+        "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
+        "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
+        "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
+        "max_output_pixels": "PHOTOMOSAICS_MAX_OUTPUT_PIXELS",
+        "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
+        "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",
+        "max_slices": "PHOTOMOSAICS_MAX_SLICES",
+        "max_unfinished_jobs": "PHOTOMOSAICS_MAX_UNFINISHED_JOBS",
+        "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
+        "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
+        "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
+        "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",
+        "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
+        "failover_stay_seconds": "PHOTOMOSAICS_FAILOVER_STAY_SECONDS",
+        "syphon_interval": "PHOTOMOSAICS_SYPHON_INTERVAL",
+        "data_dir": "PHOTOMOSAICS_DATA_DIR",
+        "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",
+    })  # fmt: skip
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The defaults above, overridden by every variable of ``ENV`` that is set and not empty."""
         env = os.environ if environ is None else environ
-        return cls(
-            connection_string=env.get(CONNECTION_STRING_ENV) or None,
-            poison_threshold=_env_int(env, "PHOTOMOSAICS_POISON_THRESHOLD", 5),
-            visibility_timeout=_env_int(env, "PHOTOMOSAICS_VISIBILITY_TIMEOUT", 300),
-            batch_size=_env_int(env, "PHOTOMOSAICS_BATCH_SIZE", 16),
-            poll_min_interval=_env_float(env, "PHOTOMOSAICS_POLL_MIN_SECONDS", 0.1),
-            poll_max_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_SECONDS", 2.0),
-            poll_max_hinted_interval=_env_float(env, "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS", 60.0),
-            lease_seconds=_env_int(env, "PHOTOMOSAICS_LEASE_SECONDS", 60),
-            max_output_pixels=_env_int(env, "PHOTOMOSAICS_MAX_OUTPUT_PIXELS", DEFAULT_MAX_OUTPUT_PIXELS),
-            max_upload_bytes=_env_int(env, "PHOTOMOSAICS_MAX_UPLOAD_BYTES", 30 * 1024 * 1024),
-            max_input_pixels=_env_int(env, "PHOTOMOSAICS_MAX_INPUT_PIXELS", DEFAULT_MAX_INPUT_PIXELS),
-            max_slices=_env_int(env, "PHOTOMOSAICS_MAX_SLICES", 64),
-            max_unfinished_jobs=_env_int(env, "PHOTOMOSAICS_MAX_UNFINISHED_JOBS", 3),
-            submissions_per_minute=_env_int(env, "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE", 10),
-            slice_shards=_env_int(env, "PHOTOMOSAICS_SLICE_SHARDS", 1),
-            data_dir=env.get("PHOTOMOSAICS_DATA_DIR", ".data"),
-            name_prefix=env.get("PHOTOMOSAICS_NAME_PREFIX", ""),
-        )
+        defaults = cls()
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(cls.ENV[f.name], "")
+            if raw == "":
+                continue
+            default = getattr(defaults, f.name)
+            values[f.name] = _parse(cls.ENV[f.name], raw, str if default is None else type(default))
+        return cls(**values)
 
 
 _QUEUE_BLOB_RETRY: dict[str, dict[str, float]] = {
@@ -232,13 +279,11 @@ class StorageClients:
         self.profile = profile
         self._response_hook = response_hook
         # Throttling (dal/retry.py): ServerBusy waits, retries are counted when the hook can.
-        from dal.retry import retry_tuning_from_env
 
         self._retry_scale, self._server_busy_wait = retry_tuning_from_env()
         self._on_retry = getattr(response_hook, "record_retry", None)
 
     def _retry(self) -> Any:
-        from dal.retry import ThrottleAwareRetry
 
         busy = 0.0 if self.profile == "probe" else self._server_busy_wait  # a probe reports, it does not wait
         tuning = {"scale": self._retry_scale, "server_busy_wait": busy, "on_retry": self._on_retry}

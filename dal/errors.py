@@ -4,10 +4,21 @@
     QueueMessageFormatException a payload that is not a valid message: poison at once
     ClaimCheckMissingError      a message refers to a payload blob that is gone: poison at once
     BlobMissingError            a blob (or its container) that should exist does not
+      BlobChangedError          ... in the version asked for (ETag): it was replaced
 
 Errors from ``azure.core.exceptions`` are translated into these at the ``dal/`` boundary
 where the caller must decide something (configuration versus transient); transient
 errors (timeouts, 500, 503) are retried by the SDK's retry policy before they surface.
+
+    StorageUnavailable          an alias, not a class of ours: ``azure.core.exceptions.AzureError``
+
+What is left after the retries (the service down or failing) is not translated call by call:
+it surfaces as Azure's own ``AzureError`` (or a subclass), and ``StorageUnavailable`` is that
+very class under a name that lets code outside ``dal/`` catch it without importing Azure's
+types (``tests/test_layers.py`` forbids that import). It is deliberately *not* rooted in
+``PhotoMosaicsError``: ``except PhotoMosaicsError`` means "we refused this on purpose", and a
+storage outage is not that. The web app answers it with 503 (``webapp.errors``); a worker
+lets its message be retried.
 """
 
 from __future__ import annotations
@@ -16,9 +27,7 @@ from azure.core.exceptions import AzureError
 
 from mosaic.errors import PhotoMosaicsError  # the root lives in the bottom layer, the engine
 
-# Any other storage failure (the service unreachable or failing after the SDK's retries):
-# not ours to translate case by case, but named here so that no module outside ``dal/``
-# imports Azure's exception types; the web app answers it with 503.
+# An alias, documented above: Azure's base error under the name the rest of the project uses.
 StorageUnavailable = AzureError
 
 
@@ -44,3 +53,7 @@ class ClaimCheckMissingError(PhotoMosaicsError):
 
 class BlobMissingError(PhotoMosaicsError, LookupError):
     """A blob that should exist does not (or its container does not)."""
+
+
+class BlobChangedError(BlobMissingError):
+    """The version of a blob asked for (by ETag) is gone: the blob was replaced since."""

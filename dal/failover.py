@@ -1,23 +1,34 @@
-"""Send availability with a paired secondary account: backlog queues and the syphon (seed 003).
+"""Send availability with a paired secondary account: backlog queues and writes that fail over (seed 003).
 
-``FailoverSender.submit`` sends a typed message to its queue on the primary account. When the
-primary fails after the SDK's own retries (unreachable, or a 5xx that is not ``ServerBusy``:
-ServerBusy means "wait", which ``dal.retry`` already does, never "fail over"), the message goes
-to one of ``backlog_count`` backlog queues on the secondary account, picked at random per sender
-as in seed 003, wrapped in a JSON envelope that keeps its destination queue and its payload
-unchanged: ``{"queue": "<full primary queue name>", "payload": "<message text>"}``.
+Configured by ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING``; unset, nothing here is built and
+every write goes to the primary exactly as before (zero extra transactions).
 
-``Syphon.run_once`` pings the primary (one cheap call); once it answers it moves each backlog
-message to its primary queue, then deletes it from the backlog. Put-then-delete is the only
-order that loses nothing: a crash between the two sends the message twice, which the pipeline
-already absorbs (every handler is idempotent under redelivery). Order is not promised.
+**What fails over.** A *write* whose primary attempt fails after the SDK's own retries with a
+failure that means "the account is not there" (``primary_failed``: unreachable, or a 5xx that
+is not ``ServerBusy``; ServerBusy means "wait", which ``dal.retry`` already does, never "fail
+over"). Then:
 
-Cost: with a healthy primary the sender spends nothing on the secondary, and the syphon
-reads the backlog only after a failover happened in this process (``dirty``) or when asked to
-check (start-up, once per ``check_interval``), so an idle service does not poll the secondary.
+- a message goes to one of ``backlog_count`` backlog queues ``backlog-<i>`` on the secondary,
+  picked at random per send as in seed 003, in an envelope that keeps its destination queue and
+  its payload unchanged: ``{"queue": "<full primary queue name>", "payload": "<message text>"}``;
+- a blob (the uploaded photo, a band, a rendered slice) goes to the same container and name on
+  the secondary. Blob URLs in messages are absolute, so the URL itself says which account holds
+  the blob; every reader accepts both accounts (``download_url``), and a read by name falls back
+  to the secondary when the primary has no such blob (``download``);
+- a new job row (the web's ``POST /api/jobs``) goes to the secondary's ``jobs`` table, where the
+  web finds it (``find_job``) and shows the job as waiting for storage to recover.
 
-Not covered here: receives never fail over (work is only processed on the primary); blobs a
-message refers to are not moved (see the README section "Failover").
+The failover interval is the retry budget of the caller's profile (``dal.config``): about 4 s
+for the web app (a person is waiting) and about a minute for the worker roles (they ride out
+short outages on the primary, where their work is). After a failover, this process writes
+straight to the secondary for ``stay_on_secondary`` (60 s, seed 003's ping interval) instead of
+spending the primary's retry budget on every write. A submission that has put one thing on the
+secondary puts everything after it there too (``force_secondary``), so a job never has its row
+on one account and its request on the other.
+
+**What does not fail over.** Receives, deletes, job-state updates and reads of existing rows:
+work is processed only on the primary (seed 003's send availability). ``dal.syphon`` moves the
+backlog, its blobs and its job rows back once the primary answers.
 """
 
 from __future__ import annotations
@@ -26,34 +37,57 @@ import json
 import logging
 import os
 import random
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
 from dal.config import CLAIM_CHECK_CONTAINER, RetryProfile, StorageClients
+from dal.errors import BlobMissingError, StorageConfigurationError
 from dal.messages import QueueMessage
+from dal.names import prefixed
 from dal.queues import QueueAccessor
 from dal.stored_queue import StoredQueue
 
-__all__ = ["SECONDARY_CONNECTION_STRING_ENV", "secondary_from_env", "BACKLOG_PREFIX", "DEFAULT_BACKLOG_COUNT", "FailoverSender", "Syphon", "primary_failed"]
+if TYPE_CHECKING:
+    from dal.blobs import BlobStore
+    from dal.config import Settings
+    from dal.jobs import Job, JobEvent, JobStore
+
+__all__ = [
+    "SECONDARY_CONNECTION_STRING_ENV",
+    "BACKLOG_PREFIX",
+    "DEFAULT_BACKLOG_COUNT",
+    "DEFAULT_STAY_ON_SECONDARY",
+    "FailoverState",
+    "FailoverSender",
+    "PairedAccount",
+    "backlog_envelope",
+    "backlog_queues",
+    "parse_backlog_envelope",
+    "primary_failed",
+    "secondary_from_env",
+]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SECONDARY_CONNECTION_STRING_ENV = "PHOTOMOSAICS_SECONDARY_CONNECTION_STRING"
 BACKLOG_PREFIX = "backlog"
 DEFAULT_BACKLOG_COUNT = 3  # seed 003 spreads senders over a few backlog queues
-# After a failover, sends go straight to the secondary this long (seed 003 pings once a minute):
-# without it every send would first spend the primary's whole retry budget.
-DEFAULT_STAY_ON_SECONDARY = 60.0
-_SYPHON_BATCH = 32
+# After a failover, writes go straight to the secondary this long (seed 003 pings once a minute):
+# without it every write would first spend the primary's whole retry budget.
+DEFAULT_STAY_ON_SECONDARY = 60.0  # = Settings.failover_stay_seconds (PHOTOMOSAICS_FAILOVER_STAY_SECONDS)
 
 
-def secondary_from_env(environ: Mapping[str, str] | None = None, *, profile: RetryProfile = "worker") -> StorageClients | None:
+def secondary_from_env(environ: Mapping[str, str] | None = None, *, profile: RetryProfile = "worker",
+                       response_hook: Callable[[Any], None] | None = None) -> StorageClients | None:  # fmt: skip
     """The secondary account's clients, or None when ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` is unset."""
     value = (os.environ if environ is None else environ).get(SECONDARY_CONNECTION_STRING_ENV, "").strip()
-    return StorageClients(value, profile=profile) if value else None
+    return StorageClients(value, profile=profile, response_hook=response_hook) if value else None
 
 
 def primary_failed(exc: BaseException) -> bool:
@@ -69,12 +103,75 @@ def primary_failed(exc: BaseException) -> bool:
         code = getattr(exc, "error_code", None) or ""
         server_busy = status == 503 and code in ("ServerBusy", "")
         return status >= 500 and not server_busy
-    return False
+    cause = exc.__cause__  # e.g. BlobMissingError raised from the SDK's error
+    return cause is not None and cause is not exc and primary_failed(cause)
 
 
 def backlog_queues(storage: StorageClients, prefix: str, count: int) -> list[StoredQueue]:
-    return [StoredQueue(storage, f"{prefix}{BACKLOG_PREFIX}-{i}", claim_container=f"{prefix}{CLAIM_CHECK_CONTAINER}")
+    claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
+    return [StoredQueue(storage, prefixed(prefix, f"{BACKLOG_PREFIX}-{i}"), claim_container=claim_container)
             for i in range(count)]
+
+
+def backlog_envelope(queue_name: str, payload: str) -> str:
+    """What a backlog queue holds: the destination queue (full name) and the payload, unchanged."""
+    return json.dumps({"queue": queue_name, "payload": payload})
+
+
+def parse_backlog_envelope(text: str) -> tuple[str, str]:
+    """``(queue name, payload)`` of a backlog envelope; ValueError if it is not one."""
+    try:
+        envelope = json.loads(text)
+        queue, payload = envelope["queue"], envelope["payload"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a backlog envelope: {exc}") from None
+    if not isinstance(queue, str) or not isinstance(payload, str):
+        raise ValueError("not a backlog envelope: queue and payload must be text")
+    return queue, payload
+
+
+class Stores(Protocol):
+    """What this module needs of a ``dal.stores.Stores`` (which builds on this module)."""
+
+    storage: StorageClients
+    settings: Settings
+
+    @property
+    def blobs(self) -> BlobStore: ...
+    @property
+    def jobs(self) -> JobStore: ...
+    @property
+    def queues(self) -> QueueAccessor: ...
+
+
+@dataclass
+class FailoverState:
+    """Whether this process takes the primary for down; shared by all of a process's writes."""
+
+    stay_on_secondary: float = DEFAULT_STAY_ON_SECONDARY
+    failovers: int = 0  # writes that went to the secondary
+    _down_until: float = 0.0
+
+    def primary_down(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def mark_down(self) -> None:
+        self._down_until = time.monotonic() + self.stay_on_secondary
+
+    def attempt(self, on_primary: Callable[[], T], on_secondary: Callable[[], T], *, what: str,
+                force_secondary: bool = False) -> tuple[T, bool]:  # fmt: skip
+        """``(result, True if it was written on the secondary)``; the primary first unless known down."""
+        if not force_secondary and not self.primary_down():
+            try:
+                return on_primary(), False
+            except Exception as exc:
+                if not primary_failed(exc):
+                    raise
+                log.warning("primary storage failed on %s (%s); writing to the secondary account", what, exc)
+                self.mark_down()
+        result = on_secondary()
+        self.failovers += 1
+        return result, True
 
 
 @dataclass
@@ -85,97 +182,183 @@ class FailoverSender:
     secondary: StorageClients | None
     backlog_count: int = DEFAULT_BACKLOG_COUNT
     stay_on_secondary: float = DEFAULT_STAY_ON_SECONDARY
-    failovers: int = 0
-    _down_until: float = 0.0
+    state: FailoverState | None = None
     _backlogs: list[StoredQueue] = field(default_factory=list, repr=False)
     _created: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def submit(self, message: QueueMessage) -> str:
-        """Send ``message``; returns ``"primary"`` or ``"secondary"`` (where it was written)."""
-        queue = self.primary.for_message(message)
-        if self.secondary is None or time.monotonic() >= self._down_until:
-            try:
-                queue.submit(message)
-                return "primary"
-            except Exception as exc:
-                if self.secondary is None or not primary_failed(exc):
-                    raise
-                log.warning("primary send to %s failed (%s); writing to the secondary's backlog", queue.name, exc)
-                # The next sends skip the primary's retry budget for a while (seed 003's failover state).
-                self._down_until = time.monotonic() + self.stay_on_secondary
-        backlog = random.choice(self._backlog())
-        backlog._put(json.dumps({"queue": queue.name, "payload": message.payload()}))
-        self.failovers += 1
-        return "secondary"
+    def __post_init__(self) -> None:
+        if self.state is None:
+            self.state = FailoverState(self.stay_on_secondary)
+
+    @property
+    def failovers(self) -> int:
+        assert self.state is not None
+        return self.state.failovers
+
+    def submit(self, messages: QueueMessage | Sequence[QueueMessage], *, force_secondary: bool = False) -> str:
+        """Send messages of one queue; returns ``"primary"`` or ``"secondary"`` (where they were written).
+
+        A batch whose primary send failed half-way is parked whole: the messages that did reach
+        the primary arrive twice, which the idempotent handlers absorb.
+        """
+        batch = [messages] if isinstance(messages, QueueMessage) else list(messages)
+        if not batch:
+            return "primary"
+        queue = self.primary.for_message(batch[0])
+        if self.secondary is None:
+            queue.submit(batch)
+            return "primary"
+        assert self.state is not None
+
+        def park() -> None:
+            backlogs = self._backlog()
+            for message in batch:
+                self.primary.for_message(message)  # the same checks as a primary send
+                random.choice(backlogs).put_text(backlog_envelope(queue.name, message.payload()))
+
+        _, parked = self.state.attempt(lambda: queue.submit(batch), park, what=f"send to {queue.name}",
+                                       force_secondary=force_secondary)  # fmt: skip
+        return "secondary" if parked else "primary"
 
     def _backlog(self) -> list[StoredQueue]:
         assert self.secondary is not None
-        if not self._backlogs:
-            self._backlogs = backlog_queues(self.secondary, self.primary.prefix, self.backlog_count)
-        if not self._created:
-            for q in self._backlogs:
-                q.create()  # only ever on a failover: a healthy primary costs the secondary nothing
-            self._created = True
+        with self._lock:
+            if not self._backlogs:
+                self._backlogs = backlog_queues(self.secondary, self.primary.prefix, self.backlog_count)
+            if not self._created:
+                for q in self._backlogs:
+                    q.create()  # only ever on a failover: a healthy primary costs the secondary nothing
+                self._created = True
         return self._backlogs
 
 
-@dataclass
-class Syphon:
-    """Moves backlog messages from the secondary back to their primary queues once the primary answers."""
+class PairedAccount:
+    """The writes of one process that fail over to the secondary, and the reads that follow them.
 
-    primary: QueueAccessor
-    secondary: StorageClients
-    backlog_count: int = DEFAULT_BACKLOG_COUNT
-    moved: int = 0
+    ``primary`` is the process's own ``Stores``, ``secondary`` the same stores (same settings and
+    names) on the paired account. Built by ``Stores.failover`` only when a secondary is configured.
+    """
 
-    def primary_alive(self) -> bool:
-        """The ping: one queue-properties call on the primary."""
+    def __init__(self, primary: Stores, secondary: Stores, *, backlog_count: int = DEFAULT_BACKLOG_COUNT,
+                 stay_on_secondary: float = DEFAULT_STAY_ON_SECONDARY) -> None:  # fmt: skip
+        self.primary = primary
+        self.secondary = secondary
+        self.state = FailoverState(stay_on_secondary)
+        self.sender = FailoverSender(primary.queues, secondary.storage, backlog_count=backlog_count, state=self.state)
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def _secondary_ready(self) -> Stores:
+        """The secondary's containers and tables, created on the first failover (never while healthy)."""
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    self.secondary.blobs.ensure_containers()
+                    self.secondary.jobs.ensure_tables()
+                    self._ready = True
+        return self.secondary
+
+    # --- writes that fail over -------------------------------------------------------------
+
+    def send(self, messages: QueueMessage | Sequence[QueueMessage], *, force_secondary: bool = False) -> str:
+        return self.sender.submit(messages, force_secondary=force_secondary)
+
+    def upload(self, container: str, name: str, data: bytes, *, content_type: str,
+               force_secondary: bool = False) -> tuple[str, bool]:  # fmt: skip
+        """``(blob URL, on the secondary?)``: the URL is that of the account that holds the blob."""
+        return self.state.attempt(
+            lambda: self.primary.blobs.upload(container, name, data, content_type=content_type),
+            lambda: self._secondary_ready().blobs.upload(container, name, data, content_type=content_type),
+            what=f"upload of {container}/{name}", force_secondary=force_secondary,
+        )  # fmt: skip
+
+    def create_job(self, job: Job, *, force_secondary: bool = False) -> bool:
+        """Store a new job row; True if it went to the secondary (the job then waits for the primary)."""
+        _, on_secondary = self.state.attempt(
+            lambda: self.primary.jobs.create(job), lambda: self._secondary_ready().jobs.create(job),
+            what=f"job {job.request_id}", force_secondary=force_secondary,
+        )  # fmt: skip
+        return on_secondary
+
+    def ask_primary(self, call: Callable[[], T], default: T) -> T:
+        """``call()`` on the primary, or ``default`` when the primary is down (known, or found now)."""
+        if self.state.primary_down():
+            return default
         try:
-            self.primary.image_request.approximate_depth()
-            return True
+            return call()
         except Exception as exc:
-            if primary_failed(exc):
-                return False
+            if not primary_failed(exc):
+                raise
+            log.warning("primary storage failed (%s); going on without it", exc)
+            self.state.mark_down()
+            return default
+
+    # --- reads that follow them -------------------------------------------------------------
+
+    def download_url(self, url: str) -> bytes:
+        """A blob by absolute URL, of either account."""
+        try:
+            self.primary.blobs.parse_blob_url(url)
+        except ValueError:
+            return self.secondary.blobs.download_url(url)  # not ours: the secondary's (or ValueError)
+        return self.primary.blobs.download_url(url)
+
+    def download(self, container: str, name: str) -> bytes:
+        """A blob by name: the primary's, else the secondary's (written there during an outage)."""
+        try:
+            return self.primary.blobs.download(container, name)
+        except BlobMissingError:
+            try:
+                return self.secondary.blobs.download(container, name)
+            except BlobMissingError:
+                pass
             raise
 
-    def run_once(self) -> int:
-        """Ping, then drain every backlog queue; returns how many messages moved (0 if the primary is down)."""
-        if not self.primary_alive():
-            return 0
-        moved = 0
-        for backlog in backlog_queues(self.secondary, self.primary.prefix, self.backlog_count):
-            moved += self._drain(backlog)
-        self.moved += moved
-        return moved
+    def find_job(self, client_id: str, request_id: str) -> tuple[Job | None, bool]:
+        """``(job, on the secondary?)``: the primary's row, else the one written to the secondary.
 
-    def _drain(self, backlog: StoredQueue) -> int:
-        moved = 0
-        client = backlog._client
-        while True:
-            try:
-                batch = list(client.receive_messages(messages_per_page=_SYPHON_BATCH, max_messages=_SYPHON_BATCH,
-                                                     visibility_timeout=60))
-            except HttpResponseError as exc:
-                if exc.status_code == 404:
-                    return moved  # this backlog was never created: nothing failed over to it
+        While the primary is known down the secondary is asked first (a job submitted during the
+        outage is there); a job only the unreachable primary holds raises the primary's error.
+        """
+        if self.state.primary_down():
+            job = self._secondary_job(client_id, request_id)
+            if job is not None:
+                return job, True
+        try:
+            job = self.primary.jobs.get(client_id, request_id)
+        except Exception as exc:
+            if not primary_failed(exc):
                 raise
-            if not batch:
-                return moved
-            for raw in batch:
-                text, _check = backlog._resolve(raw.content or "")
-                envelope = json.loads(text)
-                target = self.primary.by_name(envelope["queue"])
-                target._put(envelope["payload"])
-                client.delete_message(raw.id, raw.pop_receipt)
-                moved += 1
-                target.announce()
+            self.state.mark_down()
+            job = self._secondary_job(client_id, request_id)
+            if job is None:
+                raise
+            return job, True
+        if job is not None:
+            return job, False
+        job = self._secondary_job(client_id, request_id)
+        return job, job is not None
 
+    def _secondary_job(self, client_id: str, request_id: str) -> Job | None:
+        return self._from_secondary(lambda: self.secondary.jobs.get(client_id, request_id), None)
 
-def wait_for_drain(syphon: Syphon, *, timeout: float, interval: float = 0.5) -> int:
-    """Run the syphon until a pass moves nothing after moving something, or ``timeout``; returns moved."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if syphon.run_once() == 0 and syphon.primary_alive():
-            return syphon.moved
-        time.sleep(interval)
-    return syphon.moved
+    def _from_secondary(self, call: Callable[[], T], default: T) -> T:
+        """A read of the secondary; ``default`` when it has no table yet or cannot be reached
+        (a sick secondary must not break what the healthy primary serves)."""
+        try:
+            return call()
+        except StorageConfigurationError:
+            return default  # no table: nothing ever failed over to this secondary
+        except Exception as exc:
+            if not primary_failed(exc):
+                raise
+            log.warning("secondary storage unreachable on a read (%s)", exc)
+            return default
+
+    def secondary_jobs(self, client_id: str, limit: int) -> list[Job]:
+        """The client's newest jobs that wait on the secondary (for the first page of a job list)."""
+        return self._from_secondary(lambda: self.secondary.jobs.list_for_client(client_id, limit=limit)[0], [])
+
+    def events(self, request_id: str, *, on_secondary: bool) -> list[JobEvent]:
+        return (self.secondary if on_secondary else self.primary).jobs.events(request_id)

@@ -11,8 +11,18 @@ The channel on one machine is **Unix datagram sockets in one folder**
 ``<queue>.<pid>.<n>.sock``; a publisher sends one tiny datagram to each socket of that queue.
 No extra service, no connection, no blocking (a full socket buffer drops the hint, which is
 fine), and a socket left by a killed process is unlinked by the first publisher that finds
-nobody behind it. Across machines there is nothing to share, so without the variable
-``channel_from_env`` returns ``None`` and the roles poll with the plain cap.
+nobody behind it.
+
+Across machines, ``PHOTOMOSAICS_HINTS_URL`` (``redis://host:6379/0``) adds a Redis/Valkey
+pub/sub server (``dal.hints_pubsub``) behind the same two calls. With both variables (``make
+run`` pointed at a shared server) a hint goes both ways and a listener hears either
+(``FanoutHintChannel``). With neither, ``channel_from_env`` returns ``None`` and the roles poll
+with the plain cap (``poll_max``, 2 s). A subscription that cannot hear hints right now (its
+server is down) says so (``healthy``), and its listener polls with the plain cap meanwhile.
+
+The interface, all a listener and a sender use: ``subscribe(queue, on_hint) -> Subscription``
+(``.healthy``, ``.received``, ``.close()``) and ``publish(queue) -> int`` (how many were told;
+never raises for a delivery problem).
 """
 
 from __future__ import annotations
@@ -28,12 +38,20 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["HINT_DIR_ENV", "LocalHintChannel", "Subscription", "channel_from_env", "short_hint_dir"]
+from dal.config import Settings, account_name
+from dal.hints_pubsub import RedisHintChannel
+
+__all__ = [
+    "HINTS_URL_ENV", "HINT_DIR_ENV", "FanoutHintChannel", "HintChannel", "HintSubscription", "LocalHintChannel",
+    "Subscription", "channel_from_env", "make_channel", "short_hint_dir",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
 HINT_DIR_ENV = "PHOTOMOSAICS_HINT_DIR"
+HINTS_URL_ENV = "PHOTOMOSAICS_HINTS_URL"
 _SUFFIX = ".sock"
 _MAX_PATH = 100  # sun_path holds 108 bytes; keep room for the file name's growth
 _counter = itertools.count()
@@ -47,8 +65,27 @@ def short_hint_dir(preferred: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"pm-hints-{digest}"
 
 
+class HintSubscription(Protocol):
+    received: int
+
+    @property
+    def healthy(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class HintChannel(Protocol):
+    """What listeners and senders need of a hint channel, local or across machines."""
+
+    def subscribe(self, queue_name: str, on_hint: Callable[[], None]) -> HintSubscription: ...
+
+    def publish(self, queue_name: str) -> int: ...
+
+
 class Subscription:
     """One bound socket and the thread that turns each datagram into ``on_hint()``."""
+
+    healthy = True  # a bound socket in our own folder hears every local hint
 
     def __init__(self, path: Path, on_hint: Callable[[], None]) -> None:
         self.path = path
@@ -130,19 +167,76 @@ class LocalHintChannel:
         return told
 
 
-_env_channel: tuple[str, LocalHintChannel | None] | None = None
+class _FanoutSubscription:
+    def __init__(self, parts: list[HintSubscription]) -> None:
+        self.parts = parts
+
+    @property
+    def received(self) -> int:
+        return sum(part.received for part in self.parts)
+
+    @property
+    def healthy(self) -> bool:  # deaf to any of them: some sends reach us by polling only
+        return all(part.healthy for part in self.parts)
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
 
 
-def channel_from_env() -> LocalHintChannel | None:
-    """The channel ``PHOTOMOSAICS_HINT_DIR`` names (one per process), or None: poll only."""
+class FanoutHintChannel:
+    """Several channels as one: publish on each, hear any (a duplicate hint is one extra poll)."""
+
+    def __init__(self, channels: list[HintChannel]) -> None:
+        self.channels = channels
+
+    def __repr__(self) -> str:
+        return f"FanoutHintChannel({self.channels!r})"
+
+    def subscribe(self, queue_name: str, on_hint: Callable[[], None]) -> _FanoutSubscription:
+        parts: list[HintSubscription] = []
+        try:
+            for channel in self.channels:
+                parts.append(channel.subscribe(queue_name, on_hint))
+        except BaseException:
+            for part in parts:
+                part.close()
+            raise
+        return _FanoutSubscription(parts)
+
+    def publish(self, queue_name: str) -> int:
+        return sum(channel.publish(queue_name) for channel in self.channels)
+
+
+def _account_name() -> str:
+    """The storage account of this process (a hint namespace on a shared pub/sub server)."""
+    return account_name(Settings.from_env().connection_string or "")
+
+
+def make_channel(*, folder: str = "", url: str = "", namespace: str = "") -> HintChannel | None:
+    """The local channel in ``folder``, the server at ``url``, both (fan-out), or None."""
+    channels: list[HintChannel] = []
+    if folder:
+        try:
+            channels.append(LocalHintChannel(folder))
+        except OSError as exc:
+            log.warning("hint folder %s is unusable (%s); polling only", folder, exc)
+    if url:
+
+        channels.append(RedisHintChannel(url, namespace=namespace))
+    if len(channels) > 1:
+        return FanoutHintChannel(channels)
+    return channels[0] if channels else None
+
+
+_env_channel: tuple[tuple[str, str], HintChannel | None] | None = None
+
+
+def channel_from_env() -> HintChannel | None:
+    """The channel ``PHOTOMOSAICS_HINT_DIR`` and ``PHOTOMOSAICS_HINTS_URL`` name (one per process),
+    or None: poll only. A malformed URL raises ``ValueError`` (a start-up error, said plainly)."""
     global _env_channel
-    folder = os.environ.get(HINT_DIR_ENV, "")
-    if _env_channel is None or _env_channel[0] != folder:
-        channel = None
-        if folder:
-            try:
-                channel = LocalHintChannel(folder)
-            except OSError as exc:
-                log.warning("hint folder %s is unusable (%s); polling only", folder, exc)
-        _env_channel = (folder, channel)
+    key = (os.environ.get(HINT_DIR_ENV, ""), os.environ.get(HINTS_URL_ENV, "").strip())
+    if _env_channel is None or _env_channel[0] != key:
+        _env_channel = (key, make_channel(folder=key[0], url=key[1], namespace=_account_name()))
     return _env_channel[1]

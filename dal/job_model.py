@@ -123,18 +123,21 @@ class Job:
         input_name: str,
         grid: Grid | None = None,
         error: str | None = None,
+        library: str | None = None,
     ) -> Job:
-        """The job row of an image request (a job a CLI producer sent without the web app).
+        """The job row of an image request: the one constructor of a job from its message.
 
-        ``grid`` is the planned layout; without one (the request failed before planning)
-        the sizes are 0.
+        The web app calls it for the jobs it submits, the controller and ``fail_job`` for a job
+        a CLI producer sent without the web app. ``grid`` is the planned layout; without one
+        (the request failed before planning) the sizes are 0. ``library``: the name the client
+        chose (default: the library's container name from the message's URI).
         """
         return cls(
             client_id=message.client_id,
             request_id=message.request_id,
             status=status,
             error=error,
-            library=library_name(message.image_library_uri),
+            library=library if library is not None else library_name(message.image_library_uri),
             tile_size=message.tile_size,
             slices=message.slices,
             tiles_across=grid.tiles_across if grid else 0,

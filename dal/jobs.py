@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
@@ -52,6 +52,7 @@ from azure.data.tables import TableTransactionError, UpdateMode
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import PhotoMosaicsError, StorageConfigurationError
 from dal.messages import ID_PATTERN
+from dal.names import prefixed
 from dal.job_model import (
     INDEX_MARK,
     JOB_STATUSES,
@@ -77,6 +78,7 @@ __all__ = [
     "JobNotFoundError",
     "JobStatus",
     "JobStore",
+    "JobUpdate",
     "JobUpdateConflictError",
     "TERMINAL_STATUSES",
     "decode_slices",
@@ -116,13 +118,20 @@ def _decode_token(token: str) -> str:
     return row_key
 
 
+class JobUpdate(NamedTuple):
+    """What ``JobStore.update`` did: the job as stored now, and whether this call wrote it."""
+
+    job: Job
+    wrote: bool
+
+
 class JobStore:
     """Jobs and their events; ``prefix`` isolates tests (table names become prefix + name)."""
 
     def __init__(self, storage: StorageClients, *, prefix: str = "") -> None:
         self.storage = storage
-        self.jobs_table = f"{prefix}{JOBS_TABLE}"
-        self.events_table = f"{prefix}{JOB_EVENTS_TABLE}"
+        self.jobs_table = prefixed(prefix, JOBS_TABLE)
+        self.events_table = prefixed(prefix, JOB_EVENTS_TABLE)
         for name in (self.jobs_table, self.events_table):
             if not _TABLE_NAME.match(name):
                 raise ValueError(f"invalid table name {name!r}: letters and digits, starting with a letter")
@@ -181,16 +190,10 @@ class JobStore:
 
     def update(
         self, client_id: str, request_id: str, change: Callable[[Job], Job | None], *, current: Job | None = None
-    ) -> Job:
-        """``apply`` for callers that need only the job as it is now."""
-        return self.apply(client_id, request_id, change, current=current)[0]
-
-    def apply(
-        self, client_id: str, request_id: str, change: Callable[[Job], Job | None], *, current: Job | None = None
-    ) -> tuple[Job, bool]:
+    ) -> JobUpdate:
         """Read, apply ``change``, write with If-Match; on 412 back off, re-read and re-apply.
 
-        Returns ``(job, wrote)``: the job as stored now, and whether this call changed it
+        Returns ``JobUpdate(job, wrote)``: the job as stored now, and whether this call changed it
         (False when ``change`` said "nothing to write" on the last read), so a caller knows
         whether it is the one that made the transition (and should log its event).
 
@@ -213,7 +216,7 @@ class JobStore:
             if changed is None or changed == current:
                 if unverified:
                     continue  # the caller's copy may be stale: decide on the stored row
-                return current, False
+                return JobUpdate(current, False)
             if (changed.client_id, changed.request_id, changed.created_at) != (
                 current.client_id,
                 current.request_id,
@@ -238,10 +241,34 @@ class JobStore:
                 continue
             except ResourceNotFoundError:
                 raise JobNotFoundError(f"job {client_id}/{request_id} was deleted during the update") from None
-            return replace(changed, etag=metadata.get("etag")), True
+            return JobUpdate(replace(changed, etag=metadata.get("etag")), True)
         raise JobUpdateConflictError(
             f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times"
         )
+
+    def unfinished_ahead(self, client_id: str, request_id: str) -> tuple[Job | None, int]:
+        """The job as stored (None if it is not) and how many of the same client's unfinished
+        jobs are ahead of it (created earlier; all of them when the job has no row yet).
+
+        One query in the client's partition that returns this job's row and the unfinished
+        ones, so a caller that needs the job anyway (the controller) learns the count for free:
+        it is the job's lane in fair scheduling (``dal.lanes``).
+        """
+        validate_key("client_id", client_id)
+        validate_key("request_id", request_id)
+        terminal = " and ".join(f"status ne '{status.value}'" for status in sorted(TERMINAL_STATUSES))
+        rows = self._jobs.query_entities(
+            f"PartitionKey eq @pk and RowKey lt @mark and (RowKey eq @rid or ({terminal}))",
+            parameters={"pk": client_id, "mark": INDEX_MARK, "rid": request_id},
+        )
+        with self._tables_exist():
+            jobs = [job_from_entity(row) for row in rows]
+        mine = next((job for job in jobs if job.request_id == request_id), None)
+        others = [job for job in jobs if job.request_id != request_id and job.status not in TERMINAL_STATUSES]
+        if mine is None:
+            return None, len(others)
+        ahead = [job for job in others if (job.created_at, job.request_id) < (mine.created_at, mine.request_id)]
+        return mine, len(ahead)
 
     def list_for_client(
         self, client_id: str, *, limit: int = 20, continuation: str | None = None
@@ -279,6 +306,33 @@ class JobStore:
         except ResourceNotFoundError:
             return
         _delete_together(self._jobs, [(client_id, request_id), (client_id, entity["index_key"])])
+
+    def copy_to(self, other: JobStore, client_id: str, request_id: str) -> bool:
+        """Copy a job (its events, then its row and index entity) into ``other``, another account.
+
+        The failover syphon's move of a job row (``dal.syphon``). Idempotent: events keep their
+        keys (a repeat overwrites them), a row ``other`` already has is left alone (it may have
+        moved on). True when the row was copied; False when ``other`` had it or this store has not.
+        """
+        validate_key("client_id", client_id)
+        validate_key("request_id", request_id)
+        try:
+            entity = self._jobs.get_entity(client_id, request_id)
+        except ResourceNotFoundError as exc:
+            self._raise_if_table_missing(exc, self.jobs_table)
+            return False
+        with self._tables_exist():
+            events = [dict(e) for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id})]
+        for start in range(0, len(events), _BATCH):
+            other._events.submit_transaction([("upsert", e) for e in events[start : start + _BATCH]])
+        index = {"PartitionKey": client_id, "RowKey": entity["index_key"], "request_id": request_id}
+        try:
+            other._jobs.submit_transaction([("create", dict(entity)), ("create", index)])
+        except (TableTransactionError, ResourceExistsError) as exc:
+            if getattr(exc, "error_code", None) == "EntityAlreadyExists" or isinstance(exc, ResourceExistsError):
+                return False
+            raise
+        return True
 
     def add_event(
         self,

@@ -1,7 +1,10 @@
 """Tile libraries in blob storage: one container per library, one index blob per version.
 
-A library is a blob container marked with the metadata key ``imagelibrarydescription`` (its
-value is the description). It holds
+What a library is, in one place: a blob container marked with the metadata key
+``imagelibrarydescription`` (its value is the description, percent-encoded where it is not
+printable ASCII: metadata travels in HTTP headers). ``create`` sets the mark last, together
+with the version, once the tiles and the index are stored, so a half-created container is
+not a library; ``exists`` and ``list`` read the mark and nothing else. A library holds
 
 - ``tiles/<name>.jpg``: every tile as a 64 px JPEG, for people and the web page to look at;
 - ``index.zip``: the engine's ``TileLibrary.to_bytes()`` (signatures and the tile atlas), so
@@ -22,19 +25,26 @@ from __future__ import annotations
 import io
 import re
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from azure.core import MatchConditions
-from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError, ResourceNotModifiedError
+from azure.core.exceptions import (
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+    ResourceNotModifiedError,
+)
 from azure.storage.blob import ContentSettings
+import numpy as np
 from PIL import Image
 
-from dal.blobs import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN, BlobStore
+from dal.blobs import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
     LIBRARY_METADATA_KEY,
@@ -42,6 +52,7 @@ from dal.config import (
     StorageClients,
 )
 from dal.errors import PhotoMosaicsError
+from dal.names import prefixed, unprefixed
 from mosaic.errors import NoUsableImageError
 from mosaic.library import TileLibrary
 from mosaic.sources import build_library_from
@@ -53,6 +64,7 @@ TILE_COUNT_KEY = "tilecount"
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$")
 _RESERVED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
 _UPLOAD_THREADS = 8
+_PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is in the mark
 
 
 class LibraryError(PhotoMosaicsError):
@@ -104,11 +116,12 @@ class LibraryCreated:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file name, reason)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Cached:
     etag: str
     version: str
     library: TileLibrary
+    checked: float = 0.0  # time.monotonic() of the last request that confirmed the ETag
 
 
 def _tile_blob_names(names: Iterable[str]) -> list[str]:
@@ -125,7 +138,15 @@ def _tile_blob_names(names: Iterable[str]) -> list[str]:
     return blobs
 
 
-def _encode_tile(tile: Any) -> bytes:
+def _description(metadata: Mapping[str, str | None] | None) -> str | None:
+    """The library's description from its container's metadata; None: not a library."""
+    for key, value in (metadata or {}).items():
+        if key.lower() == LIBRARY_METADATA_KEY:
+            return unquote(value or "")  # Azurite returns an empty value as None
+    return None
+
+
+def _encode_tile(tile: np.ndarray) -> bytes:
     out = io.BytesIO()
     Image.fromarray(tile).save(out, format="JPEG", quality=90)
     return out.getvalue()
@@ -158,7 +179,7 @@ class LibraryStore:
                 f"library name {name!r} must be {CONTAINER_NAME_MIN} to {longest} characters long "
                 f"(this deployment's name prefix takes {len(self.prefix)} of the {CONTAINER_NAME_MAX})"
             )
-        return validate_library_name(f"{self.prefix}{name}")
+        return validate_library_name(prefixed(self.prefix, name))
 
     def uri(self, name: str) -> str:
         """The library's URI: its container URL, as carried in request messages."""
@@ -180,8 +201,11 @@ class LibraryStore:
         container_name = self.container_name(name)
         if len(library.names) == 0:
             raise EmptyLibraryError(f"library {name!r} would hold no tiles")
-        BlobStore(self._storage).create_library_container(container_name, description)
         container = self._service.get_container_client(container_name)
+        try:
+            container.create_container()  # unmarked: not a library until the mark below
+        except ResourceExistsError:
+            pass  # replacing a library: it stays one (the old index) until the new index is in
         blob_names = _tile_blob_names(library.names)
         jpeg = ContentSettings(content_type="image/jpeg")
 
@@ -200,9 +224,14 @@ class LibraryStore:
             keep = set(blob_names)
             stale = [b for b in container.list_blob_names(name_starts_with=TILE_PREFIX) if b not in keep]
             list(pool.map(container.delete_blob, stale))
-        metadata = dict(container.get_container_properties().metadata)
-        metadata.update({VERSION_KEY: library.version, TILE_COUNT_KEY: str(len(blob_names))})
-        container.set_container_metadata(metadata)
+        kept = container.get_container_properties().metadata.items()
+        metadata = {k: v for k, v in kept if k.lower() != LIBRARY_METADATA_KEY}
+        metadata.update({
+            LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE),
+            VERSION_KEY: library.version,
+            TILE_COUNT_KEY: str(len(blob_names)),
+        })  # fmt: skip
+        container.set_container_metadata(metadata)  # the mark: now it is a library
         return str(container.url)
 
     def create_from(
@@ -240,11 +269,18 @@ class LibraryStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, uri_or_name: str) -> TileLibrary:
-        """The library, from memory while its index's ETag is unchanged (one conditional GET)."""
+    def load(self, uri_or_name: str, *, fresh_for: float = 0.0) -> TileLibrary:
+        """The library, from memory while its index's ETag is unchanged (one conditional GET).
+
+        ``fresh_for`` > 0: no request at all while the last check is younger than that many
+        seconds (a processor's slices of one job, and of the jobs right after, share one check).
+        """
         container = self._container_from(uri_or_name)
         with self._lock:
             cached = self._cache.get(container)
+        if cached is not None and fresh_for > 0 and time.monotonic() - cached.checked < fresh_for:
+            return cached.library
+        checked = time.monotonic()
         blob = self._service.get_blob_client(container, INDEX_BLOB)
         try:
             if cached is None:
@@ -255,39 +291,53 @@ class LibraryStore:
         except (ResourceNotModifiedError, ResourceModifiedError):
             # If-None-Match matched: unchanged. Azure answers 304; Azurite answers 412.
             assert cached is not None
+            cached.checked = checked
             return cached.library
         except ResourceNotFoundError as exc:
             raise self._not_found(container, exc) from None
         library = TileLibrary.from_bytes(data)
-        entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library)
+        entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library, checked=checked)
         with self._lock:
             self._cache[container] = entry
         return library
 
-    def _not_found(self, container: str, exc: Any) -> LibraryNotFoundError:
-        name = container[len(self.prefix) :] if container.startswith(self.prefix) else container
+    def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:
+        name = unprefixed(self.prefix, container)
         if getattr(exc, "error_code", None) == "ContainerNotFound":
             return LibraryNotFoundError(f"tile library {name!r} does not exist")
         return LibraryNotFoundError(
             f"tile library {name!r} has no {INDEX_BLOB}: recreate it with `photomosaics library create`"
         )
 
-    def exists(self, name: str) -> bool:
-        """True when the library's index is there (a half-created library does not count)."""
-        return bool(self._service.get_blob_client(self.container_name(name), INDEX_BLOB).exists())
+    def exists(self, uri_or_name: str) -> bool:
+        """True for a tile library (a marked container); a half-created one does not count.
+
+        An impossible name raises ``InvalidLibraryNameError``; a URI of another account is no
+        library of ours (False).
+        """
+        try:
+            container = self._container_from(uri_or_name)
+        except LibraryNotFoundError:
+            return False
+        try:
+            metadata = self._service.get_container_client(container).get_container_properties().metadata
+        except ResourceNotFoundError:
+            return False
+        return _description(metadata) is not None
 
     def list(self) -> list[LibraryInfo]:
         """Every library of the account (under this store's prefix), by name; one listing request."""
         libraries = []
         for props in self._service.list_containers(name_starts_with=self.prefix or None, include_metadata=True):
             metadata = props.metadata or {}
-            if LIBRARY_METADATA_KEY not in metadata:
+            description = _description(metadata)
+            if description is None:
                 continue
             count = metadata.get(TILE_COUNT_KEY, "")
             libraries.append(
                 LibraryInfo(
-                    name=props.name[len(self.prefix) :],
-                    description=unquote(metadata[LIBRARY_METADATA_KEY] or ""),  # percent-encoded by BlobStore
+                    name=unprefixed(self.prefix, props.name),
+                    description=description,
                     tile_count=int(count) if count.isdigit() else -1,
                     version=metadata.get(VERSION_KEY, ""),
                     uri=str(self._service.get_container_client(props.name).url),

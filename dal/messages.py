@@ -63,7 +63,9 @@ ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
 REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CLIENT_ID = re.compile(ID_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses"}
+# Optional fields written only when set, so messages without them stay byte for byte as before.
+_OMITTED_WHEN_NONE = {"max_uses"}
 
 M = TypeVar("M", bound="QueueMessage")
 
@@ -100,6 +102,7 @@ _FIELD_CHECKS: dict[str, Any] = {
     "tile_size": lambda v: _check_int("tile_size", v, low=1, high=MAX_TILE_SIZE),
     "slices": lambda v: _check_int("slices", v, low=1),
     "tiles_across": lambda v: v is None or _check_int("tiles_across", v, low=1),
+    "max_uses": lambda v: v is None or _check_int("max_uses", v, low=1),
     "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
     "traceparent": lambda v: v is None or _check_traceparent(v),
 }
@@ -164,8 +167,9 @@ class QueueMessage:
         traced = self.traceparent is not None
         body: dict[str, Any] = {"type": self.TYPE, "version": TRACED_PAYLOAD_VERSION if traced else PAYLOAD_VERSION}
         for f in dataclasses.fields(self):
-            if f.name != "traceparent":
-                body[f.name] = getattr(self, f.name)
+            value = getattr(self, f.name)
+            if f.name != "traceparent" and not (value is None and f.name in _OMITTED_WHEN_NONE):
+                body[f.name] = value
         if traced:
             body["traceparent"] = self.traceparent
         return json.dumps(body, separators=(",", ":"))
@@ -266,6 +270,9 @@ class ImageRequestMessage(QueueMessage):
     tile_size: int
     slices: int
     tiles_across: int | None = None
+    # Fair use: no tile more than this many times in the whole mosaic (None: the variety rule).
+    # The controller assigns every cell once for the whole job and ships each band its rows.
+    max_uses: int | None = None
 
     TYPE: ClassVar[str] = "ImageRequest"
     QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE

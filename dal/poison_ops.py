@@ -169,9 +169,7 @@ def _note_requeue(
 
     reopened = ""
     try:
-        before = jobs.get(message.client_id, message.request_id)
-        if before is not None and before.status == JobStatus.FAILED:
-            jobs.update(message.client_id, message.request_id, reopen)
+        if jobs.update(message.client_id, message.request_id, reopen).wrote:
             reopened = f"; job reopened as {status}"
     except JobNotFoundError:
         pass

@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dal.metrics import operation_name
+from dal.job_model import JOB_STATUSES
 
 if TYPE_CHECKING:
     from dal.jobs import JobStore
@@ -114,10 +115,9 @@ class StorageStateCollector(Collector):
     """Queue depths (and jobs by status when ``jobs`` is given), refreshed at most every ``max_age`` s."""
 
     def __init__(self, queues: Callable[[], Iterable[ImageProcessingQueue]], *, jobs: Callable[[], JobStore] | None = None,
-                 prefix: str = "", max_age: float = 15.0) -> None:  # fmt: skip
+                 max_age: float = 15.0) -> None:  # fmt: skip
         self._queues = queues
         self._jobs = jobs
-        self._prefix = prefix
         self._max_age = max_age
         self._lock = threading.Lock()
         self._cached: tuple[float, list[GaugeMetricFamily]] | None = None
@@ -142,7 +142,7 @@ class StorageStateCollector(Collector):
         families = [depth, poison, up]
         try:
             for queue in self._queues():
-                label = getattr(queue, "short_name", queue.logical_name)  # slicerequest-1 for a shard
+                label = queue.short_name  # the logical name; slicerequest-1 for a shard
                 depth.add_metric([label], queue.approximate_depth())
                 poison.add_metric([label], queue.poison.approximate_depth())
             if self._jobs is not None:
@@ -155,7 +155,6 @@ class StorageStateCollector(Collector):
 
 
 def _jobs_by_status(store: JobStore) -> GaugeMetricFamily:
-    from dal.job_model import JOB_STATUSES
 
     counts: Counter[str] = Counter(dict.fromkeys(JOB_STATUSES, 0))
     client = store.storage.table_service.get_table_client(store.jobs_table)

@@ -37,6 +37,7 @@ from azure.data.tables import UpdateMode
 from dal.config import CLIENT_QUOTAS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import PhotoMosaicsError
 from dal.job_model import INDEX_MARK, TERMINAL_STATUSES
+from dal.names import prefixed
 
 _ROW = "quota"
 _MAX_ATTEMPTS = 20
@@ -60,8 +61,8 @@ class QuotaStore:
         self.storage = storage
         self.max_unfinished = max_unfinished
         self.per_minute = per_minute
-        self.table_name = f"{prefix}{CLIENT_QUOTAS_TABLE}"
-        self.jobs_table = f"{prefix}{JOBS_TABLE}"
+        self.table_name = prefixed(prefix, CLIENT_QUOTAS_TABLE)
+        self.jobs_table = prefixed(prefix, JOBS_TABLE)
 
     @cached_property
     def _table(self) -> Any:

@@ -34,6 +34,7 @@ from dal.config import WORKFLOW_CONTAINERS
 from dal.job_model import INDEX_MARK
 from dal.jobs import JobStore
 from dal.messages import REQUEST_ID_PATTERN, JobCleanupMessage
+from dal.names import prefixed
 from dal.queues import ImageProcessingQueue
 
 __all__ = ["DEFAULT_RETENTION_DAYS", "DEFAULT_ORPHAN_GRACE", "SweepReport", "sweep"]
@@ -64,7 +65,7 @@ class _Lease:
 
     def __init__(self, blobs: BlobStore) -> None:
         service = blobs.storage.blob_service
-        container = service.get_container_client(f"{blobs.prefix}{LOCK_CONTAINER}")
+        container = service.get_container_client(prefixed(blobs.prefix, LOCK_CONTAINER))
         try:
             container.create_container()
         except ResourceExistsError:

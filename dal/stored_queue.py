@@ -85,8 +85,10 @@ class StoredQueue:
     def _container(self) -> Any:
         return self.storage.blob_service.get_container_client(self._claim_container)
 
-    def _put(self, text: str, *, delay: int = 0, ttl: int | None = None) -> None:
-        """Send one text; over the service limit it goes to a blob and the message is its claim check."""
+    def put_text(self, text: str, *, delay: int = 0, ttl: int | None = None) -> None:
+        """Send one text as it is; over the service limit it goes to a blob and the message is
+        its claim check. Typed senders use ``ImageProcessingQueue.submit``; this is for texts
+        that are already a payload (a failed-over message on its way back, a poison envelope)."""
         check = None
         if encoded_length(text) > MAX_ENCODED_MESSAGE_BYTES:
             check = self._store_claim(text)
@@ -135,6 +137,39 @@ class StoredQueue:
         except ResourceNotFoundError:
             pass
 
+    def take_texts(self, max_messages: int, *, visibility_timeout: int) -> list[TakenText]:
+        """One bounded receive of texts (claim checks resolved), hidden for ``visibility_timeout``
+        s until ``delete_taken``; [] when the queue does not exist."""
+        check_batch(max_messages)
+        check_visibility("visibility_timeout", visibility_timeout, low=1)
+        try:
+            pages = self._client.receive_messages(
+                messages_per_page=max_messages, visibility_timeout=visibility_timeout
+            ).by_page()
+            page = list(next(pages, None) or [])  # one request, never a drain
+        except ResourceNotFoundError:
+            return []
+        taken = []
+        for raw in page:
+            text, check = self._resolve(raw.content or "")
+            taken.append(TakenText(id=raw.id, pop_receipt=raw.pop_receipt, text=text, claim_check=check))
+        return taken
+
+    def delete_taken(self, taken: TakenText) -> bool:
+        """Delete a taken message and its claim-check blob; False if it is no longer ours."""
+        return self._delete_with_claim(taken.id, taken.pop_receipt, taken.claim_check)
+
+    def _delete_with_claim(self, message_id: str, pop_receipt: str, check: ClaimCheck | None) -> bool:
+        try:
+            self._client.delete_message(message_id, pop_receipt)
+        except HttpResponseError as exc:
+            if owned_by_someone_else(exc):
+                return False
+            raise
+        if check is not None:
+            self._delete_claim(check)
+        return True
+
     def _peek_raw(self, max_messages: int) -> list[Any]:
         check_batch(max_messages)
         try:
@@ -153,16 +188,26 @@ def check_visibility(name: str, seconds: int, *, low: int) -> None:
         raise ValueError(f"{name} must be {low}..{MAX_VISIBILITY} seconds, got {seconds!r}")
 
 
+@dataclass(frozen=True)
+class TakenText:
+    """A message received by ``StoredQueue.take_texts``: its text and what deleting it needs."""
+
+    id: str
+    pop_receipt: str
+    text: str
+    claim_check: ClaimCheck | None = None
+
+
 class PoisonQueue(StoredQueue):
     """``<queue>-poison``: messages moved aside, each in an envelope that keeps everything."""
 
     def add(self, entry_text: str) -> None:
         """Store an envelope; poison copies never expire (ttl -1)."""
         try:
-            self._put(entry_text, ttl=-1)
+            self.put_text(entry_text, ttl=-1)
         except ResourceNotFoundError:  # the poison queue is created on first use
             self.create()
-            self._put(entry_text, ttl=-1)
+            self.put_text(entry_text, ttl=-1)
 
     def peek(self, max_messages: int = 32) -> list[PoisonEntry]:
         return [entry for _, entry in self.peek_with_ids(max_messages)]
@@ -200,15 +245,7 @@ class PoisonQueue(StoredQueue):
 
     def remove(self, taken: TakenPoison) -> bool:
         """Delete a taken envelope (and its claim blob); False if it is no longer ours."""
-        try:
-            self._client.delete_message(taken.id, taken.pop_receipt)
-        except HttpResponseError as exc:
-            if owned_by_someone_else(exc):
-                return False
-            raise
-        if taken.claim_check is not None:
-            self._delete_claim(taken.claim_check)
-        return True
+        return self._delete_with_claim(taken.id, taken.pop_receipt, taken.claim_check)
 
     def release(self, taken: TakenPoison) -> None:
         """Make a taken envelope visible again at once."""

@@ -4,21 +4,28 @@
 libraries, each built on first use and sharing one ``StorageClients`` (one retry profile,
 one connection pool). Role processes and the web app both build on it; tests build one
 against Azurite with a name prefix.
+
+The workflow's writes go through ``send``, ``upload`` and the reads of what a message refers
+to through ``download_url`` / ``download``: with a paired ``secondary`` account they fail over
+(``dal.failover``); without one (the default) they are exactly the stores' own calls.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from dal.blobs import BlobStore
-    from dal.config import Settings, StorageClients
-    from dal.jobs import JobStore
-    from dal.libraries import LibraryStore
-    from dal.queues import QueueAccessor
-    from dal.quotas import QuotaStore
+from dal.backpressure import BacklogGauge
+from dal.blobs import BlobStore
+from dal.config import Settings, StorageClients
+from dal.failover import PairedAccount
+from dal.jobs import JobStore
+from dal.libraries import LibraryStore
+from dal.messages import QueueMessage
+from dal.queues import QueueAccessor
+from dal.quotas import QuotaStore
+from dal.render_rates import RenderRates
 
 __all__ = ["Stores"]
 
@@ -29,6 +36,8 @@ class Stores:
 
     storage: StorageClients
     settings: Settings
+    # The paired secondary account (PHOTOMOSAICS_SECONDARY_CONNECTION_STRING); None: no failover.
+    secondary: StorageClients | None = field(default=None, kw_only=True)
 
     @property
     def prefix(self) -> str:
@@ -36,31 +45,26 @@ class Stores:
 
     @cached_property
     def blobs(self) -> BlobStore:
-        from dal.blobs import BlobStore
 
         return BlobStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def jobs(self) -> JobStore:
-        from dal.jobs import JobStore
 
         return JobStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def queues(self) -> QueueAccessor:
-        from dal.queues import QueueAccessor
 
         return QueueAccessor(self.storage, settings=self.settings, prefix=self.prefix)
 
     @cached_property
     def libraries(self) -> LibraryStore:
-        from dal.libraries import LibraryStore
 
         return LibraryStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def quotas(self) -> QuotaStore:
-        from dal.quotas import QuotaStore
 
         return QuotaStore(
             self.storage,
@@ -69,9 +73,60 @@ class Stores:
             prefix=self.prefix,
         )
 
+    @cached_property
+    def render_rates(self) -> RenderRates:
+
+        return RenderRates(self.storage, prefix=self.prefix)
+
+    @cached_property
+    def backlog(self) -> BacklogGauge:
+
+        return BacklogGauge(
+            self.queues,
+            self.render_rates,
+            max_wait_seconds=self.settings.backpressure_max_wait_seconds,
+            cache_seconds=self.settings.backlog_cache_seconds,
+        )
+
+    @cached_property
+    def failover(self) -> PairedAccount | None:
+        """The writes that fail over to the secondary; None when no secondary is configured."""
+        if self.secondary is None:
+            return None
+        return PairedAccount(self, Stores(self.secondary, self.settings),
+                             stay_on_secondary=self.settings.failover_stay_seconds)  # fmt: skip
+
+    def send(self, messages: QueueMessage | Sequence[QueueMessage], *, force_secondary: bool = False) -> str:
+        """Send messages of one queue (by their ``queue_uri``); ``"primary"`` or ``"secondary"`` (parked)."""
+        if self.failover is not None:
+            return self.failover.send(messages, force_secondary=force_secondary)
+        batch = [messages] if isinstance(messages, QueueMessage) else list(messages)
+        if batch:
+            self.queues.for_message(batch[0]).submit(batch)
+        return "primary"
+
+    def upload(self, container: str, name: str, data: bytes, *, content_type: str) -> str:
+        """Write a workflow blob; its URL names the account that holds it (the secondary after a failover)."""
+        if self.failover is not None:
+            return self.failover.upload(container, name, data, content_type=content_type)[0]
+        return self.blobs.upload(container, name, data, content_type=content_type)
+
+    def download_url(self, url: str) -> bytes:
+        """A blob a message refers to, by absolute URL (of either account when paired)."""
+        if self.failover is not None:
+            return self.failover.download_url(url)
+        return self.blobs.download_url(url)
+
+    def download(self, container: str, name: str) -> bytes:
+        """A workflow blob by name (when paired, the secondary's if the primary has none)."""
+        if self.failover is not None:
+            return self.failover.download(container, name)
+        return self.blobs.download(container, name)
+
     def ensure(self) -> None:
         """Create the queues, containers and tables that are missing (idempotent; start-up)."""
         self.queues.ensure_all()
         self.blobs.ensure_containers()
         self.jobs.ensure_tables()
         self.quotas.ensure_table()
+        self.render_rates.ensure_table()

@@ -59,3 +59,23 @@ def write_dzi_from_vips(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZ
         suffix=f".jpg[Q={quality},strip]",
         depth="onepixel",
     )
+
+
+def write_dzi_zip(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP,
+                  quality: int = DZI_QUALITY) -> None:  # fmt: skip
+    """Write a ``pyvips.Image`` as one uncompressed zip: ``<stem>.dzi`` and ``<stem>_files/``.
+
+    Stored, not deflated: the tiles are JPEGs already, and a stored member can be served by
+    one range read of the zip (``dal.pyramid``). libvips streams the zip to disk as it goes."""
+    if path.suffix.lower() != ".zip":
+        raise ValueError(f"a pyramid zip ends in .zip, not {path.suffix!r}")
+    image.dzsave(
+        str(path),
+        layout="dz",
+        container="zip",
+        compression=0,
+        tile_size=tile_size,
+        overlap=overlap,
+        suffix=f".jpg[Q={quality},strip]",
+        depth="onepixel",
+    )

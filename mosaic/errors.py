@@ -16,6 +16,7 @@ project is rooted here and named in this drawing.
      ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
      ├── BlobMissingError (LookupError)       dal.errors — a blob or container that should exist
+     │    └── BlobChangedError                the version asked for (by ETag) was replaced
      ├── LibraryError                         dal.libraries
      │    ├── InvalidLibraryNameError (ValueError)
      │    ├── LibraryNotFoundError (LookupError)
@@ -24,6 +25,7 @@ project is rooted here and named in this drawing.
      ├── JobExistsError                       dal.jobs
      ├── JobUpdateConflictError               dal.jobs — lost the ETag race too many times
      ├── QuotaExceeded                        dal.quotas — a client over its quota (HTTP 429)
+     ├── ServiceBusy                          dal.backpressure — more queued work than the wait allows (HTTP 503)
      ├── AzuriteError (RuntimeError)          dal.azurite — the emulator missing or not answering
      ├── NodeRuntimeError (RuntimeError)      dal.node_runtime — no usable Node.js for Azurite
      ├── WorkerError                          workers.errors — how a handler ends a message
@@ -34,9 +36,9 @@ project is rooted here and named in this drawing.
      ├── DemoPhotosMissing (RuntimeError)     workers.demo_library — scikit-image/-learn missing
      └── ApiError                             webapp.errors — answered to the client as JSON
 
-Storage failures that ``dal`` does not translate (the service down after the SDK's retries)
-stay ``azure.core.exceptions.AzureError``, named ``dal.errors.StorageUnavailable`` so that no
-module outside ``dal/`` imports Azure's types.
+Outside the tree on purpose: ``dal.errors.StorageUnavailable`` is an alias of Azure's own
+``azure.core.exceptions.AzureError`` (the service down after the SDK's retries, not something
+we refused), named there so that no module outside ``dal/`` imports Azure's types.
 """
 
 from __future__ import annotations

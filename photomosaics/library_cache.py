@@ -18,6 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from mosaic.library import FORMAT_VERSION, LibraryFormatError, TileLibrary
 
 if TYPE_CHECKING:
     from mosaic.library import TileLibrary
@@ -36,7 +37,6 @@ def cache_dir() -> Path:
 
 def source_key(source: Path) -> str:
     """A hash of what the library would be built from: paths, sizes and times, not contents."""
-    from mosaic.library import FORMAT_VERSION
 
     source = source.resolve()
     digest = hashlib.sha256(f"{FORMAT_VERSION}\0{source}".encode())
@@ -49,7 +49,6 @@ def source_key(source: Path) -> str:
 
 def load(source: Path) -> tuple[TileLibrary, Skipped] | None:
     """The cached library of ``source`` and what was skipped building it, or None."""
-    from mosaic.library import LibraryFormatError, TileLibrary
 
     key = source_key(source)
     index, notes = cache_dir() / f"{key}.zip", cache_dir() / f"{key}.json"

@@ -15,6 +15,7 @@ import click
 
 from dal.config import Settings, StorageClients
 from dal.stores import Stores
+from dal.azurite import AzuriteError, embedded_or_configured
 
 DATA_DIR_OPTION = click.option(
     "--data-dir", type=click.Path(file_okay=False), default=None,
@@ -25,7 +26,6 @@ DATA_DIR_OPTION = click.option(
 @contextlib.contextmanager
 def command_stores(data_dir: str | None) -> Iterator[Stores]:
     """The stores of the account a command should use, for the ``with`` block."""
-    from dal.azurite import AzuriteError, embedded_or_configured
 
     settings = Settings.from_env()
     location = Path(data_dir or settings.data_dir) / "azurite"

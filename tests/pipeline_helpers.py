@@ -167,7 +167,7 @@ class Pipeline:
         return self.services.libraries.create(name, "test tiles", library)
 
     def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
-               tiles_across: int | None = None, ext: str = "png") -> str:  # fmt: skip
+               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None) -> str:  # fmt: skip
         """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
         request_id = str(uuid.uuid4())
         url = self.services.blobs.upload(
@@ -178,6 +178,7 @@ class Pipeline:
             ImageRequestMessage(
                 queue_uri=queue.url, client_id=CLIENT_ID, request_id=request_id, image_uri=url,
                 image_library_uri=library_uri, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
+                max_uses=max_uses,
             )
         )  # fmt: skip
         return request_id

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dal.blobs import BlobStore
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, WORKFLOW_CONTAINERS, StorageClients
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, StorageClients
 from dal.errors import BlobMissingError
 
 
@@ -88,20 +88,3 @@ def test_delete_prefix_spans_batches(blobs: BlobStore) -> None:
     assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 0
     with pytest.raises(ValueError, match="non-empty prefix"):
         blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "")
-
-
-def test_libraries_are_listed_by_metadata(blobs: BlobStore, unique: str) -> None:
-    blobs.create_library_container(f"lib{unique}", "Flowers été")
-    blobs.create_library_container(f"lib{unique}-b", "Plain")
-    blobs.create_library_container(f"lib{unique}-b", "Plain, renamed")  # re-marking an existing one
-    blobs._container(f"lib{unique}-c").create_container(metadata={"other": "x"})  # not a library
-    libraries = blobs.list_libraries(name_starts_with=f"lib{unique}")
-    assert libraries == [(f"lib{unique}", "Flowers été"), (f"lib{unique}-b", "Plain, renamed")]
-    everything = dict(blobs.list_libraries())
-    assert f"lib{unique}" in everything
-    assert not any(blobs.container_name(w) in everything for w in WORKFLOW_CONTAINERS)
-    assert blobs.is_library(f"lib{unique}")
-    assert not blobs.is_library(f"lib{unique}-c")
-    assert not blobs.is_library(blobs.container_name(IMAGE_INPUT_CONTAINER))
-    assert not blobs.is_library(f"nothere{unique}")
-    assert blobs.library_description(f"lib{unique}") == "Flowers été"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import base64
+import dataclasses
 import http.server
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -35,6 +38,56 @@ def test_settings_read_the_environment() -> None:
     assert Settings.from_env({}) == Settings()
     with pytest.raises(ValueError, match="PHOTOMOSAICS_BATCH_SIZE must be an integer"):
         Settings.from_env({"PHOTOMOSAICS_BATCH_SIZE": "many"})
+    with pytest.raises(ValueError, match="PHOTOMOSAICS_STITCH_TIMEOUT must be a number"):
+        Settings.from_env({"PHOTOMOSAICS_STITCH_TIMEOUT": "soon"})
+
+
+def test_every_setting_has_one_variable_and_round_trips() -> None:
+    """Each field is read from its own variable, typed like its default (written once)."""
+    names = [f.name for f in dataclasses.fields(Settings)]
+    assert sorted(Settings.ENV) == sorted(names)
+    assert len(set(Settings.ENV.values())) == len(names)
+    defaults = Settings()
+    changed = {
+        name: ("x1" if isinstance(value, str) or value is None else value + 2)
+        for name, value in dataclasses.asdict(defaults).items()
+    }
+    env = {Settings.ENV[name]: str(value) for name, value in changed.items()}
+    assert dataclasses.asdict(Settings.from_env(env)) == changed
+    assert Settings.from_env({name: "" for name in env}) == defaults  # empty means unset
+
+
+def _settings_reads_outside_config() -> list[str]:
+    """``<module>:<line>`` of every read of a Settings variable by any module but ``dal.config``.
+
+    A read is ``os.environ.get(X)``, ``os.getenv(X)``, ``environ[X]`` (``X`` the variable's name
+    as a literal, or ``CONNECTION_STRING_ENV``); setting one for a child process is no read.
+    """
+    variables = set(Settings.ENV.values())
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for package in ("dal", "workers", "webapp", "photomosaics", "mosaic"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path == root / "dal" / "config.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                key = None
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+                    if node.func.attr in ("get", "getenv", "pop"):
+                        key = node.args[0]
+                elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                    key = node.slice
+                named = (isinstance(key, ast.Constant) and key.value in variables) or (
+                    isinstance(key, ast.Name) and key.id == "CONNECTION_STRING_ENV"
+                )
+                if named:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_only_dal_config_reads_the_settings_variables() -> None:
+    """One env parser: roles, web app and CLI take ``Settings.from_env()``, never ``os.environ``."""
+    assert _settings_reads_outside_config() == []
 
 
 def test_clients_are_created_lazily_and_never_show_the_key(azurite_connection_string: str) -> None:

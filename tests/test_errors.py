@@ -39,3 +39,15 @@ def test_the_project_has_the_errors_we_expect() -> None:
 def test_every_error_is_rooted_and_drawn(cls: type[BaseException]) -> None:
     assert issubclass(cls, PhotoMosaicsError), f"{cls.__module__}.{cls.__name__} is not a PhotoMosaicsError"
     assert f" {cls.__name__} " in f"{mosaic.errors.__doc__} ", f"{cls.__name__} is missing from the tree in mosaic/errors.py"
+
+
+def test_storage_unavailable_is_a_documented_alias_of_azures_error_outside_the_tree() -> None:
+    """Not a class of ours: Azure's base error under a name the layers above may import."""
+    from azure.core.exceptions import AzureError
+
+    from dal.errors import StorageUnavailable
+
+    assert StorageUnavailable is AzureError
+    assert not issubclass(StorageUnavailable, PhotoMosaicsError)
+    assert "StorageUnavailable" in (mosaic.errors.__doc__ or "") and "alias" in (mosaic.errors.__doc__ or "")
+    assert not [cls for cls in CLASSES if issubclass(cls, AzureError)], "a project error must not pose as Azure's"

@@ -10,6 +10,8 @@ the job (the issue's budget excludes them). A count is asserted, never a time: t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -28,12 +30,15 @@ from workers.slicing import encode_output
 pytestmark = pytest.mark.timeout(120)
 
 SLICES = 4
-# The issue's goal is 8 x slices + 20 (52 for 4 slices; 124 with idle polls before this
-# change, 94 by this count). What a job costs today with one receive per message (the
+# The issue's goal is 8 x slices + 20 (52 for 4 slices; 124 with idle polls before issue 8,
+# 94 by this count, then 80). What a job costs today with one receive per message (the
 # breakdown is in the assertion message): 6 queue calls per slice, 4 blob calls per slice
-# (band up/down, rendered slice up/down) + the library's ETag check, 3 table calls per slice.
+# (band up/down, rendered slice up/down), 3 table calls per slice (the controller's read and
+# ETag write, the processor's slice_done event); a processor reads the job row only for a
+# redelivered slice and checks its library's ETag at most every 10 s (warm here: no check).
 # Lower it as hand-offs get cheaper; never raise it without saying why in the commit.
-BUDGET = 80
+# 72 + 1: the Deep Zoom pyramid is one more blob (one zip, one write: issue 13).
+BUDGET = 73
 
 
 def one(queue: object, counter: TransactionCounter) -> ReceivedMessage:
@@ -47,7 +52,9 @@ def one(queue: object, counter: TransactionCounter) -> ReceivedMessage:
 def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe: Pipeline) -> None:
     counter = TransactionCounter()
     counted = StorageClients(pipe.connection_string, profile="worker", response_hook=counter)
-    services = Services(counted, pipe.settings, "cost")
+    # A busy processor checks its library's ETag at most every 10 s; pinned here so that a slow
+    # (loaded) run does not add a check to the count, which would make it depend on the clock.
+    services = Services(counted, replace(pipe.settings, library_revalidate_seconds=600.0), "cost")
     controller = JobController(services)
     processor, responder = ImageProcessor(services), Responder(services)
     services.libraries.load(pipe.library_uri)  # a warm processor has its library in memory

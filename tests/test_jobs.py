@@ -62,15 +62,19 @@ def test_create_get_update(store: JobStore) -> None:
     assert store.get(job.client_id, job.request_id) == created
     assert store.get(job.client_id, str(uuid.uuid4())) is None
 
-    done = store.update(
+    done, wrote = store.update(
         job.client_id, job.request_id, lambda j: replace(j, status="done", slices_done=frozenset(range(8)))
     )
+    assert wrote
     assert done.status == "done" and done.progress == 1.0
     assert done.finished_at is not None and done.etag != created.etag
     again = store.get(job.client_id, job.request_id)
     assert again == done
-    # None means "nothing to change": no write, the ETag stays.
-    assert store.update(job.client_id, job.request_id, lambda j: None).etag == done.etag
+    # None means "nothing to change": no write, the ETag stays, and the update says so.
+    unchanged, wrote = store.update(job.client_id, job.request_id, lambda j: None)
+    assert unchanged.etag == done.etag and not wrote
+    same = store.update(job.client_id, job.request_id, lambda j: replace(j, status="done"))
+    assert same == (done, False)  # a change that changes nothing writes nothing either
 
 
 def test_create_twice_is_refused(store: JobStore) -> None:
@@ -195,7 +199,7 @@ def test_lost_race_is_retried_on_fresh_data(store: JobStore) -> None:
             store.update(job.client_id, job.request_id, lambda j: replace(j, slices_done=j.slices_done | {1}))
         return replace(current, slices_done=current.slices_done | {2})
 
-    final = store.update(job.client_id, job.request_id, change)
+    final = store.update(job.client_id, job.request_id, change).job
     assert calls == [frozenset(), frozenset({1})]
     assert final.slices_done == frozenset({1, 2})
     stored = store.get(job.client_id, job.request_id)

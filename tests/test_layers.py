@@ -143,6 +143,74 @@ def package_graph() -> Counter[tuple[str, str]]:
     return counts
 
 
+def private_reaches(modules: dict[str, Path] | None = None) -> list[str]:
+    """``module:line name`` of every use of another object's private member (``x._y`` with ``x``
+    not ``self``/``cls``, ``_y`` not defined in the same module, ``os._exit`` aside): a class's
+    helpers stay its own; what others need is a public method (``StoredQueue.put_text``)."""
+    modules = _modules() if modules is None else modules
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        own |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            owner = ast.unparse(node.value)
+            if owner in ("self", "cls", "os") or node.attr in own:
+                continue
+            found.append(f"{name}:{node.lineno} {owner}.{node.attr}")
+    return found
+
+
+def test_no_module_reaches_into_another_objects_private_members():
+    assert private_reaches() == []
+
+
+def test_the_private_checker_sees_a_reach(tmp_path):
+    (tmp_path / "a.py").write_text("class A:\n    def _mine(self):\n        return self._x, A._mine, other._put('t')\n")
+    assert private_reaches({"dal.a": tmp_path / "a.py"}) == ["dal.a:3 other._put"]
+
+
+# Where a first-party import may wait inside a function (a module, or ``package.*`` for its
+# modules), and why; everywhere else an import
+# is at the top, where a reader (and this checker's graph) sees it.
+LAZY_IMPORTS_ALLOWED = {
+    "photomosaics.cli": "the command registers its sub-command modules when it runs",
+    "photomosaics.commands.*": "each sub-command imports what it needs when it runs, so `photomosaics --help` and "
+    "every command start without loading the whole application (NumPy, the Azure SDK)",
+    "webapp": "the app factory imports its blueprints (flask's flaskr pattern): they import this package",
+}
+
+
+def hidden_imports(modules: dict[str, Path] | None = None) -> list[str]:
+    """``module:line target`` of every first-party import inside a function, outside the allowed places."""
+    modules = _modules() if modules is None else modules
+    found = []
+    for name, path in modules.items():
+        if name in LAZY_IMPORTS_ALLOWED or f"{name.rpartition('.')[0]}.*" in LAZY_IMPORTS_ALLOWED:
+            continue
+        for function in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (node.level or _package(node.module or "") in PACKAGES):
+                    found.append(f"{name}:{node.lineno} {'.' * node.level}{node.module or ''}")
+                elif isinstance(node, ast.Import):
+                    found += [f"{name}:{node.lineno} {a.name}" for a in node.names if _package(a.name) in PACKAGES]
+    return found
+
+
+def test_first_party_imports_are_at_the_top():
+    assert hidden_imports() == []
+
+
+def test_the_hidden_import_checker_sees_one(tmp_path):
+    (tmp_path / "a.py").write_text("import json\n\ndef f():\n    import dal.jobs\n    from . import b\n    import os\n")
+    assert hidden_imports({"dal.a": tmp_path / "a.py"}) == ["dal.a:4 dal.jobs", "dal.a:5 ."]
+    assert hidden_imports({"photomosaics.commands.a": tmp_path / "a.py"}) == []
+
+
 def test_every_import_points_down_the_layers():
     assert violations() == []
 

@@ -95,6 +95,24 @@ def test_create_from_zip_with_nested_folders_and_junk(store: LibraryStore) -> No
     assert store.load("trip").atlas.shape[0] == 5
 
 
+def test_a_library_is_a_marked_container_and_nothing_else(store: LibraryStore, storage: StorageClients) -> None:
+    """One definition, read by ``exists`` and ``list``: the mark ``create`` sets last."""
+    store.create_from_images("flowers", "Flowers été", [("a.jpg", photo(COLOURS[0]))])
+    store.create_from_images("plain", "Plain", [("b.jpg", photo(COLOURS[1]))])
+    store.create_from_images("plain", "Plain, renamed", [("c.jpg", photo(COLOURS[2]))])  # replaced: re-marked
+    service = storage.blob_service
+    service.get_container_client(store.container_name("other")).create_container(metadata={"other": "x"})
+    half = service.get_container_client(store.container_name("half"))
+    half.create_container()  # a create that died before its mark: tiles, maybe an index, no mark
+    half.upload_blob(INDEX_BLOB, b"not yet")
+    assert [(i.name, i.description) for i in store.list()] == [("flowers", "Flowers été"), ("plain", "Plain, renamed")]
+    assert store.exists("flowers") and store.exists(store.uri("plain"))
+    assert not store.exists("other") and not store.exists("half") and not store.exists("nothere")
+    assert not store.exists("http://elsewhere.example/devstoreaccount1/flowers")  # not this account's
+    with pytest.raises(InvalidLibraryNameError):
+        store.exists("imageinput")  # a workflow container is never a library
+
+
 def test_source_without_images_is_an_error(store: LibraryStore, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("nothing here")
     with pytest.raises(EmptyLibraryError, match="no usable image"):
@@ -134,6 +152,17 @@ def test_load_downloads_the_index_once_then_answers_from_cache(
     assert log.downloads() == 1
     assert log.unchanged() == 1
     assert len(first.names) == len(COLOURS)
+
+
+def test_a_fresh_check_is_trusted_for_fresh_for_seconds(store: LibraryStore, azurite_connection_string: str) -> None:
+    store.create_from_images("fresh", "", [(f"f{i}.jpg", photo(c)) for i, c in enumerate(COLOURS)])
+    log = RequestLog()
+    reader = LibraryStore(StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix)
+    first = reader.load("fresh", fresh_for=60)
+    assert reader.load("fresh", fresh_for=60) is first and reader.load("fresh", fresh_for=60) is first
+    assert (log.downloads(), log.unchanged()) == (1, 0)  # no request while the check is fresh
+    assert reader.load("fresh") is first  # fresh_for=0: check now
+    assert (log.downloads(), log.unchanged()) == (1, 1)
 
 
 def test_replacing_a_library_changes_its_version_and_refreshes_caches(

@@ -130,19 +130,22 @@ def test_retry_later_releases_without_poison(queue: ImageProcessingQueue) -> Non
 
 def test_permanent_error_goes_to_poison_at_once_with_the_reason(queue: ImageProcessingQueue) -> None:
     queue.submit(message(queue))
-    hook_calls: list[tuple[str, str]] = []
+    hook_calls: list[tuple[str, str, bool]] = []
 
     def handler(received: ReceivedMessage) -> None:
         raise PermanentJobError("the image is not a picture")
 
-    subject = listener(queue, handler, on_poison=lambda r, reason: hook_calls.append((r.message.request_id, reason)))
+    def on_poison(r: ReceivedMessage, reason: str, *, permanent: bool = False) -> None:
+        hook_calls.append((r.message.request_id, reason, permanent))
+
+    subject = listener(queue, handler, on_poison=on_poison)
     subject.run(burst=True)
 
     poisoned = queue.poison.peek()
     assert len(poisoned) == 1
     assert poisoned[0].reason == "the image is not a picture"
     assert poisoned[0].dequeue_count == 1
-    assert len(hook_calls) == 1 and hook_calls[0][1] == "the image is not a picture"
+    assert len(hook_calls) == 1 and hook_calls[0][1:] == ("the image is not a picture", True)
     assert queue.peek() == []
 
 

@@ -14,9 +14,10 @@ from dal.queues import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.images import open_image
-from mosaic.render import render
+from mosaic.render import RenderOptions, render
+from workers.slicing import band_blob_name, decode_band
 from workers.errors import PermanentJobError
-from workers.failures import guard
+from workers.failures import poison_hook
 from workers.processor import ImageProcessor
 from workers.services import Services
 
@@ -53,7 +54,8 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
         calls.append((http.request.method, http.request.url, http.status_code))
 
     counted = StorageClients(pipe.connection_string, profile="probe", response_hook=hook)
-    processor = ImageProcessor(Services(counted, pipe.settings, "proc-1"))
+    # Revalidate on every use here, to see each check (the default trusts a check for 10 s).
+    processor = ImageProcessor(Services(counted, replace(pipe.settings, library_revalidate_seconds=0.0), "proc-1"))
     image = sample_photo(48, 36, seed=3)
     rid, requests = dispatch(pipe, image, slices=3, tile=16)
     for received in requests + requests[:1]:  # and one redelivery
@@ -72,6 +74,41 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
     index_reads = [c for c in calls if c[0] == "GET" and c[1].endswith(f"/{INDEX_BLOB}")]
     assert [status for *_, status in index_reads] == [206, 304, 304, 304], "the index is fetched once, then revalidated (304)"
     assert not [c for c in calls if "/tiles/" in c[1]], "no tile is downloaded one by one"
+    # First deliveries (dequeue count 1) do not read the job row; only a redelivery pays that.
+    job_reads = [c for c in calls if c[0] == "GET" and "jobs" in c[1].split("?")[0].rsplit("/", 1)[-1]]
+    assert job_reads == [], job_reads
+
+
+def test_a_fair_use_job_is_assigned_once_and_its_slices_together_respect_max_uses(pipe: Pipeline) -> None:
+    image = sample_photo(48, 36, seed=5)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=16, slices=3, tiles_across=12, max_uses=3)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    JobController(Services(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    requests = receive_all(pipe.services.queues.slice_request, 3)
+    processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
+    for received in sorted(requests, key=lambda r: r.message.slice_sequence, reverse=True):  # type: ignore[attr-defined]
+        processor.handle_slice_request(received)
+
+    library = pipe.services.libraries.load(pipe.library_uri)
+    bands = [decode_band(pipe.services.blobs.download(SLICE_REQUEST_CONTAINER, band_blob_name(rid, seq))) for seq in range(3)]
+    choice = np.concatenate([b.choice for b in bands])  # type: ignore[misc]
+    assert choice.shape == (9, 12)
+    assert np.bincount(choice.ravel() % len(library)).max() <= 3  # the bands together, mirror images included
+    job = pipe.job(rid)
+    assert job is not None
+    expected = render(open_image(image), library, tile_size=16, tiles_across=12, slices=3, seed=rid,
+                      options=RenderOptions(max_uses=3))  # fmt: skip
+    assert np.array_equal(pipe.slice_outputs(job), expected)
+
+
+def test_a_fair_use_job_that_the_library_cannot_cover_fails_with_the_reason(pipe: Pipeline) -> None:
+    rid = pipe.submit(sample_photo(48, 36, seed=5), library_uri=pipe.library_uri, tile_size=16, slices=2,
+                      tiles_across=12, max_uses=2)  # fmt: skip
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    with pytest.raises(PermanentJobError, match="108 cells need more than 48 tiles x 2 uses: raise max_uses to at least 3"):
+        JobController(Services(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    assert pipe.services.queues.slice_request.accept_messages(32, visibility_timeout=1) == []
+    assert rid
 
 
 @pytest.mark.parametrize("damage", ["missing_library", "undecodable_band"])
@@ -81,15 +118,18 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, 
     if damage == "undecodable_band":
         pipe.services.blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/1.png", b"\x89PNG broken", content_type="image/png")
     processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
-    handler = guard(processor.handle_slice_request, jobs=pipe.services.jobs, actor="proc-1")
-    with pytest.raises(PermanentJobError):
-        handler(requests[1])
+    with pytest.raises(PermanentJobError) as caught:
+        processor.handle_slice_request(requests[1])
+    # What the listener does next: poison the message, then fail its job through the hook.
+    poison_hook(pipe.services.jobs, actor="proc-1", what="rendering a slice")(requests[1], caught.value.reason, permanent=True)
     job = pipe.job(rid)
     assert job is not None and job.status == "failed" and job.error
     assert ("library" in job.error) if damage == "missing_library" else ("slice 2 of the picture cannot be read" in job.error)
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/1.png")
-    # The job is failed: the other slice is not even rendered.
-    processor.handle_slice_request(requests[0])
+    # The job is failed: the other slice, delivered again, is not even rendered. (A first
+    # delivery does not read the job row, to save a transaction on every slice of every job:
+    # such a slice renders and the controller ignores its response, as for any ended job.)
+    processor.handle_slice_request(replace(requests[0], dequeue_count=2))
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
     assert pipe.services.queues.slice_response.approximate_depth() == 0
     assert CLIENT_ID  # the helper's client id owns the job

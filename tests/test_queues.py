@@ -11,6 +11,7 @@ from typing import TypeVar
 import pytest
 
 from dal.config import CLAIM_CHECK_CONTAINER, Settings, StorageClients
+from dal.stored_queue import StoredQueue
 from dal.errors import QueueMessageFormatException
 from dal.messages import (
     ImageRequestMessage,
@@ -346,3 +347,21 @@ def test_a_large_message_moved_to_poison_keeps_its_whole_payload(
     assert QueueMessage.parse(entry.payload) == big and entry.reason == "too big to render"
     queue.poison.clear()
     assert list(container.list_blobs()) == []
+
+
+def test_a_stored_queue_puts_takes_and_deletes_plain_texts_with_claim_checks(storage: StorageClients, unique: str) -> None:
+    """The public text surface the failover backlog uses: any size, claim checks cleaned up."""
+    queue = StoredQueue(storage, f"t{unique}-texts", claim_container=f"t{unique}{CLAIM_CHECK_CONTAINER}")
+    assert queue.take_texts(1, visibility_timeout=5) == []  # no queue yet: nothing, no error
+    queue.create()
+    big = "x" * 70_000  # over the 64 KiB message limit: a claim check
+    queue.put_text("small")
+    queue.put_text(big)
+    taken = queue.take_texts(32, visibility_timeout=5)
+    assert sorted(t.text for t in taken) == sorted(["small", big])
+    [checked] = [t for t in taken if t.claim_check is not None]
+    assert all(queue.delete_taken(t) for t in taken)
+    assert queue.approximate_depth() == 0
+    claims = storage.blob_service.get_container_client(checked.claim_check.container)
+    assert not claims.get_blob_client(checked.claim_check.blob).exists()
+    queue._client.delete_queue()

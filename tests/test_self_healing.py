@@ -115,6 +115,36 @@ def test_a_lost_hint_costs_one_poll_at_the_cap(storage, unique: str, tmp_path: P
         queue.poison._client.delete_queue()
 
 
+def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """QueueEmpty with push (seed 001): no 0.1, 0.2, 0.4 s ramp after the work, one poll and then
+    the 60 s safety net; but a message this listener released with a retry delay is fetched when due."""
+    queue = QueueAccessor(storage, prefix=f"q{unique}").slice_response
+    queue.ensure_exists()
+    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    attempts: list[int] = []
+
+    def flaky(received: ReceivedMessage) -> None:
+        attempts.append(received.dequeue_count)
+        if received.dequeue_count == 1:
+            raise RuntimeError("transient")
+
+    consumer = listener(queue, flaky, hints=channel, poll_min=0.05, poll_max=0.2, poll_max_hinted=60.0, retry_delay=1.0)
+    thread = in_thread(consumer.run)
+    try:
+        wait_for(lambda: consumer.stats["empty_receives"] >= 1 or None)
+        time.sleep(1.5)  # a ramp from 0.05 s would poll about five times in this
+        assert consumer.stats["empty_receives"] == 1 and consumer.hint_covered
+        queue.hints = channel
+        queue.submit(message(queue))  # its hint wakes the listener; the first attempt fails
+        wait_for(lambda: attempts == [1, 2] or None, seconds=10)  # retried after ~1 s, not 60 s
+        assert consumer.stats["hint_pickups"] == 1 and consumer.stats["succeeded"] == 1
+    finally:
+        consumer.stop()
+        thread.join(timeout=15)
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()
+
+
 # -- elastic dequeue ----------------------------------------------------------------------
 
 

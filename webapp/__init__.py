@@ -4,10 +4,12 @@ Configuration, in the order it is applied (later wins):
 
 1. defaults below;
 2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
-   ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
+   ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` (the paired
+   account of ``dal.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
    ``webapp.admin``) and the ``PHOTOMOSAICS_*`` limits of ``dal.config.Settings``;
 3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``,
-   ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile, "interactive" by default).
+   ``SECONDARY_CONNECTION_STRING``, ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile,
+   "interactive" by default).
 
 No storage client is created here: ``webapp.services`` builds them on first use.
 """
@@ -20,6 +22,7 @@ from typing import Any
 from flask import Flask
 
 from dal.config import CONNECTION_STRING_ENV, Settings
+from dal.failover import SECONDARY_CONNECTION_STRING_ENV
 from webapp.api_libraries import MAX_LIBRARY_FILES
 
 SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
@@ -35,7 +38,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
     app.config.from_mapping(
         SECRET_KEY=os.environ.get(SECRET_KEY_ENV) or None,
-        CONNECTION_STRING=settings.connection_string or os.environ.get(CONNECTION_STRING_ENV),
+        CONNECTION_STRING=settings.connection_string or Settings.from_env().connection_string,
         SETTINGS=settings,
         # The client id lives in Flask's session: an itsdangerous-signed cookie.
         SESSION_COOKIE_NAME="pm_client",
@@ -52,6 +55,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SSE_POLL_SECONDS=0.5,
         SSE_MAX_SECONDS=3600.0,
         ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin
+        # The paired secondary account (dal.failover); None: no failover, today's behaviour.
+        SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
     app.config.update(overrides)
     if not app.config.get("SECRET_KEY"):
@@ -62,7 +67,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, clients, csrf, errors, health, metrics, pages, security, services, spec
+    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
 
     services.init_app(app)
     clients.init_app(app)
@@ -72,8 +77,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_jobs.bp)
     app.register_blueprint(api_libraries.bp)
     app.register_blueprint(api_poison.bp)
+    app.register_blueprint(api_print.bp)
+    app.register_blueprint(api_pyramid.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(spec.bp)
+    app.register_blueprint(vendor.bp)
     return app

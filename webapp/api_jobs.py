@@ -3,6 +3,11 @@
 Every lookup goes through ``JobStore.get(client_id, request_id)``: jobs live in their
 client's partition, so another client's job is simply not found (404), never "forbidden"
 (which would confirm that it exists).
+
+With a paired secondary account (``dal.failover``) a submission goes on while the primary is
+down: the photo, the job row and the request message are written to the secondary, the answer
+is still 202, and the job reads as ``waiting_for_storage`` until the syphon (``dal.syphon``)
+has moved it back to the primary, where it is processed like any other.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
@@ -21,42 +25,63 @@ from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESP
 from dal.errors import BlobMissingError
 from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
-from dal.libraries import InvalidLibraryNameError
+from dal.libraries import InvalidLibraryNameError, validate_library_name
 from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
+from dal.backpressure import ServiceBusy
+from dal.lanes import lane_for
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
+from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
 from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
-from webapp.validation import int_field, optional_int_field, validate_image
+from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
+from dal.cleanup import delete_job_everywhere, request_cleanup
+from mosaic.errors import TileBudgetError
+from mosaic.fair import check_budget
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
 
 _UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 SLICE_PREVIEW_SIDE = 1600
+MAX_USES = 1_000_000  # max_uses above any grid's cell count means no limit; the bound keeps it an int
 THUMB_SIDE = 480
 
 
-def _own_job(request_id: str) -> Any:
+def _own_job(request_id: str) -> Job:
     """This client's job, or 404 (also for another client's job and for malformed ids)."""
+    return _own_job_where(request_id)[0]
+
+
+def _own_job_where(request_id: str) -> tuple[Any, bool]:
+    """``(job, waiting for storage?)``: True when its row is on the secondary account (dal.failover)."""
     if not _UUID.match(request_id):
         raise ApiError(404, "job_not_found", "no such job")
-    job = services().jobs.get(client_id(), request_id)
+    job, waiting = _lookup(services(), client_id(), request_id)
     if job is None:
         raise ApiError(404, "job_not_found", "no such job")
-    return job
+    return job, waiting
+
+
+def _lookup(svc: Any, owner: str, request_id: str) -> tuple[Any, bool]:
+    if svc.failover is None:
+        return svc.jobs.get(owner, request_id), False
+    return svc.failover.find_job(owner, request_id)
 
 
 def find_library(name: str) -> str:
     """The URI of the library called ``name``; 400 for an impossible name, 404 when there is none."""
-    libraries = services().libraries
+    libraries, paired = services().libraries, services().failover
     try:
-        found = libraries.exists(name)
+        found = libraries.exists(name) if paired is None else paired.ask_primary(lambda: libraries.exists(name), None)
+        if found is None:  # the primary is down: only the name can be checked; the controller checks the rest
+            validate_library_name(name)
+            return libraries.uri(name)
     except InvalidLibraryNameError as exc:
         raise ApiError(400, "invalid_field", f"library: {exc}") from None
     if not found:
@@ -77,6 +102,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     tile_size = int_field(request.form, "tile_size", low=1, high=64)
     slices = int_field(request.form, "slices", low=1, high=limits.max_slices)
     tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    max_uses = optional_int_field(request.form, "max_uses", low=1, high=MAX_USES)
     photo = validate_image(
         upload.read(limits.max_upload_bytes + 1),
         max_bytes=limits.max_upload_bytes,
@@ -90,69 +116,135 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
-    _admit(client_id())
-    return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid)
+    # A slice is at least one row of tiles, and at most MAX_SLICE_PIXELS of output (a giant
+    # mosaic gets more slices than asked for: the controller plans the same, mosaic.grid.min_slices).
+    slices = min(max(slices, planning.min_slices(grid)), grid.tiles_down)
+    if max_uses is not None:
+        _check_tile_budget(library, grid, max_uses)
+    _check_backlog()
+    admitted = _admit(client_id())
+    return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,
+                   admitted=admitted, max_uses=max_uses)  # fmt: skip
 
 
-def _admit(owner: str) -> None:
-    """Count this submission against the client's quotas, or answer 429 having stored nothing."""
+def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
+    """422 when ``max_uses`` × the library's tiles cannot cover the grid (nothing stored yet).
+
+    A library whose size its metadata does not tell is let through: the controller checks
+    again with the loaded library and fails the job with the same message.
+    """
+
     try:
-        services().quotas.admit(owner)
+        count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)
+    except Exception:  # storage unreachable for the listing: the controller checks the loaded library
+        log.warning("library %r could not be listed; max_uses is checked by the controller", library)
+        return
+    if count < 1:
+        return
+    try:
+        check_budget(grid.cells, count, max_uses)
+    except TileBudgetError as exc:
+        raise ApiError(422, "tile_budget", f"max_uses: {exc}") from None
+
+
+def _check_backlog() -> None:
+    """Backpressure: answer 503 with Retry-After while the queues hold too much work (dal.backpressure).
+
+    With the primary down (paired secondary) there is no depth to read: the submission is parked."""
+    svc = services()
+    try:
+        if svc.failover is None:
+            svc.backlog.check()
+        else:
+            svc.failover.ask_primary(svc.backlog.check, None)
+    except ServiceBusy as exc:
+        raise ApiError(503, "service_busy", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
+
+
+def _admit(owner: str) -> bool:
+    """Count this submission against the client's quotas, or answer 429 having stored nothing.
+
+    False when the quotas could not be counted because the primary is down (paired secondary):
+    the submission is let through rather than refused (quotas live on the primary only)."""
+    svc = services()
+    try:
+        if svc.failover is None:
+            svc.quotas.admit(owner)
+            return True
+        return svc.failover.ask_primary(lambda: svc.quotas.admit(owner) or True, False)
     except QuotaExceeded as exc:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
-def _submit(photo: Any, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Any) -> Any:
+def _lane_for(owner: str) -> Any:
+    """Fair scheduling (dal.lanes): a client's later jobs go to a lower imagerequest lane, so the
+    controller slices another client's first job before them. One query in the client's partition,
+    made before this job's row exists; with the primary down (paired secondary), lane 0."""
     svc = services()
+    lanes = svc.queues.image_request_lanes
+    if len(lanes) == 1:
+        return lanes[0]
+
+    def lane() -> Any:
+        return lanes[lane_for(svc.quotas.count_unfinished(owner), len(lanes))]
+
+    return lane() if svc.failover is None else svc.failover.ask_primary(lane, lanes[0])
+
+
+def _submit(
+    photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
+    admitted: bool = True,
+    max_uses: int | None = None,
+) -> tuple[Response, int, dict[str, str]]:
+    svc = services()
+    paired = svc.failover  # None: no secondary account, every write goes to the primary as always
     owner = client_id()
     request_id = str(uuid.uuid4())
     input_name = input_blob_name(request_id, photo.extension)
-    image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
+    parked = False  # once one write went to the secondary, the rest of the job follows it there
+    if paired is None:
+        image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
+    else:
+        image_uri, parked = paired.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data,
+                                          content_type=photo.content_type)  # fmt: skip
+    queue = _lane_for(owner)
     try:
-        svc.jobs.create(
-            Job(
-                client_id=owner,
-                request_id=request_id,
-                status=JobStatus.QUEUED,
-                library=library,
-                tile_size=tile_size,
-                slices=slices,
-                tiles_across=grid.tiles_across,
-                tiles_down=grid.tiles_down,
-                output_width=grid.output_width,
-                output_height=grid.output_height,
-                input_name=input_name,
-            )
+        message = ImageRequestMessage(
+            queue_uri=queue.url,
+            client_id=owner,
+            request_id=request_id,
+            image_uri=image_uri,
+            image_library_uri=library_uri,
+            tile_size=tile_size,
+            slices=slices,
+            tiles_across=grid.tiles_across,
+            max_uses=max_uses,
         )
-        svc.jobs.add_event(
+        job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
+        if paired is None:
+            svc.jobs.create(job)
+        else:
+            parked = paired.create_job(job, force_secondary=parked)
+        (paired.secondary if parked else svc).jobs.add_event(
             request_id,
             "submitted",
             actor="web",
             message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
-            f"of {tile_size} px from {library!r} in {slices} slice(s)",
+            f"of {tile_size} px from {library!r} in {slices} slice(s)"
+            + (f", each tile at most {max_uses} times" if max_uses is not None else "")
+            + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
-        queue = svc.queues.image_request
-        queue.submit(
-            ImageRequestMessage(
-                queue_uri=queue.url,
-                client_id=owner,
-                request_id=request_id,
-                image_uri=image_uri,
-                image_library_uri=library_uri,
-                tile_size=tile_size,
-                slices=slices,
-                tiles_across=grid.tiles_across,
-            )
-        )
+        svc.send(message, force_secondary=parked)
     except Exception:
         # Nothing half-made stays behind: no message means no worker will ever look for these.
         log.exception("job %s could not be submitted; removing what was stored", request_id)
-        svc.jobs.delete(owner, request_id)
-        svc.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
-        svc.quotas.release(owner)
+        where = paired.secondary if parked and paired is not None else svc
+        where.jobs.delete(owner, request_id)
+        where.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
+        if admitted:
+            svc.quotas.release(owner)
         raise
-    log.info("job %s submitted by client %s", request_id, owner[:6])
+    log.info("job %s submitted by client %s%s", request_id, owner[:6], " (parked on the secondary)" if parked else "")
     status_url = url_for("api_jobs.get_job", request_id=request_id)
     return jsonify({"request_id": request_id, "status_url": status_url}), 202, {"Location": status_url}
 
@@ -163,18 +255,31 @@ def list_jobs() -> Response:
     token = request.args.get("continuation")
     if token == "":  # not a token the server issued (omit the parameter for the first page)
         raise ApiError(400, "invalid_field", "continuation: empty; omit it for the first page")
+    svc, owner = services(), client_id()
     try:
-        jobs, next_token = services().jobs.list_for_client(client_id(), limit=limit, continuation=token)
+        if svc.failover is None:
+            jobs, next_token = svc.jobs.list_for_client(owner, limit=limit, continuation=token)
+        else:
+            jobs, next_token = svc.failover.ask_primary(
+                lambda: svc.jobs.list_for_client(owner, limit=limit, continuation=token), ([], None)
+            )
     except ValueError as exc:
         raise ApiError(400, "invalid_field", f"continuation: {exc}") from None
-    return jsonify({"jobs": [job_json(job) for job in jobs], "continuation": next_token})
+    body = [job_json(job) for job in jobs]
+    if svc.failover is not None and token is None:  # jobs submitted while the primary was down come first
+        known = {job.request_id for job in jobs}
+        waiting = [j for j in svc.failover.secondary_jobs(owner, limit) if j.request_id not in known]
+        body = [job_json(j, waiting_for_storage=True) for j in waiting] + body
+    return jsonify({"jobs": body, "continuation": next_token})
 
 
 @bp.get("/jobs/<request_id>")
 def get_job(request_id: str) -> Response:
-    job = _own_job(request_id)
-    body = job_json(job)
-    body["events"] = [event_json(e) for e in services().jobs.events(request_id)]
+    job, waiting = _own_job_where(request_id)
+    body = job_json(job, waiting_for_storage=waiting)
+    svc = services()
+    events = svc.jobs.events(request_id) if svc.failover is None else svc.failover.events(request_id, on_secondary=waiting)
+    body["events"] = [event_json(e) for e in events]
     return jsonify(body)
 
 
@@ -186,17 +291,17 @@ def job_events(request_id: str) -> Response:
     keeps proxies from closing an idle stream. With gunicorn's threaded workers a stream
     holds one thread, not a whole worker.
     """
-    first = _own_job(request_id)
+    first, waiting = _own_job_where(request_id)
     owner = client_id()
     svc = services()
     poll = float(current_app.config["SSE_POLL_SECONDS"])
     give_up = time.monotonic() + float(current_app.config["SSE_MAX_SECONDS"])
 
     def stream() -> Iterator[str]:
-        job, last, quiet = first, None, time.monotonic()
+        job, on_secondary, last, quiet = first, waiting, None, time.monotonic()
         yield "retry: 2000\n\n"
         while True:
-            snapshot = job_json(job)
+            snapshot = job_json(job, waiting_for_storage=on_secondary)
             key = json.dumps(snapshot, sort_keys=True)
             if key != last:
                 last, quiet = key, time.monotonic()
@@ -210,7 +315,7 @@ def job_events(request_id: str) -> Response:
             if time.monotonic() > give_up:
                 return
             time.sleep(poll)
-            job = svc.jobs.get(owner, request_id)
+            job, on_secondary = _lookup(svc, owner, request_id)
             if job is None:
                 yield f"event: end\ndata: {json.dumps({'status': 'deleted'})}\n\n"
                 return
@@ -242,7 +347,8 @@ def job_result(request_id: str) -> Response:
     if job.status != JobStatus.DONE or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
-    content_type = "image/png" if job.output_name.endswith(".png") else "image/jpeg"
+    # A mosaic over JPEG's 65,535 px a side has only its pyramid (a zip) as the full image.
+    content_type = {"png": "image/png", "zip": "application/zip"}.get(job.output_name.rsplit(".", 1)[-1], "image/jpeg")
     return _stream_blob(
         IMAGE_OUTPUT_CONTAINER,
         job.output_name,
@@ -255,7 +361,7 @@ def job_result(request_id: str) -> Response:
 def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Response:
     def make() -> bytes:
         try:
-            return jpeg_preview(services().blobs.download(container, name), max_side=side)
+            return jpeg_preview(services().download(container, name), max_side=side)
         except BlobMissingError:
             raise ApiError(404, "not_found", "that image is not there (yet)") from None
 
@@ -283,7 +389,7 @@ def job_slice(request_id: str, sequence: int) -> Response:
     def make() -> bytes:
         for container, name in places:
             try:
-                data = services().blobs.download(container, name)
+                data = services().download(container, name)
             except BlobMissingError:
                 continue
             if container == SLICE_RESPONSE_CONTAINER:
@@ -302,7 +408,7 @@ def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
     side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
-    if job.status == JobStatus.DONE and job.output_name:
+    if job.status == JobStatus.DONE and job.output_name and not job.output_name.endswith(".zip"):
         return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
     return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
 
@@ -315,7 +421,6 @@ def delete_job(request_id: str) -> tuple[str, int]:
     The cleanup is queued first (``jobcleanup``, the durable intent: the responder finishes it
     if this request dies half-way), then done here at once so the answer can be 204 and the
     job is gone when the client looks again; the queued copy later finds nothing to do."""
-    from dal.cleanup import delete_job_everywhere, request_cleanup
 
     job = _own_job(request_id)
     if job.status not in TERMINAL_STATUSES:
@@ -326,3 +431,8 @@ def delete_job(request_id: str) -> tuple[str, int]:
     PREVIEWS.drop(request_id)
     log.info("job %s deleted", request_id)
     return "", 204
+
+
+# For the other job blueprints (webapp.api_pyramid): the same lookup and streaming.
+own_job = _own_job
+stream_blob = _stream_blob

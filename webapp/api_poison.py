@@ -10,10 +10,11 @@ job ids and URIs. ``<queue>`` is a logical name (``slicerequest``). Errors are J
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from dal import poison_ops
+from dal.poison_ops import PoisonActionResult
+from dal.queues import ImageProcessingQueue
 from webapp.admin import require_admin
 from webapp.errors import ApiError
 from webapp.services import Services
@@ -21,7 +22,7 @@ from webapp.services import Services
 bp = Blueprint("poison", __name__)
 
 
-def _queue(name: str) -> Any:
+def _queue(name: str) -> tuple[Services, ImageProcessingQueue]:
     svc: Services = current_app.extensions["photomosaics"]
     svc.ensure_ready()
     for queue in svc.queues.monitored():
@@ -47,7 +48,7 @@ def _which() -> str | None:
     return message_id
 
 
-def _answer(result: Any, queue: Any) -> Response:
+def _answer(result: PoisonActionResult, queue: ImageProcessingQueue) -> Response:
     if result.missing:
         raise ApiError(404, "not_found", f"no poison message {result.missing[0][:80]!r} in {queue.short_name}-poison")
     return jsonify({"count": result.count, "ids": result.done, "skipped": result.skipped})
@@ -56,13 +57,11 @@ def _answer(result: Any, queue: Any) -> Response:
 @bp.get("/api/queues/<name>/poison")
 def list_poison(name: str) -> Response:
     require_admin()
-    from dal.poison_ops import list_poison as peek
-
     _, queue = _queue(name)
     rows = [
         {"id": item.id, "moved_at": item.entry.moved_at.isoformat(), "dequeue_count": item.entry.dequeue_count,
          "reason": item.entry.reason}
-        for item in peek(queue)
+        for item in poison_ops.list_poison(queue)
     ]
     return jsonify({"queue": name, "depth": queue.poison.approximate_depth(), "messages": rows})
 
@@ -70,18 +69,14 @@ def list_poison(name: str) -> Response:
 @bp.post("/api/queues/<name>/poison/requeue")
 def requeue(name: str) -> Response:
     require_admin()
-    from dal.poison_ops import requeue as do_requeue
-
     message_id = _which()
     svc, queue = _queue(name)
-    return _answer(do_requeue(queue, svc.jobs, message_id=message_id, actor="operator (web)"), queue)
+    return _answer(poison_ops.requeue(queue, svc.jobs, message_id=message_id, actor="operator (web)"), queue)
 
 
 @bp.post("/api/queues/<name>/poison/purge")
 def purge(name: str) -> Response:
     require_admin()
-    from dal.poison_ops import purge as do_purge
-
     message_id = _which()
     _, queue = _queue(name)
-    return _answer(do_purge(queue, message_id=message_id), queue)
+    return _answer(poison_ops.purge(queue, message_id=message_id), queue)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from dal.tracing import configure_tracing
 
 bind = "127.0.0.1:8080"
 workers = 2
@@ -46,6 +47,5 @@ def child_exit(server: Any, worker: Any) -> None:
 
 def post_fork(server: Any, worker: Any) -> None:
     """Tracing starts in each worker: the span exporter's thread does not survive a fork."""
-    from dal.tracing import configure_tracing
 
     configure_tracing("photomosaics-web")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify
 
+from dal.azurite import read_status
+from dal.errors import StorageConfigurationError
+from dal.health import check_storage
+from dal.names import unprefixed
 from webapp.errors import error_response
 from webapp.services import Services
 
@@ -18,11 +22,6 @@ def _services() -> Services:
 @bp.get("/healthz")
 def healthz() -> Response:
     """200 when blob, queue and table storage answer (one cheap call each, short retries)."""
-    from dal.errors import StorageConfigurationError
-    from dal.health import check_storage
-
-    from dal.azurite import read_status
-
     try:
         check_storage(_services().probe)
     except StorageConfigurationError as exc:
@@ -37,15 +36,18 @@ def healthz() -> Response:
 
 @bp.get("/api/queues")
 def queues() -> Response:
-    """Approximate depth of each work queue and of its poison queue."""
+    """Approximate depth of each work queue and of its poison queue, and the estimated wait.
+
+    ``backlog`` is the reading backpressure decides on (``dal.backpressure``, cached for a few
+    seconds per process): waiting slices, measured capacity and the estimated wait."""
     svc = _services()
     svc.ensure_ready()
     rows = [
         {
-            "name": q.name.removeprefix(svc.prefix),
+            "name": unprefixed(svc.prefix, q.name),
             "depth": q.approximate_depth(),
             "poison_depth": q.poison.approximate_depth(),
         }
         for q in svc.queues.monitored()
     ]
-    return jsonify({"queues": rows})
+    return jsonify({"queues": rows, "backlog": svc.backlog.reading().as_json()})

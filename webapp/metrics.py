@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import REGISTRY, Collector
 
 from dal.prometheus import StorageStateCollector
+from webapp.services import services
 
 bp = Blueprint("metrics", __name__)
 
@@ -36,7 +37,6 @@ def _registry(app: Flask) -> CollectorRegistry:
     found: CollectorRegistry | None = app.extensions.get(_EXTENSION)
     if found is not None:
         return found
-    from webapp.services import services
 
     registry = CollectorRegistry()
     if os.environ.get(MULTIPROC_ENV):

@@ -12,6 +12,7 @@ from flask import Blueprint, abort, render_template
 
 from dal.messages import REQUEST_ID_PATTERN
 from webapp.services import settings
+from webapp.admin import admin_enabled
 
 bp = Blueprint("pages", __name__)
 _UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
@@ -48,6 +49,6 @@ def libraries() -> str:
 
 @bp.get("/queues")
 def queues() -> str:
-    from webapp.admin import admin_enabled
 
-    return render_template("queues.html", active="queues", admin=admin_enabled())
+    max_wait = settings().backpressure_max_wait_seconds
+    return render_template("queues.html", active="queues", admin=admin_enabled(), max_wait=max_wait)

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from mosaic.grid import Grid, plan_bands, plan_grid
+from mosaic.grid import min_slices as fewest_slices
 from webapp.errors import ApiError
 
 MAX_TILES_ACROSS = 10_000
 
 
-def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, max_output_pixels: int) -> Any:
+def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, max_output_pixels: int) -> Grid:
     """The engine's Grid for this photo and settings; ApiError 422 when it cannot be planned.
 
     422, not 400: the request is well-formed and within every stated range, but this photo
     cannot make a mosaic under the output limit (say 1 × 1,000,000 px)."""
-    from mosaic.grid import plan_grid
-
     try:
         return plan_grid(
             width, height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=max_output_pixels
@@ -31,21 +31,30 @@ def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, m
 
 def bands(tiles_down: int, slices: int) -> list[list[int]]:
     """Row ranges [start, stop) of each slice, as the controller will cut them."""
-    from mosaic.grid import plan_bands
-
     try:
         return [[band.start, band.stop] for band in plan_bands(tiles_down, slices)]
     except ValueError as exc:
         raise ApiError(400, "invalid_slices", str(exc)) from None
 
 
-def max_slices(grid: Any, limit: int) -> int:
+def min_slices(grid: Grid) -> int:
+    return fewest_slices(grid)
+
+
+def max_slices(grid: Grid, limit: int) -> int:
     return max(1, min(limit, int(grid.tiles_down)))
 
 
-def describe(grid: Any, *, limit: int) -> dict[str, Any]:
-    """The JSON the form shows: grid, output size, megapixels and the slice ceiling."""
+def largest(*, width: int, height: int, tile_size: int, max_output_pixels: int) -> Grid:
+    """The most tiles across this photo may have under the hard limit (the detail slider's end)."""
+    return plan(width=width, height=height, tile_size=tile_size, tiles_across=MAX_TILES_ACROSS,
+                max_output_pixels=max_output_pixels)  # fmt: skip
+
+
+def describe(grid: Grid, *, limit: int) -> dict[str, Any]:
+    """The JSON the form shows: grid, output size, megapixels and the slice floor and ceiling."""
     return {
+        "min_slices": min(min_slices(grid), max_slices(grid, limit)),
         "tiles_across": grid.tiles_across,
         "tiles_down": grid.tiles_down,
         "output_width": grid.output_width,

@@ -2,7 +2,8 @@
 
 A mosaic service serves files its users uploaded, so the browser must be told to contain
 them: a strict ``Content-Security-Policy`` that the UI satisfies as shipped (scripts and
-styles only from our own ``/static`` files, never inline; images from this origin, plus
+styles only from our own ``/static`` and ``/vendor`` files, never inline, except the one
+fixed style element OpenSeadragon injects, allowed by its hash; images from this origin, plus
 ``blob:`` for the local preview of a photo before it is uploaded; ``connect-src 'self'``
 for fetch and Server-Sent Events),
 ``X-Content-Type-Options: nosniff`` (a JPEG is never run as a script or page),
@@ -24,11 +25,16 @@ from __future__ import annotations
 
 from flask import Flask, Response, request
 
+# OpenSeadragon (the job page's viewer, served from npm) injects one fixed <style>, its mobile
+# focus rule; this hash allows exactly that text and nothing else (tests/web/test_vendor.py
+# recomputes it from the installed OpenSeadragon, so an upgrade that changes it fails there).
+OPENSEADRAGON_STYLE_HASH = "sha256-9xTiqzfwFaL2SGb1rmr8gysEwVVjIvqWAgmZgqFqpEE="
+
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'none'",
         "script-src 'self'",
-        "style-src 'self'",
+        f"style-src 'self' '{OPENSEADRAGON_STYLE_HASH}'",
         "img-src 'self' blob:",
         "connect-src 'self'",
         "font-src 'self'",

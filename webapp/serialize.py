@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import url_for
 
-from dal.job_model import JobStatus
+from dal.job_model import Job, JobEvent, JobStatus
 
 from webapp import planning
 
@@ -16,8 +16,11 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def job_json(job: Any) -> dict[str, Any]:
-    """Status, progress, final size, timings and the URLs a client follows next."""
+def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
+    """Status, progress, final size, timings and the URLs a client follows next.
+
+    ``waiting_for_storage``: the job was submitted while the primary storage account was down
+    and waits on the paired secondary until it is back (``dal.failover``)."""
     rid = job.request_id
     finished = job.finished_at
     elapsed = ((finished or job.updated_at) - job.created_at).total_seconds()
@@ -25,6 +28,7 @@ def job_json(job: Any) -> dict[str, Any]:
     return {
         "request_id": rid,
         "status": job.status,
+        "waiting_for_storage": waiting_for_storage,
         "library": job.library,
         "tile_size": job.tile_size,
         "slices": job.slices,
@@ -44,11 +48,14 @@ def job_json(job: Any) -> dict[str, Any]:
         "events_url": url_for("api_jobs.job_events", request_id=rid),
         "preview_url": url_for("api_jobs.job_preview", request_id=rid),
         "result_url": url_for("api_jobs.job_result", request_id=rid) if done else None,
+        # Every job finished since issue 13 has a Deep Zoom pyramid (older ones answer 404 there).
+        "dzi_url": url_for("api_pyramid.job_dzi", request_id=rid) if done else None,
+        "pyramid_url": url_for("api_pyramid.job_pyramid", request_id=rid) if done else None,
         "page_url": url_for("pages.job_page", request_id=rid),
     }
 
 
-def event_json(event: Any) -> dict[str, Any]:
+def event_json(event: JobEvent) -> dict[str, Any]:
     return {
         "at": _iso(event.at),
         "kind": event.kind,

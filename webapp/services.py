@@ -16,6 +16,7 @@ from flask import Flask, current_app
 
 from dal.config import Settings, StorageClients
 from dal.stores import Stores
+from dal.prometheus import StorageRequestMetrics
 
 _EXTENSION = "photomosaics"
 
@@ -28,13 +29,15 @@ class Services(Stores):
     _ready: bool = False
 
     @classmethod
-    def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive") -> Services:
-        from dal.prometheus import StorageRequestMetrics
+    def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive",
+                secondary: str | None = None) -> Services:  # fmt: skip
 
         # StorageClients is itself lazy: nothing touches the network until a store is used.
         # Every storage call is counted for /metrics (webapp/metrics.py).
         storage = StorageClients(connection_string, profile=profile, response_hook=StorageRequestMetrics())
-        return cls(storage, settings)  # type: ignore[arg-type]
+        # The paired secondary account (dal.failover): submissions go on while the primary is down.
+        paired = StorageClients(secondary, profile=profile) if secondary else None  # type: ignore[arg-type]
+        return cls(storage, settings, secondary=paired)  # type: ignore[arg-type]
 
     @cached_property
     def probe(self) -> StorageClients:
@@ -46,9 +49,13 @@ class Services(Stores):
         if self._ready:
             return
         with self._lock:
-            if not self._ready:
+            if self._ready:
+                return
+            if self.failover is None:
                 self.ensure()
                 self._ready = True
+            else:  # paired: a primary that is down now is set up on a later request (dal.failover)
+                self._ready = self.failover.ask_primary(lambda: self.ensure() or True, False)
 
 
 def init_app(app: Flask) -> None:
@@ -56,6 +63,7 @@ def init_app(app: Flask) -> None:
         app.config["CONNECTION_STRING"],
         app.config["SETTINGS"],
         profile=app.config.get("STORAGE_PROFILE", "interactive"),
+        secondary=app.config.get("SECONDARY_CONNECTION_STRING"),
     )
 
 

@@ -17,6 +17,7 @@ from importlib.resources import files
 from flask import Blueprint, Response, current_app
 
 from dal.blobs import CONTAINER_NAME_MAX
+from dal.names import longest_logical
 
 bp = Blueprint("spec", __name__)
 
@@ -28,7 +29,7 @@ def _template() -> str:
 
 def served_spec(prefix: str) -> str:
     """The spec with the library-name maximum this prefix leaves (63 without one)."""
-    longest = CONTAINER_NAME_MAX - len(prefix)
+    longest = longest_logical(prefix, CONTAINER_NAME_MAX)
     text = _template()
     if not prefix:
         return text

@@ -4,7 +4,13 @@ On ``imagerequest`` (``handle_image_request``): read the photo (EXIF orientation
 RGB), plan the grid, resample to the cell image, cut it into ``slices`` bands of whole cell
 rows, write every band to ``slicerequest/<request_id>/<seq>.png``, record the job, and only
 then send one ``SliceRequestMessage`` per band. A redelivered request rewrites the same
-blobs and re-sends only the slices not yet done: harmless.
+blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) is
+assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
+flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
+rows of that choice: the bands together can never exceed N, whichever processors render them.
+The slices go to a lane of ``slicerequest`` (``dal.lanes``): a client's oldest unfinished job
+to lane 0, its later jobs lower, so one client's backlog never queues ahead of another
+client's single job.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
@@ -13,10 +19,15 @@ update that completes the set moves the job to ``stitching``. Stitching itself i
 by a claim (``dal.claims``): a blob created with If-None-Match, so exactly one controller
 stitches even when two see the last slice at once; a controller that died mid-stitch is
 replaced when its own message comes back (same message id), or after the claim goes stale.
-The stitcher reads the rendered slices (``.npy``, or ``.png`` from older processors), writes
-``imageoutput/<request_id>.jpg``, records ``output_name`` and sends the ``ImageResponseMessage``;
-the responder role marks the job done. A one-slice job's processor has written that JPEG
-already, so its stitch only records it. Jobs writes reuse the row just read or written
+The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
+scratch files and lets libvips join and encode them without ever holding the whole mosaic
+(``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
+JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``,
+records ``output_name`` and sends the ``ImageResponseMessage``; the responder role marks the
+job done. A one-slice job's processor has written that JPEG already, so its stitch only
+builds the pyramid from it. Every job gets a pyramid: the job page has one viewer for every
+size (OpenSeadragon), the zip is one blob written once, and building it costs about a
+third of the JPEG encode (``make bench``). Jobs writes reuse the row just read or written
 (``JobStore.update(current=...)``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 """
@@ -24,39 +35,39 @@ job costs few storage transactions beyond its queue messages and blobs (``make b
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dal import tracing
-from dal.blob_names import stitch_claim_name
+from dal.blob_names import pyramid_blob_name, stitch_claim_name
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
+from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
+from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
-from dal.rendered import RenderedFormatError, decode_rendered, slice_blob_candidates
+from dal.rendered import RenderedFormatError, slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
-from workers.slicing import (
-    OUTPUT_CONTENT_TYPE,
-    BandFormatError,
-    band_blob_name,
-    cut_bands,
-    encode_band,
-    encode_output,
-    output_blob_name,
-    stitch,
-)
+from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
+from workers.stitching import JPEG_MAX_SIDE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
+from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
+from mosaic.images import ImageDecodeError, open_image
+from mosaic.errors import TileBudgetError
+from mosaic.library import LibraryFormatError
+from mosaic.render import RenderOptions, assign_fair
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
-    import numpy as np
     from PIL import Image
 
     from mosaic.grid import Grid
@@ -65,17 +76,20 @@ __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_
 
 log = logging.getLogger(__name__)
 _IO_THREADS = 8
+PYRAMID_CONTENT_TYPE = "application/zip"
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 
 
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: Services, *, stitch_timeout: float = 600.0) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
         self.name = services.name
         self.claims = BlobClaims(
-            services.storage, services.blobs.container_name(SLICE_RESPONSE_CONTAINER), stale_after=stitch_timeout
+            services.storage,
+            services.blobs.container_name(SLICE_RESPONSE_CONTAINER),
+            stale_after=services.settings.stitch_timeout,
         )
 
     # --- imagerequest ----------------------------------------------------------------------
@@ -84,11 +98,13 @@ class JobController:
         message = received.message
         assert isinstance(message, ImageRequestMessage), message
         jobs, rid = self.services.jobs, message.request_id
-        existing = jobs.get(message.client_id, rid)
+        # The job's row and its place in its client's line, in one query: the line decides the
+        # lane its slices go to (fair scheduling between clients, dal.lanes).
+        existing, ahead = jobs.unfinished_ahead(message.client_id, rid)
+        lane = lane_for(ahead, len(self.services.queues.slice_lanes))
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
-        from mosaic.grid import cell_image, plan_bands, plan_grid
 
         settings = self.services.settings
         if message.slices > settings.max_slices:
@@ -105,24 +121,31 @@ class JobController:
             )
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
+        # A giant mosaic gets more slices than asked for, so that no processor holds more than
+        # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
+        slices = max(message.slices, min_slices(grid))
         try:
-            rows = plan_bands(grid.tiles_down, message.slices)
+            rows = plan_bands(grid.tiles_down, slices)
         except ValueError:
             raise PermanentJobError(
                 f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
                 f"tiles; ask for at most {grid.tiles_down} slices"
             ) from None
-        job = self._record_job(message, grid, existing)
+        job = self._record_job(message, grid, existing, slices=slices)
         clock.lap("job_record")
 
         cells = cell_image(image, grid)
-        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows)
+        choice = None
+        if message.max_uses is not None:
+            choice = self._assign_fair(message, cells, grid)
+            clock.lap("fair_assignment")
+        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice)
         clock.lap("slicing")
-        blobs = self.services.blobs
+        services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
             urls = list(
                 pool.map(
-                    lambda b: blobs.upload(
+                    lambda b: services.upload(
                         SLICE_REQUEST_CONTAINER, band_blob_name(rid, b.sequence), encode_band(b), content_type="image/png"
                     ),
                     bands,
@@ -135,11 +158,11 @@ class JobController:
             rid,
             lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
             current=job,
-        )
+        ).job
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
-                queue_uri=queues.slice_request_shard(rid, band.sequence).url,
+                queue_uri=queues.slice_request_shard(rid, band.sequence, lane).url,
                 client_id=message.client_id,
                 request_id=rid,
                 image_library_uri=message.image_library_uri,
@@ -150,34 +173,54 @@ class JobController:
             for band, url in zip(bands, urls, strict=True)
             if band.sequence not in job.slices_done
         ]
-        for shard in queues.slice_request_shards:  # one shard when unsharded (dal.shards)
+        for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
-                shard.submit(mine)
+                self.services.send(mine)
         clock.lap("dispatch")
         events = [
             dict(
                 kind="dispatched",
                 actor=self.name,
                 slice=(band := bands[request.slice_sequence]).sequence,
-                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched",
+                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched"
+                + (f" in lane {lane} ({ahead} of this client's jobs ahead)" if lane else ""),
             )
             for request in pending
         ]
         if events:  # one transaction for all of them (one partition), timings on the first
             events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
         jobs.add_events(rid, events)
-        log.info("job %s: %d slices dispatched", rid, len(pending))
+        log.info("job %s: %d slices dispatched to lane %d (%d of the client's jobs ahead)", rid, len(pending), lane, ahead)
+
+    def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
+        """The whole job's tile per cell with no tile more than ``max_uses`` times."""
+
+        name = library_name(message.image_library_uri)
+        try:
+            library = self.services.libraries.load(message.image_library_uri)
+        except (BlobMissingError, LookupError) as exc:
+            raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
+        except LibraryFormatError as exc:
+            raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
+        try:
+            return assign_fair(cells, library, tile_size=grid.tile_size,
+                               options=RenderOptions(max_uses=message.max_uses))
+        except TileBudgetError as exc:
+            raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
 
     def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
-        from mosaic.images import ImageDecodeError, open_image
 
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
-        if not blobs.is_library(name):
+        try:
+            found = self.services.libraries.exists(message.image_library_uri)
+        except InvalidLibraryNameError as exc:
+            raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
+        if not found:
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:
-            data = blobs.download_url(message.image_uri)
+            data = self.services.download_url(message.image_uri)  # either account when paired
             clock.lap("image_download")
         except BlobMissingError:
             raise PermanentJobError("the uploaded image is gone from storage; please upload it again") from None
@@ -190,7 +233,7 @@ class JobController:
         clock.lap("image_decode")
         return image
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None) -> Job:
+    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int) -> Job:
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
@@ -199,7 +242,7 @@ class JobController:
             return replace(
                 job,
                 status=JobStatus.SLICING,
-                slices=message.slices,
+                slices=slices,
                 tile_size=message.tile_size,
                 tiles_across=grid.tiles_across,
                 tiles_down=grid.tiles_down,
@@ -210,10 +253,11 @@ class JobController:
         if existing is None:
             try:
                 input_name = _input_name(self.services, message.image_uri)
-                return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
+                job = Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid)
+                return jobs.create(replace(job, slices=slices))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
-        return jobs.update(message.client_id, rid, change, current=existing)
+        return jobs.update(message.client_id, rid, change, current=existing).job
 
     # --- sliceresponse ---------------------------------------------------------------------
 
@@ -236,7 +280,7 @@ class JobController:
         # One read and one ETag write per slice; its progress is in the job row (slices_done),
         # the processor's ``slice_done`` event already logged it, so no event row here.
         try:
-            job = jobs.update(message.client_id, rid, record)
+            job = jobs.update(message.client_id, rid, record).job
         except JobNotFoundError:
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
@@ -258,62 +302,98 @@ class JobController:
     def _stitch(self, job: Job, last: SliceResponseMessage) -> None:
         rid, blobs, clock = job.request_id, self.services.blobs, Stopwatch()
         name = output_blob_name(rid)
-        if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
-            # One slice: its processor wrote the final output itself; nothing to fetch or encode.
-            how = "written by its processor"
-        else:
-            with tracing.stitch_span(rid, job.slices):
-                mosaic = self._fetch_and_stitch(job, clock)
-                encoded = encode_output(mosaic)
-                clock.lap("output_encode")
-                blobs.upload(IMAGE_OUTPUT_CONTAINER, name, encoded, content_type=OUTPUT_CONTENT_TYPE)
-                clock.lap("output_upload")
-            how = f"{job.slices} slices stitched"
+        with tempfile.TemporaryDirectory(prefix=f"stitch-{rid[:8]}-") as tmp, tracing.stitch_span(rid, job.slices):
+            scratch = Path(tmp)
+            if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
+                # One slice: its processor wrote the final JPEG itself; only the pyramid is left.
+                how = "written by its processor"
+                blobs.download_to_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg")
+                clock.lap("output_download")
+                mosaic = open_jpeg(scratch / "mosaic.jpg")
+            else:
+                how = f"{job.slices} slices stitched"
+                paths = self._fetch_slices(job, scratch, clock)
+                mosaic = self._join(job, paths)  # streams once; each pass opens the files again
+                clock.lap("stitch")
+                if fits_jpeg(job.output_width, job.output_height):
+                    try:
+                        save_jpeg(mosaic, scratch / "mosaic.jpg")
+                    finally:
+                        mosaic.close()
+                    mosaic = self._join(job, paths)
+                    clock.lap("output_encode")
+                    blobs.upload_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg", content_type=OUTPUT_CONTENT_TYPE)
+                    clock.lap("output_upload")
+                else:  # over JPEG's 65,535 px a side: the pyramid is the full-resolution download
+                    name = pyramid_blob_name(rid)
+                    how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
+            try:
+                save_pyramid(mosaic, scratch / "mosaic.zip")
+            finally:
+                if isinstance(mosaic, Streamed):
+                    mosaic.close()
+            clock.lap("pyramid_build")
+            blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
+                              content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
+            clock.lap("pyramid_upload")
         job = self.services.jobs.update(
             job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
-        )
+        ).job
         seconds = sum(clock.stages.values())
         self.services.jobs.add_event(
             rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,
-            message=f"{how} into a {job.output_width}x{job.output_height} mosaic",
+            message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid",
         )
         log.info("job %s: stitched in %.2f s", rid, seconds)
         self._send_response(job)
 
-    def _fetch_and_stitch(self, job: Job, clock: Stopwatch) -> np.ndarray:
+    def _fetch_slices(self, job: Job, scratch: Path, clock: Stopwatch) -> list[Path]:
+        """Every rendered slice streamed to a scratch file (never held in memory)."""
         rid, blobs = job.request_id, self.services.blobs
 
-        def fetch(seq: int) -> bytes:
+        def fetch(seq: int) -> Path:
             # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
+            path = scratch / f"slice-{seq}"
             for name in slice_blob_candidates(rid, seq):
                 try:
-                    return blobs.download(SLICE_RESPONSE_CONTAINER, name)
+                    blobs.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
+                    return path
                 except BlobMissingError:
                     continue
             raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
 
-        def decode(seq: int, data: bytes) -> np.ndarray:
+        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
+            paths = list(pool.map(fetch, range(job.slices)))
+        clock.lap("slice_download")
+        return paths
+
+    @staticmethod
+    def _join(job: Job, paths: list[Path]) -> Any:
+        """The slice files joined lazily into the mosaic, for one top-to-bottom pass (``workers.stitching``)."""
+
+        def open_(seq: int, path: Path) -> Any:
             try:
-                return decode_rendered(data)
+                return open_slice(path)
             except RenderedFormatError as exc:
                 raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
 
-        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
-            blobs_data = list(pool.map(fetch, range(job.slices)))
-        clock.lap("slice_download")
-        bands = [decode(seq, data) for seq, data in enumerate(blobs_data)]
-        clock.lap("slice_decode")
+        opened: list[Streamed] = []
         try:
-            mosaic = stitch(bands, width=job.output_width, height=job.output_height)
+            opened += (open_(seq, p) for seq, p in enumerate(paths))
+            return join_slices(opened, width=job.output_width, height=job.output_height)
         except ValueError as exc:
+            for o in opened:
+                o.close()
             raise PermanentJobError(f"the rendered slices do not fit together: {exc}") from None
-        clock.lap("stitch")
-        return mosaic
+        except PermanentJobError:
+            for o in opened:
+                o.close()
+            raise
 
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response
         assert job.output_name is not None
-        queue.submit(
+        self.services.send(
             ImageResponseMessage(
                 queue_uri=queue.url,
                 client_id=job.client_id,

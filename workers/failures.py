@@ -1,21 +1,24 @@
 """Failures reach the user: a job whose message cannot succeed ends ``failed`` with a reason.
 
-Three ways a job can fail, one place that records it:
+A job fails in one place: the listener's ``on_poison`` hook (``poison_hook``), called once the
+message has been moved to its poison queue, whatever moved it there:
 
-- a handler raises ``PermanentJobError`` (undecodable image, missing library, more slices
-  than rows): the job is failed at once and the listener moves the message to poison;
-- a handler keeps failing with another error: on the delivery that reaches the poison
-  threshold the listener moves the message to poison and calls ``on_poison``
-  (``poison_hook``), so the job never waits forever for a message that was moved aside.
+- a handler raised ``PermanentJobError`` (undecodable image, missing library, more slices
+  than rows): poison at once; the job's error is the exception's own reason (``permanent``);
+- a handler kept failing with another error: on the delivery that reaches the poison
+  threshold the listener moves the message aside, and the job's error says what could not
+  be completed and why;
+- a worker died on the message again and again: ``accept_messages`` moves it aside at
+  receive time and calls the same hook.
 
 ``fail_job`` is idempotent and never overwrites a finished job (a late poison of a duplicate
-message must not turn a delivered mosaic into a failure).
+message must not turn a delivered mosaic into a failure); it logs the ``failed`` event only
+when this call made the change, so a job's event log holds one ``failed`` event.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
@@ -23,14 +26,11 @@ from urllib.parse import urlsplit
 from dal.job_model import JobStatus, library_name
 from dal.jobs import TERMINAL_STATUSES, Job, JobNotFoundError, JobStore
 from dal.messages import ImageRequestMessage, QueueMessage
-from dal.queues import ReceivedMessage
-from workers.errors import PermanentJobError
+from dal.queues import PoisonHook, ReceivedMessage
 
-__all__ = ["fail_job", "guard", "library_name", "poison_hook"]
+__all__ = ["fail_job", "library_name", "poison_hook"]
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[ReceivedMessage], None]
 
 
 def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) -> None:
@@ -40,7 +40,7 @@ def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) 
         return None if job.status in TERMINAL_STATUSES else replace(job, status=JobStatus.FAILED, error=reason)
 
     try:
-        _, wrote = jobs.apply(message.client_id, message.request_id, change)
+        _, wrote = jobs.update(message.client_id, message.request_id, change)
     except JobNotFoundError:
         if not isinstance(message, ImageRequestMessage):
             log.warning("job %s: failed (%s) but has no job row", message.request_id, reason)
@@ -53,23 +53,16 @@ def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) 
         log.warning("job %s failed: %s", message.request_id, reason)
 
 
-def guard(handler: Handler, *, jobs: JobStore, actor: str) -> Handler:
-    """Wrap a handler so that a ``PermanentJobError`` fails its job with the error's own reason."""
+def poison_hook(jobs: JobStore, *, actor: str, what: str) -> PoisonHook:
+    """The listener's ``on_poison``: the message's job fails, once, with a reason for a person.
 
-    def guarded(received: ReceivedMessage) -> None:
-        try:
-            handler(received)
-        except PermanentJobError as exc:
-            fail_job(jobs, received.message, exc.reason, actor=actor)
-            raise
+    ``what`` names the work for a reason that is not the handler's own ("rendering a slice
+    could not be completed: failed 5 times; last error: ..."); a permanent error's reason is
+    already a sentence for the user and is kept as it is.
+    """
 
-    return guarded
-
-
-def poison_hook(jobs: JobStore, *, actor: str, what: str) -> Callable[[ReceivedMessage, str], None]:
-    """An ``on_poison(received, reason)`` callback for the listener: the job fails with the reason."""
-
-    def on_poison(received: ReceivedMessage, reason: str) -> None:
-        fail_job(jobs, received.message, f"{what} could not be completed: {reason}", actor=actor)
+    def on_poison(received: ReceivedMessage, reason: str, *, permanent: bool = False) -> None:
+        text = reason if permanent else f"{what} could not be completed: {reason}"
+        fail_job(jobs, received.message, text, actor=actor)
 
     return on_poison

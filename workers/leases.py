@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from dal.queues import make_visible_now
 
 if TYPE_CHECKING:
     from dal.queues import ImageProcessingQueue, ReceivedMessage
@@ -171,7 +172,6 @@ def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any
     ``queue_service`` is an ``azure.storage.queue.QueueServiceClient``; ``announce(queue)``,
     if given, publishes a work-detected hint for each queue that got a message back.
     """
-    from dal.queues import make_visible_now  # here: the supervisor imports this module, not the SDK
 
     handed, queues = 0, set()
     for entry in read_journal(folder, pid):

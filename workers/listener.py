@@ -27,7 +27,10 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
 - **Work-detected hints** (``dal.hints``): with a hint channel the listener subscribes to
   its queue; a hint is a ``nudge()``, so a message sent on this machine is picked up at once,
   and the idle poll, now only the safety net for lost hints and other machines' sends,
-  backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``.
+  backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``, as long as the
+  subscription is healthy (a pub/sub server that is down: back to ``poll_max`` meanwhile).
+  While covered, an empty receive is ``QueueEmpty``: the listener waits for a hint, a retry
+  it scheduled, or that cap, instead of ramping up from ``poll_min`` (``_idle_delay``).
 - **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
   pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
@@ -39,6 +42,7 @@ Every wait is an ``Event.wait(timeout)``, so a stop request is noticed at once.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import random
@@ -46,8 +50,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dal.config import Settings
+from dal.hints import HintChannel, HintSubscription
+from dal.queues import ImageProcessingQueue, PoisonHook, ReceivedMessage
 from dal.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.backoff import poll_delay, retry_delay_for
 from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
@@ -55,18 +62,16 @@ from workers.errors import PermanentJobError, RetryLater
 from workers.leases import HeldMessage, LeaseJournal, LeaseKeeper
 from workers.logfmt import kv, message_context
 
-if TYPE_CHECKING:
-    from dal.hints import LocalHintChannel, Subscription
-    from dal.queues import ImageProcessingQueue, ReceivedMessage
-
 __all__ = ["Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for", "MAX_BATCH"]
 
 log = logging.getLogger(__name__)
+# The listener's defaults are the application's (dal.config): written once, there.
+_DEFAULTS = Settings()
 
-Handler = Callable[["ReceivedMessage"], None]
-# Called after the listener moved a message to poison (reason for a person); the roles use it
-# to mark the job failed. Its own failures are logged, never raised.
-PoisonHook = Callable[["ReceivedMessage", str], None]
+Handler = Callable[[ReceivedMessage], None]
+# ``PoisonHook`` (dal.queues): called after the listener moved a message to poison, with the
+# reason for a person and whether the handler called it permanent; the roles fail the job
+# there, and only there. Its own failures are logged, never raised.
 
 
 
@@ -85,19 +90,19 @@ class QueueListener:
         handler: Handler,
         *,
         name: str,
-        batch_size: int = 16,
+        batch_size: int = _DEFAULTS.batch_size,
         concurrency: int = 1,
         prefetch: int = 0,
-        poll_min: float = 0.1,
-        poll_max: float = 2.0,
-        retry_delay: float = 5.0,
+        poll_min: float = _DEFAULTS.poll_min_interval,
+        poll_max: float = _DEFAULTS.poll_max_interval,
+        retry_delay: float = _DEFAULTS.retry_delay,
         max_retry_delay: float = 300.0,
         grace: float = 30.0,
         visibility_timeout: int | None = None,
         on_poison: PoisonHook | None = None,
         rng: random.Random | None = None,
         min_concurrency: int | None = None,
-        hints: LocalHintChannel | None = None,
+        hints: HintChannel | None = None,
         poll_max_hinted: float | None = None,
         journal: LeaseJournal | None = None,
     ) -> None:
@@ -123,13 +128,14 @@ class QueueListener:
         self.active_concurrency = min_concurrency  # the current elastic target
         self.prefetch = prefetch
         self.hints = hints
-        self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(poll_max, 60.0)
+        self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(poll_max, _DEFAULTS.poll_max_hinted_interval)
         self.journal = journal
-        self._subscription: Subscription | None = None
+        self._subscription: HintSubscription | None = None
         self._journal_lock = threading.Lock()
         self._woken_by_hint = False
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
         self._last_depth_check = -math.inf
+        self._retry_due: list[float] = []  # heap: when messages we released with a delay are visible again
         self.poll_min = poll_min
         self.poll_max = poll_max
         self.retry_delay = retry_delay
@@ -186,9 +192,16 @@ class QueueListener:
         return self.capacity // 2
 
     @property
+    def hint_covered(self) -> bool:
+        """Subscribed to hints, and the subscription hears them right now."""
+        subscription = self._subscription
+        return subscription is not None and subscription.healthy
+
+    @property
     def effective_poll_max(self) -> float:
-        """The idle cap: far out when hints cover the queue, ``poll_max`` otherwise."""
-        return self.poll_max_hinted if self._subscription is not None else self.poll_max
+        """The idle cap: far out while hints cover the queue, ``poll_max`` otherwise (no channel,
+        or its server is down right now)."""
+        return self.poll_max_hinted if self.hint_covered else self.poll_max
 
     @property
     def idle_polls(self) -> int:
@@ -232,7 +245,8 @@ class QueueListener:
     # -- the loop ---------------------------------------------------------------------
 
     def _timeout(self) -> int:
-        return int(self.visibility_timeout or getattr(self.queue, "timeout", 0) or 300)
+        """The lease: as asked, else the queue's default timeout (its metadata, else the settings')."""
+        return self.visibility_timeout or self.queue.timeout
 
     def _receive_loop(
         self, executor: ThreadPoolExecutor, timeout: int, *, burst: bool, max_messages: int | None
@@ -283,9 +297,27 @@ class QueueListener:
                 self._changed.clear()
                 continue
             self._idle_polls += 1
-            delay = poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
-            self._wake.wait(delay)
+            self._wake.wait(self._idle_delay())
             self._wake.clear()
+
+    def _idle_delay(self) -> float:
+        """How long to wait after an empty receive.
+
+        Covered by a healthy hint subscription, seed 001's ``QueueEmpty`` with push: nothing
+        will show up unannounced except a message we released with a retry delay, so wait for
+        a hint, that retry, or the safety-net cap, whichever comes first (no ramp of
+        0.1, 0.2, 0.4... s polls after every job: they were most of a small job's transactions).
+        Otherwise the exponential ramp from ``poll_min`` to ``poll_max``.
+        """
+        if not self.hint_covered:
+            return poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
+        capped = poll_delay(61, poll_min=self.poll_min, poll_max=self.poll_max_hinted, rng=self._rng)
+        now = time.monotonic()
+        with self._lock:
+            while self._retry_due and self._retry_due[0] <= now:  # visible before this receive: seen
+                heapq.heappop(self._retry_due)
+            next_retry = self._retry_due[0] if self._retry_due else math.inf
+        return min(capped, max(self.poll_min, next_retry - now + 0.05))
 
     def _scale_up(self) -> None:
         """WorkDetected / a full batch: size the handler pool to the approximate depth."""
@@ -437,14 +469,14 @@ class QueueListener:
                 log.warning(kv("message.lost", **fields, seconds=seconds,
                                note="lease lost before delete; another worker redoes it (idempotent)"))  # fmt: skip
             return
-        last_attempt = record.received.dequeue_count >= int(getattr(self.queue, "poison_threshold", 5))
+        last_attempt = record.received.dequeue_count >= self.queue.poison_threshold
         if kind == "poison" or (kind == "error" and last_attempt):
             if kind == "error":
                 reason = f"failed {record.received.dequeue_count} times; last error: {reason}"
             self.queue.move_to_poison(current, reason)
             self._count("poisoned")
             log.error(kv("message.poisoned", **fields, seconds=seconds, reason=reason))
-            self._notify_poison(record.received, reason, fields)
+            self._notify_poison(record.received, reason, fields, permanent=kind == "poison")
             return
         if kind == "error":
             delay = retry_delay_for(
@@ -452,14 +484,16 @@ class QueueListener:
             )
         wait = int(math.ceil(max(0.0, delay)))
         self.queue.release(current, delay=wait)
+        with self._lock:  # an idle wait covered by hints must still end when this is visible again
+            heapq.heappush(self._retry_due, time.monotonic() + wait)
         self._count("released")
         log.info(kv("message.retry", **fields, seconds=seconds, retry_in=wait, reason=reason))
 
-    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any]) -> None:
+    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any], *, permanent: bool) -> None:
         if self.on_poison is None:
             return
         try:
-            self.on_poison(received, reason)
+            self.on_poison(received, reason, permanent=permanent)
         except Exception as exc:
             log.error(kv("message.poison_hook_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
 

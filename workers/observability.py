@@ -31,6 +31,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from dal.prometheus import StorageStateCollector
 from workers.logfmt import kv
+from dal.tracing import process_span
 
 if TYPE_CHECKING:
     from dal.queues import ReceivedMessage
@@ -82,7 +83,6 @@ def timed(handler: Callable[[ReceivedMessage], None], *, role: str, queue: str) 
 
 def traced(handler: Callable[[ReceivedMessage], None], *, queue: str) -> Callable[[ReceivedMessage], None]:
     """``handler`` inside a ``process <queue>`` span continuing the message's trace (dal.tracing)."""
-    from dal.tracing import process_span
 
     def run(received: ReceivedMessage) -> None:
         with process_span(received, queue=queue):

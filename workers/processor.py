@@ -42,8 +42,11 @@ from workers.slicing import (
     output_blob_name,
     slice_output_name,
 )
+from mosaic.library import LibraryFormatError
+from mosaic.render import render_band
 
 if TYPE_CHECKING:
+    from dal.render_rates import RateMeter
     from mosaic.library import TileLibrary
 
 __all__ = ["ImageProcessor"]
@@ -54,24 +57,37 @@ log = logging.getLogger(__name__)
 class ImageProcessor:
     """Handler for ``slicerequest``; any number of processes may run it."""
 
-    def __init__(self, services: Services, *, slice_delay: float = 0.0) -> None:
+    def __init__(self, services: Services, *, rate_meter: RateMeter | None = None) -> None:
         self.services = services
         self.name = services.name
-        self.slice_delay = slice_delay
+        self.slice_delay = services.settings.test_slice_delay
+        # Measures this process's seconds per slice for backpressure (dal.render_rates); the
+        # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
+        self.rate_meter = rate_meter
 
     def handle_slice_request(self, received: ReceivedMessage) -> None:
+        started = time.monotonic()
+        self._handle(received)
+        if self.rate_meter is not None:
+            self.rate_meter.observe(time.monotonic() - started)
+
+    def _handle(self, received: ReceivedMessage) -> None:
         message = received.message
         assert isinstance(message, SliceRequestMessage), message
         rid, seq = message.request_id, message.slice_sequence
         jobs = self.services.jobs
-        job = jobs.get(message.client_id, rid)
-        if job is not None and job.status in TERMINAL_STATUSES:
-            log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
-            return
+        # A job can only have ended before its slice's first delivery in rare cases (a sibling
+        # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
+        # fresh slice of an ended job is rendered and then ignored by the controller.
+        if received.dequeue_count > 1:
+            job = jobs.get(message.client_id, rid)
+            if job is not None and job.status in TERMINAL_STATUSES:
+                log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
+                return
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
-            data = self.services.blobs.download_url(message.slice_uri)
+            data = self.services.download_url(message.slice_uri)  # either account when paired
             clock.lap("band_download")
             band = decode_band(data)
             clock.lap("band_decode")
@@ -82,28 +98,29 @@ class ImageProcessor:
         if self.slice_delay > 0:
             time.sleep(self.slice_delay)
             clock.lap("test_delay")
-        from mosaic.render import render_band
 
         try:
-            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row)
-        except ValueError as exc:
+            # A fair-use job's band carries the controller's choice for the whole grid.
+            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row,
+                                 choice=band.choice)
+        except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
-        blobs = self.services.blobs
+        store = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         if band.first_row == 0 and band.rows == band.tiles_down:  # the whole mosaic: final output now
             encoded = encode_output(pixels)
             clock.lap("output_encode")
-            url = blobs.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
+            url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
             clock.lap("output_upload")
         else:
             encoded = encode_rendered(pixels)
             clock.lap("slice_encode")
-            url = blobs.upload(
+            url = store.upload(
                 SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq), encoded, content_type="application/octet-stream"
             )
             clock.lap("slice_upload")
         queue = self.services.queues.slice_response
-        queue.submit(
+        self.services.send(
             SliceResponseMessage(
                 queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
             )
@@ -115,10 +132,9 @@ class ImageProcessor:
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
-        from mosaic.library import LibraryFormatError
 
         try:
-            return self.services.libraries.load(uri)
+            return self.services.libraries.load(uri, fresh_for=self.services.settings.library_revalidate_seconds)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:

@@ -44,7 +44,7 @@ class Responder:
             return replace(job, status=JobStatus.DONE, output_name=job.output_name or output)
 
         try:
-            job, wrote = self.services.jobs.apply(message.client_id, rid, finish)
+            job, wrote = self.services.jobs.update(message.client_id, rid, finish)
         except JobNotFoundError:
             log.warning("response for unknown job %s ignored (deleted?)", rid)
             return

@@ -22,10 +22,13 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from dal.config import CONNECTION_STRING_ENV, StorageClients, describe_connection_string
+from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
 from dal.errors import StorageConfigurationError
 from workers.listener import QueueListener
 from workers.logfmt import configure_logging, kv
+from dal.metrics import counter_from_env, dump_installed_counter
+from dal.prometheus import StorageRequestMetrics, chain_hooks
+from dal.tracing import flush
 
 __all__ = ["Role", "run_role", "storage_from_env", "exit_role", "configure_role_logging"]
 
@@ -38,15 +41,13 @@ def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
     A role never starts its own Azurite: it must share storage with the rest of the app, so
     ``AZURE_STORAGE_CONNECTION_STRING`` is required (``photomosaics run`` sets it).
     """
-    from dal.metrics import counter_from_env
 
-    connection_string = os.environ.get(CONNECTION_STRING_ENV)
+    connection_string = Settings.from_env().connection_string
     if not connection_string:
         raise StorageConfigurationError(
             f"{CONNECTION_STRING_ENV} is not set: start the roles with `photomosaics run`, or point "
             f"them at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
-    from dal.prometheus import StorageRequestMetrics, chain_hooks
 
     counter = counter_from_env(role=role)
     # Prometheus counters always (cheap; served when PHOTOMOSAICS_METRICS_PORT is set).
@@ -76,7 +77,7 @@ class Role:
     def _nudge_others(self, busy: QueueListener) -> None:
         """The controller slices a job -> its slice-response listener should poll soon, not in 10 s."""
         for listener in self.listeners:
-            if listener is not busy:
+            if listener is not busy and not listener.hint_covered:  # a covered one hears its own hints
                 listener.nudge()
 
     def stop(self, *, immediate: bool = False) -> None:
@@ -150,7 +151,6 @@ def write_counts(**extra: object) -> None:
     """Write this process's transaction counts and listener statistics, if counting is on."""
     import time
 
-    from dal.metrics import dump_installed_counter
 
     stats = {l.name: dict(l.stats) for l in _current.listeners} if _current is not None else {}
     dump_installed_counter(listeners=stats, written_at=time.time(), **extra)
@@ -166,7 +166,6 @@ def exit_role(code: int) -> NoReturn:
     """
     try:
         write_counts(exit_code=code)
-        from dal.tracing import flush
 
         flush()  # buffered spans, before os._exit skips every exit hook
     finally:

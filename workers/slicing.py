@@ -5,6 +5,9 @@ cuts it into bands of whole cell rows and stores each band as a PNG in ``slicere
 The band PNG carries, in text chunks, where it sits in the job's grid (first cell row, row
 count, grid size), so an ImageProcessor needs nothing but the blob and the message to render
 it exactly as the in-process ``render`` would: ``render_band(..., row_offset=first_row)``.
+A fair-use job (``max_uses``) is assigned once for the whole grid by the controller, and each
+band PNG also carries its rows of that choice (a ``choice`` text chunk: zlib-compressed,
+base64 int32), which the processor renders as given: the bands together never exceed N.
 
 Between the roles everything is lossless, so the distributed result is pixel-identical to the
 in-process render. Bands (cell images, small) are PNG. A rendered slice is as big as its part
@@ -20,7 +23,9 @@ A job of one slice needs no stitch at all: its processor encodes the final outpu
 
 from __future__ import annotations
 
+import base64
 import io
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +35,7 @@ from PIL import Image, PngImagePlugin
 from dal.blob_names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.errors import PhotoMosaicsError
 from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
+from workers.stitching import encode_jpeg
 
 __all__ = [
     "Band",
@@ -52,8 +58,6 @@ __all__ = [
 ]
 
 OUTPUT_CONTENT_TYPE = "image/jpeg"
-# JPEG quality of the final mosaic: visually lossless for photo tiles at a third of PNG's size.
-OUTPUT_QUALITY = 90
 _PREFIX = "photomosaics:"
 
 
@@ -75,10 +79,12 @@ class Band:
     tiles_across: int
     tiles_down: int
     cells: np.ndarray
+    choice: np.ndarray | None = None  # (rows, tiles_across) int32: the tiles chosen for the whole job
 
 
-def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range]) -> list[Band]:
-    """Split the cell image into the bands ``rows`` (from ``plan_bands``), whole cell rows each."""
+def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range],
+              choice: np.ndarray | None = None) -> list[Band]:
+    """Split the cell image (and a whole-grid ``choice``) into the bands ``rows`` (from ``plan_bands``)."""
     if cells.ndim != 3 or cells.shape[0] % tiles_down or cells.shape[1] % tiles_across:
         raise ValueError(f"cell image of shape {cells.shape} does not fit a {tiles_across}x{tiles_down} grid")
     per_row = cells.shape[0] // tiles_down
@@ -90,6 +96,7 @@ def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Se
             tiles_across=tiles_across,
             tiles_down=tiles_down,
             cells=np.ascontiguousarray(cells[r.start * per_row : r.stop * per_row]),
+            choice=None if choice is None else np.ascontiguousarray(choice[r.start : r.stop], dtype=np.int32),
         )
         for seq, r in enumerate(rows)
     ]
@@ -122,17 +129,31 @@ def decode_png(data: bytes) -> tuple[np.ndarray, dict[str, str]]:
 
 
 def encode_band(band: Band) -> bytes:
-    """The band's PNG, its place in the grid in text chunks."""
-    return encode_png(
-        band.cells,
-        text={
-            f"{_PREFIX}sequence": str(band.sequence),
-            f"{_PREFIX}first_row": str(band.first_row),
-            f"{_PREFIX}rows": str(band.rows),
-            f"{_PREFIX}tiles_across": str(band.tiles_across),
-            f"{_PREFIX}tiles_down": str(band.tiles_down),
-        },
-    )
+    """The band's PNG, its place in the grid (and a fair-use choice) in text chunks."""
+    text = {
+        f"{_PREFIX}sequence": str(band.sequence),
+        f"{_PREFIX}first_row": str(band.first_row),
+        f"{_PREFIX}rows": str(band.rows),
+        f"{_PREFIX}tiles_across": str(band.tiles_across),
+        f"{_PREFIX}tiles_down": str(band.tiles_down),
+    }
+    if band.choice is not None:
+        raw = np.ascontiguousarray(band.choice, dtype="<i4").tobytes()
+        text[f"{_PREFIX}choice"] = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+    return encode_png(band.cells, text=text)
+
+
+def _decode_choice(text: str, rows: int, across: int) -> np.ndarray:
+    try:
+        raw = zlib.decompress(base64.b64decode(text, validate=True))
+    except (ValueError, zlib.error) as exc:
+        raise BandFormatError(f"the band's tile choice is unreadable: {exc}") from None
+    if len(raw) != rows * across * 4:
+        raise BandFormatError(f"the band's tile choice has {len(raw) // 4} cells, the band {rows * across}")
+    choice = np.frombuffer(raw, "<i4").astype(np.int32).reshape(rows, across)
+    if (choice < 0).any():
+        raise BandFormatError("the band's tile choice holds negative tile numbers")
+    return choice
 
 
 def decode_band(data: bytes) -> Band:
@@ -147,7 +168,9 @@ def decode_band(data: bytes) -> Band:
         raise BandFormatError(f"band of {pixels.shape[1]}x{pixels.shape[0]} px does not hold {across}x{rows} cells")
     if fields["first_row"] < 0 or fields["first_row"] + rows > fields["tiles_down"]:
         raise BandFormatError("band rows lie outside the grid")
-    return Band(cells=pixels, **fields)
+    chosen = text.get(f"{_PREFIX}choice")
+    choice = None if chosen is None else _decode_choice(chosen, rows, across)
+    return Band(cells=pixels, choice=choice, **fields)
 
 
 def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarray:
@@ -164,9 +187,7 @@ def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarra
 
 
 def encode_output(mosaic: np.ndarray) -> bytes:
-    """The final mosaic as JPEG; deterministic for the same pixels and Pillow build."""
-    out = io.BytesIO()
-    Image.fromarray(np.asarray(mosaic, dtype=np.uint8), "RGB").save(
-        out, format="JPEG", quality=OUTPUT_QUALITY, optimize=True
-    )
-    return out.getvalue()
+    """The final mosaic as JPEG; deterministic, and the same bytes the streaming stitch writes
+    for the same pixels (one encoder and one set of options: ``workers.stitching``)."""
+
+    return encode_jpeg(mosaic)

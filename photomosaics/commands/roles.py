@@ -1,4 +1,4 @@
-"""``photomosaics controller|processor|responder``: the worker roles, one process each.
+"""``photomosaics controller|processor|responder|syphon``: the worker roles, one process each.
 
 Every role reads its settings from the environment (``AZURE_STORAGE_CONNECTION_STRING``,
 ``PHOTOMOSAICS_*``), runs one ``QueueListener`` per queue it consumes and exits 0 after
@@ -8,7 +8,6 @@ and ``--max-messages`` make a run end by itself, for tests and one-off draining.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -55,17 +54,10 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
     return decorate
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise click.UsageError(f"{name} must be a number, got {raw!r}") from None
-
-
 def _services_for(role: str) -> Services:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
+    from dal.failover import secondary_from_env
     from dal.health import check_storage
     from workers.role import configure_role_logging, storage_from_env
     from workers.services import Services, worker_name
@@ -73,7 +65,8 @@ def _services_for(role: str) -> Services:
     configure_role_logging(role)
     try:
         settings = Settings.from_env()
-        services = Services(storage_from_env(role=role), settings, worker_name(role))
+        # The paired secondary (PHOTOMOSAICS_SECONDARY_CONNECTION_STRING): sends and uploads fail over to it.
+        services = Services(storage_from_env(role=role), settings, worker_name(role), secondary=secondary_from_env())
         # A wrong key or account fails here in seconds, not after the worker profile's retries.
         # A throttled account (5xx) is no configuration error: the role starts and its retries wait.
         check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
@@ -93,9 +86,9 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     from workers.controller import JobController
 
     services = _services_for("controller")
-    ctl = JobController(services, stitch_timeout=_env_float("PHOTOMOSAICS_STITCH_TIMEOUT", 600.0))
+    ctl = JobController(services)
     _run(services, "controller", [
-        ("image_request", ctl.handle_image_request, "slicing the picture"),
+        ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.lanes)
         ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
     ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
        max_messages=max_messages)  # fmt: skip
@@ -108,10 +101,12 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
 @_grace
 def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
+    from dal.render_rates import RateMeter
     from workers.processor import ImageProcessor
 
     services = _services_for("processor")
-    worker = ImageProcessor(services, slice_delay=_env_float("PHOTOMOSAICS_TEST_SLICE_DELAY", 0.0))
+    meter = RateMeter(services.render_rates, services.name)  # backpressure's measured capacity
+    worker = ImageProcessor(services, rate_meter=meter)
     _run(services, "processor", [("slice_requests", worker.handle_slice_request, "rendering a slice")],
          concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
          max_messages=max_messages)  # fmt: skip
@@ -137,6 +132,36 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
         max_messages=max_messages)  # fmt: skip
 
 
+@main.command()
+@click.option("--once", is_flag=True, help="One pass (ping, drain), then exit: tests and manual draining.")
+def syphon(*, once: bool) -> None:
+    """Run the syphon: pings the primary, moves the secondary's backlog back (issue 9, seed 003).
+
+    Needs PHOTOMOSAICS_SECONDARY_CONNECTION_STRING; one instance is enough (two are safe).
+    The interval between passes is PHOTOMOSAICS_SYPHON_INTERVAL seconds (60).
+    """
+    import signal
+    import threading
+
+    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+    from dal.syphon import Syphon, run_syphon
+
+    services = _services_for("syphon")
+    if services.secondary is None:
+        raise click.ClickException(f"{SECONDARY_CONNECTION_STRING_ENV} is not set: there is nothing to syphon")
+    interval = services.settings.syphon_interval
+    if interval <= 0:
+        raise click.ClickException(f"PHOTOMOSAICS_SYPHON_INTERVAL must be > 0 seconds, got {interval}")
+    worker = Syphon(services, services.secondary)
+    if once:
+        click.echo(f"moved {worker.run_once()} message(s)")
+        return
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # a pass is short: stop after it
+        signal.signal(signum, lambda *_: stopping.set())
+    run_syphon(worker, interval=interval, stop=stopping.wait)
+
+
 def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
          grace: float, burst: bool, max_messages: int | None) -> None:  # fmt: skip
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
@@ -146,7 +171,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
     """
     from dal.hints import channel_from_env
-    from workers.failures import guard, poison_hook
+    from workers.failures import poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
     from dal.tracing import configure_tracing
@@ -159,8 +184,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            traced(timed(handler if what is None else guard(handler, jobs=services.jobs, actor=services.name),
-                         role=role, queue=getattr(services.queues, queue_attr).logical_name),
+            traced(timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
                    queue=getattr(services.queues, queue_attr).logical_name),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
@@ -172,7 +196,7 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
             visibility_timeout=min(settings.lease_seconds, getattr(services.queues, queue_attr).timeout),
             poll_min=settings.poll_min_interval,
             poll_max=settings.poll_max_interval,
-            retry_delay=_env_float("PHOTOMOSAICS_RETRY_DELAY_SECONDS", 5.0),
+            retry_delay=settings.retry_delay,
             grace=grace,
             on_poison=None if what is None else poison_hook(services.jobs, actor=services.name, what=what),
         )

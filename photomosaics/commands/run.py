@@ -4,7 +4,9 @@ In order: the data folder (``.data/``), the embedded Azurite with on-disk persis
 ``.data/azurite`` (skipped when ``AZURE_STORAGE_CONNECTION_STRING`` is set), queues with their
 metadata, containers and tables, the demo tile library, the Flask secret key (made once, kept
 in ``.data/secret_key``), then the web app, one controller, one responder and N processors as
-supervised child processes. Ctrl-C (or SIGTERM) stops the children (SIGTERM, grace, SIGKILL),
+supervised child processes, and a syphon when a paired secondary account is configured
+(``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING``, or ``--secondary-azurite``: a second embedded
+Azurite in ``.data/azurite-secondary``; see ``dal.failover``). Ctrl-C (or SIGTERM) stops the children (SIGTERM, grace, SIGKILL),
 then Azurite, and exits 0; a second Ctrl-C hurries the children. Everything in ``.data/``
 survives to the next run.
 
@@ -81,9 +83,9 @@ def photomosaics_argv() -> list[str]:
 def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
     """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
     from dal.azurite import Azurite, AzuriteError
-    from dal.config import CONNECTION_STRING_ENV, expand_connection_string
+    from dal.config import CONNECTION_STRING_ENV, Settings, expand_connection_string
 
-    configured = os.environ.get(CONNECTION_STRING_ENV)
+    configured = Settings.from_env().connection_string
     if configured:
         click.echo(f"using the storage account from {CONNECTION_STRING_ENV}")
         yield expand_connection_string(configured), None
@@ -101,6 +103,28 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
     finally:
         holder[0].stop()
         click.echo("Azurite stopped")
+
+
+@contextlib.contextmanager
+def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]:
+    """The paired secondary account (dal.failover): configured, a second embedded Azurite, or none."""
+    from dal.azurite import Azurite, AzuriteError
+    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+
+    configured = os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip()
+    if configured or not embedded:
+        yield configured or None
+        return
+    azurite = Azurite(location=data_dir / "azurite-secondary")
+    try:
+        connection_string = azurite.start()
+    except AzuriteError as exc:
+        raise click.ClickException(f"secondary account: {exc}") from None
+    click.echo(f"secondary storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite-secondary'}")
+    try:
+        yield connection_string
+    finally:
+        azurite.stop()
 
 
 def prepare_storage(connection_string: str) -> None:
@@ -128,6 +152,7 @@ def children(*, connection_string: str, secret_key: str, host: str, port: int, p
              shared: dict[str, str] | None = None, web_extra: dict[str, str] | None = None,
              metrics_ports: dict[str, int] | None = None):  # -> list[ChildSpec]  # fmt: skip
     from dal.config import CONNECTION_STRING_ENV
+    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
     from workers.supervisor import ChildSpec
 
     base = photomosaics_argv()
@@ -145,6 +170,9 @@ def children(*, connection_string: str, secret_key: str, host: str, port: int, p
     ]
     specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
               for i in range(processors)]  # fmt: skip
+    if env.get(SECONDARY_CONNECTION_STRING_ENV) or os.environ.get(SECONDARY_CONNECTION_STRING_ENV):
+        # A paired secondary account (dal.failover): one syphon moves its backlog back (dal.syphon).
+        specs.append(ChildSpec(name="syphon", argv=[*base, "syphon"], env=env))
     return specs
 
 
@@ -167,12 +195,16 @@ def hand_back_on_exit(connection_string: str, channels: dict[str, str]) -> Calla
     lease folder (their pids are gone): at start-up, before any child runs.
     """
     from dal.config import StorageClients
-    from dal.hints import HINT_DIR_ENV, LocalHintChannel
+    from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
     from workers.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])
-    channel = LocalHintChannel(channels[HINT_DIR_ENV])
-    queue_service = StorageClients(connection_string, profile="probe").queue_service
+    storage = StorageClients(connection_string, profile="probe")
+    # This machine's folder, and the shared server when PHOTOMOSAICS_HINTS_URL names one.
+    channel = make_channel(folder=channels[HINT_DIR_ENV], url=os.environ.get(HINTS_URL_ENV, "").strip(),
+                           namespace=storage.account_name)  # fmt: skip
+    assert channel is not None  # the folder alone makes one
+    queue_service = storage.queue_service
 
     def on_exit(name: str, pid: int, code: int | None) -> None:
         handed = hand_back(lease_dir, pid, queue_service, announce=channel.publish)
@@ -221,27 +253,35 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
               help="Seconds children get to finish in-flight work on Ctrl-C.")  # fmt: skip
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="First port of the roles' Prometheus endpoints on 127.0.0.1 (0: free ports).")  # fmt: skip
+@click.option("--secondary-azurite", is_flag=True,
+              help="Start a second embedded Azurite as the paired secondary account (failover demo).")  # fmt: skip
 def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float,
-        metrics_port: int) -> None:  # fmt: skip
+        metrics_port: int, secondary_azurite: bool) -> None:  # fmt: skip
     """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from workers.logfmt import configure_logging
     from workers.supervisor import Supervisor, supervise
 
     configure_logging(role="run")
-    data = (data_dir or Path(os.environ.get("PHOTOMOSAICS_DATA_DIR", ".data"))).resolve()
+    data = (data_dir or Path(Settings.from_env().data_dir)).resolve()
     data.mkdir(parents=True, exist_ok=True)
     count = processors or os.cpu_count() or 1
     secret_key = read_or_create_secret_key(data)
     chosen = choose_port(host, port)
     if port and chosen != port:
         click.echo(f"port {port} is busy; using {chosen}")
-    with storage_account(data) as (connection_string, embedded):
+    with storage_account(data) as (connection_string, embedded), \
+            secondary_account(data, embedded=secondary_azurite) as secondary:
         try:
             prepare_storage(connection_string)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
         channels = local_channels(data)
+        if secondary:
+            from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+
+            channels[SECONDARY_CONNECTION_STRING_ENV] = secondary  # every child; the syphon starts too
         web_extra, on_tick = {}, None
         if embedded is not None:
             from dal.azurite import STATUS_FILE_ENV

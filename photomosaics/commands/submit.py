@@ -4,6 +4,11 @@ A plain client of the public API (the same calls the browser makes): POST the ph
 the job's Server-Sent Events (falling back to polling), then stream the result to a file.
 The session keeps the app's client-id cookie, so the job is this session's own. Any failure
 prints one clear line and exits 1.
+
+A submission refused for now (``429`` over a quota, ``503`` busy or storage unavailable) is
+tried again after the server's ``Retry-After`` (5 s when it sends none), saying so on
+stderr, for at most ``--retry-for`` seconds (600 by default; 0: never retry) and never past
+``--timeout``. Nothing was stored by a refused submission, so trying again is safe.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from typing import Any
 
 import click
 
+from mosaic.limits import MAX_TILE_SIZE
 from photomosaics.cli import main
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _CSRF = {"X-Requested-With": "photomosaics"}
 _TERMINAL = {"done", "failed"}
+_RETRYABLE = (429, 503)  # over a quota, busy (backpressure) or storage unavailable: nothing was stored
+_DEFAULT_RETRY_AFTER = 5
 
 
 class _Api:
@@ -59,6 +67,29 @@ def _describe_error(response: Any) -> str:
         return f"{body['detail']} (HTTP {response.status_code} {body['error']})"
     except (ValueError, KeyError, TypeError):
         return f"the web app answered HTTP {response.status_code} {response.reason}"
+
+
+def _retry_after(response: Any) -> int:
+    try:
+        return max(1, int(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return _DEFAULT_RETRY_AFTER
+
+
+def _create(api: _Api, image: Path, form: dict[str, str], *, retry_until: float) -> dict[str, Any]:
+    """POST the job; a 429/503 is retried after its Retry-After until ``retry_until``."""
+    data = image.read_bytes()
+    attempt = 1
+    while True:
+        response = api.call("POST", "/api/jobs", ok=(202, *_RETRYABLE), data=form, files={"image": (image.name, data)})
+        if response.status_code == 202:
+            return dict(response.json())
+        wait = _retry_after(response)
+        if time.monotonic() + wait > retry_until:
+            raise click.ClickException(f"{_describe_error(response)}; gave up after {attempt} attempt(s)")
+        click.echo(f"{_describe_error(response)}: retrying in {wait} s (attempt {attempt + 1})", err=True)
+        time.sleep(wait)
+        attempt += 1
 
 
 def _sse(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -107,7 +138,7 @@ def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict
 @main.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--library", "-l", required=True, help="Tile library name (see `photomosaics library list`).")
-@click.option("--tile-size", type=click.IntRange(1, 64), default=16, show_default=True, help="Tile side in the output, in pixels.")
+@click.option("--tile-size", type=click.IntRange(1, MAX_TILE_SIZE), default=16, show_default=True, help="Tile side in the output, in pixels.")
 @click.option("--slices", type=click.IntRange(min=1), default=4, show_default=True, help="Bands rendered in parallel.")
 @click.option("--tiles-across", type=click.IntRange(min=1), default=None, help="Mosaic width in tiles [default: the planner's].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
@@ -115,9 +146,12 @@ def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict
 @click.option("--url", default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL), show_default=DEFAULT_URL,
               help="Base URL of the web app (env PHOTOMOSAICS_URL).")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True, help="Give up after this many seconds.")
+@click.option("--retry-for", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              help="Keep retrying a submission refused with 429 (quota) or 503 (busy) for this many seconds, "
+                   "waiting as the server's Retry-After says; 0: do not retry.")  # fmt: skip
 def submit(
     *, image: Path, library: str, tile_size: int, slices: int, tiles_across: int | None,
-    output: Path | None, url: str, timeout: float,
+    output: Path | None, url: str, timeout: float, retry_for: float,
 ) -> None:  # fmt: skip
     """Make a mosaic of IMAGE through the web app's API and save it."""
     started = time.monotonic()
@@ -127,8 +161,7 @@ def submit(
     form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
     if tiles_across is not None:
         form["tiles_across"] = str(tiles_across)
-    with image.open("rb") as handle:
-        created = api.call("POST", "/api/jobs", ok=(202,), data=form, files={"image": (image.name, handle)}).json()
+    created = _create(api, image, form, retry_until=min(deadline, started + retry_for))
     job = api.call("GET", created["status_url"]).json()
     click.echo(
         f"job {job['request_id']}: {job['output_width']}×{job['output_height']} px, "

@@ -75,12 +75,12 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
     _multiprocess_metrics()
     from gunicorn.app.base import BaseApplication
 
-    from dal.config import CONNECTION_STRING_ENV, StorageClients, describe_connection_string
+    from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
     from dal.errors import StorageConfigurationError
     from dal.health import check_storage
     from webapp import SECRET_KEY_ENV, create_app
 
-    connection_string = os.environ.get(CONNECTION_STRING_ENV)
+    connection_string = Settings.from_env().connection_string
     if not connection_string:
         raise click.ClickException(
             f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "

@@ -147,6 +147,29 @@ def test_variety_never_repeats_a_tile_within_the_distance_even_across_bands(dist
     assert _repeats_within(plain % len(library), distance) > 0
 
 
+def _max_window_share(tiles: np.ndarray, size: int = 8) -> float:
+    """The largest share of any one tile among the cells of any ``size`` × ``size`` window."""
+    windows = np.lib.stride_tricks.sliding_window_view(tiles, (size, size)).reshape(-1, size * size)
+    return max(np.bincount(w).max() for w in windows) / (size * size)
+
+
+@pytest.mark.parametrize("slices", [1, 5])
+def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_target(slices: int) -> None:
+    # Counted on the choice (a mirror image is the same tile), not on pixels.
+    library = random_library(220, seed=4)
+    target = Image.new("RGB", (30, 26), (120, 140, 160))
+    grid = plan_grid(30, 26, tile_size=4)
+    cells = cell_image(target, grid)
+    choice = np.concatenate([
+        choose_tiles(band_cells(cells, band), library, tile_size=4, seed="s", row_offset=band.start)
+        for band in plan_bands(grid.tiles_down, slices)
+    ]) % len(library)
+    assert _repeats_within(choice, RenderOptions().variety) == 0
+    assert _max_window_share(choice) <= 0.10
+    plain = choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN) % len(library)
+    assert _max_window_share(plain) == 1.0  # the flat target alone would be one tile
+
+
 def test_variety_is_lowered_for_a_library_too_small_to_honour_it() -> None:
     library = random_library(12, seed=1)
     target = Image.new("RGB", (10, 10), (100, 100, 100))

@@ -188,7 +188,7 @@ def test_every_operation_keeps_its_contract(case: Any, session: requests.Session
 # walked; together they cover every operation that takes an id (checked below).
 WORKFLOWS = {
     "jobs": ["listLibraries", "submitJob", "listJobs", "getJob", "getJobEvents", "getJobPreview",
-             "getJobSlice", "getJobResult", "deleteJob"],
+             "getJobSlice", "getJobResult", "deleteJob", "getJobDzi", "getJobDziTile", "getJobPyramid"],
     "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile"],
     "poison": ["listQueues", "getPoison", "requeuePoison", "purgePoison"],
 }  # fmt: skip

@@ -103,6 +103,15 @@ def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: di
     assert len(job["bands"]) == 3 and job["bands"][-1][1] == grid.tiles_down
 
 
+def test_max_uses_travels_in_the_request_message(client: Any, stores: dict[str, Any]) -> None:
+    response = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", tiles_across="8", max_uses="3")
+    assert response.status_code == 202, response.json  # 8 x 6 = 48 cells <= 18 tiles x 3
+    request_id = response.json["request_id"]
+    message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
+    assert isinstance(message, ImageRequestMessage) and message.max_uses == 3
+    assert "each tile at most 3 times" in client.get(f"/api/jobs/{request_id}").json["events"][0]["message"]
+
+
 def test_default_grid_follows_the_planner(client: Any) -> None:
     response = submit(client, image=png_bytes(60, 40, fmt="JPEG"), filename="p.jpg", tile_size="16", slices="1")
     assert response.status_code == 202
@@ -123,6 +132,8 @@ def test_default_grid_follows_the_planner(client: Any) -> None:
         ({"slices": "0"}, 400, "invalid_field"),
         ({"slices": "17"}, 400, "invalid_field"),
         ({"tiles_across": "0"}, 400, "invalid_field"),
+        ({"max_uses": "0"}, 400, "invalid_field"),
+        ({"max_uses": "1", "tiles_across": "32"}, 422, "tile_budget"),  # 32 x 24 cells, 18 tiles x 1
         ({"library": "Not A Name"}, 400, "invalid_field"),
         ({"library": "nosuchlibrary"}, 404, "library_not_found"),
         ({"image": b"hello, I am not an image"}, 415, "unsupported_media_type"),

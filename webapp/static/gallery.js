@@ -8,7 +8,8 @@
   let token = null;
 
   function card(job) {
-    const badge = PM.el("span", { class: "badge", "data-status": job.status, text: job.status });
+    const badge = PM.el("span", { class: "badge", "data-status": job.status,
+      text: job.waiting_for_storage ? "waiting for storage" : job.status });
     const actions = PM.el("div", { class: "actions" });
     if (job.result_url) {
       actions.append(PM.el("a", { class: "button", href: `${job.result_url}?download=1`, download: "", text: "Download" }));

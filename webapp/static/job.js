@@ -1,5 +1,7 @@
 /* The job page: live progress over Server-Sent Events, each finished slice shown in place,
-   then the mosaic in a zoom-and-pan viewer (wheel, pinch, drag, buttons) with a download. */
+   then the mosaic in OpenSeadragon (served by the app from npm: /vendor/openseadragon/) on
+   its Deep Zoom pyramid (wheel, pinch, drag, buttons; down to single tiles) with downloads:
+   the full-resolution JPEG where it fits the format, and the pyramid as a zip. */
 "use strict";
 
 (() => {
@@ -25,6 +27,8 @@
     done: "finished.",
     failed: "failed.",
   };
+  // Submitted while the primary storage account was down: kept on the paired secondary (dal.failover).
+  const WAITING_FOR_STORAGE = "waiting for storage to recover: your photo is safe, the job starts when it is back.";
 
   function buildStage(job) {
     if (bands.size || !job.bands.length) return;
@@ -53,12 +57,13 @@
   function render(job) {
     buildStage(job);
     const pct = Math.round(job.progress * 100);
-    statusBadge.textContent = job.status;
+    statusBadge.textContent = job.waiting_for_storage ? "waiting for storage" : job.status;
     statusBadge.dataset.status = job.status;
     bar.style.width = `${pct}%`;
     progressbar.setAttribute("aria-valuenow", String(pct));
     percent.textContent = `${pct} %`;
-    progressText.textContent = `${job.slices_done.length} of ${job.slices} slices · ${STATUS_TEXT[job.status] || job.status}`;
+    const stateText = job.waiting_for_storage ? WAITING_FOR_STORAGE : (STATUS_TEXT[job.status] || job.status);
+    progressText.textContent = `${job.slices_done.length} of ${job.slices} slices · ${stateText}`;
     document.getElementById("job-facts").textContent =
       `${PM.size(job.output_width, job.output_height)} · ${job.tiles_across} × ${job.tiles_down} tiles of ${job.tile_size} px · ` +
       `library ${job.library} · ${job.slices} slice${job.slices === 1 ? "" : "s"} · ${PM.seconds(job.elapsed_seconds)}`;
@@ -107,124 +112,79 @@
     };
   }
 
-  /* ---- the viewer: CSS transform of the full-resolution image ---- */
+  /* ---- the viewer: OpenSeadragon on the job's Deep Zoom pyramid, down to single tiles ---- */
   function showResult(job) {
     const card = document.getElementById("viewer-card");
     const viewport = document.getElementById("viewport");
-    const img = document.getElementById("mosaic");
     const level = document.getElementById("zoom-level");
-    document.getElementById("download").href = `${job.result_url}?download=1`;
+    const download = document.getElementById("download");
+    const downloadZip = document.getElementById("download-zip");
+    const fullJpeg = job.output_width <= 65535 && job.output_height <= 65535; // JPEG's limit; else the zip is the full image
+    download.href = `${job.result_url}?download=1`;
+    download.textContent = fullJpeg ? "Download JPEG" : "Download";
+    if (job.pyramid_url) {
+      downloadZip.href = job.pyramid_url;
+      downloadZip.hidden = false;
+    }
     stage.hidden = true;
     document.getElementById("progress-card").classList.add("finished");
     card.hidden = false;
-    let scale = 1, x = 0, y = 0, fit = 1;
-    const maxScale = () => Math.max(4, 240 / job.tile_size);
-
-    function apply() {
-      img.style.transform = `translate(${x}px, ${y}px) scale(${scale})`;
-      img.classList.toggle("pixels", scale >= 1.5);
-      level.textContent = `${Math.round(scale * 100)} %`;
+    // As tall as the picture needs at this width, within 240 px .. 75 % of the window.
+    const wanted = (viewport.clientWidth * job.output_height) / job.output_width;
+    viewport.style.height = `${Math.round(Math.max(240, Math.min(window.innerHeight * 0.75, wanted)))}px`;
+    if (!window.OpenSeadragon) {
+      errorBox.textContent = "The deep-zoom viewer is not installed (npm ci); use Download.";
+      errorBox.hidden = false;
+      return;
     }
-    function clamp() {
-      const w = img.naturalWidth * scale, h = img.naturalHeight * scale;
-      const vw = viewport.clientWidth, vh = viewport.clientHeight;
-      x = w <= vw ? (vw - w) / 2 : Math.min(0, Math.max(vw - w, x));
-      y = h <= vh ? (vh - h) / 2 : Math.min(0, Math.max(vh - h, y));
-    }
-    function zoomAt(factor, cx, cy) {
-      const next = Math.min(maxScale(), Math.max(fit, scale * factor));
-      x = cx - ((cx - x) * next) / scale;
-      y = cy - ((cy - y) * next) / scale;
-      scale = next;
-      clamp();
-      apply();
-    }
-    function sizeViewport() {
-      // As tall as the picture needs at this width, within 240 px .. 75 % of the window.
-      const wanted = (viewport.clientWidth * img.naturalHeight) / img.naturalWidth;
-      viewport.style.height = `${Math.round(Math.max(240, Math.min(window.innerHeight * 0.75, wanted)))}px`;
-    }
-    function fitToView() {
-      sizeViewport();
-      fit = Math.min(viewport.clientWidth / img.naturalWidth, viewport.clientHeight / img.naturalHeight);
-      scale = fit;
-      clamp();
-      apply();
-    }
-    function onResize() {
-      if (!img.naturalWidth) return;
-      const atFit = Math.abs(scale - fit) < 1e-6;
-      sizeViewport();
-      fit = Math.min(viewport.clientWidth / img.naturalWidth, viewport.clientHeight / img.naturalHeight);
-      if (atFit || scale < fit) scale = fit;
-      clamp();
-      apply();
-    }
-    const centre = () => [viewport.clientWidth / 2, viewport.clientHeight / 2];
-
-    img.addEventListener("load", fitToView);
-    img.src = job.result_url;
-    window.addEventListener("resize", onResize);
-
-    viewport.addEventListener("wheel", (e) => {
-      e.preventDefault();
-      const r = viewport.getBoundingClientRect();
-      zoomAt(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
-    }, { passive: false });
-    viewport.addEventListener("dblclick", (e) => {
-      const r = viewport.getBoundingClientRect();
-      zoomAt(2, e.clientX - r.left, e.clientY - r.top);
+    // One mosaic tile about 120 screen pixels wide at "Tiles"; allow twice that.
+    const tileZoom = 120 / job.tile_size;
+    const viewer = window.OpenSeadragon({
+      element: viewport,
+      tileSources: job.dzi_url || { type: "image", url: job.result_url },
+      prefixUrl: "/vendor/openseadragon/images/",
+      drawer: "canvas",
+      imageSmoothingEnabled: false, // zoomed past 1:1, show the pixels of each tile, not a blur
+      showNavigationControl: false, // our own buttons below
+      maxZoomPixelRatio: Math.max(4, 2 * tileZoom),
+      visibilityRatio: 1,
+      constrainDuringPan: true,
+      gestureSettingsMouse: { clickToZoom: false, dblClickToZoom: true },
     });
-
-    const pointers = new Map();
-    let pinch = null;
-    viewport.addEventListener("pointerdown", (e) => {
-      viewport.setPointerCapture(e.pointerId);
-      pointers.set(e.pointerId, [e.clientX, e.clientY]);
-      viewport.classList.add("dragging");
-    });
-    viewport.addEventListener("pointermove", (e) => {
-      if (!pointers.has(e.pointerId)) return;
-      const [px, py] = pointers.get(e.pointerId);
-      pointers.set(e.pointerId, [e.clientX, e.clientY]);
-      if (pointers.size === 1) {
-        x += e.clientX - px;
-        y += e.clientY - py;
-        clamp();
-        apply();
-      } else if (pointers.size === 2) {
-        const [[ax, ay], [bx, by]] = [...pointers.values()];
-        const distance = Math.hypot(ax - bx, ay - by);
-        const r = viewport.getBoundingClientRect();
-        if (pinch) zoomAt(distance / pinch, (ax + bx) / 2 - r.left, (ay + by) / 2 - r.top);
-        pinch = distance;
+    let triedImage = false;
+    viewer.addHandler("open-failed", () => {
+      // A job finished before pyramids existed: the plain image, same viewer.
+      if (!triedImage && job.result_url && fullJpeg) {
+        triedImage = true;
+        viewer.open({ type: "image", url: job.result_url });
       }
     });
-    const release = (e) => {
-      pointers.delete(e.pointerId);
-      if (pointers.size < 2) pinch = null;
-      if (!pointers.size) viewport.classList.remove("dragging");
+    const imageZoom = () => {
+      const item = viewer.world.getItemAt(0);
+      return item ? item.viewportToImageZoom(viewer.viewport.getZoom(true)) : 0;
     };
-    viewport.addEventListener("pointerup", release);
-    viewport.addEventListener("pointercancel", release);
-
-    document.getElementById("zoom-in").addEventListener("click", () => zoomAt(1.6, ...centre()));
-    document.getElementById("zoom-out").addEventListener("click", () => zoomAt(1 / 1.6, ...centre()));
-    document.getElementById("zoom-fit").addEventListener("click", fitToView);
-    // One tile fills about 120 screen pixels: the individual photos are plain to see.
-    document.getElementById("zoom-tile").addEventListener("click", () => zoomAt(Math.min(maxScale(), 120 / job.tile_size) / scale, ...centre()));
-    viewport.addEventListener("keydown", (e) => {
-      const step = 60;
-      if (e.key === "+" || e.key === "=") zoomAt(1.4, ...centre());
-      else if (e.key === "-") zoomAt(1 / 1.4, ...centre());
-      else if (e.key === "ArrowLeft") x += step;
-      else if (e.key === "ArrowRight") x -= step;
-      else if (e.key === "ArrowUp") y += step;
-      else if (e.key === "ArrowDown") y -= step;
-      else return;
-      e.preventDefault();
-      clamp();
-      apply();
+    const report = () => {
+      const zoom = imageZoom();
+      level.textContent = `${Math.round(zoom * 100)} %`;
+      viewport.dataset.imageZoom = zoom.toFixed(4);
+      const item = viewer.world.getItemAt(0);
+      viewport.dataset.loaded = item && item.getFullyLoaded() ? "1" : "0";
+    };
+    viewer.addHandler("animation", report);
+    viewer.addHandler("animation-finish", report);
+    viewer.addHandler("open", () => {
+      viewport.dataset.opened = "1";
+      const item = viewer.world.getItemAt(0);
+      item.addHandler("fully-loaded-change", report);
+      report();
+    });
+    const zoomBy = (factor) => viewer.viewport.zoomBy(factor);
+    document.getElementById("zoom-in").addEventListener("click", () => zoomBy(1.6));
+    document.getElementById("zoom-out").addEventListener("click", () => zoomBy(1 / 1.6));
+    document.getElementById("zoom-fit").addEventListener("click", () => viewer.viewport.goHome());
+    document.getElementById("zoom-tile").addEventListener("click", () => {
+      const item = viewer.world.getItemAt(0);
+      if (item) viewer.viewport.zoomTo(item.imageToViewportZoom(tileZoom));
     });
   }
 

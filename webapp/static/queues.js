@@ -1,14 +1,26 @@
-/* The queue monitor: depths of the four work queues and their poison queues, every 2 s. */
+/* The queue monitor: depths of the work queues and their poison queues, and the estimated wait, every 2 s. */
 "use strict";
 
 (() => {
   const body = document.getElementById("queues");
   const updated = document.getElementById("queues-updated");
   const health = document.getElementById("health");
+  const wait = document.getElementById("estimated-wait");
+
+  /** The backlog reading backpressure decides on (dal/backpressure.py), in words. */
+  function describeWait(backlog) {
+    if (!backlog.waiting_slices) return "no wait: nothing is queued";
+    if (backlog.estimated_wait_seconds === null) return `${PM.number(backlog.waiting_slices)} slices waiting; render rate not measured yet`;
+    const text = `about ${PM.number(Math.round(backlog.estimated_wait_seconds))} s for ${PM.number(backlog.waiting_slices)} waiting slices ` +
+      `(${backlog.processors} processor(s), ${backlog.slices_per_second} slices/s)`;
+    return backlog.busy ? `${text}: busy, new jobs are asked to come back later` : text;
+  }
 
   async function tick() {
     try {
-      const { queues } = await PM.api("/api/queues");
+      const { queues, backlog } = await PM.api("/api/queues");
+      wait.textContent = describeWait(backlog);
+      wait.dataset.busy = backlog.busy ? "true" : "false";
       const peak = Math.max(10, ...queues.map((q) => q.depth));
       body.replaceChildren(...queues.map((q) => {
         const fill = PM.el("div", { class: "fill" });

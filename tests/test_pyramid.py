@@ -1,0 +1,132 @@
+"""The Deep Zoom pyramid of a job: built by the controller's stitch, stored as one zip blob,
+read back member by member with range reads (``dal.pyramid``), deleted with the job."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import zipfile
+
+import numpy as np
+from PIL import Image
+
+from dal.blob_names import pyramid_blob_name
+from dal.cleanup import delete_job_everywhere
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.messages import SliceResponseMessage
+from dal.pyramid import DZI_NAME, PyramidReader, tile_name
+from dal.rendered import encode_rendered, slice_output_name
+from mosaic.grid import plan_bands
+from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from workers.controller import JobController
+from workers.stitching import open_slice, save_pyramid
+
+
+def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int) -> tuple[str, np.ndarray]:
+    """A job taken through the real controller, with random pixels standing in for the processors."""
+    ctl = JobController(pipe.services)
+    rid = pipe.submit(sample_photo(width, height, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=slices)
+    [request] = pipe.services.queues.image_request.accept_messages(1, visibility_timeout=30)
+    ctl.handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    mosaic = np.random.default_rng(1).integers(0, 256, (job.output_height, job.output_width, 3), dtype=np.uint8)
+    urls = [
+        pipe.services.blobs.upload(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq),
+                                   encode_rendered(mosaic[band.start * 8 : band.stop * 8]),
+                                   content_type="application/octet-stream")  # fmt: skip
+        for seq, band in enumerate(plan_bands(job.tiles_down, slices))
+    ]
+    queue = pipe.services.queues.slice_response
+    queue.submit([SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url,
+                                       slice_sequence=s) for s, url in enumerate(urls)])  # fmt: skip
+    for _ in range(slices):
+        [received] = queue.accept_messages(1, visibility_timeout=30)
+        ctl.handle_slice_response(received)
+    return rid, mosaic
+
+
+def test_the_stitch_stores_a_pyramid_with_the_right_levels_and_tiles_for_odd_sizes(pipe: Pipeline) -> None:
+    rid, mosaic = stitched_job(pipe, slices=3, width=101, height=67)  # 808 x 536 px: nothing divides evenly
+    height, width = mosaic.shape[:2]
+    job = pipe.job(rid)
+    assert job is not None and job.output_name == f"{rid}.jpg"
+    data = pipe.services.blobs.download(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert {i.compress_type for i in archive.infolist()} == {zipfile.ZIP_STORED}
+        dzi = archive.read(DZI_NAME).decode()
+        assert re.search(r'TileSize="254"', dzi) and re.search(r'Overlap="1"', dzi)
+        assert f'Width="{width}"' in dzi and f'Height="{height}"' in dzi
+        tiles = [n for n in archive.namelist() if n.endswith(".jpg")]  # (libvips adds vips-properties.xml)
+        top = math.ceil(math.log2(max(width, height)))
+        assert sorted({int(n.split("/")[1]) for n in tiles}) == list(range(top + 1))
+        for level in range(top + 1):
+            w, h = math.ceil(width / 2 ** (top - level)), math.ceil(height / 2 ** (top - level))
+            count = sum(1 for n in tiles if n.split("/")[1] == str(level))
+            assert count == math.ceil(w / 254) * math.ceil(h / 254), (level, w, h)
+        # The top level is the mosaic itself: tile (1, 1) covers x 253..508+1, y 253..508+1 (1 px overlap).
+        tile = np.asarray(Image.open(io.BytesIO(archive.read(tile_name(top, 1, 1)))).convert("RGB"), dtype=np.int16)
+        assert tile.shape == (256, 256, 3)
+        assert np.abs(tile - mosaic[253:509, 253:509]).mean() < 40  # random pixels through JPEG: close, not equal
+        last = Image.open(io.BytesIO(archive.read(tile_name(top, 3, 2))))
+        assert last.size == (width - 3 * 254 + 1, height - 2 * 254 + 1)
+
+
+def test_a_one_slice_jobs_pyramid_is_built_from_its_processors_jpeg(pipe: Pipeline) -> None:
+    from workers.processor import ImageProcessor
+
+    ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
+    rid = pipe.submit(sample_photo(40, 30, seed=4), library_uri=pipe.library_uri, tile_size=8, slices=1)
+    [request] = pipe.services.queues.image_request.accept_messages(1, visibility_timeout=30)
+    ctl.handle_image_request(request)
+    [band] = pipe.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
+    processor.handle_slice_request(band)
+    [response] = pipe.services.queues.slice_response.accept_messages(1, visibility_timeout=30)
+    ctl.handle_slice_response(response)
+    job = pipe.job(rid)
+    assert job is not None and job.output_name == f"{rid}.jpg"
+    reader = PyramidReader()
+    dzi = reader.read(pipe.services.blobs, IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), DZI_NAME).decode()
+    assert f'Width="{job.output_width}"' in dzi and f'Height="{job.output_height}"' in dzi
+    assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
+
+
+def test_members_are_read_by_range_from_a_cached_index_and_a_replaced_zip_is_reindexed(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001
+    blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000a.dzi.zip"
+    pixels = np.random.default_rng(2).integers(0, 256, (600, 700, 3), dtype=np.uint8)
+
+    def upload(pixels: np.ndarray) -> bytes:
+        np.save(tmp_path / "p.npy", pixels)
+        opened = open_slice(tmp_path / "p.npy")
+        save_pyramid(opened, tmp_path / "mosaic.zip")
+        opened.close()
+        data = (tmp_path / "mosaic.zip").read_bytes()
+        blobs.upload(IMAGE_OUTPUT_CONTAINER, name, data, content_type="application/zip")
+        return data
+
+    data = upload(pixels)
+    reader = PyramidReader()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for member in archive.namelist():
+            assert reader.read(blobs, IMAGE_OUTPUT_CONTAINER, name, member) == archive.read(member), member
+    try:
+        reader.read(blobs, IMAGE_OUTPUT_CONTAINER, name, tile_name(99, 0, 0))
+        raise AssertionError("a missing member must raise KeyError")
+    except KeyError:
+        pass
+
+    data = upload(pixels[:300])  # the job re-stitched: new blob, new offsets; the cached index is stale
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert reader.read(blobs, IMAGE_OUTPUT_CONTAINER, name, DZI_NAME) == archive.read(DZI_NAME)
+        assert b'Height="300"' in archive.read(DZI_NAME)
+
+
+def test_deleting_a_job_deletes_its_pyramid(pipe: Pipeline) -> None:
+    rid, _ = stitched_job(pipe, slices=2, width=30, height=20)
+    blobs = pipe.services.blobs
+    assert blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
+    delete_job_everywhere(blobs, pipe.services.jobs, CLIENT_ID, rid)
+    assert not blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
+    assert not list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, rid))
+

@@ -1,0 +1,58 @@
+/* The print planner on the create page: paper width and DPI in, tiles across out (from
+   /api/print-plan), and back: how wide the current detail prints at that DPI. "Use this
+   detail" moves the Detail slider (create.js replans the final size on its input event). */
+"use strict";
+
+(() => {
+  const paper = document.getElementById("paper");
+  const width = document.getElementById("paper-width");
+  const dpi = document.getElementById("dpi");
+  const out = document.getElementById("print-out");
+  const back = document.getElementById("print-back");
+  const use = document.getElementById("print-use");
+  const tileSize = document.getElementById("tile_size");
+  const across = document.getElementById("tiles_across");
+  let planned = null;
+  let seq = 0;
+
+  async function update() {
+    const mine = ++seq;
+    const base = { tile_size: tileSize.value, dpi: dpi.value };
+    try {
+      const plan = await PM.api(`/api/print-plan?${new URLSearchParams({ ...base, width_cm: width.value })}`);
+      if (mine !== seq) return;
+      planned = plan;
+      const fits = across.disabled || plan.tiles_across <= Number(across.max);
+      out.textContent = `${PM.number(plan.tiles_across)} tiles across of ${plan.tile_size} px = ${PM.number(plan.width_px)} px: ` +
+        `${plan.width_cm} cm wide at ${plan.dpi} DPI` + (fits ? "." : ` — more than this photo allows at this tile size (${across.max}).`);
+      use.disabled = across.disabled;
+      if (!across.disabled) {
+        const now = await PM.api(`/api/print-plan?${new URLSearchParams({ ...base, tiles_across: across.value })}`);
+        if (mine !== seq) return;
+        back.textContent = `The current detail (${now.tiles_across} tiles across) prints ${now.width_cm} cm wide at ${now.dpi} DPI.`;
+      }
+    } catch (error) {
+      if (mine !== seq) return;
+      planned = null;
+      use.disabled = true;
+      out.textContent = error.message;
+    }
+  }
+
+  paper.addEventListener("change", () => {
+    if (paper.value !== "custom") width.value = paper.value;
+    update();
+  });
+  width.addEventListener("input", () => { paper.value = "custom"; update(); });
+  dpi.addEventListener("input", update);
+  tileSize.addEventListener("input", update);
+  across.addEventListener("input", update);
+  // The slider is enabled once a photo is planned: watch for it.
+  new MutationObserver(update).observe(across, { attributes: true, attributeFilter: ["disabled", "max"] });
+  use.addEventListener("click", () => {
+    if (!planned || across.disabled) return;
+    across.value = String(Math.min(planned.tiles_across, Number(across.max)));
+    across.dispatchEvent(new Event("input", { bubbles: true }));
+  });
+  update();
+})();
