@@ -7,8 +7,9 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   fetches again when that drops to half (WebJobs' "new batch threshold"). A held message's
   invisibility is ticking, and another worker could have done it, so hoarding is a cost.
 - **Elastic concurrency** (seed 001 ``QueueWorkDetected`` / ``GetOptimalDequeueTaskCount``):
-  between ``min_concurrency`` and ``concurrency`` handlers at once. Work detected after an
-  idle spell, or a full batch, reads the approximate queue depth and grows the pool to
+  between ``min_concurrency`` and ``concurrency`` handlers at once. A full batch (work
+  detected after an idle spell included; a short one emptied the queue, so no depth is
+  worth a transaction) reads the approximate queue depth and grows the pool to
   ``workers.elastic.optimal_concurrency``; the first empty receive shrinks it back to the
   minimum (``QueueEmpty``). ``min_concurrency == concurrency`` (the default) is a fixed pool.
 - **At-least-once**: a message is deleted only after its handler returned, i.e. after the
@@ -284,7 +285,7 @@ class QueueListener:
                 for received in batch:
                     self._start(executor, received, leased_at)
                 self._journal()
-                if work_detected or len(batch) >= want:
+                if len(batch) >= want:  # a short batch emptied the queue: no depth to read
                     self._scale_up()
                 self._notify_activity()
                 continue
