@@ -191,9 +191,10 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
             return {rid: j["status"] for rid, j in states.items()}
 
         try:
-            # Healthy: the usual path; how long a job takes, and what the secondary sees meanwhile.
+            # Healthy: one job to warm the roles up, then the same batch as below, timed side by side.
+            wait([post(99)[1]])
             started = time.perf_counter()
-            healthy = [post(n) for n in range(3)]
+            healthy = [post(n) for n in range(PIPELINE_JOBS)]
             healthy_states = wait([rid for _, rid, _ in healthy])
             healthy_seconds = time.perf_counter() - started
 
@@ -267,10 +268,9 @@ def _print_pipeline(p: dict[str, Any]) -> None:
           f"(goal: a few seconds, then normal)")
     print(f"  parked in the backlog: {p['parked']}; drained {p['drain_s']:.1f} s after the primary came back "
           f"(goal: within one ping interval + seconds)")
-    print(f"  all jobs done {p['complete_after_recovery_s']:.1f} s after recovery; {p['healthy_jobs']} healthy jobs "
-          f"took {p['healthy_seconds']:.1f} s side by side (ratio x"
-          f"{p['complete_after_recovery_s'] / max(p['healthy_seconds'], 0.1):.1f} for {p['submitted']} vs "
-          f"{p['healthy_jobs']} jobs)")
+    print(f"  all jobs done {p['complete_after_recovery_s']:.1f} s after recovery; the same {p['healthy_jobs']} jobs "
+          f"on a healthy primary: {p['healthy_seconds']:.1f} s from submission (x"
+          f"{p['complete_after_recovery_s'] / max(p['healthy_seconds'], 0.1):.2f}; goal: drain + the usual time)")
     print(f"  jobs lost: {p['lost']} (goal 0); healthy jobs lost: {p['healthy_lost']}")
 
 

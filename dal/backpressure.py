@@ -11,15 +11,15 @@ answers that with ``503`` and ``Retry-After``, having stored and enqueued nothin
 The estimate
 ------------
 waiting slices = ``slicerequest`` (every lane and shard) + ``SLICES_PER_REQUEST`` for
-each ``imagerequest`` not yet sliced; capacity = the processors' measured slices per
+each ``imagerequest`` (every lane) not yet sliced; capacity = the processors' measured slices per
 second (``dal.render_rates``); estimated wait = waiting / capacity. When the wait is over
 the limit, ``Retry-After`` is the time the fleet needs to bring it back under the limit
 (wait - limit, at least ``MIN_RETRY_AFTER``). With no fresh measurement the capacity is
 unknown and work is admitted (fail open): refusing everybody because an idle fleet has not
 rendered lately would be worse than a long queue.
 
-Cost: one reading is an approximate-count call per queue (imagerequest, and slicerequest's
-lanes and shards) and one table query, and each web process reuses it for
+Cost: one reading is an approximate-count call per queue (imagerequest's lanes, and
+slicerequest's lanes and shards) and one table query, and each web process reuses it for
 ``backlog_cache_seconds`` (5 s): a burst of submissions shares one reading, so the cost is
 bounded by time (at most one reading per 5 s per process), not by the number of jobs.
 """
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dal.errors import PhotoMosaicsError
+from dal.queues import QueueAccessor
 from dal.render_rates import RenderRates
 
 # An image request not yet sliced counts as this many slices (the web form's default).
@@ -103,7 +104,7 @@ class BacklogGauge:
 
     def __init__(
         self,
-        queues: Any,
+        queues: QueueAccessor,
         rates: RenderRates,
         *,
         max_wait_seconds: int,
@@ -130,7 +131,7 @@ class BacklogGauge:
     def _read(self) -> Backlog:
         capacity = self.rates.capacity()
         return Backlog(
-            image_requests=int(self.queues.image_request.approximate_depth()),
+            image_requests=int(self.queues.image_requests.approximate_depth()),
             slice_requests=int(self.queues.slice_requests.approximate_depth()),
             processors=capacity.processors,
             slices_per_second=capacity.slices_per_second,

@@ -181,6 +181,9 @@ class Settings:
     backpressure_max_wait_seconds: int = 300
     # How long a web process reuses its reading of the queue depths and render rates.
     backlog_cache_seconds: float = 5.0
+    # Fair scheduling (dal.lanes): slicerequest lanes; a client's k-th unfinished job goes to lane
+    # min(k, lanes - 1) and processors serve lower lanes first. 1: first come, first served.
+    fair_lanes: int = 2
     # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
     # Paired secondary account (dal.failover, dal.syphon): how long a process writes straight to the
@@ -213,6 +216,7 @@ class Settings:
         "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
         "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
         "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
+        "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",
         "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
         "failover_stay_seconds": "PHOTOMOSAICS_FAILOVER_STAY_SECONDS",
         "syphon_interval": "PHOTOMOSAICS_SYPHON_INTERVAL",

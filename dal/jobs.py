@@ -246,6 +246,30 @@ class JobStore:
             f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times"
         )
 
+    def unfinished_ahead(self, client_id: str, request_id: str) -> tuple[Job | None, int]:
+        """The job as stored (None if it is not) and how many of the same client's unfinished
+        jobs are ahead of it (created earlier; all of them when the job has no row yet).
+
+        One query in the client's partition that returns this job's row and the unfinished
+        ones, so a caller that needs the job anyway (the controller) learns the count for free:
+        it is the job's lane in fair scheduling (``dal.lanes``).
+        """
+        validate_key("client_id", client_id)
+        validate_key("request_id", request_id)
+        terminal = " and ".join(f"status ne '{status.value}'" for status in sorted(TERMINAL_STATUSES))
+        rows = self._jobs.query_entities(
+            f"PartitionKey eq @pk and RowKey lt @mark and (RowKey eq @rid or ({terminal}))",
+            parameters={"pk": client_id, "mark": INDEX_MARK, "rid": request_id},
+        )
+        with self._tables_exist():
+            jobs = [job_from_entity(row) for row in rows]
+        mine = next((job for job in jobs if job.request_id == request_id), None)
+        others = [job for job in jobs if job.request_id != request_id and job.status not in TERMINAL_STATUSES]
+        if mine is None:
+            return None, len(others)
+        ahead = [job for job in others if (job.created_at, job.request_id) < (mine.created_at, mine.request_id)]
+        return mine, len(ahead)
+
     def list_for_client(
         self, client_id: str, *, limit: int = 20, continuation: str | None = None
     ) -> tuple[list[Job], str | None]:

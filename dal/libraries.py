@@ -41,6 +41,7 @@ from azure.core.exceptions import (
     ResourceNotModifiedError,
 )
 from azure.storage.blob import ContentSettings
+import numpy as np
 from PIL import Image
 
 from dal.blobs import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
@@ -145,7 +146,7 @@ def _description(metadata: Mapping[str, str | None] | None) -> str | None:
     return None
 
 
-def _encode_tile(tile: Any) -> bytes:
+def _encode_tile(tile: np.ndarray) -> bytes:
     out = io.BytesIO()
     Image.fromarray(tile).save(out, format="JPEG", quality=90)
     return out.getvalue()
@@ -293,7 +294,7 @@ class LibraryStore:
             self._cache[container] = entry
         return library
 
-    def _not_found(self, container: str, exc: Any) -> LibraryNotFoundError:
+    def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:
         name = unprefixed(self.prefix, container)
         if getattr(exc, "error_code", None) == "ContainerNotFound":
             return LibraryNotFoundError(f"tile library {name!r} does not exist")

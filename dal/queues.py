@@ -52,6 +52,7 @@ from dal.stored_queue import (
 )
 from dal.tracing import traced_submit
 from dal.wire import ClaimCheck, Undecodable, poison_envelope
+from dal.lanes import MAX_LANES, PriorityLanes, lane_name
 from dal.shards import MAX_SHARDS, ShardedQueue, shard_index
 
 __all__ = [
@@ -119,10 +120,13 @@ class ImageProcessingQueue(StoredQueue):
     def __init__(
         self, storage: StorageClients, name: str, *, settings: Settings | None = None, prefix: str = "",
         shard: int = 0,
+        lane: int = 0,
     ) -> None:
         self.logical_name = name
-        # Shard 0 is the queue itself; shard i > 0 is "<name>-<i>" (dal.shards), same message type.
-        self.short_name = f"{name}-{shard}" if shard else name
+        # Lane 0 is the queue itself; lane i > 0 is "<name>-lane<i>" (dal.lanes). Shard 0 is the
+        # lane itself; shard i > 0 is "<lane>-<i>" (dal.shards). All carry the same message type.
+        base = lane_name(name, lane)
+        self.short_name = f"{base}-{shard}" if shard else base
         self.settings = settings or Settings()
         claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
         super().__init__(storage, prefixed(prefix, self.short_name), claim_container=claim_container)
@@ -408,26 +412,45 @@ class QueueAccessor:
         shards = (settings or Settings()).slice_shards
         if type(shards) is not int or not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"slice_shards must be 1..{MAX_SHARDS}, got {shards!r}")
-        self.slice_request_shards = [self.slice_request] + [
-            ImageProcessingQueue(storage, SLICE_REQUEST_QUEUE, settings=settings, prefix=prefix, shard=i)
-            for i in range(1, shards)
+        lanes = (settings or Settings()).fair_lanes
+        if type(lanes) is not int or not 1 <= lanes <= MAX_LANES:
+            raise ValueError(f"fair_lanes must be 1..{MAX_LANES}, got {lanes!r}")
+        # slice_lanes[lane][shard]: lane 0 shard 0 is slicerequest itself (dal.lanes, dal.shards).
+        self.slice_lanes = [
+            [self.slice_request if (lane, i) == (0, 0) else
+             ImageProcessingQueue(storage, SLICE_REQUEST_QUEUE, settings=settings, prefix=prefix, shard=i, lane=lane)
+             for i in range(shards)]
+            for lane in range(lanes)
+        ]  # fmt: skip
+        self.slice_request_shards = self.slice_lanes[0]
+        # imagerequest has lanes too (no shards): the web app sends a client's later jobs lower, so
+        # the controller slices a newcomer's job before another client's backlog.
+        self.image_request_lanes = [self.image_request] + [
+            ImageProcessingQueue(storage, IMAGE_REQUEST_QUEUE, settings=settings, prefix=prefix, lane=lane)
+            for lane in range(1, lanes)
         ]
-        # What processors consume: every shard, rotated fairly (the plain queue when K = 1).
-        self.slice_requests: Any = (
-            ShardedQueue(self.slice_request_shards) if shards > 1 else self.slice_request
-        )
+        self.image_requests: Any = PriorityLanes(self.image_request_lanes) if lanes > 1 else self.image_request
+        # What processors consume: the lanes highest first, each lane's shards rotated fairly
+        # (the plain queue with one lane and one shard).
+        by_lane = [ShardedQueue(lane) if shards > 1 else lane[0] for lane in self.slice_lanes]
+        self.slice_requests: Any = PriorityLanes(by_lane) if lanes > 1 else by_lane[0]
 
-    def slice_request_shard(self, request_id: str, sequence: int) -> ImageProcessingQueue:
-        """The shard a slice goes to: a job's slices are dealt round-robin from a per-job start."""
-        return self.slice_request_shards[shard_index(request_id, sequence, len(self.slice_request_shards))]
+    def slice_request_shard(self, request_id: str, sequence: int, lane: int = 0) -> ImageProcessingQueue:
+        """The queue a slice goes to: its lane, and in it a job's slices are dealt round-robin over the shards."""
+        shards = self.slice_lanes[lane]
+        return shards[shard_index(request_id, sequence, len(shards))]
+
+    def slice_request_queues(self) -> list[ImageProcessingQueue]:
+        """Every lane's every shard of slicerequest."""
+        return [queue for lane in self.slice_lanes for queue in lane]
 
     def all(self) -> list[ImageProcessingQueue]:
         """The four queues of the mosaic workflow."""
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
 
     def monitored(self) -> list[ImageProcessingQueue]:
-        """Every queue an operator watches: the workflow's four, the extra slicerequest shards, ``jobcleanup``."""
-        return [*self.all(), *self.slice_request_shards[1:], self.job_cleanup]
+        """Every queue an operator watches: the workflow's four, the other lanes and shards, ``jobcleanup``."""
+        return [*self.all(), *self.slice_request_queues()[1:], *self.image_request_lanes[1:], self.job_cleanup]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
         """A queue by its short (``imagerequest``, ``slicerequest-1``) or full (prefixed) name."""

@@ -20,8 +20,9 @@ messages is not promised. An envelope whose payload is not a message (it cannot 
 our senders) is put on its queue as it is, where the queue's checks move it to poison.
 
 ``photomosaics syphon`` runs it every ``Settings.syphon_interval`` seconds
-(``PHOTOMOSAICS_SYPHON_INTERVAL``, 60: seed 003's ping interval). Cost while all is well: one call on the primary and one on the secondary per
-pass, about 2,900 transactions a day.
+(``PHOTOMOSAICS_SYPHON_INTERVAL``, 60: seed 003's ping interval). Cost while all is well: one
+call on the primary and one list on the secondary per pass, plus one empty receive per backlog
+queue once a failover has created them.
 """
 
 from __future__ import annotations

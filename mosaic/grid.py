@@ -1,8 +1,10 @@
 """The mosaic grid: how many cells, how big the output, how the rows are cut into slices.
 
 The output-size rule (README, "Rendering offline"): one cell per source pixel when the output
-(cells × tile_size²) stays under ``max_output_pixels``, otherwise the largest grid that
-fits. An explicit ``tiles_across`` is honoured, clamped the same way. Everything here is
+(cells × tile_size²) stays under ``auto_output_pixels`` (40 MP: fast, a 35 x 25 cm print),
+otherwise the largest grid that fits. An explicit ``tiles_across`` is honoured up to
+``max_output_pixels`` (400 MP: giant prints), clamped the same way. ``min_slices``: a big
+mosaic is cut into enough slices that none holds more than ``MAX_SLICE_PIXELS``. Everything here is
 cheap and pure so the web page can show the final size before the job is submitted.
 """
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from .limits import DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
+from .limits import DEFAULT_AUTO_OUTPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_SLICE_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
 
 
@@ -49,8 +51,11 @@ def plan_grid(
     tile_size: int,
     tiles_across: int | None = None,
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
+    auto_output_pixels: int = DEFAULT_AUTO_OUTPUT_PIXELS,
 ) -> Grid:
     """The grid for a ``width`` × ``height`` target; ValueError when no grid can fit."""
+    if tiles_across is None:  # no size asked for: the fast default, never above the hard cap
+        max_output_pixels = min(max_output_pixels, auto_output_pixels)
     if width < 1 or height < 1:
         raise ValueError(f"image size must be positive, got {width}x{height}")
     if not 1 <= tile_size <= MAX_TILE_SIZE:
@@ -80,6 +85,12 @@ def plan_grid(
         across = n
     down = _rows(width, height, across)
     return Grid(across, down, across * tile_size, down * tile_size, tile_size)
+
+
+def min_slices(grid: Grid, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> int:
+    """The fewest slices that keep every slice under ``max_slice_pixels`` (at most one per row)."""
+    rows_per_slice = max(1, max_slice_pixels // max(1, grid.output_width * grid.tile_size))
+    return min(grid.tiles_down, math.ceil(grid.tiles_down / rows_per_slice))
 
 
 def plan_bands(tiles_down: int, slices: int) -> list[range]:

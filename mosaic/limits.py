@@ -6,5 +6,14 @@ Callers may pass tighter or looser limits explicitly; the engine never reads con
 from __future__ import annotations
 
 MAX_TILE_SIZE = 64  # library tiles are stored at 64 px; larger tiles would be upscaled blur
-DEFAULT_MAX_OUTPUT_PIXELS = 40_000_000  # a 35 x 25 cm print at 300 DPI
+# The largest mosaic asked for explicitly (tiles across): a 1 m x 70 cm print at 300 DPI. No
+# role holds it whole: processors render bands of at most MAX_SLICE_PIXELS, the controller
+# stitches through libvips from disk (workers.stitching).
+DEFAULT_MAX_OUTPUT_PIXELS = 400_000_000
+# The size chosen when none is asked for (no tiles across): a 35 x 25 cm print at 300 DPI.
+# Defaults are the product: a photo dropped with default settings must come back fast.
+DEFAULT_AUTO_OUTPUT_PIXELS = 40_000_000
+# The most output pixels one slice may hold (a processor's band: 150 MB of pixels); a bigger
+# job gets more slices than asked for (``mosaic.grid.min_slices``).
+MAX_SLICE_PIXELS = 50_000_000
 DEFAULT_MAX_INPUT_PIXELS = 60_000_000  # decoded before any check would be a decompression bomb

@@ -282,3 +282,20 @@ def test_slice_response_for_a_failed_job_is_ignored(pipe: Pipeline) -> None:
     ctl.handle_slice_response(received)
     job = pipe.job(rid)
     assert job is not None and job.status == "failed" and job.slices_done == frozenset()
+
+
+def test_a_band_carries_its_rows_of_a_fair_use_choice_and_a_damaged_one_is_refused() -> None:
+    from workers.slicing import BandFormatError, cut_bands, encode_band
+
+    cells = np.zeros((5 * 4, 3 * 4, 3), np.uint8)
+    choice = np.arange(15, dtype=np.int32).reshape(5, 3)
+    bands = cut_bands(cells, tiles_down=5, tiles_across=3, rows=plan_bands(5, 2), choice=choice)
+    read = [decode_band(encode_band(b)) for b in bands]
+    assert np.array_equal(np.concatenate([b.choice for b in read]), choice)  # type: ignore[misc]
+    assert decode_band(encode_band(replace(bands[0], choice=None))).choice is None
+    damaged = encode_png(bands[0].cells, text={
+        "photomosaics:sequence": "0", "photomosaics:first_row": "0", "photomosaics:rows": "3",
+        "photomosaics:tiles_across": "3", "photomosaics:tiles_down": "5", "photomosaics:choice": "bm90IHpsaWI=",
+    })  # fmt: skip
+    with pytest.raises(BandFormatError, match="tile choice is unreadable"):
+        decode_band(damaged)

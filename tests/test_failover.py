@@ -237,3 +237,15 @@ def client_free_job(pipe: Pipeline, request_id: str) -> Any:
     found = [job_from_entity(r) for r in rows]
     assert len(found) == 1, f"job {request_id} is on the primary {len(found)} times"
     return found[0]
+
+
+def test_run_starts_a_syphon_only_when_a_secondary_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from photomosaics.commands.run import children
+
+    monkeypatch.delenv(SECONDARY_CONNECTION_STRING_ENV, raising=False)
+    common = dict(connection_string="UseDevelopmentStorage=true", secret_key="k", host="127.0.0.1", port=1, processors=1)
+    assert "syphon" not in [c.name for c in children(**common)]  # type: ignore[arg-type]
+    paired = children(**common, shared={SECONDARY_CONNECTION_STRING_ENV: "UseDevelopmentStorage=true"})  # type: ignore[arg-type]
+    syphon = [c for c in paired if c.name == "syphon"]
+    assert len(syphon) == 1 and syphon[0].argv[-1] == "syphon"
+    assert all(c.env[SECONDARY_CONNECTION_STRING_ENV] for c in paired)  # every role can fail over and read both

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dal.config import POISON_SUFFIX, WORK_QUEUES
-from dal.shards import shard_names
+from dal.config import POISON_SUFFIX, WORK_QUEUES, Settings
+from dal.lanes import slice_queue_names
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +59,12 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 def _shards(deployment: dict[str, Any]) -> int:
     return int(_env(_container(deployment)).get("PHOTOMOSAICS_SLICE_SHARDS") or 1)
+
+
+def _slice_queues(prefix: str, deployment: dict[str, Any]) -> list[str]:
+    """Every lane's every shard of slicerequest (dal.lanes), as this deployment configures them."""
+    lanes = int(_env(_container(deployment)).get("PHOTOMOSAICS_FAIR_LANES") or Settings().fair_lanes)
+    return slice_queue_names(prefix + "slicerequest", lanes, _shards(deployment))
 
 
 def test_there_is_a_demo_a_real_account_and_a_sharded_overlay() -> None:
@@ -122,7 +128,7 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
         for trigger in obj["spec"]["triggers"]:
             assert trigger["type"] == "azure-queue"
             queue = trigger["metadata"]["queueName"]
-            real = {prefix + q for q in WORK_QUEUES} | set(shard_names(prefix + "slicerequest", _shards(deployments[target])))
+            real = {prefix + q for q in WORK_QUEUES} | set(_slice_queues(prefix, deployments[target]))
             assert queue in real and not queue.endswith(POISON_SUFFIX), queue
             assert int(trigger["metadata"]["queueLength"]) >= 1
             auth = auths[trigger["authenticationRef"]["name"]]
@@ -135,8 +141,8 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
     shards = _shards(deployments["processor"])
     assert _shards(deployments["controller"]) == shards, f"{overlay}: controller and processors disagree on the shards"
     prefix = _env(_container(deployments["processor"])).get("PHOTOMOSAICS_NAME_PREFIX") or ""
-    # one trigger per shard, each waking the pool from zero
-    assert [t["metadata"]["queueName"] for t in processor["triggers"]] == shard_names(prefix + "slicerequest", shards)
+    # one trigger per shard of each lane, each waking the pool from zero
+    assert [t["metadata"]["queueName"] for t in processor["triggers"]] == _slice_queues(prefix, deployments["processor"])
     assert {t["metadata"]["activationQueueLength"] for t in processor["triggers"]} == {"0"}
     controller = scaled["controller"]["spec"]
     assert controller["minReplicaCount"] >= 1
@@ -203,9 +209,11 @@ def test_shard_triggers_split_the_per_replica_queue_length() -> None:
     """The HPA scales on the largest trigger and each shard holds ~1/K of the backlog, so each
     shard's queueLength is the unsharded one divided by K: the pool is sized as without shards."""
     base = _by_kind(_render("storage-account"), "ScaledObject")["processor"]["spec"]["triggers"]
-    (unsharded,) = [int(t["metadata"]["queueLength"]) for t in base]
+    unsharded = int(base[0]["metadata"]["queueLength"])
+    assert {int(t["metadata"]["queueLength"]) for t in base} == {unsharded}  # every lane alike
     docs = _render("sharded")
     shards = _shards(_by_kind(docs, "Deployment")["processor"])
     assert shards > 1
     triggers = _by_kind(docs, "ScaledObject")["processor"]["spec"]["triggers"]
-    assert [int(t["metadata"]["queueLength"]) for t in triggers] == [max(1, unsharded // shards)] * shards
+    assert {int(t["metadata"]["queueLength"]) for t in triggers} == {max(1, unsharded // shards)}
+    assert len(triggers) == shards * Settings().fair_lanes

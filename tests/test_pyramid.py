@@ -98,7 +98,9 @@ def test_members_are_read_by_range_from_a_cached_index_and_a_replaced_zip_is_rei
 
     def upload(pixels: np.ndarray) -> bytes:
         np.save(tmp_path / "p.npy", pixels)
-        save_pyramid(open_slice(tmp_path / "p.npy"), tmp_path / "mosaic.zip")
+        opened = open_slice(tmp_path / "p.npy")
+        save_pyramid(opened, tmp_path / "mosaic.zip")
+        opened.close()
         data = (tmp_path / "mosaic.zip").read_bytes()
         blobs.upload(IMAGE_OUTPUT_CONTAINER, name, data, content_type="application/zip")
         return data

@@ -24,8 +24,9 @@ def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMess
 
 
 def test_one_shard_is_the_plain_queue(storage: StorageClients, unique: str) -> None:
-    queues = QueueAccessor(storage, settings=Settings(), prefix=f"s{unique}")
+    queues = QueueAccessor(storage, settings=Settings(fair_lanes=1), prefix=f"s{unique}")
     assert queues.slice_requests is queues.slice_request and len(queues.monitored()) == 5
+    assert len(QueueAccessor(storage, settings=Settings(), prefix=f"s{unique}").monitored()) == 7  # + the lanes
     with pytest.raises(ValueError, match="slice_shards"):
         QueueAccessor(storage, settings=Settings(slice_shards=0))
 
@@ -35,7 +36,10 @@ def test_producers_spread_and_consumers_rotate_over_three_shards(storage: Storag
     queues.ensure_all()
     shards = queues.slice_request_shards
     assert [q.short_name for q in shards] == ["slicerequest", "slicerequest-1", "slicerequest-2"]
-    assert [q.short_name for q in queues.monitored()][4:] == ["slicerequest-1", "slicerequest-2", "jobcleanup"]
+    assert [q.short_name for q in queues.monitored()][4:] == [
+        "slicerequest-1", "slicerequest-2", "slicerequest-lane1", "slicerequest-lane1-1", "slicerequest-lane1-2",
+        "imagerequest-lane1", "jobcleanup",
+    ]  # fmt: skip
     rid = str(uuid.uuid4())
     for seq in range(6):
         message = slice_request(queues, rid, seq)

@@ -29,6 +29,7 @@ from dal.libraries import InvalidLibraryNameError, validate_library_name
 from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
 from dal.backpressure import ServiceBusy
+from dal.lanes import lane_for
 from dal.quotas import QuotaExceeded
 from dal.rendered import decode_rendered
 from mosaic.grid import Grid
@@ -115,7 +116,9 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    slices = min(slices, grid.tiles_down)  # a slice is at least one row of tiles
+    # A slice is at least one row of tiles, and at most MAX_SLICE_PIXELS of output (a giant
+    # mosaic gets more slices than asked for: the controller plans the same, mosaic.grid.min_slices).
+    slices = min(max(slices, planning.min_slices(grid)), grid.tiles_down)
     if max_uses is not None:
         _check_tile_budget(library, grid, max_uses)
     _check_backlog()
@@ -173,6 +176,21 @@ def _admit(owner: str) -> bool:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
+def _lane_for(owner: str) -> Any:
+    """Fair scheduling (dal.lanes): a client's later jobs go to a lower imagerequest lane, so the
+    controller slices another client's first job before them. One query in the client's partition,
+    made before this job's row exists; with the primary down (paired secondary), lane 0."""
+    svc = services()
+    lanes = svc.queues.image_request_lanes
+    if len(lanes) == 1:
+        return lanes[0]
+
+    def lane() -> Any:
+        return lanes[lane_for(svc.quotas.count_unfinished(owner), len(lanes))]
+
+    return lane() if svc.failover is None else svc.failover.ask_primary(lane, lanes[0])
+
+
 def _submit(
     photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
     admitted: bool = True,
@@ -189,7 +207,7 @@ def _submit(
     else:
         image_uri, parked = paired.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data,
                                           content_type=photo.content_type)  # fmt: skip
-    queue = svc.queues.image_request
+    queue = _lane_for(owner)
     try:
         message = ImageRequestMessage(
             queue_uri=queue.url,

@@ -14,6 +14,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from dal.libraries import (
     EmptyLibraryError,
     InvalidLibraryNameError,
+    LibraryInfo,
     LibraryNotFoundError,
     validate_library_name,
 )
@@ -35,7 +36,7 @@ MAX_SAMPLE_SCAN = 1000  # tile names listed to choose the samples from (one list
 SAMPLES_IN_DETAIL = 48
 
 
-def _library_json(info: Any, *, samples: int) -> dict[str, Any]:
+def _library_json(info: LibraryInfo, *, samples: int) -> dict[str, Any]:
     names = _spread(services().libraries.sample_tiles(info.name, MAX_SAMPLE_SCAN), samples) if samples else []
     return {
         "name": info.name,
@@ -55,7 +56,7 @@ def _spread(names: list[str], count: int) -> list[str]:
     return [names[(i * len(names)) // count] for i in range(count)]
 
 
-def _find(name: str) -> Any:
+def _find(name: str) -> LibraryInfo:
     try:
         validate_library_name(name)
     except InvalidLibraryNameError:
@@ -168,4 +169,6 @@ def plan() -> Response:
     )
     body = planning.describe(grid, limit=limits.max_slices)
     body["max_output_pixels"] = limits.max_output_pixels
+    body["max_tiles_across"] = planning.largest(width=width, height=height, tile_size=tile_size,
+                                                max_output_pixels=limits.max_output_pixels).tiles_across  # fmt: skip
     return jsonify(body)

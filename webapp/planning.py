@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mosaic.grid import Grid, plan_bands, plan_grid
+from mosaic.grid import min_slices as fewest_slices
 from webapp.errors import ApiError
 
 MAX_TILES_ACROSS = 10_000
@@ -36,13 +37,24 @@ def bands(tiles_down: int, slices: int) -> list[list[int]]:
         raise ApiError(400, "invalid_slices", str(exc)) from None
 
 
+def min_slices(grid: Grid) -> int:
+    return fewest_slices(grid)
+
+
 def max_slices(grid: Grid, limit: int) -> int:
     return max(1, min(limit, int(grid.tiles_down)))
 
 
+def largest(*, width: int, height: int, tile_size: int, max_output_pixels: int) -> Grid:
+    """The most tiles across this photo may have under the hard limit (the detail slider's end)."""
+    return plan(width=width, height=height, tile_size=tile_size, tiles_across=MAX_TILES_ACROSS,
+                max_output_pixels=max_output_pixels)  # fmt: skip
+
+
 def describe(grid: Grid, *, limit: int) -> dict[str, Any]:
-    """The JSON the form shows: grid, output size, megapixels and the slice ceiling."""
+    """The JSON the form shows: grid, output size, megapixels and the slice floor and ceiling."""
     return {
+        "min_slices": min(min_slices(grid), max_slices(grid, limit)),
         "tiles_across": grid.tiles_across,
         "tiles_down": grid.tiles_down,
         "output_width": grid.output_width,

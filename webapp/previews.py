@@ -12,8 +12,8 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
+import numpy as np
 from PIL import Image, ImageOps
 
 _CACHE_BYTES = 64 * 1024 * 1024
@@ -58,7 +58,7 @@ def jpeg_preview(data: bytes, *, max_side: int, quality: int = 85) -> bytes:
         return _thumbnail(image.convert("RGB"), max_side=max_side, quality=quality)
 
 
-def pixels_preview(pixels: Any, *, max_side: int, quality: int = 85) -> bytes:
+def pixels_preview(pixels: np.ndarray, *, max_side: int, quality: int = 85) -> bytes:
     """The same for an ``(H, W, 3) uint8`` array (a rendered slice, ``dal.rendered``)."""
     return _thumbnail(Image.fromarray(pixels, "RGB"), max_side=max_side, quality=quality)
 

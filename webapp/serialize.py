@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import url_for
 
-from dal.job_model import JobStatus
+from dal.job_model import Job, JobEvent, JobStatus
 
 from webapp import planning
 
@@ -16,7 +16,7 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def job_json(job: Any, *, waiting_for_storage: bool = False) -> dict[str, Any]:
+def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
     """Status, progress, final size, timings and the URLs a client follows next.
 
     ``waiting_for_storage``: the job was submitted while the primary storage account was down
@@ -55,7 +55,7 @@ def job_json(job: Any, *, waiting_for_storage: bool = False) -> dict[str, Any]:
     }
 
 
-def event_json(event: Any) -> dict[str, Any]:
+def event_json(event: JobEvent) -> dict[str, Any]:
     return {
         "at": _iso(event.at),
         "kind": event.kind,

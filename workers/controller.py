@@ -8,6 +8,9 @@ blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max
 assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
 flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
 rows of that choice: the bands together can never exceed N, whichever processors render them.
+The slices go to a lane of ``slicerequest`` (``dal.lanes``): a client's oldest unfinished job
+to lane 0, its later jobs lower, so one client's backlog never queues ahead of another
+client's single job.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
@@ -45,6 +48,7 @@ from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
+from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.libraries import InvalidLibraryNameError
 from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
@@ -54,9 +58,9 @@ from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
-from workers.stitching import JPEG_MAX_SIDE, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
+from workers.stitching import JPEG_MAX_SIDE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
-from mosaic.grid import cell_image, plan_bands, plan_grid
+from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.errors import TileBudgetError
 from mosaic.library import LibraryFormatError
@@ -94,7 +98,10 @@ class JobController:
         message = received.message
         assert isinstance(message, ImageRequestMessage), message
         jobs, rid = self.services.jobs, message.request_id
-        existing = jobs.get(message.client_id, rid)
+        # The job's row and its place in its client's line, in one query: the line decides the
+        # lane its slices go to (fair scheduling between clients, dal.lanes).
+        existing, ahead = jobs.unfinished_ahead(message.client_id, rid)
+        lane = lane_for(ahead, len(self.services.queues.slice_lanes))
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
             log.info("job %s is %s already; request ignored", rid, existing.status)
             return
@@ -114,14 +121,17 @@ class JobController:
             )
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
+        # A giant mosaic gets more slices than asked for, so that no processor holds more than
+        # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
+        slices = max(message.slices, min_slices(grid))
         try:
-            rows = plan_bands(grid.tiles_down, message.slices)
+            rows = plan_bands(grid.tiles_down, slices)
         except ValueError:
             raise PermanentJobError(
                 f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
                 f"tiles; ask for at most {grid.tiles_down} slices"
             ) from None
-        job = self._record_job(message, grid, existing)
+        job = self._record_job(message, grid, existing, slices=slices)
         clock.lap("job_record")
 
         cells = cell_image(image, grid)
@@ -152,7 +162,7 @@ class JobController:
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
-                queue_uri=queues.slice_request_shard(rid, band.sequence).url,
+                queue_uri=queues.slice_request_shard(rid, band.sequence, lane).url,
                 client_id=message.client_id,
                 request_id=rid,
                 image_library_uri=message.image_library_uri,
@@ -163,7 +173,7 @@ class JobController:
             for band, url in zip(bands, urls, strict=True)
             if band.sequence not in job.slices_done
         ]
-        for shard in queues.slice_request_shards:  # one shard when unsharded (dal.shards)
+        for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
                 self.services.send(mine)
@@ -173,14 +183,15 @@ class JobController:
                 kind="dispatched",
                 actor=self.name,
                 slice=(band := bands[request.slice_sequence]).sequence,
-                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched",
+                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched"
+                + (f" in lane {lane} ({ahead} of this client's jobs ahead)" if lane else ""),
             )
             for request in pending
         ]
         if events:  # one transaction for all of them (one partition), timings on the first
             events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
         jobs.add_events(rid, events)
-        log.info("job %s: %d slices dispatched", rid, len(pending))
+        log.info("job %s: %d slices dispatched to lane %d (%d of the client's jobs ahead)", rid, len(pending), lane, ahead)
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
@@ -222,7 +233,7 @@ class JobController:
         clock.lap("image_decode")
         return image
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None) -> Job:
+    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int) -> Job:
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
@@ -231,7 +242,7 @@ class JobController:
             return replace(
                 job,
                 status=JobStatus.SLICING,
-                slices=message.slices,
+                slices=slices,
                 tile_size=message.tile_size,
                 tiles_across=grid.tiles_across,
                 tiles_down=grid.tiles_down,
@@ -242,7 +253,8 @@ class JobController:
         if existing is None:
             try:
                 input_name = _input_name(self.services, message.image_uri)
-                return jobs.create(Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid))
+                job = Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid)
+                return jobs.create(replace(job, slices=slices))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
         return jobs.update(message.client_id, rid, change, current=existing).job
@@ -300,16 +312,26 @@ class JobController:
                 mosaic = open_jpeg(scratch / "mosaic.jpg")
             else:
                 how = f"{job.slices} slices stitched"
-                mosaic = self._fetch_and_join(job, scratch, clock)
+                paths = self._fetch_slices(job, scratch, clock)
+                mosaic = self._join(job, paths)  # streams once; each pass opens the files again
+                clock.lap("stitch")
                 if fits_jpeg(job.output_width, job.output_height):
-                    save_jpeg(mosaic, scratch / "mosaic.jpg")
+                    try:
+                        save_jpeg(mosaic, scratch / "mosaic.jpg")
+                    finally:
+                        mosaic.close()
+                    mosaic = self._join(job, paths)
                     clock.lap("output_encode")
                     blobs.upload_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg", content_type=OUTPUT_CONTENT_TYPE)
                     clock.lap("output_upload")
                 else:  # over JPEG's 65,535 px a side: the pyramid is the full-resolution download
                     name = pyramid_blob_name(rid)
                     how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
-            save_pyramid(mosaic, scratch / "mosaic.zip")
+            try:
+                save_pyramid(mosaic, scratch / "mosaic.zip")
+            finally:
+                if isinstance(mosaic, Streamed):
+                    mosaic.close()
             clock.lap("pyramid_build")
             blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
                               content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
@@ -325,23 +347,29 @@ class JobController:
         log.info("job %s: stitched in %.2f s", rid, seconds)
         self._send_response(job)
 
-    def _fetch_and_join(self, job: Job, scratch: Path, clock: Stopwatch) -> Any:
-        """Every rendered slice streamed to a scratch file, joined lazily (``workers.stitching``)."""
+    def _fetch_slices(self, job: Job, scratch: Path, clock: Stopwatch) -> list[Path]:
+        """Every rendered slice streamed to a scratch file (never held in memory)."""
         rid, blobs = job.request_id, self.services.blobs
-        paired = self.services.failover
-        readers = [blobs] if paired is None else [blobs, paired.secondary.blobs]
 
         def fetch(seq: int) -> Path:
             # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
             path = scratch / f"slice-{seq}"
             for name in slice_blob_candidates(rid, seq):
-                for store in readers:  # the primary; then the paired secondary (dal.failover)
-                    try:
-                        store.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
-                        return path
-                    except BlobMissingError:
-                        continue
+                try:
+                    blobs.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
+                    return path
+                except BlobMissingError:
+                    continue
             raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
+
+        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
+            paths = list(pool.map(fetch, range(job.slices)))
+        clock.lap("slice_download")
+        return paths
+
+    @staticmethod
+    def _join(job: Job, paths: list[Path]) -> Any:
+        """The slice files joined lazily into the mosaic, for one top-to-bottom pass (``workers.stitching``)."""
 
         def open_(seq: int, path: Path) -> Any:
             try:
@@ -349,16 +377,18 @@ class JobController:
             except RenderedFormatError as exc:
                 raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
 
-        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
-            paths = list(pool.map(fetch, range(job.slices)))
-        clock.lap("slice_download")
+        opened: list[Streamed] = []
         try:
-            mosaic = join_slices([open_(seq, p) for seq, p in enumerate(paths)], width=job.output_width,
-                                 height=job.output_height)  # fmt: skip
+            opened += (open_(seq, p) for seq, p in enumerate(paths))
+            return join_slices(opened, width=job.output_width, height=job.output_height)
         except ValueError as exc:
+            for o in opened:
+                o.close()
             raise PermanentJobError(f"the rendered slices do not fit together: {exc}") from None
-        clock.lap("stitch")
-        return mosaic
+        except PermanentJobError:
+            for o in opened:
+                o.close()
+            raise
 
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
 from dal.libraries import LibraryStore
 
@@ -219,13 +220,12 @@ def demo_tile_images(count: int = 400, *, quality: int = 90) -> list[tuple[str, 
     return tiles
 
 
-def ensure_demo_library(storage: object, *, prefix: str = "", count: int = 400) -> str:
+def ensure_demo_library(storage: StorageClients, *, prefix: str = "", count: int = 400) -> str:
     """Create the library ``demo`` in storage unless it is there already; return its URI.
 
-    ``storage`` is a ``dal.config.StorageClients``; ``photomosaics run`` calls this at start-up.
+    ``photomosaics run`` and ``photomosaics web --demo-library`` call this at start-up.
     """
-
-    store = LibraryStore(storage, prefix=prefix)  # type: ignore[arg-type]
+    store = LibraryStore(storage, prefix=prefix)
     if store.exists(DEMO_LIBRARY_NAME):
         return store.uri(DEMO_LIBRARY_NAME)
     log.info("creating the demo tile library (%d tiles from the sample photos)", count)

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from dal.config import Settings
+from mosaic.limits import MAX_TILE_SIZE
 from photomosaics.cli import main
 
 PNG_COMPRESS_LEVEL = 1
@@ -99,12 +101,13 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
 @click.argument("target", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-l", "--library", "library_spec", required=True, metavar="DIR_OR_NAME",
               help="A folder or zip of photos, 'demo', or a library name in storage (needs AZURE_STORAGE_CONNECTION_STRING).")
-@click.option("-t", "--tile-size", type=click.IntRange(1, 64), default=16, show_default=True,
+@click.option("-t", "--tile-size", type=click.IntRange(1, MAX_TILE_SIZE), default=16, show_default=True,
               help="Pixels per tile side in the output.")
 @click.option("--tiles-across", type=click.IntRange(min=1), default=None,
               help="Mosaic width in tiles [default: one tile per target pixel, within the output limit].")
 @click.option("--slices", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Render in this many bands, as the workers would (same pixels); at most PHOTOMOSAICS_MAX_SLICES (64).")
+              help="Render in this many bands, as the workers would (same pixels); "
+                   f"at most PHOTOMOSAICS_MAX_SLICES ({Settings().max_slices}).")
 @click.option("--variety", type=click.IntRange(0, 16), default=None,
               help="No tile repeats within this many cells, 0 = off [default: the engine's].")
 @click.option("--blend", type=click.IntRange(0, 100), default=None,
@@ -114,7 +117,7 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
               help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].")
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
 @click.option("--max-output-pixels", type=click.IntRange(min=1), default=None,
-              help="Largest output in pixels [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 40 MP].")
+              help="Largest output in pixels for an explicit --tiles-across [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 400 MP; without --tiles-across at most 40 MP].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
               help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: name.dzi and name_files/).")
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")

@@ -88,7 +88,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     services = _services_for("controller")
     ctl = JobController(services)
     _run(services, "controller", [
-        ("image_request", ctl.handle_image_request, "slicing the picture"),
+        ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.lanes)
         ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
     ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
        max_messages=max_messages)  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from mosaic.limits import MAX_TILE_SIZE
 from photomosaics.cli import main
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -137,7 +138,7 @@ def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict
 @main.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--library", "-l", required=True, help="Tile library name (see `photomosaics library list`).")
-@click.option("--tile-size", type=click.IntRange(1, 64), default=16, show_default=True, help="Tile side in the output, in pixels.")
+@click.option("--tile-size", type=click.IntRange(1, MAX_TILE_SIZE), default=16, show_default=True, help="Tile side in the output, in pixels.")
 @click.option("--slices", type=click.IntRange(min=1), default=4, show_default=True, help="Bands rendered in parallel.")
 @click.option("--tiles-across", type=click.IntRange(min=1), default=None, help="Mosaic width in tiles [default: the planner's].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,

@@ -39,7 +39,9 @@ def test_a_done_job_serves_its_descriptor_tiles_and_zip(client: Any, other_clien
     assert client.get(f"{base}/dzi").json["error"] == "result_missing"  # done, but no pyramid (an older job)
 
     np.save(tmp_path / "m.npy", np.random.default_rng(0).integers(0, 256, (300, 517, 3), dtype=np.uint8))
-    save_pyramid(open_slice(tmp_path / "m.npy"), tmp_path / "mosaic.zip")
+    opened = open_slice(tmp_path / "m.npy")
+    save_pyramid(opened, tmp_path / "mosaic.zip")
+    opened.close()
     data = (tmp_path / "mosaic.zip").read_bytes()
     blobs.upload(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), data, content_type="application/zip")
 

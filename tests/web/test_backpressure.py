@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -131,10 +130,16 @@ def test_the_cli_waits_out_a_busy_service_and_then_submits(busy: dict[str, Any],
     queues: QueueAccessor = busy["queues"]
     _fill(queues, 6)  # 12 s of work at 0.5 slices/s: busy, Retry-After 5 s (the minimum)
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
-    stop = threading.Event()
+    stop, refused = threading.Event(), threading.Event()
+
+    @busy["app"].after_request
+    def note_refusals(response: Any) -> Any:  # the helper below waits for the first 503 to go out
+        if response.status_code == 503:
+            refused.set()
+        return response
 
     def catch_up() -> None:
-        time.sleep(1.0)
+        refused.wait(60)
         queues.slice_request.clear()
         _fail_the_job_once_stored(busy["jobs"], busy["prefix"], stop)
 
@@ -196,3 +201,54 @@ def test_the_browser_says_busy_and_the_queues_page_shows_the_wait(
         shot(page, "15-queues-busy")
     assert errors == []
     assert browser_context.violations == [], "a page broke its Content-Security-Policy"
+
+
+def test_the_cli_retries_a_quota_refusal_and_reports_it(
+    busy: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """429 through ``photomosaics submit``: every CLI run is a new client, so the quota that
+    refuses it here is the unfinished limit at 0; the helper raises it once the first 429 has
+    gone out (as an operator would), and the CLI's retry after ``Retry-After`` gets in."""
+    import dal.quotas
+
+    monkeypatch.setattr(dal.quotas, "UNFINISHED_RETRY_AFTER", 1)  # 15 s in production
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(png_bytes(90, 60))
+    app = busy["app"]
+    with app.app_context():
+        from webapp.services import services
+
+        quotas = services().quotas
+    quotas.max_unfinished = 0
+    stop, refused = threading.Event(), threading.Event()
+
+    @app.after_request
+    def note_refusals(response: Any) -> Any:
+        if response.status_code == 429:
+            refused.set()
+        return response
+
+    def raise_the_limit() -> None:
+        refused.wait(60)
+        quotas.max_unfinished = 3
+        _fail_the_job_once_stored(busy["jobs"], busy["prefix"], stop)
+
+    helper = threading.Thread(target=raise_the_limit, daemon=True)
+    with served(app) as url:
+        gave_up = CliRunner().invoke(main, ["submit", str(photo), "--library", LIBRARY, "--url", url,
+                                            "--retry-for", "0"], catch_exceptions=False)  # fmt: skip
+        refused.clear()  # the helper waits for the next run's 429
+        helper.start()
+        try:
+            result = CliRunner().invoke(main, ["submit", str(photo), "--library", LIBRARY, "--tile-size", "8",
+                                               "--url", url, "--timeout", "60"], catch_exceptions=False)  # fmt: skip
+        finally:
+            stop.set()
+            helper.join(timeout=10)
+    assert gave_up.exit_code == 1
+    assert "at most 0 unfinished jobs per client" in gave_up.output
+    assert "(HTTP 429 quota_exceeded); gave up after 1 attempt(s)" in gave_up.output
+    assert "(HTTP 429 quota_exceeded): retrying in 1 s (attempt 2)" in result.output, result.output
+    assert re.search(r"job [0-9a-f-]{36}: ", result.output), result.output
+    assert "failed: stopped by the test" in result.output
+    assert result.exit_code == 1

@@ -100,7 +100,7 @@
       if (fresh || across.dataset.max === undefined || across.dataset.tile !== tileSize.value) {
         const auto = await PM.api(`/api/plan?${params}`);
         if (seq !== planSeq) return;
-        across.max = String(Math.max(auto.tiles_across, 1));
+        across.max = String(Math.max(auto.max_tiles_across || auto.tiles_across, 1)); // up to the hard limit (400 MP)
         across.min = String(Math.min(4, auto.tiles_across));
         across.dataset.max = across.max;
         across.dataset.tile = tileSize.value;
@@ -115,6 +115,8 @@
       document.getElementById("final-extra").textContent =
         `${grid.tiles_across} × ${grid.tiles_down} = ${PM.number(grid.tiles_across * grid.tiles_down)} tiles · ${PM.megapixels(grid.output_width, grid.output_height)}`;
       slices.max = String(grid.max_slices);
+      slices.min = String(grid.min_slices || 1); // a giant mosaic needs more slices (50 MP each at most)
+      if (Number(slices.value) < grid.min_slices) slices.value = String(grid.min_slices);
       if (Number(slices.value) > grid.max_slices) slices.value = String(grid.max_slices);
       document.getElementById("slices_out").textContent = slices.value;
       ready();
