@@ -136,6 +136,7 @@ class QueueListener:
         self._woken_by_hint = False
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
         self._last_depth_check = -math.inf
+        self._full_streak = 0  # receives in a row that came back full
         self._retry_due: list[float] = []  # heap: when messages we released with a delay are visible again
         self.poll_min = poll_min
         self.poll_max = poll_max
@@ -285,11 +286,15 @@ class QueueListener:
                 for received in batch:
                     self._start(executor, received, leased_at)
                 self._journal()
-                if len(batch) >= want:  # a short batch emptied the queue: no depth to read
+                # A short batch emptied the queue: no depth worth a transaction. A full one of a
+                # single message says nothing yet; two in a row (or a full bigger one) is a backlog.
+                self._full_streak = self._full_streak + 1 if len(batch) >= want else 0
+                if self._full_streak and (want > 1 or self._full_streak >= 2):
                     self._scale_up()
                 self._notify_activity()
                 continue
             self._was_idle = True
+            self._full_streak = 0
             self._scale_down()
             if burst and self.held_count() == 0 and not self._visible_left():
                 return
