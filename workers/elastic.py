@@ -1,8 +1,8 @@
 """Elastic dequeue (seed 001's ``GetOptimalDequeueTaskCount``), as a pure function.
 
-A listener runs between ``low`` and ``high`` handlers at once. When work is detected (the
-first messages after an idle spell) or a receive comes back full (more is probably
-waiting), it reads the queue's *approximate* depth (one transaction, at most once per
+A listener runs between ``low`` and ``high`` handlers at once. When a receive comes back
+full (more is probably waiting; after an idle spell this is seed 001's work detected; a
+short batch means the queue is empty, so its depth is not read), it reads the queue's *approximate* depth (one transaction, at most once per
 ``DEPTH_CHECK_INTERVAL``) and grows to ``optimal_concurrency(depth + held)``; the first
 empty receive shrinks it back to ``low``. The depth is approximate (it counts invisible
 messages too), which is fine: it only sizes a thread pool, it never decides what is done.

@@ -7,8 +7,9 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   fetches again when that drops to half (WebJobs' "new batch threshold"). A held message's
   invisibility is ticking, and another worker could have done it, so hoarding is a cost.
 - **Elastic concurrency** (seed 001 ``QueueWorkDetected`` / ``GetOptimalDequeueTaskCount``):
-  between ``min_concurrency`` and ``concurrency`` handlers at once. Work detected after an
-  idle spell, or a full batch, reads the approximate queue depth and grows the pool to
+  between ``min_concurrency`` and ``concurrency`` handlers at once. A full batch (work
+  detected after an idle spell included; a short one emptied the queue, so no depth is
+  worth a transaction) reads the approximate queue depth and grows the pool to
   ``workers.elastic.optimal_concurrency``; the first empty receive shrinks it back to the
   minimum (``QueueEmpty``). ``min_concurrency == concurrency`` (the default) is a fixed pool.
 - **At-least-once**: a message is deleted only after its handler returned, i.e. after the
@@ -135,6 +136,7 @@ class QueueListener:
         self._woken_by_hint = False
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
         self._last_depth_check = -math.inf
+        self._full_streak = 0  # receives in a row that came back full
         self._retry_due: list[float] = []  # heap: when messages we released with a delay are visible again
         self.poll_min = poll_min
         self.poll_max = poll_max
@@ -284,11 +286,15 @@ class QueueListener:
                 for received in batch:
                     self._start(executor, received, leased_at)
                 self._journal()
-                if work_detected or len(batch) >= want:
+                # A short batch emptied the queue: no depth worth a transaction. A full one of a
+                # single message says nothing yet; two in a row (or a full bigger one) is a backlog.
+                self._full_streak = self._full_streak + 1 if len(batch) >= want else 0
+                if self._full_streak and (want > 1 or self._full_streak >= 2):
                     self._scale_up()
                 self._notify_activity()
                 continue
             self._was_idle = True
+            self._full_streak = 0
             self._scale_down()
             if burst and self.held_count() == 0 and not self._visible_left():
                 return
