@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import TileBudgetError
+from .limits import MAX_FAIR_CELLS
 from .matching import best
 
 FIRST_K = 16  # candidate tiles per cell on the first try (×4 while cells overflow)
@@ -47,8 +48,19 @@ class Assignment:
     k: int
 
 
+def check_grid(cells: int) -> None:
+    """Raise ``TileBudgetError`` if the grid is too big to assign fairly in one process."""
+    if cells > MAX_FAIR_CELLS:
+        raise TileBudgetError(
+            f"max_uses works on grids of at most {MAX_FAIR_CELLS:,} cells and this one has {cells:,}: "
+            "choose fewer tiles across or bigger tiles, or leave max_uses out"
+        )
+
+
 def check_budget(cells: int, tiles: int, max_uses: int) -> None:
-    """Raise ``TileBudgetError`` if ``cells`` cannot be covered with ``tiles`` × ``max_uses`` uses."""
+    """Raise ``TileBudgetError`` if the grid is too big (``check_grid``) or ``cells`` cannot be
+    covered with ``tiles`` × ``max_uses`` uses."""
+    check_grid(cells)
     if max_uses * tiles < cells:
         need = -(-cells // tiles)
         raise TileBudgetError(

@@ -16,4 +16,9 @@ DEFAULT_AUTO_OUTPUT_PIXELS = 40_000_000
 # The most output pixels one slice may hold (a processor's band: 150 MB of pixels); a bigger
 # job gets more slices than asked for (``mosaic.grid.min_slices``).
 MAX_SLICE_PIXELS = 50_000_000
+# The most cells a "each tile at most N times" (max_uses) job may have: the fair assignment is
+# one min-cost flow over cells x K arcs in one process (``mosaic.fair``). At 200,000 cells it
+# took 19 s and 1.0 GB (K = 16); a 400 MP grid of 8 px tiles (6 million cells) would need
+# tens of GB. The default 40 MP mosaic at 16 px tiles has 156,000 cells and fits.
+MAX_FAIR_CELLS = 200_000
 DEFAULT_MAX_INPUT_PIXELS = 60_000_000  # decoded before any check would be a decompression bomb

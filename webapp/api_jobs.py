@@ -42,7 +42,7 @@ from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
 from dal.cleanup import delete_job_everywhere, request_cleanup
 from mosaic.errors import TileBudgetError
-from mosaic.fair import check_budget
+from mosaic.fair import check_budget, check_grid
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -131,9 +131,13 @@ def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
     """422 when ``max_uses`` × the library's tiles cannot cover the grid (nothing stored yet).
 
     A library whose size its metadata does not tell is let through: the controller checks
-    again with the loaded library and fails the job with the same message.
+    again with the loaded library and fails the job with the same message. A grid too big to
+    assign fairly is refused before the library is even looked at.
     """
-
+    try:
+        check_grid(grid.cells)
+    except TileBudgetError as exc:
+        raise ApiError(422, "tile_budget", f"max_uses: {exc}") from None
     try:
         count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)
     except Exception:  # storage unreachable for the listing: the controller checks the loaded library

@@ -1,8 +1,11 @@
 """The print planner: paper width and DPI to tiles across, and tiles across to paper width.
 
-``GET /api/print-plan?tile_size=&dpi=&width_cm=`` answers how many tiles across fill a print
-that wide at that DPI (the pixels it needs, rounded to whole tiles); with ``tiles_across=``
-instead of ``width_cm`` it answers how wide that grid prints. Exactly one of the two. The
+``GET /api/print-plan/for-paper?tile_size=&dpi=&width_cm=`` answers how many tiles across
+fill a print that wide at that DPI (the pixels it needs, rounded to whole tiles);
+``GET /api/print-plan/for-grid?tile_size=&dpi=&tiles_across=`` answers how wide that grid
+prints. Two routes, each with all its parameters required, rather than one route taking
+"exactly one of" two: OpenAPI 3.0 query parameters cannot state that rule, so a client
+generator or fuzzer reading the spec would send requests the server must refuse. The
 arithmetic is ``mosaic.print_planner`` (its round trip is property-tested); this module only
 validates and answers. The create page's planner form uses it to set the detail slider.
 """
@@ -13,7 +16,7 @@ import math
 
 from flask import Blueprint, Response, jsonify, request
 
-from mosaic.print_planner import paper_for_grid, plan_for_paper
+from mosaic.print_planner import PrintPlan, paper_for_grid, plan_for_paper
 from webapp import planning
 from webapp.errors import ApiError
 from webapp.validation import int_field
@@ -34,19 +37,32 @@ def _width_cm(raw: str) -> float:
     return value
 
 
-@bp.get("/print-plan")
-def print_plan() -> Response:
-    tile_size = int_field(request.args, "tile_size", low=1, high=64)
-    dpi = int_field(request.args, "dpi", low=1, high=MAX_DPI)
-    width, across = request.args.get("width_cm"), request.args.get("tiles_across")
-    if (width is None) == (across is None):
-        raise ApiError(400, "invalid_field", "give exactly one of width_cm (paper to grid) and tiles_across (grid to paper)")
-    if width is not None:
-        plan = plan_for_paper(_width_cm(width), dpi, tile_size)
-        if plan.tiles_across > planning.MAX_TILES_ACROSS:
-            raise ApiError(422, "invalid_plan", f"that print needs {plan.tiles_across:,} tiles across; at most "
-                                                f"{planning.MAX_TILES_ACROSS:,} are possible: choose bigger tiles or a lower DPI")  # fmt: skip
-    else:
-        plan = paper_for_grid(int_field(request.args, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS), tile_size, dpi)
+def _common() -> tuple[int, int]:
+    return int_field(request.args, "tile_size", low=1, high=64), int_field(request.args, "dpi", low=1, high=MAX_DPI)
+
+
+@bp.get("/print-plan/for-paper")
+def plan_for_paper_width() -> Response:
+    """Paper to grid: the tiles across that fill ``width_cm`` at ``dpi``."""
+    tile_size, dpi = _common()
+    width = request.args.get("width_cm")
+    if width is None:
+        raise ApiError(400, "missing_field", "width_cm is required: the print's width in centimetres")
+    plan = plan_for_paper(_width_cm(width), dpi, tile_size)
+    if plan.tiles_across > planning.MAX_TILES_ACROSS:
+        raise ApiError(422, "invalid_plan", f"that print needs {plan.tiles_across:,} tiles across; at most "
+                                            f"{planning.MAX_TILES_ACROSS:,} are possible: choose bigger tiles or a lower DPI")  # fmt: skip
+    return _answer(plan, dpi)
+
+
+@bp.get("/print-plan/for-grid")
+def plan_for_grid() -> Response:
+    """Grid to paper: how wide ``tiles_across`` tiles of ``tile_size`` print at ``dpi``."""
+    tile_size, dpi = _common()
+    across = int_field(request.args, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    return _answer(paper_for_grid(across, tile_size, dpi), dpi)
+
+
+def _answer(plan: PrintPlan, dpi: int) -> Response:
     return jsonify({"tiles_across": plan.tiles_across, "tile_size": plan.tile_size, "dpi": dpi,
                     "width_px": plan.width_px, "width_cm": round(plan.width_cm, 2)})  # fmt: skip

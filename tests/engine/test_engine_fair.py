@@ -10,7 +10,8 @@ from PIL import Image
 
 from mosaic import RenderOptions, TileLibrary, band_cells, cell_image, plan_bands, plan_grid, render, render_band
 from mosaic.errors import TileBudgetError
-from mosaic.fair import assign
+from mosaic.fair import assign, check_budget
+from mosaic.limits import MAX_FAIR_CELLS
 from mosaic.render import assign_fair, choose_tiles
 
 from .conftest import random_library
@@ -72,3 +73,9 @@ def test_a_budget_too_small_for_the_cells_is_refused_clearly(library200: TileLib
 def test_max_uses_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(ValueError, match="max_uses"):
         RenderOptions(max_uses=bad)  # type: ignore[arg-type]
+
+
+def test_a_grid_too_big_to_assign_fairly_is_refused_before_any_work() -> None:
+    check_budget(MAX_FAIR_CELLS, MAX_FAIR_CELLS, 1)  # the limit itself is allowed
+    with pytest.raises(TileBudgetError, match=f"at most {MAX_FAIR_CELLS:,} cells and this one has {MAX_FAIR_CELLS + 1:,}"):
+        check_budget(MAX_FAIR_CELLS + 1, MAX_FAIR_CELLS + 1, 1)  # enough tiles, but too many cells

@@ -134,6 +134,7 @@ def test_default_grid_follows_the_planner(client: Any) -> None:
         ({"tiles_across": "0"}, 400, "invalid_field"),
         ({"max_uses": "0"}, 400, "invalid_field"),
         ({"max_uses": "1", "tiles_across": "32"}, 422, "tile_budget"),  # 32 x 24 cells, 18 tiles x 1
+        ({"max_uses": "1000", "tiles_across": "600"}, 422, "tile_budget"),  # 600 x 450 cells > MAX_FAIR_CELLS
         ({"library": "Not A Name"}, 400, "invalid_field"),
         ({"library": "nosuchlibrary"}, 404, "library_not_found"),
         ({"image": b"hello, I am not an image"}, 415, "unsupported_media_type"),

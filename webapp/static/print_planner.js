@@ -1,5 +1,5 @@
 /* The print planner on the create page: paper width and DPI in, tiles across out (from
-   /api/print-plan), and back: how wide the current detail prints at that DPI. "Use this
+   /api/print-plan/for-paper), and back: how wide the current detail prints at that DPI. "Use this
    detail" moves the Detail slider (create.js replans the final size on its input event). */
 "use strict";
 
@@ -19,7 +19,7 @@
     const mine = ++seq;
     const base = { tile_size: tileSize.value, dpi: dpi.value };
     try {
-      const plan = await PM.api(`/api/print-plan?${new URLSearchParams({ ...base, width_cm: width.value })}`);
+      const plan = await PM.api(`/api/print-plan/for-paper?${new URLSearchParams({ ...base, width_cm: width.value })}`);
       if (mine !== seq) return;
       planned = plan;
       const fits = across.disabled || plan.tiles_across <= Number(across.max);
@@ -27,7 +27,7 @@
         `${plan.width_cm} cm wide at ${plan.dpi} DPI` + (fits ? "." : ` — more than this photo allows at this tile size (${across.max}).`);
       use.disabled = across.disabled;
       if (!across.disabled) {
-        const now = await PM.api(`/api/print-plan?${new URLSearchParams({ ...base, tiles_across: across.value })}`);
+        const now = await PM.api(`/api/print-plan/for-grid?${new URLSearchParams({ ...base, tiles_across: across.value })}`);
         if (mine !== seq) return;
         back.textContent = `The current detail (${now.tiles_across} tiles across) prints ${now.width_cm} cm wide at ${now.dpi} DPI.`;
       }
