@@ -42,6 +42,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, seed, settings
 from PIL import Image
 
+from dal.config import Settings
 from tests.web.conftest import SECRET
 from tests.web.conftest import served as serving
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
@@ -55,6 +56,7 @@ STATEFUL_STEPS = int(os.environ.get("PHOTOMOSAICS_FUZZ_STEPS", "8"))
 ADMIN_TOKEN = "fuzz-operator-token"
 TILES = "fuzztiles"
 SEEDED_POISON = 6
+FUZZ_MAX_OUTPUT_PIXELS = 2_000_000
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,11 @@ def pipeline(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     from tests.pipeline_helpers import Pipeline, synthetic_library
 
     pipe = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("fuzz"))
+    # Generated requests may ask for any grid the spec allows (up to 400 MP): with the default
+    # limit the roles would render giant mosaics into the suite's shared Azurite and starve
+    # every later test. A small limit keeps each job small; bigger asks get the declared 422.
+    pipe.env["PHOTOMOSAICS_MAX_OUTPUT_PIXELS"] = str(FUZZ_MAX_OUTPUT_PIXELS)
+    pipe.settings = Settings.from_env(pipe.env)
     library_uri = pipe.create_library(TILES, synthetic_library(24))
     _seed_poison(pipe, library_uri, SEEDED_POISON)  # before the roles start: nobody takes them first
     for role in ("controller", "processor", "responder"):
