@@ -31,8 +31,13 @@ def require(condition: bool, reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def azurite_connection_string() -> Iterator[str]:
-    """A real Azurite on free loopback ports, in memory, for the whole session."""
+def azurite_connection_string(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Azurite on free loopback ports, on disk, for the whole session.
+
+    On disk, not in memory: the whole suite writes gigabytes of blobs (photos, bands, slices,
+    pyramids) into this one Azurite; in memory they all live on its Node heap, and in two CI
+    runs its requests began to time out (10 s) late in the suite.
+    """
     configured = os.environ.get(CONNECTION_STRING_ENV)
     if configured:
         yield configured
@@ -41,7 +46,7 @@ def azurite_connection_string() -> Iterator[str]:
         find_azurite_script()
     except AzuriteError as exc:
         require(False, str(exc))
-    azurite = Azurite()
+    azurite = Azurite(location=tmp_path_factory.mktemp("azurite"))
     azurite.start()
     try:
         yield azurite.connection_string
