@@ -274,7 +274,7 @@ class ImageProcessingQueue(StoredQueue):
         self._send_to_poison(
             reason=reason, dequeue_count=raw.dequeue_count, payload=payload, encoding=encoding, message_id=raw.id
         )
-        self._delete_raw(raw.id, raw.pop_receipt, check)
+        self._delete_with_claim(raw.id, raw.pop_receipt, check)
 
     def _send_to_poison(self, *, reason: str, dequeue_count: int, payload: str, encoding: str, message_id: str) -> None:
         log.warning("queue %s: message %s moved to %s: %s", self.name, message_id, self.poison.name, reason)
@@ -289,18 +289,7 @@ class ImageProcessingQueue(StoredQueue):
 
     def delete(self, received: ReceivedMessage) -> bool:
         """Delete after the work is durably written; False if another consumer owns it now."""
-        return self._delete_raw(received.id, received.pop_receipt, received.claim_check)
-
-    def _delete_raw(self, message_id: str, pop_receipt: str, check: ClaimCheck | None) -> bool:
-        try:
-            self._client.delete_message(message_id, pop_receipt)
-        except HttpResponseError as exc:
-            if owned_by_someone_else(exc):
-                return False
-            raise
-        if check is not None:
-            self._delete_claim(check)
-        return True
+        return self._delete_with_claim(received.id, received.pop_receipt, received.claim_check)
 
     def renew(self, received: ReceivedMessage, timeout: int | None = None) -> ReceivedMessage | None:
         """Extend invisibility for long work; the result carries the new pop receipt (None if lost)."""

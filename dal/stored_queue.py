@@ -140,15 +140,7 @@ class StoredQueue:
     def take_texts(self, max_messages: int, *, visibility_timeout: int) -> list[TakenText]:
         """One bounded receive of texts (claim checks resolved), hidden for ``visibility_timeout``
         s until ``delete_taken``; [] when the queue does not exist."""
-        check_batch(max_messages)
-        check_visibility("visibility_timeout", visibility_timeout, low=1)
-        try:
-            pages = self._client.receive_messages(
-                messages_per_page=max_messages, visibility_timeout=visibility_timeout
-            ).by_page()
-            page = list(next(pages, None) or [])  # one request, never a drain
-        except ResourceNotFoundError:
-            return []
+        page = self._receive_page(max_messages, visibility_timeout)
         taken = []
         for raw in page:
             text, check = self._resolve(raw.content or "")
@@ -158,6 +150,18 @@ class StoredQueue:
     def delete_taken(self, taken: TakenText) -> bool:
         """Delete a taken message and its claim-check blob; False if it is no longer ours."""
         return self._delete_with_claim(taken.id, taken.pop_receipt, taken.claim_check)
+
+    def _receive_page(self, max_messages: int, visibility_timeout: int) -> list[Any]:
+        """One bounded receive (one request, never a drain); [] when the queue does not exist."""
+        check_batch(max_messages)
+        check_visibility("visibility_timeout", visibility_timeout, low=1)
+        try:
+            pages = self._client.receive_messages(
+                messages_per_page=max_messages, visibility_timeout=visibility_timeout
+            ).by_page()
+            return list(next(pages, None) or [])
+        except ResourceNotFoundError:
+            return []
 
     def _delete_with_claim(self, message_id: str, pop_receipt: str, check: ClaimCheck | None) -> bool:
         try:
@@ -222,15 +226,7 @@ class PoisonQueue(StoredQueue):
 
     def take(self, max_messages: int, *, visibility_timeout: int) -> list[TakenPoison]:
         """One bounded receive: envelopes hidden for ``visibility_timeout`` s until removed or released."""
-        check_batch(max_messages)
-        check_visibility("visibility_timeout", visibility_timeout, low=1)
-        try:
-            pages = self._client.receive_messages(
-                messages_per_page=max_messages, visibility_timeout=visibility_timeout
-            ).by_page()
-            page = list(next(pages, None) or [])  # one request, never a drain
-        except ResourceNotFoundError:
-            return []
+        page = self._receive_page(max_messages, visibility_timeout)
         taken = []
         for raw in page:
             try:
