@@ -91,9 +91,9 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
 def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, default: int | None = None) -> int:
     """An integer form field within [low, high]; 400 with the field's name otherwise."""
     raw = form.get(name)
-    if raw is None or str(raw).strip() == "":
-        if default is not None:
-            return default
+    if raw is None and default is not None:
+        return default  # only an absent field takes the default: an empty one is not a number
+    if raw is None or (default is None and str(raw).strip() == ""):
         raise ApiError(400, "missing_field", f"{name} is required")
     text = str(raw).strip()
     # ASCII digits only, as the spec's `integer` is written: Python's int() also takes "1_000"
@@ -107,7 +107,6 @@ def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, defaul
 
 
 def optional_int_field(form: Mapping[str, str], name: str, *, low: int, high: int) -> int | None:
-    raw = form.get(name)
-    if raw is None or str(raw).strip() in {"", "auto"}:
+    if form.get(name) is None:  # omitted; an empty or other non-number value is 400, as the spec says
         return None
     return int_field(form, name, low=low, high=high)
