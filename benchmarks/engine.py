@@ -6,7 +6,8 @@ targets (a real photo at about 1, 4 and 12 MP, JPEG) and the same grid (one tile
 process so its peak memory (max RSS) is its own. Times are decode-to-encode: JPEG in, JPEG
 out. The engine is timed warm (its per-library caches filled, as in a worker) and the best
 of three runs is shown; the slow baselines run once. Set ``BENCH_QUICK=1`` to skip the
-slowest baseline runs (12 MP at tile 8).
+slowest baseline runs (12 MP at tile 8). ``python -m benchmarks.engine scaling`` runs only
+the library-size comparison (640 against 10,000 tiles).
 
 Columns: seconds; output megapixels per second; peak MiB; ΔE00 (colour at cell
 resolution, lower is better); SSIM (structure at ¼ resolution, higher is better);
@@ -451,5 +452,23 @@ def _print_verdicts(results: dict[str, Any]) -> None:
         print(f"  10,000 tiles vs 640, {name}: {r['ratio']:.2f}x the time (goal <= 1.5)")
 
 
+def scaling_main() -> int:
+    """Only the library-size row (``python -m benchmarks.engine scaling``): 640 vs 10,000 tiles."""
+    from mosaic import build_library
+
+    work = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
+    sources, origin = _library_tiles()
+    library, _ = build_library(sources)
+    (work / "library.zip").write_bytes(library.to_bytes())
+    label, size = TARGETS[-1]
+    (work / f"target-{size[0]}x{size[1]}.jpg").write_bytes(target_jpeg(TARGET_PHOTO, size))
+    print(f"library: {len(library)} tiles from the {origin}; target: '{TARGET_PHOTO}' at {label}")
+    for name, r in _library_scaling(work, sources).items():
+        print(f"  10,000 tiles vs 640, {name}: {r['ratio']:.2f}x the time (goal <= 1.5)")
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import sys
+
+    raise SystemExit(scaling_main() if sys.argv[1:] == ["scaling"] else main())

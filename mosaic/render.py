@@ -21,6 +21,7 @@ from .library import TileLibrary
 from .matching import nearest
 from .signatures import SUB, cell_pixels, colour_features, features
 from .fair import assign
+from .tile_index import TileIndex, build_index, nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
 COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
@@ -87,6 +88,15 @@ def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) 
     )
 
 
+def tile_index(library: TileLibrary, tile_size: int, options: RenderOptions) -> TileIndex | None:
+    """The search index over ``tile_features`` (None for libraries small enough to scan), cached."""
+    structure, colour = _weights(options, tile_size)
+    return library.cached(
+        ("index", tile_size, structure, colour, _mirror(options, tile_size)),
+        lambda: build_index(tile_features(library, tile_size, options)),
+    )
+
+
 def _mirror(options: RenderOptions, tile_size: int) -> bool:
     """Mirror images only matter where layout is matched (a flat colour is its own mirror)."""
     return options.mirror and not options.colour_first and tile_size >= SUB
@@ -131,6 +141,7 @@ def choose_tiles(
         return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
     structure, colour = _weights(options, tile_size)
     candidates = tile_features(library, tile_size, options)
+    index = tile_index(library, tile_size, options)
     graph = None
     if options.variety:
         size = graph_size(feasible_distance(options.variety, len(library)))
@@ -141,10 +152,10 @@ def choose_tiles(
         if graph is not None:
             choice[start:stop] = choose_varied(
                 wanted, candidates, rows=stop - start, cols=cols, row_offset=row_offset + start,
-                distance=options.variety, seed=seed, distinct=len(library), graph=graph,
+                distance=options.variety, seed=seed, distinct=len(library), graph=graph, index=index,
             )
         else:
-            choice[start:stop] = nearest(wanted, candidates).reshape(stop - start, cols)
+            choice[start:stop] = nearest_tiles(wanted, candidates, index).reshape(stop - start, cols)
     return choice
 
 
