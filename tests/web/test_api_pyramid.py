@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flask import Flask
 from PIL import Image
 
 from dal.blob_names import pyramid_blob_name
@@ -62,29 +63,41 @@ def test_a_done_job_serves_its_descriptor_tiles_and_zip(client: Any, other_clien
     assert other_client.get(f"{base}/dzi").status_code == 404  # another browser's job does not exist for it
 
 
-def _done_with_pyramid(client: Any, web_storage: StorageClients, web_settings: Settings, blobs: BlobStore,
-                       tmp_path: Path, *, width: int, height: int, output_name: str) -> str:  # fmt: skip
-    """A submitted job made done straight in storage: a gradient ``width`` x ``height`` pyramid
+def client_of(app: Flask, cookie: str) -> str:
+    """The client id inside a browser's signed session cookie (``webapp.clients``)."""
+    return str(app.session_interface.get_signing_serializer(app).loads(cookie)["cid"])  # type: ignore[attr-defined]
+
+
+def finish_with_pyramid(owner: str, request_id: str, web_storage: StorageClients, web_settings: Settings,
+                        tmp_path: Path, *, width: int, height: int, output_name: str) -> None:  # fmt: skip
+    """Make a submitted job done straight in storage: a gradient ``width`` x ``height`` pyramid
     (red along x, green along y) and no other output blob."""
     import pyvips
 
-    request_id = submit(client, image=png_bytes(64, 48), slices="1").json["request_id"]
-    owner = next(m.message.client_id for m in _image_requests(web_storage, web_settings) if m.message.request_id == request_id)
     xy = pyvips.Image.xyz(width, height)
     gradient = (xy[0] * (255 / width)).bandjoin([xy[1] * (255 / height), xy[0] * 0 + 128]).cast("uchar")
     zipped = tmp_path / request_id / "mosaic.zip"  # (the members are named after the file: mosaic_files/...)
     zipped.parent.mkdir()
     save_pyramid(gradient.copy(interpretation="srgb"), zipped)
-    blobs.upload(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), zipped.read_bytes(), content_type="application/zip")
+    BlobStore(web_storage, prefix=web_settings.name_prefix).upload(
+        IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), zipped.read_bytes(), content_type="application/zip")
     JobStore(web_storage, prefix=web_settings.name_prefix).update(owner, request_id, lambda j: replace(
-        j, status="done", output_width=width, output_height=height, output_name=output_name.format(request_id)))
-    return request_id
+        j, status="done", slices_done=frozenset(range(j.slices)), output_width=width, output_height=height,
+        output_name=output_name.format(request_id)))
 
 
-def test_a_done_jobs_preview_is_made_from_its_pyramid(client: Any, blobs: BlobStore, web_storage: StorageClients,
+def _done_with_pyramid(app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path,
+                       **size: Any) -> str:  # fmt: skip
+    request_id = submit(client, image=png_bytes(64, 48), slices="1").json["request_id"]
+    owner = client_of(app, client.get_cookie(app.config["SESSION_COOKIE_NAME"]).value)
+    finish_with_pyramid(owner, request_id, web_storage, web_settings, tmp_path, **size)
+    return str(request_id)
+
+
+def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, web_storage: StorageClients,
                                                       web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
     # The job's JPEG is not even there: the preview reads only the pyramid's tiles.
-    request_id = _done_with_pyramid(client, web_storage, web_settings, blobs, tmp_path, width=2000, height=1500,
+    request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=2000, height=1500,
                                     output_name="{}.jpg")  # fmt: skip
     for size in (480, 1024):  # level 9 (500 x 375: 2 x 2 tiles) and level 11 (the full size: 8 x 6 tiles)
         answer = client.get(f"/api/jobs/{request_id}/preview?size={size}")
@@ -100,9 +113,9 @@ def test_a_done_jobs_preview_is_made_from_its_pyramid(client: Any, blobs: BlobSt
 
 
 def test_a_mosaic_too_big_for_a_jpeg_has_a_preview_and_its_zip_as_the_result(
-        client: Any, blobs: BlobStore, web_storage: StorageClients, web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
+        app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
     # Over JPEG's 65,535 px a side: the controller stores only the pyramid, as the result too.
-    request_id = _done_with_pyramid(client, web_storage, web_settings, blobs, tmp_path, width=65_600, height=64,
+    request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=65_600, height=64,
                                     output_name="{}.dzi.zip")  # fmt: skip
     job = client.get(f"/api/jobs/{request_id}").json
     assert job["preview_url"] and job["result_url"] and job["pyramid_url"]
