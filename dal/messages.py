@@ -68,9 +68,10 @@ _OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
 _OMITTED_WHEN_NONE = {"max_uses", "band"}
 # An inline band (SliceRequest ``band``): Base64 of the band's PNG. The queue's 64 KiB limit
-# applies to the whole message after the wire's own Base64 (dal.wire), so at most 32 KiB of
-# text here, and the controller inlines only bands of at most 16 KiB (workers.slicing).
-MAX_INLINE_BAND_CHARS = 32 * 1024
+# applies to the whole message after the wire's own Base64 (dal.wire): 48 KiB of payload text,
+# so at most 44 KiB here (the controller inlines bands of at most 32 KiB: workers.slicing); a
+# message that still ends up over the limit (very long URIs) goes through the claim check.
+MAX_INLINE_BAND_CHARS = 44 * 1024
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 M = TypeVar("M", bound="QueueMessage")

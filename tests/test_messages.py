@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dal import errors
+from dal.wire import MAX_ENCODED_MESSAGE_BYTES
+from workers.slicing import INLINE_BAND_MAX_BYTES
 from dal.messages import (
     MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
@@ -100,6 +102,9 @@ def test_an_inline_band_is_written_only_when_set_and_checked() -> None:
     body = json.loads(inline.payload())
     assert body["version"] == 1 and base64.b64decode(body["band"]) == b"\x89PNG band"
     assert QueueMessage.parse(inline.payload()) == inline
+    # The biggest band the controller inlines still fits the queue's 64 KiB after the wire's Base64.
+    biggest = dataclasses.replace(plain, band=base64.b64encode(bytes(INLINE_BAND_MAX_BYTES)).decode())
+    assert len(base64.b64encode(biggest.payload().encode())) < MAX_ENCODED_MESSAGE_BYTES - 4096
     for bad, why in (("not base64!", "padded Base64"), ("", "padded Base64"), (7, "Base64 string"),
                      ("A" * (MAX_INLINE_BAND_CHARS + 4), "padded Base64")):  # fmt: skip
         with pytest.raises(QueueMessageFormatException, match=why):

@@ -2,7 +2,7 @@
 
 On ``imagerequest`` (``handle_image_request``): read the photo (EXIF orientation applied,
 RGB), plan the grid, resample to the cell image, cut it into ``slices`` bands of whole cell
-rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 16 KiB of PNG,
+rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 32 KiB of PNG,
 into its message: ``workers.slicing.inline_band``), record the job, and only then send one
 ``SliceRequestMessage`` per band. A redelivered request rewrites the same
 blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) is
