@@ -37,6 +37,7 @@ job costs few storage transactions beyond its queue messages and blobs (``make b
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import threading
 import time
@@ -96,6 +97,7 @@ class JobController:
             stale_after=services.settings.stitch_timeout,
         )
         self._written = _RecentRows()
+        self._libraries_seen: dict[str, float] = {}  # library uri -> when it last existed (monotonic)
 
     # --- imagerequest ----------------------------------------------------------------------
 
@@ -136,8 +138,10 @@ class JobController:
                 f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
                 f"tiles; ask for at most {grid.tiles_down} slices"
             ) from None
-        job = self._record_job(message, grid, existing, slices=slices)
-        clock.lap("job_record")
+        job = existing
+        if min_slices(grid) > 1:  # a giant mosaic takes seconds to slice: show "slicing" meanwhile
+            job = self._record_job(message, grid, existing, slices=slices, status=JobStatus.SLICING)
+            clock.lap("job_record")
 
         cells = cell_image(image, grid)
         choice = None
@@ -158,14 +162,11 @@ class JobController:
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
             stored = list(pool.map(store, bands))
         clock.lap("band_encode_upload")
-        # Every band is written: only now may a processor hear of them.
-        job = jobs.update(
-            message.client_id,
-            rid,
-            lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
-            current=job,
-        ).job
+        # Every band is written: only now may a processor hear of them. One write records the
+        # grid and "rendering" (a job that is not giant never shows "slicing": a transaction less).
+        job = self._record_job(message, grid, job, slices=slices, status=JobStatus.RENDERING)
         self._written.remember(job)
+        clock.lap("job_record")
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
@@ -222,7 +223,7 @@ class JobController:
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
         try:
-            found = self.services.libraries.exists(message.image_library_uri)
+            found = self.library_exists(message.image_library_uri)
         except InvalidLibraryNameError as exc:
             raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
         if not found:
@@ -241,15 +242,32 @@ class JobController:
         clock.lap("image_decode")
         return image
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int) -> Job:
+    def library_exists(self, uri: str) -> bool:
+        """Whether the library exists, asked at most once per ``library_revalidate_seconds`` (10 s)
+        per library, as processors revalidate theirs: jobs in a row share one check. A library
+        deleted within that window fails the job at its processors instead, with the same reason."""
+        now, window = time.monotonic(), self.services.settings.library_revalidate_seconds
+        if now - self._libraries_seen.get(uri, -math.inf) < window:
+            return True
+        found = self.services.libraries.exists(uri)
+        if found:
+            if len(self._libraries_seen) > 1024:  # bounded; libraries are few
+                self._libraries_seen.clear()
+            self._libraries_seen[uri] = now
+        return found
+
+    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int,
+                    status: JobStatus) -> Job:  # fmt: skip
+        """The job row with its grid and ``status`` (created if a CLI producer made none); a row
+        already past slicing (a redelivery) is left as it is and returned as stored."""
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
-            if job.status not in _BEFORE_RENDERING:
+            if job.status not in _BEFORE_RENDERING or (job.status == status == JobStatus.SLICING):
                 return None
             return replace(
                 job,
-                status=JobStatus.SLICING,
+                status=status,
                 slices=slices,
                 tile_size=message.tile_size,
                 tiles_across=grid.tiles_across,
@@ -261,7 +279,7 @@ class JobController:
         if existing is None:
             try:
                 input_name = _input_name(self.services, message.image_uri)
-                job = Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid)
+                job = Job.for_request(message, status=status, input_name=input_name, grid=grid)
                 return jobs.create(replace(job, slices=slices))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
