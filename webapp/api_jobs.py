@@ -376,7 +376,7 @@ def _result_preview(job: Job, side: int) -> bytes:
     try:
         return pyramid_preview(lambda member: PYRAMIDS.read(blobs, IMAGE_OUTPUT_CONTAINER, name, member),
                                job.output_width, job.output_height, max_side=side)  # fmt: skip
-    except (BlobMissingError, KeyError):
+    except (BlobMissingError, KeyError, ValueError):  # no pyramid (an older job), or an unreadable one
         if not job.output_name or job.output_name.endswith(".zip"):
             raise ApiError(404, "not_found", "the mosaic's preview is not there") from None
         return _stored_preview(IMAGE_OUTPUT_CONTAINER, job.output_name, side)
