@@ -2,7 +2,8 @@
 
 On ``slicerequest``: load the tile library (``LibraryStore.load`` keeps each library
 version's index in memory, so a processor downloads an index once, never a tile per cell),
-read the band PNG written by the controller (it says which cell rows it holds), render it
+read the band PNG written by the controller (from the message itself when the controller
+inlined it, else its blob; the PNG says which cell rows it holds), render it
 with ``render_band(seed=request_id, row_offset=first row)`` — exactly what the in-process
 ``render`` does for those rows — write ``sliceresponse/<request_id>/<seq>.npy`` (raw pixels,
 ``workers.slicing.encode_rendered``) and send a ``SliceResponseMessage``. When the band is the
@@ -36,6 +37,7 @@ from workers.stages import Stopwatch
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
     BandFormatError,
+    band_bytes,
     decode_band,
     encode_output,
     encode_rendered,
@@ -87,7 +89,8 @@ class ImageProcessor:
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
-            data = self.services.download_url(message.slice_uri)  # either account when paired
+            # The band rides in the message when it is small; else the blob (either account when paired).
+            data = band_bytes(message.band, lambda: self.services.download_url(message.slice_uri))
             clock.lap("band_download")
             band = decode_band(data)
             clock.lap("band_decode")
