@@ -145,7 +145,9 @@ def choose_tiles(
     graph = None
     if options.variety:
         size = graph_size(feasible_distance(options.variety, len(library)))
-        graph = library.cached(("graph", tile_size, options, size), lambda: tile_graph(candidates, size))
+        # Keyed by what the graph depends on (not the whole options: a new blend reuses it).
+        key = ("graph", tile_size, structure, colour, _mirror(options, tile_size), size)
+        graph = library.cached(key, lambda: tile_graph(candidates, size))
     choice = np.empty((rows, cols), np.int32)
     for start, stop in strips(rows, cols, row_offset):
         wanted = features(_sub_cells(cells[start * SUB : stop * SUB]), structure=structure, colour=colour)
