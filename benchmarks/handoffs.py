@@ -122,7 +122,7 @@ def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dic
 
 
 def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_uri: str,
-             small: bytes, large: bytes) -> dict[str, Any]:  # fmt: skip
+             small: bytes, large: bytes, offline_now: Any = None) -> dict[str, Any]:  # fmt: skip
     from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 
     folder.mkdir()
@@ -143,6 +143,9 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
         roles.wait_ready()
         for job, data, runs in ((SMALL, small, SMALL_RUNS + 1), (LARGE, large, 2)):
             for i in range(runs):  # the first of each kind warms the roles up, not counted
+                # On a shared machine the load changes by the minute: the large job's offline
+                # render is timed again right before it, so the ratio compares like with like.
+                adjacent = offline_now() if job is LARGE and i and offline_now is not None else None
                 before = roles.snapshot()
                 rid, started, upload = _submit(services, data, library_uri, job)
                 done = pl.wait_done(services, rid)
@@ -161,10 +164,20 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
                 if job is SMALL:
                     result["small"].append(row)
                 else:
+                    row["offline_adjacent"] = adjacent
+                    row["jpeg_ready"] = _jpeg_ready(services, rid)
                     result["large"] = row
     finally:
         roles.stop()
     return result
+
+
+def _jpeg_ready(services: Any, request_id: str) -> float | None:
+    """Seconds from the upload to the one-slice job's JPEG stored (its processor's slice_done
+    event): what is left after it is the Deep Zoom pyramid and the responder."""
+    start = pl.SUBMITTED[request_id]
+    done = [e.at for e in services.jobs.events(request_id) if e.kind == "slice_done"]
+    return (max(done) - start).total_seconds() if done else None
 
 
 def offline(data: bytes, library: Any, max_output_pixels: int) -> float:
@@ -207,7 +220,8 @@ def main() -> int:
             trees = {"before": tree, "after": None}
         for label, tree in trees.items():
             print(f"  running the jobs on the {label} roles ...", flush=True)
-            results[label] = run_jobs(cs, Path(tmp) / f"{label}-counts", tree, services, library_uri, small, large)
+            results[label] = run_jobs(cs, Path(tmp) / f"{label}-counts", tree, services, library_uri, small, large,
+                                      offline_now=lambda: offline(large, library, settings.max_output_pixels))  # fmt: skip
     report(results, local, ref)
     pl.RESULTS.mkdir(exist_ok=True)
     import json
@@ -230,9 +244,19 @@ def report(results: dict[str, Any], local: float, ref: str) -> None:
     print(f"| storage transactions per small job (no status polls) | <= {GOALS['small_transactions']} | "
           + " | ".join(f"{small_median(x, 'transactions'):.0f} ({small_median(x, 'empty_receives'):.0f} empty receives)"
                        for x in labels) + " |")  # fmt: skip
-    print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render ({local:.2f} s) | <= {GOALS['large_ratio']}x | "
+    print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render ({local:.2f} s at the start) | <= {GOALS['large_ratio']}x | "
           + " | ".join(f"{results[x]['large']['seconds'] / local:.2f}x ({results[x]['large']['seconds']:.2f} s)"
                        for x in labels) + " |")  # fmt: skip
+    def adjacent(x: str, key: str) -> str:
+        row = results[x]["large"]
+        if not row.get("offline_adjacent") or not row.get(key):
+            return "-"
+        return f"{row[key] / row['offline_adjacent']:.2f}x ({row[key]:.2f} s / {row['offline_adjacent']:.2f} s)"
+
+    print(f"| large job / offline render timed right before it | <= {GOALS['large_ratio']}x | "
+          + " | ".join(adjacent(x, "seconds") for x in labels) + " |")  # fmt: skip
+    print("| ... until its JPEG is stored (before the Deep Zoom pyramid and the responder) | | "
+          + " | ".join(adjacent(x, "jpeg_ready") for x in labels) + " |")  # fmt: skip
     for name, pick in (("small job (its median run)", _median_row), ("large job", lambda rows: rows)):
         print(f"\nWhere the time goes, {name}, seconds per stage (critical path; parallel slices: the slowest):")
         rows = {x: pick(results[x]["small"]) if "small" in name else results[x]["large"] for x in labels}

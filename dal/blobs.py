@@ -34,6 +34,7 @@ CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length 
 _CONTAINER = re.compile(rf"^(?=.{{{CONTAINER_NAME_MIN},{CONTAINER_NAME_MAX}}}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _PREFIXED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
 _DELETE_BATCH = 256  # the most a blob batch request may carry
+STREAM_CHUNK_BYTES = 4 * 1024 * 1024  # open_stream's range reads (the SDK's own chunk size)
 
 
 def validate_container_name(name: str) -> str:
@@ -136,13 +137,25 @@ class BlobStore:
         settings = downloader.properties.content_settings
         return Blob(data=data, content_type=settings.content_type, metadata=dict(downloader.properties.metadata))
 
-    def open_stream(self, container: str, name: str) -> tuple[int, Iterator[bytes]]:
-        """``(size, chunks)`` of a blob, to pass on without holding it whole in memory."""
+    def open_stream(self, container: str, name: str, *, chunk_size: int = STREAM_CHUNK_BYTES) -> tuple[int, Iterator[bytes]]:
+        """``(size, chunks)`` of a blob, to pass on without holding it whole in memory.
+
+        One range read per ``chunk_size`` chunk, each conditional on the first one's ETag (a
+        blob replaced mid-stream raises ``BlobChangedError`` rather than mixing versions). Not
+        the SDK's ``download_blob().chunks()``: that fetches its first 32 MB
+        (``max_single_get_size``) before yielding anything, 32 MB per download in progress in
+        the web app (measured: 4 streams of a 100 MB blob, +123 MB)."""
         try:
-            downloader = self._blob(container, name).download_blob()
-        except ResourceNotFoundError as exc:
-            raise BlobMissingError(f"blob {self.container_name(container)}/{name} does not exist") from exc
-        return int(downloader.size), downloader.chunks()
+            first = self.read_range(container, name, 0, chunk_size)
+        except ValueError:  # a range of an empty blob is out of range
+            return 0, iter(())
+
+        def chunks() -> Iterator[bytes]:
+            yield first.data
+            for offset in range(len(first.data), first.size, chunk_size):
+                yield self.read_range(container, name, offset, chunk_size, etag=first.etag).data
+
+        return first.size, chunks()
 
     def download(self, container: str, name: str) -> bytes:
         return self.fetch(container, name).data

@@ -168,6 +168,10 @@ class Settings:
     # A processor trusts its in-memory tile library this long after the last check of the index's
     # ETag (one conditional GET per check): a replaced library is used within this many seconds.
     library_revalidate_seconds: float = 10.0
+    # A band PNG up to this many bytes travels inside its SliceRequest (at most 32 KiB: the queue's
+    # 64 KiB message limit); bigger ones are blobs. 0: every band a blob, for a rolling upgrade
+    # while processors older than the ``band`` field still run (they refuse it).
+    inline_band_bytes: int = 32 * 1024
     # Mosaic limits.
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
     max_upload_bytes: int = 30 * 1024 * 1024
@@ -208,6 +212,7 @@ class Settings:
         "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
         "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
         "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
+        "inline_band_bytes": "PHOTOMOSAICS_INLINE_BAND_BYTES",
         "max_output_pixels": "PHOTOMOSAICS_MAX_OUTPUT_PIXELS",
         "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
         "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",

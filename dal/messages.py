@@ -36,6 +36,7 @@ __all__ = [
     "PAYLOAD_VERSION",
     "TRACED_PAYLOAD_VERSION",
     "MAX_TILE_SIZE",
+    "MAX_INLINE_BAND_CHARS",
     "MAX_ID_LENGTH",
     "ID_CHARS",
     "ID_PATTERN",
@@ -63,9 +64,15 @@ ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
 REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CLIENT_ID = re.compile(ID_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses"}
+_OMITTED_WHEN_NONE = {"max_uses", "band"}
+# An inline band (SliceRequest ``band``): Base64 of the band's PNG. The queue's 64 KiB limit
+# applies to the whole message after the wire's own Base64 (dal.wire): 48 KiB of payload text,
+# so at most 44 KiB here (the controller inlines bands of at most 32 KiB: workers.slicing); a
+# message that still ends up over the limit (very long URIs) goes through the claim check.
+MAX_INLINE_BAND_CHARS = 44 * 1024
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 M = TypeVar("M", bound="QueueMessage")
 
@@ -105,7 +112,15 @@ _FIELD_CHECKS: dict[str, Any] = {
     "max_uses": lambda v: v is None or _check_int("max_uses", v, low=1),
     "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
     "traceparent": lambda v: v is None or _check_traceparent(v),
+    "band": lambda v: v is None or _check_band(v),
 }
+
+
+def _check_band(value: object) -> None:
+    if not isinstance(value, str):
+        raise _fail(f"band must be a Base64 string, got {type(value).__name__}")
+    if not value or len(value) > MAX_INLINE_BAND_CHARS or len(value) % 4 or not _BASE64.fullmatch(value):
+        raise _fail(f"band must be 1..{MAX_INLINE_BAND_CHARS} characters of padded Base64, got {len(value)} characters")
 
 
 def _check_traceparent(value: object) -> None:
@@ -280,12 +295,18 @@ class ImageRequestMessage(QueueMessage):
 
 @dataclass(frozen=True, kw_only=True)
 class SliceRequestMessage(QueueMessage):
-    """One band of a job for an ImageProcessor; ``slice_sequence`` is 0-based."""
+    """One band of a job for an ImageProcessor; ``slice_sequence`` is 0-based.
+
+    ``band``: the band's PNG itself (Base64), when it is small enough to travel in the message;
+    then no blob was written at ``slice_uri`` and the processor reads nothing (two storage
+    transactions less per slice). Absent (None), the band is the blob at ``slice_uri``.
+    """
 
     image_library_uri: str
     slice_uri: str
     slice_sequence: int
     tile_size: int
+    band: str | None = None
 
     TYPE: ClassVar[str] = "SliceRequest"
     QUEUE: ClassVar[str] = SLICE_REQUEST_QUEUE

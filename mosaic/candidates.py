@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .matching import best, nearest, ranked_neighbours
+from .matching import best, nearest, ranked_neighbours, tile_columns
+from .tile_index import TileIndex, nearest_tiles, ranked_around
 
 
 class Candidates:
@@ -17,6 +18,8 @@ class Candidates:
     cell: near tiles of the best tile are near the cell, and this costs a few dozen
     look-ups per cell instead of a search of the whole library. A cell that exhausts its
     list gets the exact next-best tiles (widths 4x, up to all the tiles it may use).
+    With an ``index`` (big libraries, ``tile_index``) the nearest tile is searched in the
+    index's lists instead of the whole library; the ranking stays exact.
     """
 
     def __init__(
@@ -25,12 +28,14 @@ class Candidates:
         tiles: np.ndarray,
         groups: list[tuple[np.ndarray, np.ndarray]],
         graph: np.ndarray | None,
+        index: TileIndex | None = None,
     ) -> None:
         self.cells, self.tiles = cells, tiles
         n = cells.shape[0]
         self.allowed = np.empty(n, np.int64)  # how many tiles each cell may use
         self.group_of = np.empty(n, np.int64)
         self.groups = groups  # (cell indices, allowed tile indices)
+        self._columns: dict[int, np.ndarray] = {}  # each group's tiles as ``best`` wants them
         width = 1 if graph is None else graph.shape[1] + 1
         self.ranked = np.full((n, width), -1, np.int32)
         self.width = np.ones(n, np.int64)
@@ -38,7 +43,10 @@ class Candidates:
             self.allowed[idx] = members.size
             self.group_of[idx] = g
             if graph is not None and members.size == tiles.shape[0]:
-                self.ranked[idx] = ranked_neighbours(cells[idx], tiles, graph)
+                if index is None:
+                    self.ranked[idx] = ranked_neighbours(cells[idx], tiles, graph)
+                else:
+                    self.ranked[idx] = ranked_around(cells[idx], tiles, nearest_tiles(cells[idx], tiles, index), graph)
                 self.width[idx] = width
             else:
                 self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
@@ -57,6 +65,8 @@ class Candidates:
             mine = wanted[self.group_of[wanted] == g]
             if mine.size:
                 m = int(new_width[self.group_of[wanted] == g].max())
-                index, _ = best(self.cells[mine], self.tiles[members], m)
+                if g not in self._columns:  # refills come in dozens of small rounds: prepare once
+                    self._columns[g] = tile_columns(self.tiles[members])
+                index, _ = best(self.cells[mine], self.tiles, m, columns=self._columns[g])
                 self.ranked[mine, :m] = members[index]
                 self.width[mine] = m

@@ -4,6 +4,8 @@ Contract: ``write_dzi(pixels, path)`` writes ``path`` (``name.dzi``, the XML des
 ``name_files/`` beside it: the standard DZI layout that OpenSeadragon and its peers read.
 Level ``L`` holds the image scaled by ``2 ** (L - max_level)``, each side rounded up, cut
 into ``tile_size`` px tiles with ``overlap`` px shared at each inner edge; level 0 is 1 px.
+``top_level``, ``level_size``, ``level_tiles``, ``tile_origin`` and ``level_covering`` are
+that geometry, for readers of a pyramid (the web app's previews).
 
 Why libvips: it builds the pyramid as a stream, tile row by tile row, so the pyramid costs
 little more memory than its input, and a source that is itself a file (a JPEG stitched from
@@ -13,6 +15,7 @@ asked for, so the rest of the engine does not need libvips.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,34 @@ import numpy as np
 DZI_TILE_SIZE = 254  # OpenSeadragon's and Microsoft's default: 254 + 2 x 1 overlap = 256 px
 DZI_OVERLAP = 1
 DZI_QUALITY = 90
+
+
+def top_level(width: int, height: int) -> int:
+    """The full-size level's number: levels run from 0 (1 px) to this."""
+    return math.ceil(math.log2(max(width, height, 1)))
+
+
+def level_size(width: int, height: int, level: int) -> tuple[int, int]:
+    """The size of ``level`` of a ``width`` x ``height`` pyramid (each halving rounds up)."""
+    scale = 2 ** (top_level(width, height) - level)
+    return math.ceil(width / scale), math.ceil(height / scale)
+
+
+def level_tiles(width: int, height: int, level: int, *, tile_size: int = DZI_TILE_SIZE) -> tuple[int, int]:
+    """Columns and rows of tiles of ``level``."""
+    w, h = level_size(width, height, level)
+    return math.ceil(w / tile_size), math.ceil(h / tile_size)
+
+
+def tile_origin(column: int, row: int, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP) -> tuple[int, int]:
+    """Where tile ``(column, row)``'s top-left pixel lies in its level (inner edges overlap)."""
+    return column * tile_size - (overlap if column else 0), row * tile_size - (overlap if row else 0)
+
+
+def level_covering(width: int, height: int, side: int) -> int:
+    """The smallest level whose longer side is at least ``side`` (the full size when none is)."""
+    top = top_level(width, height)
+    return next((level for level in range(top + 1) if max(level_size(width, height, level)) >= side), top)
 
 
 def _vips() -> Any:

@@ -17,7 +17,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image
@@ -32,6 +32,7 @@ ATLAS_SIZE = MAX_TILE_SIZE  # tiles are stored at the largest tile size
 FORMAT = "photomosaics-tile-library"
 FORMAT_VERSION = 1
 _PAGE = 64  # tiles per page side: 4096 tiles, 4096 x 4096 pixels per PNG page
+T = TypeVar("T")
 
 
 
@@ -42,7 +43,7 @@ class TileLibrary:
     atlas: np.ndarray
     names: tuple[str, ...]
     version: str
-    _cache: dict[Any, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.atlas.ndim != 4 or self.atlas.shape[1:] != (ATLAS_SIZE, ATLAS_SIZE, 3):
@@ -67,14 +68,14 @@ class TileLibrary:
     def __len__(self) -> int:
         return int(self.atlas.shape[0])
 
-    def cached(self, key: Any, compute: Callable[[], np.ndarray]) -> np.ndarray:
-        """Per-library memo for derived arrays (tile sizes, signatures)."""
-        value = self._cache.get(key)
-        if value is None:
+    def cached(self, key: Any, compute: Callable[[], T]) -> T:
+        """Per-library memo for derived data (tile sizes, signatures, search indexes; arrays read-only)."""
+        if key not in self._cache:
             value = compute()
-            value.flags.writeable = False
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
             self._cache[key] = value
-        return value
+        return self._cache[key]
 
     def tiles(self, tile_size: int) -> np.ndarray:
         """``(N, s, s, 3) uint8`` tiles at ``tile_size`` pixels (Lanczos from the atlas), cached."""

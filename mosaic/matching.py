@@ -14,12 +14,17 @@ import numpy as np
 CHUNK_ELEMENTS = 1 << 21  # distance-matrix entries per chunk: 8 MiB of float32
 
 
-def _augment(cells: np.ndarray, tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def augment(cells: np.ndarray, tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[c, 1]`` rows and the ``[−2t, |t|²]`` columns: ``c_aug @ t_aug`` is |c − t|² − |c|²."""
     ones = np.ones((cells.shape[0], 1), np.float32)
-    c = np.hstack([cells, ones])
+    return np.hstack([cells, ones]), tile_columns(tiles)
+
+
+def tile_columns(tiles: np.ndarray) -> np.ndarray:
+    """The ``[−2t, |t|²]`` columns of ``augment``, for callers that search the same tiles often."""
     norms = np.einsum("ij,ij->i", tiles.astype(np.float64), tiles.astype(np.float64))
     t = np.hstack([-2.0 * tiles, norms[:, None]]).astype(np.float32)
-    return c, np.ascontiguousarray(t.T)
+    return np.ascontiguousarray(t.T)
 
 
 def _chunk(rows: int, tiles: int) -> int:
@@ -28,7 +33,7 @@ def _chunk(rows: int, tiles: int) -> int:
 
 def nearest(cells: np.ndarray, tiles: np.ndarray) -> np.ndarray:
     """Index of the nearest tile for every cell: ``(n,) int32``; ties go to the lowest index."""
-    c, t = _augment(cells, tiles)
+    c, t = augment(cells, tiles)
     out = np.empty(c.shape[0], np.int32)
     step = _chunk(c.shape[0], t.shape[1])
     for start in range(0, c.shape[0], step):
@@ -36,13 +41,15 @@ def nearest(cells: np.ndarray, tiles: np.ndarray) -> np.ndarray:
     return out
 
 
-def best(cells: np.ndarray, tiles: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+def best(cells: np.ndarray, tiles: np.ndarray, m: int, *, columns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``m`` nearest tiles per cell, best first: ``(n, m) int32`` indices and float64 scores.
 
     Order is by score then tile index, fully defined. ``m`` is capped at the number of tiles.
+    ``columns``: ``tile_columns(tiles)`` if the caller has it (``tiles`` is then not read).
     """
-    m = min(m, tiles.shape[0])
-    c, t = _augment(cells, tiles)
+    t = tile_columns(tiles) if columns is None else columns
+    m = min(m, t.shape[1])
+    c = np.hstack([cells, np.ones((cells.shape[0], 1), np.float32)])
     n = c.shape[0]
     index = np.empty((n, m), np.int32)
     score = np.empty((n, m), np.float64)
@@ -68,7 +75,7 @@ def ranked_neighbours(cells: np.ndarray, tiles: np.ndarray, graph: np.ndarray) -
     (exact integers, |c|² left out, so the order is that of the exact distances): no tile
     features are gathered per cell.
     """
-    c, t = _augment(cells, tiles)
+    c, t = augment(cells, tiles)
     n, count = c.shape[0], t.shape[1]
     out = np.empty((n, 1 + graph.shape[1]), np.int32)
     step = _chunk(n, count)

@@ -30,6 +30,7 @@ import numpy as np
 from .candidates import Candidates
 from .matching import best, nearest
 from .rounds import resolve
+from .tile_index import TileIndex, nearest_tiles
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -94,18 +95,20 @@ def choose_varied(
     seed: str,
     distinct: int | None = None,
     graph: np.ndarray | None = None,
+    index: TileIndex | None = None,
 ) -> np.ndarray:
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
 
     ``distinct``: candidates ``i`` and ``i + distinct`` are the same tile (e.g. a tile and
     its mirror image) and count as a repeat; default: every candidate is its own tile.
     ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``Candidates``).
+    ``index``: ``tile_index.build_index(tiles)`` for big libraries (None: full scans).
     """
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
     d = feasible_distance(distance, base)
     if d == 0:
-        return nearest(cells, tiles).reshape(rows, cols)
+        return nearest_tiles(cells, tiles, index).reshape(rows, cols)
     seed_int = seed_number(seed)
     border = _border_rows(rows, row_offset, d)
     classes = tile_classes(base, d, seed_int)[np.arange(n_tiles) % base]
@@ -121,7 +124,7 @@ def choose_varied(
         rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
         if rows_q.size:
             groups.append((cells_of(rows_q), np.flatnonzero(classes == q)))
-    candidates = Candidates(cells, tiles, groups, graph)
+    candidates = Candidates(cells, tiles, groups, graph, index)
 
     g_rows = (np.arange(rows, dtype=np.uint64) + np.uint64(row_offset))[:, None]
     position = (g_rows << np.uint64(32)) | np.arange(cols, dtype=np.uint64)[None, :]

@@ -9,7 +9,7 @@ import pytest
 
 from dal.blobs import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, StorageClients
-from dal.errors import BlobMissingError
+from dal.errors import BlobChangedError, BlobMissingError
 
 
 @pytest.fixture
@@ -41,6 +41,23 @@ def test_upload_download_keeps_content_type(blobs: BlobStore) -> None:
     assert blobs.delete(IMAGE_INPUT_CONTAINER, "req/1.png") is True
     assert blobs.delete(IMAGE_INPUT_CONTAINER, "req/1.png") is False
     assert not blobs.exists(IMAGE_INPUT_CONTAINER, "req/1.png")
+
+
+def test_a_stream_is_range_reads_of_one_version(blobs: BlobStore) -> None:
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, "s.bin", b"abcdefghij", content_type="application/octet-stream")
+    size, chunks = blobs.open_stream(IMAGE_OUTPUT_CONTAINER, "s.bin", chunk_size=3)
+    assert (size, list(chunks)) == (10, [b"abc", b"def", b"ghi", b"j"])
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, "empty.bin", b"", content_type="application/octet-stream")
+    size, chunks = blobs.open_stream(IMAGE_OUTPUT_CONTAINER, "empty.bin")
+    assert (size, b"".join(chunks)) == (0, b"")
+    # Replaced mid-stream: an error, never a mix of the two versions.
+    size, chunks = blobs.open_stream(IMAGE_OUTPUT_CONTAINER, "s.bin", chunk_size=3)
+    assert next(chunks) == b"abc"
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, "s.bin", b"XXXXXXXXXX", content_type="application/octet-stream")
+    with pytest.raises(BlobChangedError):
+        list(chunks)
+    with pytest.raises(BlobMissingError):
+        blobs.open_stream(IMAGE_OUTPUT_CONTAINER, "nope.bin")
 
 
 def test_missing_blob_and_container_are_clear(blobs: BlobStore, unique: str) -> None:

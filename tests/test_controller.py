@@ -23,6 +23,7 @@ from mosaic.images import open_image
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.responder import Responder
+from workers import slicing
 from workers.services import Services
 from workers.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
 
@@ -52,7 +53,10 @@ def submit_and_slice(pipe: Pipeline, *, slices: int, width: int = 48, height: in
     return rid, image, request
 
 
-def test_image_request_writes_bands_then_fans_out(pipe: Pipeline) -> None:
+@pytest.mark.parametrize("carried", ["inline", "blob"])
+def test_image_request_writes_bands_then_fans_out(pipe: Pipeline, carried: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if carried == "blob":  # a band over the inline limit (a big job's) is a blob; these are small
+        monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)
     ctl = controller(pipe)
     rid, image, request = submit_and_slice(pipe, slices=3)
     ctl.handle_image_request(request)
@@ -63,18 +67,23 @@ def test_image_request_writes_bands_then_fans_out(pipe: Pipeline) -> None:
     assert (job.tiles_across, job.tiles_down, job.output_width, job.output_height) == (
         grid.tiles_across, grid.tiles_down, grid.output_width, grid.output_height)  # fmt: skip
     names = sorted(pipe.services.blobs.list_names(SLICE_REQUEST_CONTAINER, f"{rid}/"))
-    assert names == [f"{rid}/{seq}.png" for seq in range(3)]
+    expected_names = [f"{rid}/{seq}.png" for seq in range(3)]
+    assert names == (expected_names if carried == "blob" else [])  # an inline band writes no blob
+
+    requests = sorted(receive_all(pipe.services.queues.slice_request, 3), key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
+    assert [r.message.slice_sequence for r in requests] == [0, 1, 2]  # type: ignore[attr-defined]
+    # slice_uri names the band's blob address either way (where a blob band is, or would be).
+    assert [r.message.slice_uri for r in requests] == [  # type: ignore[attr-defined]
+        pipe.services.blobs.blob_url(SLICE_REQUEST_CONTAINER, n) for n in expected_names]  # fmt: skip
+    assert all((r.message.band is None) == (carried == "blob") for r in requests)  # type: ignore[attr-defined]
 
     # The bands hold exactly the controller's cell image, cut at the planned rows.
-    bands = [decode_band(pipe.services.blobs.download(SLICE_REQUEST_CONTAINER, n)) for n in names]
+    bands = [decode_band(slicing.band_bytes(r.message.band, lambda n=n: pipe.services.blobs.download(  # type: ignore[attr-defined]
+        SLICE_REQUEST_CONTAINER, n))) for r, n in zip(requests, expected_names)]  # fmt: skip
     rows = plan_bands(grid.tiles_down, 3)
     assert [(b.sequence, b.first_row, b.rows) for b in bands] == [(i, r.start, len(r)) for i, r in enumerate(rows)]
     expected = cell_image(open_image(image), grid)
     assert np.array_equal(np.concatenate([b.cells for b in bands]), expected)
-
-    requests = receive_all(pipe.services.queues.slice_request, 3)
-    assert sorted(r.message.slice_sequence for r in requests) == [0, 1, 2]
-    assert {r.message.slice_uri for r in requests} == {pipe.services.blobs.blob_url(SLICE_REQUEST_CONTAINER, n) for n in names}
     kinds = [e.kind for e in pipe.services.jobs.events(rid)]
     assert kinds.count("dispatched") == 3
 

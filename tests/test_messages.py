@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import uuid
@@ -11,7 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dal import errors
+from dal.wire import MAX_ENCODED_MESSAGE_BYTES
+from workers.slicing import INLINE_BAND_MAX_BYTES
 from dal.messages import (
+    MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
     ImageRequestMessage,
     ImageResponseMessage,
@@ -88,6 +92,23 @@ def test_tiles_across_may_be_absent_on_the_wire() -> None:
     body = json.loads(image_request().payload())
     del body["tiles_across"]
     assert ImageRequestMessage.parse(json.dumps(body)).tiles_across is None
+
+
+def test_an_inline_band_is_written_only_when_set_and_checked() -> None:
+    plain = EXAMPLES[2]
+    assert isinstance(plain, SliceRequestMessage) and plain.band is None
+    assert "band" not in json.loads(plain.payload())  # without a band: byte for byte as before
+    inline = dataclasses.replace(plain, band=base64.b64encode(b"\x89PNG band").decode())
+    body = json.loads(inline.payload())
+    assert body["version"] == 1 and base64.b64decode(body["band"]) == b"\x89PNG band"
+    assert QueueMessage.parse(inline.payload()) == inline
+    # The biggest band the controller inlines still fits the queue's 64 KiB after the wire's Base64.
+    biggest = dataclasses.replace(plain, band=base64.b64encode(bytes(INLINE_BAND_MAX_BYTES)).decode())
+    assert len(base64.b64encode(biggest.payload().encode())) < MAX_ENCODED_MESSAGE_BYTES - 4096
+    for bad, why in (("not base64!", "padded Base64"), ("", "padded Base64"), (7, "Base64 string"),
+                     ("A" * (MAX_INLINE_BAND_CHARS + 4), "padded Base64")):  # fmt: skip
+        with pytest.raises(QueueMessageFormatException, match=why):
+            QueueMessage.parse(json.dumps({**body, "band": bad}))
 
 
 def reason_of(text: str | bytes, **kwargs: object) -> str:
@@ -191,6 +212,7 @@ messages = st.one_of(
     st.builds(
         SliceRequestMessage, **common, image_library_uri=uris, slice_uri=uris,
         slice_sequence=st.integers(0, 10**6), tile_size=st.integers(1, 64),
+        band=st.none() | st.binary(min_size=1, max_size=300).map(lambda b: base64.b64encode(b).decode()),
     ),
     st.builds(SliceResponseMessage, **common, slice_uri=uris, slice_sequence=st.integers(0, 10**6)),
     st.builds(ImageResponseMessage, **common, image_uri=uris),

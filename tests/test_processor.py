@@ -15,7 +15,8 @@ from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, render
-from workers.slicing import band_blob_name, decode_band
+from workers import slicing
+from workers.slicing import band_bytes, decode_band
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.processor import ImageProcessor
@@ -90,7 +91,8 @@ def test_a_fair_use_job_is_assigned_once_and_its_slices_together_respect_max_use
         processor.handle_slice_request(received)
 
     library = pipe.services.libraries.load(pipe.library_uri)
-    bands = [decode_band(pipe.services.blobs.download(SLICE_REQUEST_CONTAINER, band_blob_name(rid, seq))) for seq in range(3)]
+    in_order = sorted(requests, key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
+    bands = [decode_band(band_bytes(r.message.band, lambda: b"")) for r in in_order]  # small bands: inline  # type: ignore[attr-defined]
     choice = np.concatenate([b.choice for b in bands])  # type: ignore[misc]
     assert choice.shape == (9, 12)
     assert np.bincount(choice.ravel() % len(library)).max() <= 3  # the bands together, mirror images included
@@ -111,11 +113,17 @@ def test_a_fair_use_job_that_the_library_cannot_cover_fails_with_the_reason(pipe
     assert rid
 
 
-@pytest.mark.parametrize("damage", ["missing_library", "undecodable_band"])
-def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, damage: str) -> None:
+@pytest.mark.parametrize("damage", ["missing_library", "undecodable_band", "undecodable_band_blob"])
+def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, damage: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     library = pipe.library_uri.rstrip("/") + "-gone" if damage == "missing_library" else None
+    if damage == "undecodable_band_blob":  # bands over the inline limit are blobs
+        monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)
     rid, requests = dispatch(pipe, sample_photo(48, 36, seed=4), slices=2, library=library)
-    if damage == "undecodable_band":
+    if damage == "undecodable_band":  # a small band travels inline: damage it there
+        requests[1] = replace(requests[1], message=replace(requests[1].message, band="iVBORyBicm9rZW4="))  # type: ignore[type-var]
+    elif damage == "undecodable_band_blob":
+        assert requests[1].message.band is None  # type: ignore[attr-defined]
         pipe.services.blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/1.png", b"\x89PNG broken", content_type="image/png")
     processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
     with pytest.raises(PermanentJobError) as caught:

@@ -1,8 +1,7 @@
 """The controller's stitch streams: its peak memory does not grow with the mosaic.
 
-The 400 MP job through the whole pipeline, with every role's peak RSS beside the 1.5 GB
-goal, runs in ``make bench`` (``benchmarks/giant.py``: minutes of rendering, too slow for
-the suite). Here the part that would hold the whole image if anything did, the stitch
+The 400 MP job through the whole pipeline, with every role's peak RSS under the 1.5 GB
+goal, is ``tests/test_giant_job.py`` (minutes; ``make bench`` prints its time). Here the part that would hold the whole image if anything did, the stitch
 (``workers.stitching``: slices on disk to the JPEG and the Deep Zoom zip), runs in a fresh
 process at 10 MP and at 40 MP of slices of the same width; the peak RSS of the larger must exceed the smaller's
 by far less than the 90 MB of pixels it adds (holding them, or memory-mapping the slices, or

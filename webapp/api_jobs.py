@@ -17,7 +17,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
@@ -27,7 +27,7 @@ from dal.job_model import TERMINAL_STATUSES, JobStatus
 from dal.jobs import Job
 from dal.libraries import InvalidLibraryNameError, validate_library_name
 from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
-from dal.blob_names import input_blob_name, output_blob_name, slice_blob_candidates
+from dal.blob_names import input_blob_name, output_blob_name, pyramid_blob_name, slice_blob_candidates
 from dal.backpressure import ServiceBusy
 from dal.lanes import lane_for
 from dal.quotas import QuotaExceeded
@@ -36,7 +36,7 @@ from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
-from webapp.previews import PREVIEWS, jpeg_preview, pixels_preview
+from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pixels_preview, pyramid_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
@@ -362,13 +362,27 @@ def job_result(request_id: str) -> Response:
     )
 
 
-def _preview(key: tuple[str, ...], container: str, name: str, side: int) -> Response:
-    def make() -> bytes:
-        try:
-            return jpeg_preview(services().download(container, name), max_side=side)
-        except BlobMissingError:
-            raise ApiError(404, "not_found", "that image is not there (yet)") from None
+def _stored_preview(container: str, name: str, side: int) -> bytes:
+    try:
+        return jpeg_preview(services().download(container, name), max_side=side)
+    except BlobMissingError:
+        raise ApiError(404, "not_found", "that image is not there (yet)") from None
 
+
+def _result_preview(job: Job, side: int) -> bytes:
+    """A finished mosaic's preview from its pyramid (a few tiles, whatever the mosaic's size);
+    a job finished before pyramids existed: from its JPEG."""
+    name, blobs = pyramid_blob_name(job.request_id), services().blobs  # (the tiles are read on other threads)
+    try:
+        return pyramid_preview(lambda member: PYRAMIDS.read(blobs, IMAGE_OUTPUT_CONTAINER, name, member),
+                               job.output_width, job.output_height, max_side=side)  # fmt: skip
+    except (BlobMissingError, KeyError, ValueError):  # no pyramid (an older job), or an unreadable one
+        if not job.output_name or job.output_name.endswith(".zip"):
+            raise ApiError(404, "not_found", "the mosaic's preview is not there") from None
+        return _stored_preview(IMAGE_OUTPUT_CONTAINER, job.output_name, side)
+
+
+def _preview(key: tuple[str, ...], make: Callable[[], bytes]) -> Response:
     data = PREVIEWS.get(key, make)
     filename = "-".join(key) + ".jpg"
     headers = {"Cache-Control": "private, max-age=86400", "Content-Disposition": f'inline; filename="{filename}"'}
@@ -412,9 +426,9 @@ def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
     side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
-    if job.status == JobStatus.DONE and job.output_name and not job.output_name.endswith(".zip"):
-        return _preview((request_id, "result", str(side)), IMAGE_OUTPUT_CONTAINER, job.output_name, side)
-    return _preview((request_id, "source", str(side)), IMAGE_INPUT_CONTAINER, job.input_name, side)
+    if job.status == JobStatus.DONE:
+        return _preview((request_id, "result", str(side)), lambda: _result_preview(job, side))
+    return _preview((request_id, "source", str(side)), lambda: _stored_preview(IMAGE_INPUT_CONTAINER, job.input_name, side))
 
 
 @bp.delete("/jobs/<request_id>")

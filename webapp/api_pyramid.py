@@ -20,13 +20,13 @@ from dal.blob_names import pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER
 from dal.errors import BlobMissingError
 from dal.job_model import JobStatus
-from dal.pyramid import DZI_NAME, PyramidReader, tile_name
+from dal.pyramid import DZI_NAME, tile_name
 from webapp.api_jobs import own_job, stream_blob
 from webapp.errors import ApiError
+from webapp.previews import PYRAMIDS
 from webapp.services import services
 
 bp = Blueprint("api_pyramid", __name__, url_prefix="/api")
-PYRAMIDS = PyramidReader()
 _CACHE = "private, max-age=86400"
 
 

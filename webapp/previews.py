@@ -4,6 +4,13 @@ The page shows each slice's mosaic as soon as it is rendered, a thumbnail per jo
 gallery and the source photo behind the progress bands. The originals are PNG bands of up
 to tens of megapixels; a browser needs a JPEG of screen size. Previews are deterministic
 (rendered slices never change), so they are cached per process, bounded by total bytes.
+
+A finished mosaic's preview comes from its Deep Zoom pyramid (``pyramid_preview``): the
+smallest level at least as big as the preview, a few dozen tiles read by range
+(``PYRAMIDS``, ``dal.pyramid``), so it costs the same for a 400 MP mosaic as for a small
+one, and a mosaic too big for a JPEG (over 65,535 px a side: only its pyramid exists) has
+one too. Decoding the full-resolution JPEG instead would download it whole (100 MB and more)
+into the web process.
 """
 
 from __future__ import annotations
@@ -12,9 +19,13 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from PIL import Image, ImageOps
+
+from dal.pyramid import PyramidReader, tile_name
+from mosaic.deepzoom import level_covering, level_size, level_tiles, tile_origin
 
 _CACHE_BYTES = 64 * 1024 * 1024
 
@@ -63,6 +74,23 @@ def pixels_preview(pixels: np.ndarray, *, max_side: int, quality: int = 85) -> b
     return _thumbnail(Image.fromarray(pixels, "RGB"), max_side=max_side, quality=quality)
 
 
+def pyramid_preview(read: Callable[[str], bytes], width: int, height: int, *, max_side: int,
+                    quality: int = 85, threads: int = 8) -> bytes:  # fmt: skip
+    """A ``width`` x ``height`` mosaic scaled to fit ``max_side``, from its pyramid's tiles.
+
+    ``read(member)`` returns one member of the pyramid zip. The level read is the smallest
+    whose longer side reaches ``max_side`` (under twice that: at most 13 x 13 tiles for 1600 px)."""
+    level = level_covering(width, height, max_side)
+    columns, rows = level_tiles(width, height, level)
+    canvas = Image.new("RGB", level_size(width, height, level))
+    places = [(c, r) for r in range(rows) for c in range(columns)]
+    with ThreadPoolExecutor(max_workers=min(threads, len(places))) as pool:
+        for (column, row), data in zip(places, pool.map(lambda p: read(tile_name(level, *p)), places), strict=True):
+            with Image.open(io.BytesIO(data)) as tile:
+                canvas.paste(tile.convert("RGB"), tile_origin(column, row))
+    return _thumbnail(canvas, max_side=max_side, quality=quality)
+
+
 def _thumbnail(image: Image.Image, *, max_side: int, quality: int) -> bytes:
     image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     out = io.BytesIO()
@@ -71,3 +99,5 @@ def _thumbnail(image: Image.Image, *, max_side: int, quality: int) -> bytes:
 
 
 PREVIEWS = PreviewCache()
+# The indexes of the pyramids read lately (tiles for the viewer, previews), per process.
+PYRAMIDS = PyramidReader()

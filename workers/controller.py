@@ -2,8 +2,9 @@
 
 On ``imagerequest`` (``handle_image_request``): read the photo (EXIF orientation applied,
 RGB), plan the grid, resample to the cell image, cut it into ``slices`` bands of whole cell
-rows, write every band to ``slicerequest/<request_id>/<seq>.png``, record the job, and only
-then send one ``SliceRequestMessage`` per band. A redelivered request rewrites the same
+rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 32 KiB of PNG,
+into its message: ``workers.slicing.inline_band``), record the job, and only then send one
+``SliceRequestMessage`` per band. A redelivered request rewrites the same
 blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) is
 assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
 flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
@@ -28,15 +29,19 @@ job done. A one-slice job's processor has written that JPEG already, so its stit
 builds the pyramid from it. Every job gets a pyramid: the job page has one viewer for every
 size (OpenSeadragon), the zip is one blob written once, and building it costs about a
 third of the JPEG encode (``make bench``). Jobs writes reuse the row just read or written
-(``JobStore.update(current=...)``) and the dispatch events go in one table transaction, so a
+(``JobStore.update(current=...)``; a slice's update starts from the row the controller wrote
+last for that job, ``_RecentRows``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -57,7 +62,7 @@ from dal.rendered import RenderedFormatError, slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
-from workers.slicing import OUTPUT_CONTENT_TYPE, band_blob_name, cut_bands, encode_band, output_blob_name
+from workers.slicing import OUTPUT_CONTENT_TYPE, Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
 from workers.stitching import JPEG_MAX_SIDE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
 from workers.stages import Stopwatch
 from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
@@ -91,6 +96,8 @@ class JobController:
             services.blobs.container_name(SLICE_RESPONSE_CONTAINER),
             stale_after=services.settings.stitch_timeout,
         )
+        self._written = _RecentRows()
+        self._libraries_seen: dict[str, float] = {}  # library uri -> when it last existed (monotonic)
 
     # --- imagerequest ----------------------------------------------------------------------
 
@@ -131,8 +138,10 @@ class JobController:
                 f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
                 f"tiles; ask for at most {grid.tiles_down} slices"
             ) from None
-        job = self._record_job(message, grid, existing, slices=slices)
-        clock.lap("job_record")
+        job = existing
+        if min_slices(grid) > 1:  # a giant mosaic takes seconds to slice: show "slicing" meanwhile
+            job = self._record_job(message, grid, existing, slices=slices, status=JobStatus.SLICING)
+            clock.lap("job_record")
 
         cells = cell_image(image, grid)
         choice = None
@@ -142,23 +151,22 @@ class JobController:
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice)
         clock.lap("slicing")
         services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
+
+        def store(band: Band) -> tuple[str, str | None]:
+            """(slice_uri, inline band): a small band rides in its message, a big one is a blob."""
+            encoded, name = encode_band(band), band_blob_name(rid, band.sequence)
+            if (inline := inline_band(encoded, settings.inline_band_bytes)) is not None:
+                return services.blobs.blob_url(SLICE_REQUEST_CONTAINER, name), inline
+            return services.upload(SLICE_REQUEST_CONTAINER, name, encoded, content_type="image/png"), None
+
         with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
-            urls = list(
-                pool.map(
-                    lambda b: services.upload(
-                        SLICE_REQUEST_CONTAINER, band_blob_name(rid, b.sequence), encode_band(b), content_type="image/png"
-                    ),
-                    bands,
-                )
-            )
+            stored = list(pool.map(store, bands))
         clock.lap("band_encode_upload")
-        # Every band is written: only now may a processor hear of them.
-        job = jobs.update(
-            message.client_id,
-            rid,
-            lambda j: replace(j, status=JobStatus.RENDERING) if j.status in _BEFORE_RENDERING else None,
-            current=job,
-        ).job
+        # Every band is written: only now may a processor hear of them. One write records the
+        # grid and "rendering" (a job that is not giant never shows "slicing": a transaction less).
+        job = self._record_job(message, grid, job, slices=slices, status=JobStatus.RENDERING)
+        self._written.remember(job)
+        clock.lap("job_record")
         queues = self.services.queues
         pending = [
             SliceRequestMessage(
@@ -169,8 +177,9 @@ class JobController:
                 slice_uri=url,
                 slice_sequence=band.sequence,
                 tile_size=message.tile_size,
+                band=inline,
             )
-            for band, url in zip(bands, urls, strict=True)
+            for band, (url, inline) in zip(bands, stored, strict=True)
             if band.sequence not in job.slices_done
         ]
         for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.shards)
@@ -214,7 +223,7 @@ class JobController:
         blobs = self.services.blobs
         name = library_name(message.image_library_uri)
         try:
-            found = self.services.libraries.exists(message.image_library_uri)
+            found = self.library_exists(message.image_library_uri)
         except InvalidLibraryNameError as exc:
             raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
         if not found:
@@ -233,15 +242,32 @@ class JobController:
         clock.lap("image_decode")
         return image
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int) -> Job:
+    def library_exists(self, uri: str) -> bool:
+        """Whether the library exists, asked at most once per ``library_revalidate_seconds`` (10 s)
+        per library, as processors revalidate theirs: jobs in a row share one check. A library
+        deleted within that window fails the job at its processors instead, with the same reason."""
+        now, window = time.monotonic(), self.services.settings.library_revalidate_seconds
+        if now - self._libraries_seen.get(uri, -math.inf) < window:
+            return True
+        found = self.services.libraries.exists(uri)
+        if found:
+            if len(self._libraries_seen) > 1024:  # bounded; libraries are few
+                self._libraries_seen.clear()
+            self._libraries_seen[uri] = now
+        return found
+
+    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int,
+                    status: JobStatus) -> Job:  # fmt: skip
+        """The job row with its grid and ``status`` (created if a CLI producer made none); a row
+        already past slicing (a redelivery) is left as it is and returned as stored."""
         jobs, rid = self.services.jobs, message.request_id
 
         def change(job: Job) -> Job | None:
-            if job.status not in _BEFORE_RENDERING:
+            if job.status not in _BEFORE_RENDERING or (job.status == status == JobStatus.SLICING):
                 return None
             return replace(
                 job,
-                status=JobStatus.SLICING,
+                status=status,
                 slices=slices,
                 tile_size=message.tile_size,
                 tiles_across=grid.tiles_across,
@@ -253,7 +279,7 @@ class JobController:
         if existing is None:
             try:
                 input_name = _input_name(self.services, message.image_uri)
-                job = Job.for_request(message, status=JobStatus.SLICING, input_name=input_name, grid=grid)
+                job = Job.for_request(message, status=status, input_name=input_name, grid=grid)
                 return jobs.create(replace(job, slices=slices))
             except JobExistsError:
                 pass  # created by someone else meanwhile: update it like any other
@@ -277,13 +303,17 @@ class JobController:
             status = JobStatus.STITCHING if len(done) == j.slices else j.status
             return replace(j, slices_done=done, status=status)
 
-        # One read and one ETag write per slice; its progress is in the job row (slices_done),
-        # the processor's ``slice_done`` event already logged it, so no event row here.
+        # One ETag write per slice, usually without a read: the row this controller last wrote
+        # for the job (at dispatch, or the previous slice) is the first guess, and a stale guess
+        # costs a 412 and the read it would have done anyway. The slice's progress is in the job
+        # row (slices_done); the processor's ``slice_done`` event already logged it.
         try:
-            job = jobs.update(message.client_id, rid, record).job
+            job = jobs.update(message.client_id, rid, record, current=self._written.get(message.client_id, rid)).job
         except JobNotFoundError:
+            self._written.forget(rid)
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
+        self._written.remember(job)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
         claim = stitch_claim_name(rid)
@@ -339,6 +369,7 @@ class JobController:
         job = self.services.jobs.update(
             job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
         ).job
+        self._written.forget(rid)  # the responder writes next: nothing more to guess
         seconds = sum(clock.stages.values())
         self.services.jobs.add_event(
             rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,
@@ -401,6 +432,39 @@ class JobController:
                 image_uri=self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
             )
         )
+
+
+class _RecentRows:
+    """The job rows this controller wrote last (with their ETags), the newest ``size`` jobs.
+
+    Only a first guess for ``JobStore.update(current=...)``: the ETag decides, so a row another
+    process changed meanwhile costs one 412 and a read, never a lost update. Thread-safe (the
+    listener may run handlers in several threads).
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._rows: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, client_id: str, request_id: str) -> Job | None:
+        with self._lock:
+            job = self._rows.get(request_id)
+        return job if job is not None and job.client_id == client_id else None
+
+    def remember(self, job: Job) -> None:
+        with self._lock:
+            if job.status in TERMINAL_STATUSES:
+                self._rows.pop(job.request_id, None)
+                return
+            self._rows[job.request_id] = job
+            self._rows.move_to_end(job.request_id)
+            while len(self._rows) > self.size:
+                self._rows.popitem(last=False)
+
+    def forget(self, request_id: str) -> None:
+        with self._lock:
+            self._rows.pop(request_id, None)
 
 
 def _input_name(services: Services, image_uri: str) -> str:

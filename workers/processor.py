@@ -2,7 +2,8 @@
 
 On ``slicerequest``: load the tile library (``LibraryStore.load`` keeps each library
 version's index in memory, so a processor downloads an index once, never a tile per cell),
-read the band PNG written by the controller (it says which cell rows it holds), render it
+read the band PNG written by the controller (from the message itself when the controller
+inlined it, else its blob; the PNG says which cell rows it holds), render it
 with ``render_band(seed=request_id, row_offset=first row)`` — exactly what the in-process
 ``render`` does for those rows — write ``sliceresponse/<request_id>/<seq>.npy`` (raw pixels,
 ``workers.slicing.encode_rendered``) and send a ``SliceResponseMessage``. When the band is the
@@ -12,7 +13,8 @@ there, and the controller only records it (no download, no re-encode: the hand-o
 40 MP job shrinks from 120 MB of pixels twice to one JPEG once). A redelivery renders the
 same pixels into the same blob either way (``encode_output`` is deterministic).
 
-Its ``slice_done`` event carries the step timings (``stages``) that ``make bench`` prints.
+Its ``slice_done`` event carries the step timings (``stages``) that ``make bench`` prints; it is
+written beside the SliceResponse send, not after it (one round trip less between slices).
 
 ``slice_delay`` (env ``PHOTOMOSAICS_TEST_SLICE_DELAY``, **tests only**) sleeps before each
 render so the chaos tests can kill a processor mid-slice.
@@ -20,8 +22,10 @@ render so the chaos tests can kill a processor mid-slice.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
@@ -36,6 +40,7 @@ from workers.stages import Stopwatch
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
     BandFormatError,
+    band_bytes,
     decode_band,
     encode_output,
     encode_rendered,
@@ -64,6 +69,7 @@ class ImageProcessor:
         # Measures this process's seconds per slice for backpressure (dal.render_rates); the
         # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
         self.rate_meter = rate_meter
+        self._log_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slice-log")
 
     def handle_slice_request(self, received: ReceivedMessage) -> None:
         started = time.monotonic()
@@ -87,7 +93,8 @@ class ImageProcessor:
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
         try:
-            data = self.services.download_url(message.slice_uri)  # either account when paired
+            # The band rides in the message when it is small; else the blob (either account when paired).
+            data = band_bytes(message.band, lambda: self.services.download_url(message.slice_uri))
             clock.lap("band_download")
             band = decode_band(data)
             clock.lap("band_decode")
@@ -120,15 +127,22 @@ class ImageProcessor:
             )
             clock.lap("slice_upload")
         queue = self.services.queues.slice_response
-        self.services.send(
-            SliceResponseMessage(
-                queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
-            )
-        )
-        jobs.add_event(
+        # The log line goes out beside the response (one round trip before the next slice, not
+        # two); both are written before the message is deleted. A send that fails after its event
+        # was written leaves a slice_done that the retry writes again, as any redelivery does.
+        # The copied context keeps the event's storage call in the slice's trace (dal.tracing).
+        logged = self._log_pool.submit(contextvars.copy_context().run, jobs.add_event,
             rid, "slice_done", actor=self.name, slice=seq, seconds=seconds, stages=clock.stages,
             message=f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s",
-        )
+        )  # fmt: skip
+        try:
+            self.services.send(
+                SliceResponseMessage(
+                    queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
+                )
+            )
+        finally:
+            logged.result()
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)

@@ -9,6 +9,12 @@ A fair-use job (``max_uses``) is assigned once for the whole grid by the control
 band PNG also carries its rows of that choice (a ``choice`` text chunk: zlib-compressed,
 base64 int32), which the processor renders as given: the bands together never exceed N.
 
+A band of at most ``INLINE_BAND_MAX_BYTES`` of PNG travels inside its SliceRequest message
+(``band``, Base64: ``inline_band``) instead of as a blob: a small job's bands are ~20 KB,
+and a blob costs the controller a write and the processor a read per slice, two storage
+transactions and two round trips, for bytes that fit in the message it sends anyway. A
+bigger band (a 40 MP job's is megabytes) stays a blob; ``band_bytes`` reads either.
+
 Between the roles everything is lossless, so the distributed result is pixel-identical to the
 in-process render. Bands (cell images, small) are PNG. A rendered slice is as big as its part
 of the mosaic (a 40 MP job is 120 MB of pixels), so it travels as a raw NumPy ``.npy`` array
@@ -26,7 +32,7 @@ from __future__ import annotations
 import base64
 import io
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +51,9 @@ __all__ = [
     "cut_bands",
     "encode_band",
     "decode_band",
+    "INLINE_BAND_MAX_BYTES",
+    "inline_band",
+    "band_bytes",
     "encode_png",
     "decode_png",
     "band_blob_name",
@@ -59,6 +68,10 @@ __all__ = [
 
 OUTPUT_CONTENT_TYPE = "image/jpeg"
 _PREFIX = "photomosaics:"
+# 32 KiB of PNG is 42.7 KiB of Base64 in the message and 56.9 KiB after the wire's own Base64,
+# under the queue's 64 KiB with the other fields (dal.messages.MAX_INLINE_BAND_CHARS). A small
+# job's bands (60 tiles across, 4 slices: 48 x 240 px of cells) are 18-23 KB.
+INLINE_BAND_MAX_BYTES = 32 * 1024
 
 
 class BandFormatError(PhotoMosaicsError, ValueError):
@@ -141,6 +154,23 @@ def encode_band(band: Band) -> bytes:
         raw = np.ascontiguousarray(band.choice, dtype="<i4").tobytes()
         text[f"{_PREFIX}choice"] = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
     return encode_png(band.cells, text=text)
+
+
+def inline_band(encoded: bytes, limit: int = INLINE_BAND_MAX_BYTES) -> str | None:
+    """The band PNG as the SliceRequest's ``band`` field, or None when it must be a blob
+    (over ``limit``, the setting ``inline_band_bytes``, never over ``INLINE_BAND_MAX_BYTES``)."""
+    fits = len(encoded) <= min(limit, INLINE_BAND_MAX_BYTES)
+    return base64.b64encode(encoded).decode("ascii") if fits else None
+
+
+def band_bytes(band: str | None, download: Callable[[], bytes]) -> bytes:
+    """A SliceRequest's band PNG: the inline ``band`` when the message carries it, else ``download()``."""
+    if band is None:
+        return download()
+    try:
+        return base64.b64decode(band, validate=True)
+    except ValueError as exc:  # the message checks the alphabet; this is the last word
+        raise BandFormatError(f"the inline band is not Base64: {exc}") from None
 
 
 def _decode_choice(text: str, rows: int, across: int) -> np.ndarray:

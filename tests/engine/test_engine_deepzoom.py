@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mosaic.deepzoom import write_dzi
+from mosaic.deepzoom import level_covering, level_size, level_tiles, tile_origin, top_level, write_dzi
 
 DZ_NS = "{http://schemas.microsoft.com/deepzoom/2008}"
 
@@ -52,6 +52,13 @@ def test_levels_and_tile_counts_follow_the_dzi_definition(tmp_path: Path, width:
         with Image.open(files / str(level) / f"{cols - 1}_{rows - 1}.jpg") as last:
             left, top = (cols - 1) * tile, (rows - 1) * tile
             assert last.size == (w - left + (1 if cols > 1 else 0), h - top + (1 if rows > 1 else 0))
+            # The geometry helpers (for readers of a pyramid) agree with what libvips wrote.
+            assert tile_origin(cols - 1, rows - 1, tile_size=tile) == (left - (cols > 1), top - (rows > 1))
+        assert (level_size(width, height, level), level_tiles(width, height, level, tile_size=tile)) == ((w, h), (cols, rows))
+    assert top_level(width, height) == len(levels) - 1
+    covering = level_covering(width, height, 300)
+    assert max(levels[covering][:2]) >= 300 or covering == len(levels) - 1
+    assert covering == 0 or max(levels[covering - 1][:2]) < 300
 
 
 def test_full_level_keeps_the_pixels(tmp_path: Path) -> None:

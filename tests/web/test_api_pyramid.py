@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flask import Flask
+from PIL import Image
 
 from dal.blob_names import pyramid_blob_name
 from dal.blobs import BlobStore
@@ -59,6 +61,70 @@ def test_a_done_job_serves_its_descriptor_tiles_and_zip(client: Any, other_clien
     assert whole.status_code == 200 and whole.mimetype == "application/zip" and whole.data == data
     assert whole.headers["Content-Disposition"].startswith("attachment;")
     assert other_client.get(f"{base}/dzi").status_code == 404  # another browser's job does not exist for it
+
+
+def client_of(app: Flask, cookie: str) -> str:
+    """The client id inside a browser's signed session cookie (``webapp.clients``)."""
+    return str(app.session_interface.get_signing_serializer(app).loads(cookie)["cid"])  # type: ignore[attr-defined]
+
+
+def finish_with_pyramid(owner: str, request_id: str, web_storage: StorageClients, web_settings: Settings,
+                        tmp_path: Path, *, width: int, height: int, output_name: str) -> None:  # fmt: skip
+    """Make a submitted job done straight in storage: a gradient ``width`` x ``height`` pyramid
+    (red along x, green along y) and no other output blob."""
+    import pyvips
+
+    xy = pyvips.Image.xyz(width, height)
+    gradient = (xy[0] * (255 / width)).bandjoin([xy[1] * (255 / height), xy[0] * 0 + 128]).cast("uchar")
+    zipped = tmp_path / request_id / "mosaic.zip"  # (the members are named after the file: mosaic_files/...)
+    zipped.parent.mkdir()
+    save_pyramid(gradient.copy(interpretation="srgb"), zipped)
+    BlobStore(web_storage, prefix=web_settings.name_prefix).upload(
+        IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), zipped.read_bytes(), content_type="application/zip")
+    JobStore(web_storage, prefix=web_settings.name_prefix).update(owner, request_id, lambda j: replace(
+        j, status="done", slices_done=frozenset(range(j.slices)), output_width=width, output_height=height,
+        output_name=output_name.format(request_id)))
+
+
+def _done_with_pyramid(app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path,
+                       **size: Any) -> str:  # fmt: skip
+    request_id = submit(client, image=png_bytes(64, 48), slices="1").json["request_id"]
+    owner = client_of(app, client.get_cookie(app.config["SESSION_COOKIE_NAME"]).value)
+    finish_with_pyramid(owner, request_id, web_storage, web_settings, tmp_path, **size)
+    return str(request_id)
+
+
+def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, web_storage: StorageClients,
+                                                      web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
+    # The job's JPEG is not even there: the preview reads only the pyramid's tiles.
+    request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=2000, height=1500,
+                                    output_name="{}.jpg")  # fmt: skip
+    for size in (480, 1024):  # level 9 (500 x 375: 2 x 2 tiles) and level 11 (the full size: 8 x 6 tiles)
+        answer = client.get(f"/api/jobs/{request_id}/preview?size={size}")
+        assert answer.status_code == 200 and answer.mimetype == "image/jpeg"
+        preview = np.asarray(Image.open(io.BytesIO(answer.data)).convert("RGB"), dtype=float)
+        h, w = preview.shape[:2]
+        assert (w, h) == (size, size * 3 // 4)
+        # Every tile in its place: red grows along x, green along y, as in the mosaic.
+        expected_red = (np.arange(w) + 0.5) * 255 / w
+        expected_green = (np.arange(h) + 0.5) * 255 / h
+        assert np.abs(preview[:, :, 0].mean(axis=0) - expected_red).max() < 6
+        assert np.abs(preview[:, :, 1].mean(axis=1) - expected_green).max() < 6
+
+
+def test_a_mosaic_too_big_for_a_jpeg_has_a_preview_and_its_zip_as_the_result(
+        app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
+    # Over JPEG's 65,535 px a side: the controller stores only the pyramid, as the result too.
+    request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=65_600, height=64,
+                                    output_name="{}.dzi.zip")  # fmt: skip
+    job = client.get(f"/api/jobs/{request_id}").json
+    assert job["preview_url"] and job["result_url"] and job["pyramid_url"]
+    preview = client.get(job["preview_url"])
+    assert preview.status_code == 200 and preview.mimetype == "image/jpeg"
+    assert Image.open(io.BytesIO(preview.data)).size == (480, 1)
+    result = client.get(job["result_url"])
+    assert result.status_code == 200 and result.mimetype == "application/zip"
+    assert zipfile.ZipFile(io.BytesIO(result.data)).read("mosaic.dzi").count(b'Width="65600"') == 1
 
 
 def _image_requests(storage: StorageClients, settings: Settings) -> Any:

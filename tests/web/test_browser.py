@@ -232,3 +232,40 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert browser_context.violations == [], "the page broke its Content-Security-Policy"
     headers = page.request.get(base + "/").headers
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
+
+
+def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(app: Any, browser_context: Any,
+                                                                       web_storage: Any, web_settings: Any,
+                                                                       tmp_path: Path) -> None:  # fmt: skip
+    """A panorama over JPEG's 65,535 px a side (only its pyramid exists): its page opens the
+    viewer and offers the zip as the download and a reduced JPEG, never a JPEG that cannot be."""
+    from tests.web.conftest import LIBRARY, png_bytes, served
+    from tests.web.test_api_pyramid import client_of, finish_with_pyramid
+    from webapp.csrf import CSRF_HEADER, CSRF_VALUE
+
+    with served(app) as base:
+        page = browser_context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(base + "/jobs")  # the browser gets its client-id cookie
+        created = page.request.post(f"{base}/api/jobs", headers={CSRF_HEADER: CSRF_VALUE}, multipart={
+            "image": {"name": "photo.png", "mimeType": "image/png", "buffer": png_bytes(64, 48)},
+            "library": LIBRARY, "tile_size": "8", "slices": "1"})  # fmt: skip
+        assert created.status == 202, created.text()
+        request_id = created.json()["request_id"]
+        cookie = next(c["value"] for c in browser_context.cookies() if c["name"] == app.config["SESSION_COOKIE_NAME"])
+        finish_with_pyramid(client_of(app, cookie), request_id, web_storage, web_settings, tmp_path,
+                            width=65_600, height=640, output_name="{}.dzi.zip")  # fmt: skip
+
+        page.goto(f"{base}/jobs/{request_id}")
+        page.locator("#viewer-card").wait_for(state="visible")
+        wait_until(page, "document.getElementById('viewport').dataset.loaded === '1'", timeout=60)
+        download, reduced = page.locator("#download"), page.locator("#download-reduced")
+        assert download.inner_text() == "Download (Deep Zoom zip)"
+        assert download.get_attribute("href") == f"/api/jobs/{request_id}/result?download=1"
+        assert reduced.is_visible() and reduced.get_attribute("href") == f"/api/jobs/{request_id}/preview?size=1600"
+        assert not page.locator("#download-zip").is_visible()  # the same zip once is enough
+        with Image.open(io.BytesIO(page.request.get(base + reduced.get_attribute("href")).body())) as image:
+            assert (image.format, image.size) == ("JPEG", (1600, 16))
+        shot(page, "12-panorama-over-the-jpeg-limit")
+        assert errors == []

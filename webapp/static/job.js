@@ -121,10 +121,16 @@
     const downloadZip = document.getElementById("download-zip");
     const fullJpeg = job.output_width <= 65535 && job.output_height <= 65535; // JPEG's limit; else the zip is the full image
     download.href = `${job.result_url}?download=1`;
-    download.textContent = fullJpeg ? "Download JPEG" : "Download";
-    if (job.pyramid_url) {
+    download.textContent = fullJpeg ? "Download JPEG" : "Download (Deep Zoom zip)";
+    if (job.pyramid_url && fullJpeg) {
       downloadZip.href = job.pyramid_url;
       downloadZip.hidden = false;
+    }
+    if (!fullJpeg) {
+      // No full-size JPEG can exist: offer the largest preview as a JPEG beside the zip.
+      const reduced = document.getElementById("download-reduced");
+      reduced.href = `${job.preview_url}?size=1600`;
+      reduced.hidden = false;
     }
     stage.hidden = true;
     document.getElementById("progress-card").classList.add("finished");
