@@ -21,10 +21,12 @@ use-after-free, ...):
 The app is a real ``create_app`` on the session's Azurite with real controller, processor and
 responder processes (jobs really finish, so results and slices exist), served on a loopback
 port; one ``requests.Session`` per client keeps the ``pm_client`` cookie, as any non-browser
-client must. A few poison messages are seeded before the roles start, so the operator's
-requeue and purge have real ids to act on. Examples are bounded and the seed fixed, so CI is
-fast and repeatable; ``PHOTOMOSAICS_FUZZ_SEED`` / ``_EXAMPLES`` / ``_STEPS`` / ``_SCENARIOS``
-run it wider by hand.
+client must. A few poison messages are seeded before the roles start (and topped up through
+the real controller before the poison workflow), so the operator's requeue and purge have real
+ids to act on. The checks' settings are the project's ``schemathesis.toml``, which the ``st``
+CLI reads too. Examples are bounded and the seed fixed, so CI is fast and repeatable (6
+examples, 10 scenarios of 6 steps per workflow); ``PHOTOMOSAICS_FUZZ_SEED`` / ``_EXAMPLES`` /
+``_STEPS`` / ``_SCENARIOS`` run it wider by hand (README, "HTTP API").
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def served(pipeline: Any, azurite_connection_string: str) -> Iterator[str]:
     app = create_app(
         {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
          "SSE_POLL_SECONDS": 0.05, "SSE_MAX_SECONDS": 5.0, "ADMIN_TOKEN": ADMIN_TOKEN}  # fmt: skip
+        # SSE_MAX_SECONDS: a stream on a job still rendering ends after 5 s (a client reconnects);
+        # the walks do not wait 30 s on each such job
     )
     with serving(app) as url:
         yield url
