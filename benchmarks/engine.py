@@ -7,7 +7,9 @@ process so its peak memory (max RSS) is its own. Times are decode-to-encode: JPE
 out. The engine is timed warm (its per-library caches filled, as in a worker) and the best
 of three runs is shown; the slow baselines run once. Set ``BENCH_QUICK=1`` to skip the
 slowest baseline runs (12 MP at tile 8). ``python -m benchmarks.engine scaling`` runs only
-the library-size comparison (640 against 10,000 tiles).
+the library-size comparison (640 against 10,000 tiles); ``python -m benchmarks.engine quality
+[--photo NAME] [1MP|4MP|12MP ...]`` only the defaults against metapixel (issue 11's table),
+also on other photos of scikit-image's set.
 
 Columns: seconds; output megapixels per second; peak MiB; ΔE00 (colour at cell
 resolution, lower is better); SSIM (structure at ¼ resolution, higher is better);
@@ -468,7 +470,53 @@ def scaling_main() -> int:
     return 0
 
 
+def quality_main(labels: list[str], photo: str = TARGET_PHOTO) -> int:
+    """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [12MP ...]``):
+    the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default)."""
+    from mosaic import build_library
+
+    if not metapixel_available():
+        print("metapixel is not installed (apt install metapixel): nothing to compare with")
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="bench-quality-"))
+    sources, origin = _library_tiles()
+    library, _ = build_library(sources)
+    index = work / "library.zip"
+    index.write_bytes(library.to_bytes())
+    tile_dir = work / "tiles"
+    tile_dir.mkdir()
+    for number, (name, data) in enumerate(sources):
+        (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
+    print(f"library: {len(library)} tiles from the {origin}; target: '{photo}' photo as JPEG q90")
+    results: dict[str, Any] = {}
+    for label, size in TARGETS:
+        if labels and label.replace(" ", "") not in labels:
+            continue
+        target = work / f"target-{size[0]}x{size[1]}.jpg"
+        target.write_bytes(target_jpeg(photo, size))
+        for tile in TILE_SIZES:
+            ours = _in_fresh_process(child_engine, str(target), str(index), tile, ["engine default"], None)
+            ours.pop("_base_mib")
+            library_dir = work / f"metapixel-{tile}"
+            if not library_dir.exists():
+                prepare_metapixel_library(tile_dir, library_dir, tile)
+            meta = _in_fresh_process(child_metapixel, str(target), str(library_dir), tile, None, str(index))
+            results[f"{photo} {label} t{tile}"] = {"engine": ours, "metapixel": meta}
+            print(f"  measured {label} tile {tile}", flush=True)
+    _print_quality(results)
+    return 0
+
+
 if __name__ == "__main__":
     import sys
 
-    raise SystemExit(scaling_main() if sys.argv[1:] == ["scaling"] else main())
+    args = sys.argv[1:]
+    if args[:1] == ["scaling"]:
+        raise SystemExit(scaling_main())
+    if args[:1] == ["quality"]:
+        photo = TARGET_PHOTO
+        if "--photo" in args:
+            at = args.index("--photo")
+            photo, args = args[at + 1], args[:at] + args[at + 2 :]
+        raise SystemExit(quality_main(args[1:], photo))
+    raise SystemExit(main())

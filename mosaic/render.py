@@ -19,7 +19,7 @@ from .blend import blend_toward
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
-from .signatures import SUB, cell_pixels, colour_features, features
+from .signatures import SUB, cell_pixels, colour_features, features, with_texture
 from .fair import assign
 from .tile_index import TileIndex, build_index, nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
@@ -37,10 +37,11 @@ class RenderOptions:
                    every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
                    cells apart, so each 4×4 quarter of the window holds at most one.
     blend:         0–100 % colour correction of each tile toward the target (keeps the
-                   tile's detail, moves its colours). The default, 80, is what lets a varied
+                   tile's detail, moves its colours). The default, 90, is what lets a varied
                    mosaic beat the repeating one in colour (ΔE00) and structure (SSIM): with
                    variety a flat area must use 49 different tiles, and a 640-tile library
-                   has few that close to any one colour (README, "Quality").
+                   has few that close to any one colour; 80 still lost on SSIM in smooth
+                   areas (12 MP at tile 8, a sky at tile 32). README, "The mosaic engine".
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
                    cell (higher favours colour fidelity, lower structure).
@@ -53,7 +54,7 @@ class RenderOptions:
     """
 
     variety: int = 3
-    blend: int = 80
+    blend: int = 90
     colour_first: bool = False
     colour_weight: float = 6.5
     mirror: bool = True
@@ -84,7 +85,11 @@ def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) 
     structure, colour = _weights(options, tile_size)
     return library.cached(
         ("features", tile_size, structure, colour, _mirror(options, tile_size)),
-        lambda: features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
+        lambda: with_texture(
+            features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
+            candidate_tiles(library, tile_size, options), candidate_sub_cells(library, tile_size, options),
+            structure=structure, colour=colour,
+        ),
     )
 
 
@@ -145,7 +150,9 @@ def choose_tiles(
     graph = None
     if options.variety:
         size = graph_size(feasible_distance(options.variety, len(library)))
-        graph = library.cached(("graph", tile_size, options, size), lambda: tile_graph(candidates, size))
+        # Keyed by what the graph depends on (not the whole options: a new blend reuses it).
+        key = ("graph", tile_size, structure, colour, _mirror(options, tile_size), size)
+        graph = library.cached(key, lambda: tile_graph(candidates, size))
     choice = np.empty((rows, cols), np.int32)
     for start, stop in strips(rows, cols, row_offset):
         wanted = features(_sub_cells(cells[start * SUB : stop * SUB]), structure=structure, colour=colour)

@@ -13,6 +13,7 @@ validates and answers. The create page's planner form uses it to set the detail 
 from __future__ import annotations
 
 import math
+import re
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -27,11 +28,14 @@ MAX_DPI = 2400
 MAX_WIDTH_CM = 1000.0  # a 10 m banner: beyond any printer this app will meet
 
 
+# A decimal number as a client writes it; float() alone also takes "1_0", "nan" and other scripts' digits.
+DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def _width_cm(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ApiError(400, "invalid_field", "width_cm must be a number of centimetres") from None
+    if not DECIMAL.fullmatch(raw.strip()):
+        raise ApiError(400, "invalid_field", "width_cm must be a number of centimetres")
+    value = float(raw)
     if not math.isfinite(value) or not 0 < value <= MAX_WIDTH_CM:
         raise ApiError(400, "invalid_field", f"width_cm must be more than 0 and at most {MAX_WIDTH_CM:g}")
     return value

@@ -10,6 +10,7 @@ file that claims a huge image costs nothing.
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ ALLOWED_FORMATS: dict[str, tuple[str, str]] = {
     "BMP": ("bmp", "image/bmp"),
     "TIFF": ("tif", "image/tiff"),
 }
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")  # an integer field as its text (form or query)
 _FORMAT_NAMES = "JPEG, PNG, WebP, GIF, BMP or TIFF"
 _SWAPS_AXES = {5, 6, 7, 8}  # EXIF orientations that rotate by 90 degrees
 _EXIF_ORIENTATION = 0x0112
@@ -89,21 +91,22 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
 def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, default: int | None = None) -> int:
     """An integer form field within [low, high]; 400 with the field's name otherwise."""
     raw = form.get(name)
-    if raw is None or str(raw).strip() == "":
-        if default is not None:
-            return default
+    if raw is None and default is not None:
+        return default  # only an absent field takes the default: an empty one is not a number
+    if raw is None or (default is None and str(raw).strip() == ""):
         raise ApiError(400, "missing_field", f"{name} is required")
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ApiError(400, "invalid_field", f"{name} must be a whole number, got {raw!r}") from None
+    text = str(raw).strip()
+    # ASCII digits only, as the spec's `integer` is written: Python's int() also takes "1_000"
+    # and other scripts' digits, which no client means and the schema does not allow.
+    if not WHOLE_NUMBER.fullmatch(text):
+        raise ApiError(400, "invalid_field", f"{name} must be a whole number, got {raw!r}")
+    value = int(text)
     if not low <= value <= high:
         raise ApiError(400, "invalid_field", f"{name} must be between {low} and {high}, got {value}")
     return value
 
 
 def optional_int_field(form: Mapping[str, str], name: str, *, low: int, high: int) -> int | None:
-    raw = form.get(name)
-    if raw is None or str(raw).strip() in {"", "auto"}:
+    if form.get(name) is None:  # omitted; an empty or other non-number value is 400, as the spec says
         return None
     return int_field(form, name, low=low, high=high)
