@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
+# Two pytest-xdist workers, each with its own Azurite: the suite mostly waits on real role
+# processes and storage, so two fit two cores (`make test TEST_WORKERS=auto` on a bigger box).
+TEST_WORKERS ?= 2
 
 .PHONY: install run run-paired demo-failover test bench clean
 
@@ -38,7 +41,7 @@ demo-failover: install
 	$(BIN)/python -m benchmarks.availability failover
 
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m benchmarks

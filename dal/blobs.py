@@ -34,6 +34,7 @@ CONTAINER_NAME_MIN, CONTAINER_NAME_MAX = 3, 63  # Azure's container-name length 
 _CONTAINER = re.compile(rf"^(?=.{{{CONTAINER_NAME_MIN},{CONTAINER_NAME_MAX}}}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _PREFIXED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
 _DELETE_BATCH = 256  # the most a blob batch request may carry
+_DELETED_OR_ABSENT = (200, 202, 404)
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024  # open_stream's range reads (the SDK's own chunk size)
 
 
@@ -231,17 +232,30 @@ class BlobStore:
         return True
 
     def delete_prefix(self, container: str, prefix: str) -> int:
-        """Delete every blob whose name starts with ``prefix``; return how many were deleted."""
+        """Delete every blob whose name starts with ``prefix``; return how many listed blobs are gone.
+
+        A name answered 404 counts as gone: the SDK's retry policy resends a whole batch whose
+        first answer was lost (a timeout under load), and the server had already deleted those
+        blobs. Any other failed delete raises ``HttpResponseError`` naming the count, so the
+        caller's message is redelivered instead of the blobs being silently left behind.
+        """
         if not prefix:
             raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty a container)")
         client = self._container(container)
         names = list(self.list_names(container, prefix))
-        batches = [names[i : i + _DELETE_BATCH] for i in range(0, len(names), _DELETE_BATCH)]
-        deleted = 0
-        for batch in batches:
-            responses = client.delete_blobs(*batch, raise_on_any_failure=False)
-            deleted += sum(1 for r in responses if r.status_code in (200, 202))
-        return deleted
+        gone, failed = 0, {}
+        for start in range(0, len(names), _DELETE_BATCH):
+            for response in client.delete_blobs(*names[start : start + _DELETE_BATCH], raise_on_any_failure=False):
+                if response.status_code in _DELETED_OR_ABSENT:
+                    gone += 1
+                else:
+                    failed[response.status_code] = failed.get(response.status_code, 0) + 1
+        if failed:
+            raise HttpResponseError(
+                message=f"{sum(failed.values())} of {len(names)} deletes under {container}/{prefix} failed "
+                f"(status codes {sorted(failed.items())}); deleted {gone}"
+            )
+        return gone
 
     def list_names(self, container: str, prefix: str | None = None) -> Iterator[str]:
         """Every blob name (optionally under ``prefix``), following continuation tokens."""

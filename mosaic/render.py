@@ -19,7 +19,7 @@ from .blend import blend_toward
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
-from .signatures import SUB, cell_pixels, colour_features, features
+from .signatures import SUB, cell_pixels, colour_features, features, with_texture
 from .fair import assign
 from .tile_index import TileIndex, build_index, nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
@@ -85,7 +85,11 @@ def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) 
     structure, colour = _weights(options, tile_size)
     return library.cached(
         ("features", tile_size, structure, colour, _mirror(options, tile_size)),
-        lambda: features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
+        lambda: with_texture(
+            features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
+            candidate_tiles(library, tile_size, options), candidate_sub_cells(library, tile_size, options),
+            structure=structure, colour=colour,
+        ),
     )
 
 

@@ -4,13 +4,23 @@ A cell (or a tile) is summarised by ``SUB`` × ``SUB`` sub-cells of 8-bit RGB (t
 or the tile box-reduced by Pillow). The feature vector is
 
     sqrt(structure) · (Y' of each sub-cell − mean Y')     SUB² values: edges, gradients
+    sqrt(structure) · SUB · (RMS of Y' inside sub-cells)  1 value: texture (tiles only)
     sqrt(colour) · (mean L*, mean a*, mean b*)            3 values: the colour
 
 Structure is compared on gamma-encoded luma Y' (0..100), the signal the eye and SSIM read
 edges from; colour on the CIELAB mean, where Euclidean distance follows perceived colour
 difference (the ΔE the benchmark scores). Chroma layout inside a cell is left out: measured,
-it cost structure more than it gained colour. ``colour`` sets the balance; the benchmark
-chose the default.
+it cost structure more than it gained colour.
+
+Texture is the detail a tile shows inside its sub-cells at the size it is placed. A cell
+cannot carry it (the cell image has one pixel per sub-cell), so a cell's texture value is 0:
+the target is taken as smooth inside its sub-cells, and a tile's texture counts as a
+mismatch of that energy, summed over the SUB² sub-cells like the layout. Texture the target
+does not have, or has elsewhere, only lowers structural similarity (SSIM's covariance term
+is ~0 for unrelated detail, its contrast term punishes the extra variance); measured, it is
+what made smooth photos (moon) lose to a program that repeats its flattest tile.
+
+``colour`` sets the balance between colour and the rest; the benchmark chose the default.
 
 Features are rounded to integers no larger than ``BOUND``: every dot product the matcher
 computes in float32 is then an exact integer, whatever the BLAS, CPU or chunking — the same
@@ -26,7 +36,8 @@ import numpy as np
 
 SUB = 4  # sub-cells per cell side: the cell image has SUB x SUB pixels per cell
 BOUND = 440.0  # |feature| <= BOUND keeps 3 * dims * BOUND^2 < 2^24 (exact in float32)
-FEATURES = SUB * SUB + 3
+TEXTURE = SUB * SUB  # the column of the texture value, between the layout and the colour
+FEATURES = SUB * SUB + 1 + 3
 
 # sRGB (D65) -> linear light, exact per 8-bit value.
 _LINEAR = np.array(
@@ -105,8 +116,33 @@ def features(sub_rgb: np.ndarray, *, structure: float, colour: float) -> np.ndar
     y_mean = _mean([y[:, i] for i in range(SUB * SUB)])
     lab_mean = _mean([srgb_to_lab(c) for c in cells])
     ws, wc = math.sqrt(structure), math.sqrt(colour)
-    scale = BOUND / max(ws * 100.0, wc * 128.0, 1e-9)
+    scale = _scale(ws, wc)
     out = np.empty((n, FEATURES), dtype=np.float64)
     out[:, : SUB * SUB] = (y - y_mean[:, None]) * (ws * scale)
+    out[:, TEXTURE] = 0.0  # a cell's interior is taken as smooth; tiles: ``with_texture``
     out[:, -3:] = lab_mean * (wc * scale)
     return np.clip(np.rint(out), -BOUND, BOUND).astype(np.float32)
+
+
+def _scale(ws: float, wc: float) -> float:
+    return BOUND / max(ws * 100.0, wc * 128.0, 1e-9)
+
+
+def with_texture(tile_features: np.ndarray, tiles: np.ndarray, sub_rgb: np.ndarray, *, structure: float, colour: float) -> np.ndarray:
+    """``tile_features`` (from ``features`` of the tiles' sub-cells) with their texture column set.
+
+    ``tiles``: ``(n, s, s, 3) uint8`` at the placed size; ``sub_rgb`` their sub-cells. The
+    texture is the RMS of Y' minus its sub-cell's Y', over the tile (sub-cells of ``s / SUB``
+    pixels; for sizes that are not a multiple of SUB, the nearest sub-cell).
+    """
+    n, s = tiles.shape[0], tiles.shape[1]
+    position = (np.arange(s) * SUB) // s  # each pixel row/column -> its sub-cell
+    rms = np.empty(n, np.float64)
+    step = max(1, (1 << 20) // (s * s))  # tiles per step: bounded temporaries
+    for start in range(0, n, step):
+        own = luma(sub_rgb[start : start + step])[:, position][:, :, position]
+        rms[start : start + step] = np.sqrt(np.mean((luma(tiles[start : start + step]) - own) ** 2, axis=(1, 2)))
+    ws = math.sqrt(structure)
+    out = tile_features.copy()
+    out[:, TEXTURE] = np.clip(np.rint(rms * (SUB * ws * _scale(ws, math.sqrt(colour)))), -BOUND, BOUND)
+    return out

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 
 from dal.blobs import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, StorageClients
@@ -105,3 +106,34 @@ def test_delete_prefix_spans_batches(blobs: BlobStore) -> None:
     assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 0
     with pytest.raises(ValueError, match="non-empty prefix"):
         blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "")
+
+
+def test_delete_prefix_counts_a_blob_already_gone_and_raises_for_one_it_could_not_delete(
+    blobs: BlobStore, storage: StorageClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Gone between the listing and the batch (another cleanup, or the SDK resending a batch
+    # whose first answer was lost): the blob is gone, as asked, and nothing is raised.
+    for name in ("req/a.png", "req/b.png", "req/c.png"):
+        blobs.upload(IMAGE_OUTPUT_CONTAINER, name, b"", content_type="image/png")
+    container = storage.blob_service.get_container_client(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
+    listed = BlobStore.list_names
+
+    def list_then_delete_one(self: BlobStore, *args: Any, **kwargs: Any) -> Any:
+        names = list(listed(self, *args, **kwargs))
+        container.delete_blob("req/b.png")
+        return iter(names)
+
+    monkeypatch.setattr(BlobStore, "list_names", list_then_delete_one)
+    assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 3
+    monkeypatch.undo()
+    assert list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, "req/")) == []
+
+    # A delete the server refuses (a leased blob) is not silently left behind: the caller hears it.
+    for name in ("req/a.png", "req/b.png", "req/c.png"):
+        blobs.upload(IMAGE_OUTPUT_CONTAINER, name, b"", content_type="image/png")
+    lease = container.get_blob_client("req/b.png").acquire_lease(lease_duration=-1)
+    with pytest.raises(HttpResponseError, match=r"1 of 3 deletes .* failed .* deleted 2"):
+        blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/")
+    assert list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, "req/")) == ["req/b.png"]
+    lease.release()
+    assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 1

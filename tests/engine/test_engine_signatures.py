@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from mosaic.signatures import BOUND, FEATURES, SUB, features, srgb_to_lab
 
@@ -52,3 +53,24 @@ def test_a_left_right_edge_is_seen_by_the_structure_features() -> None:
     assert not np.array_equal(a, b)  # different layout
     c, d = features(np.concatenate([left_dark, right_dark]), structure=0.0, colour=1.0)
     assert np.array_equal(c, d)  # colour-first cannot tell them apart
+
+
+def test_texture_inside_sub_cells_is_a_tile_feature_and_a_smooth_cell_prefers_a_smooth_tile() -> None:
+    from mosaic.matching import nearest
+    from mosaic.signatures import TEXTURE, with_texture
+
+    size = 16
+    smooth = np.full((size, size, 3), 128, np.uint8)
+    checker = smooth.copy()
+    checker[(np.add.outer(np.arange(size), np.arange(size)) % 2) == 1] = 168
+    checker[(np.add.outer(np.arange(size), np.arange(size)) % 2) == 0] = 88  # same sub-cell means
+    tiles = np.stack([checker, smooth])  # the textured tile first: it would win a tie on index
+    sub = np.stack([np.asarray(Image.fromarray(t).reduce(size // SUB)) for t in tiles])
+    assert np.array_equal(sub[0], sub[1])  # layout and colour cannot tell them apart
+    base = features(sub, structure=1.0, colour=6.5)
+    assert np.all(base[:, TEXTURE] == 0)  # cells (and tiles before ``with_texture``): 0
+    tiled = with_texture(base, tiles, sub, structure=1.0, colour=6.5)
+    assert tiled[0, TEXTURE] > 0 and tiled[1, TEXTURE] == 0
+    assert np.all(tiled == np.rint(tiled)) and np.abs(tiled).max() <= BOUND
+    cell = features(sub[:1], structure=1.0, colour=6.5)
+    assert nearest(cell, base)[0] == 0 and nearest(cell, tiled)[0] == 1  # the smooth tile now wins
