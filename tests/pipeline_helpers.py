@@ -187,14 +187,17 @@ class Pipeline:
         return self.services.jobs.get(CLIENT_ID, request_id)
 
     def wait(self, request_ids: Iterable[str], *, timeout: float = 120.0) -> dict[str, Job]:
-        """Poll the job rows until every job is done or failed; AssertionError with logs on timeout."""
+        """Poll until every job is done or failed *and* its event says so (a role writes the
+        row's status first, then the event); AssertionError with logs on timeout."""
         pending = set(request_ids)
         finished: dict[str, Job] = {}
         deadline = time.monotonic() + timeout
         while pending:
             for rid in list(pending):
                 job = self.job(rid)
-                if job is not None and job.status in TERMINAL_STATUSES:
+                if job is not None and job.status in TERMINAL_STATUSES and any(
+                    event.kind == job.status for event in self.services.jobs.events(rid)
+                ):
                     finished[rid] = job
                     pending.discard(rid)
             if not pending:

@@ -146,7 +146,9 @@ def _wait_done(client: Any, ids: list[str], pipe: Pipeline, *, timeout: float) -
         for rid in ids:
             if rid not in finished:
                 body = client.get(f"/api/jobs/{rid}").get_json()
-                if body["status"] in ("done", "failed") and not body["waiting_for_storage"]:
+                # The responder writes the row's status, then the event: wait for both.
+                ended = body["status"] in ("done", "failed") and not body["waiting_for_storage"]
+                if ended and body["status"] in {e["kind"] for e in body["events"]}:
                     finished[rid] = body
         if time.monotonic() > deadline:
             raise AssertionError(f"unfinished after {timeout:.0f} s: {sorted(set(ids) - set(finished))}\n{pipe.logs()}")
