@@ -126,9 +126,9 @@ def create_library() -> tuple[Response, int]:
     try:
         created = libraries.create_from(name, description, files)
     except EmptyLibraryError as exc:
-        raise ApiError(400, "no_usable_images", str(exc)) from None
+        raise ApiError(422, "no_usable_images", str(exc)) from None
     except TileSourceError as exc:
-        raise ApiError(400, "invalid_zip", str(exc)) from None
+        raise ApiError(422, "invalid_zip", str(exc)) from None
     log.info("library %s created with %d tiles", name, created.tile_count)
     body = {
         "name": name,
@@ -147,7 +147,7 @@ def _check_zip(filename: str, data: bytes) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             total = sum(info.file_size for info in archive.infolist())
     except zipfile.BadZipFile as exc:
-        raise ApiError(400, "invalid_zip", f"{filename} is not a readable zip file: {exc}") from None
+        raise ApiError(422, "invalid_zip", f"{filename} is not a readable zip file: {exc}") from None
     if total > MAX_UNZIPPED_BYTES:
         raise ApiError(413, "too_large", f"{filename} unpacks to {total:,} bytes; the limit is {MAX_UNZIPPED_BYTES:,}")
 

@@ -81,8 +81,8 @@ def test_create_from_a_zip(client: Any) -> None:
         ("Bad Name!", [("a.png", png_bytes())], 400, "invalid_field"),
         ("imageinput", [("a.png", png_bytes())], 400, "invalid_field"),
         ("fresh", [], 400, "missing_field"),
-        ("fresh", [("a.txt", b"words"), ("b.txt", b"more words")], 400, "no_usable_images"),
-        ("fresh", [("a.zip", b"PK\x03\x04 broken zip")], 400, "invalid_zip"),
+        ("fresh", [("a.txt", b"words"), ("b.txt", b"more words")], 422, "no_usable_images"),
+        ("fresh", [("a.zip", b"PK\x03\x04 broken zip")], 422, "invalid_zip"),
         (LIBRARY, [("a.png", png_bytes())], 409, "library_exists"),
     ],
 )
