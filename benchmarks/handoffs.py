@@ -102,7 +102,7 @@ def _submit(services: Any, data: bytes, library_uri: str, job: dict[str, Any]) -
 
 def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dict[str, float]:
     """Seconds per stage on the job's critical path; slices in parallel count their slowest."""
-    events = services.jobs.events(request_id)
+    events = services.jobs.events(request_id, job=services.jobs.get(pl.CLIENT_ID, request_id))
     stages: Counter[str] = Counter({"upload": upload})
     slowest: dict[str, float] = {}
     slice_stages: dict[int, dict[str, float]] = {}
@@ -176,7 +176,8 @@ def _jpeg_ready(services: Any, request_id: str) -> float | None:
     """Seconds from the upload to the one-slice job's JPEG stored (its processor's slice_done
     event): what is left after it is the Deep Zoom pyramid and the responder."""
     start = pl.SUBMITTED[request_id]
-    done = [e.at for e in services.jobs.events(request_id) if e.kind == "slice_done"]
+    job = services.jobs.get(pl.CLIENT_ID, request_id)
+    done = [e.at for e in services.jobs.events(request_id, job=job) if e.kind == "slice_done"]
     return (max(done) - start).total_seconds() if done else None
 
 
