@@ -121,6 +121,9 @@ class Job:
     finished_at: datetime | None = None
     # The rendered slices' log lines (kind ``slice_done``), recorded with their progress.
     slice_events: tuple[JobEvent, ...] = ()
+    # The stitch claim: the id of the SliceResponse message whose handler stitches (stable across
+    # its redeliveries), set by the update that completes ``slices_done`` (workers.controller).
+    stitcher: str | None = None
     etag: str | None = None
 
     @classmethod
@@ -223,6 +226,7 @@ def job_to_entity(job: Job) -> dict[str, Any]:
         "finished_at": to_utc(job.finished_at),
         "index_key": index_key(job),
         "slice_events": encode_slice_events(job.slice_events),
+        "stitcher": job.stitcher,
     }
 
 
@@ -299,5 +303,6 @@ def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
         updated_at=updated,
         finished_at=to_utc(entity.get("finished_at")),
         slice_events=decode_slice_events(entity["RowKey"], entity.get("slice_events")),
+        stitcher=entity.get("stitcher"),
         etag=etag,
     )

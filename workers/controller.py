@@ -17,10 +17,12 @@ On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
 arrivals change nothing), and in the same write the slice's ``slice_done`` log line that its
 processor sent in the response (``Job.slice_events``: no event row of its own). The
-update that completes the set moves the job to ``stitching``. Stitching itself is guarded
-by a claim (``dal.claims``): a blob created with If-None-Match, so exactly one controller
-stitches even when two see the last slice at once; a controller that died mid-stitch is
-replaced when its own message comes back (same message id), or after the claim goes stale.
+update that completes the set moves the job to ``stitching`` and is the stitch's claim: it
+names its message as the row's ``stitcher``, and the ETag lets only one such write succeed, so
+exactly one controller stitches even when two see the last slice at once (no claim blob: a
+transaction less per job). A controller that died mid-stitch is replaced when its own message
+comes back (same message id), or by another message once the claim is older than
+``PHOTOMOSAICS_STITCH_TIMEOUT`` (``_claim_stitch``).
 The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
 scratch files and lets libvips join and encode them without ever holding the whole mosaic
 (``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
@@ -50,11 +52,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dal import tracing
-from dal.blob_names import pyramid_blob_name, stitch_claim_name
-from dal.claims import BlobClaims
+from dal.blob_names import pyramid_blob_name
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import JobEvent, JobStatus, to_utc
+from dal.job_model import JobEvent, JobStatus, to_utc, utcnow
 from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.libraries import InvalidLibraryNameError
@@ -93,11 +94,6 @@ class JobController:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.name = services.name
-        self.claims = BlobClaims(
-            services.storage,
-            services.blobs.container_name(SLICE_RESPONSE_CONTAINER),
-            stale_after=services.settings.stitch_timeout,
-        )
         self._written = _RecentRows()
         self._libraries_seen: dict[str, float] = {}  # library uri -> when it last existed (monotonic)
 
@@ -303,9 +299,13 @@ class JobController:
             if seq in j.slices_done:
                 return None
             done = j.slices_done | {seq}
-            status = JobStatus.STITCHING if len(done) == j.slices else j.status
+            complete = len(done) == j.slices
             events = j.slice_events if logged is None else (*j.slice_events, logged)
-            return replace(j, slices_done=done, status=status, slice_events=events)
+            # The write that completes the set is also the stitch claim: it names this message
+            # (its id survives redeliveries) as the stitcher. The ETag lets exactly one such write
+            # succeed, so exactly one controller stitches, and no claim blob is written.
+            return replace(j, slices_done=done, status=JobStatus.STITCHING if complete else j.status,
+                           slice_events=events, stitcher=received.id if complete else j.stitcher)  # fmt: skip
 
         # One ETag write per slice, usually without a read: the row this controller last wrote
         # for the job (at dispatch, or the previous slice) is the first guess, and a stale guess
@@ -321,18 +321,49 @@ class JobController:
         self._written.remember(job)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
-        claim = stitch_claim_name(rid)
         if job.output_name is not None:
             # Stitched already. Only the stitcher's own message (redelivered because it died after
             # recording the output) re-sends the response; any other duplicate just goes away.
-            holder = self.claims.holder(claim)
-            if holder is not None and holder.message_id == received.id:
+            if job.stitcher == received.id:
                 self._send_response(job)
             return
-        if not self.claims.acquire(claim, message_id=received.id, owner=self.name):
+        claimed = self._claim_stitch(job, received.id)
+        if claimed is None:
             log.info("job %s: another controller is stitching", rid)
             return
-        self._stitch(job, message)
+        self._stitch(claimed, message)
+
+    def _claim_stitch(self, job: Job, message_id: str) -> Job | None:
+        """The job row, if the message ``message_id`` may stitch it now; None if another holds it.
+
+        The claim is the row's ``stitcher`` (set by the write that completed the slices). It is
+        ours when it names our message: we completed the set, or our message came back because
+        its previous handler died. Any other message backs off while the claim is fresh; past
+        ``stitch_timeout`` (a wedged stitcher) it takes the claim over with an ETag write, so
+        again only one contender wins. A row from before claims lived in it (no ``stitcher``) is
+        anyone's the same way.
+        """
+        if job.stitcher == message_id:
+            return job
+        age = (utcnow() - job.updated_at).total_seconds()
+        if job.stitcher is not None and age < self.services.settings.stitch_timeout:
+            return None
+        held = job.stitcher
+
+        def take(j: Job) -> Job | None:
+            if j.status != JobStatus.STITCHING or j.output_name is not None or j.stitcher != held:
+                return None
+            return replace(j, stitcher=message_id)
+
+        try:
+            taken = self.services.jobs.update(job.client_id, job.request_id, take, current=job)
+        except JobNotFoundError:
+            return None
+        if not taken.wrote:
+            return None
+        self._written.remember(taken.job)
+        log.warning("job %s: stitch taken over from message %s (claimed %.0f s ago)", job.request_id, held, age)
+        return taken.job
 
     def _stitch(self, job: Job, last: SliceResponseMessage) -> None:
         rid, blobs, clock = job.request_id, self.services.blobs, Stopwatch()
