@@ -13,7 +13,10 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   ``workers.elastic.optimal_concurrency``; the first empty receive shrinks it back to the
   minimum (``QueueEmpty``). ``min_concurrency == concurrency`` (the default) is a fixed pool.
 - **At-least-once**: a message is deleted only after its handler returned, i.e. after the
-  work is durably written. A crash anywhere earlier makes it visible again.
+  work is durably written. A crash anywhere earlier makes it visible again. A message whose
+  handler returned no longer counts against ``capacity`` while it is deleted: the next
+  receive goes out beside that delete, not after it (a one-at-a-time processor saves a
+  round trip per slice; the delete still happens, and a crash meanwhile only redelivers).
 - **Poison**: malformed payloads and messages past the threshold are moved aside by
   ``accept_messages`` before a handler sees them; ``PermanentJobError`` goes to poison at
   once with its reason; a transient failure on the last allowed attempt goes to poison at
@@ -148,6 +151,7 @@ class QueueListener:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._held: dict[str, HeldMessage] = {}
+        self._settling = 0  # held messages whose handler returned, being deleted/released now
         self._stopping = threading.Event()
         self._immediate = threading.Event()
         self._changed = threading.Event()  # a handler finished, or stop was requested
@@ -214,6 +218,11 @@ class QueueListener:
         with self._lock:
             return len(self._held)
 
+    def _in_hand(self) -> int:
+        """Held messages still to be handled or running: what counts against ``capacity``."""
+        with self._lock:
+            return len(self._held) - self._settling
+
     def run(self, *, burst: bool = False, max_messages: int | None = None) -> int:
         """Receive and handle until stopped (or empty with ``burst``, or ``max_messages``)."""
         timeout = self._timeout()
@@ -257,7 +266,7 @@ class QueueListener:
         while not self._stopping.is_set():
             if max_messages is not None and self.stats["received"] >= max_messages:
                 return
-            held = self.held_count()
+            held = self._in_hand()
             if held > self.new_batch_threshold:
                 self._changed.wait(timeout=1.0)  # a finishing handler or stop() wakes us
                 self._changed.clear()
@@ -448,11 +457,15 @@ class QueueListener:
                 seconds = time.monotonic() - started
                 with self._lock:
                     self.stats["running"] -= 1
+                    self._settling += 1
+                self._changed.set()  # the receive loop may fetch the next message during the settle
             try:
                 self._settle(record, outcome, seconds, fields)
             except Exception as exc:  # storage failed after retries: the lease runs out, it comes back
                 log.error(kv("message.settle_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
             finally:
+                with self._lock:
+                    self._settling -= 1
                 self._forget(record)
 
     def _settle(self, record: HeldMessage, outcome: tuple[str, str, float], seconds: float, fields: dict[str, Any]) -> None:
