@@ -14,7 +14,7 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   minimum (``QueueEmpty``). ``min_concurrency == concurrency`` (the default) is a fixed pool.
 - **At-least-once**: a message is deleted only after its handler returned, i.e. after the
   work is durably written. A crash anywhere earlier makes it visible again. A message whose
-  handler returned no longer counts against ``capacity`` while it is deleted: the next
+  handler succeeded no longer counts against ``capacity`` while it is deleted: the next
   receive goes out beside that delete, not after it (a one-at-a-time processor saves a
   round trip per slice; the delete still happens, and a crash meanwhile only redelivers).
 - **Poison**: malformed payloads and messages past the threshold are moved aside by
@@ -455,17 +455,21 @@ class QueueListener:
                 outcome = ("error", f"{type(exc).__name__}: {exc}", 0.0)
             finally:
                 seconds = time.monotonic() - started
+                # A success is only deleted now: the next receive may go out meanwhile. A failure
+                # still counts until it is released (its retry time must be known to the next idle wait).
+                settling = outcome[0] == "delete"
                 with self._lock:
                     self.stats["running"] -= 1
-                    self._settling += 1
-                self._changed.set()  # the receive loop may fetch the next message during the settle
+                    self._settling += settling
+                if settling:
+                    self._changed.set()
             try:
                 self._settle(record, outcome, seconds, fields)
             except Exception as exc:  # storage failed after retries: the lease runs out, it comes back
                 log.error(kv("message.settle_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
             finally:
                 with self._lock:
-                    self._settling -= 1
+                    self._settling -= settling
                 self._forget(record)
 
     def _settle(self, record: HeldMessage, outcome: tuple[str, str, float], seconds: float, fields: dict[str, Any]) -> None:
