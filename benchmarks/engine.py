@@ -9,7 +9,8 @@ of three runs is shown; the slow baselines run once. Set ``BENCH_QUICK=1`` to sk
 slowest baseline runs (12 MP at tile 8). ``python -m benchmarks.engine scaling`` runs only
 the library-size comparison (640 against 10,000 tiles); ``python -m benchmarks.engine quality
 [--photo NAME] [1MP|4MP|12MP ...]`` only the defaults against metapixel (issue 11's table),
-also on other photos of scikit-image's set.
+also on other photos of scikit-image's set; ``python -m benchmarks.engine sweep [NAME ...]``
+that table at 1 MP for every photo of ``photos.SWEEP`` (or those named): the generalisation check.
 
 Columns: seconds; output megapixels per second; peak MiB; ΔE00 (colour at cell
 resolution, lower is better); SSIM (structure at ¼ resolution, higher is better);
@@ -470,9 +471,10 @@ def scaling_main() -> int:
     return 0
 
 
-def quality_main(labels: list[str], photo: str = TARGET_PHOTO) -> int:
+def quality_main(labels: list[str], photos: tuple[str, ...] = (TARGET_PHOTO,)) -> int:
     """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [12MP ...]``):
-    the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default)."""
+    the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default)
+    and each photo; ``sweep`` runs it at 1 MP on every photo of ``photos.SWEEP``."""
     from mosaic import build_library
 
     if not metapixel_available():
@@ -487,22 +489,23 @@ def quality_main(labels: list[str], photo: str = TARGET_PHOTO) -> int:
     tile_dir.mkdir()
     for number, (name, data) in enumerate(sources):
         (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
-    print(f"library: {len(library)} tiles from the {origin}; target: '{photo}' photo as JPEG q90")
+    print(f"library: {len(library)} tiles from the {origin}; targets: {', '.join(photos)} as JPEG q90")
     results: dict[str, Any] = {}
-    for label, size in TARGETS:
-        if labels and label.replace(" ", "") not in labels:
-            continue
-        target = work / f"target-{size[0]}x{size[1]}.jpg"
-        target.write_bytes(target_jpeg(photo, size))
-        for tile in TILE_SIZES:
-            ours = _in_fresh_process(child_engine, str(target), str(index), tile, ["engine default"], None)
-            ours.pop("_base_mib")
-            library_dir = work / f"metapixel-{tile}"
-            if not library_dir.exists():
-                prepare_metapixel_library(tile_dir, library_dir, tile)
-            meta = _in_fresh_process(child_metapixel, str(target), str(library_dir), tile, None, str(index))
-            results[f"{photo} {label} t{tile}"] = {"engine": ours, "metapixel": meta}
-            print(f"  measured {label} tile {tile}", flush=True)
+    for photo in photos:
+        for label, size in TARGETS:
+            if labels and label.replace(" ", "") not in labels:
+                continue
+            target = work / f"target-{photo.replace(':', '-')}-{size[0]}x{size[1]}.jpg"
+            target.write_bytes(target_jpeg(photo, size))
+            for tile in TILE_SIZES:
+                ours = _in_fresh_process(child_engine, str(target), str(index), tile, ["engine default"], None)
+                ours.pop("_base_mib")
+                library_dir = work / f"metapixel-{tile}"
+                if not library_dir.exists():
+                    prepare_metapixel_library(tile_dir, library_dir, tile)
+                meta = _in_fresh_process(child_metapixel, str(target), str(library_dir), tile, None, str(index))
+                results[f"{photo} {label} t{tile}"] = {"engine": ours, "metapixel": meta}
+                print(f"  measured {photo} {label} tile {tile}", flush=True)
     _print_quality(results)
     return 0
 
@@ -518,5 +521,9 @@ if __name__ == "__main__":
         if "--photo" in args:
             at = args.index("--photo")
             photo, args = args[at + 1], args[:at] + args[at + 2 :]
-        raise SystemExit(quality_main(args[1:], photo))
+        raise SystemExit(quality_main(args[1:], (photo,)))
+    if args[:1] == ["sweep"]:
+        from benchmarks.photos import SWEEP
+
+        raise SystemExit(quality_main(["1MP"], tuple(args[1:]) or SWEEP))
     raise SystemExit(main())

@@ -12,7 +12,9 @@ from PIL import Image
 BLEND_BYTES = 1 << 20  # output bytes blended per step: the strip's arrays stay in cache
 
 
-def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, percent: int) -> np.ndarray:
+def blend_toward(
+    out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, percent: int, local: np.ndarray | None = None
+) -> np.ndarray:
     """Move each tile's colours ``percent`` % of the way to the target, keeping its detail.
 
     The correction is (target − tile) at sub-cell resolution, smoothly upsampled (bilinear
@@ -20,23 +22,29 @@ def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, per
     saturation: at 100 % every sub-cell has the target's mean colour. All integer
     arithmetic, in place, in strips of rows; tile sizes that are not a whole number of
     sub-cells wide go through Pillow's resize (``_blend_resized``).
+
+    ``local``: a percent per sub-cell (``(H, W)`` ints, 0..100) used instead of ``percent``
+    (``detail.local_blend``); always two passes then, so the rounding does not depend on
+    which percents a band happens to hold.
     """
     if percent <= 0:
         return out
-    passes = 1 if percent <= 50 else 2  # each pass adds at most ±127
+    passes = 1 if percent <= 50 and local is None else 2  # each pass adds at most ±127
+    amount: int | np.ndarray = percent if local is None else local[:, :, None]
     denominator = 100 * passes
     height, width = out.shape[:2]
     sub_h, sub_w = cells.shape[:2]
     factor, rest = divmod(height, sub_h)
     if rest or factor * sub_w != width:
-        return _blend_resized(out, _correction(cells, placed_sub, percent, denominator), passes)
+        return _blend_resized(out, _correction(cells, placed_sub, amount, denominator), passes)
     double = 2 if factor >= 4 and factor % 2 == 0 else 1  # rows and columns doubled at the end
     m = factor // double  # bilinear ×m from sub-cells to half (or full) resolution
     step = max(1, BLEND_BYTES // max(1, width * factor * 3))  # sub rows per strip
     for y in range(0, sub_h, step):
         end = min(sub_h, y + step)
         top, bottom = max(0, y - 1), min(sub_h, end + 1)  # one halo row each side
-        shift = _correction(cells[top:bottom], placed_sub[top:bottom], percent, denominator)
+        part = amount if local is None else amount[top:bottom]
+        shift = _correction(cells[top:bottom], placed_sub[top:bottom], part, denominator)
         before = shift[:1] if y == 0 else shift[:0]  # the band's edges repeat the edge row
         after = shift[-1:] if end == sub_h else shift[:0]
         padded = np.concatenate([before, shift, after])
@@ -47,7 +55,7 @@ def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, per
     return out
 
 
-def _correction(cells: np.ndarray, placed: np.ndarray, percent: int, denominator: int) -> np.ndarray:
+def _correction(cells: np.ndarray, placed: np.ndarray, percent: int | np.ndarray, denominator: int) -> np.ndarray:
     """``round((cells − placed) · percent / denominator)`` as int16, within ±127."""
     diff = cells.astype(np.int32) - placed
     rounded = (2 * percent * diff + denominator) // (2 * denominator)

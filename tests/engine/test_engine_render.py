@@ -305,9 +305,12 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     assert (choices[0] != plain).sum() > 20  # conflicts were there to settle
 
 
-def _reference_blend(out: np.ndarray, cells: np.ndarray, placed: np.ndarray, percent: int) -> np.ndarray:
-    """The blend written plainly: integer bilinear ×m per axis (edges repeat), doubled, saturating adds."""
-    passes = 1 if percent <= 50 else 2
+def _reference_blend(out: np.ndarray, cells: np.ndarray, placed: np.ndarray, percent: int | np.ndarray) -> np.ndarray:
+    """The blend written plainly: integer bilinear ×m per axis (edges repeat), doubled, saturating adds.
+
+    ``percent``: one for all, or one per sub-cell (``(H, W, 1)``: then always two passes).
+    """
+    passes = 1 if np.ndim(percent) == 0 and percent <= 50 else 2
     denominator = 100 * passes
     shift = np.clip((2 * percent * (cells.astype(np.int64) - placed) + denominator) // (2 * denominator), -127, 127)
     factor = out.shape[0] // cells.shape[0]
@@ -354,3 +357,7 @@ def test_blend_is_the_plain_integer_bilinear_correction(
     got = blend_module.blend_toward(out.copy(), cells, placed, percent)
     assert np.array_equal(got, expected)
     assert (got == 0).any() and (got == 255).any()  # saturation was exercised
+    local = rng.integers(percent // 2, percent + 1, cells.shape[:2])  # a percent per sub-cell
+    expected = _reference_blend(out, cells, placed, local[:, :, None])
+    got = blend_module.blend_toward(out.copy(), cells, placed, percent, local)
+    assert np.array_equal(got, expected)
