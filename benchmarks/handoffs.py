@@ -108,7 +108,7 @@ def _submit(services: Any, data: bytes, library_uri: str, job: dict[str, Any]) -
 
 def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dict[str, float]:
     """Seconds per stage on the job's critical path; slices in parallel count their slowest."""
-    events = services.jobs.events(request_id)
+    events = services.jobs.events(request_id, job=services.jobs.get(pl.CLIENT_ID, request_id))
     stages: Counter[str] = Counter({"upload": upload})
     slowest: dict[str, float] = {}
     slice_stages: dict[int, dict[str, float]] = {}
@@ -183,8 +183,9 @@ def _jpeg_ready(services: Any, request_id: str) -> float | None:
     event, less the pyramid steps it logged after the JPEG's upload (a processor that builds
     the pyramid beside the JPEG); what is left after it is the pyramid and the responder."""
     start = pl.SUBMITTED[request_id]
+    job = services.jobs.get(pl.CLIENT_ID, request_id)
     done = [e.at - timedelta(seconds=sum((e.stages or {}).get(k, 0.0) for k in ("pyramid_build", "pyramid_upload")))
-            for e in services.jobs.events(request_id) if e.kind == "slice_done"]  # fmt: skip
+            for e in services.jobs.events(request_id, job=job) if e.kind == "slice_done"]  # fmt: skip
     return (max(done) - start).total_seconds() if done else None
 
 

@@ -101,7 +101,7 @@ def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_c
     assert job is not None and job.output_name == f"{rid}.jpg"
     assert _pyramid_size(pipe, rid) == (str(job.output_width), str(job.output_height))
     assert blobs.read_range(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), 0, 1).etag == stored  # not rewritten
-    events = pipe.services.jobs.events(rid)
+    events = pipe.services.jobs.events(rid, job=job)  # with the slice_done lines kept in the row
     [stitched] = [e for e in events if e.kind == "stitched"]
     assert "pyramid written by its processor" in stitched.message
     assert stitched.stages is not None and "pyramid_build" not in stitched.stages

@@ -15,7 +15,8 @@ client's single job.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
-arrivals change nothing; the processor's ``slice_done`` event is the slice's log line). The
+arrivals change nothing), and in the same write the slice's ``slice_done`` log line that its
+processor sent in the response (``Job.slice_events``: no event row of its own). The
 update that completes the set moves the job to ``stitching``. Stitching itself is guarded
 by a claim (``dal.claims``): a blob created with If-None-Match, so exactly one controller
 stitches even when two see the last slice at once; a controller that died mid-stitch is
@@ -45,6 +46,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -55,7 +57,7 @@ from dal.blob_names import pyramid_blob_name, stitch_claim_name
 from dal.claims import BlobClaims
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import JobStatus
+from dal.job_model import JobEvent, JobStatus, to_utc
 from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.libraries import InvalidLibraryNameError
@@ -295,6 +297,7 @@ class JobController:
         message = received.message
         assert isinstance(message, SliceResponseMessage), message
         jobs, rid, seq = self.services.jobs, message.request_id, message.slice_sequence
+        logged = _slice_event(message)
 
         def record(j: Job) -> Job | None:
             if j.status in TERMINAL_STATUSES:
@@ -305,12 +308,14 @@ class JobController:
                 return None
             done = j.slices_done | {seq}
             status = JobStatus.STITCHING if len(done) == j.slices else j.status
-            return replace(j, slices_done=done, status=status)
+            events = j.slice_events if logged is None else (*j.slice_events, logged)
+            return replace(j, slices_done=done, status=status, slice_events=events)
 
         # One ETag write per slice, usually without a read: the row this controller last wrote
         # for the job (at dispatch, or the previous slice) is the first guess, and a stale guess
         # costs a 412 and the read it would have done anyway. The slice's progress is in the job
-        # row (slices_done); the processor's ``slice_done`` event already logged it.
+        # row (slices_done), and so is its log line (the processor's report: no event row, one
+        # table transaction per slice instead of two; a duplicate changes neither).
         try:
             job = jobs.update(message.client_id, rid, record, current=self._written.get(message.client_id, rid)).job
         except JobNotFoundError:
@@ -508,6 +513,19 @@ class _RecentRows:
     def forget(self, request_id: str) -> None:
         with self._lock:
             self._rows.pop(request_id, None)
+
+
+def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
+    """The slice's ``slice_done`` line from its processor's report (None: an older processor,
+    which wrote the event row itself)."""
+    report = message.report
+    if report is None:
+        return None
+    at = to_utc(datetime.fromisoformat(report["at"]))
+    assert at is not None  # checked when the message was parsed
+    return JobEvent(request_id=message.request_id, kind="slice_done", actor=report["actor"], message=report["message"],
+                    at=at, slice=message.slice_sequence, seconds=report.get("seconds"),
+                    stages=report.get("stages") or None)  # fmt: skip
 
 
 def _input_name(services: Services, image_uri: str) -> str:

@@ -20,8 +20,10 @@ logged: the controller builds it from the JPEG, as it does for a processor of an
 release that writes the JPEG alone. A redelivery renders the same pixels into the same
 blobs either way (``encode_output`` and the pyramid are deterministic).
 
-Its ``slice_done`` event carries the step timings (``stages``) that ``make bench`` prints; it is
-written beside the SliceResponse send, not after it (one round trip less between slices).
+Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
+travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
+in the job row, in the write it makes anyway (issue 8: one table transaction per slice, not two).
+A redelivered slice sends the same kind of report; the controller records a slice once.
 
 ``slice_delay`` (env ``PHOTOMOSAICS_TEST_SLICE_DELAY``, **tests only**) sleeps before each
 render so the chaos tests can kill a processor mid-slice.
@@ -29,11 +31,11 @@ render so the chaos tests can kill a processor mid-slice.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +43,7 @@ from dal.blob_names import pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs import TERMINAL_STATUSES
-from dal.messages import SliceRequestMessage, SliceResponseMessage
+from dal.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
@@ -83,7 +85,6 @@ class ImageProcessor:
         # Measures this process's seconds per slice for backpressure (dal.render_rates); the
         # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
         self.rate_meter = rate_meter
-        self._log_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slice-log")
 
     def handle_slice_request(self, received: ReceivedMessage) -> None:
         started = time.monotonic()
@@ -139,23 +140,24 @@ class ImageProcessor:
             )
             clock.lap("slice_upload")
         queue = self.services.queues.slice_response
-        # The log line goes out beside the response (one round trip before the next slice, not
-        # two); both are written before the message is deleted. A send that fails after its event
-        # was written leaves a slice_done that the retry writes again, as any redelivery does.
-        # The copied context keeps the event's storage call in the slice's trace (dal.tracing).
-        logged = self._log_pool.submit(contextvars.copy_context().run, jobs.add_event,
-            rid, "slice_done", actor=self.name, slice=seq, seconds=seconds, stages=clock.stages,
-            message=f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s"
+        # The slice's log line rides in its response: no event row of ours (a table transaction
+        # less per slice). The controller records it with the slice's progress, in one ETag write,
+        # so the line exists exactly when the progress does: a crash before the send loses
+        # neither (the request comes back), a duplicate response records nothing twice.
+        report = {
+            "actor": self.name[:100],
+            "message": f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s"
             + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else ""),
-        )  # fmt: skip
-        try:
-            self.services.send(
-                SliceResponseMessage(
-                    queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
-                )
+            "at": datetime.now(UTC).isoformat(),
+            "seconds": round(seconds, 4),
+            "stages": {name: round(value, 4) for name, value in list(clock.stages.items())[:MAX_REPORT_STAGES]},
+        }
+        self.services.send(
+            SliceResponseMessage(
+                queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq,
+                report=report,
             )
-        finally:
-            logged.result()
+        )
 
     def _final_outputs(self, rid: str, pixels: np.ndarray, clock: Stopwatch) -> tuple[str, bool]:
         """Store the job's JPEG and, built beside it, its pyramid; (the JPEG's URL, pyramid stored?).
