@@ -21,8 +21,15 @@ with the plain cap (``poll_max``, 2 s). A subscription that cannot hear hints ri
 server is down) says so (``healthy``), and its listener polls with the plain cap meanwhile.
 
 The interface, all a listener and a sender use: ``subscribe(queue, on_hint) -> Subscription``
-(``.healthy``, ``.received``, ``.close()``) and ``publish(queue) -> int`` (how many were told;
-never raises for a delivery problem).
+(``.healthy``, ``.received``, ``.close()``) and ``publish(queue, count=None) -> int`` (how many
+were told; never raises for a delivery problem).
+
+A hint may say how many messages the send put on the queue (``count``; the payload is ``w`` or
+``w<count>``, ``hint_payload``/``hint_count``), and ``on_hint(count)`` hears it (None: unknown,
+as for a hand-back, a reconnect, or an older publisher). A listener uses it to tell "the one
+message I just took was all there was" from "there is more" without an empty receive that
+proves it (``workers.listener``: hint credit); it is still only a hint: a wrong or lost count
+costs a poll or one safety-net wait, never a message.
 """
 
 from __future__ import annotations
@@ -41,11 +48,12 @@ from pathlib import Path
 from typing import Protocol
 
 from dal.config import Settings, account_name
+from dal.hint_payload import OnHint, hint_count, hint_payload
 from dal.hints_pubsub import RedisHintChannel
 
 __all__ = [
     "HINTS_URL_ENV", "HINT_DIR_ENV", "FanoutHintChannel", "HintChannel", "HintSubscription", "LocalHintChannel",
-    "Subscription", "channel_from_env", "make_channel", "short_hint_dir",
+    "OnHint", "Subscription", "channel_from_env", "hint_count", "hint_payload", "make_channel", "short_hint_dir",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -77,17 +85,17 @@ class HintSubscription(Protocol):
 class HintChannel(Protocol):
     """What listeners and senders need of a hint channel, local or across machines."""
 
-    def subscribe(self, queue_name: str, on_hint: Callable[[], None]) -> HintSubscription: ...
+    def subscribe(self, queue_name: str, on_hint: OnHint) -> HintSubscription: ...
 
-    def publish(self, queue_name: str) -> int: ...
+    def publish(self, queue_name: str, count: int | None = None) -> int: ...
 
 
 class Subscription:
-    """One bound socket and the thread that turns each datagram into ``on_hint()``."""
+    """One bound socket and the thread that turns each datagram into ``on_hint(count)``."""
 
     healthy = True  # a bound socket in our own folder hears every local hint
 
-    def __init__(self, path: Path, on_hint: Callable[[], None]) -> None:
+    def __init__(self, path: Path, on_hint: OnHint) -> None:
         self.path = path
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.bind(str(path))
@@ -107,7 +115,7 @@ class Subscription:
                 return
             self.received += 1
             try:
-                self._on_hint()
+                self._on_hint(hint_count(data))
             except Exception:
                 log.exception("hint handler failed")
 
@@ -136,7 +144,7 @@ class LocalHintChannel:
     def __repr__(self) -> str:
         return f"LocalHintChannel({str(self.folder)!r})"
 
-    def subscribe(self, queue_name: str, on_hint: Callable[[], None]) -> Subscription:
+    def subscribe(self, queue_name: str, on_hint: OnHint) -> Subscription:
         path = self.folder / f"{queue_name}.{os.getpid()}.{next(_counter)}{_SUFFIX}"
         if len(str(path)) > _MAX_PATH + 7:
             raise ValueError(f"hint socket path too long ({len(str(path))} bytes): {path}; use a shorter {HINT_DIR_ENV}")
@@ -144,8 +152,9 @@ class LocalHintChannel:
             path.unlink()
         return Subscription(path, on_hint)
 
-    def publish(self, queue_name: str) -> int:
-        """Tell every listener of ``queue_name`` on this machine; returns how many were told."""
+    def publish(self, queue_name: str, count: int | None = None) -> int:
+        """Tell every listener of ``queue_name`` on this machine (that ``count`` messages were
+        sent, if given); returns how many were told."""
         self.published += 1
         told = 0
         try:
@@ -156,7 +165,7 @@ class LocalHintChannel:
             sock.setblocking(False)
             for path in paths:
                 try:
-                    sock.sendto(b"w", str(path))
+                    sock.sendto(hint_payload(count), str(path))
                     told += 1
                 except OSError as exc:
                     if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):  # its process is gone
@@ -193,7 +202,7 @@ class FanoutHintChannel:
     def __repr__(self) -> str:
         return f"FanoutHintChannel({self.channels!r})"
 
-    def subscribe(self, queue_name: str, on_hint: Callable[[], None]) -> _FanoutSubscription:
+    def subscribe(self, queue_name: str, on_hint: OnHint) -> _FanoutSubscription:
         parts: list[HintSubscription] = []
         try:
             for channel in self.channels:
@@ -204,8 +213,8 @@ class FanoutHintChannel:
             raise
         return _FanoutSubscription(parts)
 
-    def publish(self, queue_name: str) -> int:
-        return sum(channel.publish(queue_name) for channel in self.channels)
+    def publish(self, queue_name: str, count: int | None = None) -> int:
+        return sum(channel.publish(queue_name, count) for channel in self.channels)
 
 
 def _account_name() -> str:

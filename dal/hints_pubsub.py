@@ -2,9 +2,10 @@
 
 ``PHOTOMOSAICS_HINTS_URL=redis://host:6379/0`` (``rediss://`` for TLS, ``unix:///path``) turns
 it on; every process that sends or listens must have it. A hint for queue ``q`` is one
-``PUBLISH photomosaics-hints:<account>:q w``; a listener holds one ``SUBSCRIBE`` connection
-per queue and turns each message into ``on_hint()``. The account name keeps two deployments
-that share one server (staging and production) from waking each other.
+``PUBLISH photomosaics-hints:<account>:q w<count>`` (``dal.hint_payload``); a listener holds
+one ``SUBSCRIBE`` connection per queue and turns each message into ``on_hint(count)``. The
+account name keeps two deployments that share one server (staging and production) from
+waking each other.
 
 Why Redis pub/sub: it is the pub/sub service people already run (or get managed: Azure Cache
 for Redis, Valkey, ElastiCache), fire-and-forget like the hint itself (no store, no ack, a
@@ -18,9 +19,9 @@ The server is never trusted for the work, and not even for latency:
   one refused connection at most every 5 s, not a stall per message.
 - **A subscription knows when it is deaf**: on a lost connection it flags itself unhealthy (the
   listener then polls with its short cap, ``poll_max``, instead of the hinted 60 s) and calls
-  ``on_hint()`` once, so the listener polls at once rather than sleeping out a long wait
+  ``on_hint(None)`` once, so the listener polls at once rather than sleeping out a long wait
   that no hint will now shorten. It reconnects with back-off (0.5 s doubling to 10 s), and
-  on success calls ``on_hint()`` again: hints sent while it was away are covered by that poll.
+  on success calls ``on_hint(None)`` again: hints sent while it was away are covered by that poll.
   Nothing is lost either way; the messages were in the queue all along.
 """
 
@@ -29,8 +30,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
+
+from dal.hint_payload import OnHint, hint_count, hint_payload
 
 __all__ = ["CHANNEL_PREFIX", "PAUSE_AFTER_FAILURE", "RedisHintChannel", "RedisSubscription"]
 
@@ -67,9 +69,9 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 class RedisSubscription:
-    """One ``SUBSCRIBE`` connection and the thread that turns its messages into ``on_hint()``."""
+    """One ``SUBSCRIBE`` connection and the thread that turns its messages into ``on_hint(count)``."""
 
-    def __init__(self, url: str, channel: str, on_hint: Callable[[], None]) -> None:
+    def __init__(self, url: str, channel: str, on_hint: OnHint) -> None:
         self.channel = channel
         self.received = 0
         self.reconnects = 0
@@ -87,9 +89,9 @@ class RedisSubscription:
         """True while subscribed: hints from any machine reach us."""
         return self._subscribed.is_set()
 
-    def _hint(self) -> None:
+    def _hint(self, count: int | None = None) -> None:
         try:
-            self._on_hint()
+            self._on_hint(count)
         except Exception:
             log.exception("hint handler failed")
 
@@ -117,7 +119,7 @@ class RedisSubscription:
                         self._tried.set()
                     if message is not None and message.get("type") == "message":
                         self.received += 1
-                        self._hint()
+                        self._hint(hint_count(message.get("data")))
             except errors as exc:
                 if self._closed.is_set():
                     break
@@ -173,10 +175,10 @@ class RedisHintChannel:
     def channel(self, queue_name: str) -> str:
         return f"{self.prefix}{queue_name}"
 
-    def subscribe(self, queue_name: str, on_hint: Callable[[], None]) -> RedisSubscription:
+    def subscribe(self, queue_name: str, on_hint: OnHint) -> RedisSubscription:
         return RedisSubscription(self.url, self.channel(queue_name), on_hint)
 
-    def publish(self, queue_name: str) -> int:
+    def publish(self, queue_name: str, count: int | None = None) -> int:
         """PUBLISH the hint; returns how many subscribers the server reached (0 when down)."""
         self.published += 1
         if time.monotonic() < self._paused_until:
@@ -185,7 +187,7 @@ class RedisHintChannel:
             with self._lock:
                 if self._client is None:
                     self._client = _client(self.url)
-                told = int(self._client.publish(self.channel(queue_name), b"w"))
+                told = int(self._client.publish(self.channel(queue_name), hint_payload(count)))
         except _connection_errors() as exc:
             self.failures += 1
             self._paused_until = time.monotonic() + PAUSE_AFTER_FAILURE

@@ -351,18 +351,20 @@ class ImageProcessingQueue(StoredQueue):
                 for future in [pool.submit(self.put_text, text, delay=delay, ttl=ttl) for text in texts]:
                     future.result()
         if delay == 0:
-            self.announce()
+            self.announce(len(batch))
 
     def hint_channel(self) -> HintChannel | None:
         return self.hints if self.hints is not None else channel_from_env()
 
-    def announce(self) -> None:
-        """Publish "work detected on this queue" (after a send, or a hand-back); never raises."""
+    def announce(self, count: int | None = None) -> None:
+        """Publish "work detected on this queue" (after a send, or a hand-back); never raises.
+
+        ``count``: how many messages the send added (a listener's hint credit); None: unknown."""
         channel = self.hint_channel()
         if channel is None:
             return
         try:
-            channel.publish(self.hint_name)
+            channel.publish(self.hint_name, count)
         except Exception:  # a hint is an optimisation: losing it costs one poll interval
             log.warning("queue %s: work-detected hint not published", self.name, exc_info=True)
 

@@ -145,6 +145,39 @@ def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(
         queue.poison._client.delete_queue()
 
 
+def test_hint_credit_no_receive_after_the_announced_messages_were_taken(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A hint says how many messages its send added: one at a time, the listener takes them and
+    then waits for the next hint, with no empty receive after each (a small job's trailing empty
+    receives); a hint with no count (a hand-back) still polls until the queue is empty."""
+    queue = QueueAccessor(storage, prefix=f"c{unique}").slice_response
+    queue.ensure_exists()
+    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    handled: list[ReceivedMessage] = []
+    consumer = listener(queue, handled.append, hints=channel, batch_size=1, poll_min=0.05, poll_max=0.2,
+                        poll_max_hinted=60.0)  # fmt: skip
+    thread = in_thread(consumer.run)
+    try:
+        wait_for(lambda: consumer.stats["empty_receives"] >= 1 or None)
+        queue.hints = channel
+        queue.submit(message(queue, 0))
+        wait_for(lambda: consumer.stats["succeeded"] == 1 or None)
+        queue.submit([message(queue, seq) for seq in (1, 2, 3)])  # one hint: "3 messages"
+        wait_for(lambda: consumer.stats["succeeded"] == 4 or None)
+        time.sleep(0.5)  # an empty receive after the last one would show by now
+        assert (consumer.stats["receives"], consumer.stats["empty_receives"]) == (5, 1), consumer.stats
+        queue.hints = LocalHintChannel(tmp_path / "elsewhere")  # sent unannounced ...
+        queue.submit(message(queue, 4))
+        channel.publish(queue.hint_name)  # ... then a hint with no count, as a hand-back sends
+        wait_for(lambda: consumer.stats["succeeded"] == 5 or None)
+        wait_for(lambda: consumer.stats["empty_receives"] == 2 or None)  # polled until empty, as before
+        assert sorted(r.message.slice_sequence for r in handled) == [0, 1, 2, 3, 4]  # type: ignore[attr-defined]
+    finally:
+        consumer.stop()
+        thread.join(timeout=15)
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()
+
+
 # -- elastic dequeue ----------------------------------------------------------------------
 
 

@@ -32,6 +32,18 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   subscription is healthy (a pub/sub server that is down: back to ``poll_max`` meanwhile).
   While covered, an empty receive is ``QueueEmpty``: the listener waits for a hint, a retry
   it scheduled, or that cap, instead of ramping up from ``poll_min`` (``_idle_delay``).
+- **Hint credit** (no trailing empty receive): a hint says how many messages its send added
+  (``dal.hint_payload``). The listener keeps that *credit*, minus what it received; a receive
+  that came back short of what it asked for (the queue had no more) resets it to the hints
+  heard during that receive. While covered, a listener whose credit is spent goes back to
+  the ``QueueEmpty`` wait after a batch instead of receiving again only to find nothing: the
+  controller's receive of each slice response used to be followed by an empty one, and so
+  on for every listener after every job (7 of a small job's 70 transactions). Unknown counts
+  (a start-up backlog, a hand-back, a reconnect, an older publisher) are infinite credit:
+  poll until a receive proves the queue empty, as before. Competing consumers share the
+  same hints, so a credit may be too high (one empty receive, as before), never too low
+  for a sent message, except for a lost hint, which the safety-net cap covers as always.
+  A message released with a retry delay counts as credit when it is due.
 - **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
   pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
@@ -134,6 +146,11 @@ class QueueListener:
         self._subscription: HintSubscription | None = None
         self._journal_lock = threading.Lock()
         self._woken_by_hint = False
+        # Hint credit (module docstring): messages announced and not yet received (inf: unknown),
+        # and the hints heard since the current receive started.
+        self._credit = math.inf
+        self._hinted_during = 0.0
+        self._poll_asked = False  # nudge() since the last receive started
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
         self._last_depth_check = -math.inf
         self._full_streak = 0  # receives in a row that came back full
@@ -175,14 +192,21 @@ class QueueListener:
 
     def nudge(self) -> None:
         """Poll now and restart the idle back-off from ``poll_min`` (thread-safe)."""
+        self._poll_asked = True
         self._idle_polls = 0
         self._wake.set()
 
-    def _on_hint(self) -> None:
-        """A work-detected hint for our queue arrived (from the hint channel's thread)."""
-        self._count("hints")
+    def _on_hint(self, count: int | None = None) -> None:
+        """A work-detected hint for our queue arrived (from the hint channel's thread): ``count``
+        messages were sent (None: unknown)."""
+        added = math.inf if count is None else max(0, count)
+        with self._lock:
+            self.stats["hints"] += 1
+            self._credit += added
+            self._hinted_during += added
         self._woken_by_hint = True
-        self.nudge()
+        self._idle_polls = 0
+        self._wake.set()  # not nudge(): a hint of 0 messages asks for no poll (the credit decides)
 
     @property
     def capacity(self) -> int:
@@ -267,12 +291,18 @@ class QueueListener:
                 want = min(want, max_messages - self.stats["received"])
             leased_at = time.monotonic()  # the lease starts no earlier than the request
             by_hint, self._woken_by_hint = self._woken_by_hint, False
+            with self._lock:  # only hints from here on can announce what this receive misses
+                self._hinted_during = 0.0
+            self._wake.clear()
+            self._poll_asked = False
+            failed = False
             try:
                 batch = self.queue.accept_messages(want, visibility_timeout=timeout, on_poison=self.on_poison)
             except Exception as exc:  # storage trouble the SDK's retries did not ride out
                 log.error(kv("listener.receive_failed", listener=self.name, queue=self.queue.name,
                              error=f"{type(exc).__name__}: {exc}"))  # fmt: skip
-                batch = []
+                batch, failed = [], True
+            self._settle_credit(len(batch), want, failed=failed)
             self._count("receives")
             if not batch:
                 self._count("empty_receives")
@@ -287,11 +317,19 @@ class QueueListener:
                     self._start(executor, received, leased_at)
                 self._journal()
                 # A short batch emptied the queue: no depth worth a transaction. A full one of a
-                # single message says nothing yet; two in a row (or a full bigger one) is a backlog.
-                self._full_streak = self._full_streak + 1 if len(batch) >= want else 0
+                # single message says nothing yet; two in a row (or a full bigger one) is a backlog,
+                # unless the hints announced no more than we took (then it is one message at a time).
+                more = burst or self._expects_more()
+                self._full_streak = self._full_streak + 1 if len(batch) >= want and more else 0
                 if self._full_streak and (want > 1 or self._full_streak >= 2):
                     self._scale_up()
                 self._notify_activity()
+                if more:
+                    continue
+                # Covered by hints and nothing more announced: the QueueEmpty wait, not a receive
+                # that would come back empty. A hint, a due retry, stop() or the cap end it.
+                self._was_idle = True
+                self._wait_for_announced_work()
                 continue
             self._was_idle = True
             self._full_streak = 0
@@ -303,8 +341,44 @@ class QueueListener:
                 self._changed.clear()
                 continue
             self._idle_polls += 1
-            self._wake.wait(self._idle_delay())
+            if not self._stopping.is_set():  # a stop between our clear() and here set _stopping first
+                self._wake.wait(self._idle_delay())
             self._wake.clear()
+
+    def _settle_credit(self, got: int, want: int, *, failed: bool) -> None:
+        """The hint credit after a receive of ``got`` messages out of ``want``."""
+        with self._lock:
+            during, self._hinted_during = self._hinted_during, 0.0
+            if failed:  # we learnt nothing about the queue: poll again, as before
+                self._credit = math.inf
+            elif got < want:  # the queue had no more: older hints are spent
+                self._credit = during
+            else:
+                self._credit = max(self._credit - got, during)
+
+    def _expects_more(self) -> bool:
+        """After a batch: receive again at once? Yes without a healthy hint subscription (no
+        credit to trust), with credit left, or when a message we released is due again."""
+        if not self.hint_covered:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            due = False
+            while self._retry_due and self._retry_due[0] <= now:  # visible again: unannounced work
+                heapq.heappop(self._retry_due)
+                due = True
+            return due or self._credit > 0
+
+    def _wait_for_announced_work(self) -> None:
+        """After a batch, with the hint credit spent: the ``QueueEmpty`` wait (``_idle_delay``)
+        until a hint with credit, a nudge, a retry that is due, stop(), or the safety-net cap.
+        A retry scheduled meanwhile (a handler that failed) wakes it to shorten the wait."""
+        while not self._stopping.is_set():
+            if not self._wake.wait(self._idle_delay()):
+                return  # the cap, or the retry it waited for: poll
+            self._wake.clear()
+            if self._poll_asked or self._expects_more():
+                return
 
     def _idle_delay(self) -> float:
         """How long to wait after an empty receive.
@@ -492,6 +566,7 @@ class QueueListener:
         self.queue.release(current, delay=wait)
         with self._lock:  # an idle wait covered by hints must still end when this is visible again
             heapq.heappush(self._retry_due, time.monotonic() + wait)
+        self._wake.set()  # a wait that began before this retry existed computes its end again
         self._count("released")
         log.info(kv("message.retry", **fields, seconds=seconds, retry_in=wait, reason=reason))
 
