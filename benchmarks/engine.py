@@ -241,11 +241,12 @@ def _in_fresh_process(function: Any, *args: Any) -> Any:
         return pool.submit(function, *args).result()
 
 
-def _library_tiles() -> tuple[list[tuple[str, bytes]], str]:
+def _library_tiles(exclude: tuple[str, ...] = ()) -> tuple[list[tuple[str, bytes]], str]:
     try:
         from workers.demo_library import demo_tile_images
 
-        return demo_tile_images(), "demo library (workers.demo_library)"
+        without = f", without crops of {', '.join(exclude)}" if exclude else ""
+        return demo_tile_images(exclude=exclude), f"demo library (workers.demo_library{without})"
     except (ImportError, ValueError) as exc:  # fall back to our own crops
         atlas, names = crop_tiles(LIBRARY_TILES)
         return tile_files(atlas, names), f"benchmark crops ({exc})"
@@ -497,16 +498,20 @@ def scaling_main() -> int:
     return 0
 
 
-def quality_main(labels: list[str], photo: str = TARGET_PHOTO) -> int:
-    """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [12MP ...]``):
-    the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default)."""
+def quality_main(labels: list[str], photo: str = TARGET_PHOTO, unseen: bool = False) -> int:
+    """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [--unseen] [12MP ...]``):
+    the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default).
+
+    The demo library is cut from scikit-image's photos, the targets too: a tile can be a crop
+    of the very photo it renders, which flatters every program (the moon's surface rebuilt
+    from crops of the moon's surface). ``--unseen`` builds the library without the target's photo."""
     from mosaic import build_library
 
     if not metapixel_available():
         print("metapixel is not installed (apt install metapixel): nothing to compare with")
         return 1
     work = Path(tempfile.mkdtemp(prefix="bench-quality-"))
-    sources, origin = _library_tiles()
+    sources, origin = _library_tiles((photo,) if unseen else ())
     library, _ = build_library(sources)
     index = work / "library.zip"
     index.write_bytes(library.to_bytes())
@@ -548,5 +553,6 @@ if __name__ == "__main__":
         if "--photo" in args:
             at = args.index("--photo")
             photo, args = args[at + 1], args[:at] + args[at + 2 :]
-        raise SystemExit(quality_main(args[1:], photo))
+        unseen = "--unseen" in args
+        raise SystemExit(quality_main([a for a in args[1:] if a != "--unseen"], photo, unseen))
     raise SystemExit(main())
