@@ -7,7 +7,12 @@ processors, as ``make run`` starts them) and a fresh in-memory Azurite:
   median of ``SMALL_RUNS`` (goal ≤ 0.6 s), and its storage transactions without the client's
   status polls (goal ≤ 8 × slices + 20 = 52);
 - **large**: a 1 MP photo at tile 16 (a 40 MP mosaic) in 1 slice, pipeline ÷ the offline
-  render of the same job (``open_image`` + ``render`` + ``encode_output``; goal ≤ 1.3×).
+  render of the same job (``open_image`` + ``render`` + ``encode_output``; goal ≤ 1.3×). The
+  pipeline's job makes a JPEG *and* a Deep Zoom pyramid (every job has one since issue 13),
+  so a second ratio divides by the offline render of those same two outputs, made the fastest
+  way offline: from the in-memory pixels, JPEG and pyramid at once (``offline_outputs``, what
+  ``photomosaics render -o x.jpg -o x.dzi`` does). Both offline figures come from the same
+  renders, timed right before the pipeline's job, so the ratios compare like with like.
 
 For each, the per-stage breakdown comes from the job's own event log (``stages`` written
 by the controller and the processors, ``workers/stages.py``): upload, image download and
@@ -36,6 +41,7 @@ import tarfile
 import tempfile
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +108,7 @@ def _submit(services: Any, data: bytes, library_uri: str, job: dict[str, Any]) -
 
 def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dict[str, float]:
     """Seconds per stage on the job's critical path; slices in parallel count their slowest."""
-    events = services.jobs.events(request_id)
+    events = services.jobs.events(request_id, job=services.jobs.get(pl.CLIENT_ID, request_id))
     stages: Counter[str] = Counter({"upload": upload})
     slowest: dict[str, float] = {}
     slice_stages: dict[int, dict[str, float]] = {}
@@ -173,26 +179,52 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
 
 
 def _jpeg_ready(services: Any, request_id: str) -> float | None:
-    """Seconds from the upload to the one-slice job's JPEG stored (its processor's slice_done
-    event): what is left after it is the Deep Zoom pyramid and the responder."""
+    """Seconds from the upload to the one-slice job's JPEG stored: its processor's slice_done
+    event, less the pyramid steps it logged after the JPEG's upload (a processor that builds
+    the pyramid beside the JPEG); what is left after it is the pyramid and the responder."""
     start = pl.SUBMITTED[request_id]
-    done = [e.at for e in services.jobs.events(request_id) if e.kind == "slice_done"]
+    job = services.jobs.get(pl.CLIENT_ID, request_id)
+    done = [e.at - timedelta(seconds=sum((e.stages or {}).get(k, 0.0) for k in ("pyramid_build", "pyramid_upload")))
+            for e in services.jobs.events(request_id, job=job) if e.kind == "slice_done"]  # fmt: skip
     return (max(done) - start).total_seconds() if done else None
 
 
-def offline(data: bytes, library: Any, max_output_pixels: int) -> float:
+def offline(data: bytes, library: Any, max_output_pixels: int) -> dict[str, float]:
+    """Seconds of the offline render of the large job, best of two: ``jpeg`` (decode + render +
+    JPEG, the issue's original baseline) and ``outputs`` (decode + render + JPEG and Deep Zoom
+    pyramid at once: the same outputs as the pipeline's job), from the same renders."""
     from mosaic.images import open_image
     from mosaic.render import render
     from workers.slicing import encode_output
 
-    runs = []
-    for _ in range(2):
-        start = time.perf_counter()
-        out = render(open_image(data), library, tile_size=LARGE["tile"], tiles_across=LARGE["tiles_across"],
-                     seed="bench", max_output_pixels=max_output_pixels)  # fmt: skip
-        encode_output(out)
-        runs.append(time.perf_counter() - start)
-    return min(runs)
+    best = {"jpeg": float("inf"), "outputs": float("inf")}
+    with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
+        for _ in range(2):
+            start = time.perf_counter()
+            out = render(open_image(data), library, tile_size=LARGE["tile"], tiles_across=LARGE["tiles_across"],
+                         seed="bench", max_output_pixels=max_output_pixels)  # fmt: skip
+            rendered = time.perf_counter() - start
+            start = time.perf_counter()
+            encode_output(out)
+            best["jpeg"] = min(best["jpeg"], rendered + time.perf_counter() - start)
+            start = time.perf_counter()
+            offline_outputs(out, Path(tmp) / "mosaic.zip")
+            best["outputs"] = min(best["outputs"], rendered + time.perf_counter() - start)
+    return best
+
+
+def offline_outputs(pixels: Any, pyramid: Path) -> bytes:
+    """The JPEG and the pyramid zip of in-memory pixels, at once (libvips outside the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from workers.slicing import encode_output
+    from workers.stitching import save_pyramid_pixels
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        building = pool.submit(save_pyramid_pixels, pixels, pyramid)
+        jpeg = encode_output(pixels)
+        building.result()
+    return jpeg
 
 
 def main() -> int:
@@ -212,7 +244,7 @@ def main() -> int:
         library = services.libraries.load(library_uri)
         small = target_jpeg("chelsea", SMALL["size"])
         large = target_jpeg("chelsea", LARGE["size"])
-        local = offline(large, library, settings.max_output_pixels)
+        local = offline(large, library, settings.max_output_pixels)["jpeg"]
         print(f"offline render of the large job: {local:.2f} s", flush=True)
         results: dict[str, Any] = {}
         trees = {"after": None}
@@ -247,16 +279,19 @@ def report(results: dict[str, Any], local: float, ref: str) -> None:
     print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render ({local:.2f} s at the start) | <= {GOALS['large_ratio']}x | "
           + " | ".join(f"{results[x]['large']['seconds'] / local:.2f}x ({results[x]['large']['seconds']:.2f} s)"
                        for x in labels) + " |")  # fmt: skip
-    def adjacent(x: str, key: str) -> str:
+    def adjacent(x: str, key: str, baseline: str = "jpeg") -> str:
         row = results[x]["large"]
-        if not row.get("offline_adjacent") or not row.get(key):
+        offline_s = (row.get("offline_adjacent") or {}).get(baseline)
+        if not offline_s or not row.get(key):
             return "-"
-        return f"{row[key] / row['offline_adjacent']:.2f}x ({row[key]:.2f} s / {row['offline_adjacent']:.2f} s)"
+        return f"{row[key] / offline_s:.2f}x ({row[key]:.2f} s / {offline_s:.2f} s)"
 
     print(f"| large job / offline render timed right before it | <= {GOALS['large_ratio']}x | "
           + " | ".join(adjacent(x, "seconds") for x in labels) + " |")  # fmt: skip
     print("| ... until its JPEG is stored (before the Deep Zoom pyramid and the responder) | | "
           + " | ".join(adjacent(x, "jpeg_ready") for x in labels) + " |")  # fmt: skip
+    print(f"| large job / offline render of the same outputs (JPEG + Deep Zoom), timed right before it | <= {GOALS['large_ratio']}x | "
+          + " | ".join(adjacent(x, "seconds", "outputs") for x in labels) + " |")  # fmt: skip
     for name, pick in (("small job (its median run)", _median_row), ("large job", lambda rows: rows)):
         print(f"\nWhere the time goes, {name}, seconds per stage (critical path; parallel slices: the slowest):")
         rows = {x: pick(results[x]["small"]) if "small" in name else results[x]["large"] for x in labels}
@@ -277,12 +312,14 @@ def report(results: dict[str, Any], local: float, ref: str) -> None:
     print("|---|" + "---:|" * len(labels))
     for op in names:
         print(f"| {op} | " + " | ".join(str(rows[x]["operations"].get(op, 0)) for x in labels) + " |")
-    print("(a role that logs no stages, as before, shows its steps inside 'waits')")
+    print("(a role that logs no stages, as before, shows its steps inside 'waits'; work done in two threads at once\n"
+          " counts on the critical path only: pyramid_build is what the pyramid took beyond the JPEG beside it)")
 
 
 _ORDER = ["upload", "image_download", "image_decode", "job_record", "slicing", "band_encode_upload", "dispatch",
           "band_download", "band_decode", "render", "slice_encode", "slice_upload", "output_encode",
-          "output_upload", "slice_download", "slice_decode", "stitch"]  # fmt: skip
+          "output_upload", "slice_download", "slice_decode", "stitch", "pyramid_check", "output_download",
+          "pyramid_build", "pyramid_upload"]  # fmt: skip
 
 
 def _stage_order(name: str) -> tuple[int, str]:

@@ -159,7 +159,7 @@ def timeline(services: Any, request_id: str) -> list[str]:
     """The job's event log as offsets from the moment its ImageRequest was sent."""
     start = SUBMITTED[request_id]
     lines = []
-    for event in services.jobs.events(request_id):
+    for event in services.jobs.events(request_id, job=services.jobs.get(CLIENT_ID, request_id)):
         took = f" ({event.seconds:.2f} s)" if event.seconds is not None else ""
         lines.append(f"+{(event.at - start).total_seconds():5.2f} s {event.kind}{took}: {event.message}")
     return lines

@@ -5,7 +5,8 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     imageinput/<request_id>.<ext>         the uploaded photo (ext from its format)
     slicerequest/<request_id>/<seq>.png   a band of the cell image, for one processor
     sliceresponse/<request_id>/<seq>.npy  a rendered slice (older processors: <seq>.png)
-    sliceresponse/<request_id>/stitch.claim  the controller's claim on stitching the job
+    sliceresponse/<request_id>/stitch.claim  the stitch claim of controllers before issue 8 (now in the
+                                             job row: ``Job.stitcher``); cleanup still deletes it
     imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,535 px a side)
     imageoutput/<request_id>.dzi.zip      its Deep Zoom pyramid: one uncompressed zip
                                           (mosaic.dzi + mosaic_files/<level>/<col>_<row>.jpg)
@@ -62,7 +63,7 @@ def slice_blob_candidates(request_id: str, sequence: int) -> tuple[str, str]:
 
 
 def stitch_claim_name(request_id: str) -> str:
-    """The ``sliceresponse`` blob the controller that stitches a job holds (``dal.claims``)."""
+    """The ``sliceresponse`` blob older controllers held while stitching a job; only cleanup uses it now."""
     return f"{request_id}/stitch.claim"
 
 

@@ -360,5 +360,6 @@ class PairedAccount:
         """The client's newest jobs that wait on the secondary (for the first page of a job list)."""
         return self._from_secondary(lambda: self.secondary.jobs.list_for_client(client_id, limit=limit)[0], [])
 
-    def events(self, request_id: str, *, on_secondary: bool) -> list[JobEvent]:
-        return (self.secondary if on_secondary else self.primary).jobs.events(request_id)
+    def events(self, request_id: str, *, on_secondary: bool, job: Job | None = None) -> list[JobEvent]:
+        """The job's events where its row is; with the ``job`` row, its slices' lines too."""
+        return (self.secondary if on_secondary else self.primary).jobs.events(request_id, job=job)

@@ -1,12 +1,17 @@
 """A job and a job event, and how they are stored as Azure Table entities.
 
 ``slices_done`` is stored as a compact range list ("0-5,7,9-12": at most a few hundred
-characters for 64 slices). Datetimes are aware UTC everywhere. The index key sorts a
+characters for 64 slices). ``slice_events``, the rendered slices' log lines (``slice_done``),
+live in the job row too, as one JSON property written with the slice's progress (one write per
+slice, not two; ``JobStore.events`` merges them into the job's event log); past
+``MAX_SLICE_LOG_CHARS`` the oldest lines lose their step timings first, so a row never
+outgrows the service's 64 KiB per property. Datetimes are aware UTC everywhere. The index key sorts a
 client's jobs newest first: see ``dal.jobs`` for the table design.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,6 +43,8 @@ _KEY = re.compile(rf"^{ID_PATTERN}$")
 # Index RowKeys start with "~", which sorts after every character a request id may hold.
 INDEX_MARK = "~"
 _INVERT_FROM = 10**16 - 1
+# A table string property holds 64 KiB (32 K UTF-16 characters); the slice log stays well under.
+MAX_SLICE_LOG_CHARS = 24_000
 
 
 def library_name(uri: str) -> str:
@@ -112,6 +119,11 @@ class Job:
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
     finished_at: datetime | None = None
+    # The rendered slices' log lines (kind ``slice_done``), recorded with their progress.
+    slice_events: tuple[JobEvent, ...] = ()
+    # The stitch claim: the id of the SliceResponse message whose handler stitches (stable across
+    # its redeliveries), set by the update that completes ``slices_done`` (workers.controller).
+    stitcher: str | None = None
     etag: str | None = None
 
     @classmethod
@@ -213,7 +225,55 @@ def job_to_entity(job: Job) -> dict[str, Any]:
         "updated_at": to_utc(job.updated_at),
         "finished_at": to_utc(job.finished_at),
         "index_key": index_key(job),
+        "slice_events": encode_slice_events(job.slice_events),
+        "stitcher": job.stitcher,
     }
+
+
+def _event_dict(event: JobEvent, *, stages: bool) -> dict[str, Any]:
+    at = to_utc(event.at)
+    assert at is not None
+    row: dict[str, Any] = {"slice": event.slice, "actor": event.actor, "message": event.message,
+                           "at": at.isoformat(), "seconds": event.seconds}  # fmt: skip
+    if stages and event.stages:
+        row["stages"] = event.stages
+    return row
+
+
+def encode_slice_events(events: tuple[JobEvent, ...]) -> str | None:
+    """The slice log as one JSON text (None when empty); bounded by ``MAX_SLICE_LOG_CHARS``:
+    the oldest lines drop their step timings first, then messages shrink, then the oldest go."""
+    if not events:
+        return None
+    keep = len(events)
+    while True:
+        rows = [_event_dict(e, stages=i >= len(events) - keep) for i, e in enumerate(events)]
+        text = json.dumps(rows, separators=(",", ":"))
+        if len(text) <= MAX_SLICE_LOG_CHARS:
+            return text
+        if keep == 0:  # hundreds of slices: short messages, and the newest lines that fit
+            for row in rows:
+                row["message"] = row["message"][:60]
+            while len(text := json.dumps(rows, separators=(",", ":"))) > MAX_SLICE_LOG_CHARS:
+                rows = rows[len(rows) // 4 + 1 :]
+            return text
+        keep = keep // 2 if keep > 1 else 0
+
+
+def decode_slice_events(request_id: str, text: str | None) -> tuple[JobEvent, ...]:
+    """The inverse of ``encode_slice_events``; an unreadable log is an empty one (the job is not
+    lost over its log)."""
+    try:
+        rows = json.loads(text) if text else []
+        return tuple(
+            JobEvent(request_id=request_id, kind="slice_done", actor=str(r["actor"]), message=str(r["message"]),
+                     at=to_utc(datetime.fromisoformat(r["at"])) or utcnow(), slice=r.get("slice"),
+                     seconds=r.get("seconds"),
+                     stages={str(k): float(v) for k, v in r["stages"].items()} if r.get("stages") else None)
+            for r in rows
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ()
 
 
 def job_from_entity(entity: Any) -> Job:
@@ -242,5 +302,7 @@ def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
         created_at=created,
         updated_at=updated,
         finished_at=to_utc(entity.get("finished_at")),
+        slice_events=decode_slice_events(entity["RowKey"], entity.get("slice_events")),
+        stitcher=entity.get("stitcher"),
         etag=etag,
     )

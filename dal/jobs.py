@@ -29,6 +29,13 @@ Table ``jobevents``: ``PartitionKey=request_id``, ``RowKey`` = 20-digit nanoseco
 epoch + ``-`` + 12 random hex digits. Time-ordered (oldest first, as the service sorts), and
 unique even when two writers log at the same instant. Across hosts the order is as good as
 their clocks.
+
+A rendered slice's log line is not a row of ``jobevents``: the processor sends it in its
+SliceResponse (``report``) and the controller stores it in the job row (``Job.slice_events``)
+with the slice's progress, in the one ETag write it makes per slice anyway (an entity-group
+transaction cannot span the two tables, and merging them would cost every query). So a slice
+costs one table transaction, not two, and its line is written exactly when its progress is:
+a redelivered response changes neither. ``events(request_id, job=row)`` merges both.
 """
 
 from __future__ import annotations
@@ -391,8 +398,9 @@ class JobStore:
             "stages": json.dumps({k: round(float(v), 4) for k, v in stages.items()}) if stages else None,
         }
 
-    def events(self, request_id: str) -> list[JobEvent]:
-        """The job's events, oldest first."""
+    def events(self, request_id: str, *, job: Job | None = None) -> list[JobEvent]:
+        """The job's events, oldest first; with its ``job`` row, its slices' ``slice_done`` lines
+        too (kept in the row, ``Job.slice_events``), merged in time order."""
         validate_key("request_id", request_id)
         with self._tables_exist():
             rows = list(self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}))
@@ -412,6 +420,8 @@ class JobStore:
                     stages=_stages(e.get("stages")),
                 )
             )
+        if job is not None and job.request_id == request_id and job.slice_events:
+            found = sorted([*found, *job.slice_events], key=lambda event: event.at)  # stable: ties keep table order
         return found
 
 

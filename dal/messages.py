@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
@@ -37,6 +39,8 @@ __all__ = [
     "TRACED_PAYLOAD_VERSION",
     "MAX_TILE_SIZE",
     "MAX_INLINE_BAND_CHARS",
+    "MAX_REPORT_STAGES",
+    "REPORT_FIELDS",
     "MAX_ID_LENGTH",
     "ID_CHARS",
     "ID_PATTERN",
@@ -64,9 +68,12 @@ ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
 REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CLIENT_ID = re.compile(ID_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses", "band"}
+_OMITTED_WHEN_NONE = {"max_uses", "band", "report"}
+# A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
+REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
+MAX_REPORT_STAGES = 32
 # An inline band (SliceRequest ``band``): Base64 of the band's PNG. The queue's 64 KiB limit
 # applies to the whole message after the wire's own Base64 (dal.wire): 48 KiB of payload text,
 # so at most 44 KiB here (the controller inlines bands of at most 32 KiB: workers.slicing); a
@@ -113,7 +120,38 @@ _FIELD_CHECKS: dict[str, Any] = {
     "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
     "traceparent": lambda v: v is None or _check_traceparent(v),
     "band": lambda v: v is None or _check_band(v),
+    "report": lambda v: v is None or _check_report(v),
 }
+
+
+def _number(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0  # type: ignore[arg-type]
+
+
+def _check_report(value: object) -> None:
+    """A slice's log line: ``actor``, ``message``, ``at`` (ISO 8601) and optional ``seconds`` and
+    ``stages`` (step name -> seconds), each bounded, so a report never grows a message much."""
+    if not isinstance(value, dict):
+        raise _fail(f"report must be an object, got {type(value).__name__}")
+    extra = sorted(set(value) - set(REPORT_FIELDS) - {"seconds", "stages"})
+    if extra:
+        raise _fail(f"report has unexpected field(s): {', '.join(repr(str(e)[:40]) for e in extra[:5])}")
+    for name, longest in REPORT_FIELDS.items():
+        text = value.get(name)
+        if not isinstance(text, str) or not 0 < len(text) <= longest:
+            raise _fail(f"report.{name} must be text of 1..{longest} characters")
+    try:
+        datetime.fromisoformat(value["at"])
+    except ValueError:
+        raise _fail(f"report.at must be an ISO 8601 time, got {value['at'][:40]!r}") from None
+    if "seconds" in value and not _number(value["seconds"]):
+        raise _fail("report.seconds must be a number >= 0")
+    stages = value.get("stages")
+    if stages is not None and not (
+        isinstance(stages, dict) and len(stages) <= MAX_REPORT_STAGES
+        and all(isinstance(k, str) and 0 < len(k) <= 40 and _number(v) for k, v in stages.items())
+    ):  # fmt: skip
+        raise _fail(f"report.stages must map at most {MAX_REPORT_STAGES} step names to seconds >= 0")
 
 
 def _check_band(value: object) -> None:
@@ -314,10 +352,17 @@ class SliceRequestMessage(QueueMessage):
 
 @dataclass(frozen=True, kw_only=True)
 class SliceResponseMessage(QueueMessage):
-    """A rendered band is stored at ``slice_uri``."""
+    """A rendered band is stored at ``slice_uri``.
+
+    ``report``: the slice's log line (who rendered it, when, how long each step took), which
+    the controller records with the slice's progress in the job row, in the one write it
+    makes anyway: no event row of its own (``dal.jobs``, issue 8). Absent from older processors,
+    which wrote a ``slice_done`` event themselves.
+    """
 
     slice_uri: str
     slice_sequence: int
+    report: dict[str, Any] | None = None
 
     TYPE: ClassVar[str] = "SliceResponse"
     QUEUE: ClassVar[str] = SLICE_RESPONSE_QUEUE

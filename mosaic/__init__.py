@@ -16,6 +16,7 @@ reader can lift it out whole. Its errors and limits are its own:
     candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
     blend       colour correction of the placed tiles toward the target, integer-exact
+    detail      contrast matching: each tile's detail held to its cell's, the blend rising where flat
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
 """
 

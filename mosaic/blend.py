@@ -12,7 +12,14 @@ from PIL import Image
 BLEND_BYTES = 1 << 20  # output bytes blended per step: the strip's arrays stay in cache
 
 
-def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, percent: int) -> np.ndarray:
+def blend_toward(
+    out: np.ndarray,
+    cells: np.ndarray,
+    placed_sub: np.ndarray,
+    percent: int,
+    local: np.ndarray | None = None,
+    cell: int | None = None,
+) -> np.ndarray:
     """Move each tile's colours ``percent`` % of the way to the target, keeping its detail.
 
     The correction is (target − tile) at sub-cell resolution, smoothly upsampled (bilinear
@@ -20,34 +27,46 @@ def blend_toward(out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, per
     saturation: at 100 % every sub-cell has the target's mean colour. All integer
     arithmetic, in place, in strips of rows; tile sizes that are not a whole number of
     sub-cells wide go through Pillow's resize (``_blend_resized``).
+
+    ``local``: a percent per sub-cell (``(H, W)`` ints, 0..100) used instead of ``percent``
+    (``detail.local_blend``); always two passes then, so the rounding does not depend on
+    which percents a band happens to hold. ``cell``: sub-cells per cell side; the
+    correction is then interpolated within each cell only, its edges repeated as the
+    band's are. Across a tile border the tiles' colours jump, so a correction interpolated
+    across it draws a ramp (a bevelled rim on every tile, strongest where neighbouring
+    tiles differ most); within the cell, each tile's rim gets its own correction. (The
+    general path, ``_blend_resized``, for tile sizes that are not a multiple of the
+    sub-cells, interpolates across borders as before.)
     """
     if percent <= 0:
         return out
-    passes = 1 if percent <= 50 else 2  # each pass adds at most ±127
+    passes = 1 if percent <= 50 and local is None else 2  # each pass adds at most ±127
+    amount: int | np.ndarray = percent if local is None else local[:, :, None]
     denominator = 100 * passes
     height, width = out.shape[:2]
     sub_h, sub_w = cells.shape[:2]
     factor, rest = divmod(height, sub_h)
     if rest or factor * sub_w != width:
-        return _blend_resized(out, _correction(cells, placed_sub, percent, denominator), passes)
+        return _blend_resized(out, _correction(cells, placed_sub, amount, denominator), passes)
     double = 2 if factor >= 4 and factor % 2 == 0 else 1  # rows and columns doubled at the end
     m = factor // double  # bilinear ×m from sub-cells to half (or full) resolution
     step = max(1, BLEND_BYTES // max(1, width * factor * 3))  # sub rows per strip
     for y in range(0, sub_h, step):
         end = min(sub_h, y + step)
         top, bottom = max(0, y - 1), min(sub_h, end + 1)  # one halo row each side
-        shift = _correction(cells[top:bottom], placed_sub[top:bottom], percent, denominator)
+        part = amount if local is None else amount[top:bottom]
+        shift = _correction(cells[top:bottom], placed_sub[top:bottom], part, denominator)
         before = shift[:1] if y == 0 else shift[:0]  # the band's edges repeat the edge row
         after = shift[-1:] if end == sub_h else shift[:0]
         padded = np.concatenate([before, shift, after])
-        half = _upsample(padded, m, double)  # (rows * m, W, 3) int8
+        half = _upsample(padded, m, double, y, cell)  # (rows * m, W, 3) int8
         rows = half.shape[0]
         view = out[y * factor : end * factor].reshape(rows, double, width, 3)
         _saturating_add(view, half, passes)
     return out
 
 
-def _correction(cells: np.ndarray, placed: np.ndarray, percent: int, denominator: int) -> np.ndarray:
+def _correction(cells: np.ndarray, placed: np.ndarray, percent: int | np.ndarray, denominator: int) -> np.ndarray:
     """``round((cells − placed) · percent / denominator)`` as int16, within ±127."""
     diff = cells.astype(np.int32) - placed
     rounded = (2 * percent * diff + denominator) // (2 * denominator)
@@ -63,7 +82,7 @@ def _bilinear_weights(m: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _upsample(padded: np.ndarray, m: int, double: int) -> np.ndarray:
+def _upsample(padded: np.ndarray, m: int, double: int, first: int = 0, cell: int | None = None) -> np.ndarray:
     """Sub-cell rows (with one halo row above and below) -> the correction rows, int8.
 
     Bilinear ×m in both directions in exact integers (the weights of ×m have denominator
@@ -76,13 +95,23 @@ def _upsample(padded: np.ndarray, m: int, double: int) -> np.ndarray:
     vertical = np.empty((rows, m, sub_w, 3), wide)
     padded = padded.astype(wide, copy=False)
     body = padded[1:-1]
+    above, below = padded[:-2], padded[2:]
+    if cell is not None:  # a cell's first and last rows repeat themselves instead
+        position = (first + np.arange(rows)) % cell
+        above = padded[np.arange(rows) + (position == 0)]
+        below = padded[np.arange(rows) + 2 - (position == cell - 1)]
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
-        neighbour = padded[:-2] if side < 0 else padded[2:]
+        neighbour = above if side < 0 else below
         np.multiply(body, own, out=vertical[:, j])
         vertical[:, j] += neighbour * wide(other)
     vertical = vertical.reshape(rows * m, sub_w, 3)
-    left = np.concatenate([vertical[:, :1], vertical[:, :-1]], axis=1)
-    right = np.concatenate([vertical[:, 1:], vertical[:, -1:]], axis=1)
+    if cell is None:
+        left = np.concatenate([vertical[:, :1], vertical[:, :-1]], axis=1)
+        right = np.concatenate([vertical[:, 1:], vertical[:, -1:]], axis=1)
+    else:
+        column = np.arange(sub_w)
+        left = vertical[:, np.maximum(column - (column % cell != 0), 0)]
+        right = vertical[:, np.minimum(column + (column % cell != cell - 1), sub_w - 1)]
     phases = np.empty((rows * m, m, sub_w, 3), np.int8)
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
         total = vertical * wide(own)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from . import detail
 from .blend import blend_toward
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
@@ -42,6 +43,12 @@ class RenderOptions:
                    variety a flat area must use 49 different tiles, and a 640-tile library
                    has few that close to any one colour; 80 still lost on SSIM in smooth
                    areas (12 MP at tile 8, a sky at tile 32). README, "The mosaic engine".
+    match_contrast: with a blend, each tile's contrast is held to its cell's, the blend
+                   rises to 100 % where the target cell is flat, and its correction is
+                   interpolated within each tile, not across tile borders (``detail``): flat
+                   areas get quiet tiles of the right colour instead of busy ones, and no
+                   tile gets a bevelled rim. Off: the plain blend, every tile at its full
+                   contrast.
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
                    cell (higher favours colour fidelity, lower structure).
@@ -59,6 +66,7 @@ class RenderOptions:
     colour_weight: float = 6.5
     mirror: bool = True
     max_uses: int | None = None
+    match_contrast: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.variety <= 16:
@@ -275,15 +283,43 @@ def render_band(
         choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
     elif choice.shape != (rows, cols):
         raise ValueError(f"choice is {choice.shape}, the band has {rows}x{cols} cells")
-    out = compose(choice, candidate_tiles(library, tile_size, options))
-    if options.blend:
-        if cell_pixels(tile_size) == 1:
-            means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
-            placed = means[choice]
-        else:
-            placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
-        out = blend_toward(out, cells, placed, options.blend)
-    return out
+    if not options.blend:
+        return compose(choice, candidate_tiles(library, tile_size, options))
+    if cell_pixels(tile_size) == 1:
+        means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
+        return blend_toward(compose(choice, candidate_tiles(library, tile_size, options)), cells, means[choice], options.blend)
+    if not options.match_contrast:
+        out = compose(choice, candidate_tiles(library, tile_size, options))
+        placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
+        return blend_toward(out, cells, placed, options.blend)
+    out, placed, levels = _compose_matched(cells, choice, library, tile_size, options)
+    local = detail.local_blend(levels, options.blend).reshape(rows, cols)
+    local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the blend reads it
+    return blend_toward(out, cells, placed, options.blend, local, cell=SUB)
+
+
+def _compose_matched(
+    cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``compose`` with each tile's contrast held to its cell's (``detail``).
+
+    Returns the pixels, the placed tiles' sub-cells (as the blend needs them) and each
+    cell's gain level. Each distinct (tile, level) pair is made once.
+    """
+    rows, cols = choice.shape
+    tiles = candidate_tiles(library, tile_size, options)
+    sub = candidate_sub_cells(library, tile_size, options)
+    mirror = _mirror(options, tile_size)
+    variance = library.cached(("tile-variance", tile_size, mirror), lambda: detail.tile_variance(tiles))
+    means = library.cached(("tile-means", tile_size, mirror), lambda: detail.tile_means(sub))
+    flat = choice.ravel().astype(np.int64)
+    levels = detail.gain_levels(_sub_cells(cells), variance[flat])
+    unique, inverse = np.unique(levels * tiles.shape[0] + flat, return_inverse=True)
+    which, level = unique % tiles.shape[0], unique // tiles.shape[0]
+    inverse = inverse.reshape(rows, cols)
+    out = compose(inverse, detail.attenuate(tiles[which], means[which], level))
+    placed = _arrange_sub(detail.attenuate(sub[which], means[which], level)[inverse.ravel()], rows, cols)
+    return out, placed, levels
 
 
 def render(

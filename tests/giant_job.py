@@ -162,7 +162,7 @@ def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, proce
             pids = _process_tree(role.pid) if role is web else [role.pid]
             peaks[role.role] = max(peaks.get(role.role, 0), *(peak_rss_bytes(pid) for pid in pids))
             cpu[role.role] = cpu.get(role.role, 0.0) + sum(cpu_seconds(pid) for pid in pids)
-        events = pipe.services.jobs.events(job["request_id"])
+        events = pipe.services.jobs.events(job["request_id"], job=pipe.job(job["request_id"]))
         stitched = [e for e in events if e.kind == "stitched"]
         rendered = [e.stages for e in events if e.kind == "slice_done" and e.stages]
         return {

@@ -90,6 +90,25 @@ def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path
         assert dot.size == (1, 1)
 
 
+def test_several_outputs_come_from_one_render(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    jpeg, dzi, png = tmp_path / "m.jpg", tmp_path / "m.dzi", tmp_path / "m.png"
+    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24",
+                 "-o", str(jpeg), "-o", str(dzi), "-o", str(png))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output.count("wrote ") == 3 and result.output.count("tiles of 4 px") == 1
+    with Image.open(jpeg) as j, Image.open(png) as lossless, Image.open(tmp_path / "m_files" / "7" / "0_0.jpg") as top:
+        assert (j.format, j.size, top.size) == ("JPEG", (96, 64), (96, 64))
+        exact = np.asarray(lossless.convert("RGB"), dtype=np.int16)
+        for lossy in (j, top):  # the same render behind every output
+            assert np.abs(np.asarray(lossy.convert("RGB"), dtype=np.int16) - exact).mean() < 8
+
+
+def test_an_unknown_second_output_type_fails_before_rendering(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    result = run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "m.jpg"), "-o", str(tmp_path / "m.gif"))
+    assert_clean_failure(result, "unknown image type '.gif'")
+    assert not (tmp_path / "m.jpg").exists()
+
+
 def test_a_built_library_is_cached_until_its_photos_change(
     target: Path, tiles_dir: Path, tmp_path: Path, private_cache: Path
 ) -> None:

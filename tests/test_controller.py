@@ -12,8 +12,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dal.claims import BlobClaims
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.jobs import Job
 from dal.messages import SliceResponseMessage
 from dal.queues import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
@@ -235,21 +235,39 @@ def test_two_controllers_racing_on_every_slice_stitch_exactly_once(pipe: Pipelin
     assert pipe.services.queues.image_response.approximate_depth() == 1
 
 
-def test_stitch_claim_is_exclusive_retaken_by_its_own_message_and_when_stale(pipe: Pipeline) -> None:
-    container = pipe.services.blobs.container_name(SLICE_RESPONSE_CONTAINER)
-    claims = BlobClaims(pipe.services.storage, container, stale_after=3600)
-    assert claims.acquire("job/stitch.claim", message_id="m1", owner="a")
-    assert not claims.acquire("job/stitch.claim", message_id="m2", owner="b")
-    holder = claims.holder("job/stitch.claim")
-    assert holder is not None and (holder.message_id, holder.owner) == ("m1", "a")
-    # The owner died; its message comes back to another controller: that one takes over.
-    assert claims.acquire("job/stitch.claim", message_id="m1", owner="c")
-    holder = claims.holder("job/stitch.claim")
-    assert holder is not None and holder.owner == "c"
-    # A claim older than stale_after is anyone's.
-    impatient = BlobClaims(pipe.services.storage, container, stale_after=0)
-    assert impatient.acquire("job/stitch.claim", message_id="m3", owner="d")
-    assert not claims.acquire("job/stitch.claim", message_id="m4", owner="e")
+def test_the_stitch_claim_is_the_completing_write_retaken_by_its_own_message_and_when_stale(pipe: Pipeline) -> None:
+    """No claim blob: the write that completes the slices names its message as the stitcher."""
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=2)
+    ctl.handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    render_fake_slices(pipe, rid, 2, job.output_width, job.output_height)
+    send_responses(pipe, rid, [0, 1])
+    first, last = sorted(receive_all(pipe.services.queues.slice_response, 2), key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
+    completed = [False]
+
+    def record_only(job: Job, message: SliceResponseMessage) -> None:  # the stitcher "dies" before stitching
+        completed[0] = True
+
+    dead = controller(pipe, "ctl-dead")
+    dead._stitch = record_only  # type: ignore[method-assign]
+    dead.handle_slice_response(first)
+    dead.handle_slice_response(last)
+    job = pipe.job(rid)
+    assert job is not None and completed[0] and job.status == "stitching" and job.stitcher == last.id
+    assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/stitch.claim")
+    # Another message (a duplicate response) backs off while the claim is fresh ...
+    send_responses(pipe, rid, [1])
+    [other] = receive_all(pipe.services.queues.slice_response, 1)
+    controller(pipe, "ctl-b").handle_slice_response(other)
+    assert (job := pipe.job(rid)) is not None and job.output_name is None and job.stitcher == last.id
+    # ... and takes it over once it is stale (a wedged stitcher), with an ETag write.
+    impatient = JobController(Services(pipe.services.storage, replace(pipe.settings, stitch_timeout=0.0), "ctl-c"))
+    impatient.handle_slice_response(other)
+    job = pipe.job(rid)
+    assert job is not None and job.stitcher == other.id and job.output_name == f"{rid}.jpg"
+    assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
 
 
 def test_a_controller_that_died_mid_stitch_is_replaced_by_its_redelivered_message(pipe: Pipeline) -> None:
@@ -261,9 +279,11 @@ def test_a_controller_that_died_mid_stitch_is_replaced_by_its_redelivered_messag
     mosaic = render_fake_slices(pipe, rid, 1, job.output_width, job.output_height)
     send_responses(pipe, rid, [0])
     [first] = receive_all(pipe.services.queues.slice_response, 1)
-    # Controller A claims the stitch, then "dies" (we simply never let it stitch).
-    claims = BlobClaims(pipe.services.storage, pipe.services.blobs.container_name(SLICE_RESPONSE_CONTAINER))
-    assert claims.acquire(f"{rid}/stitch.claim", message_id=first.id, owner="ctl-dead")
+    # Controller A records the slice, which claims the stitch, then "dies" before stitching.
+    dead = controller(pipe, "ctl-dead")
+    dead._stitch = lambda job, message: None  # type: ignore[method-assign]
+    dead.handle_slice_response(first)
+    assert (claimed := pipe.job(rid)) is not None and claimed.stitcher == first.id
     # Another delivery of a different message is turned away while the claim is live ...
     send_responses(pipe, rid, [0])
     [other] = receive_all(pipe.services.queues.slice_response, 1)

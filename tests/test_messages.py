@@ -111,6 +111,24 @@ def test_an_inline_band_is_written_only_when_set_and_checked() -> None:
             QueueMessage.parse(json.dumps({**body, "band": bad}))
 
 
+def test_a_slice_report_is_written_only_when_set_and_checked() -> None:
+    """A SliceResponse may carry its slice's log line (the controller keeps it in the job row)."""
+    plain = next(m for m in EXAMPLES if isinstance(m, SliceResponseMessage))
+    assert plain.report is None and "report" not in json.loads(plain.payload())  # byte for byte as before
+    report = {"actor": "processor-1", "message": "slice 1 rendered (960x188 px) in 0.05 s",
+              "at": "2026-11-23T21:00:00.123456+00:00", "seconds": 0.05, "stages": {"render": 0.04, "slice_upload": 0.01}}
+    reported = dataclasses.replace(plain, report=report)
+    assert QueueMessage.parse(reported.payload()) == reported
+    body = json.loads(reported.payload())
+    for bad, why in (([], "must be an object"), ({**report, "extra": 1}, "unexpected field"),
+                     ({**report, "actor": ""}, "report.actor"), ({**report, "message": "x" * 301}, "report.message"),
+                     ({**report, "at": "yesterday"}, "ISO 8601"), ({**report, "seconds": -1}, "report.seconds"),
+                     ({**report, "stages": {"render": "fast"}}, "report.stages"),
+                     ({**report, "stages": {f"s{i}": 0 for i in range(33)}}, "report.stages")):  # fmt: skip
+        with pytest.raises(QueueMessageFormatException, match=why):
+            QueueMessage.parse(json.dumps({**body, "report": bad}))
+
+
 def reason_of(text: str | bytes, **kwargs: object) -> str:
     with pytest.raises(QueueMessageFormatException) as info:
         QueueMessage.parse(text, **kwargs)  # type: ignore[arg-type]

@@ -73,23 +73,67 @@ def test_the_stitch_stores_a_pyramid_with_the_right_levels_and_tiles_for_odd_siz
         assert last.size == (width - 3 * 254 + 1, height - 2 * 254 + 1)
 
 
-def test_a_one_slice_jobs_pyramid_is_built_from_its_processors_jpeg(pipe: Pipeline) -> None:
-    from workers.processor import ImageProcessor
-
-    ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
+def _one_slice_job(pipe: Pipeline, ctl: JobController) -> str:
     rid = pipe.submit(sample_photo(40, 30, seed=4), library_uri=pipe.library_uri, tile_size=8, slices=1)
     [request] = pipe.services.queues.image_request.accept_messages(1, visibility_timeout=30)
     ctl.handle_image_request(request)
+    return rid
+
+
+def _pyramid_size(pipe: Pipeline, rid: str) -> tuple[str, str]:
+    dzi = PyramidReader().read(pipe.services.blobs, IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), DZI_NAME).decode()
+    return re.findall(r'Width="(\d+)"', dzi)[0], re.findall(r'Height="(\d+)"', dzi)[0]
+
+
+def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_controller_builds_none(pipe: Pipeline) -> None:
+    from workers.processor import ImageProcessor
+
+    ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
+    rid = _one_slice_job(pipe, ctl)
     [band] = pipe.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
     processor.handle_slice_request(band)
+    blobs = pipe.services.blobs
+    assert blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))  # before any controller saw the response
+    stored = blobs.read_range(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), 0, 1).etag
     [response] = pipe.services.queues.slice_response.accept_messages(1, visibility_timeout=30)
     ctl.handle_slice_response(response)
     job = pipe.job(rid)
     assert job is not None and job.output_name == f"{rid}.jpg"
-    reader = PyramidReader()
-    dzi = reader.read(pipe.services.blobs, IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), DZI_NAME).decode()
-    assert f'Width="{job.output_width}"' in dzi and f'Height="{job.output_height}"' in dzi
-    assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
+    assert _pyramid_size(pipe, rid) == (str(job.output_width), str(job.output_height))
+    assert blobs.read_range(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), 0, 1).etag == stored  # not rewritten
+    events = pipe.services.jobs.events(rid, job=job)  # with the slice_done lines kept in the row
+    [stitched] = [e for e in events if e.kind == "stitched"]
+    assert "pyramid written by its processor" in stitched.message
+    assert stitched.stages is not None and "pyramid_build" not in stitched.stages
+    [done] = [e for e in events if e.kind == "slice_done"]
+    assert done.stages is not None and "pyramid_build" in done.stages and "Deep Zoom pyramid stored" in done.message
+
+
+def test_a_one_slice_job_of_an_older_processor_that_wrote_only_the_jpeg_gets_its_pyramid_from_the_controller(
+    pipe: Pipeline,
+) -> None:
+    from workers.slicing import OUTPUT_CONTENT_TYPE, encode_output, output_blob_name
+
+    ctl = JobController(pipe.services)
+    rid = _one_slice_job(pipe, ctl)
+    job = pipe.job(rid)
+    assert job is not None
+    [_band] = pipe.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
+    # What a processor of the previous release does: the JPEG, its response, no pyramid.
+    pixels = np.random.default_rng(5).integers(0, 256, (job.output_height, job.output_width, 3), dtype=np.uint8)
+    url = pipe.services.blobs.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encode_output(pixels),
+                                     content_type=OUTPUT_CONTENT_TYPE)  # fmt: skip
+    queue = pipe.services.queues.slice_response
+    queue.submit(SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url,
+                                      slice_sequence=0))  # fmt: skip
+    [response] = queue.accept_messages(1, visibility_timeout=30)
+    ctl.handle_slice_response(response)
+    job = pipe.job(rid)
+    assert job is not None and job.output_name == f"{rid}.jpg"
+    assert _pyramid_size(pipe, rid) == (str(job.output_width), str(job.output_height))
+    [stitched] = [e for e in pipe.services.jobs.events(rid) if e.kind == "stitched"]
+    assert "pyramid built here" in stitched.message
+    assert stitched.stages is not None and {"output_download", "pyramid_build", "pyramid_upload"} <= set(stitched.stages)
 
 
 def test_members_are_read_by_range_from_a_cached_index_and_a_replaced_zip_is_reindexed(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001

@@ -282,7 +282,9 @@ def get_job(request_id: str) -> Response:
     job, waiting = _own_job_where(request_id)
     body = job_json(job, waiting_for_storage=waiting)
     svc = services()
-    events = svc.jobs.events(request_id) if svc.failover is None else svc.failover.events(request_id, on_secondary=waiting)
+    # With the row: its slices' log lines live in it (Job.slice_events), merged in time order.
+    events = (svc.jobs.events(request_id, job=job) if svc.failover is None
+              else svc.failover.events(request_id, on_secondary=waiting, job=job))  # fmt: skip
     body["events"] = [event_json(e) for e in events]
     return jsonify(body)
 

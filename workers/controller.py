@@ -15,20 +15,24 @@ client's single job.
 
 On ``sliceresponse`` (``handle_slice_response``): add the slice to the job's
 ``slices_done`` with one ETag update (one read, one conditional write; duplicates and late
-arrivals change nothing; the processor's ``slice_done`` event is the slice's log line). The
-update that completes the set moves the job to ``stitching``. Stitching itself is guarded
-by a claim (``dal.claims``): a blob created with If-None-Match, so exactly one controller
-stitches even when two see the last slice at once; a controller that died mid-stitch is
-replaced when its own message comes back (same message id), or after the claim goes stale.
+arrivals change nothing), and in the same write the slice's ``slice_done`` log line that its
+processor sent in the response (``Job.slice_events``: no event row of its own). The
+update that completes the set moves the job to ``stitching`` and is the stitch's claim: it
+names its message as the row's ``stitcher``, and the ETag lets only one such write succeed, so
+exactly one controller stitches even when two see the last slice at once (no claim blob: a
+transaction less per job). A controller that died mid-stitch is replaced when its own message
+comes back (same message id), or by another message once the claim is older than
+``PHOTOMOSAICS_STITCH_TIMEOUT`` (``_claim_stitch``).
 The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
 scratch files and lets libvips join and encode them without ever holding the whole mosaic
 (``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
-JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``,
-records ``output_name`` and sends the ``ImageResponseMessage``; the responder role marks the
-job done. A one-slice job's processor has written that JPEG already, so its stitch only
-builds the pyramid from it. Every job gets a pyramid: the job page has one viewer for every
-size (OpenSeadragon), the zip is one blob written once, and building it costs about a
-third of the JPEG encode (``make bench``). Jobs writes reuse the row just read or written
+JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, in
+two passes at once (two threads, each streaming the slice files), records ``output_name``
+and sends the ``ImageResponseMessage``; the responder role marks the job done. A one-slice
+job's processor has written the JPEG and the pyramid already (one existence check here); a
+processor of an older release wrote the JPEG alone, and the stitch builds the pyramid from
+it. Every job gets a pyramid: the job page has one viewer for every size (OpenSeadragon),
+and the zip is one blob written once. Jobs writes reuse the row just read or written
 (``JobStore.update(current=...)``; a slice's update starts from the row the controller wrote
 last for that job, ``_RecentRows``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
@@ -36,23 +40,25 @@ job costs few storage transactions beyond its queue messages and blobs (``make b
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dal import tracing
-from dal.blob_names import pyramid_blob_name, stitch_claim_name
-from dal.claims import BlobClaims
+from dal.blob_names import pyramid_blob_name
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import JobStatus
+from dal.job_model import JobEvent, JobStatus, to_utc, utcnow
 from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.libraries import InvalidLibraryNameError
@@ -63,7 +69,8 @@ from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
-from workers.stitching import JPEG_MAX_SIDE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice, save_jpeg, save_pyramid
+from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice,
+                                save_jpeg, save_pyramid)  # fmt: skip
 from workers.stages import Stopwatch
 from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
 from mosaic.images import ImageDecodeError, open_image
@@ -81,7 +88,6 @@ __all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_
 
 log = logging.getLogger(__name__)
 _IO_THREADS = 8
-PYRAMID_CONTENT_TYPE = "application/zip"
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 
 
@@ -91,12 +97,8 @@ class JobController:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.name = services.name
-        self.claims = BlobClaims(
-            services.storage,
-            services.blobs.container_name(SLICE_RESPONSE_CONTAINER),
-            stale_after=services.settings.stitch_timeout,
-        )
         self._written = _RecentRows()
+        self._log_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-log")
         self._libraries_seen: dict[str, float] = {}  # library uri -> when it last existed (monotonic)
 
     # --- imagerequest ----------------------------------------------------------------------
@@ -291,6 +293,7 @@ class JobController:
         message = received.message
         assert isinstance(message, SliceResponseMessage), message
         jobs, rid, seq = self.services.jobs, message.request_id, message.slice_sequence
+        logged = _slice_event(message)
 
         def record(j: Job) -> Job | None:
             if j.status in TERMINAL_STATUSES:
@@ -300,13 +303,19 @@ class JobController:
             if seq in j.slices_done:
                 return None
             done = j.slices_done | {seq}
-            status = JobStatus.STITCHING if len(done) == j.slices else j.status
-            return replace(j, slices_done=done, status=status)
+            complete = len(done) == j.slices
+            events = j.slice_events if logged is None else (*j.slice_events, logged)
+            # The write that completes the set is also the stitch claim: it names this message
+            # (its id survives redeliveries) as the stitcher. The ETag lets exactly one such write
+            # succeed, so exactly one controller stitches, and no claim blob is written.
+            return replace(j, slices_done=done, status=JobStatus.STITCHING if complete else j.status,
+                           slice_events=events, stitcher=received.id if complete else j.stitcher)  # fmt: skip
 
         # One ETag write per slice, usually without a read: the row this controller last wrote
         # for the job (at dispatch, or the previous slice) is the first guess, and a stale guess
         # costs a 412 and the read it would have done anyway. The slice's progress is in the job
-        # row (slices_done); the processor's ``slice_done`` event already logged it.
+        # row (slices_done), and so is its log line (the processor's report: no event row, one
+        # table transaction per slice instead of two; a duplicate changes neither).
         try:
             job = jobs.update(message.client_id, rid, record, current=self._written.get(message.client_id, rid)).job
         except JobNotFoundError:
@@ -316,18 +325,49 @@ class JobController:
         self._written.remember(job)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
-        claim = stitch_claim_name(rid)
         if job.output_name is not None:
             # Stitched already. Only the stitcher's own message (redelivered because it died after
             # recording the output) re-sends the response; any other duplicate just goes away.
-            holder = self.claims.holder(claim)
-            if holder is not None and holder.message_id == received.id:
+            if job.stitcher == received.id:
                 self._send_response(job)
             return
-        if not self.claims.acquire(claim, message_id=received.id, owner=self.name):
+        claimed = self._claim_stitch(job, received.id)
+        if claimed is None:
             log.info("job %s: another controller is stitching", rid)
             return
-        self._stitch(job, message)
+        self._stitch(claimed, message)
+
+    def _claim_stitch(self, job: Job, message_id: str) -> Job | None:
+        """The job row, if the message ``message_id`` may stitch it now; None if another holds it.
+
+        The claim is the row's ``stitcher`` (set by the write that completed the slices). It is
+        ours when it names our message: we completed the set, or our message came back because
+        its previous handler died. Any other message backs off while the claim is fresh; past
+        ``stitch_timeout`` (a wedged stitcher) it takes the claim over with an ETag write, so
+        again only one contender wins. A row from before claims lived in it (no ``stitcher``) is
+        anyone's the same way.
+        """
+        if job.stitcher == message_id:
+            return job
+        age = (utcnow() - job.updated_at).total_seconds()
+        if job.stitcher is not None and age < self.services.settings.stitch_timeout:
+            return None
+        held = job.stitcher
+
+        def take(j: Job) -> Job | None:
+            if j.status != JobStatus.STITCHING or j.output_name is not None or j.stitcher != held:
+                return None
+            return replace(j, stitcher=message_id)
+
+        try:
+            taken = self.services.jobs.update(job.client_id, job.request_id, take, current=job)
+        except JobNotFoundError:
+            return None
+        if not taken.wrote:
+            return None
+        self._written.remember(taken.job)
+        log.warning("job %s: stitch taken over from message %s (claimed %.0f s ago)", job.request_id, held, age)
+        return taken.job
 
     def _stitch(self, job: Job, last: SliceResponseMessage) -> None:
         rid, blobs, clock = job.request_id, self.services.blobs, Stopwatch()
@@ -335,48 +375,87 @@ class JobController:
         with tempfile.TemporaryDirectory(prefix=f"stitch-{rid[:8]}-") as tmp, tracing.stitch_span(rid, job.slices):
             scratch = Path(tmp)
             if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
-                # One slice: its processor wrote the final JPEG itself; only the pyramid is left.
-                how = "written by its processor"
-                blobs.download_to_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg")
-                clock.lap("output_download")
-                mosaic = open_jpeg(scratch / "mosaic.jpg")
+                # One slice: its processor wrote the final JPEG, and the pyramid too (this release).
+                found = blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
+                clock.lap("pyramid_check")
+                if found:
+                    how = "JPEG and Deep Zoom pyramid written by its processor"
+                else:  # a processor of an older release, or its pyramid failed: built from the JPEG
+                    how = "JPEG written by its processor, pyramid built here from it"
+                    blobs.download_to_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg")
+                    clock.lap("output_download")
+                    self._pyramid_pass(rid, lambda: open_jpeg(scratch / "mosaic.jpg"), scratch, clock)
             else:
                 how = f"{job.slices} slices stitched"
-                paths = self._fetch_slices(job, scratch, clock)
-                mosaic = self._join(job, paths)  # streams once; each pass opens the files again
-                clock.lap("stitch")
-                if fits_jpeg(job.output_width, job.output_height):
-                    try:
-                        save_jpeg(mosaic, scratch / "mosaic.jpg")
-                    finally:
-                        mosaic.close()
-                    mosaic = self._join(job, paths)
-                    clock.lap("output_encode")
-                    blobs.upload_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg", content_type=OUTPUT_CONTENT_TYPE)
-                    clock.lap("output_upload")
-                else:  # over JPEG's 65,535 px a side: the pyramid is the full-resolution download
+                paths = self._fetch_slices(job, scratch, clock)  # each pass below joins them again, lazily
+                if not fits_jpeg(job.output_width, job.output_height):  # the pyramid is the full-resolution download
                     name = pyramid_blob_name(rid)
                     how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
-            try:
-                save_pyramid(mosaic, scratch / "mosaic.zip")
-            finally:
-                if isinstance(mosaic, Streamed):
-                    mosaic.close()
-            clock.lap("pyramid_build")
-            blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
-                              content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
-            clock.lap("pyramid_upload")
+                    self._pyramid_pass(rid, lambda: self._join(job, paths), scratch, clock)
+                else:
+                    self._both_passes(job, paths, scratch, clock)
         job = self.services.jobs.update(
             job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
         ).job
         self._written.forget(rid)  # the responder writes next: nothing more to guess
         seconds = sum(clock.stages.values())
-        self.services.jobs.add_event(
+        # The log line beside the response, not before it (as the processor's slice_done).
+        logged = self._log_pool.submit(contextvars.copy_context().run, self.services.jobs.add_event,
             rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,
             message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid",
-        )
+        )  # fmt: skip
         log.info("job %s: stitched in %.2f s", rid, seconds)
-        self._send_response(job)
+        try:
+            self._send_response(job)
+        finally:
+            logged.result()
+
+    def _pyramid_pass(self, rid: str, open_: Callable[[], Any], scratch: Path, clock: Stopwatch | None) -> float:
+        """Build the pyramid zip from a fresh pass over ``open_()`` and upload it; its upload seconds."""
+        mosaic = open_()
+        try:
+            save_pyramid(mosaic, scratch / "mosaic.zip")
+        finally:
+            if isinstance(mosaic, Streamed):
+                mosaic.close()
+        if clock is not None:
+            clock.lap("pyramid_build")
+        started = time.perf_counter()
+        self.services.blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
+                                        content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
+        if clock is not None:
+            clock.lap("pyramid_upload")
+        return time.perf_counter() - started
+
+    def _jpeg_pass(self, job: Job, paths: list[Path], scratch: Path) -> float:
+        """Encode the JPEG from a fresh pass over the slice files and upload it; its encode seconds."""
+        started = time.perf_counter()
+        mosaic = self._join(job, paths)
+        try:
+            save_jpeg(mosaic, scratch / "mosaic.jpg")
+        finally:
+            mosaic.close()
+        encoded = time.perf_counter() - started
+        self.services.blobs.upload_file(IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id), scratch / "mosaic.jpg",
+                                        content_type=OUTPUT_CONTENT_TYPE)  # fmt: skip
+        return encoded
+
+    def _both_passes(self, job: Job, paths: list[Path], scratch: Path, clock: Stopwatch) -> None:
+        """The JPEG pass and the pyramid pass at once, each streaming the slice files on its own
+        (libvips works outside the GIL; memory stays a few tile rows per pass). The laps are the
+        critical path: the JPEG's encode and upload, then what the pyramid took beyond them."""
+        rid = job.request_id
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool:
+            context = contextvars.copy_context()  # the pyramid's upload stays in the stitch's trace
+            pyramid = pool.submit(context.run, self._pyramid_pass, rid, lambda: self._join(job, paths), scratch, None)
+            try:
+                encoded = self._jpeg_pass(job, paths, scratch)
+                clock.lap_parts({"output_encode": encoded}, rest="output_upload")
+            finally:
+                pyramid_error = pyramid.exception()  # wait: never leave it writing into a deleted folder
+            if pyramid_error is not None:
+                raise pyramid_error
+            clock.lap_parts({"pyramid_upload": pyramid.result()}, rest="pyramid_build")
 
     def _fetch_slices(self, job: Job, scratch: Path, clock: Stopwatch) -> list[Path]:
         """Every rendered slice streamed to a scratch file (never held in memory)."""
@@ -465,6 +544,19 @@ class _RecentRows:
     def forget(self, request_id: str) -> None:
         with self._lock:
             self._rows.pop(request_id, None)
+
+
+def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
+    """The slice's ``slice_done`` line from its processor's report (None: an older processor,
+    which wrote the event row itself)."""
+    report = message.report
+    if report is None:
+        return None
+    at = to_utc(datetime.fromisoformat(report["at"]))
+    assert at is not None  # checked when the message was parsed
+    return JobEvent(request_id=message.request_id, kind="slice_done", actor=report["actor"], message=report["message"],
+                    at=at, slice=message.slice_sequence, seconds=report.get("seconds"),
+                    stages=report.get("stages") or None)  # fmt: skip
 
 
 def _input_name(services: Services, image_uri: str) -> str:

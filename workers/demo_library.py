@@ -156,6 +156,8 @@ def demo_photos(*, exclude: Collection[str] = ()) -> list[tuple[str, Image.Image
             continue
         with Image.open(path) as image:
             photos.append((Path(relative).stem, image.convert("RGB")))
+    if not photos and exclude:
+        raise ValueError(f"every installed sample photo is excluded ({', '.join(sorted(exclude))})")
     if not photos:
         raise DemoPhotosMissing(
             "no sample photos found: install scikit-image and scikit-learn (pip install -e '.[demo]')"

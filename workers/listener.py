@@ -13,7 +13,10 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   ``workers.elastic.optimal_concurrency``; the first empty receive shrinks it back to the
   minimum (``QueueEmpty``). ``min_concurrency == concurrency`` (the default) is a fixed pool.
 - **At-least-once**: a message is deleted only after its handler returned, i.e. after the
-  work is durably written. A crash anywhere earlier makes it visible again.
+  work is durably written. A crash anywhere earlier makes it visible again. A message whose
+  handler succeeded no longer counts against ``capacity`` while it is deleted: the next
+  receive goes out beside that delete, not after it (a one-at-a-time processor saves a
+  round trip per slice; the delete still happens, and a crash meanwhile only redelivers).
 - **Poison**: malformed payloads and messages past the threshold are moved aside by
   ``accept_messages`` before a handler sees them; ``PermanentJobError`` goes to poison at
   once with its reason; a transient failure on the last allowed attempt goes to poison at
@@ -165,6 +168,7 @@ class QueueListener:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._held: dict[str, HeldMessage] = {}
+        self._settling = 0  # held messages whose handler returned, being deleted/released now
         self._stopping = threading.Event()
         self._immediate = threading.Event()
         self._changed = threading.Event()  # a handler finished, or stop was requested
@@ -238,6 +242,11 @@ class QueueListener:
         with self._lock:
             return len(self._held)
 
+    def _in_hand(self) -> int:
+        """Held messages still to be handled or running: what counts against ``capacity``."""
+        with self._lock:
+            return len(self._held) - self._settling
+
     def run(self, *, burst: bool = False, max_messages: int | None = None) -> int:
         """Receive and handle until stopped (or empty with ``burst``, or ``max_messages``)."""
         timeout = self._timeout()
@@ -281,7 +290,7 @@ class QueueListener:
         while not self._stopping.is_set():
             if max_messages is not None and self.stats["received"] >= max_messages:
                 return
-            held = self.held_count()
+            held = self._in_hand()
             if held > self.new_batch_threshold:
                 self._changed.wait(timeout=1.0)  # a finishing handler or stop() wakes us
                 self._changed.clear()
@@ -520,13 +529,21 @@ class QueueListener:
                 outcome = ("error", f"{type(exc).__name__}: {exc}", 0.0)
             finally:
                 seconds = time.monotonic() - started
+                # A success is only deleted now: the next receive may go out meanwhile. A failure
+                # still counts until it is released (its retry time must be known to the next idle wait).
+                settling = outcome[0] == "delete"
                 with self._lock:
                     self.stats["running"] -= 1
+                    self._settling += settling
+                if settling:
+                    self._changed.set()
             try:
                 self._settle(record, outcome, seconds, fields)
             except Exception as exc:  # storage failed after retries: the lease runs out, it comes back
                 log.error(kv("message.settle_failed", **fields, error=f"{type(exc).__name__}: {exc}"))
             finally:
+                with self._lock:
+                    self._settling -= settling
                 self._forget(record)
 
     def _settle(self, record: HeldMessage, outcome: tuple[str, str, float], seconds: float, fields: dict[str, Any]) -> None:

@@ -10,11 +10,20 @@ with ``render_band(seed=request_id, row_offset=first row)`` — exactly what the
 whole grid (a job of one slice) there is nothing to stitch: the processor encodes the final
 JPEG itself and writes it straight to ``imageoutput/<request_id>.jpg``; its response points
 there, and the controller only records it (no download, no re-encode: the hand-off of a
-40 MP job shrinks from 120 MB of pixels twice to one JPEG once). A redelivery renders the
-same pixels into the same blob either way (``encode_output`` is deterministic).
+40 MP job shrinks from 120 MB of pixels twice to one JPEG once). It builds the job's Deep Zoom
+pyramid too, from the pixels it holds, in a second thread while it encodes and uploads the
+JPEG (libvips works outside the GIL), and stores it (``imageoutput/<request_id>.dzi.zip``)
+before it answers; the controller finds it there and builds nothing (without it, the
+controller would download the JPEG, decode it and cut its tiles from a second JPEG
+generation). A pyramid that fails here (its upload, on a failed-over account) is only
+logged: the controller builds it from the JPEG, as it does for a processor of an older
+release that writes the JPEG alone. A redelivery renders the same pixels into the same
+blobs either way (``encode_output`` and the pyramid are deterministic).
 
-Its ``slice_done`` event carries the step timings (``stages``) that ``make bench`` prints; it is
-written beside the SliceResponse send, not after it (one round trip less between slices).
+Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
+travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
+in the job row, in the write it makes anyway (issue 8: one table transaction per slice, not two).
+A redelivered slice sends the same kind of report; the controller records a slice once.
 
 ``slice_delay`` (env ``PHOTOMOSAICS_TEST_SLICE_DELAY``, **tests only**) sleeps before each
 render so the chaos tests can kill a processor mid-slice.
@@ -22,21 +31,25 @@ render so the chaos tests can kill a processor mid-slice.
 
 from __future__ import annotations
 
-import contextvars
 import logging
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dal.blob_names import pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs import TERMINAL_STATUSES
-from dal.messages import SliceRequestMessage, SliceResponseMessage
+from dal.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.stages import Stopwatch
+from workers.stitching import PYRAMID_CONTENT_TYPE, save_pyramid_pixels
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
     BandFormatError,
@@ -51,6 +64,9 @@ from mosaic.library import LibraryFormatError
 from mosaic.render import render_band
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from dal.blobs import BlobStore
     from dal.render_rates import RateMeter
     from mosaic.library import TileLibrary
 
@@ -69,7 +85,6 @@ class ImageProcessor:
         # Measures this process's seconds per slice for backpressure (dal.render_rates); the
         # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
         self.rate_meter = rate_meter
-        self._log_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slice-log")
 
     def handle_slice_request(self, received: ReceivedMessage) -> None:
         started = time.monotonic()
@@ -114,11 +129,9 @@ class ImageProcessor:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
         store = self.services  # upload: to the secondary account when the primary fails (dal.failover)
-        if band.first_row == 0 and band.rows == band.tiles_down:  # the whole mosaic: final output now
-            encoded = encode_output(pixels)
-            clock.lap("output_encode")
-            url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
-            clock.lap("output_upload")
+        whole, pyramid = band.first_row == 0 and band.rows == band.tiles_down, False
+        if whole:  # the whole mosaic: the final outputs now
+            url, pyramid = self._final_outputs(rid, pixels, clock)
         else:
             encoded = encode_rendered(pixels)
             clock.lap("slice_encode")
@@ -127,22 +140,54 @@ class ImageProcessor:
             )
             clock.lap("slice_upload")
         queue = self.services.queues.slice_response
-        # The log line goes out beside the response (one round trip before the next slice, not
-        # two); both are written before the message is deleted. A send that fails after its event
-        # was written leaves a slice_done that the retry writes again, as any redelivery does.
-        # The copied context keeps the event's storage call in the slice's trace (dal.tracing).
-        logged = self._log_pool.submit(contextvars.copy_context().run, jobs.add_event,
-            rid, "slice_done", actor=self.name, slice=seq, seconds=seconds, stages=clock.stages,
-            message=f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s",
-        )  # fmt: skip
-        try:
-            self.services.send(
-                SliceResponseMessage(
-                    queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq
-                )
+        # The slice's log line rides in its response: no event row of ours (a table transaction
+        # less per slice). The controller records it with the slice's progress, in one ETag write,
+        # so the line exists exactly when the progress does: a crash before the send loses
+        # neither (the request comes back), a duplicate response records nothing twice.
+        report = {
+            "actor": self.name[:100],
+            "message": f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s"
+            + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else ""),
+            "at": datetime.now(UTC).isoformat(),
+            "seconds": round(seconds, 4),
+            "stages": {name: round(value, 4) for name, value in list(clock.stages.items())[:MAX_REPORT_STAGES]},
+        }
+        self.services.send(
+            SliceResponseMessage(
+                queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq,
+                report=report,
             )
-        finally:
-            logged.result()
+        )
+
+    def _final_outputs(self, rid: str, pixels: np.ndarray, clock: Stopwatch) -> tuple[str, bool]:
+        """Store the job's JPEG and, built beside it, its pyramid; (the JPEG's URL, pyramid stored?).
+
+        Laps: ``output_encode`` and ``output_upload`` (the JPEG), then ``pyramid_build`` (what
+        the pyramid took beyond them: the rest ran meanwhile) and ``pyramid_upload``."""
+        store = self.services  # the JPEG: to the secondary account when the primary fails (dal.failover)
+        with tempfile.TemporaryDirectory(prefix=f"outputs-{rid[:8]}-") as tmp, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool:  # fmt: skip
+            path = Path(tmp) / "mosaic.zip"
+            building = pool.submit(save_pyramid_pixels, pixels, path)
+            try:
+                encoded = encode_output(pixels)
+                clock.lap("output_encode")
+                url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
+                clock.lap("output_upload")
+            finally:
+                error = building.exception()  # never leave the thread writing into a deleted folder
+            clock.lap("pyramid_build")
+            blobs = self.services.blobs
+            if error is None and _on_account(blobs, url):
+                try:
+                    blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), path, content_type=PYRAMID_CONTENT_TYPE)
+                    clock.lap("pyramid_upload")
+                    return url, True
+                except Exception as exc:  # the controller builds it instead: slower, never lost
+                    error = exc
+            log.warning("job %s: pyramid left to the controller (%s)", rid,
+                        f"{type(error).__name__}: {error}" if error else "JPEG on the secondary account")  # fmt: skip
+            return url, False
 
     def _library(self, uri: str) -> TileLibrary:
         name = library_name(uri)
@@ -154,3 +199,12 @@ class ImageProcessor:
         except LibraryFormatError as exc:
             raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
 
+
+
+def _on_account(blobs: BlobStore, url: str) -> bool:
+    """Whether ``url`` is a blob of ``blobs``' account (not the secondary's after a failover)."""
+    try:
+        blobs.parse_blob_url(url)
+    except ValueError:
+        return False
+    return True

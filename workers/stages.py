@@ -26,3 +26,16 @@ class Stopwatch:
         took, self._last = now - self._last, now
         self.stages[name] = self.stages.get(name, 0.0) + took
         return took
+
+    def lap_parts(self, parts: dict[str, float], *, rest: str) -> float:
+        """Close a lap whose steps ran in another thread: ``parts`` as measured there (capped
+        to the lap), the remainder to ``rest``, so the stages still add up to the wall time."""
+        now = time.perf_counter()
+        took, self._last = now - self._last, now
+        left = took
+        for name, seconds in parts.items():
+            share = min(max(0.0, seconds), left)
+            self.stages[name] = self.stages.get(name, 0.0) + share
+            left -= share
+        self.stages[rest] = self.stages.get(rest, 0.0) + left
+        return took

@@ -10,6 +10,10 @@ and lets libvips pull that pipeline through each encoder in one top-to-bottom pa
 - ``save_jpeg``: the full-resolution JPEG, when it fits the format (65,535 px a side);
 - ``save_pyramid``: the Deep Zoom pyramid as one uncompressed zip (``mosaic.deepzoom``).
 
+The two passes are independent (each opens the slice files again), so the controller runs
+them at once, in two threads: libvips works outside the GIL, and the pyramid, the longer of
+the two, no longer waits for the JPEG.
+
 Memory stays at a few tile rows whatever the size of the mosaic (``make bench`` prints the
 controller's peak RSS for 40 and 400 MP); the scratch disk holds the slices and the outputs
 (about 3 bytes per output pixel, plus the JPEG and the zip) for the length of the stitch.
@@ -34,8 +38,9 @@ from dal.rendered import RenderedFormatError
 from mosaic.deepzoom import write_dzi_zip
 
 __all__ = ["Streamed", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "fits_jpeg", "open_slice", "open_jpeg", "join_slices", "save_jpeg",
-           "encode_jpeg", "save_pyramid"]  # fmt: skip
+           "encode_jpeg", "save_pyramid", "save_pyramid_pixels", "PYRAMID_CONTENT_TYPE"]  # fmt: skip
 
+PYRAMID_CONTENT_TYPE = "application/zip"
 JPEG_MAX_SIDE = 65_535  # the JPEG format's limit on each side
 # Quality 90, 4:2:0 chroma (libvips would keep full chroma at Q >= 90: a third bigger for
 # photo tiles, invisible at print size), standard Huffman tables: optimised tables need a
@@ -196,3 +201,10 @@ def encode_jpeg(pixels: np.ndarray) -> bytes:
 def save_pyramid(mosaic: Streamed | Any, path: Path) -> None:
     """The Deep Zoom pyramid as one uncompressed zip at ``path`` (``mosaic.dzi`` inside)."""
     write_dzi_zip(mosaic.image if isinstance(mosaic, Streamed) else mosaic, path)
+
+
+def save_pyramid_pixels(pixels: np.ndarray, path: Path) -> None:
+    """The pyramid zip of an in-memory ``(H, W, 3) uint8`` array (a one-slice job's processor,
+    the offline render): the same ``save_pyramid``, no file in between."""
+    image = _vips().Image.new_from_array(np.ascontiguousarray(pixels, dtype=np.uint8), interpretation="srgb")
+    write_dzi_zip(image, path)

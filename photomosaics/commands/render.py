@@ -118,8 +118,10 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
 @click.option("--max-output-pixels", type=click.IntRange(min=1), default=None,
               help="Largest output in pixels for an explicit --tiles-across [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 400 MP; without --tiles-across at most 40 MP].")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
-              help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: name.dzi and name_files/).")
+@click.option("-o", "--output", "outputs", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
+              multiple=True,
+              help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: "
+                   "name.dzi and name_files/). Repeat it for several outputs of one render, written at once (-o m.jpg -o m.dzi).")
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
 def render(
@@ -134,23 +136,17 @@ def render(
     max_uses: int | None,
     seed: str,
     max_output_pixels: int | None,
-    output: Path,
+    outputs: tuple[Path, ...],
     no_cache: bool,
     quality: int,
 ) -> None:  # fmt: skip
-    """Render TARGET as a mosaic of library tiles, offline, into OUTPUT."""
-    from PIL import Image
-
+    """Render TARGET as a mosaic of library tiles, offline, into each OUTPUT."""
     from dal.config import Settings
     from mosaic.grid import plan_bands, plan_grid
     from mosaic.images import ImageDecodeError, open_image
     from mosaic.render import render as render_mosaic
 
-    fmt = "DZI" if output.suffix.lower() == ".dzi" else _FORMATS.get(output.suffix.lower())
-    if fmt is None:
-        raise click.BadParameter(f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}, .dzi", param_hint="--output")
-    if not output.parent.is_dir():
-        raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
+    formats = {output: _output_format(output) for output in outputs}
     settings = Settings.from_env()
     if slices > settings.max_slices:
         raise click.BadParameter(f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices")
@@ -189,6 +185,31 @@ def render(
 
         mosaic = render_mosaic(image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
                                seed=seed, options=options, max_output_pixels=limit, progress=advance)  # fmt: skip
+    # Several outputs of one render are written at once: libvips (the pyramid) and Pillow's
+    # encoders work outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(formats)) as pool:
+        written = [pool.submit(_write, mosaic, output, fmt, quality) for output, fmt in formats.items()]
+    for future in written:
+        future.result()
+    for output in formats:
+        click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
+
+
+def _output_format(output: Path) -> str:
+    """The format an output's extension asks for; a clear error for an unknown one or a missing folder."""
+    fmt = "DZI" if output.suffix.lower() == ".dzi" else _FORMATS.get(output.suffix.lower())
+    if fmt is None:
+        raise click.BadParameter(f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}, .dzi", param_hint="--output")
+    if not output.parent.is_dir():
+        raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
+    return fmt
+
+
+def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
+    from PIL import Image
+
     save: dict[str, Any] = {"quality": quality} if fmt in ("JPEG", "WEBP") else {}
     if fmt == "PNG":
         # zlib level 1: a mosaic is photo noise that deflate barely shrinks; Pillow's default
@@ -203,4 +224,3 @@ def render(
             Image.fromarray(mosaic).save(output, format=fmt, **save)
     except (OSError, RuntimeError) as exc:
         raise click.ClickException(f"cannot write {output}: {exc}") from None
-    click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)

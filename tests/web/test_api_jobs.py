@@ -103,6 +103,25 @@ def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: di
     assert len(job["bands"]) == 3 and job["bands"][-1][1] == grid.tiles_down
 
 
+def test_the_event_log_shows_each_rendered_slice_kept_in_the_job_row(client: Any, stores: dict[str, Any]) -> None:
+    """A slice's log line lives in the job row (Job.slice_events, written with its progress): the
+    API's events list it among the event rows, in time order, with its timing."""
+    from dal.job_model import JobEvent, utcnow
+
+    request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2").json["request_id"]
+    owner = client_id_of(client, stores, request_id)
+    lines = tuple(JobEvent(request_id=request_id, kind="slice_done", actor="processor-x", at=utcnow(), slice=n,
+                           seconds=0.25, stages={"render": 0.2}, message=f"slice {n + 1} rendered")
+                  for n in (1, 0))  # fmt: skip
+    stores["jobs"].update(owner, request_id, lambda j: replace(j, slices_done=frozenset({0, 1}), slice_events=lines))
+    stores["jobs"].add_event(request_id, "stitched", actor="controller-x", message="stitched")
+    events = client.get(f"/api/jobs/{request_id}").json["events"]
+    assert [(e["kind"], e["slice"]) for e in events] == [("submitted", None), ("slice_done", 1), ("slice_done", 0),
+                                                         ("stitched", None)]  # fmt: skip
+    assert [e["seconds"] for e in events if e["kind"] == "slice_done"] == [0.25, 0.25]
+    assert events[1]["actor"] == "processor-x" and events[1]["message"] == "slice 2 rendered"
+
+
 def test_max_uses_travels_in_the_request_message(client: Any, stores: dict[str, Any]) -> None:
     response = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", tiles_across="8", max_uses="3")
     assert response.status_code == 202, response.json  # 8 x 6 = 48 cells <= 18 tiles x 3
