@@ -14,7 +14,7 @@ import pytest
 
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.jobs import Job
-from dal.messages import SliceResponseMessage
+from dal.messages import ImageResponseMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
@@ -170,7 +170,8 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     [last] = receive_all(pipe.services.queues.slice_response, 1)
     ctl.handle_slice_response(last)
     job = pipe.job(rid)
-    assert job is not None and job.status == "stitching" and job.output_name == f"{rid}.jpg"
+    # The write that records the outputs marks the job done: no hop to the responder.
+    assert job is not None and job.status == "done" and job.output_name == f"{rid}.jpg" and job.finished_at is not None
     assert np.array_equal(pipe.output_pixels(job), decode_png_jpeg(encode_output(mosaic)))
     [response] = receive_all(pipe.services.queues.image_response, 1)
 
@@ -183,13 +184,34 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     assert pipe.job(rid) == job, "a late duplicate changed the job row"
     assert pipe.services.queues.image_response.accept_messages(32) == []  # no second response
 
-    # The responder finishes the job, once.
+    # The responder finds the job done and changes nothing; the "done" line was written once.
+    responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
+    responder.handle_image_response(response)
+    responder.handle_image_response(response)
+    assert pipe.job(rid) == job
+    assert [e.kind for e in pipe.services.jobs.events(rid)].count("done") == 1
+
+
+def test_the_responder_finishes_a_job_that_a_controller_of_an_older_release_left_stitched(pipe: Pipeline) -> None:
+    from dataclasses import replace
+
+    from dal.job_model import JobStatus
+
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=1)
+    ctl.handle_image_request(request)
+    # What an older controller leaves after its stitch: the output recorded, "stitching" still.
+    pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status=JobStatus.STITCHING, output_name=f"{rid}.jpg"))
+    queue = pipe.services.queues.image_response
+    queue.submit(ImageResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid,
+                                      image_uri=pipe.services.blobs.blob_url("imageoutput", f"{rid}.jpg")))  # fmt: skip
+    [response] = receive_all(queue, 1)
     responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)
     done = pipe.job(rid)
     assert done is not None and done.status == "done" and done.finished_at is not None
-    assert [e.kind for e in pipe.services.jobs.events(rid)].count("done") == 1
+    assert [e.actor for e in pipe.services.jobs.events(rid) if e.kind == "done"] == ["resp"]
 
 
 def decode_png_jpeg(data: bytes) -> np.ndarray:
