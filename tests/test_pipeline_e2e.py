@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -79,7 +80,11 @@ def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline
     shapes = {jobs[rid][0]: (j.tiles_across, j.tiles_down) for rid, j in finished.items() if jobs[rid][3] == 8}
     assert shapes["portrait png"] == (30, 44) and shapes["sideways jpeg"] == (32, 44)
 
-    depths = pipe.queue_depths()
+    # A job is done before its ImageResponse is consumed (the controller marks it done): every
+    # queue is empty a moment later.
+    deadline = time.monotonic() + 20
+    while any((depths := pipe.queue_depths()).values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert all(depth == 0 for depth in depths.values()), depths
     codes = [role.stop() for role in pipe.roles]
     assert codes == [0, 0, 0, 0], f"SIGTERM must end every role with exit 0\n{pipe.logs()}"
