@@ -1,13 +1,16 @@
 """The mosaic engine against a per-cell Python/PIL mosaic, metapixel and the codec floor.
 
-Everything is measured in one run, on this machine, with the same 640 photo tiles, the same
+Everything is measured in one run, on this machine, with the same photo tiles (the demo
+library, as ``make run`` makes it; its colour coverage is printed first), the same
 targets (a real photo at about 1, 4 and 12 MP, JPEG) and the same grid (one tile per
 ``tile_size`` pixels, output the size of the target). Each implementation runs in a fresh
 process so its peak memory (max RSS) is its own. Times are decode-to-encode: JPEG in, JPEG
 out. The engine is timed warm (its per-library caches filled, as in a worker) and the best
 of three runs is shown; the slow baselines run once. Set ``BENCH_QUICK=1`` to skip the
 slowest baseline runs (12 MP at tile 8). ``python -m benchmarks.engine scaling`` runs only
-the library-size comparison (640 against 10,000 tiles); ``python -m benchmarks.engine quality
+the library-size comparison (the demo library's first 640 tiles against 10,000 tiles);
+``python -m benchmarks.engine coverage`` only the demo library's colour coverage at a few
+sizes; ``python -m benchmarks.engine quality
 [--photo NAME] [1MP|4MP|12MP ...]`` only the defaults against metapixel (issue 11's table),
 also on other photos of scikit-image's set; ``python -m benchmarks.engine sweep [NAME ...]``
 that table at 1 MP for every photo of ``photos.SWEEP`` (or those named): the generalisation check.
@@ -47,7 +50,7 @@ from benchmarks.quality import scores
 TARGETS = (("1 MP", (1152, 864)), ("4 MP", (2304, 1728)), ("12 MP", (3968, 2976)))
 TARGET_PHOTO = "chelsea"
 TILE_SIZES = (8, 16, 32)
-LIBRARY_TILES = 640
+LIBRARY_TILES = 640  # the fallback crops' count, and the small library of the 10,000-tile ratio
 BIG_LIBRARY_TILES = 10_000
 REPEATS = 3
 RADIUS = 3  # the default variety radius (RenderOptions().variety): repeats are counted within it
@@ -239,14 +242,37 @@ def _in_fresh_process(function: Any, *args: Any) -> Any:
         return pool.submit(function, *args).result()
 
 
-def _library_tiles() -> tuple[list[tuple[str, bytes]], str]:
+def _library_tiles(exclude: tuple[str, ...] = ()) -> tuple[list[tuple[str, bytes]], str]:
     try:
         from workers.demo_library import demo_tile_images
 
-        return demo_tile_images(count=LIBRARY_TILES), "demo library (workers.demo_library)"
+        without = f", without crops of {', '.join(exclude)}" if exclude else ""
+        return demo_tile_images(exclude=exclude), f"demo library (workers.demo_library{without})"
     except (ImportError, ValueError) as exc:  # fall back to our own crops
         atlas, names = crop_tiles(LIBRARY_TILES)
         return tile_files(atlas, names), f"benchmark crops ({exc})"
+
+
+def _coverage_line(sources: list[tuple[str, bytes]]) -> str:
+    """How much of the colour space the tiles' mean colours reach (``workers.demo_library``'s measure)."""
+    from workers.demo_library import COVERAGE_RADIUS, colour_coverage, mean_lab
+
+    rgb = np.stack([np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize((16, 16), Image.Resampling.BOX))
+                    for _, data in sources])  # fmt: skip
+    share = colour_coverage(mean_lab(rgb))
+    return (f"colour coverage of {len(sources)} tiles: {share['all']:.1%} of the in-gamut CIELAB grid within "
+            f"ΔE76 {COVERAGE_RADIUS:.0f} of a tile's mean (dark L* <= 30: {share['dark']:.1%}, "
+            f"saturated C* >= 50: {share['saturated']:.1%})")
+
+
+def coverage_main() -> int:
+    """Only the colour coverage (``python -m benchmarks.engine coverage``) of the demo library
+    and of its first 400 and 640 tiles (the sizes of the library it replaced)."""
+    sources, origin = _library_tiles()
+    print(f"library: {origin}")
+    for count in (400, LIBRARY_TILES, len(sources)):
+        print("  " + _coverage_line(sources[:count]))
+    return 0
 
 
 def _row(table: list[list[str]], target: str, tile: int, name: str, r: dict[str, Any],
@@ -284,6 +310,7 @@ def main() -> int:
     index = work / "library.zip"
     index.write_bytes(library.to_bytes())
     print(f"library: {len(library)} tiles from the {origin}; targets: '{TARGET_PHOTO}' photo as JPEG q90")
+    print(_coverage_line(sources))
     tile_dir = work / "tiles"
     tile_dir.mkdir()
     for number, (name, data) in enumerate(sources):  # numbered: names need not be unique
@@ -337,16 +364,17 @@ def main() -> int:
 
 
 def _library_scaling(work: Path, sources: list[tuple[str, bytes]]) -> dict[str, Any]:
-    """The same 12 MP job at tile 16 with 640 and with 10,000 tiles."""
-    from mosaic import TileLibrary
+    """The same 12 MP job at tile 16 with 640 (the library's first 640) and with 10,000 tiles."""
+    from mosaic import TileLibrary, build_library
 
+    (work / "library-640.zip").write_bytes(build_library(sources[:LIBRARY_TILES])[0].to_bytes())
     atlas, names = crop_tiles(BIG_LIBRARY_TILES, seed=1)
     big = TileLibrary.from_tiles(atlas, names)
     big_index = work / "library-10k.zip"
     big_index.write_bytes(big.to_bytes())
     target = work / "target-3968x2976.jpg"
     rows, out = [], {}
-    small = _in_fresh_process(child_engine, str(target), str(work / "library.zip"), 16, ["engine default", "engine plain"], None)
+    small = _in_fresh_process(child_engine, str(target), str(work / "library-640.zip"), 16, ["engine default", "engine plain"], None)
     large = _in_fresh_process(child_engine, str(target), str(big_index), 16, ["engine default", "engine plain"], None)
     for name in ("engine default", "engine plain"):
         ratio = large[name]["seconds"] / small[name]["seconds"]
@@ -379,7 +407,7 @@ def _matching_methods(work: Path) -> dict[str, float]:
     wanted = features(_sub_cells(cell_image(image, grid)), structure=structure, colour=colour)
     out: dict[str, float] = {}
     rows = []
-    for label, path in (("640", work / "library.zip"), ("10,000", work / "library-10k.zip")):
+    for label, path in (("640", work / "library-640.zip"), ("10,000", work / "library-10k.zip")):
         library = TileLibrary.from_bytes(path.read_bytes())
         candidates = tile_features(library, 16, options)
         blas = min(_timed(lambda: nearest(wanted, candidates)) for _ in range(REPEATS))
@@ -471,17 +499,31 @@ def scaling_main() -> int:
     return 0
 
 
-def quality_main(labels: list[str], photos: tuple[str, ...] = (TARGET_PHOTO,)) -> int:
-    """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [12MP ...]``):
+# benchmarks.photos names (skimage.data loaders, "kind:NAME") -> the demo library's photo names
+_DEMO_NAMES = {"immunohistochemistry": "ihc", "stereo_motorcycle": "motorcycle_left"}
+
+
+def _demo_photo_names(photos: tuple[str, ...]) -> tuple[str, ...]:
+    """The demo library's photos that the targets ``photos`` are made from."""
+    stems = {name.partition(":")[2] or name for name in photos}
+    return tuple(sorted(_DEMO_NAMES.get(stem, stem) for stem in stems))
+
+
+def quality_main(labels: list[str], photos: tuple[str, ...] = (TARGET_PHOTO,), unseen: bool = False) -> int:
+    """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [--unseen] [12MP ...]``):
     the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default)
-    and each photo; ``sweep`` runs it at 1 MP on every photo of ``photos.SWEEP``."""
+    and each photo; ``sweep [--unseen]`` runs it at 1 MP on every photo of ``photos.SWEEP``.
+
+    The demo library is cut from the same sample photos as the targets: a tile can be a crop
+    of the very photo it renders, which flatters every program (the moon's surface rebuilt
+    from crops of the moon's surface). ``--unseen`` builds the library without the targets' photos."""
     from mosaic import build_library
 
     if not metapixel_available():
         print("metapixel is not installed (apt install metapixel): nothing to compare with")
         return 1
     work = Path(tempfile.mkdtemp(prefix="bench-quality-"))
-    sources, origin = _library_tiles()
+    sources, origin = _library_tiles(_demo_photo_names(photos) if unseen else ())
     library, _ = build_library(sources)
     index = work / "library.zip"
     index.write_bytes(library.to_bytes())
@@ -490,6 +532,7 @@ def quality_main(labels: list[str], photos: tuple[str, ...] = (TARGET_PHOTO,)) -
     for number, (name, data) in enumerate(sources):
         (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
     print(f"library: {len(library)} tiles from the {origin}; targets: {', '.join(photos)} as JPEG q90")
+    print(_coverage_line(sources))
     results: dict[str, Any] = {}
     for photo in photos:
         for label, size in TARGETS:
@@ -516,14 +559,18 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["scaling"]:
         raise SystemExit(scaling_main())
+    if args[:1] == ["coverage"]:
+        raise SystemExit(coverage_main())
     if args[:1] == ["quality"]:
         photo = TARGET_PHOTO
         if "--photo" in args:
             at = args.index("--photo")
             photo, args = args[at + 1], args[:at] + args[at + 2 :]
-        raise SystemExit(quality_main(args[1:], (photo,)))
+        unseen = "--unseen" in args
+        raise SystemExit(quality_main([a for a in args[1:] if a != "--unseen"], (photo,), unseen))
     if args[:1] == ["sweep"]:
         from benchmarks.photos import SWEEP
 
-        raise SystemExit(quality_main(["1MP"], tuple(args[1:]) or SWEEP))
+        unseen = "--unseen" in args
+        raise SystemExit(quality_main(["1MP"], tuple(a for a in args[1:] if a != "--unseen") or SWEEP, unseen))
     raise SystemExit(main())

@@ -13,7 +13,12 @@ BLEND_BYTES = 1 << 20  # output bytes blended per step: the strip's arrays stay 
 
 
 def blend_toward(
-    out: np.ndarray, cells: np.ndarray, placed_sub: np.ndarray, percent: int, local: np.ndarray | None = None
+    out: np.ndarray,
+    cells: np.ndarray,
+    placed_sub: np.ndarray,
+    percent: int,
+    local: np.ndarray | None = None,
+    cell: int | None = None,
 ) -> np.ndarray:
     """Move each tile's colours ``percent`` % of the way to the target, keeping its detail.
 
@@ -25,7 +30,13 @@ def blend_toward(
 
     ``local``: a percent per sub-cell (``(H, W)`` ints, 0..100) used instead of ``percent``
     (``detail.local_blend``); always two passes then, so the rounding does not depend on
-    which percents a band happens to hold.
+    which percents a band happens to hold. ``cell``: sub-cells per cell side; the
+    correction is then interpolated within each cell only, its edges repeated as the
+    band's are. Across a tile border the tiles' colours jump, so a correction interpolated
+    across it draws a ramp (a bevelled rim on every tile, strongest where neighbouring
+    tiles differ most); within the cell, each tile's rim gets its own correction. (The
+    general path, ``_blend_resized``, for tile sizes that are not a multiple of the
+    sub-cells, interpolates across borders as before.)
     """
     if percent <= 0:
         return out
@@ -48,7 +59,7 @@ def blend_toward(
         before = shift[:1] if y == 0 else shift[:0]  # the band's edges repeat the edge row
         after = shift[-1:] if end == sub_h else shift[:0]
         padded = np.concatenate([before, shift, after])
-        half = _upsample(padded, m, double)  # (rows * m, W, 3) int8
+        half = _upsample(padded, m, double, y, cell)  # (rows * m, W, 3) int8
         rows = half.shape[0]
         view = out[y * factor : end * factor].reshape(rows, double, width, 3)
         _saturating_add(view, half, passes)
@@ -71,7 +82,7 @@ def _bilinear_weights(m: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _upsample(padded: np.ndarray, m: int, double: int) -> np.ndarray:
+def _upsample(padded: np.ndarray, m: int, double: int, first: int = 0, cell: int | None = None) -> np.ndarray:
     """Sub-cell rows (with one halo row above and below) -> the correction rows, int8.
 
     Bilinear ×m in both directions in exact integers (the weights of ×m have denominator
@@ -84,13 +95,21 @@ def _upsample(padded: np.ndarray, m: int, double: int) -> np.ndarray:
     vertical = np.empty((rows, m, sub_w, 3), wide)
     padded = padded.astype(wide, copy=False)
     body = padded[1:-1]
+    above, below = padded[:-2], padded[2:]
+    if cell is not None:  # a cell's first and last rows repeat themselves instead
+        position = (first + np.arange(rows)) % cell
+        above = padded[np.arange(rows) + (position == 0)]
+        below = padded[np.arange(rows) + 2 - (position == cell - 1)]
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
-        neighbour = padded[:-2] if side < 0 else padded[2:]
+        neighbour = above if side < 0 else below
         np.multiply(body, own, out=vertical[:, j])
         vertical[:, j] += neighbour * wide(other)
     vertical = vertical.reshape(rows * m, sub_w, 3)
     left = np.concatenate([vertical[:, :1], vertical[:, :-1]], axis=1)
     right = np.concatenate([vertical[:, 1:], vertical[:, -1:]], axis=1)
+    if cell is not None:  # a cell's first and last columns repeat themselves instead
+        left[:, ::cell] = vertical[:, ::cell]
+        right[:, cell - 1 :: cell] = vertical[:, cell - 1 :: cell]
     phases = np.empty((rows * m, m, sub_w, 3), np.int8)
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
         total = vertical * wide(own)

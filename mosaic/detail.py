@@ -21,13 +21,17 @@ quantised to STEPS levels; the tile's mean colour is kept.
 The blend then rises with the flatness: ``blend`` % for a cell whose tile keeps its full
 contrast, up to 100 % for one held at the floor (``local_blend``). What is left of a tile's
 layout in a flat cell is what the blend leaves uncorrected, so a flat cell gets its
-colour in full and a structured cell keeps its tile's own layout.
+colour in full and a structured cell keeps its tile's own layout. And the blend's
+correction is interpolated within each tile only (``blend_toward(cell=SUB)``): smoothed
+across tile borders, it drew a ramp at every border where neighbouring tiles differ,
+contrast the photo does not have (a bevelled rim on every tile in flat areas).
 
 Both rules read only the cell's own pixels and its tile, and use exact integers (luma
 sums; the level by comparing integer-valued floats, exact below 2^53): the same pixels on
-every machine and for any banding. Measured (README, "The mosaic engine"): the rule that
+every machine and for any banding. Measured (README, "The mosaic engine"): these rules
 turned the last misses against ``metapixel -d 0`` (a retina photo's black background and
-smooth fundus, a clock's flat wall) into wins without breaking any other.
+smooth fundus, a clock's flat wall) into wins, and raised both scores on every job of the
+generalisation sweep.
 """
 
 from __future__ import annotations

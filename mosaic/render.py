@@ -43,10 +43,12 @@ class RenderOptions:
                    variety a flat area must use 49 different tiles, and a 640-tile library
                    has few that close to any one colour; 80 still lost on SSIM in smooth
                    areas (12 MP at tile 8, a sky at tile 32). README, "The mosaic engine".
-    match_contrast: with a blend, each tile's contrast is held to its cell's and the blend
-                   rises to 100 % where the target cell is flat (``detail``): flat areas get
-                   quiet tiles of the right colour instead of busy ones. Off: the blend
-                   alone, every tile at its full contrast.
+    match_contrast: with a blend, each tile's contrast is held to its cell's, the blend
+                   rises to 100 % where the target cell is flat, and its correction is
+                   interpolated within each tile, not across tile borders (``detail``): flat
+                   areas get quiet tiles of the right colour instead of busy ones, and no
+                   tile gets a bevelled rim. Off: the plain blend, every tile at its full
+                   contrast.
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
                    cell (higher favours colour fidelity, lower structure).
@@ -293,7 +295,7 @@ def render_band(
     out, placed, levels = _compose_matched(cells, choice, library, tile_size, options)
     local = detail.local_blend(levels, options.blend).reshape(rows, cols)
     local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the blend reads it
-    return blend_toward(out, cells, placed, options.blend, local)
+    return blend_toward(out, cells, placed, options.blend, local, cell=SUB)
 
 
 def _compose_matched(

@@ -14,15 +14,10 @@ from .test_engine_render import _stitch
 
 
 def _cell_std(out: np.ndarray, tile_size: int) -> np.ndarray:
-    """The luma standard deviation inside each cell of a mosaic, away from its edges.
-
-    The middle half of a cell only: there the blend's correction comes from the cell's own
-    sub-cells (near an edge it is interpolated with the neighbour's, a ramp of its own).
-    """
+    """The luma standard deviation inside each cell of a mosaic."""
     rows, cols = out.shape[0] // tile_size, out.shape[1] // tile_size
     y = out.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-    q = tile_size // 4
-    return y.reshape(rows, tile_size, cols, tile_size)[:, q:-q, :, q:-q].std(axis=(1, 3))
+    return y.reshape(rows, tile_size, cols, tile_size).std(axis=(1, 3))
 
 
 def test_a_flat_cell_gets_the_floor_and_a_cell_as_busy_as_its_tile_full_contrast() -> None:
@@ -68,7 +63,7 @@ def test_flat_target_cells_get_quieter_tiles_than_busy_ones_and_than_without_the
     off = render(target, library, tile_size=16, tiles_across=12, seed="s", options=RenderOptions(match_contrast=False))
     std_on, std_off = _cell_std(on, 16), _cell_std(off, 16)
     flat_on, flat_off = std_on[:, :5].mean(), std_off[:, :5].mean()  # cells wholly in the flat half
-    assert flat_on < flat_off / 2  # quieter where the photo is flat...
+    assert flat_on < flat_off / 3  # quieter where the photo is flat (no rims at the tile borders either)...
     assert flat_on > 0.5  # ...but the tiles are still there
     assert std_on[:, 7:].mean() > 3 * flat_on  # busy cells keep their tiles' contrast
     colour = on[:, : 5 * 16].reshape(-1, 3).mean(axis=0)

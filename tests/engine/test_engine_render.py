@@ -305,10 +305,14 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     assert (choices[0] != plain).sum() > 20  # conflicts were there to settle
 
 
-def _reference_blend(out: np.ndarray, cells: np.ndarray, placed: np.ndarray, percent: int | np.ndarray) -> np.ndarray:
+def _reference_blend(
+    out: np.ndarray, cells: np.ndarray, placed: np.ndarray, percent: int | np.ndarray, cell: int | None = None
+) -> np.ndarray:
     """The blend written plainly: integer bilinear ×m per axis (edges repeat), doubled, saturating adds.
 
     ``percent``: one for all, or one per sub-cell (``(H, W, 1)``: then always two passes).
+    ``cell``: sub-cells per cell side; the interpolation then stays inside each cell (its
+    edges repeat, as the band's do).
     """
     passes = 1 if np.ndim(percent) == 0 and percent <= 50 else 2
     denominator = 100 * passes
@@ -320,7 +324,8 @@ def _reference_blend(out: np.ndarray, cells: np.ndarray, placed: np.ndarray, per
     def taps(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         position = 2 * (np.arange(size * m) % m) + 1 - m
         own = np.arange(size * m) // m
-        other = np.clip(own + np.sign(position), 0, size - 1)
+        low, high = (0, size - 1) if cell is None else (own // cell * cell, own // cell * cell + cell - 1)
+        other = np.clip(own + np.sign(position), low, np.minimum(high, size - 1))
         return own, other, np.abs(position)
 
     ry, ny, wy = taps(cells.shape[0])
@@ -361,3 +366,7 @@ def test_blend_is_the_plain_integer_bilinear_correction(
     expected = _reference_blend(out, cells, placed, local[:, :, None])
     got = blend_module.blend_toward(out.copy(), cells, placed, percent, local)
     assert np.array_equal(got, expected)
+    if k == SUB:  # the correction interpolated within each cell only
+        expected = _reference_blend(out, cells, placed, local[:, :, None], cell=SUB)
+        got = blend_module.blend_toward(out.copy(), cells, placed, percent, local, cell=SUB)
+        assert np.array_equal(got, expected)
