@@ -105,13 +105,11 @@ def _upsample(padded: np.ndarray, m: int, double: int, first: int = 0, cell: int
         np.multiply(body, own, out=vertical[:, j])
         vertical[:, j] += neighbour * wide(other)
     vertical = vertical.reshape(rows * m, sub_w, 3)
-    if cell is None:
-        left = np.concatenate([vertical[:, :1], vertical[:, :-1]], axis=1)
-        right = np.concatenate([vertical[:, 1:], vertical[:, -1:]], axis=1)
-    else:
-        column = np.arange(sub_w)
-        left = vertical[:, np.maximum(column - (column % cell != 0), 0)]
-        right = vertical[:, np.minimum(column + (column % cell != cell - 1), sub_w - 1)]
+    left = np.concatenate([vertical[:, :1], vertical[:, :-1]], axis=1)
+    right = np.concatenate([vertical[:, 1:], vertical[:, -1:]], axis=1)
+    if cell is not None:  # a cell's first and last columns repeat themselves instead
+        left[:, ::cell] = vertical[:, ::cell]
+        right[:, cell - 1 :: cell] = vertical[:, cell - 1 :: cell]
     phases = np.empty((rows * m, m, sub_w, 3), np.int8)
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
         total = vertical * wide(own)
