@@ -519,6 +519,10 @@ class JobController:
                 client_id=job.client_id,
                 request_id=job.request_id,
                 image_uri=self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
+                # The row as we left it, for the responder's one conditional write (no read) if
+                # unchanged; none when we finished the job ourselves (the stitch does, since issue 8):
+                # the responder's read then finds it done and writes nothing.
+                row_etag=None if job.status in TERMINAL_STATUSES else job.etag,
             )
         )
 
