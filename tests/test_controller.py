@@ -183,6 +183,8 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     assert pipe.job(rid) == job, "a late duplicate changed the job row"
     assert pipe.services.queues.image_response.accept_messages(32) == []  # no second response
 
+    # The response carries the row's ETag as the stitcher left it (the responder's merge, no read).
+    assert response.message.row_etag == job.etag  # type: ignore[attr-defined]
     # The responder finishes the job, once.
     responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
@@ -190,6 +192,26 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     done = pipe.job(rid)
     assert done is not None and done.status == "done" and done.finished_at is not None
     assert [e.kind for e in pipe.services.jobs.events(rid)].count("done") == 1
+
+
+def test_the_responder_never_finishes_a_job_whose_row_changed_after_the_stitch(pipe: Pipeline) -> None:
+    """Its conditional merge fails on any change since the stitcher's write (here: the job failed
+    meanwhile); it then reads the row and leaves a terminal job alone."""
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=1)
+    ctl.handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    render_fake_slices(pipe, rid, 1, job.output_width, job.output_height)
+    send_responses(pipe, rid, [0])
+    [last] = receive_all(pipe.services.queues.slice_response, 1)
+    ctl.handle_slice_response(last)
+    [response] = receive_all(pipe.services.queues.image_response, 1)
+    pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="cancelled meanwhile"))
+    Responder(Services(pipe.services.storage, pipe.settings, "resp")).handle_image_response(response)
+    job = pipe.job(rid)
+    assert job is not None and job.status == "failed" and job.error == "cancelled meanwhile"
+    assert "done" not in [e.kind for e in pipe.services.jobs.events(rid)]
 
 
 def decode_png_jpeg(data: bytes) -> np.ndarray:

@@ -509,6 +509,8 @@ class JobController:
                 client_id=job.client_id,
                 request_id=job.request_id,
                 image_uri=self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
+                # The row as we left it: the responder's one conditional write (no read) if unchanged.
+                row_etag=job.etag,
             )
         )
 

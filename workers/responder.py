@@ -5,6 +5,11 @@ app stays stateless request/response (gunicorn workers can be recycled at any mo
 adding web replicas does not multiply queue pollers — and their idle transactions. The
 browser learns of completion by reading the job row, which is the single source of truth.
 Idempotent: a duplicate response finds the job done and changes nothing.
+
+One table write when it can: the response carries the ETag of the row as its stitcher left it
+(``row_etag``), so the responder merges "done" into it conditionally, without reading it first
+(issue 8: a transaction less per job). Any change since (a duplicate already finished it, a
+failure, a delete) fails that condition, and the responder reads the row and decides as before.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ class Responder:
                 return None
             return replace(job, status=JobStatus.DONE, output_name=job.output_name or output)
 
+        if message.row_etag is not None and self.services.jobs.update_if_unchanged(
+            message.client_id, rid, message.row_etag, status=JobStatus.DONE
+        ):  # the row is the one the stitcher wrote, output_name included: done, without a read
+            self.services.jobs.add_event(rid, "done", actor=self.name, message=f"mosaic ready: {output}")
+            log.info("job %s done", rid)
+            return
         try:
             job, wrote = self.services.jobs.update(message.client_id, rid, finish)
         except JobNotFoundError:
