@@ -16,8 +16,11 @@ The library has ``DEMO_TILES`` (2,000) tiles of 64 px, made in three steps:
    class in farthest-point order on a small signature (the mean CIELAB colour, chroma
    weighted up, and the 2×2 layout around it), so the rare blues and greens get their share
    before the hundredth shade of the astronaut's suit. Near-duplicates in a rare class are
-   kept on purpose: measured, the rocket's sky lost 0.1 SSIM at 1 MP without its dozens of
-   flat blue patches (a flat area needs 49 different tiles at the default variety).
+   kept on purpose: a flat area needs 49 different tiles at the default variety, and
+   without its dozens of flat blue patches (a distinct-crops floor, tried) the rocket's sky
+   lost 0.1 SSIM at 1 MP, tile 16. Smooth crops get no turns of their own (tried too: a
+   quarter of the library became flat patches, mosaics lost their visible photos, and the
+   scores did not move with a library that holds no crop of the target).
 2. **Colour-graded crops, only where a gap is.** Sixteen photos are mostly orange, brown and
    grey: dark and saturated colours, which the whole photo set lacks, are where a mosaic made
    from them shows a wrong colour or the same few tiles (the retina's black, a blue sky).
@@ -29,7 +32,7 @@ The library has ``DEMO_TILES`` (2,000) tiles of 64 px, made in three steps:
    keeping the crop's own detail. That repeats until no colour would cover ``_MIN_GAIN``
    more grid colours or ``GRADED_SHARE`` of the library is graded. So a graded tile is always
    a real photograph, recoloured, and only where the real crops leave a measured gap
-   (27 % of the grid covered by the old 640 real crops, ~96 % by this library).
+   (27 % of the grid covered by the old 640 real crops, 96 % by this library).
 3. **Order.** All tiles, real and graded, are ordered the same way again, so any
    prefix is a spread-out library too: ``demo_tile_images(n)`` for ``n <= DEMO_TILES`` is
    the first ``n`` tiles of the default library.
@@ -106,7 +109,6 @@ def _ladder(low: float, ratio: float, steps: int) -> np.ndarray:
 # The lightness curve's parameters tried: 2^-10 .. 2^10 in steps of 2^(1/8), by products only.
 _K_LADDER = _ladder(2.0**-10, float(np.sqrt(np.sqrt(np.sqrt(2.0)))), 161)
 _GREY_CHROMA = 10.0
-_SMOOTH = 4.0  # luma RMS inside 4×4 sub-blocks below which a crop counts as smooth
 _THUMB = 16  # the crops' thumbnails, from which signatures and grades are computed
 _MIN_GAIN = 4  # a graded tile must cover at least this many more grid colours
 
@@ -364,38 +366,36 @@ def _farthest_points(features: np.ndarray) -> Iterator[int]:
         pick = int(np.argmax(distance))
 
 
-def _smooth(thumbs: np.ndarray) -> np.ndarray:
-    """Which thumbnails are smooth: RMS of their luma inside 4×4 sub-blocks (the detail a tile
-    shows inside the engine's sub-cells at tile 16) below ``_SMOOTH`` (of 255)."""
-    n, side = len(thumbs), _THUMB // 4
-    luma = 0.299 * thumbs[..., 0] + 0.587 * thumbs[..., 1] + 0.114 * thumbs[..., 2]
-    blocks = luma.reshape(n, 4, side, 4, side).transpose(0, 1, 3, 2, 4).reshape(n, 16, side * side)
-    return np.sqrt(blocks.var(axis=2).mean(axis=1)) < _SMOOTH
-
-
 def _colour_bin(lab: np.ndarray) -> tuple[int, int]:
-    """A coarse colour class of a mean CIELAB colour: (lightness band, hue sector or 8 = grey)."""
+    """A coarse colour class of a mean CIELAB colour: (lightness band, 45° hue sector or 8 =
+    grey). The sector comes from comparisons, not ``arctan2``, so no vector maths can move a
+    colour on a boundary to the next class."""
     lightness = min(int(lab[0] // 25), 3)
-    chroma = float(np.sqrt(lab[1] * lab[1] + lab[2] * lab[2]))
-    if chroma < _GREY_CHROMA:
+    a, b = float(lab[1]), float(lab[2])
+    if a * a + b * b < _GREY_CHROMA * _GREY_CHROMA:
         return lightness, 8
-    hue = float(np.degrees(np.arctan2(lab[2], lab[1]))) % 360.0
-    return lightness, int(hue // 45) % 8
+    if b >= 0 and a > 0:
+        sector = 0 if b < a else 1
+    elif a <= 0 and b > 0:
+        sector = 2 if -a < b else 3
+    elif b <= 0 and a < 0:
+        sector = 4 if -b < -a else 5
+    else:
+        sector = 6 if a < -b else 7
+    return lightness, sector
 
 
-def _order(means: np.ndarray, features: np.ndarray, smooth: np.ndarray, count: int) -> list[int]:
-    """The first ``count`` rows, in turn from each class (coarse colour, smooth or not), each
-    class in its own farthest-point order.
+def _order(means: np.ndarray, features: np.ndarray, count: int) -> list[int]:
+    """The first ``count`` rows, in turn from each coarse colour class, each class in its own
+    farthest-point order.
 
     The photos are mostly orange and brown: taking turns gives the rarer blues and greens
     their share, down to their near-duplicates (a dozen flat patches of the rocket's sky are
-    what a flat sky needs: the engine uses 49 different tiles in any flat area). Smooth crops
-    get their own turns: farthest-point order alone favours the busiest layouts, and smooth
-    tiles are what flat areas (sky, the moon, a black background) are made of.
+    what a flat sky needs: the engine uses 49 different tiles in any flat area).
     """
-    classes: dict[tuple[int, int, bool], list[int]] = {}
+    classes: dict[tuple[int, int], list[int]] = {}
     for row, lab in enumerate(means):
-        classes.setdefault((*_colour_bin(lab), bool(smooth[row])), []).append(row)
+        classes.setdefault(_colour_bin(lab), []).append(row)
     queues = [(np.array(classes[key]), _farthest_points(features[classes[key]])) for key in sorted(classes)]
     chosen: list[int] = []
     while len(chosen) < min(count, len(features)):
@@ -451,21 +451,18 @@ def _plan(count: int, exclude: frozenset[str]) -> tuple[_Crop, ...]:
     crops = _candidates(photos)
     thumbs = _thumbnails(photos, crops)
     means, features = _signatures(thumbs)
-    smooth = _smooth(thumbs)
     budget = int(count * GRADED_SHARE)
-    real = _order(means, features, smooth, count)
+    real = _order(means, features, count)
     graded = _fill_gaps(means, thumbs, real[: count - budget], budget)
     real = real[: count - len(graded)]
     tiles = [crops[row] for row in real] + [_Crop(crops[row].photo, crops[row].box, grade) for row, grade in graded]
     if graded:
-        graded_thumbs = np.stack([apply_grade(thumbs[row], grade) for row, grade in graded])
-        graded_means, graded_features = _signatures(graded_thumbs)
+        graded_means, graded_features = _signatures(np.stack([apply_grade(thumbs[row], grade) for row, grade in graded]))
         means = np.concatenate([means[real], graded_means])
         features = np.concatenate([features[real], graded_features])
-        smooth = np.concatenate([smooth[real], _smooth(graded_thumbs)])
     else:
-        means, features, smooth = means[real], features[real], smooth[real]
-    return tuple(tiles[i] for i in _order(means, features, smooth, len(tiles)))
+        means, features = means[real], features[real]
+    return tuple(tiles[i] for i in _order(means, features, len(tiles)))
 
 
 def demo_tile_images(count: int = DEMO_TILES, *, quality: int = 90, exclude: Collection[str] = ()) -> list[tuple[str, bytes]]:
