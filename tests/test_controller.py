@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.job_model import JobStatus
 from dal.jobs import Job
-from dal.messages import SliceResponseMessage
+from dal.messages import ImageResponseMessage, SliceResponseMessage
 from dal.queues import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
@@ -170,7 +171,8 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     [last] = receive_all(pipe.services.queues.slice_response, 1)
     ctl.handle_slice_response(last)
     job = pipe.job(rid)
-    assert job is not None and job.status == "stitching" and job.output_name == f"{rid}.jpg"
+    # The write that records the outputs marks the job done: no hop to the responder.
+    assert job is not None and job.status == "done" and job.output_name == f"{rid}.jpg" and job.finished_at is not None
     assert np.array_equal(pipe.output_pixels(job), decode_png_jpeg(encode_output(mosaic)))
     [response] = receive_all(pipe.services.queues.image_response, 1)
 
@@ -183,30 +185,52 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     assert pipe.job(rid) == job, "a late duplicate changed the job row"
     assert pipe.services.queues.image_response.accept_messages(32) == []  # no second response
 
-    # The response carries the row's ETag as the stitcher left it (the responder's merge, no read).
-    assert response.message.row_etag == job.etag  # type: ignore[attr-defined]
-    # The responder finishes the job, once.
+    # The responder finds the job done and changes nothing; the "done" line was written once.
+    assert response.message.row_etag is None  # type: ignore[attr-defined]  # nothing left for its merge
+    responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
+    responder.handle_image_response(response)
+    responder.handle_image_response(response)
+    assert pipe.job(rid) == job
+    assert [e.kind for e in pipe.services.jobs.events(rid)].count("done") == 1
+
+
+def _left_stitched(pipe: Pipeline) -> tuple[str, Job]:
+    """A job as a stitcher that does not finish it leaves it: output recorded, "stitching" still
+    (a controller of an older release)."""
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=1)
+    ctl.handle_image_request(request)
+    job = pipe.services.jobs.update(
+        CLIENT_ID, rid, lambda j: replace(j, status=JobStatus.STITCHING, output_name=f"{rid}.jpg")
+    ).job
+    return rid, job
+
+
+def _image_response(pipe: Pipeline, rid: str, row_etag: str | None) -> ReceivedMessage:
+    queue = pipe.services.queues.image_response
+    queue.submit(ImageResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, row_etag=row_etag,
+                                      image_uri=pipe.services.blobs.blob_url("imageoutput", f"{rid}.jpg")))  # fmt: skip
+    [response] = receive_all(queue, 1)
+    return response
+
+
+@pytest.mark.parametrize("with_etag", [False, True], ids=["read_first", "merge_on_the_stitchers_etag"])
+def test_the_responder_finishes_a_job_that_its_stitcher_left_stitched_once(pipe: Pipeline, with_etag: bool) -> None:
+    rid, job = _left_stitched(pipe)
+    response = _image_response(pipe, rid, job.etag if with_etag else None)
     responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)
     done = pipe.job(rid)
     assert done is not None and done.status == "done" and done.finished_at is not None
-    assert [e.kind for e in pipe.services.jobs.events(rid)].count("done") == 1
+    assert [e.actor for e in pipe.services.jobs.events(rid) if e.kind == "done"] == ["resp"]
 
 
 def test_the_responder_never_finishes_a_job_whose_row_changed_after_the_stitch(pipe: Pipeline) -> None:
     """Its conditional merge fails on any change since the stitcher's write (here: the job failed
     meanwhile); it then reads the row and leaves a terminal job alone."""
-    ctl = controller(pipe)
-    rid, _, request = submit_and_slice(pipe, slices=1)
-    ctl.handle_image_request(request)
-    job = pipe.job(rid)
-    assert job is not None
-    render_fake_slices(pipe, rid, 1, job.output_width, job.output_height)
-    send_responses(pipe, rid, [0])
-    [last] = receive_all(pipe.services.queues.slice_response, 1)
-    ctl.handle_slice_response(last)
-    [response] = receive_all(pipe.services.queues.image_response, 1)
+    rid, job = _left_stitched(pipe)
+    response = _image_response(pipe, rid, job.etag)
     pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="cancelled meanwhile"))
     Responder(Services(pipe.services.storage, pipe.settings, "resp")).handle_image_response(response)
     job = pipe.job(rid)

@@ -27,8 +27,11 @@ The stitcher streams the rendered slices (``.npy``, or ``.png`` from older proce
 scratch files and lets libvips join and encode them without ever holding the whole mosaic
 (``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
 JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, in
-two passes at once (two threads, each streaming the slice files), records ``output_name``
-and sends the ``ImageResponseMessage``; the responder role marks the job done. A one-slice
+two passes at once (two threads, each streaming the slice files), then records
+``output_name`` and ``done`` in one write (the "stitched" and "done" lines in one more) and
+sends the ``ImageResponseMessage``: a finished job waits for no further queue hop (the
+responder, which marked jobs done before, still does for a controller of an older release,
+and otherwise finds the job done and writes nothing). A one-slice
 job's processor has written the JPEG and the pyramid already (one existence check here); a
 processor of an older release wrote the JPEG alone, and the stitch builds the pyramid from
 it. Every job gets a pyramid: the job page has one viewer for every size (OpenSeadragon),
@@ -394,16 +397,23 @@ class JobController:
                     self._pyramid_pass(rid, lambda: self._join(job, paths), scratch, clock)
                 else:
                     self._both_passes(job, paths, scratch, clock)
-        job = self.services.jobs.update(
-            job.client_id, rid, lambda j: replace(j, output_name=name) if j.output_name is None else None, current=job
-        ).job
-        self._written.forget(rid)  # the responder writes next: nothing more to guess
+        # The outputs are stored: the write that records them also marks the job done, so the
+        # person waiting does not wait for one more queue hop and the responder's read and
+        # write (the responder still finishes jobs a controller of an older release stitched).
+        def finish(j: Job) -> Job | None:
+            if j.status in TERMINAL_STATUSES:  # failed or ended meanwhile: not ours to change
+                return None
+            return replace(j, status=JobStatus.DONE, output_name=j.output_name or name)
+
+        job, finished = self.services.jobs.update(job.client_id, rid, finish, current=job)
+        self._written.forget(rid)  # ended: nothing more to guess
         seconds = sum(clock.stages.values())
-        # The log line beside the response, not before it (as the processor's slice_done).
-        logged = self._log_pool.submit(contextvars.copy_context().run, self.services.jobs.add_event,
-            rid, "stitched", actor=self.name, seconds=seconds, stages=clock.stages,
-            message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid",
-        )  # fmt: skip
+        events = [dict(kind="stitched", actor=self.name, seconds=seconds, stages=clock.stages,
+                       message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid")]
+        if finished:
+            events.append(dict(kind="done", actor=self.name, message=f"mosaic ready: {job.output_width}x{job.output_height} px"))
+        # The log lines (one transaction) beside the response, not before it (as the processor's slice_done).
+        logged = self._log_pool.submit(contextvars.copy_context().run, self.services.jobs.add_events, rid, events)
         log.info("job %s: stitched in %.2f s", rid, seconds)
         try:
             self._send_response(job)
@@ -509,8 +519,10 @@ class JobController:
                 client_id=job.client_id,
                 request_id=job.request_id,
                 image_uri=self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
-                # The row as we left it: the responder's one conditional write (no read) if unchanged.
-                row_etag=job.etag,
+                # The row as we left it, for the responder's one conditional write (no read) if
+                # unchanged; none when we finished the job ourselves (the stitch does, since issue 8):
+                # the responder's read then finds it done and writes nothing.
+                row_etag=None if job.status in TERMINAL_STATUSES else job.etag,
             )
         )
 

@@ -1,4 +1,9 @@
-"""The responder: consumes ``imageresponse`` and marks the job done.
+"""The responder: consumes ``imageresponse`` and marks the job done, if it is not already.
+
+Since issue 8 the controller marks a job done itself, in the write that records its outputs
+(no queue hop between a stored mosaic and the person waiting for it); the responder then
+reads the row, finds it done and writes nothing. It still finishes the jobs of a controller
+of an older release (a rolling upgrade), which leaves that to it.
 
 Its own role (``photomosaics responder``) rather than a thread inside the web app: the web
 app stays stateless request/response (gunicorn workers can be recycled at any moment), and
@@ -6,10 +11,11 @@ adding web replicas does not multiply queue pollers — and their idle transacti
 browser learns of completion by reading the job row, which is the single source of truth.
 Idempotent: a duplicate response finds the job done and changes nothing.
 
-One table write when it can: the response carries the ETag of the row as its stitcher left it
-(``row_etag``), so the responder merges "done" into it conditionally, without reading it first
-(issue 8: a transaction less per job). Any change since (a duplicate already finished it, a
+One table write when it can: a response whose stitcher left the job unfinished carries the
+ETag of the row as it left it (``row_etag``), so the responder merges "done" into it
+conditionally, without reading it first. Any change since (a duplicate already finished it, a
 failure, a delete) fails that condition, and the responder reads the row and decides as before.
+A stitcher that finished the job sends no ETag: the read finds it done.
 """
 
 from __future__ import annotations
