@@ -156,6 +156,7 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
                 rid, started, upload = _submit(services, data, library_uri, job)
                 done = pl.wait_done(services, rid)
                 wall = time.perf_counter() - started
+                _settled(services, rid)  # the responder's event and delete come after the row says done
                 after = roles.snapshot()
                 operations, stats = pl.diff(before, after)
                 operations["blob PutBlob"] += 1  # the client's upload ...
@@ -176,6 +177,15 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
     finally:
         roles.stop()
     return result
+
+
+def _settled(services: Any, request_id: str, *, timeout: float = 10.0) -> None:
+    """Wait until the job's "done" event is written, then a moment for the responder's delete:
+    the row says done before them, and a snapshot taken at once would miss both."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not any(e.kind == "done" for e in services.jobs.events(request_id)):
+        time.sleep(0.05)
+    time.sleep(0.5)
 
 
 def _jpeg_ready(services: Any, request_id: str) -> float | None:

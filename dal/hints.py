@@ -21,15 +21,16 @@ with the plain cap (``poll_max``, 2 s). A subscription that cannot hear hints ri
 server is down) says so (``healthy``), and its listener polls with the plain cap meanwhile.
 
 The interface, all a listener and a sender use: ``subscribe(queue, on_hint) -> Subscription``
-(``.healthy``, ``.received``, ``.close()``) and ``publish(queue, count=None) -> int`` (how many
-were told; never raises for a delivery problem).
+(``.healthy``, ``.received``, ``.close()``) and ``publish(queue, count=None, lane=None) -> int``
+(how many were told; never raises for a delivery problem).
 
-A hint may say how many messages the send put on the queue (``count``; the payload is ``w`` or
-``w<count>``, ``hint_payload``/``hint_count``), and ``on_hint(count)`` hears it (None: unknown,
-as for a hand-back, a reconnect, or an older publisher). A listener uses it to tell "the one
-message I just took was all there was" from "there is more" without an empty receive that
-proves it (``workers.listener``: hint credit); it is still only a hint: a wrong or lost count
-costs a poll or one safety-net wait, never a message.
+A hint may say how many messages the send put on the queue and in which priority lane
+(``w``, ``w<count>``, ``w<count>@<lane>``: ``dal.hint_payload``), and ``on_hint(count, lane)``
+hears it (None: unknown, as for a hand-back, a reconnect, or an older publisher). A listener
+uses it to tell "the one message I just took was all there was" from "there is more" without
+an empty receive that proves it (``workers.listener``: hint credit), and which lanes are worth
+a call (``dal.lanes``); it is still only a hint: a wrong or lost one costs a poll or one
+safety-net wait, never a message.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dal.config import Settings, account_name
-from dal.hint_payload import OnHint, hint_count, hint_payload
+from dal.hint_payload import OnHint, hint_count, hint_lane, hint_payload
 from dal.hints_pubsub import RedisHintChannel
 
 __all__ = [
@@ -87,7 +88,7 @@ class HintChannel(Protocol):
 
     def subscribe(self, queue_name: str, on_hint: OnHint) -> HintSubscription: ...
 
-    def publish(self, queue_name: str, count: int | None = None) -> int: ...
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int: ...
 
 
 class Subscription:
@@ -115,7 +116,7 @@ class Subscription:
                 return
             self.received += 1
             try:
-                self._on_hint(hint_count(data))
+                self._on_hint(hint_count(data), hint_lane(data))
             except Exception:
                 log.exception("hint handler failed")
 
@@ -152,9 +153,9 @@ class LocalHintChannel:
             path.unlink()
         return Subscription(path, on_hint)
 
-    def publish(self, queue_name: str, count: int | None = None) -> int:
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int:
         """Tell every listener of ``queue_name`` on this machine (that ``count`` messages were
-        sent, if given); returns how many were told."""
+        sent, to ``lane``, if given); returns how many were told."""
         self.published += 1
         told = 0
         try:
@@ -165,7 +166,7 @@ class LocalHintChannel:
             sock.setblocking(False)
             for path in paths:
                 try:
-                    sock.sendto(hint_payload(count), str(path))
+                    sock.sendto(hint_payload(count, lane), str(path))
                     told += 1
                 except OSError as exc:
                     if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):  # its process is gone
@@ -213,8 +214,8 @@ class FanoutHintChannel:
             raise
         return _FanoutSubscription(parts)
 
-    def publish(self, queue_name: str, count: int | None = None) -> int:
-        return sum(channel.publish(queue_name, count) for channel in self.channels)
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int:
+        return sum(channel.publish(queue_name, count, lane) for channel in self.channels)
 
 
 def _account_name() -> str:

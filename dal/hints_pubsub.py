@@ -3,7 +3,7 @@
 ``PHOTOMOSAICS_HINTS_URL=redis://host:6379/0`` (``rediss://`` for TLS, ``unix:///path``) turns
 it on; every process that sends or listens must have it. A hint for queue ``q`` is one
 ``PUBLISH photomosaics-hints:<account>:q w<count>`` (``dal.hint_payload``); a listener holds
-one ``SUBSCRIBE`` connection per queue and turns each message into ``on_hint(count)``. The
+one ``SUBSCRIBE`` connection per queue and turns each message into ``on_hint(count, lane)``. The
 account name keeps two deployments that share one server (staging and production) from
 waking each other.
 
@@ -19,9 +19,9 @@ The server is never trusted for the work, and not even for latency:
   one refused connection at most every 5 s, not a stall per message.
 - **A subscription knows when it is deaf**: on a lost connection it flags itself unhealthy (the
   listener then polls with its short cap, ``poll_max``, instead of the hinted 60 s) and calls
-  ``on_hint(None)`` once, so the listener polls at once rather than sleeping out a long wait
+  ``on_hint(None, None)`` once, so the listener polls at once rather than sleeping out a long wait
   that no hint will now shorten. It reconnects with back-off (0.5 s doubling to 10 s), and
-  on success calls ``on_hint(None)`` again: hints sent while it was away are covered by that poll.
+  on success calls ``on_hint(None, None)`` again: hints sent while it was away are covered by that poll.
   Nothing is lost either way; the messages were in the queue all along.
 """
 
@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from dal.hint_payload import OnHint, hint_count, hint_payload
+from dal.hint_payload import OnHint, hint_count, hint_lane, hint_payload
 
 __all__ = ["CHANNEL_PREFIX", "PAUSE_AFTER_FAILURE", "RedisHintChannel", "RedisSubscription"]
 
@@ -89,9 +89,9 @@ class RedisSubscription:
         """True while subscribed: hints from any machine reach us."""
         return self._subscribed.is_set()
 
-    def _hint(self, count: int | None = None) -> None:
+    def _hint(self, count: int | None = None, lane: int | None = None) -> None:
         try:
-            self._on_hint(count)
+            self._on_hint(count, lane)
         except Exception:
             log.exception("hint handler failed")
 
@@ -119,7 +119,7 @@ class RedisSubscription:
                         self._tried.set()
                     if message is not None and message.get("type") == "message":
                         self.received += 1
-                        self._hint(hint_count(message.get("data")))
+                        self._hint(hint_count(message.get("data")), hint_lane(message.get("data")))
             except errors as exc:
                 if self._closed.is_set():
                     break
@@ -178,7 +178,7 @@ class RedisHintChannel:
     def subscribe(self, queue_name: str, on_hint: OnHint) -> RedisSubscription:
         return RedisSubscription(self.url, self.channel(queue_name), on_hint)
 
-    def publish(self, queue_name: str, count: int | None = None) -> int:
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int:
         """PUBLISH the hint; returns how many subscribers the server reached (0 when down)."""
         self.published += 1
         if time.monotonic() < self._paused_until:
@@ -187,7 +187,7 @@ class RedisHintChannel:
             with self._lock:
                 if self._client is None:
                     self._client = _client(self.url)
-                told = int(self._client.publish(self.channel(queue_name), hint_payload(count)))
+                told = int(self._client.publish(self.channel(queue_name), hint_payload(count, lane)))
         except _connection_errors() as exc:
             self.failures += 1
             self._paused_until = time.monotonic() + PAUSE_AFTER_FAILURE

@@ -22,6 +22,13 @@ the *first* job of each busy client, never behind their backlog.
   lane; a slice in two lanes is rendered twice, harmlessly (idempotent handlers).
 - **Cost**: nothing per job for a client's first job; a receive that finds lane 0 empty
   costs one more call (a later job's slice, and the idle poll, which is 1 per 60 s with hints).
+  With hints heard (``skip_known_empty``, set by a hint-covered listener) a lane that came back
+  empty is skipped for ``KNOWN_EMPTY_SECONDS`` (15 s) unless a hint names it (hints carry their
+  lane: ``dal.hint_payload``), a hint names none (a hand-back), or a message was released into
+  it (a retry): so a job's last receive, and the reversed one, cost one call, not one per lane.
+  When every lane would be skipped (the listener's own safety-net poll), every lane is tried,
+  so an unhinted send (another machine without pub/sub) waits for that poll, as before, or at
+  most 15 s while the listener is busy with other lanes' hinted work.
 
 ``PHOTOMOSAICS_FAIR_LANES=1`` is plain first come, first served (one queue). Like shards,
 lowering L strands the messages in the dropped lanes: drain them first. Every lane has the
@@ -31,16 +38,19 @@ shards of ``PHOTOMOSAICS_SLICE_SHARDS`` (``slicerequest-lane1-1``...).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from dal.shards import ShardedQueue, shard_names
 
-__all__ = ["LANE_SUFFIX", "MAX_LANES", "REVERSE_EVERY", "PriorityLanes", "lane_for", "lane_name", "slice_queue_names"]
+__all__ = ["KNOWN_EMPTY_SECONDS", "LANE_SUFFIX", "MAX_LANES", "REVERSE_EVERY", "PriorityLanes", "lane_for", "lane_name",
+           "slice_queue_names"]  # fmt: skip
 
 MAX_LANES = 8
 LANE_SUFFIX = "lane"
 REVERSE_EVERY = 5
+KNOWN_EMPTY_SECONDS = 15.0
 
 
 def lane_name(base: str, lane: int) -> str:
@@ -67,17 +77,60 @@ class PriorityLanes(ShardedQueue):
         self.lanes = list(lanes)
         self._receives = 0
         self._count_lock = threading.Lock()
+        self._lane_of = {shard.name: i for i, lane in enumerate(self.lanes) for shard in getattr(lane, "shards", [lane])}
+        # Skipping lanes known to be empty is only safe while hints announce new work: the
+        # listener sets this before each receive (False: every receive tries every lane).
+        self.skip_known_empty = False
+        self._empty_at: dict[int, float] = {}  # lane -> when a receive found it empty
+        self._not_before: dict[int, float] = {}  # lane -> a released message is visible again by then
+        self._hints = [0] * len(self.lanes)  # per lane: hints heard (a receive racing one marks nothing)
 
     def __repr__(self) -> str:
         return f"PriorityLanes({self.lanes!r})"
 
+    def hinted(self, lane: int | None) -> None:
+        """A hint for ``lane`` (None: any lane) arrived: try it again on the next receive."""
+        with self._count_lock:
+            named = lane is not None and 0 <= lane < len(self.lanes)
+            for i in [lane] if named else range(len(self.lanes)):  # type: ignore[list-item]
+                self._hints[i] += 1
+                self._empty_at.pop(i, None)
+
+    def release(self, received: Any, *, delay: int = 0) -> bool:
+        """Make a held message visible again (after ``delay``): its lane is worth a call then."""
+        lane = self._lane_of.get(received.queue_name)
+        if lane is not None:
+            with self._count_lock:
+                self._empty_at.pop(lane, None)
+                self._not_before[lane] = max(self._not_before.get(lane, 0.0),
+                                             time.monotonic() + delay + KNOWN_EMPTY_SECONDS)  # fmt: skip
+        return super().release(received, delay=delay)
+
     def accept_messages(self, max_messages: int = 16, **options: Any) -> list[Any]:
-        """One receive from the highest lane with work (every ``REVERSE_EVERY``-th: lowest first)."""
+        """One receive from the highest lane with work (every ``REVERSE_EVERY``-th: lowest first),
+        skipping the lanes known to be empty (see the module docstring)."""
         with self._count_lock:
             self._receives += 1
             reverse = self._receives % REVERSE_EVERY == 0
-        for lane in reversed(self.lanes) if reverse else self.lanes:
-            batch = lane.accept_messages(max_messages, **options)
+            now = time.monotonic()
+            skip = {
+                i for i, at in self._empty_at.items()
+                if now - at < KNOWN_EMPTY_SECONDS and now >= self._not_before.get(i, 0.0)
+            } if self.skip_known_empty else set()  # fmt: skip
+            if len(skip) >= len(self.lanes):  # the listener polls anyway (its cap, a nudge): try them all
+                skip = set()
+            hints = list(self._hints)
+        order = range(len(self.lanes) - 1, -1, -1) if reverse else range(len(self.lanes))
+        for i in order:
+            if i in skip:
+                continue
+            started = time.monotonic()
+            batch = self.lanes[i].accept_messages(max_messages, **options)
+            with self._count_lock:
+                if batch:
+                    self._empty_at.pop(i, None)
+                elif self._hints[i] == hints[i]:  # a hint for it during the call: not known empty
+                    self._empty_at[i] = started
             if batch:
                 return list(batch)
         return []

@@ -68,9 +68,9 @@ ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
 REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CLIENT_ID = re.compile(ID_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report", "row_etag"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report", "row_etag", "job_done"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses", "band", "report", "row_etag"}
+_OMITTED_WHEN_NONE = {"max_uses", "band", "report", "row_etag", "job_done"}
 _ETAG = re.compile(r"[\x21-\x7e]{1,200}")  # a table entity's ETag: printable ASCII, no spaces
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
@@ -123,7 +123,13 @@ _FIELD_CHECKS: dict[str, Any] = {
     "band": lambda v: v is None or _check_band(v),
     "report": lambda v: v is None or _check_report(v),
     "row_etag": lambda v: v is None or _check_etag(v),
+    "job_done": lambda v: v is None or _check_true("job_done", v),
 }
+
+
+def _check_true(name: str, value: object) -> None:
+    if value is not True:  # a flag that is either there (true) or absent: one spelling on the wire
+        raise _fail(f"{name} must be true or absent, got {str(value)[:40]!r}")
 
 
 def _check_etag(value: object) -> None:
@@ -387,6 +393,9 @@ class ImageResponseMessage(QueueMessage):
 
     image_uri: str
     row_etag: str | None = None
+    # True: the stitcher finished the job itself (since issue 8): the responder has nothing to
+    # write and need not read the row to learn it. Absent from older controllers.
+    job_done: bool | None = None
 
     TYPE: ClassVar[str] = "ImageResponse"
     QUEUE: ClassVar[str] = IMAGE_RESPONSE_QUEUE

@@ -127,6 +127,7 @@ class ImageProcessingQueue(StoredQueue):
         # Lane 0 is the queue itself; lane i > 0 is "<name>-lane<i>" (dal.lanes). Shard 0 is the
         # lane itself; shard i > 0 is "<lane>-<i>" (dal.shards). All carry the same message type.
         base = lane_name(name, lane)
+        self.lane = lane
         self.short_name = f"{base}-{shard}" if shard else base
         self.settings = settings or Settings()
         claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
@@ -364,7 +365,7 @@ class ImageProcessingQueue(StoredQueue):
         if channel is None:
             return
         try:
-            channel.publish(self.hint_name, count)
+            channel.publish(self.hint_name, count, self.lane)
         except Exception:  # a hint is an optimisation: losing it costs one poll interval
             log.warning("queue %s: work-detected hint not published", self.name, exc_info=True)
 

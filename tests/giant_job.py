@@ -80,17 +80,20 @@ def _start_web(pipe: Pipeline) -> tuple[RoleProcess, str]:
         time.sleep(0.2)
 
 
-def _download(session: requests.Session, url: str, path: Path | None = None) -> tuple[int, bytes]:
-    """Stream ``url`` (to ``path``, or nowhere); its length in bytes and its first 64 KB."""
-    total, head = 0, b""
+def _download(session: requests.Session, url: str, path: Path | None = None) -> tuple[int, bytes, bytes, int]:
+    """Stream ``url`` (to ``path``, or nowhere): the bytes received, the first 64 KB, the last
+    two bytes, and the length the server declared (its ``Content-Length``)."""
+    total, head, tail = 0, b"", b""
     with session.get(url, stream=True, timeout=120) as response:
         response.raise_for_status()
+        declared = int(response.headers["Content-Length"])
         with path.open("wb") if path else open(os.devnull, "wb") as out:
             for chunk in response.iter_content(1 << 20):
                 out.write(chunk)
                 head = head or chunk[: 1 << 16]
+                tail = (tail + chunk)[-2:]
                 total += len(chunk)
-    return total, head
+    return total, head, tail, declared
 
 
 def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Path) -> dict[str, Any]:
@@ -116,11 +119,12 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
         answer = get(f"/api/jobs/{rid}/dzi_files/{level}/{column}_{row}.jpg")
         assert answer.status_code == 200, (level, column, row, answer.text[:300])
         tiles[level, column, row] = answer.content
-    result_bytes, result_head = _download(session, f"{base}{job['result_url']}?download=1")
+    result_bytes, result_head, result_tail, result_declared = _download(session, f"{base}{job['result_url']}?download=1")
     zip_path = tmp / "pyramid.zip"
-    zip_bytes, _ = _download(session, f"{base}{job['pyramid_url']}", zip_path)
+    zip_bytes, *_ = _download(session, f"{base}{job['pyramid_url']}", zip_path)
     return {"dzi": dzi, "previews": previews, "tiles": tiles, "result_bytes": result_bytes, "result_head": result_head,
-            "pyramid_zip": zip_path, "pyramid_bytes": zip_bytes}  # fmt: skip
+            "result_tail": result_tail, "result_declared": result_declared, "pyramid_zip": zip_path,
+            "pyramid_bytes": zip_bytes}  # fmt: skip
 
 
 def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, processors: int = 2, slices: int = 1,

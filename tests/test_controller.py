@@ -187,6 +187,7 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
 
     # The responder finds the job done and changes nothing; the "done" line was written once.
     assert response.message.row_etag is None  # type: ignore[attr-defined]  # nothing left for its merge
+    assert response.message.job_done is True  # type: ignore[attr-defined]  # ... nor for a read
     responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)

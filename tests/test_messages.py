@@ -137,6 +137,11 @@ def test_an_image_response_may_carry_the_rows_etag() -> None:
     for bad in ("", "with space", "x" * 201, 7):
         with pytest.raises(QueueMessageFormatException, match="row_etag"):
             QueueMessage.parse(json.dumps({**json.loads(tagged.payload()), "row_etag": bad}))
+    done = dataclasses.replace(plain, job_done=True)  # the stitcher finished the job itself
+    assert QueueMessage.parse(done.payload()) == done and json.loads(done.payload())["job_done"] is True
+    for bad in (False, 1, "true"):
+        with pytest.raises(QueueMessageFormatException, match="job_done"):
+            QueueMessage.parse(json.dumps({**json.loads(done.payload()), "job_done": bad}))
 
 
 def reason_of(text: str | bytes, **kwargs: object) -> str:

@@ -25,6 +25,7 @@ from PIL import Image
 
 from dal.azurite import Azurite, read_status
 from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+from dal.messages import SliceRequestMessage
 from dal.queues import QueueAccessor, ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
@@ -176,6 +177,60 @@ def test_hint_credit_no_receive_after_the_announced_messages_were_taken(storage,
         thread.join(timeout=15)
         queue._client.delete_queue()
         queue.poison._client.delete_queue()
+
+
+def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: str) -> None:  # type: ignore[no-untyped-def]
+    """Priority lanes under hints: a job's last receive (and the reversed one) tries only the lanes
+    that may hold work, one call instead of one per lane; with every lane in doubt, all are tried."""
+    from dataclasses import replace as _replace
+
+    from dal.config import Settings, StorageClients
+    from dal.lanes import PriorityLanes
+    from dal.metrics import TransactionCounter
+
+    counter = TransactionCounter()
+    counted = StorageClients(storage.connection_string, response_hook=counter)
+    queues = QueueAccessor(counted, settings=_replace(Settings(), fair_lanes=2, slice_shards=1), prefix=f"l{unique}")
+    for lane in queues.slice_request_queues():
+        lane.ensure_exists()
+    lanes = queues.slice_requests
+    assert isinstance(lanes, PriorityLanes)
+    lanes.skip_known_empty = True  # what a hint-covered listener sets
+
+    def receive() -> tuple[list[ReceivedMessage], int]:
+        before = counter.counts().get("queue GetMessages", 0)
+        got = lanes.accept_messages(1, visibility_timeout=30)
+        return got, counter.counts().get("queue GetMessages", 0) - before
+
+    def send(lane: int) -> None:
+        queue = queues.slice_lanes[lane][0]
+        queue.hints = None
+        queue.put_text(SliceRequestMessage(queue_uri=queue.url, client_id="tester", request_id=str(uuid.uuid4()),
+                                           image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
+                                           slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
+                                           slice_sequence=0, tile_size=8).payload())  # fmt: skip
+
+    try:
+        assert receive() == ([], 2)  # nothing known: both lanes tried
+        send(0)
+        lanes.hinted(0)  # the send's hint names lane 0
+        got, calls = receive()
+        assert len(got) == 1 and calls == 1
+        assert receive() == ([], 1)  # the trailing receive: lane 1 was empty, no hint named it
+        assert receive() == ([], 2)  # every lane in doubt (the listener's own poll): all tried
+        send(1)
+        lanes.hinted(1)
+        got, calls = receive()  # the fifth receive goes lowest lane first: lane 1, found at once
+        assert len(got) == 1 and calls == 1 and got[0].queue_name == queues.slice_lanes[1][0].name
+        lanes.release(got[0])  # a released message makes its lane worth a call again
+        got, calls = receive()
+        assert len(got) == 1 and calls == 1  # lane 0 still known empty: straight to lane 1
+        lanes.skip_known_empty = False  # no hints heard: every receive tries every lane, as before
+        assert receive() == ([], 2) and receive() == ([], 2)
+    finally:
+        for lane in queues.slice_request_queues():
+            lane._client.delete_queue()
+            lane.poison._client.delete_queue()
 
 
 # -- elastic dequeue ----------------------------------------------------------------------

@@ -523,6 +523,8 @@ class JobController:
                 # unchanged; none when we finished the job ourselves (the stitch does, since issue 8):
                 # the responder's read then finds it done and writes nothing.
                 row_etag=None if job.status in TERMINAL_STATUSES else job.etag,
+                # Done in our output write: say so, and the responder does not read the row to learn it.
+                job_done=True if job.status == JobStatus.DONE else None,
             )
         )
 

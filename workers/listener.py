@@ -200,14 +200,17 @@ class QueueListener:
         self._idle_polls = 0
         self._wake.set()
 
-    def _on_hint(self, count: int | None = None) -> None:
+    def _on_hint(self, count: int | None = None, lane: int | None = None) -> None:
         """A work-detected hint for our queue arrived (from the hint channel's thread): ``count``
-        messages were sent (None: unknown)."""
+        messages were sent (None: unknown), to priority lane ``lane`` (None: unknown)."""
         added = math.inf if count is None else max(0, count)
         with self._lock:
             self.stats["hints"] += 1
             self._credit += added
             self._hinted_during += added
+        hinted = getattr(self.queue, "hinted", None)  # priority lanes: that lane is worth a call again
+        if callable(hinted):
+            hinted(lane)
         self._woken_by_hint = True
         self._idle_polls = 0
         self._wake.set()  # not nudge(): a hint of 0 messages asks for no poll (the credit decides)
@@ -300,6 +303,8 @@ class QueueListener:
                 want = min(want, max_messages - self.stats["received"])
             leased_at = time.monotonic()  # the lease starts no earlier than the request
             by_hint, self._woken_by_hint = self._woken_by_hint, False
+            if hasattr(self.queue, "skip_known_empty"):  # priority lanes: trust hints while they are heard
+                self.queue.skip_known_empty = self.hint_covered
             with self._lock:  # only hints from here on can announce what this receive misses
                 self._hinted_during = 0.0
             self._wake.clear()

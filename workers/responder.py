@@ -1,8 +1,8 @@
 """The responder: consumes ``imageresponse`` and marks the job done, if it is not already.
 
 Since issue 8 the controller marks a job done itself, in the write that records its outputs
-(no queue hop between a stored mosaic and the person waiting for it); the responder then
-reads the row, finds it done and writes nothing. It still finishes the jobs of a controller
+(no queue hop between a stored mosaic and the person waiting for it), and its ImageResponse
+says so (``job_done``): the responder then neither reads nor writes the row. It still finishes the jobs of a controller
 of an older release (a rolling upgrade), which leaves that to it.
 
 Its own role (``photomosaics responder``) rather than a thread inside the web app: the web
@@ -15,7 +15,7 @@ One table write when it can: a response whose stitcher left the job unfinished c
 ETag of the row as it left it (``row_etag``), so the responder merges "done" into it
 conditionally, without reading it first. Any change since (a duplicate already finished it, a
 failure, a delete) fails that condition, and the responder reads the row and decides as before.
-A stitcher that finished the job sends no ETag: the read finds it done.
+A stitcher that finished the job sends no ETag but ``job_done``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class Responder:
                 return None
             return replace(job, status=JobStatus.DONE, output_name=job.output_name or output)
 
+        if message.job_done:  # its stitcher finished it in its output write: nothing to read or write
+            log.info("job %s done by its stitcher", rid)
+            return
         if message.row_etag is not None and self.services.jobs.update_if_unchanged(
             message.client_id, rid, message.row_etag, status=JobStatus.DONE
         ):  # the row is the one the stitcher wrote, output_name included: done, without a read
