@@ -40,7 +40,7 @@ import numpy as np
 
 from .signatures import SUB
 
-STEPS = 8  # gain levels: FLOOR/8 .. 8/8
+STEPS = 8  # gain levels: FLOOR/8 .. 8/8 (``attenuate`` divides by 2·STEPS = 16 with a shift)
 CONTRAST = (3, 2)  # gain = 3/2 · σ_cell / σ_tile before clamping (a ratio of integers: exact)
 FLOOR = 2  # the lowest gain, in steps: a tile keeps at least 2/8 of its contrast
 _LUMA = np.array([299, 587, 114], np.int64)  # Rec. 601 weights ×1000: integer luma
@@ -96,13 +96,18 @@ def attenuate(pixels: np.ndarray, means: np.ndarray, levels: np.ndarray) -> np.n
     ``pixels``: ``(n, ..., 3) uint8``; ``means``: ``(n, 3)``; ``levels``: ``(n,)``.
     """
     shape = (pixels.shape[0],) + (1,) * (pixels.ndim - 2) + (3,)
-    mean = means.astype(np.int32).reshape(shape)
-    level = levels.astype(np.int32).reshape((-1,) + (1,) * (pixels.ndim - 1))
-    out = mean + (2 * level * (pixels.astype(np.int32) - mean) + STEPS) // (2 * STEPS)
+    mean = means.astype(np.int16).reshape(shape)
+    level = (2 * levels).astype(np.int16).reshape((-1,) + (1,) * (pixels.ndim - 1))
+    out = pixels.astype(np.int16)  # |2·level·(pixel − mean)| ≤ 16 · 255: int16 is enough
+    out -= mean
+    out *= level
+    out += STEPS
+    out >>= 4  # ÷ 2·STEPS, rounded down (an arithmetic shift is a floor division)
+    out += mean
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
 def local_blend(levels: np.ndarray, blend: int) -> np.ndarray:
     """Each cell's blend percent: ``blend`` at full gain, rising linearly to 100 at FLOOR."""
     span = STEPS - FLOOR
-    return blend + ((100 - blend) * (STEPS - np.maximum(levels, FLOOR)) + span // 2) // span
+    return (blend + ((100 - blend) * (STEPS - np.maximum(levels, FLOOR)) + span // 2) // span).astype(np.int32)

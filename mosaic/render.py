@@ -304,7 +304,8 @@ def _compose_matched(
     """``compose`` with each tile's contrast held to its cell's (``detail``).
 
     Returns the pixels, the placed tiles' sub-cells (as the blend needs them) and each
-    cell's gain level. Each distinct (tile, level) pair is made once.
+    cell's gain level. Tiles at full gain are placed as they are; each distinct (tile,
+    level) pair below it is made once.
     """
     rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
@@ -314,12 +315,18 @@ def _compose_matched(
     means = library.cached(("tile-means", tile_size, mirror), lambda: detail.tile_means(sub))
     flat = choice.ravel().astype(np.int64)
     levels = detail.gain_levels(_sub_cells(cells), variance[flat])
-    unique, inverse = np.unique(levels * tiles.shape[0] + flat, return_inverse=True)
-    which, level = unique % tiles.shape[0], unique // tiles.shape[0]
-    inverse = inverse.reshape(rows, cols)
-    out = compose(inverse, detail.attenuate(tiles[which], means[which], level))
-    placed = _arrange_sub(detail.attenuate(sub[which], means[which], level)[inverse.ravel()], rows, cols)
-    return out, placed, levels
+    placed = sub[flat]
+    quiet = np.flatnonzero(levels < detail.STEPS)
+    if not quiet.size:
+        return compose(choice, tiles), _arrange_sub(placed, rows, cols), levels
+    count = tiles.shape[0]
+    unique, inverse = np.unique(levels[quiet] * count + flat[quiet], return_inverse=True)
+    which, level = unique % count, unique // count
+    source = np.concatenate([tiles, detail.attenuate(tiles[which], means[which], level)])  # one gather places both
+    index = flat.copy()
+    index[quiet] = count + inverse.ravel()
+    placed[quiet] = detail.attenuate(sub[which], means[which], level)[inverse.ravel()]
+    return compose(index.reshape(rows, cols), source), _arrange_sub(placed, rows, cols), levels
 
 
 def render(

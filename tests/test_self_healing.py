@@ -233,6 +233,42 @@ def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: st
             lane.poison._client.delete_queue()
 
 
+def test_a_handed_back_lane_message_is_announced_where_the_listeners_listen(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A dead processor held a slice of lane 1 (``slicerequest-lane1``): the hand-back makes it
+    visible and hints under the name the processors subscribe to, the one every send uses."""
+    from dataclasses import replace as _replace
+
+    from dal.config import Settings
+    from workers.leases import HeldMessage, LeaseJournal, hand_back
+
+    queues = QueueAccessor(storage, settings=_replace(Settings(), fair_lanes=2, slice_shards=1), prefix=f"h{unique}")
+    for lane in queues.slice_request_queues():
+        lane.ensure_exists()
+    lanes = queues.slice_requests
+    lane1 = queues.slice_lanes[1][0]
+    try:
+        lane1.hints = None
+        lane1.put_text(SliceRequestMessage(queue_uri=lane1.url, client_id="tester", request_id=str(uuid.uuid4()),
+                                           image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
+                                           slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
+                                           slice_sequence=0, tile_size=8).payload())  # fmt: skip
+        held = lanes.accept_messages(1, visibility_timeout=300)
+        assert len(held) == 1 and held[0].queue_name == lane1.name != lanes.name
+        dead_pid = 2**22 + 7  # past pid_max's default: no live process has it
+        LeaseJournal(tmp_path, pid=dead_pid).record("processor", lanes.name, [HeldMessage(held[0], held[0], 0.0)])
+        announced: list[str] = []
+        assert hand_back(tmp_path, dead_pid, storage.queue_service, announce=announced.append) == 1
+        # What the processors subscribe to (the listener's queue name) and what a send to lane 1 hints under.
+        assert announced == [lanes.name] == [lane1.hint_name]
+        again = lanes.accept_messages(1, visibility_timeout=30)
+        assert [m.id for m in again] == [held[0].id]  # visible at once, not after its 300 s lease
+        assert not (tmp_path / f"{dead_pid}.json").exists()
+    finally:
+        for lane in queues.slice_request_queues():
+            lane._client.delete_queue()
+            lane.poison._client.delete_queue()
+
+
 # -- elastic dequeue ----------------------------------------------------------------------
 
 

@@ -137,9 +137,11 @@ class LeaseJournal:
             if record.done:
                 continue
             current = record.current
-            # The message's own queue: a sharded listener (dal.shards) holds messages of several.
+            # The message's own queue: a sharded or laned listener (dal.shards, dal.lanes) holds
+            # messages of several. The hint goes to the name the listeners subscribe to (the
+            # base queue's): a hint for "slicerequest-lane1" would reach no one.
             queue = getattr(current, "queue_name", None) or queue_name
-            entries.append({"queue": queue, "id": current.id, "pop_receipt": current.pop_receipt})
+            entries.append({"queue": queue, "hint": queue_name, "id": current.id, "pop_receipt": current.pop_receipt})
         with self._lock:
             if self._by_listener.get(listener, []) == entries:
                 return
@@ -169,8 +171,9 @@ def read_journal(folder: str | Path, pid: int) -> list[dict[str, Any]]:
 def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any = None) -> int:
     """Make visible at once the messages a dead process ``pid`` held; returns how many.
 
-    ``queue_service`` is an ``azure.storage.queue.QueueServiceClient``; ``announce(queue)``,
-    if given, publishes a work-detected hint for each queue that got a message back.
+    ``queue_service`` is an ``azure.storage.queue.QueueServiceClient``; ``announce(name)``,
+    if given, publishes a work-detected hint (no count, no lane: "poll now, anywhere") under
+    the name each listener that got a message back subscribes to.
     """
 
     handed, queues = 0, set()
@@ -182,7 +185,7 @@ def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any
             log.warning("hand-back of message %s in %s failed: %s", entry["id"], entry["queue"], exc)
             continue
         handed += 1
-        queues.add(entry["queue"])
+        queues.add(str(entry.get("hint") or entry["queue"]))  # a journal of an older release has no "hint"
     if announce is not None:
         for name in sorted(queues):
             with contextlib.suppress(Exception):
