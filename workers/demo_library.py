@@ -66,8 +66,9 @@ DEMO_LIBRARY_NAME = "demo"
 DEMO_DESCRIPTION = "Demo: crops of the sample photographs shipped with scikit-image and scikit-learn"
 TILE_PIXELS = 64
 # Above 2,048 tiles (4,096 candidates with mirror images) the engine searches an inverted file
-# (mosaic/tile_index.py), cheaper than the full scan: 2,000 tiles rendered 12 MP at tile 16 in
-# 2.2x the time of 640, 2,100 in 1.2x (warm; 1 MP: 1.0x and 0.7x).
+# (mosaic/tile_index.py), cheaper than the full scan: against the 640-tile render, 2,000 tiles
+# took 2.2-2.5x at 12 MP, tile 16 and 1.4-2.8x at 1 MP, tile 8; 2,100 tiles 1.2x and 0.7x
+# (warm, interleaved, on a busy machine).
 DEMO_TILES = 2100
 COVERAGE_STEP = 5.0  # the CIELAB grid of colours the library should reach (L*, a*, b* step)
 COVERAGE_RADIUS = 10.0  # a grid colour is covered when a tile's mean is this close (ΔE76)
@@ -100,6 +101,9 @@ _SCALES: tuple[float, ...] = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1)
 # green crops are not crowded out by orange) above the layout inside the tile.
 _COLOUR_WEIGHTS = np.array([1.0, 1.5, 1.5])
 _LAYOUT_WEIGHT = 0.4
+_GREY_CHROMA = 10.0
+_THUMB = 16  # the crops' thumbnails, from which signatures and grades are computed
+_MIN_GAIN = 4  # a graded tile must cover at least this many more grid colours
 
 
 def _ladder(low: float, ratio: float, steps: int) -> np.ndarray:
@@ -111,9 +115,6 @@ def _ladder(low: float, ratio: float, steps: int) -> np.ndarray:
 
 # The lightness curve's parameters tried: 2^-10 .. 2^10 in steps of 2^(1/8), by products only.
 _K_LADDER = _ladder(2.0**-10, float(np.sqrt(np.sqrt(np.sqrt(2.0)))), 161)
-_GREY_CHROMA = 10.0
-_THUMB = 16  # the crops' thumbnails, from which signatures and grades are computed
-_MIN_GAIN = 4  # a graded tile must cover at least this many more grid colours
 
 
 class DemoPhotosMissing(PhotoMosaicsError, RuntimeError):
