@@ -144,3 +144,27 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, 
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
     assert pipe.services.queues.slice_response.approximate_depth() == 0
     assert CLIENT_ID  # the helper's client id owns the job
+
+
+_BLAS_PROBE = (
+    "from workers.processor import limit_blas_threads\n"
+    "from threadpoolctl import threadpool_info\n"
+    "print(limit_blas_threads(), sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}))\n"
+)
+
+
+@pytest.mark.parametrize(("chosen", "expected"), [(None, "1 [1]"), ("2", "None [2]")])
+def test_a_processor_renders_on_one_blas_thread_unless_the_operator_chose(chosen: str | None, expected: str) -> None:
+    """One processor per core: BLAS's own threads would fight the other processors for them."""
+    import os
+    import subprocess
+    import sys
+
+    from workers.processor import BLAS_THREAD_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+    if chosen:
+        env["OPENBLAS_NUM_THREADS"] = chosen
+    probe = subprocess.run([sys.executable, "-c", _BLAS_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == expected
