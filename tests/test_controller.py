@@ -145,6 +145,17 @@ def render_fake_slices(pipe: Pipeline, rid: str, job_slices: int, width: int, he
     return mosaic
 
 
+def dispatched_with_rendered_slices(pipe: Pipeline, slices: int) -> tuple[JobController, str, np.ndarray]:
+    """A job sliced by a controller and its slices rendered (fake): the controller, the job's id
+    and the whole mosaic its slices make, ready for slice responses."""
+    ctl = controller(pipe)
+    rid, _, request = submit_and_slice(pipe, slices=slices)
+    ctl.handle_image_request(request)
+    job = pipe.job(rid)
+    assert job is not None
+    return ctl, rid, render_fake_slices(pipe, rid, slices, job.output_width, job.output_height)
+
+
 def send_responses(pipe: Pipeline, rid: str, sequences: list[int]) -> None:
     queue = pipe.services.queues.slice_response
     url = pipe.services.blobs.blob_url(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
@@ -153,12 +164,7 @@ def send_responses(pipe: Pipeline, rid: str, sequences: list[int]) -> None:
 
 
 def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> None:
-    ctl = controller(pipe)
-    rid, _, request = submit_and_slice(pipe, slices=3)
-    ctl.handle_image_request(request)
-    job = pipe.job(rid)
-    assert job is not None
-    mosaic = render_fake_slices(pipe, rid, 3, job.output_width, job.output_height)
+    ctl, rid, mosaic = dispatched_with_rendered_slices(pipe, 3)
 
     send_responses(pipe, rid, [0, 0, 1])  # a duplicate
     for received in receive_all(pipe.services.queues.slice_response, 3):
@@ -284,12 +290,7 @@ def test_two_controllers_racing_on_every_slice_stitch_exactly_once(pipe: Pipelin
 
 def test_the_stitch_claim_is_the_completing_write_retaken_by_its_own_message_and_when_stale(pipe: Pipeline) -> None:
     """No claim blob: the write that completes the slices names its message as the stitcher."""
-    ctl = controller(pipe)
-    rid, _, request = submit_and_slice(pipe, slices=2)
-    ctl.handle_image_request(request)
-    job = pipe.job(rid)
-    assert job is not None
-    render_fake_slices(pipe, rid, 2, job.output_width, job.output_height)
+    ctl, rid, _ = dispatched_with_rendered_slices(pipe, 2)
     send_responses(pipe, rid, [0, 1])
     first, last = sorted(receive_all(pipe.services.queues.slice_response, 2), key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
     completed = [False]
@@ -318,12 +319,7 @@ def test_the_stitch_claim_is_the_completing_write_retaken_by_its_own_message_and
 
 
 def test_a_controller_that_died_mid_stitch_is_replaced_by_its_redelivered_message(pipe: Pipeline) -> None:
-    ctl = controller(pipe)
-    rid, _, request = submit_and_slice(pipe, slices=1)
-    ctl.handle_image_request(request)
-    job = pipe.job(rid)
-    assert job is not None
-    mosaic = render_fake_slices(pipe, rid, 1, job.output_width, job.output_height)
+    ctl, rid, mosaic = dispatched_with_rendered_slices(pipe, 1)
     send_responses(pipe, rid, [0])
     [first] = receive_all(pipe.services.queues.slice_response, 1)
     # Controller A records the slice, which claims the stitch, then "dies" before stitching.
