@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dal.config import Settings, account_name
-from dal.hint_payload import OnHint, hint_count, hint_lane, hint_payload
+from dal.hint_payload import OnHint, OnTaken, hint_count, hint_lane, hint_payload, hint_taken
 from dal.hints_pubsub import RedisHintChannel
 
 __all__ = [
@@ -86,9 +86,10 @@ class HintSubscription(Protocol):
 class HintChannel(Protocol):
     """What listeners and senders need of a hint channel, local or across machines."""
 
-    def subscribe(self, queue_name: str, on_hint: OnHint) -> HintSubscription: ...
+    def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> HintSubscription: ...
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int: ...
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
+                taken_by: str | None = None) -> int: ...  # fmt: skip
 
 
 class Subscription:
@@ -96,11 +97,12 @@ class Subscription:
 
     healthy = True  # a bound socket in our own folder hears every local hint
 
-    def __init__(self, path: Path, on_hint: OnHint) -> None:
+    def __init__(self, path: Path, on_hint: OnHint, on_taken: OnTaken | None = None) -> None:
         self.path = path
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.bind(str(path))
         self._on_hint = on_hint
+        self._on_taken = on_taken
         self._closed = threading.Event()
         self.received = 0
         self._thread = threading.Thread(target=self._loop, name=f"hints-{path.name}", daemon=True)
@@ -114,8 +116,12 @@ class Subscription:
                 return  # closed
             if self._closed.is_set() or data == b"close":
                 return
-            self.received += 1
             try:
+                if (taken := hint_taken(data)) is not None:
+                    if self._on_taken is not None:
+                        self._on_taken(*taken)
+                    continue
+                self.received += 1
                 self._on_hint(hint_count(data), hint_lane(data))
             except Exception:
                 log.exception("hint handler failed")
@@ -145,17 +151,19 @@ class LocalHintChannel:
     def __repr__(self) -> str:
         return f"LocalHintChannel({str(self.folder)!r})"
 
-    def subscribe(self, queue_name: str, on_hint: OnHint) -> Subscription:
+    def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> Subscription:
         path = self.folder / f"{queue_name}.{os.getpid()}.{next(_counter)}{_SUFFIX}"
         if len(str(path)) > _MAX_PATH + 7:
             raise ValueError(f"hint socket path too long ({len(str(path))} bytes): {path}; use a shorter {HINT_DIR_ENV}")
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        return Subscription(path, on_hint)
+        return Subscription(path, on_hint, on_taken)
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int:
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
+                taken_by: str | None = None) -> int:  # fmt: skip
         """Tell every listener of ``queue_name`` on this machine (that ``count`` messages were
-        sent, to ``lane``, if given); returns how many were told."""
+        sent, to ``lane``, if given; with ``taken_by``, that this listener took ``count``);
+        returns how many were told."""
         self.published += 1
         told = 0
         try:
@@ -166,7 +174,7 @@ class LocalHintChannel:
             sock.setblocking(False)
             for path in paths:
                 try:
-                    sock.sendto(hint_payload(count, lane), str(path))
+                    sock.sendto(hint_payload(count, lane, taken_by=taken_by), str(path))
                     told += 1
                 except OSError as exc:
                     if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):  # its process is gone
@@ -203,19 +211,22 @@ class FanoutHintChannel:
     def __repr__(self) -> str:
         return f"FanoutHintChannel({self.channels!r})"
 
-    def subscribe(self, queue_name: str, on_hint: OnHint) -> _FanoutSubscription:
+    def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> _FanoutSubscription:
         parts: list[HintSubscription] = []
         try:
             for channel in self.channels:
-                parts.append(channel.subscribe(queue_name, on_hint))
+                parts.append(channel.subscribe(queue_name, on_hint, on_taken))
         except BaseException:
             for part in parts:
                 part.close()
             raise
         return _FanoutSubscription(parts)
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int:
-        return sum(channel.publish(queue_name, count, lane) for channel in self.channels)
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
+                taken_by: str | None = None) -> int:  # fmt: skip
+        # On both channels a peer hears a local hint twice (one empty receive at worst) and a
+        # taken notice twice: the listener counts each notice once (its "<sender>.<n>" name).
+        return sum(channel.publish(queue_name, count, lane, taken_by=taken_by) for channel in self.channels)
 
 
 def _account_name() -> str:

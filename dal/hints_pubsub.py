@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from dal.hint_payload import OnHint, hint_count, hint_lane, hint_payload
+from dal.hint_payload import OnHint, OnTaken, hint_count, hint_lane, hint_payload, hint_taken
 
 __all__ = ["CHANNEL_PREFIX", "PAUSE_AFTER_FAILURE", "RedisHintChannel", "RedisSubscription"]
 
@@ -71,12 +71,13 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 class RedisSubscription:
     """One ``SUBSCRIBE`` connection and the thread that turns its messages into ``on_hint(count)``."""
 
-    def __init__(self, url: str, channel: str, on_hint: OnHint) -> None:
+    def __init__(self, url: str, channel: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> None:
         self.channel = channel
         self.received = 0
         self.reconnects = 0
         self._url = url
         self._on_hint = on_hint
+        self._on_taken = on_taken
         self._closed = threading.Event()
         self._subscribed = threading.Event()  # healthy: subscribed now
         self._tried = threading.Event()  # the first attempt to subscribe is over, either way
@@ -94,6 +95,14 @@ class RedisSubscription:
             self._on_hint(count, lane)
         except Exception:
             log.exception("hint handler failed")
+
+    def _taken(self, count: int, sender: str) -> None:
+        if self._on_taken is None:
+            return
+        try:
+            self._on_taken(count, sender)
+        except Exception:
+            log.exception("taken-notice handler failed")
 
     def _loop(self) -> None:
         errors = _connection_errors()
@@ -118,8 +127,12 @@ class RedisSubscription:
                         ever_subscribed = True
                         self._tried.set()
                     if message is not None and message.get("type") == "message":
+                        data = message.get("data")
+                        if (taken := hint_taken(data)) is not None:
+                            self._taken(*taken)
+                            continue
                         self.received += 1
-                        self._hint(hint_count(message.get("data")), hint_lane(message.get("data")))
+                        self._hint(hint_count(data), hint_lane(data))
             except errors as exc:
                 if self._closed.is_set():
                     break
@@ -175,10 +188,11 @@ class RedisHintChannel:
     def channel(self, queue_name: str) -> str:
         return f"{self.prefix}{queue_name}"
 
-    def subscribe(self, queue_name: str, on_hint: OnHint) -> RedisSubscription:
-        return RedisSubscription(self.url, self.channel(queue_name), on_hint)
+    def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> RedisSubscription:
+        return RedisSubscription(self.url, self.channel(queue_name), on_hint, on_taken)
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None) -> int:
+    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
+                taken_by: str | None = None) -> int:  # fmt: skip
         """PUBLISH the hint; returns how many subscribers the server reached (0 when down)."""
         self.published += 1
         if time.monotonic() < self._paused_until:
@@ -187,7 +201,7 @@ class RedisHintChannel:
             with self._lock:
                 if self._client is None:
                     self._client = _client(self.url)
-                told = int(self._client.publish(self.channel(queue_name), hint_payload(count, lane)))
+                told = int(self._client.publish(self.channel(queue_name), hint_payload(count, lane, taken_by=taken_by)))
         except _connection_errors() as exc:
             self.failures += 1
             self._paused_until = time.monotonic() + PAUSE_AFTER_FAILURE

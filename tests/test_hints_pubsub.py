@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel
+from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel, short_hint_dir
 from dal.hints_pubsub import RedisHintChannel
 from dal.queues import QueueAccessor, ReceivedMessage
 from tests.conftest import require
@@ -116,3 +116,37 @@ def test_server_down_falls_back_to_the_short_poll_and_loses_nothing(storage, uni
         channel.close()
         queue._client.delete_queue()
         queue.poison._client.delete_queue()
+
+
+@pytest.mark.parametrize("kind", ["local", "server"])
+def test_a_taken_notice_reaches_the_peers_that_asked_and_is_no_hint(tmp_path: Path, kind: str, request) -> None:  # type: ignore[no-untyped-def]
+    """``t<count>~<sender>`` (dal.hint_payload) travels like a hint, local datagram and server
+    alike, but reaches only ``on_taken``; a subscriber that did not ask for notices ignores it."""
+    channel: LocalHintChannel | RedisHintChannel
+    if kind == "local":
+        channel = LocalHintChannel(short_hint_dir(tmp_path / "h"))
+    else:
+        channel = RedisHintChannel(request.getfixturevalue("valkey").url, namespace="taken")
+    hints: list[tuple[int | None, int | None]] = []
+    taken: list[tuple[int, str]] = []
+    peer = channel.subscribe("q", lambda count, lane: hints.append((count, lane)), lambda n, who: taken.append((n, who)))
+    older = channel.subscribe("q", lambda count, lane: hints.append((count, lane)))  # asked for no notices
+    try:
+        wait_for(lambda: channel.publish("q", 3, taken_by="peer-a.1") == 2 or None)  # both subscribed
+        channel.publish("q", 2, 1)
+        wait_for(lambda: len(hints) == 2 or None)
+        assert taken[0] == (3, "peer-a.1") and set(taken) == {(3, "peer-a.1")}
+        assert hints == [(2, 1), (2, 1)]  # the hint reached both; the notice was never a hint
+    finally:
+        peer.close()
+        older.close()
+
+
+def test_taken_payloads_round_trip_and_are_told_apart_from_hints() -> None:
+    from dal.hint_payload import hint_count, hint_payload, hint_taken
+
+    assert hint_payload(4, taken_by="3f9a") == b"t4~3f9a"
+    assert hint_taken(b"t4~3f9a") == (4, "3f9a")
+    assert hint_taken(hint_payload(4, 1)) is None and hint_taken(b"w") is None
+    assert hint_taken(b"t4~") is None and hint_taken(b"t-1~x") is None and hint_taken(b"t4~a b") is None
+    assert hint_count(b"t4~3f9a") is None  # an older subscriber reads "poll now": one receive, as before

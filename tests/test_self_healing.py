@@ -179,6 +179,46 @@ def test_hint_credit_no_receive_after_the_announced_messages_were_taken(storage,
         queue.poison._client.delete_queue()
 
 
+def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_in_vain(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two listeners hear the same "4 sent": each tells the other what it took (a taken notice on
+    the hint channel, no storage call), so neither receives again after the fourth is taken."""
+    queue = QueueAccessor(storage, prefix=f"t{unique}").slice_response
+    queue.ensure_exists()
+    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    handled: list[ReceivedMessage] = []
+
+    def slow(received: ReceivedMessage) -> None:  # long enough for both to be busy at once
+        time.sleep(0.3)
+        handled.append(received)
+
+    consumers = [listener(queue, slow, name=f"peer-{i}", hints=channel, batch_size=1, poll_min=0.05, poll_max=0.2,
+                          poll_max_hinted=60.0) for i in range(2)]  # fmt: skip
+    threads = [in_thread(c.run) for c in consumers]
+    try:
+        wait_for(lambda: all(c.stats["empty_receives"] >= 1 for c in consumers) or None)  # subscribed, idle
+        empty_before = [c.stats["empty_receives"] for c in consumers]
+        queue.hints = channel
+        queue.submit([message(queue, seq) for seq in range(4)])  # one hint: "4 messages"
+        wait_for(lambda: sum(c.stats["succeeded"] for c in consumers) == 4 or None)
+        time.sleep(0.6)  # an empty receive after the last one would show by now
+        assert [c.stats["empty_receives"] for c in consumers] == empty_before, [c.stats for c in consumers]
+        assert sum(c.stats["peer_taken"] for c in consumers) == 4  # each heard the other's notices, not its own
+        assert sorted(r.message.slice_sequence for r in handled) == [0, 1, 2, 3]  # type: ignore[attr-defined]
+        # Over a fan-out channel (folder and server) a notice arrives twice: it counts once.
+        first, taken = consumers[0], consumers[0].stats["peer_taken"]
+        first._on_taken(3, "elsewhere.1")
+        first._on_taken(3, "elsewhere.1")
+        first._on_taken(5, f"{first._sender}.99")  # its own, come back
+        assert first.stats["peer_taken"] == taken + 3
+    finally:
+        for c in consumers:
+            c.stop()
+        for t in threads:
+            t.join(timeout=15)
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()
+
+
 def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: str) -> None:  # type: ignore[no-untyped-def]
     """Priority lanes under hints: a job's last receive (and the reversed one) tries only the lanes
     that may hold work, one call instead of one per lane; with every lane in doubt, all are tried."""

@@ -47,6 +47,14 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   same hints, so a credit may be too high (one empty receive, as before), never too low
   for a sent message, except for a lost hint, which the safety-net cap covers as always.
   A message released with a retry delay counts as credit when it is due.
+  **Taken notices**: competing consumers hear the same hints, so each would keep credit for
+  messages a peer took, and receive once more to find nothing (a small job's two processors:
+  2 of its 53 transactions). So a hint-covered listener that received messages tells its peers
+  on the channel (``t<count>~<sender>``, ``dal.hint_payload``: no storage transaction), and a
+  peer lowers its credit by that count (never below zero; unknown credit stays unknown; its own
+  notices come back to it and are ignored, and one heard twice over a fan-out channel counts once). A notice that arrives late or twice leaves a credit
+  too high (one empty receive, as before) or too low (a message a peer is about to take, or the
+  next hint or the safety-net poll): latency at worst, never a lost message.
 - **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
   pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
@@ -58,12 +66,15 @@ Every wait is an ``Event.wait(timeout)``, so a stop request is noticed at once.
 
 from __future__ import annotations
 
+import collections
 import heapq
+import itertools
 import logging
 import math
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -153,7 +164,12 @@ class QueueListener:
         # and the hints heard since the current receive started.
         self._credit = math.inf
         self._hinted_during = 0.0
+        self._sender = uuid.uuid4().hex[:16]  # names our taken notices, so we ignore our own
+        self._notices = itertools.count(1)  # each notice "<sender>.<n>" is unique: heard twice, counted once
+        self._heard: collections.deque[str] = collections.deque(maxlen=256)
         self._poll_asked = False  # nudge() since the last receive started
+        self._retry_pending = False  # a message we released is visible again: worth a receive
+        self._on_credit = False  # the next receive was decided on the hint credit alone
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
         self._last_depth_check = -math.inf
         self._full_streak = 0  # receives in a row that came back full
@@ -180,7 +196,7 @@ class QueueListener:
         self.stats: dict[str, int] = dict.fromkeys(
             ("receives", "empty_receives", "received", "handled", "succeeded", "failed", "poisoned", "released",
              "renewed", "lost", "hints", "hint_pickups", "poll_pickups", "depth_checks", "scale_ups", "scale_downs",
-             "peak_concurrency", "running", "peak_running"),
+             "peak_concurrency", "running", "peak_running", "peer_taken"),
             0,
         )
 
@@ -214,6 +230,28 @@ class QueueListener:
         self._woken_by_hint = True
         self._idle_polls = 0
         self._wake.set()  # not nudge(): a hint of 0 messages asks for no poll (the credit decides)
+
+    def _on_taken(self, count: int, sender: str) -> None:
+        """A peer on our queue received ``count`` messages: they are no longer ours to expect."""
+        if sender.partition(".")[0] == self._sender:
+            return
+        with self._lock:
+            # Over a fan-out channel (local folder and server) a notice arrives twice, while a
+            # hint from another machine arrives once: count each notice once, never too low.
+            if sender in self._heard:
+                return
+            self._heard.append(sender)
+            self.stats["peer_taken"] += count
+            self._credit = max(0.0, self._credit - count)
+
+    def _tell_peers(self, count: int) -> None:
+        """Our taken notice (module docstring); only a hint-covered listener's peers keep credit."""
+        if self.hints is None or not self.hint_covered:
+            return
+        try:
+            self.hints.publish(self.queue.name, count, taken_by=f"{self._sender}.{next(self._notices)}")
+        except Exception:  # an optimisation: a lost notice costs a peer one empty receive
+            log.debug("taken notice not published", exc_info=True)
 
     @property
     def capacity(self) -> int:
@@ -255,7 +293,7 @@ class QueueListener:
         timeout = self._timeout()
         if self.hints is not None and self._subscription is None:
             try:
-                self._subscription = self.hints.subscribe(self.queue.name, self._on_hint)
+                self._subscription = self.hints.subscribe(self.queue.name, self._on_hint, self._on_taken)
             except (OSError, ValueError) as exc:
                 log.warning(kv("listener.hints_unavailable", listener=self.name, error=str(exc)))
         log.info(kv("listener.start", listener=self.name, queue=self.queue.name, batch=self.batch_size,
@@ -298,6 +336,15 @@ class QueueListener:
                 self._changed.wait(timeout=1.0)  # a finishing handler or stop() wakes us
                 self._changed.clear()
                 continue
+            if self._on_credit:
+                # We chose to receive again on the hint credit, and then waited for a free
+                # handler: peers' taken notices heard meanwhile may have spent it. Check again
+                # before paying for a receive that would come back empty.
+                self._on_credit = False
+                if self.hint_covered and not (self._poll_asked or self._retry_pending or self._credit > 0):
+                    self._was_idle = True
+                    self._wait_for_announced_work()
+                    continue
             want = min(self.batch_size, self.capacity - held)
             if max_messages is not None:
                 want = min(want, max_messages - self.stats["received"])
@@ -309,6 +356,7 @@ class QueueListener:
                 self._hinted_during = 0.0
             self._wake.clear()
             self._poll_asked = False
+            self._retry_pending = False
             failed = False
             try:
                 batch = self.queue.accept_messages(want, visibility_timeout=timeout, on_poison=self.on_poison)
@@ -321,6 +369,7 @@ class QueueListener:
             if not batch:
                 self._count("empty_receives")
             if batch:
+                self._tell_peers(len(batch))
                 work_detected, self._was_idle = self._was_idle, False
                 if work_detected:  # seed 001's QueueWorkDetected: after idle polls, work is here
                     self._count("hint_pickups" if by_hint else "poll_pickups")
@@ -334,6 +383,7 @@ class QueueListener:
                 # single message says nothing yet; two in a row (or a full bigger one) is a backlog,
                 # unless the hints announced no more than we took (then it is one message at a time).
                 more = burst or self._expects_more()
+                self._on_credit = more and not burst and self.hint_covered
                 self._full_streak = self._full_streak + 1 if len(batch) >= want and more else 0
                 if self._full_streak and (want > 1 or self._full_streak >= 2):
                     self._scale_up()
@@ -381,7 +431,8 @@ class QueueListener:
             while self._retry_due and self._retry_due[0] <= now:  # visible again: unannounced work
                 heapq.heappop(self._retry_due)
                 due = True
-            return due or self._credit > 0
+            self._retry_pending = self._retry_pending or due  # until a receive goes out for it
+            return self._retry_pending or self._credit > 0
 
     def _wait_for_announced_work(self) -> None:
         """After a batch, with the hint credit spent: the ``QueueEmpty`` wait (``_idle_delay``)
