@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from PIL import Image
 from dal.azurite import Azurite, read_status
 from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 from dal.messages import SliceRequestMessage
-from dal.queues import QueueAccessor, ReceivedMessage
+from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
 from tests.pipeline_helpers import TEST_ENV, Pipeline, sample_photo, synthetic_library
@@ -90,10 +91,20 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
     _assert_pixel_identical(pipe, rid, image, tile=8, slices=3)
 
 
-def test_a_lost_hint_costs_one_poll_at_the_cap(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def hinted(storage, unique: str, tmp_path: Path) -> Iterator[tuple[ImageProcessingQueue, LocalHintChannel]]:  # type: ignore[no-untyped-def]
+    """A fresh slice-response queue and a local hint channel; the queue goes with the test."""
     queue = QueueAccessor(storage, prefix=f"h{unique}").slice_response
     queue.ensure_exists()
-    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    try:
+        yield queue, LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    finally:
+        queue._client.delete_queue()
+        queue.poison._client.delete_queue()
+
+
+def test_a_lost_hint_costs_one_poll_at_the_cap(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
+    queue, channel = hinted
     handled: list[ReceivedMessage] = []
     # Subscribed to hints, so its idle cap is poll_max_hinted; the send below publishes none.
     consumer = listener(queue, handled.append, hints=channel, poll_min=0.05, poll_max=0.2, poll_max_hinted=1.0)
@@ -112,16 +123,12 @@ def test_a_lost_hint_costs_one_poll_at_the_cap(storage, unique: str, tmp_path: P
     finally:
         consumer.stop()
         thread.join(timeout=15)
-        queue._client.delete_queue()
-        queue.poison._client.delete_queue()
 
 
-def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
     """QueueEmpty with push (seed 001): no 0.1, 0.2, 0.4 s ramp after the work, one poll and then
     the 60 s safety net; but a message this listener released with a retry delay is fetched when due."""
-    queue = QueueAccessor(storage, prefix=f"q{unique}").slice_response
-    queue.ensure_exists()
-    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    queue, channel = hinted
     attempts: list[int] = []
 
     def flaky(received: ReceivedMessage) -> None:
@@ -142,17 +149,13 @@ def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(
     finally:
         consumer.stop()
         thread.join(timeout=15)
-        queue._client.delete_queue()
-        queue.poison._client.delete_queue()
 
 
-def test_hint_credit_no_receive_after_the_announced_messages_were_taken(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_hint_credit_no_receive_after_the_announced_messages_were_taken(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
     """A hint says how many messages its send added: one at a time, the listener takes them and
     then waits for the next hint, with no empty receive after each (a small job's trailing empty
     receives); a hint with no count (a hand-back) still polls until the queue is empty."""
-    queue = QueueAccessor(storage, prefix=f"c{unique}").slice_response
-    queue.ensure_exists()
-    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    queue, channel = hinted
     handled: list[ReceivedMessage] = []
     consumer = listener(queue, handled.append, hints=channel, batch_size=1, poll_min=0.05, poll_max=0.2,
                         poll_max_hinted=60.0)  # fmt: skip
@@ -175,16 +178,12 @@ def test_hint_credit_no_receive_after_the_announced_messages_were_taken(storage,
     finally:
         consumer.stop()
         thread.join(timeout=15)
-        queue._client.delete_queue()
-        queue.poison._client.delete_queue()
 
 
-def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_in_vain(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_in_vain(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
     """Two listeners hear the same "4 sent": each tells the other what it took (a taken notice on
     the hint channel, no storage call), so neither receives again after the fourth is taken."""
-    queue = QueueAccessor(storage, prefix=f"t{unique}").slice_response
-    queue.ensure_exists()
-    channel = LocalHintChannel(short_hint_dir(tmp_path / "hints"))
+    queue, channel = hinted
     handled: list[ReceivedMessage] = []
 
     def slow(received: ReceivedMessage) -> None:  # long enough for both to be busy at once
@@ -215,8 +214,6 @@ def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_
             c.stop()
         for t in threads:
             t.join(timeout=15)
-        queue._client.delete_queue()
-        queue.poison._client.delete_queue()
 
 
 def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: str) -> None:  # type: ignore[no-untyped-def]
