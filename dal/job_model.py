@@ -260,18 +260,20 @@ def encode_slice_events(events: tuple[JobEvent, ...]) -> str | None:
         keep = keep // 2 if keep > 1 else 0
 
 
+def slice_event(request_id: str, row: Any) -> JobEvent:
+    """A ``slice_done`` line from its dict form: a row of the stored slice log, or a processor's
+    ``report`` (``dal.messages``) with its ``slice`` added."""
+    return JobEvent(request_id=request_id, kind="slice_done", actor=str(row["actor"]), message=str(row["message"]),
+                    at=to_utc(datetime.fromisoformat(row["at"])) or utcnow(), slice=row.get("slice"),
+                    seconds=row.get("seconds"),
+                    stages={str(k): float(v) for k, v in row["stages"].items()} if row.get("stages") else None)  # fmt: skip
+
+
 def decode_slice_events(request_id: str, text: str | None) -> tuple[JobEvent, ...]:
     """The inverse of ``encode_slice_events``; an unreadable log is an empty one (the job is not
     lost over its log)."""
     try:
-        rows = json.loads(text) if text else []
-        return tuple(
-            JobEvent(request_id=request_id, kind="slice_done", actor=str(r["actor"]), message=str(r["message"]),
-                     at=to_utc(datetime.fromisoformat(r["at"])) or utcnow(), slice=r.get("slice"),
-                     seconds=r.get("seconds"),
-                     stages={str(k): float(v) for k, v in r["stages"].items()} if r.get("stages") else None)
-            for r in rows
-        )  # fmt: skip
+        return tuple(slice_event(request_id, row) for row in (json.loads(text) if text else []))
     except (ValueError, KeyError, TypeError, AttributeError):
         return ()
 

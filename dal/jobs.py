@@ -253,32 +253,6 @@ class JobStore:
             f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times"
         )
 
-    def update_if_unchanged(self, client_id: str, request_id: str, etag: str, **fields: Any) -> str | None:
-        """Merge ``fields`` into the row if its ETag is still ``etag``: one transaction, no read.
-
-        For a writer that knows the row as another process left it (the responder, from the
-        stitcher's ``row_etag``) and changes a few fields whatever the rest holds. ``status``
-        may be given; ``updated_at`` is set, and ``finished_at`` with a terminal status. Returns
-        the new ETag, or None when the row changed or is gone (then read and decide with ``update``).
-        """
-        validate_key("client_id", client_id)
-        validate_key("request_id", request_id)
-        now = utcnow()
-        values = {k: str(v) if k == "status" else v for k, v in fields.items()}
-        values["updated_at"] = now
-        if values.get("status") in TERMINAL_STATUSES:
-            values.setdefault("finished_at", now)
-        try:
-            metadata = self._jobs.update_entity(
-                {"PartitionKey": client_id, "RowKey": request_id, **values},
-                mode=UpdateMode.MERGE,
-                etag=etag,
-                match_condition=MatchConditions.IfNotModified,
-            )
-        except (ResourceModifiedError, ResourceNotFoundError):
-            return None
-        return metadata.get("etag")  # type: ignore[no-any-return]
-
     def unfinished_ahead(self, client_id: str, request_id: str) -> tuple[Job | None, int]:
         """The job as stored (None if it is not) and how many of the same client's unfinished
         jobs are ahead of it (created earlier; all of them when the job has no row yet).

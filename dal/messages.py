@@ -68,10 +68,9 @@ ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
 REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CLIENT_ID = re.compile(ID_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report", "row_etag", "job_done"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report", "job_done"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses", "band", "report", "row_etag", "job_done"}
-_ETAG = re.compile(r"[\x21-\x7e]{1,200}")  # a table entity's ETag: printable ASCII, no spaces
+_OMITTED_WHEN_NONE = {"max_uses", "band", "report", "job_done"}
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
 MAX_REPORT_STAGES = 32
@@ -122,7 +121,6 @@ _FIELD_CHECKS: dict[str, Any] = {
     "traceparent": lambda v: v is None or _check_traceparent(v),
     "band": lambda v: v is None or _check_band(v),
     "report": lambda v: v is None or _check_report(v),
-    "row_etag": lambda v: v is None or _check_etag(v),
     "job_done": lambda v: v is None or _check_true("job_done", v),
 }
 
@@ -130,11 +128,6 @@ _FIELD_CHECKS: dict[str, Any] = {
 def _check_true(name: str, value: object) -> None:
     if value is not True:  # a flag that is either there (true) or absent: one spelling on the wire
         raise _fail(f"{name} must be true or absent, got {str(value)[:40]!r}")
-
-
-def _check_etag(value: object) -> None:
-    if not isinstance(value, str) or not _ETAG.fullmatch(value):
-        raise _fail("row_etag must be 1..200 printable ASCII characters without spaces")
 
 
 def _number(value: object) -> bool:
@@ -383,16 +376,9 @@ class SliceResponseMessage(QueueMessage):
 
 @dataclass(frozen=True, kw_only=True)
 class ImageResponseMessage(QueueMessage):
-    """The finished mosaic is stored at ``image_uri``.
-
-    ``row_etag``: the ETag of the job row as the stitcher left it (``output_name`` recorded).
-    The responder marks the job done with one conditional merge on it, instead of a read and a
-    write; if the row changed meanwhile (412) it reads and decides as before. Absent from older
-    controllers.
-    """
+    """The finished mosaic is stored at ``image_uri``."""
 
     image_uri: str
-    row_etag: str | None = None
     # True: the stitcher finished the job itself (since issue 8): the responder has nothing to
     # write and need not read the row to learn it. Absent from older controllers.
     job_done: bool | None = None

@@ -92,6 +92,33 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
     return np.stack([116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)], axis=-1)
 
 
+# The inverse: CIELAB (D65) -> linear sRGB, and linear light -> the nearest 8-bit value.
+_XYZ_TO_RGB = (
+    (3.2404542, -1.5371385, -0.4985314),
+    (-0.9692660, 1.8760108, 0.0415560),
+    (0.0556434, -0.2040259, 1.0572252),
+)
+_LINEAR_EDGES = (_LINEAR[1:] + _LINEAR[:-1]) / 2
+
+
+def _finv(t: np.ndarray) -> np.ndarray:
+    return np.where(t > 6 / 29, t * t * t, (3 * (6 / 29) ** 2) * (t - 4 / 29))
+
+
+def lab_to_linear_rgb(lab: np.ndarray) -> list[np.ndarray]:
+    """``(..., 3)`` CIELAB (D65) -> the linear-light R, G, B channels, unclipped (outside
+    0..1: a colour sRGB cannot show)."""
+    fy = (lab[..., 0] + 16) / 116
+    xyz = [_finv(fy + lab[..., 1] / 500) * _WHITE[0], _finv(fy) * _WHITE[1], _finv(fy - lab[..., 2] / 200) * _WHITE[2]]
+    return [m[0] * xyz[0] + m[1] * xyz[1] + m[2] * xyz[2] for m in _XYZ_TO_RGB]
+
+
+def lab_to_srgb(lab: np.ndarray) -> np.ndarray:
+    """``(..., 3)`` CIELAB (D65) -> ``uint8`` sRGB, out-of-gamut colours clipped per channel;
+    the exact inverse of ``srgb_to_lab`` on its outputs."""
+    return np.stack([np.searchsorted(_LINEAR_EDGES, c) for c in lab_to_linear_rgb(lab)], axis=-1).astype(np.uint8)
+
+
 def _mean(parts: list[np.ndarray]) -> np.ndarray:
     """Mean of equally shaped arrays by explicit adds (a fixed summation order)."""
     total = parts[0].copy()

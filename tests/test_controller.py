@@ -192,8 +192,7 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
     assert pipe.services.queues.image_response.accept_messages(32) == []  # no second response
 
     # The responder finds the job done and changes nothing; the "done" line was written once.
-    assert response.message.row_etag is None  # type: ignore[attr-defined]  # nothing left for its merge
-    assert response.message.job_done is True  # type: ignore[attr-defined]  # ... nor for a read
+    assert response.message.job_done is True  # type: ignore[attr-defined]  # nothing left to read or write
     responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)
@@ -213,18 +212,17 @@ def _left_stitched(pipe: Pipeline) -> tuple[str, Job]:
     return rid, job
 
 
-def _image_response(pipe: Pipeline, rid: str, row_etag: str | None) -> ReceivedMessage:
+def _image_response(pipe: Pipeline, rid: str) -> ReceivedMessage:
     queue = pipe.services.queues.image_response
-    queue.submit(ImageResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, row_etag=row_etag,
+    queue.submit(ImageResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid,
                                       image_uri=pipe.services.blobs.blob_url("imageoutput", f"{rid}.jpg")))  # fmt: skip
     [response] = receive_all(queue, 1)
     return response
 
 
-@pytest.mark.parametrize("with_etag", [False, True], ids=["read_first", "merge_on_the_stitchers_etag"])
-def test_the_responder_finishes_a_job_that_its_stitcher_left_stitched_once(pipe: Pipeline, with_etag: bool) -> None:
-    rid, job = _left_stitched(pipe)
-    response = _image_response(pipe, rid, job.etag if with_etag else None)
+def test_the_responder_finishes_a_job_that_its_stitcher_left_stitched_once(pipe: Pipeline) -> None:
+    rid, _ = _left_stitched(pipe)
+    response = _image_response(pipe, rid)
     responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)
@@ -234,10 +232,9 @@ def test_the_responder_finishes_a_job_that_its_stitcher_left_stitched_once(pipe:
 
 
 def test_the_responder_never_finishes_a_job_whose_row_changed_after_the_stitch(pipe: Pipeline) -> None:
-    """Its conditional merge fails on any change since the stitcher's write (here: the job failed
-    meanwhile); it then reads the row and leaves a terminal job alone."""
-    rid, job = _left_stitched(pipe)
-    response = _image_response(pipe, rid, job.etag)
+    """The job failed after the stitch: the responder reads the row and leaves a terminal job alone."""
+    rid, _ = _left_stitched(pipe)
+    response = _image_response(pipe, rid)
     pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="cancelled meanwhile"))
     Responder(Services(pipe.services.storage, pipe.settings, "resp")).handle_image_response(response)
     job = pipe.job(rid)

@@ -17,7 +17,6 @@ from workers.demo_library import (
     colour_coverage,
     demo_photos,
     demo_tile_images,
-    lab_to_srgb,
     mean_lab,
 )
 
@@ -97,7 +96,7 @@ def test_graded_tiles_are_a_minority_and_keep_their_crop_s_detail(demo_tiles: li
 
 
 def test_lab_to_srgb_inverts_the_engine_s_lab() -> None:
-    from mosaic.signatures import srgb_to_lab
+    from mosaic.signatures import lab_to_srgb, srgb_to_lab
 
     levels = np.arange(0, 256, 5, dtype=np.uint8)
     rgb = np.stack(np.meshgrid(levels, levels, levels, indexing="ij"), axis=-1).reshape(-1, 3)

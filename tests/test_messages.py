@@ -129,14 +129,9 @@ def test_a_slice_report_is_written_only_when_set_and_checked() -> None:
             QueueMessage.parse(json.dumps({**body, "report": bad}))
 
 
-def test_an_image_response_may_carry_the_rows_etag() -> None:
+def test_an_image_response_may_say_its_stitcher_finished_the_job() -> None:
     plain = next(m for m in EXAMPLES if isinstance(m, ImageResponseMessage))
-    assert plain.row_etag is None and "row_etag" not in json.loads(plain.payload())  # byte for byte as before
-    tagged = dataclasses.replace(plain, row_etag='W/"datetime\'2026-11-23T22%3A10%3A00.1234567Z\'"')
-    assert QueueMessage.parse(tagged.payload()) == tagged
-    for bad in ("", "with space", "x" * 201, 7):
-        with pytest.raises(QueueMessageFormatException, match="row_etag"):
-            QueueMessage.parse(json.dumps({**json.loads(tagged.payload()), "row_etag": bad}))
+    assert plain.job_done is None and "job_done" not in json.loads(plain.payload())  # byte for byte as before
     done = dataclasses.replace(plain, job_done=True)  # the stitcher finished the job itself
     assert QueueMessage.parse(done.payload()) == done and json.loads(done.payload())["job_done"] is True
     for bad in (False, 1, "true"):

@@ -51,7 +51,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -61,7 +60,7 @@ from dal import tracing
 from dal.blob_names import pyramid_blob_name
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import JobEvent, JobStatus, to_utc, utcnow
+from dal.job_model import JobEvent, JobStatus, slice_event, utcnow
 from dal.lanes import lane_for
 from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
 from dal.libraries import InvalidLibraryNameError
@@ -519,10 +518,6 @@ class JobController:
                 client_id=job.client_id,
                 request_id=job.request_id,
                 image_uri=self.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, job.output_name),
-                # The row as we left it, for the responder's one conditional write (no read) if
-                # unchanged; none when we finished the job ourselves (the stitch does, since issue 8):
-                # the responder's read then finds it done and writes nothing.
-                row_etag=None if job.status in TERMINAL_STATUSES else job.etag,
                 # Done in our output write: say so, and the responder does not read the row to learn it.
                 job_done=True if job.status == JobStatus.DONE else None,
             )
@@ -565,14 +560,8 @@ class _RecentRows:
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
     """The slice's ``slice_done`` line from its processor's report (None: an older processor,
     which wrote the event row itself)."""
-    report = message.report
-    if report is None:
-        return None
-    at = to_utc(datetime.fromisoformat(report["at"]))
-    assert at is not None  # checked when the message was parsed
-    return JobEvent(request_id=message.request_id, kind="slice_done", actor=report["actor"], message=report["message"],
-                    at=at, slice=message.slice_sequence, seconds=report.get("seconds"),
-                    stages=report.get("stages") or None)  # fmt: skip
+    report = message.report  # checked when the message was parsed
+    return None if report is None else slice_event(message.request_id, {**report, "slice": message.slice_sequence})
 
 
 def _input_name(services: Services, image_uri: str) -> str:

@@ -58,7 +58,7 @@ from PIL import Image
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
 from dal.libraries import LibraryStore
-from mosaic.signatures import srgb_to_lab
+from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 
 log = logging.getLogger(__name__)
 
@@ -190,28 +190,7 @@ def _candidates(photos: list[tuple[str, Image.Image]]) -> list[_Crop]:
     return crops
 
 
-# --- colour: sRGB <-> CIELAB (D65), the engine's forward transform and its exact inverse ---
-
-_LINEAR = np.array([c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (i / 255 for i in range(256))])
-_LINEAR_EDGES = (_LINEAR[1:] + _LINEAR[:-1]) / 2  # linear light -> nearest 8-bit value by search
-_WHITE = (0.95047, 1.0, 1.08883)
-_XYZ_TO_RGB = (
-    (3.2404542, -1.5371385, -0.4985314),
-    (-0.9692660, 1.8760108, 0.0415560),
-    (0.0556434, -0.2040259, 1.0572252),
-)
-
-
-def _finv(t: np.ndarray) -> np.ndarray:
-    return np.where(t > 6 / 29, t * t * t, (3 * (6 / 29) ** 2) * (t - 4 / 29))
-
-
-def lab_to_srgb(lab: np.ndarray) -> np.ndarray:
-    """``(..., 3)`` CIELAB (D65) -> ``uint8`` sRGB, out-of-gamut colours clipped per channel."""
-    fy = (lab[..., 0] + 16) / 116
-    xyz = [_finv(fy + lab[..., 1] / 500) * _WHITE[0], _finv(fy) * _WHITE[1], _finv(fy - lab[..., 2] / 200) * _WHITE[2]]
-    rgb = [m[0] * xyz[0] + m[1] * xyz[1] + m[2] * xyz[2] for m in _XYZ_TO_RGB]
-    return np.stack([np.searchsorted(_LINEAR_EDGES, c) for c in rgb], axis=-1).astype(np.uint8)
+# --- colour: CIELAB (D65) coverage, with the engine's transforms (mosaic.signatures) ---
 
 
 def _grid(step: float) -> tuple[np.ndarray, np.ndarray]:
@@ -219,11 +198,8 @@ def _grid(step: float) -> tuple[np.ndarray, np.ndarray]:
     lightness = np.arange(0.0, 100.0 + 1e-9, step)
     ab = np.arange(-128.0, 128.0, step)
     grid = np.stack(np.meshgrid(lightness, ab, ab, indexing="ij"), axis=-1)
-    fy = (grid[..., 0] + 16) / 116
-    xyz = [_finv(fy + grid[..., 1] / 500) * _WHITE[0], _finv(fy) * _WHITE[1], _finv(fy - grid[..., 2] / 200) * _WHITE[2]]
     inside = np.ones(grid.shape[:3], bool)
-    for m in _XYZ_TO_RGB:
-        channel = m[0] * xyz[0] + m[1] * xyz[1] + m[2] * xyz[2]
+    for channel in lab_to_linear_rgb(grid):
         inside &= (channel >= -1e-9) & (channel <= 1 + 1e-9)
     return grid, inside
 

@@ -52,9 +52,10 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   2 of its 53 transactions). So a hint-covered listener that received messages tells its peers
   on the channel (``t<count>~<sender>``, ``dal.hint_payload``: no storage transaction), and a
   peer lowers its credit by that count (never below zero; unknown credit stays unknown; its own
-  notices come back to it and are ignored, and one heard twice over a fan-out channel counts once). A notice that arrives late or twice leaves a credit
-  too high (one empty receive, as before) or too low (a message a peer is about to take, or the
-  next hint or the safety-net poll): latency at worst, never a lost message.
+  notices come back to it and are ignored, and one heard twice over a fan-out channel counts
+  once). A notice that arrives late leaves a credit too high (one empty receive, as before);
+  one that arrives early, too low (the next hint or the safety-net poll): latency at worst,
+  never a lost message.
 - **Lease journal** (``workers.leases.LeaseJournal``): the held messages and their current
   pop receipts, in a local file the supervisor reads to hand them back if we die.
 - **Stop**: ``stop()`` ends receiving, hands back unstarted messages at once (visibility 0),
@@ -341,7 +342,7 @@ class QueueListener:
                 # handler: peers' taken notices heard meanwhile may have spent it. Check again
                 # before paying for a receive that would come back empty.
                 self._on_credit = False
-                if self.hint_covered and not (self._poll_asked or self._retry_pending or self._credit > 0):
+                if not (self._poll_asked or self._expects_more()):
                     self._was_idle = True
                     self._wait_for_announced_work()
                     continue

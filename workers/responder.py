@@ -10,12 +10,6 @@ app stays stateless request/response (gunicorn workers can be recycled at any mo
 adding web replicas does not multiply queue pollers — and their idle transactions. The
 browser learns of completion by reading the job row, which is the single source of truth.
 Idempotent: a duplicate response finds the job done and changes nothing.
-
-One table write when it can: a response whose stitcher left the job unfinished carries the
-ETag of the row as it left it (``row_etag``), so the responder merges "done" into it
-conditionally, without reading it first. Any change since (a duplicate already finished it, a
-failure, a delete) fails that condition, and the responder reads the row and decides as before.
-A stitcher that finished the job sends no ETag but ``job_done``.
 """
 
 from __future__ import annotations
@@ -56,12 +50,6 @@ class Responder:
 
         if message.job_done:  # its stitcher finished it in its output write: nothing to read or write
             log.info("job %s done by its stitcher", rid)
-            return
-        if message.row_etag is not None and self.services.jobs.update_if_unchanged(
-            message.client_id, rid, message.row_etag, status=JobStatus.DONE
-        ):  # the row is the one the stitcher wrote, output_name included: done, without a read
-            self.services.jobs.add_event(rid, "done", actor=self.name, message=f"mosaic ready: {output}")
-            log.info("job %s done", rid)
             return
         try:
             job, wrote = self.services.jobs.update(message.client_id, rid, finish)

@@ -193,9 +193,7 @@ def save_jpeg(mosaic: Streamed | Any, path: Path) -> None:
 
 def encode_jpeg(pixels: np.ndarray) -> bytes:
     """An ``(H, W, 3) uint8`` array as the same JPEG ``save_jpeg`` writes (deterministic)."""
-    array = np.ascontiguousarray(pixels, dtype=np.uint8)
-    image = _vips().Image.new_from_array(array, interpretation="srgb")
-    return bytes(image.jpegsave_buffer(**JPEG_OPTIONS))
+    return bytes(_from_pixels(pixels).jpegsave_buffer(**JPEG_OPTIONS))
 
 
 def save_pyramid(mosaic: Streamed | Any, path: Path) -> None:
@@ -206,5 +204,9 @@ def save_pyramid(mosaic: Streamed | Any, path: Path) -> None:
 def save_pyramid_pixels(pixels: np.ndarray, path: Path) -> None:
     """The pyramid zip of an in-memory ``(H, W, 3) uint8`` array (a one-slice job's processor,
     the offline render): the same ``save_pyramid``, no file in between."""
-    image = _vips().Image.new_from_array(np.ascontiguousarray(pixels, dtype=np.uint8), interpretation="srgb")
-    write_dzi_zip(image, path)
+    write_dzi_zip(_from_pixels(pixels), path)
+
+
+def _from_pixels(pixels: np.ndarray) -> Any:
+    """An ``(H, W, 3) uint8`` array as a ``pyvips.Image`` (sRGB), for the in-memory encoders."""
+    return _vips().Image.new_from_array(np.ascontiguousarray(pixels, dtype=np.uint8), interpretation="srgb")
