@@ -20,7 +20,7 @@ from dal.queues import QueueAccessor, ReceivedMessage
 from tests.conftest import require
 from tests.pipeline_helpers import Pipeline, sample_photo
 from tests.test_listener import in_thread, listener, message, wait_for
-from tests.test_self_healing import SLOW_POLLS, _assert_pixel_identical, _log_lines
+from tests.test_self_healing import SLOW_POLLS, _assert_pixel_identical, _log_lines, _woken_queues
 
 pytestmark = pytest.mark.slow
 
@@ -73,9 +73,11 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
     finally:
         sender.close()
 
+    # The job is done with its stitch; the ImageResponse hop to the responder may still be on its way.
+    wait_for(lambda: _woken_queues(pipe) == set(names) or None, seconds=15)
     detected = _log_lines(pipe, "listener.work_detected")
     assert detected and all("by=hint" in line for line in detected), detected
-    assert {line.split("queue=")[1].split()[0] for line in detected} == set(names), detected
+    assert _woken_queues(pipe) == set(names), detected
     assert sender.delivered == 1  # the web side's send reached the controller through the server
     _assert_pixel_identical(pipe, rid, image, tile=8, slices=2)
 

@@ -66,6 +66,11 @@ def _log_lines(pipe: Pipeline, needle: str) -> list[str]:
     return [line for r in pipe.roles for line in r.log_path.read_text(errors="replace").splitlines() if needle in line]
 
 
+def _woken_queues(pipe: Pipeline) -> set[str]:
+    """The queues whose listeners logged detected work."""
+    return {line.split("queue=")[1].split()[0] for line in _log_lines(pipe, "listener.work_detected")}
+
+
 # -- hints --------------------------------------------------------------------------------
 
 
@@ -83,10 +88,12 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=3)
 
     pipe.wait([rid], timeout=25)  # four hops at one 30 s poll each would need 120 s
+    # The job is done with its stitch; the ImageResponse hop to the responder may still be on its way.
+    wait_for(lambda: len(_woken_queues(pipe)) == 4 or None, seconds=15)
 
     detected = _log_lines(pipe, "listener.work_detected")
     assert detected and all("by=hint" in line for line in detected), detected
-    queues = {line.split("queue=")[1].split()[0] for line in detected}
+    queues = _woken_queues(pipe)
     assert len(queues) == 4, detected  # imagerequest, slicerequest, sliceresponse, imageresponse
     _assert_pixel_identical(pipe, rid, image, tile=8, slices=3)
 
