@@ -25,6 +25,7 @@ from typing import Any
 
 import requests
 
+from mosaic.deepzoom import DZI_TILE_SIZE
 from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo, synthetic_library
 
 TILE = 64
@@ -112,9 +113,9 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
     tiles: dict[tuple[int, int, int], bytes] = {}
     wanted = [(level, 0, 0) for level in range(top + 1)]  # the first tile of every level
     wanted += [(level, c, r) for level in range(top - 4, top - 2)  # two screen-size levels, whole
-               for c in range(math.ceil(math.ceil(width / 2 ** (top - level)) / 254))
-               for r in range(math.ceil(math.ceil(height / 2 ** (top - level)) / 254))]  # fmt: skip
-    wanted += [(top, c, r) for c in range(0, width // 254, 17) for r in range(min(8, height // 254))]  # full size
+               for c in range(math.ceil(math.ceil(width / 2 ** (top - level)) / DZI_TILE_SIZE))
+               for r in range(math.ceil(math.ceil(height / 2 ** (top - level)) / DZI_TILE_SIZE))]  # fmt: skip
+    wanted += [(top, c, r) for c in range(0, width // DZI_TILE_SIZE, 17) for r in range(min(8, height // DZI_TILE_SIZE))]  # full size
     for level, column, row in wanted:
         answer = get(f"/api/jobs/{rid}/dzi_files/{level}/{column}_{row}.jpg")
         assert answer.status_code == 200, (level, column, row, answer.text[:300])

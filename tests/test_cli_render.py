@@ -85,7 +85,7 @@ def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path
     top = max(int(p.name) for p in files.iterdir() if p.is_dir())
     assert top == 7  # ceil(log2(96)): levels 0 (1 px) .. 7 (full size)
     with Image.open(files / str(top) / "0_0.jpg") as full:
-        assert full.size == (96, 64)  # one 254 px tile holds it all
+        assert full.size == (96, 64)  # one tile holds it all
     with Image.open(files / "0" / "0_0.jpg") as dot:
         assert dot.size == (1, 1)
 

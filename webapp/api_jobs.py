@@ -376,8 +376,7 @@ def _result_preview(job: Job, side: int) -> bytes:
     a job finished before pyramids existed: from its JPEG."""
     name, blobs = pyramid_blob_name(job.request_id), services().blobs  # (the tiles are read on other threads)
     try:
-        return pyramid_preview(lambda member: PYRAMIDS.read(blobs, IMAGE_OUTPUT_CONTAINER, name, member),
-                               job.output_width, job.output_height, max_side=side)  # fmt: skip
+        return pyramid_preview(lambda member: PYRAMIDS.read(blobs, IMAGE_OUTPUT_CONTAINER, name, member), max_side=side)
     except (BlobMissingError, KeyError, ValueError):  # no pyramid (an older job), or an unreadable one
         if not job.output_name or job.output_name.endswith(".zip"):
             raise ApiError(404, "not_found", "the mosaic's preview is not there") from None

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from PIL import Image, ImageOps
 
-from dal.pyramid import PyramidReader, tile_name
-from mosaic.deepzoom import level_covering, level_size, level_tiles, tile_origin
+from dal.pyramid import DZI_NAME, PyramidReader, tile_name
+from mosaic.deepzoom import level_covering, level_size, level_tiles, read_descriptor, tile_origin
 
 _CACHE_BYTES = 64 * 1024 * 1024
 
@@ -74,20 +74,23 @@ def pixels_preview(pixels: np.ndarray, *, max_side: int, quality: int = 85) -> b
     return _thumbnail(Image.fromarray(pixels, "RGB"), max_side=max_side, quality=quality)
 
 
-def pyramid_preview(read: Callable[[str], bytes], width: int, height: int, *, max_side: int,
-                    quality: int = 85, threads: int = 8) -> bytes:  # fmt: skip
-    """A ``width`` x ``height`` mosaic scaled to fit ``max_side``, from its pyramid's tiles.
+def pyramid_preview(read: Callable[[str], bytes], *, max_side: int, quality: int = 85, threads: int = 8) -> bytes:
+    """A mosaic scaled to fit ``max_side``, from its pyramid's tiles.
 
-    ``read(member)`` returns one member of the pyramid zip. The level read is the smallest
-    whose longer side reaches ``max_side`` (under twice that: at most 13 x 13 tiles for 1600 px)."""
+    ``read(member)`` returns one member of the pyramid zip. The descriptor gives the size and
+    the tiles' cut (older pyramids have 254 px tiles, newer 510). The level read is the
+    smallest whose longer side reaches ``max_side`` (under twice that: at most 4 x 4 tiles of
+    510 px for 1600 px)."""
+    dzi = read_descriptor(read(DZI_NAME))
+    width, height, cut = dzi.width, dzi.height, {"tile_size": dzi.tile_size}
     level = level_covering(width, height, max_side)
-    columns, rows = level_tiles(width, height, level)
+    columns, rows = level_tiles(width, height, level, **cut)
     canvas = Image.new("RGB", level_size(width, height, level))
     places = [(c, r) for r in range(rows) for c in range(columns)]
     with ThreadPoolExecutor(max_workers=min(threads, len(places))) as pool:
         for (column, row), data in zip(places, pool.map(lambda p: read(tile_name(level, *p)), places), strict=True):
             with Image.open(io.BytesIO(data)) as tile:
-                canvas.paste(tile.convert("RGB"), tile_origin(column, row))
+                canvas.paste(tile.convert("RGB"), tile_origin(column, row, **cut, overlap=dzi.overlap))
     return _thumbnail(canvas, max_side=max_side, quality=quality)
 
 

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mosaic.deepzoom import level_covering, level_size, level_tiles, tile_origin, top_level, write_dzi
+from mosaic.deepzoom import (
+    Descriptor,
+    level_covering,
+    level_size,
+    level_tiles,
+    read_descriptor,
+    tile_origin,
+    top_level,
+    write_dzi,
+)
 
 DZ_NS = "{http://schemas.microsoft.com/deepzoom/2008}"
 
@@ -41,6 +50,7 @@ def test_levels_and_tile_counts_follow_the_dzi_definition(tmp_path: Path, width:
     assert (root.get("TileSize"), root.get("Overlap"), root.get("Format")) == (str(tile), "1", "jpg")
     size = root.find(f"{DZ_NS}Size")
     assert size is not None and (size.get("Width"), size.get("Height")) == (str(width), str(height))
+    assert read_descriptor((tmp_path / "m.dzi").read_bytes()) == Descriptor(width, height, tile, 1)
 
     files = tmp_path / "m_files"
     levels = expected_levels(width, height, tile)
@@ -77,3 +87,10 @@ def test_full_level_keeps_the_pixels(tmp_path: Path) -> None:
 def test_a_name_without_dzi_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=".dzi"):
         write_dzi(np.zeros((4, 4, 3), dtype=np.uint8), tmp_path / "m.jpg")
+
+
+@pytest.mark.parametrize("data", [b"", b"<Image/>", b"not xml", b'<Image TileSize="0" Overlap="1"><Size Width="5" Height="5"/></Image>',
+                                  b'<Image TileSize="x" Overlap="1"><Size Width="5" Height="5"/></Image>'])
+def test_read_descriptor_refuses_what_is_not_a_descriptor(data: bytes) -> None:
+    with pytest.raises(ValueError, match="not a Deep Zoom descriptor"):
+        read_descriptor(data)

@@ -18,6 +18,7 @@ from dal.blobs import BlobStore
 from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
 from dal.jobs import JobStore
 from tests.web.conftest import png_bytes, submit
+from mosaic.deepzoom import DZI_TILE_SIZE, write_dzi_zip
 from workers.stitching import open_slice, save_pyramid
 
 
@@ -52,11 +53,12 @@ def test_a_done_job_serves_its_descriptor_tiles_and_zip(client: Any, other_clien
     archive = zipfile.ZipFile(io.BytesIO(data))
     dzi = client.get(f"{base}/dzi")
     assert dzi.status_code == 200 and dzi.mimetype == "application/xml" and b'Width="517"' in dzi.data
-    for level, column, row in [(0, 0, 0), (10, 2, 1), (9, 1, 0)]:
+    assert b'TileSize="510"' in dzi.data  # 517 x 300 at the top level (10): 2 x 1 tiles
+    for level, column, row in [(0, 0, 0), (10, 1, 0), (9, 0, 0)]:
         tile = client.get(f"{base}/dzi_files/{level}/{column}_{row}.jpg")
         assert tile.status_code == 200 and tile.mimetype == "image/jpeg"
         assert tile.data == archive.read(f"mosaic_files/{level}/{column}_{row}.jpg")
-    assert client.get(f"{base}/dzi_files/10/3_0.jpg").json["error"] == "not_found"  # past the edge
+    assert client.get(f"{base}/dzi_files/10/2_0.jpg").json["error"] == "not_found"  # past the edge
     whole = client.get(f"{base}/pyramid")
     assert whole.status_code == 200 and whole.mimetype == "application/zip" and whole.data == data
     assert whole.headers["Content-Disposition"].startswith("attachment;")
@@ -69,16 +71,17 @@ def client_of(app: Flask, cookie: str) -> str:
 
 
 def finish_with_pyramid(owner: str, request_id: str, web_storage: StorageClients, web_settings: Settings,
-                        tmp_path: Path, *, width: int, height: int, output_name: str) -> None:  # fmt: skip
+                        tmp_path: Path, *, width: int, height: int, output_name: str,
+                        tile_size: int = DZI_TILE_SIZE) -> None:  # fmt: skip
     """Make a submitted job done straight in storage: a gradient ``width`` x ``height`` pyramid
-    (red along x, green along y) and no other output blob."""
+    (red along x, green along y) of ``tile_size`` px tiles, and no other output blob."""
     import pyvips
 
     xy = pyvips.Image.xyz(width, height)
     gradient = (xy[0] * (255 / width)).bandjoin([xy[1] * (255 / height), xy[0] * 0 + 128]).cast("uchar")
     zipped = tmp_path / request_id / "mosaic.zip"  # (the members are named after the file: mosaic_files/...)
     zipped.parent.mkdir()
-    save_pyramid(gradient.copy(interpretation="srgb"), zipped)
+    write_dzi_zip(gradient.copy(interpretation="srgb"), zipped, tile_size=tile_size)
     BlobStore(web_storage, prefix=web_settings.name_prefix).upload(
         IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), zipped.read_bytes(), content_type="application/zip")
     JobStore(web_storage, prefix=web_settings.name_prefix).update(owner, request_id, lambda j: replace(
@@ -94,12 +97,14 @@ def _done_with_pyramid(app: Flask, client: Any, web_storage: StorageClients, web
     return str(request_id)
 
 
+@pytest.mark.parametrize("tile_size", [DZI_TILE_SIZE, 254])  # 254: a job stored before the tiles grew to 510
 def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, web_storage: StorageClients,
-                                                      web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
-    # The job's JPEG is not even there: the preview reads only the pyramid's tiles.
+                                                      web_settings: Settings, tmp_path: Path, tile_size: int) -> None:  # fmt: skip
+    # The job's JPEG is not even there: the preview reads only the pyramid's tiles, cut as its
+    # descriptor says.
     request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=2000, height=1500,
-                                    output_name="{}.jpg")  # fmt: skip
-    for size in (480, 1024):  # level 9 (500 x 375: 2 x 2 tiles) and level 11 (the full size: 8 x 6 tiles)
+                                    output_name="{}.jpg", tile_size=tile_size)  # fmt: skip
+    for size in (480, 1024):  # level 9 (500 x 375) and level 11 (the full size: 4 x 3 tiles of 510, 8 x 6 of 254)
         answer = client.get(f"/api/jobs/{request_id}/preview?size={size}")
         assert answer.status_code == 200 and answer.mimetype == "image/jpeg"
         preview = np.asarray(Image.open(io.BytesIO(answer.data)).convert("RGB"), dtype=float)
