@@ -368,3 +368,21 @@ def test_a_band_carries_its_rows_of_a_fair_use_choice_and_a_damaged_one_is_refus
     })  # fmt: skip
     with pytest.raises(BandFormatError, match="tile choice is unreadable"):
         decode_band(damaged)
+
+
+@pytest.mark.parametrize("width", [64, 1024])  # 64 x 64: the compact encoder; 1024 x 512: the fast one
+def test_small_and_big_bands_read_back_exactly_with_their_grid_and_choice(width: int) -> None:
+    from workers.slicing import COMPACT_PNG_MAX_PIXELS, Band, encode_band
+
+    height = width // 2 if width > 64 else 64
+    assert (height * width > COMPACT_PNG_MAX_PIXELS) == (width > 64)
+    rng = np.random.default_rng(width)
+    rows, across = height // 4, width // 4
+    band = Band(sequence=2, first_row=7, rows=rows, tiles_across=across, tiles_down=rows + 9,
+                cells=rng.integers(0, 256, (height, width, 3), dtype=np.uint8),
+                choice=rng.integers(0, 5000, (rows, across), dtype=np.int32))  # fmt: skip
+    encoded = encode_band(band)
+    assert encoded.startswith(b"\x89PNG\r\n\x1a\n")
+    read = decode_band(encoded)
+    assert (read.sequence, read.first_row, read.rows, read.tiles_across, read.tiles_down) == (2, 7, rows, across, rows + 9)
+    assert np.array_equal(read.cells, band.cells) and np.array_equal(read.choice, band.choice)  # type: ignore[arg-type]

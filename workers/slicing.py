@@ -72,6 +72,9 @@ _PREFIX = "photomosaics:"
 # under the queue's 64 KiB with the other fields (dal.messages.MAX_INLINE_BAND_CHARS). A small
 # job's bands (60 tiles across, 4 slices: 48 x 240 px of cells) are 18-23 KB.
 INLINE_BAND_MAX_BYTES = 32 * 1024
+# Bands up to this many pixels are encoded for size (they may fit INLINE_BAND_MAX_BYTES), bigger
+# ones for speed (``encode_png``): 256 K pixels is 768 KB raw, far past what could ride inline.
+COMPACT_PNG_MAX_PIXELS = 256 * 1024
 
 
 class BandFormatError(PhotoMosaicsError, ValueError):
@@ -116,13 +119,31 @@ def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Se
 
 
 def encode_png(pixels: np.ndarray, *, text: dict[str, str] | None = None) -> bytes:
-    """Lossless PNG of an ``(H, W, 3) uint8`` array, with optional text chunks."""
+    """Lossless PNG of an ``(H, W, 3) uint8`` array, with optional text chunks.
+
+    Up to ``COMPACT_PNG_MAX_PIXELS`` (a band that may ride inline in its message): Pillow's
+    adaptive row filters, the smaller file. Above (a blob anyway): libvips with no filter,
+    3x as fast to write and 1.7x to read for twice the bytes (a 40 MP job's 2.5 MP band:
+    102 -> 34 ms, 45 -> 27 ms to decode, 1.6 -> 3.2 MB), cheaper than the bytes on any
+    network a queue job crosses. Both are plain PNGs with tEXt chunks: ``decode_png`` reads either."""
+    pixels = np.asarray(pixels, dtype=np.uint8)
+    if pixels.shape[0] * pixels.shape[1] > COMPACT_PNG_MAX_PIXELS:
+        return _encode_png_fast(pixels, text or {})
     info = PngImagePlugin.PngInfo()
     for key, value in (text or {}).items():
         info.add_text(key, value)
     out = io.BytesIO()
-    Image.fromarray(np.asarray(pixels, dtype=np.uint8), "RGB").save(out, format="PNG", pnginfo=info, compress_level=1)
+    Image.fromarray(pixels, "RGB").save(out, format="PNG", pnginfo=info, compress_level=1)
     return out.getvalue()
+
+
+def _encode_png_fast(pixels: np.ndarray, text: dict[str, str]) -> bytes:
+    import pyvips  # a dependency (pyvips[binary]), imported where it is used, as in workers.stitching
+
+    image = pyvips.Image.new_from_array(np.ascontiguousarray(pixels), interpretation="srgb").copy()
+    for i, (key, value) in enumerate(text.items()):  # libvips writes png-comment-<i>-<key> as tEXt
+        image.set_type(pyvips.GValue.gstr_type, f"png-comment-{i}-{key}", value)
+    return bytes(image.pngsave_buffer(compression=1, filter="none"))
 
 
 def decode_png(data: bytes) -> tuple[np.ndarray, dict[str, str]]:
