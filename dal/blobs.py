@@ -9,7 +9,8 @@ Tile libraries are containers too, but what makes one (and how it is named) is
 
 Storage errors a caller must act on are translated here: a missing blob or container
 becomes ``BlobMissingError``. Listing follows continuation tokens (a page holds at most
-5,000 names), so callers see every blob however many there are.
+5,000 names), so callers see every blob however many there are. ``open_writer`` uploads a
+blob while it is being made (``dal.blob_writer``: a Deep Zoom zip as libvips writes it).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 
+from dal.blob_writer import WRITER_BLOCK_BYTES, BlobWriter
 from dal.config import CLAIM_CHECK_CONTAINER, WORKFLOW_CONTAINERS, StorageClients
 from dal.errors import BlobChangedError, BlobMissingError
 from dal.names import prefixed
@@ -190,6 +192,14 @@ class BlobStore:
                 f"container {self.container_name(container)!r} does not exist (ensure_containers creates it)"
             ) from exc
         return str(client.url)
+
+    def open_writer(self, container: str, name: str, *, content_type: str,
+                    block_bytes: int = WRITER_BLOCK_BYTES) -> BlobWriter:  # fmt: skip
+        """A stream into one blob, uploaded while it is written (``dal.blob_writer``): one Put
+        Blob when it ends within ``block_bytes``, else blocks staged as they fill and one commit.
+        Use it as a context manager (commit on a clean exit, nothing stored on an exception)."""
+        return BlobWriter(self._blob(container, name), container=self.container_name(container),
+                          content_type=content_type, block_bytes=block_bytes)  # fmt: skip
 
     def read_range(self, container: str, name: str, offset: int, length: int, *, etag: str | None = None) -> Ranged:
         """``length`` bytes from ``offset`` (fewer at the end), with the blob's size and ETag.

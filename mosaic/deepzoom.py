@@ -6,7 +6,9 @@ Level ``L`` holds the image scaled by ``2 ** (L - max_level)``, each side rounde
 into ``tile_size`` px tiles with ``overlap`` px shared at each inner edge; level 0 is 1 px.
 ``top_level``, ``level_size``, ``level_tiles``, ``tile_origin`` and ``level_covering`` are
 that geometry, and ``read_descriptor`` reads a pyramid's own size, tile size and overlap, for
-readers of a pyramid (the web app's previews).
+readers of a pyramid (the web app's previews). ``write_dzi_zip`` writes the same pyramid as one
+stored zip, to a file or to a ``write(bytes)`` callback as it is made (a job's blob, uploaded
+while libvips builds it).
 
 Why libvips: it builds the pyramid as a stream, tile row by tile row, so the pyramid costs
 little more memory than its input, and a source that is itself a file (a JPEG stitched from
@@ -17,6 +19,7 @@ asked for, so the rest of the engine does not need libvips.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
@@ -35,6 +38,7 @@ DZI_QUALITY = 90
 # what a viewer zooms into, and 4:2:0 raised their error on a demo mosaic from 4.4 to 6.6 levels
 # for a fifth of the pyramid's time.
 _TILE_SUFFIX = ".jpg[Q={quality},strip]"
+ZIP_STEM = "mosaic"  # a streamed zip's members: mosaic.dzi and mosaic_files/
 
 
 def top_level(width: int, height: int) -> int:
@@ -127,21 +131,41 @@ def write_dzi_from_vips(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZ
     )
 
 
-def write_dzi_zip(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP,
-                  quality: int = DZI_QUALITY) -> None:  # fmt: skip
+def write_dzi_zip(image: Any, out: Path | Callable[[bytes], object], *, tile_size: int = DZI_TILE_SIZE,
+                  overlap: int = DZI_OVERLAP, quality: int = DZI_QUALITY) -> None:  # fmt: skip
     """Write a ``pyvips.Image`` as one uncompressed zip: ``<stem>.dzi`` and ``<stem>_files/``.
 
+    ``out`` is a path (``<stem>.zip``), or a ``write(bytes)`` callable that receives the zip
+    front to back as libvips makes it (about every 10 KB; stem ``mosaic``), so a caller can
+    stream it to storage while the pyramid is built: no file, no seek. An exception raised by
+    ``write`` stops the build at once (libvips sees a failed write) and is raised from here.
+
     Stored, not deflated: the tiles are JPEGs already, and a stored member can be served by
-    one range read of the zip (``dal.pyramid``). libvips streams the zip to disk as it goes."""
-    if path.suffix.lower() != ".zip":
-        raise ValueError(f"a pyramid zip ends in .zip, not {path.suffix!r}")
-    image.dzsave(
-        str(path),
-        layout="dz",
-        container="zip",
-        compression=0,
-        tile_size=tile_size,
-        overlap=overlap,
-        suffix=_TILE_SUFFIX.format(quality=quality),
-        depth="onepixel",
-    )
+    one range read of the zip (``dal.pyramid``)."""
+    options = {"container": "zip", "compression": 0, "tile_size": tile_size, "overlap": overlap,
+               "suffix": _TILE_SUFFIX.format(quality=quality), "depth": "onepixel"}  # fmt: skip
+    if isinstance(out, Path):
+        if out.suffix.lower() != ".zip":
+            raise ValueError(f"a pyramid zip ends in .zip, not {out.suffix!r}")
+        image.dzsave(str(out), layout="dz", **options)
+        return
+    failed: list[BaseException] = []
+
+    def write(chunk: Any) -> int:
+        try:
+            out(bytes(chunk))  # chunk is libvips' buffer, valid during this call only
+        except BaseException as exc:  # noqa: BLE001 -- handed back to the caller below
+            failed.append(exc)
+            return -1  # libvips: a failed write ends the build
+        return len(chunk)
+
+    target = _vips().TargetCustom()
+    target.on_write(write)
+    try:
+        image.dzsave_target(target, basename=ZIP_STEM, layout="dz", **options)
+    except _vips().Error:
+        if failed:
+            raise failed[0] from None
+        raise
+    if failed:  # libvips finished anyway: still not a pyramid
+        raise failed[0]

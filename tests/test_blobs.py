@@ -1,16 +1,22 @@
-"""BlobStore against a real Azurite: content types, listing past one page, libraries."""
+"""BlobStore against a real Azurite: content types, listing past one page, streamed writes, libraries."""
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pytest
 from azure.core.exceptions import HttpResponseError
 
 from dal.blobs import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, StorageClients
 from dal.errors import BlobChangedError, BlobMissingError
+from dal.metrics import TransactionCounter
 
 
 @pytest.fixture
@@ -137,3 +143,118 @@ def test_delete_prefix_counts_a_blob_already_gone_and_raises_for_one_it_could_no
     assert list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, "req/")) == ["req/b.png"]
     lease.release()
     assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 1
+
+
+# --- open_writer: a blob uploaded while it is being made (dal.blob_writer) ---------------------
+
+
+def _counted_store(storage: StorageClients, unique: str) -> tuple[BlobStore, TransactionCounter]:
+    counter = TransactionCounter()
+    store = BlobStore(StorageClients(storage.connection_string, profile="probe", response_hook=counter), prefix=f"t{unique}")
+    store.ensure_containers()
+    counter.reset()
+    return store, counter
+
+
+def _writer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "blob-writer"]
+
+
+def _pieces(data: bytes, seed: int) -> list[bytes]:
+    """``data`` in the uneven pieces a producer writes (1..700 bytes)."""
+    sizes = np.random.default_rng(seed).integers(1, 700, len(data))
+    cuts = np.cumsum(sizes)
+    cuts = [0, *cuts[cuts < len(data)].tolist(), len(data)]
+    return [data[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+def test_a_stream_past_its_first_block_is_staged_block_by_block_and_committed_once(storage: StorageClients, unique: str) -> None:
+    blobs, counter = _counted_store(storage, unique)
+    data = np.random.default_rng(7).bytes(5_500)
+    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "big.zip", content_type="application/zip", block_bytes=1_000) as writer:
+        for piece in _pieces(data, seed=1):
+            assert writer.write(piece) == len(piece)
+    assert writer.staged_blocks == 6  # five full blocks and the last 500 bytes
+    assert counter.counts() == {"blob PutBlock": 6, "blob PutBlockList": 1}
+    stored = blobs.fetch(IMAGE_OUTPUT_CONTAINER, "big.zip")
+    assert (stored.data, stored.content_type) == (data, "application/zip")
+    assert writer.url == blobs.blob_url(IMAGE_OUTPUT_CONTAINER, "big.zip")
+    assert _writer_threads() == []
+
+
+def test_a_stream_holds_a_few_blocks_never_the_whole_blob(blobs: BlobStore) -> None:
+    # The producer writes as fast as it can: the upload falls behind, and write() waits for a slot.
+    block, total = 256 * 1024, 12 * 1024 * 1024
+    piece = np.random.default_rng(3).bytes(10_000)
+    tracemalloc.start()
+    try:
+        with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "long.zip", content_type="application/zip", block_bytes=block) as writer:
+            for _ in range(total // len(piece)):
+                writer.write(piece)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert writer.staged_blocks == math.ceil(total // len(piece) * len(piece) / block)
+    assert peak < total / 3, f"peak {peak / 2**20:.1f} MiB of Python memory for a {total / 2**20:.0f} MiB stream"
+    assert blobs.delete(IMAGE_OUTPUT_CONTAINER, "long.zip")
+
+
+@pytest.mark.parametrize("size", [0, 999, 1_000])
+def test_a_stream_within_its_first_block_is_one_put_blob(storage: StorageClients, unique: str, size: int) -> None:
+    blobs, counter = _counted_store(storage, unique)
+    data = np.random.default_rng(size).bytes(size)
+    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "small.zip", content_type="application/zip", block_bytes=1_000) as writer:
+        for piece in _pieces(data, seed=2):
+            writer.write(piece)
+    assert counter.counts() == {"blob PutBlob": 1}  # as BlobStore.upload: what a small job's pyramid costs
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, "small.zip") == data
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(b"x")
+
+
+def test_a_failed_stage_is_raised_by_the_next_write_and_leaves_the_old_blob(blobs: BlobStore, storage: StorageClients) -> None:
+    # A real fault: someone else holds a lease on the blob, so Azure refuses Put Block (412).
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, "leased.zip", b"old", content_type="text/plain")
+    container = storage.blob_service.get_container_client(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
+    lease = container.get_blob_client("leased.zip").acquire_lease(lease_duration=-1)
+    written = 0
+    try:
+        with pytest.raises(HttpResponseError) as raised, \
+                blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "leased.zip", content_type="application/zip",
+                                  block_bytes=1_000) as writer:  # fmt: skip
+            for _ in range(10_000):  # 3 MB, were the failure never noticed
+                writer.write(b"x" * 300)
+                written += 300
+                time.sleep(0.001)  # a producer's pace: the stage's answer arrives meanwhile
+        assert raised.value.status_code == 412
+        assert written < 100_000, f"{written} bytes written after the first block had failed"
+        assert writer.staged_blocks == 0
+        assert _writer_threads() == []
+        # The small path (one Put Blob at close) fails the same way.
+        with pytest.raises(HttpResponseError), blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "leased.zip",
+                                                                   content_type="application/zip") as writer:  # fmt: skip
+            writer.write(b"new")
+    finally:
+        lease.release()
+    assert blobs.fetch(IMAGE_OUTPUT_CONTAINER, "leased.zip").data == b"old"  # nothing half-written under the name
+
+
+def test_a_stream_whose_container_is_deleted_midway_raises_blob_missing_and_stores_nothing(
+    storage: StorageClients, unique: str
+) -> None:
+    blobs = BlobStore(storage)
+    container = f"w{unique}"
+    storage.blob_service.create_container(container)
+    with pytest.raises(BlobMissingError, match="does not exist"), \
+            blobs.open_writer(container, "gone.zip", content_type="application/zip", block_bytes=1_000) as writer:  # fmt: skip
+        writer.write(b"x" * 2_500)  # two blocks staged (or on their way)
+        storage.blob_service.delete_container(container)
+        for _ in range(1_000):
+            writer.write(b"x" * 300)
+            time.sleep(0.001)
+    assert _writer_threads() == []
+    storage.blob_service.create_container(container)
+    try:
+        assert not blobs.exists(container, "gone.zip")
+    finally:
+        storage.blob_service.delete_container(container)

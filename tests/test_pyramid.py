@@ -1,14 +1,20 @@
-"""The Deep Zoom pyramid of a job: built by the controller's stitch, stored as one zip blob,
-read back member by member with range reads (``dal.pyramid``), deleted with the job."""
+"""The Deep Zoom pyramid of a job: built by the controller's stitch (or a one-slice job's
+processor), streamed into one zip blob as it is built, read back member by member with range
+reads (``dal.pyramid``), deleted with the job."""
 
 from __future__ import annotations
 
 import io
 import math
 import re
+import threading
+import time
 import zipfile
+from typing import Any
 
 import numpy as np
+import pytest
+from azure.core.exceptions import HttpResponseError
 from PIL import Image
 
 from dal.blob_names import pyramid_blob_name
@@ -20,7 +26,7 @@ from dal.rendered import encode_rendered, slice_output_name
 from mosaic.grid import plan_bands
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
-from workers.stitching import open_slice, save_pyramid
+from workers.stitching import open_slice, save_pyramid, save_pyramid_pixels
 
 
 def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int) -> tuple[str, np.ndarray]:
@@ -176,3 +182,92 @@ def test_deleting_a_job_deletes_its_pyramid(pipe: Pipeline) -> None:
     assert not blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
     assert not list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, rid))
 
+
+
+def _zip_members(data: bytes) -> dict[str, bytes]:
+    """The members of a pyramid zip but libvips' properties file (it carries the time it was made)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert {i.compress_type for i in archive.infolist()} == {zipfile.ZIP_STORED}
+        return {name: archive.read(name) for name in archive.namelist() if not name.endswith("vips-properties.xml")}
+
+
+def test_a_pyramid_streams_to_its_blob_in_blocks_as_it_is_built_and_reads_like_the_file(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001
+    blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000b.dzi.zip"
+    pixels = np.random.default_rng(6).integers(0, 256, (900, 1200, 3), dtype=np.uint8)
+    save_pyramid_pixels(pixels, tmp_path / "mosaic.zip")
+    writes: list[int] = []
+    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=256 * 1024) as zipped:
+
+        def write(chunk: bytes) -> None:
+            writes.append(zipped.staged_blocks)
+            zipped.write(chunk)
+
+        save_pyramid_pixels(pixels, write)
+        during = zipped.staged_blocks  # staged while libvips still wrote
+    assert during >= 2 and writes[-1] >= 2, (during, writes[-1])  # the upload overlapped the build
+    data = blobs.download(IMAGE_OUTPUT_CONTAINER, name)
+    members = _zip_members(data)
+    assert members == _zip_members((tmp_path / "mosaic.zip").read_bytes())  # the same pyramid, no file made
+    assert DZI_NAME in members and all(m == DZI_NAME or m.startswith("mosaic_files/") for m in members)
+    reader = PyramidReader()
+    top = math.ceil(math.log2(1200))
+    assert reader.read(blobs, IMAGE_OUTPUT_CONTAINER, name, tile_name(top, 2, 1)) == members[tile_name(top, 2, 1)]
+
+
+def test_a_pyramid_whose_upload_fails_stops_its_build_and_stores_nothing(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001
+    blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000c.dzi.zip"
+    pixels = np.random.default_rng(8).integers(0, 256, (900, 1200, 3), dtype=np.uint8)
+    full: list[int] = []
+    save_pyramid_pixels(pixels, lambda chunk: full.append(len(chunk)))  # how many writes a whole build makes
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, name, b"old", content_type="application/zip")
+    lease = _lease(pipe, name)  # a real fault: Put Block is refused (412) while someone holds the lease
+    writes: list[int] = []
+    try:
+        with pytest.raises(HttpResponseError) as raised, \
+                blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=32 * 1024) as zipped:  # fmt: skip
+
+            def write(chunk: bytes) -> None:
+                writes.append(len(chunk))
+                time.sleep(0.002)  # the pace of a bigger build, so the failed stage can be noticed
+                zipped.write(chunk)
+
+            save_pyramid_pixels(pixels, write)
+    finally:
+        lease.release()
+    assert raised.value.status_code == 412  # the storage error itself, not libvips' "write error"
+    assert len(writes) < len(full) // 3, f"the build went on: {len(writes)} of {len(full)} writes"
+    assert not [t for t in threading.enumerate() if t.name == "blob-writer"]
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, name) == b"old"  # nothing half-written under the name
+
+
+def _lease(pipe: Pipeline, name: str) -> Any:
+    container = pipe.services.blobs.container_name(IMAGE_OUTPUT_CONTAINER)
+    return pipe.services.storage.blob_service.get_blob_client(container, name).acquire_lease(lease_duration=-1)
+
+
+def test_a_one_slice_jobs_processor_whose_pyramid_upload_fails_leaves_it_to_the_controller(pipe: Pipeline) -> None:
+    from workers.processor import ImageProcessor
+
+    ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
+    rid = _one_slice_job(pipe, ctl)
+    blobs, name = pipe.services.blobs, pyramid_blob_name(rid)
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, name, b"old", content_type="application/zip")
+    lease = _lease(pipe, name)
+    try:
+        [band] = pipe.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
+        processor.handle_slice_request(band)  # the JPEG is stored and answered; the pyramid is refused
+    finally:
+        lease.release()
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, name) == b"old"
+    assert not [t for t in threading.enumerate() if t.name in ("blob-writer", "pyramid_0")]
+    blobs.delete(IMAGE_OUTPUT_CONTAINER, name)  # (the stale blob of an earlier attempt would pass the check)
+    [response] = pipe.services.queues.slice_response.accept_messages(1, visibility_timeout=30)
+    ctl.handle_slice_response(response)
+    job = pipe.job(rid)
+    assert job is not None and job.output_name == f"{rid}.jpg"
+    assert _pyramid_size(pipe, rid) == (str(job.output_width), str(job.output_height))
+    events = pipe.services.jobs.events(rid, job=job)
+    [done] = [e for e in events if e.kind == "slice_done"]
+    assert done.message.endswith("its JPEG stored")
+    [stitched] = [e for e in events if e.kind == "stitched"]
+    assert "pyramid built here" in stitched.message

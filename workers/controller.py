@@ -26,8 +26,9 @@ comes back (same message id), or by another message once the claim is older than
 The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
 scratch files and lets libvips join and encode them without ever holding the whole mosaic
 (``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
-JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, in
-two passes at once (two threads, each streaming the slice files), then records
+JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip`` (streamed
+to its blob as libvips makes it), in two passes at once (two threads, each streaming the slice
+files), then records
 ``output_name`` and ``done`` in one write (the "stitched" and "done" lines in one more) and
 sends the ``ImageResponseMessage``: a finished job waits for no further queue hop (the
 responder, which marked jobs done before, still does for a controller of an older release,
@@ -386,14 +387,14 @@ class JobController:
                     how = "JPEG written by its processor, pyramid built here from it"
                     blobs.download_to_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg")
                     clock.lap("output_download")
-                    self._pyramid_pass(rid, lambda: open_jpeg(scratch / "mosaic.jpg"), scratch, clock)
+                    self._pyramid_pass(rid, lambda: open_jpeg(scratch / "mosaic.jpg"), clock)
             else:
                 how = f"{job.slices} slices stitched"
                 paths = self._fetch_slices(job, scratch, clock)  # each pass below joins them again, lazily
                 if not fits_jpeg(job.output_width, job.output_height):  # the pyramid is the full-resolution download
                     name = pyramid_blob_name(rid)
                     how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
-                    self._pyramid_pass(rid, lambda: self._join(job, paths), scratch, clock)
+                    self._pyramid_pass(rid, lambda: self._join(job, paths), clock)
                 else:
                     self._both_passes(job, paths, scratch, clock)
         # The outputs are stored: the write that records them also marks the job done, so the
@@ -419,19 +420,22 @@ class JobController:
         finally:
             logged.result()
 
-    def _pyramid_pass(self, rid: str, open_: Callable[[], Any], scratch: Path, clock: Stopwatch | None) -> float:
-        """Build the pyramid zip from a fresh pass over ``open_()`` and upload it; its upload seconds."""
-        mosaic = open_()
-        try:
-            save_pyramid(mosaic, scratch / "mosaic.zip")
-        finally:
-            if isinstance(mosaic, Streamed):
-                mosaic.close()
-        if clock is not None:
-            clock.lap("pyramid_build")
-        started = time.perf_counter()
-        self.services.blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), scratch / "mosaic.zip",
-                                        content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
+    def _pyramid_pass(self, rid: str, open_: Callable[[], Any], clock: Stopwatch | None) -> float:
+        """Build the pyramid zip from a fresh pass over ``open_()``, streamed to its blob as it is
+        made (``BlobStore.open_writer``: no file), and commit it; the commit's seconds. Laps:
+        ``pyramid_build`` (the build and its streamed upload), ``pyramid_upload`` (the commit)."""
+        with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid),
+                                             content_type=PYRAMID_CONTENT_TYPE) as zipped:  # fmt: skip
+            mosaic = open_()
+            try:
+                save_pyramid(mosaic, zipped.write)
+            finally:
+                if isinstance(mosaic, Streamed):
+                    mosaic.close()
+            if clock is not None:
+                clock.lap("pyramid_build")
+            started = time.perf_counter()
+            zipped.close()
         if clock is not None:
             clock.lap("pyramid_upload")
         return time.perf_counter() - started
@@ -456,12 +460,12 @@ class JobController:
         rid = job.request_id
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool:
             context = contextvars.copy_context()  # the pyramid's upload stays in the stitch's trace
-            pyramid = pool.submit(context.run, self._pyramid_pass, rid, lambda: self._join(job, paths), scratch, None)
+            pyramid = pool.submit(context.run, self._pyramid_pass, rid, lambda: self._join(job, paths), None)
             try:
                 encoded = self._jpeg_pass(job, paths, scratch)
                 clock.lap_parts({"output_encode": encoded}, rest="output_upload")
             finally:
-                pyramid_error = pyramid.exception()  # wait: never leave it writing into a deleted folder
+                pyramid_error = pyramid.exception()  # wait: never leave it reading a deleted folder
             if pyramid_error is not None:
                 raise pyramid_error
             clock.lap_parts({"pyramid_upload": pyramid.result()}, rest="pyramid_build")

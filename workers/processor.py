@@ -12,10 +12,10 @@ JPEG itself and writes it straight to ``imageoutput/<request_id>.jpg``; its resp
 there, and the controller only records it (no download, no re-encode: the hand-off of a
 40 MP job shrinks from 120 MB of pixels twice to one JPEG once). It builds the job's Deep Zoom
 pyramid too, from the pixels it holds, in a second thread while it encodes and uploads the
-JPEG (libvips works outside the GIL), and stores it (``imageoutput/<request_id>.dzi.zip``)
-before it answers; the controller finds it there and builds nothing (without it, the
-controller would download the JPEG, decode it and cut its tiles from a second JPEG
-generation). A pyramid that fails here (its upload, on a failed-over account) is only
+JPEG (libvips works outside the GIL), streams the zip to its blob as it is built
+(``imageoutput/<request_id>.dzi.zip``, committed after the JPEG) and answers; the controller
+finds it there and builds nothing (without it, the controller would download the JPEG,
+decode it and cut its tiles from a second JPEG generation). A pyramid that fails here (its upload, on a failed-over account) is only
 logged: the controller builds it from the JPEG, as it does for a processor of an older
 release that writes the JPEG alone. A redelivery renders the same pixels into the same
 blobs either way (``encode_output`` and the pyramid are deterministic).
@@ -41,12 +41,10 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dal.blob_names import pyramid_blob_name
@@ -186,29 +184,31 @@ class ImageProcessor:
     def _final_outputs(self, rid: str, pixels: np.ndarray, clock: Stopwatch) -> tuple[str, bool]:
         """Store the job's JPEG and, built beside it, its pyramid; (the JPEG's URL, pyramid stored?).
 
-        Laps: ``output_encode`` and ``output_upload`` (the JPEG), then ``pyramid_build`` (what
-        the pyramid took beyond them: the rest ran meanwhile) and ``pyramid_upload``."""
-        store = self.services  # the JPEG: to the secondary account when the primary fails (dal.failover)
-        with tempfile.TemporaryDirectory(prefix=f"outputs-{rid[:8]}-") as tmp, \
+        The pyramid zip streams to its blob as libvips builds it (``BlobStore.open_writer``: no
+        file), and is committed once the JPEG is stored (on this account). Laps: ``output_encode``
+        and ``output_upload`` (the JPEG), then ``pyramid_build`` (what the build, with its
+        streamed upload, took beyond them: the rest ran meanwhile) and ``pyramid_upload`` (the
+        commit: the last block and the block list, or a small pyramid's one Put Blob)."""
+        store, blobs = self.services, self.services.blobs  # the JPEG: to the secondary account when the primary fails
+        with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), content_type=PYRAMID_CONTENT_TYPE) as zipped, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool:  # fmt: skip
-            path = Path(tmp) / "mosaic.zip"
-            building = pool.submit(save_pyramid_pixels, pixels, path)
+            building = pool.submit(save_pyramid_pixels, pixels, zipped.write)
             try:
                 encoded = encode_output(pixels)
                 clock.lap("output_encode")
                 url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
                 clock.lap("output_upload")
             finally:
-                error = building.exception()  # never leave the thread writing into a deleted folder
+                error = building.exception()  # the build has ended, and its writes, before the writer closes
             clock.lap("pyramid_build")
-            blobs = self.services.blobs
             if error is None and _on_account(blobs, url):
                 try:
-                    blobs.upload_file(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), path, content_type=PYRAMID_CONTENT_TYPE)
+                    zipped.close()
                     clock.lap("pyramid_upload")
                     return url, True
                 except Exception as exc:  # the controller builds it instead: slower, never lost
                     error = exc
+            zipped.abort()  # nothing committed: the name keeps what it had (nothing, for a new job)
             log.warning("job %s: pyramid left to the controller (%s)", rid,
                         f"{type(error).__name__}: {error}" if error else "JPEG on the secondary account")  # fmt: skip
             return url, False

@@ -8,15 +8,16 @@ offset, behind a TIFF header: streamed, nothing memory-mapped), joins them top t
 and lets libvips pull that pipeline through each encoder in one top-to-bottom pass:
 
 - ``save_jpeg``: the full-resolution JPEG, when it fits the format (65,535 px a side);
-- ``save_pyramid``: the Deep Zoom pyramid as one uncompressed zip (``mosaic.deepzoom``).
+- ``save_pyramid``: the Deep Zoom pyramid as one uncompressed zip (``mosaic.deepzoom``),
+  streamed to its blob as it is made (``BlobStore.open_writer``): no file of it.
 
 The two passes are independent (each opens the slice files again), so the controller runs
 them at once, in two threads: libvips works outside the GIL, and the pyramid, the longer of
 the two, no longer waits for the JPEG.
 
 Memory stays at a few tile rows whatever the size of the mosaic (``make bench`` prints the
-controller's peak RSS for 40 and 400 MP); the scratch disk holds the slices and the outputs
-(about 3 bytes per output pixel, plus the JPEG and the zip) for the length of the stitch.
+controller's peak RSS for 40 and 400 MP); the scratch disk holds the slices (about 3 bytes
+per output pixel) and the JPEG for the length of the stitch.
 
 The JPEG parameters live in one place, ``JPEG_OPTIONS``: ``encode_output`` (a processor's
 one-slice job, and tests) encodes an in-memory array with the same libvips encoder, so a
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,15 +197,16 @@ def encode_jpeg(pixels: np.ndarray) -> bytes:
     return bytes(_from_pixels(pixels).jpegsave_buffer(**JPEG_OPTIONS))
 
 
-def save_pyramid(mosaic: Streamed | Any, path: Path) -> None:
-    """The Deep Zoom pyramid as one uncompressed zip at ``path`` (``mosaic.dzi`` inside)."""
-    write_dzi_zip(mosaic.image if isinstance(mosaic, Streamed) else mosaic, path)
+def save_pyramid(mosaic: Streamed | Any, out: Path | Callable[[bytes], object]) -> None:
+    """The Deep Zoom pyramid as one uncompressed zip (``mosaic.dzi`` inside): to the file
+    ``out``, or streamed to ``out(bytes)`` as libvips makes it (a ``BlobWriter``'s ``write``)."""
+    write_dzi_zip(mosaic.image if isinstance(mosaic, Streamed) else mosaic, out)
 
 
-def save_pyramid_pixels(pixels: np.ndarray, path: Path) -> None:
+def save_pyramid_pixels(pixels: np.ndarray, out: Path | Callable[[bytes], object]) -> None:
     """The pyramid zip of an in-memory ``(H, W, 3) uint8`` array (a one-slice job's processor,
     the offline render): the same ``save_pyramid``, no file in between."""
-    write_dzi_zip(_from_pixels(pixels), path)
+    write_dzi_zip(_from_pixels(pixels), out)
 
 
 def _from_pixels(pixels: np.ndarray) -> Any:
