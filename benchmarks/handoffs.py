@@ -12,7 +12,12 @@ processors, as ``make run`` starts them) and a fresh in-memory Azurite:
   so a second ratio divides by the offline render of those same two outputs, made the fastest
   way offline: from the in-memory pixels, JPEG and pyramid at once (``offline_outputs``, what
   ``photomosaics render -o x.jpg -o x.dzi`` does). Both offline figures come from the same
-  renders, timed right before the pipeline's job, so the ratios compare like with like.
+  renders (best of two), timed right before each of ``LARGE_RUNS`` pipeline jobs, so the
+  ratios compare like with like; the median ratio is reported, with its range.
+
+"Submit → done" runs from the start of the photo's upload to the time of the job's "done"
+event (written by the role that finished it; one machine, one clock), not to when the
+benchmark's own 50 ms poll of the job row noticed it: the poll is the observer's lag.
 
 For each, the per-stage breakdown comes from the job's own event log (``stages`` written
 by the controller and the processors, ``workers/stages.py``): upload, image download and
@@ -52,6 +57,7 @@ BEFORE_ENV = "PHOTOMOSAICS_BENCH_BEFORE"
 SMALL = {"size": (960, 752), "tile": 16, "tiles_across": 60, "slices": 4}
 LARGE = {"size": (1152, 864), "tile": 16, "tiles_across": None, "slices": 1}
 SMALL_RUNS = 5
+LARGE_RUNS = 3  # each against an offline render timed right before it; the median ratio is reported
 ROLE_ENV = {"PHOTOMOSAICS_LOG_LEVEL": "WARNING"}
 FAST_POLL_ENV = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "0.05", "PHOTOMOSAICS_POLL_MAX_SECONDS": "0.2"}
 GOALS = {"small_seconds": 0.6, "small_transactions": 8 * SMALL["slices"] + 20, "large_ratio": 1.3}
@@ -144,10 +150,10 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
     roles = _Roles(cs, folder, env, tree)
     for role in ("controller", "responder", "processor", "processor"):
         roles.start(role)
-    result: dict[str, Any] = {"small": [], "large": None}
+    result: dict[str, Any] = {"small": [], "large": []}
     try:
         roles.wait_ready()
-        for job, data, runs in ((SMALL, small, SMALL_RUNS + 1), (LARGE, large, 2)):
+        for job, data, runs in ((SMALL, small, SMALL_RUNS + 1), (LARGE, large, LARGE_RUNS + 1)):
             for i in range(runs):  # the first of each kind warms the roles up, not counted
                 # On a shared machine the load changes by the minute: the large job's offline
                 # render is timed again right before it, so the ratio compares like with like.
@@ -155,7 +161,7 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
                 before = roles.snapshot()
                 rid, started, upload = _submit(services, data, library_uri, job)
                 done = pl.wait_done(services, rid)
-                wall = time.perf_counter() - started
+                wall = _done_after(services, rid, fallback=time.perf_counter() - started)
                 _settled(services, rid)  # the responder's event and delete come after the row says done
                 after = roles.snapshot()
                 operations, stats = pl.diff(before, after)
@@ -173,10 +179,19 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
                 else:
                     row["offline_adjacent"] = adjacent
                     row["jpeg_ready"] = _jpeg_ready(services, rid)
-                    result["large"] = row
+                    result["large"].append(row)
     finally:
         roles.stop()
     return result
+
+
+def _done_after(services: Any, request_id: str, *, fallback: float) -> float:
+    """Seconds from the upload's start to the job's "done" event, by the event's own time (the
+    same clock: one machine), not by when this process's 50 ms poll of the row saw it."""
+    start = pl.SUBMITTED[request_id]
+    done = [e.at for e in services.jobs.events(request_id, job=services.jobs.get(pl.CLIENT_ID, request_id))
+            if e.kind == "done"]  # fmt: skip
+    return (max(done) - start).total_seconds() if done else fallback
 
 
 def _settled(services: Any, request_id: str, *, timeout: float = 10.0) -> None:
@@ -286,25 +301,30 @@ def report(results: dict[str, Any], local: float, ref: str) -> None:
     print(f"| storage transactions per small job (no status polls) | <= {GOALS['small_transactions']} | "
           + " | ".join(f"{small_median(x, 'transactions'):.0f} ({small_median(x, 'empty_receives'):.0f} empty receives)"
                        for x in labels) + " |")  # fmt: skip
-    print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render ({local:.2f} s at the start) | <= {GOALS['large_ratio']}x | "
-          + " | ".join(f"{results[x]['large']['seconds'] / local:.2f}x ({results[x]['large']['seconds']:.2f} s)"
-                       for x in labels) + " |")  # fmt: skip
-    def adjacent(x: str, key: str, baseline: str = "jpeg") -> str:
-        row = results[x]["large"]
-        offline_s = (row.get("offline_adjacent") or {}).get(baseline)
-        if not offline_s or not row.get(key):
-            return "-"
-        return f"{row[key] / offline_s:.2f}x ({row[key]:.2f} s / {offline_s:.2f} s)"
+    print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render ({local:.2f} s at the start), median of {LARGE_RUNS} | <= {GOALS['large_ratio']}x | "
+          + " | ".join(f"{statistics.median(r['seconds'] for r in results[x]['large']) / local:.2f}x "
+                       f"({statistics.median(r['seconds'] for r in results[x]['large']):.2f} s)" for x in labels) + " |")  # fmt: skip
 
-    print(f"| large job / offline render timed right before it | <= {GOALS['large_ratio']}x | "
+    def adjacent(x: str, key: str, baseline: str = "jpeg") -> str:
+        """The median over the large runs of (pipeline / offline render timed right before it), and its range."""
+        pairs = [(r[key], (r.get("offline_adjacent") or {}).get(baseline)) for r in results[x]["large"]]
+        pairs = [(got, offline_s) for got, offline_s in pairs if got and offline_s]
+        if not pairs:
+            return "-"
+        ratios = sorted(got / offline_s for got, offline_s in pairs)
+        got, offline_s = min(pairs, key=lambda p: abs(p[0] / p[1] - statistics.median(ratios)))
+        spread = f", {ratios[0]:.2f}-{ratios[-1]:.2f}" if len(ratios) > 1 else ""
+        return f"{statistics.median(ratios):.2f}x ({got:.2f} s / {offline_s:.2f} s{spread})"
+
+    print(f"| large job / offline render (JPEG) timed right before it, median of {LARGE_RUNS} (range) | <= {GOALS['large_ratio']}x | "
           + " | ".join(adjacent(x, "seconds") for x in labels) + " |")  # fmt: skip
-    print("| ... until its JPEG is stored (before the Deep Zoom pyramid and the responder) | | "
+    print("| ... until its JPEG is stored (before the Deep Zoom pyramid) | | "
           + " | ".join(adjacent(x, "jpeg_ready") for x in labels) + " |")  # fmt: skip
     print(f"| large job / offline render of the same outputs (JPEG + Deep Zoom), timed right before it | <= {GOALS['large_ratio']}x | "
           + " | ".join(adjacent(x, "seconds", "outputs") for x in labels) + " |")  # fmt: skip
-    for name, pick in (("small job (its median run)", _median_row), ("large job", lambda rows: rows)):
+    for name, pick in (("small job (its median run)", _median_row), ("large job (its median run)", _median_row)):
         print(f"\nWhere the time goes, {name}, seconds per stage (critical path; parallel slices: the slowest):")
-        rows = {x: pick(results[x]["small"]) if "small" in name else results[x]["large"] for x in labels}
+        rows = {x: pick(results[x]["small"] if "small" in name else results[x]["large"]) for x in labels}
         stages = sorted({s for r in rows.values() for s in r["stages"]}, key=_stage_order)
         print("| stage | " + " | ".join(labels) + " |")
         print("|---|" + "---:|" * len(labels))

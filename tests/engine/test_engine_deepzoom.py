@@ -94,3 +94,12 @@ def test_a_name_without_dzi_is_refused(tmp_path: Path) -> None:
 def test_read_descriptor_refuses_what_is_not_a_descriptor(data: bytes) -> None:
     with pytest.raises(ValueError, match="not a Deep Zoom descriptor"):
         read_descriptor(data)
+
+
+def test_tiles_are_4_2_0_like_the_full_size_jpeg(tmp_path: Path) -> None:
+    from PIL import JpegImagePlugin
+
+    pixels = np.random.default_rng(3).integers(0, 256, size=(64, 96, 3), dtype=np.uint8)
+    write_dzi(pixels, tmp_path / "m.dzi")
+    with Image.open(tmp_path / "m_files" / "7" / "0_0.jpg") as tile:
+        assert JpegImagePlugin.get_sampling(tile) == 2  # 4:2:0 (libvips' own choice at Q 90 is 4:4:4: 0)
