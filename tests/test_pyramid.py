@@ -196,7 +196,7 @@ def test_a_pyramid_streams_to_its_blob_in_blocks_as_it_is_built_and_reads_like_t
     pixels = np.random.default_rng(6).integers(0, 256, (900, 1200, 3), dtype=np.uint8)
     save_pyramid_pixels(pixels, tmp_path / "mosaic.zip")
     writes: list[int] = []
-    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=256 * 1024) as zipped:
+    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=64 * 1024) as zipped:
 
         def write(chunk: bytes) -> None:
             writes.append(zipped.staged_blocks)
