@@ -24,6 +24,10 @@ Contract:
   producer then stops: libvips ends the build) or by ``close()``; the upload thread has
   ended by the time either returns or raises, and ``abort()`` ends it without committing. As a
   context manager: commit on a clean exit, abort on an exception.
+- Each block carries its MD5 (``validate_content``): the service refuses a block damaged in
+  transit instead of committing it. It also spares Azurite its CRC64 of every staged block,
+  computed in JavaScript when no MD5 comes with it: a 4 MiB Put Block took 62 ms without, 21 ms
+  with (a Put Blob of it 14 ms), and that CPU is taken from the libvips build beside it.
 - Transient faults are the SDK retry policy's business (the client's, ``dal.config``): a stage
   or commit raises only after it gave up. A missing container is ``BlobMissingError``, as for
   ``BlobStore.upload``.
@@ -147,7 +151,7 @@ class BlobWriter:
                 continue
             block_id = f"{uuid4().int:048d}"  # the SDK's own format (it base64-encodes it)
             try:
-                self._client.stage_block(block_id, block, length=len(block))
+                self._client.stage_block(block_id, block, length=len(block), validate_content=True)
             except BaseException as exc:  # noqa: BLE001 -- raised in the writer's thread by write() or close()
                 self._error = exc
             else:
