@@ -228,7 +228,7 @@ def test_a_pyramid_whose_upload_fails_stops_its_build_and_stores_nothing(pipe: P
 
             def write(chunk: bytes) -> None:
                 writes.append(len(chunk))
-                time.sleep(0.002)  # the pace of a bigger build, so the failed stage can be noticed
+                time.sleep(0.005)  # the pace of a bigger build: the refused stage is answered meanwhile
                 zipped.write(chunk)
 
             save_pyramid_pixels(pixels, write)
