@@ -149,23 +149,30 @@ def write_dzi_zip(image: Any, out: Path | Callable[[bytes], object], *, tile_siz
             raise ValueError(f"a pyramid zip ends in .zip, not {out.suffix!r}")
         image.dzsave(str(out), layout="dz", **options)
         return
+    stream_save(lambda target: image.dzsave_target(target, basename=ZIP_STEM, layout="dz", **options), out)
+
+
+def stream_save(save: Callable[[Any], None], write: Callable[[bytes], object]) -> None:
+    """Run a libvips ``*_target`` save, ``save(target)``, into ``write(bytes)``: the output
+    front to back as libvips makes it. An exception raised by ``write`` stops libvips at once
+    (it sees a failed write) and is raised from here."""
     failed: list[BaseException] = []
 
-    def write(chunk: Any) -> int:
+    def on_write(chunk: Any) -> int:
         try:
-            out(bytes(chunk))  # chunk is libvips' buffer, valid during this call only
+            write(bytes(chunk))  # chunk is libvips' buffer, valid during this call only
         except BaseException as exc:  # noqa: BLE001 -- handed back to the caller below
             failed.append(exc)
-            return -1  # libvips: a failed write ends the build
+            return -1  # libvips: a failed write ends the save
         return len(chunk)
 
     target = _vips().TargetCustom()
-    target.on_write(write)
+    target.on_write(on_write)
     try:
-        image.dzsave_target(target, basename=ZIP_STEM, layout="dz", **options)
+        save(target)
     except _vips().Error:
         if failed:
             raise failed[0] from None
         raise
-    if failed:  # libvips finished anyway: still not a pyramid
+    if failed:  # libvips finished anyway: still not the output
         raise failed[0]

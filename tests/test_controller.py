@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.job_model import JobStatus
 from dal.jobs import Job
 from dal.messages import ImageResponseMessage, SliceResponseMessage
@@ -386,3 +387,31 @@ def test_small_and_big_bands_read_back_exactly_with_their_grid_and_choice(width:
     read = decode_band(encoded)
     assert (read.sequence, read.first_row, read.rows, read.tiles_across, read.tiles_down) == (2, 7, rows, across, rows + 9)
     assert np.array_equal(read.cells, band.cells) and np.array_equal(read.choice, band.choice)  # type: ignore[arg-type]
+
+
+def test_the_stitchs_jpeg_streams_to_its_blob_byte_for_byte_and_a_failed_write_stops_the_encode(
+        pipe: Pipeline, tmp_path: Path) -> None:  # fmt: skip
+    import pyvips
+
+    from workers.stitching import save_jpeg
+
+    pixels = np.random.default_rng(12).integers(0, 256, (700, 900, 3), dtype=np.uint8)
+    image = pyvips.Image.new_from_array(pixels, interpretation="srgb")
+    save_jpeg(image, tmp_path / "mosaic.jpg")
+    blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000d.jpg"
+    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="image/jpeg", block_bytes=64 * 1024) as jpeg:
+        save_jpeg(image, jpeg.write)
+        staged = jpeg.staged_blocks
+    assert staged >= 2  # uploaded in blocks while it was encoded
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, name) == (tmp_path / "mosaic.jpg").read_bytes()
+
+    writes: list[int] = []
+
+    def refuse(chunk: bytes) -> None:
+        writes.append(len(chunk))
+        if len(writes) == 3:
+            raise OSError("the upload failed")
+
+    with pytest.raises(OSError, match="the upload failed"):
+        save_jpeg(image, refuse)
+    assert len(writes) == 3  # libvips stopped at the failed write

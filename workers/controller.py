@@ -26,9 +26,9 @@ comes back (same message id), or by another message once the claim is older than
 The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
 scratch files and lets libvips join and encode them without ever holding the whole mosaic
 (``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
-JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip`` (streamed
-to its blob as libvips makes it), in two passes at once (two threads, each streaming the slice
-files), then records
+JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, each
+streamed to its blob as libvips makes it (``BlobStore.open_writer``), in two passes at once
+(two threads, each streaming the slice files), then records
 ``output_name`` and ``done`` in one write (the "stitched" and "done" lines in one more) and
 sends the ``ImageResponseMessage``: a finished job waits for no further queue hop (the
 responder, which marked jobs done before, still does for a controller of an older release,
@@ -396,7 +396,7 @@ class JobController:
                     how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
                     self._pyramid_pass(rid, lambda: self._join(job, paths), clock)
                 else:
-                    self._both_passes(job, paths, scratch, clock)
+                    self._both_passes(job, paths, clock)
         # The outputs are stored: the write that records them also marks the job done, so the
         # person waiting does not wait for one more queue hop and the responder's read and
         # write (the responder still finishes jobs a controller of an older release stitched).
@@ -440,20 +440,21 @@ class JobController:
             clock.lap("pyramid_upload")
         return time.perf_counter() - started
 
-    def _jpeg_pass(self, job: Job, paths: list[Path], scratch: Path) -> float:
-        """Encode the JPEG from a fresh pass over the slice files and upload it; its encode seconds."""
-        started = time.perf_counter()
-        mosaic = self._join(job, paths)
-        try:
-            save_jpeg(mosaic, scratch / "mosaic.jpg")
-        finally:
-            mosaic.close()
-        encoded = time.perf_counter() - started
-        self.services.blobs.upload_file(IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id), scratch / "mosaic.jpg",
-                                        content_type=OUTPUT_CONTENT_TYPE)  # fmt: skip
-        return encoded
+    def _jpeg_pass(self, job: Job, paths: list[Path]) -> float:
+        """Encode the JPEG from a fresh pass over the slice files, streamed to its blob as it is
+        encoded (``BlobStore.open_writer``: no file), and commit it; the encode's seconds (the
+        rest, the commit's tail, is the upload's)."""
+        with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id),
+                                             content_type=OUTPUT_CONTENT_TYPE) as jpeg:  # fmt: skip
+            started = time.perf_counter()
+            mosaic = self._join(job, paths)
+            try:
+                save_jpeg(mosaic, jpeg.write)
+            finally:
+                mosaic.close()
+            return time.perf_counter() - started
 
-    def _both_passes(self, job: Job, paths: list[Path], scratch: Path, clock: Stopwatch) -> None:
+    def _both_passes(self, job: Job, paths: list[Path], clock: Stopwatch) -> None:
         """The JPEG pass and the pyramid pass at once, each streaming the slice files on its own
         (libvips works outside the GIL; memory stays a few tile rows per pass). The laps are the
         critical path: the JPEG's encode and upload, then what the pyramid took beyond them."""
@@ -462,7 +463,7 @@ class JobController:
             context = contextvars.copy_context()  # the pyramid's upload stays in the stitch's trace
             pyramid = pool.submit(context.run, self._pyramid_pass, rid, lambda: self._join(job, paths), None)
             try:
-                encoded = self._jpeg_pass(job, paths, scratch)
+                encoded = self._jpeg_pass(job, paths)
                 clock.lap_parts({"output_encode": encoded}, rest="output_upload")
             finally:
                 pyramid_error = pyramid.exception()  # wait: never leave it reading a deleted folder

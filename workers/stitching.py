@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from dal.rendered import RenderedFormatError
-from mosaic.deepzoom import write_dzi_zip
+from mosaic.deepzoom import stream_save, write_dzi_zip
 
 __all__ = ["Streamed", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "fits_jpeg", "open_slice", "open_jpeg", "join_slices", "save_jpeg",
            "encode_jpeg", "save_pyramid", "save_pyramid_pixels", "PYRAMID_CONTENT_TYPE"]  # fmt: skip
@@ -184,12 +184,16 @@ def join_slices(opened: Sequence[Streamed], *, width: int, height: int) -> Strea
     return Streamed(joined, [kept for s in opened for kept in s.keep])
 
 
-def save_jpeg(mosaic: Streamed | Any, path: Path) -> None:
-    """The full-resolution JPEG, streamed to ``path``."""
+def save_jpeg(mosaic: Streamed | Any, out: Path | Callable[[bytes], object]) -> None:
+    """The full-resolution JPEG, streamed to a file at ``out`` or to an ``out(bytes)`` callable
+    as it is encoded (a ``BlobStore.open_writer``: the stitch uploads it while it encodes)."""
     image = mosaic.image if isinstance(mosaic, Streamed) else mosaic
     if not fits_jpeg(image.width, image.height):
         raise ValueError(f"{image.width}x{image.height} is over JPEG's {JPEG_MAX_SIDE} px a side")
-    image.jpegsave(str(path), **JPEG_OPTIONS)
+    if isinstance(out, Path):
+        image.jpegsave(str(out), **JPEG_OPTIONS)
+    else:
+        stream_save(lambda target: image.jpegsave_target(target, **JPEG_OPTIONS), out)
 
 
 def encode_jpeg(pixels: np.ndarray) -> bytes:
