@@ -17,7 +17,9 @@ the two, no longer waits for the JPEG.
 
 Memory stays at a few tile rows whatever the size of the mosaic (``make bench`` prints the
 controller's peak RSS for 40 and 400 MP); the scratch disk holds the slices (about 3 bytes
-per output pixel) and the JPEG for the length of the stitch.
+per output pixel) for the length of the stitch. Both encoders write to a path or to a
+``write(bytes)`` callable (``mosaic.deepzoom.stream_save``): the stitch streams each output to
+its blob as it is encoded, so neither is ever a file.
 
 The JPEG parameters live in one place, ``JPEG_OPTIONS``: ``encode_output`` (a processor's
 one-slice job, and tests) encodes an in-memory array with the same libvips encoder, so a
