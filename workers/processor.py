@@ -15,10 +15,10 @@ pyramid too, from the pixels it holds, in a second thread while it encodes and u
 JPEG (libvips works outside the GIL), streams the zip to its blob as it is built
 (``imageoutput/<request_id>.dzi.zip``, committed after the JPEG) and answers; the controller
 finds it there and builds nothing (without it, the controller would download the JPEG,
-decode it and cut its tiles from a second JPEG generation). A pyramid that fails here (its upload, on a failed-over account) is only
-logged: the controller builds it from the JPEG, as it does for a processor of an older
-release that writes the JPEG alone. A redelivery renders the same pixels into the same
-blobs either way (``encode_output`` and the pyramid are deterministic).
+decode it and cut its tiles from a second JPEG generation). A pyramid that fails here (its
+upload, on a failed-over account) is only logged: the controller builds it from the JPEG,
+as it does for a processor of an older release that writes the JPEG alone. A redelivery
+renders the same pixels into the same blobs either way (``encode_output`` and the pyramid are deterministic).
 
 Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
 travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
