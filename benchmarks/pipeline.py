@@ -125,7 +125,7 @@ def diff(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) ->
     return +operations, +stats
 
 
-def wait_done(services: Any, request_id: str, *, timeout: float = 600) -> Any:
+def wait_done(services: Any, request_id: str, *, timeout: float = 600, interval: float = 0.05) -> Any:
     from dal.jobs import TERMINAL_STATUSES
 
     deadline = time.monotonic() + timeout
@@ -135,7 +135,7 @@ def wait_done(services: Any, request_id: str, *, timeout: float = 600) -> Any:
             if job.status != "done":
                 raise RuntimeError(f"job {request_id} ended {job.status}: {job.error}")
             return job
-        time.sleep(0.05)
+        time.sleep(interval)
     raise RuntimeError(f"job {request_id} did not finish within {timeout:.0f} s")
 
 
