@@ -2,8 +2,10 @@
 
 Every image that enters the application (a target photo, a tile, a slice) goes through
 ``open_image``: it refuses oversized images before decoding them (decompression bombs),
-applies the EXIF orientation (phones store portrait photos sideways), flattens transparency
-onto white and maps every Pillow mode — palette, grey, 16-bit, CMYK — to 8-bit RGB. Anything
+applies the EXIF orientation (phones store portrait photos sideways), converts the colours of
+an embedded ICC profile other than sRGB (an iPhone's Display P3, a camera's Adobe RGB, a
+CMYK press profile) to sRGB, flattens transparency onto white and maps every Pillow mode —
+palette, grey, 16-bit, CMYK — to 8-bit RGB. Anything
 Pillow cannot decode, including truncated files, raises ``ImageDecodeError``.
 """
 
@@ -14,13 +16,15 @@ import struct
 import warnings
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from .errors import ImageDecodeError
 from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 
 _ORIENTATION_TAG = 0x0112
 _SIDEWAYS = {5, 6, 7, 8}
+_SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
+_ICC_MODES = {"RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB"}  # mode -> mode after the conversion
 
 
 def open_image(
@@ -49,9 +53,10 @@ def open_image(
                 if image.getexif().get(_ORIENTATION_TAG) in _SIDEWAYS:
                     width, height = height, width
                 image.draft("RGB", (max(1, width), max(1, height)))
+            icc = image.info.get("icc_profile")
             image = ImageOps.exif_transpose(image)
             image.load()
-            return to_rgb(image)
+            return to_rgb(_to_srgb(image, icc))
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
@@ -59,6 +64,25 @@ def open_image(
     except (OSError, SyntaxError, ValueError, TypeError, EOFError, IndexError, KeyError,
             struct.error, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
+
+
+def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
+    """The pixels in sRGB when an ICC profile says they are in another colour space.
+
+    Every signature and tile is computed as sRGB: Display P3 or Adobe RGB values read as
+    sRGB come out dull (Adobe RGB's pure green reads as olive, (0, 200, 0) as (113, 199, 48)).
+    An sRGB profile, a mode the conversion does not cover (grey, 16-bit) or a profile LittleCMS
+    cannot read leaves the pixels as they are, as a browser would show them.
+    """
+    if not icc or image.mode not in _ICC_MODES:
+        return image
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        if "srgb" in ImageCms.getProfileDescription(profile).lower():
+            return image  # already sRGB: skip a transform of every pixel that would change nothing
+        return ImageCms.profileToProfile(image, profile, _SRGB, outputMode=_ICC_MODES[image.mode])
+    except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+        return image
 
 
 def probe_size(data: bytes) -> tuple[int, int]:

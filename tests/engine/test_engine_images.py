@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import struct
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -117,3 +120,56 @@ def test_probe_size_reads_the_upright_size_from_the_header() -> None:
     assert probe_size(encode(Image.new("RGB", (40, 20)))) == (40, 20)
     with pytest.raises(ImageDecodeError):
         probe_size(b"nope")
+
+
+def _matrix_profile(description: str, primaries: tuple[tuple[float, float, float], ...], gamma: float) -> bytes:
+    """A minimal ICC v2 RGB display profile (primaries as D50 XYZ, one gamma curve): the shape of
+    Adobe RGB (1998) or Display P3, built here so that the test needs no profile file on the machine."""
+
+    def xyz(values: tuple[float, float, float]) -> bytes:
+        return b"XYZ \0\0\0\0" + b"".join(struct.pack(">i", round(v * 65536)) for v in values)
+
+    text = description.encode("ascii") + b"\0"
+    desc = b"desc\0\0\0\0" + struct.pack(">I", len(text)) + text + b"\0" * 4 + b"\0" * 4 + b"\0" * 3 + b"\0" * 67
+    curve = b"curv\0\0\0\0" + struct.pack(">IH", 1, round(gamma * 256)) + b"\0\0"
+    tags = [(b"desc", desc), (b"wtpt", xyz((0.9642, 1.0, 0.8249))), (b"rXYZ", xyz(primaries[0])),
+            (b"gXYZ", xyz(primaries[1])), (b"bXYZ", xyz(primaries[2])), (b"rTRC", curve), (b"gTRC", curve), (b"bTRC", curve)]  # fmt: skip
+    offset = 128 + 4 + 12 * len(tags)
+    table, body = b"", b""
+    for signature, data in tags:
+        data += b"\0" * (-len(data) % 4)
+        table += signature + struct.pack(">II", offset + len(body), len(data))
+        body += data
+    size = offset + len(body)
+    header = (struct.pack(">I", size) + b"lcms" + bytes([2, 0x10, 0, 0]) + b"mntrRGB XYZ " + b"\0" * 12 + b"acsp"
+              + b"\0" * 24 + struct.pack(">I", 0) + xyz((0.9642, 1.0, 0.8249))[8:] + b"\0" * 48)  # fmt: skip
+    return header + struct.pack(">I", len(tags)) + table + body
+
+
+ADOBE_RGB = ((0.60974, 0.31111, 0.01947), (0.20528, 0.62567, 0.06087), (0.14919, 0.06322, 0.74457))
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_colours_of_an_embedded_icc_profile_are_converted_to_srgb(fmt: str) -> None:
+    from PIL import ImageCms
+
+    icc = _matrix_profile("Adobe RGB (1998) lookalike", ADOBE_RGB, 563 / 256)
+    wide = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+    srgb = ImageCms.createProfile("sRGB")
+    green = Image.new("RGB", (16, 16), (0, 200, 0))
+    stored = ImageCms.profileToProfile(green, srgb, wide, outputMode="RGB")
+    assert stored.getpixel((0, 0))[0] > 90  # the stored numbers are not sRGB's: read as sRGB, an olive
+    lossless = {"quality": 100, "subsampling": 0} if fmt == "JPEG" else {}
+    image = open_image(encode(stored, fmt, icc_profile=icc, **lossless))
+    # within a few levels (near 0 the sRGB curve is steep: JPEG's +-1 there is up to 9 levels)
+    assert np.abs(np.asarray(image, np.int16) - (0, 200, 0)).max() <= 12
+
+
+def test_an_srgb_or_unreadable_profile_leaves_the_pixels_as_they_are() -> None:
+    from PIL import ImageCms
+
+    source = _gradient_rgb()
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    for icc in (srgb, b"not a profile"):
+        image = open_image(encode(source, "PNG", icc_profile=icc))
+        assert np.array_equal(np.asarray(image), np.asarray(source))
