@@ -7,7 +7,7 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     sliceresponse/<request_id>/<seq>.npy  a rendered slice (older processors: <seq>.png)
     sliceresponse/<request_id>/stitch.claim  the stitch claim of controllers before issue 8 (now in the
                                              job row: ``Job.stitcher``); cleanup still deletes it
-    imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,535 px a side)
+    imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,500 px a side)
     imageoutput/<request_id>.dzi.zip      its Deep Zoom pyramid: one uncompressed zip
                                           (mosaic.dzi + mosaic_files/<level>/<col>_<row>.jpg)
 

@@ -415,3 +415,18 @@ def test_the_stitchs_jpeg_streams_to_its_blob_byte_for_byte_and_a_failed_write_s
     with pytest.raises(OSError, match="the upload failed"):
         save_jpeg(image, refuse)
     assert len(writes) == 3  # libvips stopped at the failed write
+
+
+@pytest.mark.parametrize("side", [65_500, 65_501])
+def test_fits_jpeg_is_the_encoders_own_limit(side: int) -> None:
+    """libjpeg writes at most 65,500 px a side, not the format's 65,535: a mosaic in between was
+    judged to fit, and its JPEG encode failed the job on every delivery."""
+    from workers.stitching import encode_jpeg, fits_jpeg
+
+    pixels = np.zeros((side, 1, 3), np.uint8)
+    if fits_jpeg(1, side):
+        assert encode_jpeg(pixels)[:2] == b"\xff\xd8"
+    else:
+        with pytest.raises(Exception, match="65500"):
+            encode_jpeg(pixels)
+    assert fits_jpeg(1, side) == (side <= 65_500)

@@ -120,7 +120,7 @@ def check_giant_job(megapixels: float, *, slices: int = 1) -> None:
             assert levels == _dzi_counts(width, height)
             assert served["pyramid_bytes"] == served["pyramid_zip"].stat().st_size
 
-            # The full-resolution JPEG (it fits JPEG's 65,535 px a side) streamed whole.
+            # The full-resolution JPEG (it fits JPEG's 65,500 px a side) streamed whole.
             assert _jpeg_size(served["result_head"]) == (width, height)
             # Whole: every byte the server declared arrived, and the last is the JPEG's end marker.
             # (Not a bytes-per-pixel floor: how well a mosaic compresses is the engine's business.)

@@ -353,7 +353,7 @@ def job_result(request_id: str) -> Response:
     if job.status != JobStatus.DONE or not job.output_name:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     filename = f"mosaic-{request_id[:8]}.{job.output_name.rsplit('.', 1)[-1]}"
-    # A mosaic over JPEG's 65,535 px a side has only its pyramid (a zip) as the full image.
+    # A mosaic over JPEG's 65,500 px a side has only its pyramid (a zip) as the full image.
     content_type = {"png": "image/png", "zip": "application/zip"}.get(job.output_name.rsplit(".", 1)[-1], "image/jpeg")
     return _stream_blob(
         IMAGE_OUTPUT_CONTAINER,

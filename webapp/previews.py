@@ -8,7 +8,7 @@ to tens of megapixels; a browser needs a JPEG of screen size. Previews are deter
 A finished mosaic's preview comes from its Deep Zoom pyramid (``pyramid_preview``): the
 smallest level at least as big as the preview, a few dozen tiles read by range
 (``PYRAMIDS``, ``dal.pyramid``), so it costs the same for a 400 MP mosaic as for a small
-one, and a mosaic too big for a JPEG (over 65,535 px a side: only its pyramid exists) has
+one, and a mosaic too big for a JPEG (over 65,500 px a side: only its pyramid exists) has
 one too. Decoding the full-resolution JPEG instead would download it whole (100 MB and more)
 into the web process.
 """

@@ -26,7 +26,7 @@ comes back (same message id), or by another message once the claim is older than
 The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
 scratch files and lets libvips join and encode them without ever holding the whole mosaic
 (``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
-JPEG's 65,535 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, each
+JPEG's 65,500 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, each
 streamed to its blob as libvips makes it (``BlobStore.open_writer``), in two passes at once
 (two threads, each streaming the slice files), then records
 ``output_name`` and ``done`` in one write (the "stitched" and "done" lines in one more) and

@@ -57,7 +57,7 @@ from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.stages import Stopwatch
-from workers.stitching import PYRAMID_CONTENT_TYPE, save_pyramid_pixels
+from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
     BandFormatError,
@@ -152,6 +152,9 @@ class ImageProcessor:
         seconds = clock.lap("render")
         store = self.services  # upload: to the secondary account when the primary fails (dal.failover)
         whole, pyramid = band.first_row == 0 and band.rows == band.tiles_down, False
+        # A whole mosaic too large for a JPEG (a panorama) goes back as a slice: the controller's
+        # stitch stores its pyramid alone; the JPEG encoder would fail it on every delivery.
+        whole = whole and fits_jpeg(pixels.shape[1], pixels.shape[0])
         if whole:  # the whole mosaic: the final outputs now
             url, pyramid = self._final_outputs(rid, pixels, clock)
         else:

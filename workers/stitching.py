@@ -7,7 +7,7 @@ from disk as it is consumed (a ``.npy`` is a header and raw pixels: read from th
 offset, behind a TIFF header: streamed, nothing memory-mapped), joins them top to bottom (``join``, lazy),
 and lets libvips pull that pipeline through each encoder in one top-to-bottom pass:
 
-- ``save_jpeg``: the full-resolution JPEG, when it fits the format (65,535 px a side);
+- ``save_jpeg``: the full-resolution JPEG, when it fits the format (65,500 px a side);
 - ``save_pyramid``: the Deep Zoom pyramid as one uncompressed zip (``mosaic.deepzoom``),
   streamed to its blob as it is made (``BlobStore.open_writer``): no file of it.
 
@@ -44,7 +44,9 @@ __all__ = ["Streamed", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "fits_jpeg", "open_slice
            "encode_jpeg", "save_pyramid", "save_pyramid_pixels", "PYRAMID_CONTENT_TYPE"]  # fmt: skip
 
 PYRAMID_CONTENT_TYPE = "application/zip"
-JPEG_MAX_SIDE = 65_535  # the JPEG format's limit on each side
+# The most pixels a side libjpeg (libvips' and Pillow's encoder) writes: its JPEG_MAX_DIMENSION,
+# 65,500, not the format's 65,535 (a mosaic in between failed its encode on every delivery).
+JPEG_MAX_SIDE = 65_500
 # Quality 90, 4:2:0 chroma (libvips would keep full chroma at Q >= 90: a third bigger for
 # photo tiles, invisible at print size), standard Huffman tables: optimised tables need a
 # second pass over the whole image's coefficients, held in memory (a 100 MP stitch peaked at

@@ -119,7 +119,7 @@ def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, w
 
 def test_a_mosaic_too_big_for_a_jpeg_has_a_preview_and_its_zip_as_the_result(
         app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
-    # Over JPEG's 65,535 px a side: the controller stores only the pyramid, as the result too.
+    # Over JPEG's 65,500 px a side: the controller stores only the pyramid, as the result too.
     request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=65_600, height=64,
                                     output_name="{}.dzi.zip")  # fmt: skip
     job = client.get(f"/api/jobs/{request_id}").json

@@ -237,7 +237,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
 def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(app: Any, browser_context: Any,
                                                                        web_storage: Any, web_settings: Any,
                                                                        tmp_path: Path) -> None:  # fmt: skip
-    """A panorama over JPEG's 65,535 px a side (only its pyramid exists): its page opens the
+    """A panorama over JPEG's 65,500 px a side (only its pyramid exists): its page opens the
     viewer and offers the zip as the download and a reduced JPEG, never a JPEG that cannot be."""
     from tests.web.conftest import LIBRARY, png_bytes, served
     from tests.web.test_api_pyramid import client_of, finish_with_pyramid
