@@ -1,7 +1,8 @@
 """``photomosaics submit``: make a mosaic through the web app's HTTP API, with a progress bar.
 
 A plain client of the public API (the same calls the browser makes): POST the photo, follow
-the job's Server-Sent Events (falling back to polling), then stream the result to a file.
+the job's Server-Sent Events (falling back to polling), then stream the result to a file
+(a mosaic too large for a JPEG comes as its Deep Zoom zip and is saved under ``.zip``).
 The session keeps the app's client-id cookie, so the job is this session's own. Any failure
 prints one clear line and exits 1.
 
@@ -157,6 +158,8 @@ def submit(
     started = time.monotonic()
     deadline = started + timeout
     output = output or image.with_name(f"{image.stem}-mosaic.jpg")
+    if not output.parent.is_dir():  # found out now, not after the whole job has run
+        raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
     api = _Api(url, timeout=30.0)
     form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
     if tiles_across is not None:
@@ -177,12 +180,31 @@ def submit(
         raise click.ClickException(f"job {job['request_id']} failed: {job.get('error') or 'no reason given'}")
     if job["status"] != "done":
         raise click.ClickException(f"job {job['request_id']} is still {job['status']} after {timeout:.0f} s")
-    partial = output.with_name(output.name + ".part")
-    try:
-        with api.call("GET", job["result_url"], stream=True) as response, partial.open("wb") as out:
-            for chunk in response.iter_content(chunk_size=1 << 16):
-                out.write(chunk)
-        partial.replace(output)
-    finally:
-        partial.unlink(missing_ok=True)
+    with api.call("GET", job["result_url"], stream=True) as response:
+        output = _saved_as(output, response, job)
+        partial = output.with_name(output.name + ".part")
+        try:
+            with partial.open("wb") as out:
+                for chunk in response.iter_content(chunk_size=1 << 16):
+                    out.write(chunk)
+            partial.replace(output)
+        except OSError as exc:  # a full disk, a folder removed meanwhile: one line, not a traceback
+            raise click.ClickException(f"cannot save {output}: {exc.strerror or exc}") from None
+        finally:
+            partial.unlink(missing_ok=True)
     click.echo(f"saved {output} ({output.stat().st_size:,} bytes) in {time.monotonic() - started:.1f} s", err=True)
+
+
+def _saved_as(output: Path, response: Any, job: dict[str, Any]) -> Path:
+    """Where the result goes: a mosaic over JPEG's 65,500 px a side has only its Deep Zoom
+    pyramid, a zip, as the full-size image; it is saved under ``.zip``, not as a broken ``.jpg``."""
+    if response.headers.get("Content-Type", "").split(";")[0].strip() != "application/zip":
+        return output
+    if output.suffix.lower() != ".zip":
+        output = output.with_suffix(".zip")
+    click.echo(
+        f"the mosaic is {job['output_width']:,}×{job['output_height']:,} px, too large for a JPEG: "
+        f"saving its Deep Zoom pyramid (a zip) as {output}",
+        err=True,
+    )
+    return output

@@ -7,6 +7,7 @@ import re
 import socket
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -127,3 +128,22 @@ def test_failed_job_and_timeout_exit_1(
     assert failed.exit_code == 1
     assert "failed: the library went away" in failed.output
 
+
+
+def test_a_missing_output_folder_is_refused_before_the_job_runs(photo: Path, tmp_path: Path) -> None:
+    # No app at the default URL is needed: the folder is checked before any request.
+    result = run(str(photo), "--library", LIBRARY, "-o", str(tmp_path / "nowhere" / "out.jpg"))
+    assert result.exit_code == 2 and "folder" in result.output and "does not exist" in result.output
+
+
+def test_a_mosaic_too_large_for_a_jpeg_is_saved_as_its_zip(live_app: dict[str, Any], tmp_path: Path) -> None:
+    tall = tmp_path / "tall.png"  # 1 px tiles, one across: a 1 x 66,000 px mosaic, over JPEG's 65,500
+    Image.new("RGB", (1, 66_000), (200, 80, 40)).save(tall)
+    out = tmp_path / "tall.jpg"
+    result = run(str(tall), "--library", "demo", "--tile-size", "1", "--tiles-across", "1", "--slices", "1",
+                 "-o", str(out), "--url", live_app["url"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    saved = tmp_path / "tall.zip"
+    assert not out.exists() and zipfile.is_zipfile(saved)
+    assert "mosaic.dzi" in zipfile.ZipFile(saved).namelist()
+    assert "too large for a JPEG" in result.output
