@@ -1,9 +1,11 @@
-"""A disk cache of tile libraries built from folders and zips for ``photomosaics render``.
+"""A disk cache of tile libraries built from folders and zips (and the demo library) for
+``photomosaics render``.
 
 Decoding a few hundred full-size photos takes seconds; the index built from them is one
 file. The cache key is the source's resolved path with the name, size and modification
 time of every file in it (a folder is re-scanned, not re-read), plus the index format: any
-change to the photos gives a new key, so a stale library is never used. The cache lives in
+change to the photos gives a new key, so a stale library is never used. The demo library's key
+is ``workers.demo_library.demo_source_key`` (its code, its sample photos, Pillow and NumPy). The cache lives in
 ``PHOTOMOSAICS_CACHE_DIR``, else ``$XDG_CACHE_HOME/photomosaics``, else
 ``~/.cache/photomosaics``; a cache that cannot be read or written is ignored.
 """
@@ -47,10 +49,11 @@ def source_key(source: Path) -> str:
     return digest.hexdigest()[:32]
 
 
-def load(source: Path) -> tuple[TileLibrary, Skipped] | None:
-    """The cached library of ``source`` and what was skipped building it, or None."""
+def load(source: Path | str) -> tuple[TileLibrary, Skipped] | None:
+    """The cached library of ``source`` (a folder or zip, or a key such as the demo library's,
+    ``demo_source_key``) and what was skipped building it, or None."""
 
-    key = source_key(source)
+    key = source_key(source) if isinstance(source, Path) else source
     index, notes = cache_dir() / f"{key}.zip", cache_dir() / f"{key}.json"
     try:
         library = TileLibrary.from_bytes(index.read_bytes())
@@ -60,13 +63,14 @@ def load(source: Path) -> tuple[TileLibrary, Skipped] | None:
     return library, skipped
 
 
-def store(source: Path, library: TileLibrary, skipped: Skipped) -> None:
-    """Keep the library for the next render of ``source``; failures only log."""
-    key = source_key(source)
+def store(source: Path | str, library: TileLibrary, skipped: Skipped) -> None:
+    """Keep the library for the next render of ``source`` (as for ``load``); failures only log."""
+    key = source_key(source) if isinstance(source, Path) else source
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        _write_atomically(folder / f"{key}.json", json.dumps({"source": str(source.resolve()), "skipped": skipped}).encode())
+        label = str(source.resolve()) if isinstance(source, Path) else "demo"
+        _write_atomically(folder / f"{key}.json", json.dumps({"source": label, "skipped": skipped}).encode())
         _write_atomically(folder / f"{key}.zip", library.to_bytes())
     except OSError as exc:
         log.info("cannot cache the tile library of %s in %s: %s", source, folder, exc)

@@ -127,6 +127,19 @@ def test_a_built_library_is_cached_until_its_photos_change(
     assert "using the cached index" not in uncached.output
 
 
+def test_the_demo_library_is_cached_under_a_key_of_its_code_and_photos(target: Path, tmp_path: Path, private_cache: Path) -> None:
+    from workers.demo_library import demo_source_key
+
+    args = ["render", str(target), "--library", "demo", "-t", "4", "--tiles-across", "24"]
+    first = run(*args, "-o", str(tmp_path / "a.png"))
+    assert first.exit_code == 0 and "using the cached demo library" not in first.output, first.output
+    assert [p.stem for p in private_cache.glob("*.zip")] == [demo_source_key()]
+    second = run(*args, "-o", str(tmp_path / "b.png"))
+    assert second.exit_code == 0 and "using the cached demo library (2100 tiles)" in second.output, second.output
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()  # the same library
+    assert demo_source_key(640) != demo_source_key()  # what it is built from is in the key
+
+
 def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Path) -> None:
     archive_path = tmp_path / "tiles.zip"
     with zipfile.ZipFile(archive_path, "w") as archive:

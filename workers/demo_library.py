@@ -45,6 +45,7 @@ or BLAS), so no CPU-specific vector maths can flip a pixel.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import io
 import logging
@@ -58,6 +59,7 @@ from PIL import Image
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
 from dal.libraries import LibraryStore
+from mosaic import signatures
 from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 
 log = logging.getLogger(__name__)
@@ -146,6 +148,23 @@ def _package_dir(package: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def demo_source_key(count: int = DEMO_TILES) -> str:
+    """A key that changes whenever ``demo_tile_images(count)`` could: this module's code and the
+    colour maths it builds on (``mosaic.signatures``), the Pillow and NumPy versions, ``count``,
+    and each installed sample photo's path, size and time. For a disk cache of the built
+    library (``photomosaics render --library demo``: building it takes seconds)."""
+    digest = hashlib.sha256(f"demo\0{count}\0{Image.__version__}\0{np.__version__}".encode())
+    for module in (Path(__file__), Path(signatures.__file__)):
+        digest.update(module.read_bytes())
+    for package, relative in _PHOTOS:
+        root = _package_dir(package)
+        path = root / relative if root else None
+        if path is not None and path.is_file():
+            stat = path.stat()
+            digest.update(f"\0{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:32]
 
 
 def demo_photos(*, exclude: Collection[str] = ()) -> list[tuple[str, Image.Image]]:

@@ -45,18 +45,16 @@ def _build_from_path(path: Path, *, use_cache: bool) -> tuple[Any, list[tuple[st
 def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any:
     """A ``TileLibrary`` from a folder, a zip, ``demo`` or (with a connection string) a stored name.
 
-    A library built from a folder or zip is cached on disk (``photomosaics.library_cache``).
+    A library built from a folder or zip, or the demo library, is cached on disk
+    (``photomosaics.library_cache``).
     """
     from dal.config import CONNECTION_STRING_ENV, Settings
-    from mosaic.sources import build_library_from
 
     path = Path(spec).expanduser()
     if path.exists():
         library, skipped = _build_from_path(path, use_cache=use_cache)
     elif spec == "demo":
-        from workers.demo_library import demo_tile_images
-
-        library, skipped = build_library_from(demo_tile_images())
+        library, skipped = _demo(use_cache=use_cache), []
     elif Settings.from_env().connection_string:
         return _load_stored(spec)
     else:
@@ -67,6 +65,22 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
         )
     if echo and skipped:
         click.echo(f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]} ({skipped[0][1]})", err=True)
+    return library
+
+
+def _demo(*, use_cache: bool) -> Any:
+    """The demo library, from the disk cache when its key matches (building it takes ~3 s)."""
+    from mosaic.sources import build_library_from
+    from photomosaics import library_cache
+    from workers.demo_library import demo_source_key, demo_tile_images
+
+    key = demo_source_key() if use_cache else None
+    if key is not None and (hit := library_cache.load(key)) is not None:
+        click.echo(f"using the cached demo library ({len(hit[0].names)} tiles)", err=True)
+        return hit[0]
+    library, skipped = build_library_from(demo_tile_images())
+    if key is not None:
+        library_cache.store(key, library, skipped)
     return library
 
 
