@@ -22,3 +22,7 @@ MAX_SLICE_PIXELS = 50_000_000
 # tens of GB. The default 40 MP mosaic at 16 px tiles has 156,000 cells and fits.
 MAX_FAIR_CELLS = 200_000
 DEFAULT_MAX_INPUT_PIXELS = 60_000_000  # decoded before any check would be a decompression bomb
+# The most pixels a side the encoders write: libjpeg's JPEG_MAX_DIMENSION (65,500, not the
+# format's 65,535; libvips and Pillow both use libjpeg) and libwebp's 16,383.
+JPEG_MAX_SIDE = 65_500
+WEBP_MAX_SIDE = 16_383

@@ -109,6 +109,22 @@ def test_an_unknown_second_output_type_fails_before_rendering(target: Path, tile
     assert not (tmp_path / "m.jpg").exists()
 
 
+@pytest.mark.parametrize(("suffix", "side"), [(".jpg", 65_501), (".webp", 16_384)])
+def test_a_mosaic_too_large_for_its_format_is_refused_before_rendering(
+    tiles_dir: Path, tmp_path: Path, suffix: str, side: int
+) -> None:
+    """A panorama's mosaic over the encoder's limit was rendered whole, then failed to save (a
+    traceback for WebP); it is a usage error now, before the library is even built."""
+    tall = tmp_path / "tall.png"
+    Image.new("RGB", (1, side), (90, 90, 90)).save(tall)
+    out = tmp_path / f"m{suffix}"
+    result = run("render", str(tall), "--library", str(tiles_dir), "--tile-size", "1", "--tiles-across", "1",
+                 "-o", str(out), "-o", str(tmp_path / "m.png"))  # fmt: skip
+    assert_clean_failure(result, f"1x{side:,} px", "at most")
+    assert "rendering" not in result.output
+    assert not out.exists() and not (tmp_path / "m.png").exists()
+
+
 def test_a_built_library_is_cached_until_its_photos_change(
     target: Path, tiles_dir: Path, tmp_path: Path, private_cache: Path
 ) -> None:

@@ -39,14 +39,12 @@ import numpy as np
 
 from dal.rendered import RenderedFormatError
 from mosaic.deepzoom import stream_save, write_dzi_zip
+from mosaic.limits import JPEG_MAX_SIDE  # libjpeg's 65,500: a mosaic over it has only its pyramid
 
 __all__ = ["Streamed", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "fits_jpeg", "open_slice", "open_jpeg", "join_slices", "save_jpeg",
            "encode_jpeg", "save_pyramid", "save_pyramid_pixels", "PYRAMID_CONTENT_TYPE"]  # fmt: skip
 
 PYRAMID_CONTENT_TYPE = "application/zip"
-# The most pixels a side libjpeg (libvips' and Pillow's encoder) writes: its JPEG_MAX_DIMENSION,
-# 65,500, not the format's 65,535 (a mosaic in between failed its encode on every delivery).
-JPEG_MAX_SIDE = 65_500
 # Quality 90, 4:2:0 chroma (libvips would keep full chroma at Q >= 90: a third bigger for
 # photo tiles, invisible at print size), standard Huffman tables: optimised tables need a
 # second pass over the whole image's coefficients, held in memory (a 100 MP stitch peaked at

@@ -178,6 +178,8 @@ def render(
         plan_bands(grid.tiles_down, slices)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--slices") from None
+    for output, fmt in formats.items():  # refused now, not after the whole render
+        _check_fits(output, fmt, grid.output_width, grid.output_height)
     library = load_library(library_spec, use_cache=not no_cache)
     if max_uses is not None:
         from mosaic.fair import check_budget
@@ -221,6 +223,19 @@ def _output_format(output: Path) -> str:
     return fmt
 
 
+def _check_fits(output: Path, fmt: str, width: int, height: int) -> None:
+    """A usage error when the format cannot hold a mosaic this large (JPEG 65,500 px a side, WebP 16,383)."""
+    from mosaic.limits import JPEG_MAX_SIDE, WEBP_MAX_SIDE
+
+    most = {"JPEG": JPEG_MAX_SIDE, "WEBP": WEBP_MAX_SIDE}.get(fmt)
+    if most is not None and max(width, height) > most:
+        raise click.BadParameter(
+            f"{output.name}: the mosaic is {width:,}x{height:,} px and {fmt} holds at most {most:,} px a side; "
+            "write .png, .tif or .dzi, or ask for fewer --tiles-across or a smaller --tile-size",
+            param_hint="--output",
+        )
+
+
 def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
     from PIL import Image
 
@@ -236,5 +251,5 @@ def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
             write_dzi(mosaic, output, quality=quality)
         else:
             Image.fromarray(mosaic).save(output, format=fmt, **save)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: Pillow's WebP encoder
         raise click.ClickException(f"cannot write {output}: {exc}") from None
