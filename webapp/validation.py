@@ -22,6 +22,9 @@ from webapp.errors import ApiError
 # Pillow format name -> (file extension, content type).
 ALLOWED_FORMATS: dict[str, tuple[str, str]] = {
     "JPEG": ("jpg", "image/jpeg"),
+    # A JPEG with more pictures after the first (a phone's depth map or preview, a 3D camera's
+    # second eye: CIPA Multi-Picture Format) is what Pillow calls MPO; the photo is the first.
+    "MPO": ("jpg", "image/jpeg"),
     "PNG": ("png", "image/png"),
     "WEBP": ("webp", "image/webp"),
     "GIF": ("gif", "image/gif"),

@@ -211,6 +211,19 @@ def test_every_allowed_format_is_accepted(client: Any) -> None:
         assert response.status_code == 202, (fmt, response.json)
 
 
+def test_a_phone_jpeg_with_a_second_picture_is_accepted_as_a_jpeg(client: Any, stores: dict[str, Any]) -> None:
+    """Pillow reads a JPEG carrying a depth map or preview (Multi-Picture Format) as "MPO": it
+    was refused with 415 "MPO images are not accepted", though it is a JPEG like any other."""
+    photo = Image.new("RGB", (40, 30), (200, 60, 20))
+    out = io.BytesIO()
+    photo.save(out, "MPO", save_all=True, append_images=[Image.new("RGB", (40, 30), (0, 0, 0))])
+    assert Image.open(io.BytesIO(out.getvalue())).format == "MPO"
+    response = submit(client, image=out.getvalue(), filename="IMG_0001.JPG", slices="1")
+    assert response.status_code == 202, response.json
+    stored = stores["blobs"].download(IMAGE_INPUT_CONTAINER, f"{response.json['request_id']}.jpg")
+    assert stored == out.getvalue()
+
+
 def test_list_is_newest_first_and_paged(client: Any) -> None:
     ids = [submit(client, slices="1").json["request_id"] for _ in range(3)]
     first = client.get("/api/jobs?limit=2").json
