@@ -23,6 +23,11 @@ from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 
 _ORIENTATION_TAG = 0x0112
 _SIDEWAYS = {5, 6, 7, 8}
+_TRANSPOSE = {  # EXIF orientation -> the turn that shows it upright (as Pillow's exif_transpose)
+    2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}  # fmt: skip
 _SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
 _ICC_MODES = {"RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB"}  # mode -> mode after the conversion
 
@@ -54,7 +59,7 @@ def open_image(
                     width, height = height, width
                 image.draft("RGB", (max(1, width), max(1, height)))
             icc = image.info.get("icc_profile")
-            image = ImageOps.exif_transpose(image)
+            image = _upright(image)
             image.load()
             return to_rgb(_to_srgb(image, icc))
     except ImageDecodeError:
@@ -64,6 +69,20 @@ def open_image(
     except (OSError, SyntaxError, ValueError, TypeError, EOFError, IndexError, KeyError,
             struct.error, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
+
+
+def _upright(image: Image.Image) -> Image.Image:
+    """The image turned as its EXIF orientation says.
+
+    ``ImageOps.exif_transpose`` also rewrites the copy's EXIF, and raises on a tag it cannot
+    rewrite (a resolution stored as text by some editor): such a photo passes the web app's
+    checks and was then failed by the controller. Its orientation alone is enough to turn it.
+    """
+    try:
+        return ImageOps.exif_transpose(image)
+    except (TypeError, ValueError, KeyError, IndexError, struct.error):
+        method = _TRANSPOSE.get(image.getexif().get(_ORIENTATION_TAG))
+        return image if method is None else image.transpose(method)
 
 
 def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:

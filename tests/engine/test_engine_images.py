@@ -173,3 +173,16 @@ def test_an_srgb_or_unreadable_profile_leaves_the_pixels_as_they_are() -> None:
     for icc in (srgb, b"not a profile"):
         image = open_image(encode(source, "PNG", icc_profile=icc))
         assert np.array_equal(np.asarray(image), np.asarray(source))
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "WEBP", "PNG"])
+def test_a_corrupt_exif_tag_beside_the_orientation_still_decodes_upright(fmt: str) -> None:
+    """An XResolution stored as text: Pillow's exif_transpose raised rewriting it, so a photo
+    the web app had accepted failed its job in the controller."""
+    entries = struct.pack("<HHI4s", 0x0112, 3, 1, struct.pack("<HH", 6, 0)) + struct.pack("<HHI4s", 282, 2, 4, b"abc\0")
+    exif = b"Exif\0\0II*\0" + struct.pack("<IH", 8, 2) + entries + struct.pack("<I", 0)
+    source = _gradient_rgb(40, 30)
+    image = open_image(encode(source, fmt, exif=exif, **({"lossless": True} if fmt == "WEBP" else {})))
+    assert image.size == (30, 40)  # orientation 6: shown turned a quarter clockwise
+    expected = np.asarray(source.transpose(Image.Transpose.ROTATE_270), np.int16)
+    assert np.abs(np.asarray(image, np.int16) - expected).mean() < 3
