@@ -18,7 +18,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
-from .errors import TileSourceError
+from .errors import NoUsableImageError, TileSourceError
 from .library import TileLibrary, build_library
 
 # A tile photo larger than this is almost certainly not a photo (a video, a disk image).
@@ -26,7 +26,13 @@ MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_FILES = 20_000
 
 Skipped = list[tuple[str, str]]
-ZIP_MAGIC = b"PK\x03\x04"
+# A zip starts with its first entry's header, or, empty, with its end record: an empty zip
+# is an empty zip ("no usable image among 0 files"), not "not an image".
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def is_zip(data: bytes) -> bool:
+    return data[:4] in ZIP_MAGICS
 
 
 def _junk_reason(relative: PurePosixPath) -> str | None:
@@ -107,7 +113,7 @@ def read_uploads(uploads: Iterable[tuple[str, bytes]]) -> tuple[list[tuple[str, 
     files: list[tuple[str, bytes]] = []
     skipped: Skipped = []
     for name, data in uploads:
-        if data[:4] != ZIP_MAGIC:
+        if not is_zip(data):
             files.append((name, data))
             continue
         try:
@@ -130,5 +136,13 @@ def build_library_from(source: str | Path | bytes | Iterable[tuple[str, bytes]])
         files, skipped = read_tile_sources(source)
     else:
         files, skipped = read_uploads(source)
-    library, not_images = build_library(files)
+    try:
+        library, not_images = build_library(files)
+    except NoUsableImageError as exc:
+        if not skipped:
+            raise
+        # Say what was left out before decoding too (a zip's only photo over the size limit):
+        # "no usable image among 0 files" alone does not tell the person why.
+        name, reason = skipped[0]
+        raise NoUsableImageError(f"{exc}; {len(skipped)} more left out (first: {name}: {reason})") from None
     return library, skipped + not_images

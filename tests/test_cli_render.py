@@ -170,6 +170,19 @@ def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Pat
         assert (mosaic.format, mosaic.size) == ("JPEG", (96, 64))
 
 
+def test_a_library_whose_photos_were_all_left_out_says_why(
+    target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mosaic.sources
+
+    monkeypatch.setattr(mosaic.sources, "MAX_FILE_BYTES", 100)  # stands in for a 50 MiB photo
+    archive_path = tmp_path / "big.zip"
+    with zipfile.ZipFile(archive_path, "w") as archive:
+        archive.writestr("huge.jpg", _jpeg((10, 20, 30)))
+    result = run("render", str(target), "--library", str(archive_path), "-o", str(tmp_path / "out.jpg"))
+    assert_clean_failure(result, "no usable image among 0 files", "huge.jpg: larger than")
+
+
 def test_render_with_the_demo_library(target: Path, tmp_path: Path) -> None:
     out = tmp_path / "demo.png"
     result = run("render", str(target), "--library", "demo", "--tile-size", "2", "--tiles-across", "16", "-o", str(out))

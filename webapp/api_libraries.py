@@ -19,7 +19,7 @@ from dal.libraries import (
     validate_library_name,
 )
 from mosaic.errors import TileSourceError
-from mosaic.sources import ZIP_MAGIC
+from mosaic.sources import is_zip
 from webapp import planning
 from webapp.errors import ApiError
 from webapp.services import services, settings
@@ -120,7 +120,7 @@ def create_library() -> tuple[Response, int]:
     for upload in uploads:
         data = upload.read()
         filename = upload.filename or "upload"
-        if data[:4] == ZIP_MAGIC:
+        if is_zip(data):
             _check_zip(filename, data)
         files.append((filename, data))
     try:

@@ -96,6 +96,16 @@ def test_create_rejections(client: Any, name: str, files: list[tuple[str, bytes]
     assert {lib["name"] for lib in client.get("/api/libraries").json["libraries"]} == before
 
 
+def test_an_empty_zip_is_named_as_one(client: Any) -> None:
+    """An empty zip starts with its end record, not an entry's header: it was taken for a
+    photo and refused as "empty.zip: not an image"."""
+    buffer = io.BytesIO()
+    zipfile.ZipFile(buffer, "w").close()
+    response = upload_library(client, new_name(), [("empty.zip", buffer.getvalue())])
+    assert response.status_code == 422 and response.json["error"] == "no_usable_images"
+    assert "among 0 files" in response.json["detail"] and "not an image" not in response.json["detail"]
+
+
 def test_create_needs_csrf(client: Any) -> None:
     form = {"name": new_name(), "files": [(io.BytesIO(png_bytes()), "a.png")]}
     response = client.post("/api/libraries", data=form, content_type="multipart/form-data", csrf=False)
