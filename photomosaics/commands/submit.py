@@ -62,6 +62,21 @@ class _Api:
         return response
 
 
+def _base_url(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """An http(s) URL with a host and a valid port, or a usage error (requests raised its own
+    exceptions for these, a traceback instead of a line)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise click.BadParameter(f"{value!r} is not an http(s) URL with a host, such as {DEFAULT_URL}")
+    return value
+
+
 def _describe_error(response: Any) -> str:
     try:
         body = response.json()
@@ -145,7 +160,7 @@ def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
               help="Where to save the mosaic [default: IMAGE-mosaic.jpg].")  # fmt: skip
 @click.option("--url", default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL), show_default=DEFAULT_URL,
-              help="Base URL of the web app (env PHOTOMOSAICS_URL).")  # fmt: skip
+              callback=_base_url, help="Base URL of the web app (env PHOTOMOSAICS_URL).")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True, help="Give up after this many seconds.")
 @click.option("--retry-for", type=click.FloatRange(min=0), default=600.0, show_default=True,
               help="Keep retrying a submission refused with 429 (quota) or 503 (busy) for this many seconds, "

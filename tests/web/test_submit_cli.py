@@ -92,6 +92,12 @@ def test_usage_errors_exit_2_before_any_request(tmp_path: Path, photo: Path) -> 
     assert run(str(photo)).exit_code == 2  # --library is required
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host", "http://", "http://127.0.0.1:99999", "http://[::1"])
+def test_a_malformed_url_is_a_usage_error(photo: Path, url: str) -> None:
+    result = run(str(photo), "--library", LIBRARY, "--url", url)  # requests' own exceptions were a traceback
+    assert result.exit_code == 2 and "--url" in result.output
+
+
 def test_unreachable_app(photo: Path) -> None:
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))
