@@ -3,8 +3,11 @@
 
 Decoding a few hundred full-size photos takes seconds; the index built from them is one
 file. The cache key is the source's resolved path with the name, size and modification
-time of every file in it (a folder is re-scanned, not re-read), plus the index format: any
-change to the photos gives a new key, so a stale library is never used. The demo library's key
+time of every file in it (a folder is re-scanned, not re-read), plus the index format and
+the code that turns photos into tiles (``mosaic.images``, ``mosaic.library``,
+``mosaic.signatures``) with Pillow's version: any change to the photos or to how they are
+read (an ICC profile converted, an orientation applied) gives a new key, so a stale library
+is never used. The demo library's key
 is ``workers.demo_library.demo_source_key`` (its code, its sample photos, Pillow and NumPy). The cache lives in
 ``PHOTOMOSAICS_CACHE_DIR``, else ``$XDG_CACHE_HOME/photomosaics``, else
 ``~/.cache/photomosaics``; a cache that cannot be read or written is ignored.
@@ -20,6 +23,9 @@ import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from PIL import Image
+
+from mosaic import images, library, signatures
 from mosaic.library import FORMAT_VERSION, LibraryFormatError, TileLibrary
 
 if TYPE_CHECKING:
@@ -27,6 +33,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Skipped = list[tuple[str, str]]
+
+
+# The code a library's tiles depend on besides the photos: decoding, cropping, signatures.
+BUILDER_MODULES = [images.__file__, library.__file__, signatures.__file__]
 
 
 def cache_dir() -> Path:
@@ -41,7 +51,9 @@ def source_key(source: Path) -> str:
     """A hash of what the library would be built from: paths, sizes and times, not contents."""
 
     source = source.resolve()
-    digest = hashlib.sha256(f"{FORMAT_VERSION}\0{source}".encode())
+    digest = hashlib.sha256(f"{FORMAT_VERSION}\0{Image.__version__}\0{source}".encode())
+    for module in BUILDER_MODULES:
+        digest.update(Path(module).read_bytes())
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
     for path in files:
         stat = path.stat()

@@ -143,6 +143,21 @@ def test_a_built_library_is_cached_until_its_photos_change(
     assert "using the cached index" not in uncached.output
 
 
+def test_a_cached_library_is_rebuilt_when_the_code_reading_photos_changes(
+    tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tiles built before a decoder fix (an ICC profile now converted) must not outlive it."""
+    from photomosaics import library_cache
+
+    decoder = tmp_path / "images.py"
+    decoder.write_text("# the decoder, version 1\n")
+    monkeypatch.setattr(library_cache, "BUILDER_MODULES", [*library_cache.BUILDER_MODULES, str(decoder)])
+    before = library_cache.source_key(tiles_dir)
+    assert library_cache.source_key(tiles_dir) == before
+    decoder.write_text("# the decoder, version 2\n")
+    assert library_cache.source_key(tiles_dir) != before
+
+
 def test_the_demo_library_is_cached_under_a_key_of_its_code_and_photos(target: Path, tmp_path: Path, private_cache: Path) -> None:
     from workers.demo_library import demo_source_key
 

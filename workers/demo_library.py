@@ -59,7 +59,7 @@ from PIL import Image
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
 from dal.libraries import LibraryStore
-from mosaic import signatures
+from mosaic import images, library, signatures
 from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 
 log = logging.getLogger(__name__)
@@ -152,11 +152,12 @@ def _package_dir(package: str) -> Path | None:
 
 def demo_source_key(count: int = DEMO_TILES) -> str:
     """A key that changes whenever ``demo_tile_images(count)`` could: this module's code and the
-    colour maths it builds on (``mosaic.signatures``), the Pillow and NumPy versions, ``count``,
+    colour maths it builds on (``mosaic.signatures``) and the decoding and cropping of its tiles
+    (``mosaic.images``, ``mosaic.library``), the Pillow and NumPy versions, ``count``,
     and each installed sample photo's path, size and time. For a disk cache of the built
     library (``photomosaics render --library demo``: building it takes seconds)."""
     digest = hashlib.sha256(f"demo\0{count}\0{Image.__version__}\0{np.__version__}".encode())
-    for module in (Path(__file__), Path(signatures.__file__)):
+    for module in (Path(__file__), Path(signatures.__file__), Path(images.__file__), Path(library.__file__)):
         digest.update(module.read_bytes())
     for package, relative in _PHOTOS:
         root = _package_dir(package)
