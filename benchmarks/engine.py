@@ -299,7 +299,7 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
 
 
 def main() -> int:
-    from mosaic import TileLibrary, build_library
+    from mosaic import build_library
 
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     RESULTS.mkdir(exist_ok=True)

@@ -44,7 +44,6 @@ import os
 import socket
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 

@@ -28,7 +28,7 @@ import hashlib
 import numpy as np
 
 from .candidates import Candidates
-from .matching import best, nearest
+from .matching import best
 from .rounds import resolve
 from .tile_index import TileIndex, nearest_tiles
 

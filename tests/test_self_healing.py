@@ -30,7 +30,7 @@ from dal.messages import SliceRequestMessage
 from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
-from tests.pipeline_helpers import TEST_ENV, Pipeline, sample_photo, synthetic_library
+from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
 from tests.test_listener import in_thread, listener, message, wait_for
 from workers.leases import LEASE_DIR_ENV
 from workers.slicing import encode_output

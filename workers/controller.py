@@ -224,8 +224,8 @@ class JobController:
             raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
 
     def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
-
-        blobs = self.services.blobs
+        """The job's photo, decoded, once its tile library is known to exist; PermanentJobError
+        when either cannot be used."""
         name = library_name(message.image_library_uri)
         try:
             found = self.library_exists(message.image_library_uri)

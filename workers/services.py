@@ -12,7 +12,6 @@ import os
 import socket
 from dataclasses import dataclass
 
-from dal.config import Settings, StorageClients
 from dal.stores import Stores
 
 __all__ = ["Services", "worker_name"]
