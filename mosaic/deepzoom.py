@@ -117,18 +117,17 @@ def write_dzi(
     write_dzi_from_vips(image, path, tile_size=tile_size, overlap=overlap, quality=quality)
 
 
+def _dzsave_options(tile_size: int, overlap: int, quality: int) -> dict[str, Any]:
+    """The pyramid's cut and tile encoding, the same for a folder and a zip."""
+    return {"layout": "dz", "tile_size": tile_size, "overlap": overlap,
+            "suffix": _TILE_SUFFIX.format(quality=quality), "depth": "onepixel"}  # fmt: skip
+
+
 def write_dzi_from_vips(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP,
                         quality: int = DZI_QUALITY) -> None:  # fmt: skip
     """Write a ``pyvips.Image`` (possibly streamed from a file) as a DZI pyramid."""
     # dzsave takes the name without ".dzi" and adds it, and "_files/" for the tiles.
-    image.dzsave(
-        str(path.with_suffix("")),
-        layout="dz",
-        tile_size=tile_size,
-        overlap=overlap,
-        suffix=_TILE_SUFFIX.format(quality=quality),
-        depth="onepixel",
-    )
+    image.dzsave(str(path.with_suffix("")), **_dzsave_options(tile_size, overlap, quality))
 
 
 def write_dzi_zip(image: Any, out: Path | Callable[[bytes], object], *, tile_size: int = DZI_TILE_SIZE,
@@ -142,14 +141,13 @@ def write_dzi_zip(image: Any, out: Path | Callable[[bytes], object], *, tile_siz
 
     Stored, not deflated: the tiles are JPEGs already, and a stored member can be served by
     one range read of the zip (``dal.pyramid``)."""
-    options = {"container": "zip", "compression": 0, "tile_size": tile_size, "overlap": overlap,
-               "suffix": _TILE_SUFFIX.format(quality=quality), "depth": "onepixel"}  # fmt: skip
+    options = {"container": "zip", "compression": 0, **_dzsave_options(tile_size, overlap, quality)}
     if isinstance(out, Path):
         if out.suffix.lower() != ".zip":
             raise ValueError(f"a pyramid zip ends in .zip, not {out.suffix!r}")
-        image.dzsave(str(out), layout="dz", **options)
+        image.dzsave(str(out), **options)
         return
-    stream_save(lambda target: image.dzsave_target(target, basename=ZIP_STEM, layout="dz", **options), out)
+    stream_save(lambda target: image.dzsave_target(target, basename=ZIP_STEM, **options), out)
 
 
 def stream_save(save: Callable[[Any], None], write: Callable[[bytes], object]) -> None:

@@ -13,13 +13,17 @@ where an upload that is a zip is read as a zip, its entries named ``<upload>/<en
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
+from PIL import Image
+
+from . import images, library, signatures
 from .errors import NoUsableImageError, TileSourceError
-from .library import TileLibrary, build_library
+from .library import FORMAT_VERSION, TileLibrary, build_library
 
 # A tile photo larger than this is almost certainly not a photo (a video, a disk image).
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -146,3 +150,21 @@ def build_library_from(source: str | Path | bytes | Iterable[tuple[str, bytes]])
         name, reason = skipped[0]
         raise NoUsableImageError(f"{exc}; {len(skipped)} more left out (first: {name}: {reason})") from None
     return library, skipped + not_images
+
+
+# The code a library's tiles depend on besides the photos: decoding, cropping, signatures.
+BUILDER_MODULES = (images.__file__, library.__file__, signatures.__file__)
+
+
+def fingerprint(files: Iterable[tuple[str, Path]], *, salt: str, code: Iterable[str] = ()) -> str:
+    """A key that changes whenever a library built from ``files`` (``(name, path)`` pairs) could:
+    their names, sizes and modification times (not their contents: a folder is re-scanned, not
+    re-read), the code that turns photos into tiles (``BUILDER_MODULES`` and ``code``), the
+    index format, Pillow's version and ``salt``. For disk caches of built libraries."""
+    digest = hashlib.sha256(f"{FORMAT_VERSION}\0{Image.__version__}\0{salt}".encode())
+    for module in (*BUILDER_MODULES, *code):
+        digest.update(Path(module).read_bytes())
+    for name, path in files:
+        stat = path.stat()
+        digest.update(f"\0{name}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:32]

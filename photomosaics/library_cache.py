@@ -2,13 +2,13 @@
 ``photomosaics render``.
 
 Decoding a few hundred full-size photos takes seconds; the index built from them is one
-file. The cache key is the source's resolved path with the name, size and modification
-time of every file in it (a folder is re-scanned, not re-read), plus the index format and
-the code that turns photos into tiles (``mosaic.images``, ``mosaic.library``,
-``mosaic.signatures``) with Pillow's version: any change to the photos or to how they are
-read (an ICC profile converted, an orientation applied) gives a new key, so a stale library
-is never used. The demo library's key
-is ``workers.demo_library.demo_source_key`` (its code, its sample photos, Pillow and NumPy). The cache lives in
+file. The cache key (``mosaic.sources.fingerprint``) is the source's resolved path with the
+name, size and modification time of every file in it (a folder is re-scanned, not re-read),
+plus the index format, the code that turns photos into tiles and Pillow's version: any change
+to the photos or to how they are read (an ICC profile converted, an orientation applied)
+gives a new key, so a stale library is never used. The demo library's key is
+``workers.demo_library.demo_source_key`` (the same, over its sample photos, its own code and
+NumPy's version). The cache lives in
 ``PHOTOMOSAICS_CACHE_DIR``, else ``$XDG_CACHE_HOME/photomosaics``, else
 ``~/.cache/photomosaics``; a cache that cannot be read or written is ignored.
 """
@@ -16,27 +16,17 @@ is ``workers.demo_library.demo_source_key`` (its code, its sample photos, Pillow
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
-from PIL import Image
 
-from mosaic import images, library, signatures
-from mosaic.library import FORMAT_VERSION, LibraryFormatError, TileLibrary
-
-if TYPE_CHECKING:
-    from mosaic.library import TileLibrary
+from mosaic.library import LibraryFormatError, TileLibrary
+from mosaic.sources import fingerprint
 
 log = logging.getLogger(__name__)
 Skipped = list[tuple[str, str]]
-
-
-# The code a library's tiles depend on besides the photos: decoding, cropping, signatures.
-BUILDER_MODULES = [images.__file__, library.__file__, signatures.__file__]
 
 
 def cache_dir() -> Path:
@@ -48,17 +38,11 @@ def cache_dir() -> Path:
 
 
 def source_key(source: Path) -> str:
-    """A hash of what the library would be built from: paths, sizes and times, not contents."""
-
+    """The cache key of a folder or zip (``mosaic.sources.fingerprint``)."""
     source = source.resolve()
-    digest = hashlib.sha256(f"{FORMAT_VERSION}\0{Image.__version__}\0{source}".encode())
-    for module in BUILDER_MODULES:
-        digest.update(Path(module).read_bytes())
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
-    for path in files:
-        stat = path.stat()
-        digest.update(f"\0{path.relative_to(source) if source.is_dir() else ''}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:32]
+    named = [(str(p.relative_to(source)) if source.is_dir() else "", p) for p in files]
+    return fingerprint(named, salt=str(source))
 
 
 def load(source: Path | str) -> tuple[TileLibrary, Skipped] | None:

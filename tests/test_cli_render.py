@@ -147,11 +147,12 @@ def test_a_cached_library_is_rebuilt_when_the_code_reading_photos_changes(
     tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tiles built before a decoder fix (an ICC profile now converted) must not outlive it."""
+    from mosaic import sources
     from photomosaics import library_cache
 
     decoder = tmp_path / "images.py"
     decoder.write_text("# the decoder, version 1\n")
-    monkeypatch.setattr(library_cache, "BUILDER_MODULES", [*library_cache.BUILDER_MODULES, str(decoder)])
+    monkeypatch.setattr(sources, "BUILDER_MODULES", (*sources.BUILDER_MODULES, str(decoder)))  # the key's code list
     before = library_cache.source_key(tiles_dir)
     assert library_cache.source_key(tiles_dir) == before
     decoder.write_text("# the decoder, version 2\n")

@@ -45,7 +45,6 @@ or BLAS), so no CPU-specific vector maths can flip a pixel.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import io
 import logging
@@ -59,8 +58,8 @@ from PIL import Image
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
 from dal.libraries import LibraryStore
-from mosaic import images, library, signatures
 from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
+from mosaic.sources import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -151,27 +150,18 @@ def _package_dir(package: str) -> Path | None:
 
 
 def demo_source_key(count: int = DEMO_TILES) -> str:
-    """A key that changes whenever ``demo_tile_images(count)`` could: this module's code and the
-    colour maths it builds on (``mosaic.signatures``) and the decoding and cropping of its tiles
-    (``mosaic.images``, ``mosaic.library``), the Pillow and NumPy versions, ``count``,
-    and each installed sample photo's path, size and time. For a disk cache of the built
-    library (``photomosaics render --library demo``: building it takes seconds)."""
-    digest = hashlib.sha256(f"demo\0{count}\0{Image.__version__}\0{np.__version__}".encode())
-    for module in (Path(__file__), Path(signatures.__file__), Path(images.__file__), Path(library.__file__)):
-        digest.update(module.read_bytes())
-    for package, relative in _PHOTOS:
-        root = _package_dir(package)
-        path = root / relative if root else None
-        if path is not None and path.is_file():
-            stat = path.stat()
-            digest.update(f"\0{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:32]
+    """A key that changes whenever ``demo_tile_images(count)`` could: ``mosaic.sources.fingerprint``
+    of the installed sample photos, with this module's code, NumPy's version and ``count``. For
+    a disk cache of the built library (``photomosaics render --library demo``: building it takes
+    seconds)."""
+    return fingerprint([(str(path), path) for _, path in demo_photo_files()],
+                       salt=f"demo\0{count}\0{np.__version__}", code=[__file__])  # fmt: skip
 
 
-def demo_photos(*, exclude: Collection[str] = ()) -> list[tuple[str, Image.Image]]:
-    """The sample photographs that are installed, as RGB images, in a fixed order, without
+def demo_photo_files(*, exclude: Collection[str] = ()) -> list[tuple[str, Path]]:
+    """The sample photo files that are installed, as (name, path), in a fixed order, without
     those named (by file stem) in ``exclude``."""
-    photos = []
+    found = []
     for package, relative in _PHOTOS:
         if Path(relative).stem in exclude:
             continue
@@ -180,8 +170,17 @@ def demo_photos(*, exclude: Collection[str] = ()) -> list[tuple[str, Image.Image
         if path is None or not path.is_file():
             log.info("demo photo %s/%s is not installed; skipped", package, relative)
             continue
+        found.append((Path(relative).stem, path))
+    return found
+
+
+def demo_photos(*, exclude: Collection[str] = ()) -> list[tuple[str, Image.Image]]:
+    """The sample photographs that are installed, as RGB images, in a fixed order, without
+    those named (by file stem) in ``exclude``."""
+    photos = []
+    for name, path in demo_photo_files(exclude=exclude):
         with Image.open(path) as image:
-            photos.append((Path(relative).stem, image.convert("RGB")))
+            photos.append((name, image.convert("RGB")))
     if not photos and exclude:
         raise ValueError(f"every installed sample photo is excluded ({', '.join(sorted(exclude))})")
     if not photos:

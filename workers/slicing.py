@@ -41,7 +41,7 @@ from PIL import Image, PngImagePlugin
 from dal.blob_names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.errors import PhotoMosaicsError
 from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
-from workers.stitching import encode_jpeg
+from workers.stitching import encode_jpeg, from_pixels
 
 __all__ = [
     "Band",
@@ -140,7 +140,7 @@ def encode_png(pixels: np.ndarray, *, text: dict[str, str] | None = None) -> byt
 def _encode_png_fast(pixels: np.ndarray, text: dict[str, str]) -> bytes:
     import pyvips  # a dependency (pyvips[binary]), imported where it is used, as in workers.stitching
 
-    image = pyvips.Image.new_from_array(np.ascontiguousarray(pixels), interpretation="srgb").copy()
+    image = from_pixels(pixels).copy()  # a copy: the metadata below must not touch a shared image
     for i, (key, value) in enumerate(text.items()):  # libvips writes png-comment-<i>-<key> as tEXt
         image.set_type(pyvips.GValue.gstr_type, f"png-comment-{i}-{key}", value)
     return bytes(image.pngsave_buffer(compression=1, filter="none"))

@@ -41,7 +41,7 @@ from dal.rendered import RenderedFormatError
 from mosaic.deepzoom import stream_save, write_dzi_zip
 from mosaic.limits import JPEG_MAX_SIDE  # libjpeg's 65,500: a mosaic over it has only its pyramid
 
-__all__ = ["Streamed", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "fits_jpeg", "open_slice", "open_jpeg", "join_slices", "save_jpeg",
+__all__ = ["Streamed", "from_pixels", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "fits_jpeg", "open_slice", "open_jpeg", "join_slices", "save_jpeg",
            "encode_jpeg", "save_pyramid", "save_pyramid_pixels", "PYRAMID_CONTENT_TYPE"]  # fmt: skip
 
 PYRAMID_CONTENT_TYPE = "application/zip"
@@ -200,7 +200,7 @@ def save_jpeg(mosaic: Streamed | Any, out: Path | Callable[[bytes], object]) -> 
 
 def encode_jpeg(pixels: np.ndarray) -> bytes:
     """An ``(H, W, 3) uint8`` array as the same JPEG ``save_jpeg`` writes (deterministic)."""
-    return bytes(_from_pixels(pixels).jpegsave_buffer(**JPEG_OPTIONS))
+    return bytes(from_pixels(pixels).jpegsave_buffer(**JPEG_OPTIONS))
 
 
 def save_pyramid(mosaic: Streamed | Any, out: Path | Callable[[bytes], object]) -> None:
@@ -212,9 +212,9 @@ def save_pyramid(mosaic: Streamed | Any, out: Path | Callable[[bytes], object]) 
 def save_pyramid_pixels(pixels: np.ndarray, out: Path | Callable[[bytes], object]) -> None:
     """The pyramid zip of an in-memory ``(H, W, 3) uint8`` array (a one-slice job's processor,
     the offline render): the same ``save_pyramid``, no file in between."""
-    write_dzi_zip(_from_pixels(pixels), out)
+    write_dzi_zip(from_pixels(pixels), out)
 
 
-def _from_pixels(pixels: np.ndarray) -> Any:
+def from_pixels(pixels: np.ndarray) -> Any:
     """An ``(H, W, 3) uint8`` array as a ``pyvips.Image`` (sRGB), for the in-memory encoders."""
     return _vips().Image.new_from_array(np.ascontiguousarray(pixels, dtype=np.uint8), interpretation="srgb")
