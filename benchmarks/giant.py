@@ -21,7 +21,7 @@ GOAL_BYTES = 1.5e9
 
 
 def main() -> int:
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from tests.giant_job import ROLES, cpu_seconds, run_giant_job
 
     sizes = [float(mp) for mp in os.environ.get("PHOTOMOSAICS_BENCH_GIANT_MP", "40,400").split(",")]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dal.azurite import Azurite, AzuriteError, find_azurite_script
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, StorageClients
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}

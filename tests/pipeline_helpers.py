@@ -24,8 +24,8 @@ import numpy as np
 from PIL import Image
 
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
-from dal.jobs import TERMINAL_STATUSES, Job
-from dal.messages import ImageRequestMessage
+from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.queues.messages import ImageRequestMessage
 from mosaic.library import TileLibrary
 from workers.services import Services
 

@@ -11,7 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-from dal.queues import QueueAccessor, ReceivedMessage
+from dal.queues.work_queue import QueueAccessor, ReceivedMessage
 from workers.listener import QueueListener
 from workers.role import Role, configure_role_logging, exit_role, run_role, storage_from_env
 

@@ -1,7 +1,7 @@
 """A stand-in for ``photomosaics run`` in the supervisor tests: Azurite + stand-in children.
 
 ``python tests/supervise_stub.py PIDFILE GRACE CHILD_JSON...`` starts an in-memory Azurite,
-supervises the children (each ``{"name": ..., "argv": [...]}``) with ``workers.supervisor``
+supervises the children (each ``{"name": ..., "argv": [...]}``) with ``photomosaics.local.supervisor``
 and writes ``{"azurite": pid, "children": {name: pid}}`` to PIDFILE once they run. On
 SIGTERM/SIGINT it stops the children, then Azurite, exactly in ``photomosaics run``'s order.
 """
@@ -14,9 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-from dal.azurite import Azurite
+from photomosaics.local.azurite import Azurite
 from workers.logfmt import configure_logging
-from workers.supervisor import ChildSpec, Supervisor, supervise
+from photomosaics.local.supervisor import ChildSpec, Supervisor, supervise
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dal.azurite import Azurite, AzuriteError, find_azurite_script
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from mosaic.deepzoom import DZI_TILE_SIZE
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.render import render_band

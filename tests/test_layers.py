@@ -9,7 +9,11 @@ them, ``webapp`` and ``workers`` do not know each other), no module imports itse
 other modules, and no module outside ``dal/`` imports ``azure.core.exceptions``: storage
 errors are translated into the project's own at the ``dal/`` boundary.
 
-Run ``python tests/test_layers.py`` to print the package-level graph (how many import
+Inside ``dal/`` the rooms point one way too (``ROOMS``): the foundation modules (settings,
+names, errors, the retry policy) at the bottom, ``stores`` assembling the rooms, and
+``operations`` on top.
+
+Run ``python tests/test_layers.py`` to print the package-level graph, the rooms' graph (how many import
 statements go from each package to each other) and any cycle or violation.
 """
 
@@ -30,6 +34,20 @@ ALLOWED = {
     "photomosaics": {"webapp", "workers", "dal", "mosaic"},
 }
 AZURE_ERRORS = "azure.core.exceptions"
+
+# dal's rooms and what each may import besides the foundation (``FOUNDATION``).
+FOUNDATION = {"config", "retry", "names", "errors"}
+ROOMS = {
+    "hints": set(),
+    "queues": {"hints"},
+    "blobs": set(),
+    "jobs": {"queues"},
+    "admission": {"jobs", "queues"},
+    "observability": {"jobs", "queues"},
+    "availability": {"blobs", "jobs", "queues"},
+    "stores": {"admission", "availability", "blobs", "jobs", "queues"},
+    "operations": {"stores", "admission", "availability", "blobs", "jobs", "queues"},
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -86,6 +104,55 @@ def violations() -> list[str]:
             if target.startswith(AZURE_ERRORS) and mine != "dal":
                 found.append(f"{module}:{line} imports {target} (Azure errors are translated in dal/)")
     return found
+
+
+def _room(module: str) -> str | None:
+    """The room of a ``dal`` module (``dal.queues.lanes`` -> ``queues``), None outside ``dal``."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "dal" and len(parts) > 1 else None
+
+
+def room_graph() -> Counter[tuple[str, str]]:
+    """``(from room, to room) -> number of import statements`` inside ``dal``."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for module, edges in imports_cache().items():
+        mine = _room(module)
+        for target, _ in edges:
+            other = _room(target)
+            if mine and other and other != mine:
+                counts[mine, other] += 1
+    return counts
+
+
+def room_violations() -> list[str]:
+    """Imports between dal's rooms that the room table does not allow."""
+    found = []
+    for module, edges in imports_cache().items():
+        mine = _room(module)
+        for target, line in edges:
+            other = _room(target)
+            if not mine or not other or other == mine or other in FOUNDATION:
+                continue
+            if mine == "config" and other == "retry":
+                continue
+            allowed = ROOMS.get(mine, set())
+            if mine in FOUNDATION or other not in allowed:
+                found.append(f"{module}:{line} imports {target} ({mine} may use only {sorted(allowed) or 'the foundation'})")
+    return found
+
+
+def test_every_dal_module_is_in_a_known_room():
+    rooms = {_room(m) for m in imports_cache()} - {None}
+    assert rooms <= FOUNDATION | set(ROOMS), sorted(rooms - FOUNDATION - set(ROOMS))
+
+
+def test_dal_rooms_point_one_way():
+    assert room_violations() == []
+
+
+def test_dal_top_level_stays_small():
+    entries = [p for p in (ROOT / "dal").iterdir() if p.name != "__pycache__"]
+    assert len(entries) <= 15, sorted(p.name for p in entries)
 
 
 def cycles() -> list[list[str]]:
@@ -206,8 +273,8 @@ def test_first_party_imports_are_at_the_top():
 
 
 def test_the_hidden_import_checker_sees_one(tmp_path):
-    (tmp_path / "a.py").write_text("import json\n\ndef f():\n    import dal.jobs\n    from . import b\n    import os\n")
-    assert hidden_imports({"dal.a": tmp_path / "a.py"}) == ["dal.a:4 dal.jobs", "dal.a:5 ."]
+    (tmp_path / "a.py").write_text("import json\n\ndef f():\n    import dal.jobs.store\n    from . import b\n    import os\n")
+    assert hidden_imports({"dal.a": tmp_path / "a.py"}) == ["dal.a:4 dal.jobs.store", "dal.a:5 ."]
     assert hidden_imports({"photomosaics.commands.a": tmp_path / "a.py"}) == []
 
 
@@ -239,7 +306,12 @@ def main() -> int:
     print("module cycles:", "none" if not found_cycles else "")
     for group in found_cycles:
         print("  " + " <-> ".join(group))
-    found = violations()
+    rooms = room_graph()
+    print("dal rooms (import statements):")
+    for room in sorted(ROOMS):
+        targets = [f"{t} ({n})" for (r, t), n in sorted(rooms.items()) if r == room]
+        print(f"  {room:13} -> {', '.join(targets) or '(the foundation only)'}")
+    found = violations() + room_violations()
     print("layer violations:", "none" if not found else "")
     for line in found:
         print("  " + line)

@@ -98,7 +98,7 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
 
 def test_healthz_fails_when_a_receive_loop_stops_polling(storage: Any, unique: str) -> None:
     """A listener whose loop never polls (here: never started) turns /healthz to 503 after ``stale``."""
-    from dal.queues import ImageProcessingQueue
+    from dal.queues.work_queue import ImageProcessingQueue
     from workers.listener import QueueListener
     from workers.observability import serve_role_metrics
 

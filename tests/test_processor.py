@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
-from dal.libraries import INDEX_BLOB
-from dal.queues import ReceivedMessage
+from dal.blobs.libraries import INDEX_BLOB
+from dal.queues.work_queue import ReceivedMessage
 from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.images import open_image

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.messages import SliceResponseMessage
-from dal.metrics import COUNT_ENV
-from dal.queues import ImageProcessingQueue, QueueAccessor
+from dal.queues.messages import SliceResponseMessage
+from dal.observability.transactions import COUNT_ENV
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE = ROOT / "tests" / "sleep_role.py"
