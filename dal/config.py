@@ -191,7 +191,7 @@ class Settings:
     # slicerequest split into this many queues (dal.queues.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
     # Paired secondary account (dal.availability.failover, dal.operations.syphon): how long a process writes straight to the
-    # secondary after a failover, and how often the syphon pings the primary (seed 003: once a minute).
+    # secondary after a failover, and how often the syphon pings the primary (once a minute).
     failover_stay_seconds: float = 60.0
     syphon_interval: float = 60.0
     data_dir: str = ".data"

@@ -1,7 +1,7 @@
 """Retry policies for throttling and transient failures: the Azure SDK's, taught two things.
 
 Azure Storage throttles with ``503 ServerBusy`` (and ``500 OperationTimedOut``); its advice
-(AZURE-NOTES.md, seed 003) is to back off with jitter, never spin, and to wait about 10 s
+(the service's own guidance) is to back off with jitter, never spin, and to wait about 10 s
 after a ServerBusy before sending that request again, instead of failing over. The SDK's own
 policies already retry 408/5xx and connection errors; these subclasses only change *how long*
 they wait, so the retry loop stays the SDK's:
@@ -39,7 +39,7 @@ __all__ = [
 
 RETRY_SCALE_ENV = "PHOTOMOSAICS_RETRY_SCALE"
 SERVER_BUSY_ENV = "PHOTOMOSAICS_SERVER_BUSY_SECONDS"
-DEFAULT_SERVER_BUSY_WAIT = 10.0  # seed 003: "wait 10 seconds and send the message again"
+DEFAULT_SERVER_BUSY_WAIT = 10.0  # "wait 10 seconds and send the message again"
 THROTTLE_ERROR_CODES = frozenset({"ServerBusy", "OperationTimedOut"})
 _JITTER = 0.2
 

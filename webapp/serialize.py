@@ -48,7 +48,7 @@ def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
         "events_url": url_for("api_jobs.job_events", request_id=rid),
         "preview_url": url_for("api_jobs.job_preview", request_id=rid),
         "result_url": url_for("api_jobs.job_result", request_id=rid) if done else None,
-        # Every job finished since issue 13 has a Deep Zoom pyramid (older ones answer 404 there).
+        # Every finished job has a Deep Zoom pyramid.
         "dzi_url": url_for("api_pyramid.job_dzi", request_id=rid) if done else None,
         "pyramid_url": url_for("api_pyramid.job_pyramid", request_id=rid) if done else None,
         "page_url": url_for("pages.job_page", request_id=rid),

@@ -1,7 +1,7 @@
-"""Elastic dequeue (seed 001's ``GetOptimalDequeueTaskCount``), as a pure function.
+"""Elastic dequeue: how many handlers a queue of a given depth deserves, as a pure function.
 
 A listener runs between ``low`` and ``high`` handlers at once. When a receive comes back
-full (more is probably waiting; after an idle spell this is seed 001's work detected; a
+full (more is probably waiting; after an idle spell this is work detected; a
 short batch means the queue is empty, so its depth is not read), it reads the queue's *approximate* depth (one transaction, at most once per
 ``DEPTH_CHECK_INTERVAL``) and grows to ``optimal_concurrency(depth + held)``; the first
 empty receive shrinks it back to ``low``. The depth is approximate (it counts invisible

@@ -22,7 +22,7 @@ renders the same pixels into the same blobs either way (``encode_output`` and th
 
 Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
 travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
-in the job row, in the write it makes anyway (issue 8: one table transaction per slice, not two).
+in the job row, in the write it makes anyway (one table transaction per slice, not two).
 A redelivered slice sends the same kind of report; the controller records a slice once.
 
 **One BLAS thread.** A processor is one core's worth of rendering: ``photomosaics run`` starts one

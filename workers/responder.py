@@ -1,9 +1,9 @@
 """The responder: consumes ``imageresponse`` and marks the job done, if it is not already.
 
-Since issue 8 the controller marks a job done itself, in the write that records its outputs
-(no queue hop between a stored mosaic and the person waiting for it), and its ImageResponse
-says so (``job_done``): the responder then neither reads nor writes the row. It still finishes the jobs of a controller
-of an older release (a rolling upgrade), which leaves that to it.
+The controller marks a job done itself, in the write that records its outputs (no queue hop
+between a stored mosaic and the person waiting for it), and its ImageResponse says so
+(``job_done``): the responder then neither reads nor writes the row. A response without it
+(the stitcher could not mark the job done) is finished here.
 
 Its own role (``photomosaics responder``) rather than a thread inside the web app: the web
 app stays stateless request/response (gunicorn workers can be recycled at any moment), and

@@ -13,7 +13,7 @@ Table ``clientquotas``: one entity per client (``PartitionKey=client_id, RowKey=
 with ``unfinished`` (a counter), ``minute`` (the epoch minute of the rate window) and
 ``in_minute`` (submissions in it). ``admit`` is read + write-with-If-Match: two storage
 transactions per submission. A writer that lost the ETag race (412) re-reads and decides
-again, so two web processes never both take the last slot (seed 002, optimistic concurrency).
+again, so two web processes never both take the last slot (optimistic concurrency).
 
 ``unfinished`` only ever grows on submission; nothing decrements it when a job finishes.
 Instead, when the counter says the client is at its limit, ``admit`` recounts the truth:

@@ -1,4 +1,4 @@
-"""Send availability with a paired secondary account: backlog queues and writes that fail over (seed 003).
+"""Send availability with a paired secondary account: backlog queues and writes that fail over.
 
 Configured by ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING``; unset, nothing here is built and
 every write goes to the primary exactly as before (zero extra transactions).
@@ -9,7 +9,7 @@ is not ``ServerBusy``; ServerBusy means "wait", which ``dal.retry`` already does
 over"). Then:
 
 - a message goes to one of ``backlog_count`` backlog queues ``backlog-<i>`` on the secondary,
-  picked at random per send as in seed 003, in an envelope that keeps its destination queue and
+  picked at random per send, in an envelope that keeps its destination queue and
   its payload unchanged: ``{"queue": "<full primary queue name>", "payload": "<message text>"}``;
 - a blob (the uploaded photo, a band, a rendered slice) goes to the same container and name on
   the secondary. Blob URLs in messages are absolute, so the URL itself says which account holds
@@ -21,13 +21,13 @@ over"). Then:
 The failover interval is the retry budget of the caller's profile (``dal.config``): about 4 s
 for the web app (a person is waiting) and about a minute for the worker roles (they ride out
 short outages on the primary, where their work is). After a failover, this process writes
-straight to the secondary for ``stay_on_secondary`` (60 s, seed 003's ping interval) instead of
+straight to the secondary for ``stay_on_secondary`` (60 s, the syphon's ping interval) instead of
 spending the primary's retry budget on every write. A submission that has put one thing on the
 secondary puts everything after it there too (``force_secondary``), so a job never has its row
 on one account and its request on the other.
 
 **What does not fail over.** Receives, deletes, job-state updates and reads of existing rows:
-work is processed only on the primary (seed 003's send availability). ``dal.operations.syphon`` moves the
+work is processed only on the primary (send availability, not processing availability). ``dal.operations.syphon`` moves the
 backlog, its blobs and its job rows back once the primary answers.
 """
 
@@ -77,8 +77,8 @@ T = TypeVar("T")
 
 SECONDARY_CONNECTION_STRING_ENV = "PHOTOMOSAICS_SECONDARY_CONNECTION_STRING"
 BACKLOG_PREFIX = "backlog"
-DEFAULT_BACKLOG_COUNT = 3  # seed 003 spreads senders over a few backlog queues
-# After a failover, writes go straight to the secondary this long (seed 003 pings once a minute):
+DEFAULT_BACKLOG_COUNT = 3  # senders spread over a few backlog queues
+# After a failover, writes go straight to the secondary this long (the syphon pings once a minute):
 # without it every write would first spend the primary's whole retry budget.
 DEFAULT_STAY_ON_SECONDARY = 60.0  # = Settings.failover_stay_seconds (PHOTOMOSAICS_FAILOVER_STAY_SECONDS)
 

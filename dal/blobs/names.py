@@ -5,8 +5,6 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     imageinput/<request_id>.<ext>         the uploaded photo (ext from its format)
     slicerequest/<request_id>/<seq>.png   a band of the cell image, for one processor
     sliceresponse/<request_id>/<seq>.npy  a rendered slice (older processors: <seq>.png)
-    sliceresponse/<request_id>/stitch.claim  the stitch claim of controllers before issue 8 (now in the
-                                             job row: ``Job.stitcher``); cleanup still deletes it
     imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,500 px a side)
     imageoutput/<request_id>.dzi.zip      its Deep Zoom pyramid: one uncompressed zip
                                           (mosaic.dzi + mosaic_files/<level>/<col>_<row>.jpg)
@@ -26,7 +24,6 @@ __all__ = [
     "band_blob_name",
     "slice_output_name",
     "slice_blob_candidates",
-    "stitch_claim_name",
     "output_blob_name",
     "pyramid_blob_name",
     "PYRAMID_ROOT",
@@ -60,11 +57,6 @@ def slice_output_name(request_id: str, sequence: int, extension: str = RENDERED_
 def slice_blob_candidates(request_id: str, sequence: int) -> tuple[str, str]:
     """Where a rendered slice may be, newest format first."""
     return slice_output_name(request_id, sequence), slice_output_name(request_id, sequence, _LEGACY_RENDERED_EXTENSION)
-
-
-def stitch_claim_name(request_id: str) -> str:
-    """The ``sliceresponse`` blob older controllers held while stitching a job; only cleanup uses it now."""
-    return f"{request_id}/stitch.claim"
 
 
 def output_blob_name(request_id: str) -> str:

@@ -1,4 +1,4 @@
-"""Work-detected hints (seed 001's push model): "queue X just got work", never the work itself.
+"""Wake-up hints (push instead of polling): "queue X just got work", never the work itself.
 
 A producer calls ``publish(queue_name)`` right after a send succeeded (``dal.queues.work_queue`` does it
 for every ``submit``); a listener that hears the hint polls at once instead of waiting out

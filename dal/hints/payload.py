@@ -8,7 +8,7 @@ reconnect, an older publisher), so an old payload still means "poll now, anywher
 A *taken* notice, ``t<count>~<sender>``, is the other half of a hint's count: a listener that
 received ``count`` messages tells its peers on the same queue, so their credit (what the hints
 announced and nobody has taken yet) falls too, and a competing consumer does not receive again
-only to find that a peer took the rest (the trailing empty receives of issue 8). Subscribers
+only to find that a peer took the rest (a trailing empty receive after every job). Subscribers
 that asked for them get ``on_taken(count, sender)``; the others ignore them (an older one reads
 the unknown count as "poll now": one receive, as before). A notice is never a reason to poll.
 """

@@ -1,7 +1,7 @@
-"""Deleting a job everywhere, through a queue (seed 002): consistency across blobs and tables.
+"""Deleting a job everywhere, through a queue: consistency across blobs and tables.
 
 A job lives in four containers (``imageinput/<id>.*``, ``slicerequest/<id>/``,
-``sliceresponse/<id>/`` with the stitch claim, ``imageoutput/<id>.*``) and two tables (the
+``sliceresponse/<id>/``, ``imageoutput/<id>.*``) and two tables (the
 job row with its index entity, and the events). No transaction spans them, so deletion is a
 queued, idempotent job of its own: ``request_cleanup`` puts a ``JobCleanupMessage`` on
 ``jobcleanup`` *before* anything is deleted (the durable intent), and ``delete_job_everywhere``

@@ -1,4 +1,4 @@
-"""The syphon: moves what failed over to the secondary account back to the primary (seed 003).
+"""The syphon: moves what failed over to the secondary account back to the primary.
 
 ``Syphon.run_once`` pings the primary (one cheap call with the ``probe`` profile, so a dead
 primary is reported in about a second, not after the worker's minute of retries). Once it
@@ -20,7 +20,7 @@ messages is not promised. An envelope whose payload is not a message (it cannot 
 our senders) is put on its queue as it is, where the queue's checks move it to poison.
 
 ``photomosaics syphon`` runs it every ``Settings.syphon_interval`` seconds
-(``PHOTOMOSAICS_SYPHON_INTERVAL``, 60: seed 003's ping interval). Cost while all is well: one
+(``PHOTOMOSAICS_SYPHON_INTERVAL``, 60: a ping a minute). Cost while all is well: one
 call on the primary and one list on the secondary per pass, plus one empty receive per backlog
 queue once a failover has created them.
 """

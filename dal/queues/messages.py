@@ -362,7 +362,7 @@ class SliceResponseMessage(QueueMessage):
 
     ``report``: the slice's log line (who rendered it, when, how long each step took), which
     the controller records with the slice's progress in the job row, in the one write it
-    makes anyway: no event row of its own (``dal.jobs.store``, issue 8). Absent from older processors,
+    makes anyway: no event row of its own (``dal.jobs.store``). Absent from older processors,
     which wrote a ``slice_done`` event themselves.
     """
 
@@ -379,7 +379,7 @@ class ImageResponseMessage(QueueMessage):
     """The finished mosaic is stored at ``image_uri``."""
 
     image_uri: str
-    # True: the stitcher finished the job itself (since issue 8): the responder has nothing to
+    # True: the stitcher finished the job itself: the responder has nothing to
     # write and need not read the row to learn it. Absent from older controllers.
     job_done: bool | None = None
 

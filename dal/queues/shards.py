@@ -1,6 +1,6 @@
 """Queue sharding: ``slicerequest`` split into K queues when one queue is not enough.
 
-One Azure queue serves about 2,000 messages/s (seed 001, AZURE-NOTES); past that, spread
+One Azure queue serves about 2,000 messages/s (the service's scalability target); past that, spread
 the work. ``PHOTOMOSAICS_SLICE_SHARDS=K`` (default 1: no sharding) makes ``slicerequest``
 the queues ``slicerequest``, ``slicerequest-1`` ... ``slicerequest-<K-1>`` (shard 0 keeps the
 old name, so K = 1 is exactly the unsharded app and raising K needs no migration).

@@ -136,7 +136,7 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
 @main.command()
 @click.option("--once", is_flag=True, help="One pass (ping, drain), then exit: tests and manual draining.")
 def syphon(*, once: bool) -> None:
-    """Run the syphon: pings the primary, moves the secondary's backlog back (issue 9, seed 003).
+    """Run the syphon: pings the primary, moves the secondary's backlog back.
 
     Needs PHOTOMOSAICS_SECONDARY_CONNECTION_STRING; one instance is enough (two are safe).
     The interval between passes is PHOTOMOSAICS_SYPHON_INTERVAL seconds (60).
