@@ -1,7 +1,7 @@
 """Availability under throttling: the same batch of jobs, side by side, clean and throttled.
 
 One Azurite, two isolated pipelines (name prefixes), each with a controller, a responder and
-two processors whose storage goes through ``tests/faultproxy.py``: one proxy injects nothing,
+two processors whose storage goes through ``tests/support/faultproxy.py``: one proxy injects nothing,
 the other answers 20 % of requests with 503 ServerBusy (plus 3 % 500 OperationTimedOut and
 2 % resets) for the whole run, as in issue 9 ("20 % injected 503s for a minute"). Retry waits
 are the product's (ServerBusy: 10 s) unless ``PHOTOMOSAICS_RETRY_SCALE`` is set.
@@ -39,8 +39,8 @@ RESULTS = Path("bench-results")
 def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, Any]:
     from dal.config import StorageClients
     from dal.observability.transactions import COUNT_ENV
-    from tests.faultproxy import faulty_account
-    from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+    from tests.support.faultproxy import faulty_account
+    from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
     from workers.services import Services
 
     folder = tmp / label
@@ -95,7 +95,7 @@ def _failover(cs: str) -> dict[str, Any]:
     from dal.queues.work_queue import QueueAccessor
     from dal.stores import Stores
     from dal.operations.syphon import Syphon
-    from tests.faultproxy import faulty_account
+    from tests.support.faultproxy import faulty_account
 
     prefix = f"fo{uuid.uuid4().hex[:8]}"
     QueueAccessor(StorageClients(cs, profile="probe"), prefix=prefix).ensure_all()
@@ -155,8 +155,8 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
     from photomosaics.local.azurite import Azurite
     from dal.config import CONNECTION_STRING_ENV, StorageClients
     from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV, backlog_queues
-    from tests.faultproxy import faulty_account
-    from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+    from tests.support.faultproxy import faulty_account
+    from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
     from webapp import create_app
     from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 

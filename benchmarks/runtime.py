@@ -95,7 +95,7 @@ def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: 
 def pickup_via_server(storage: Any, tmp: Path, samples: int = 6) -> tuple[list[float], list[float]]:
     """Pickup through a real Valkey server (``PHOTOMOSAICS_HINTS_URL``), then with it killed."""
     try:
-        from tests.hint_server import ValkeyProcess
+        from tests.support.hint_server import ValkeyProcess
 
         server = ValkeyProcess(tmp)
     except (ImportError, FileNotFoundError) as exc:

@@ -15,7 +15,7 @@ import pytest
 
 from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT, StorageClients, expand_connection_string
-from tests.conftest import require
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,14 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo
-from mosaic.images import open_image
-from mosaic.render import render
-from workers.slicing import encode_output
+from tests.support.pipelines import Pipeline, RoleProcess, assert_jobs_pixel_identical, sample_photo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -37,17 +33,6 @@ def mid_message(process: RoleProcess) -> bool:
     """The process started a message it has not finished (from its logfmt lines)."""
     text = process.log_path.read_text(errors="replace")
     return text.count("message.start") > text.count("message.done") + text.count("message.retry")
-
-
-def assert_pixel_identical(pipe: Pipeline, finished: dict, images: dict, *, tile: int, slices: int) -> None:
-    library = pipe.services.libraries.load(pipe.library_uri)
-    for rid, job in finished.items():
-        assert job.status == "done", f"{rid}: {job.status} {job.error}"
-        expected = render(open_image(images[rid]), library, tile_size=tile, slices=slices, seed=rid,
-                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
-        if slices > 1:
-            assert np.array_equal(pipe.slice_outputs(job), expected), rid
-        assert pipe.output_bytes(job) == encode_output(expected), rid
 
 
 def test_processors_killed_mid_slice_lose_nothing(pipe: Pipeline) -> None:
@@ -74,7 +59,7 @@ def test_processors_killed_mid_slice_lose_nothing(pipe: Pipeline) -> None:
     assert kills == 4, f"only {kills} processors were caught mid-slice\n{pipe.logs()}"
 
     finished = pipe.wait(images, timeout=150)
-    assert_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
     for rid in images:
         assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
     # Done before its ImageResponse is consumed (the controller marks it done): drained a moment later.
@@ -99,7 +84,7 @@ def test_controller_killed_between_fan_out_and_stitch(pipe: Pipeline) -> None:
     pipe.start("controller")
 
     finished = pipe.wait([rid], timeout=90)
-    assert_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=4)
+    assert_jobs_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=4)
     kinds = [e.kind for e in pipe.services.jobs.events(rid)]
     assert kinds.count("stitched") == 1 and kinds.count("dispatched") == 4
     assert pipe.queue_depths()[pipe.services.queues.slice_response.poison.name] == 0
@@ -123,7 +108,7 @@ def test_garbage_on_every_queue_goes_to_poison_and_jobs_keep_flowing(pipe: Pipel
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
 
     finished = pipe.wait([rid], timeout=60)
-    assert_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=2)
+    assert_jobs_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=2)
     for queue in queues:
         wait_until(lambda q=queue: q.poison.approximate_depth() >= 2, seconds=20, what=f"{queue.poison.name}", pipe=pipe)
         entries = queue.poison.peek()

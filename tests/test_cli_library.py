@@ -12,7 +12,7 @@ from PIL import Image
 from dal.config import CONNECTION_STRING_ENV, StorageClients
 from dal.blobs.libraries import LibraryStore
 from photomosaics.cli import main
-from tests.conftest import require
+from tests.support.prereqs import require
 
 COLOURS = [(220, 40, 40), (40, 200, 60), (30, 60, 210), (240, 220, 40), (20, 20, 20)]
 

@@ -18,7 +18,7 @@ from dal.jobs.model import JobStatus
 from dal.jobs.store import Job
 from dal.queues.messages import ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.images import open_image

@@ -1,7 +1,7 @@
 """Send availability: a paired secondary account, backlog queues and the syphon (``dal.availability.failover``).
 
 Two real Azurites stand in for the two accounts. The primary is reached through the fault
-proxy (``tests/faultproxy.py``), whose ``reset`` fault cuts every connection: the stand-in for
+proxy (``tests/support/faultproxy.py``), whose ``reset`` fault cuts every connection: the stand-in for
 an account that is unreachable (Azurite cannot be made unreachable and back on demand
 without a restart, and a restart is exercised elsewhere).
 """
@@ -33,9 +33,9 @@ from dal.queues.work_queue import QueueAccessor
 from dal.stores import Stores
 from dal.retry import RETRY_SCALE_ENV
 from dal.operations.syphon import Syphon
-from tests.conftest import require
-from tests.faultproxy import faulty_account
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+from tests.support.prereqs import require
+from tests.support.faultproxy import faulty_account
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 

@@ -17,7 +17,7 @@ import pytest
 
 from dal.config import IMAGE_INPUT_CONTAINER
 from dal.queues.messages import ImageRequestMessage
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline, sample_photo
 from tests.web.conftest import submit
 from tests.web.test_backpressure import busy  # noqa: F401 - a fixture: the web app alone on its own prefix
 from workers.controller import JobController

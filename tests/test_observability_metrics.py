@@ -11,27 +11,18 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+
 
 from photomosaics.commands.run import choose_port
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.metrics import samples, value_of
+from tests.support.pipelines import Pipeline, sample_photo
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain; version=")
         text = response.read().decode()
-    return _samples(text)
-
-
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
-
-
-def _value(samples: dict[Any, float], name: str, **labels: str) -> float:
-    """The sum over samples of ``name`` whose labels include ``labels``."""
-    return sum(v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= set(ls))
+    return samples(text)
 
 
 def _wait_for(url: str, timeout: float = 30.0) -> None:
@@ -57,9 +48,9 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
     for role in ports:
         _wait_for(url[role] + "/healthz")
     before = _scrape(url["processor"] + "/metrics")
-    assert _value(before, "photomosaics_messages_received_total", role="processor", queue="slicerequest") == 0
-    assert _value(before, "photomosaics_queue_messages", queue="slicerequest") == 0
-    assert _value(before, "photomosaics_storage_requests_total", operation="queue GetMessages") >= 1
+    assert value_of(before, "photomosaics_messages_received_total", role="processor", queue="slicerequest") == 0
+    assert value_of(before, "photomosaics_queue_messages", queue="slicerequest") == 0
+    assert value_of(before, "photomosaics_storage_requests_total", operation="queue GetMessages") >= 1
 
     slices = 4
     rid = pipe.submit(sample_photo(96, 64, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=slices)
@@ -67,7 +58,7 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         during = _scrape(url["processor"] + "/metrics")
-        done = _value(during, "photomosaics_messages_succeeded_total", queue="slicerequest")
+        done = value_of(during, "photomosaics_messages_succeeded_total", queue="slicerequest")
         if 0 < done < slices:
             seen_midway = True
         if done == slices:
@@ -79,19 +70,19 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
 
     after = _scrape(url["processor"] + "/metrics")
     labels = {"role": "processor", "queue": "slicerequest"}
-    assert _value(after, "photomosaics_messages_received_total", **labels) == slices
-    assert _value(after, "photomosaics_messages_processed_total", **labels) == slices
-    assert _value(after, "photomosaics_messages_failed_total", **labels) == 0
-    assert _value(after, "photomosaics_message_handler_duration_seconds_count", outcome="ok", **labels) == slices
+    assert value_of(after, "photomosaics_messages_received_total", **labels) == slices
+    assert value_of(after, "photomosaics_messages_processed_total", **labels) == slices
+    assert value_of(after, "photomosaics_messages_failed_total", **labels) == 0
+    assert value_of(after, "photomosaics_message_handler_duration_seconds_count", outcome="ok", **labels) == slices
     # Each render slept 0.4 s: the histogram's sum cannot be less.
-    assert _value(after, "photomosaics_message_handler_duration_seconds_sum", **labels) >= 0.4 * slices
-    assert _value(after, "photomosaics_storage_requests_total", operation="blob PutBlob") >= slices
-    assert _value(after, "photomosaics_storage_requests_total", operation="queue DeleteMessage") >= slices
+    assert value_of(after, "photomosaics_message_handler_duration_seconds_sum", **labels) >= 0.4 * slices
+    assert value_of(after, "photomosaics_storage_requests_total", operation="blob PutBlob") >= slices
+    assert value_of(after, "photomosaics_storage_requests_total", operation="queue DeleteMessage") >= slices
 
     controller = _scrape(url["controller"] + "/metrics")
-    assert _value(controller, "photomosaics_messages_succeeded_total", queue="imagerequest") == 1
-    assert _value(controller, "photomosaics_messages_succeeded_total", queue="sliceresponse") == slices
-    assert _value(controller, "photomosaics_poison_queue_messages", queue="sliceresponse") == 0
+    assert value_of(controller, "photomosaics_messages_succeeded_total", queue="imagerequest") == 1
+    assert value_of(controller, "photomosaics_messages_succeeded_total", queue="sliceresponse") == slices
+    assert value_of(controller, "photomosaics_poison_queue_messages", queue="sliceresponse") == 0
     with urllib.request.urlopen(url["responder"] + "/healthz", timeout=5) as response:
         assert response.status == 200 and response.read() == b"ok\n"
 

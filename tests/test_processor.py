@@ -11,7 +11,7 @@ import pytest
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.blobs.libraries import INDEX_BLOB
 from dal.queues.work_queue import ReceivedMessage
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, render

@@ -24,7 +24,7 @@ from dal.queues.messages import SliceResponseMessage
 from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
 from dal.blobs.rendered import encode_rendered, slice_output_name
 from mosaic.grid import plan_bands
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from workers.stitching import open_slice, save_pyramid, save_pyramid_pixels
 

@@ -13,7 +13,7 @@ from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, SLICE_RESPO
 from dal.queues.messages import JobCleanupMessage
 from dal.operations.retention import _Lease, sweep
 from photomosaics.cli import main
-from tests.test_cleanup import CLIENT, leftovers, make_job, world  # noqa: F401 (fixture)
+from tests.support.stored_jobs import CLIENT, leftovers, make_job, world  # noqa: F401 (a fixture)
 
 
 def test_sweep_queues_expired_jobs_and_deletes_orphans_only(world: dict[str, Any]) -> None:  # noqa: F811

@@ -10,7 +10,6 @@ count) and that the mosaics are still pixel-identical to the offline render.
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import sys
@@ -20,56 +19,31 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from dal.availability.storage_status import read_status
 from photomosaics.local.azurite import Azurite
 from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
-from mosaic.images import open_image
-from mosaic.render import render
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
-from tests.test_listener import in_thread, listener, message, wait_for
+from tests.support.pipelines import (
+    SLOW_POLLS,
+    Pipeline,
+    assert_job_pixel_identical,
+    log_lines,
+    sample_photo,
+    synthetic_library,
+    woken_queues,
+)
+from tests.support.listeners import in_thread, listener, message
+from tests.support.waiting import wait_for
 from workers.leases import LEASE_DIR_ENV
-from workers.slicing import encode_output
 from photomosaics.local.storage_keeper import AzuriteKeeper
 from photomosaics.local.supervisor import ChildSpec, Supervisor
-
-# Polling so slow that only a hint (or a hand-back with its hint) explains a prompt pickup.
-SLOW_POLLS = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "30", "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
-              "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "60"}  # fmt: skip
-
-
-def _decoded(data: bytes) -> np.ndarray:
-    with Image.open(io.BytesIO(data)) as image:
-        return np.asarray(image.convert("RGB"))
-
-
-def _assert_pixel_identical(pipe: Pipeline, rid: str, image: bytes, *, tile: int, slices: int) -> None:
-    job = pipe.job(rid)
-    assert job is not None and job.status == "done", (job, pipe.logs())
-    library = pipe.services.libraries.load(pipe.library_uri)
-    expected = render(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
-                      max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
-    assert np.array_equal(pipe.slice_outputs(job), expected)
-    assert np.array_equal(pipe.output_pixels(job), _decoded(encode_output(expected)))
-
 
 def _channels(tmp_path: Path) -> dict[str, str]:
     hints = short_hint_dir(tmp_path / "hints")
     return {HINT_DIR_ENV: str(hints), LEASE_DIR_ENV: str(tmp_path / "leases")}
-
-
-def _log_lines(pipe: Pipeline, needle: str) -> list[str]:
-    return [line for r in pipe.roles for line in r.log_path.read_text(errors="replace").splitlines() if needle in line]
-
-
-def _woken_queues(pipe: Pipeline) -> set[str]:
-    """The queues whose listeners logged detected work."""
-    return {line.split("queue=")[1].split()[0] for line in _log_lines(pipe, "listener.work_detected")}
 
 
 # -- hints --------------------------------------------------------------------------------
@@ -81,7 +55,7 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
         pipe.start(role, env=env)
     # Every listener has made its first (empty) receive and now sleeps 30 s: the four of the
     # workflow and the responder's jobcleanup listener (dal.operations.cleanup), which this job never wakes.
-    wait_for(lambda: len(_log_lines(pipe, "listener.start")) == 5 or None, seconds=60)
+    wait_for(lambda: len(log_lines(pipe, "listener.start")) == 5 or None, seconds=60)
     wait_for(lambda: len(list(Path(env[HINT_DIR_ENV]).glob("*.sock"))) == 5 or None)
     time.sleep(1.0)  # past the first empty receive of each listener
     pipe.services.queues.image_request.hints = LocalHintChannel(env[HINT_DIR_ENV])
@@ -90,13 +64,13 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
 
     pipe.wait([rid], timeout=25)  # four hops at one 30 s poll each would need 120 s
     # The job is done with its stitch; the ImageResponse hop to the responder may still be on its way.
-    wait_for(lambda: len(_woken_queues(pipe)) == 4 or None, seconds=15)
+    wait_for(lambda: len(woken_queues(pipe)) == 4 or None, seconds=15)
 
-    detected = _log_lines(pipe, "listener.work_detected")
+    detected = log_lines(pipe, "listener.work_detected")
     assert detected and all("by=hint" in line for line in detected), detected
-    queues = _woken_queues(pipe)
+    queues = woken_queues(pipe)
     assert len(queues) == 4, detected  # imagerequest, slicerequest, sliceresponse, imageresponse
-    _assert_pixel_identical(pipe, rid, image, tile=8, slices=3)
+    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=3)
 
 
 @pytest.fixture
@@ -382,7 +356,7 @@ def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pip
     assert handed and handed[0] == ("processor-1", 1), handed
     events = [e.kind for e in pipe.services.jobs.events(rid)]
     assert events.count("done") == 1
-    _assert_pixel_identical(pipe, rid, image, tile=8, slices=2)
+    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
 
 
 # -- the embedded Azurite is supervised ---------------------------------------------------
@@ -421,7 +395,7 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
         second = sample_photo(32, 24, seed=14)
         rid2 = pipe.submit(second, library_uri=pipe.library_uri, tile_size=8, slices=2)
         pipe.wait([rid2], timeout=120)
-        _assert_pixel_identical(pipe, rid2, second, tile=8, slices=2)
+        assert_job_pixel_identical(pipe, rid2, second, tile=8, slices=2)
     finally:
         pipe.stop_all()
         stop.set()

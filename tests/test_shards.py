@@ -13,7 +13,7 @@ from dal.config import Settings, StorageClients
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.work_queue import QueueAccessor
 from dal.queues.shards import ShardedQueue
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 
 
 def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMessage:

@@ -8,17 +8,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from photomosaics.local.azurite import AzuriteError, find_azurite_script
-from tests.conftest import require
+from tests.support.prereqs import require
+from tests.support.waiting import wait_for
 from photomosaics.local.supervisor import ChildSpec, Supervisor, restart_delay
 
 ROOT = Path(__file__).resolve().parent.parent
-STUB = ROOT / "tests" / "supervise_stub.py"
+STUB = ROOT / "tests" / "support" / "supervise_stub.py"
 PY = sys.executable
 
 
@@ -32,11 +32,7 @@ def alive(pid: int) -> bool:
 
 
 def wait_until(probe, *, seconds: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not probe():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {seconds} s")
-        time.sleep(0.05)
+    wait_for(probe, seconds=seconds, step=0.05)
 
 
 def test_restart_delay_doubles_and_is_capped() -> None:
@@ -70,16 +66,18 @@ def test_a_crashing_child_is_restarted_and_a_healthy_one_left_alone(tmp_path: Pa
 
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    ignoring = tmp_path / "ignoring-sigterm"
     stubborn = ChildSpec(
         name="stubborn",
-        argv=[PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"],
-    )  # fmt: skip
+        argv=[PY, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "open(sys.argv[1], 'w').close(); time.sleep(600)", str(ignoring)],
+    )
     supervisor = Supervisor([stubborn], grace=0.5, poll_interval=0.05)
     thread = threading.Thread(target=supervisor.run, daemon=True)
     thread.start()
     wait_until(lambda: supervisor.pids()["stubborn"] is not None)
     pid = supervisor.pids()["stubborn"]
-    time.sleep(0.5)  # let it install its SIG_IGN
+    wait_until(ignoring.exists)  # it ignores SIGTERM from now on
     supervisor.stop()
     thread.join(timeout=15)
     assert not thread.is_alive()

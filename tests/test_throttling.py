@@ -1,4 +1,4 @@
-"""Throttling as Azure does it, through a fault-injecting proxy (``tests/faultproxy.py``).
+"""Throttling as Azure does it, through a fault-injecting proxy (``tests/support/faultproxy.py``).
 
 Azurite cannot throttle on demand, so a loopback proxy in front of it answers a share of
 requests with 503 ServerBusy, 500 OperationTimedOut or a connection reset. The app's retry
@@ -19,9 +19,9 @@ import pytest
 from dal.config import StorageClients
 from dal.observability.transactions import COUNT_ENV, TransactionCounter
 from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
-from tests.faultproxy import faulty_account
-from tests.pipeline_helpers import Pipeline, sample_photo
-from tests.test_chaos import assert_pixel_identical
+from tests.support.faultproxy import faulty_account
+from tests.support.pipelines import Pipeline, assert_jobs_pixel_identical, sample_photo
+
 from workers.services import Services
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -86,7 +86,7 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
         finally:
             proxied.stop_all()
 
-    assert_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
     # Stitched once each: the controller's log is the witness (a job event is an insert that a
     # reset may lose, since a POST is not retried when the server may have run it).
     controller_log = "".join(r.log_path.read_text() for r in proxied.roles if r.role == "controller")

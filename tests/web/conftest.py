@@ -121,7 +121,7 @@ def other_client(app: Flask) -> FlaskClient:
 def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Real controller, processor and responder processes on their own name prefix, a demo
     library (150 tiles of the sample photos), and the app served on a free loopback port."""
-    from tests.pipeline_helpers import Pipeline
+    from tests.support.pipelines import Pipeline
     from webapp import create_app
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
 

@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def pipeline(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Real roles on their own name prefix, a small tile library and a few poison messages."""
-    from tests.pipeline_helpers import Pipeline, synthetic_library
+    from tests.support.pipelines import Pipeline, synthetic_library
 
     pipe = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("fuzz"))
     # Generated requests may ask for any grid the spec allows (up to 400 MP): with the default

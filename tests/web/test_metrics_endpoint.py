@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.test_observability_metrics import _samples, _value
+from tests.support.metrics import samples, value_of
 from tests.web.conftest import png_bytes, submit
 
 
@@ -12,16 +12,16 @@ def test_web_metrics_count_storage_calls_and_report_queues_and_jobs(client: Any)
     client.application.config["METRICS_CACHE_SECONDS"] = 0  # read storage at every scrape
     first = client.get("/metrics")
     assert first.status_code == 200 and first.content_type.startswith("text/plain; version=")
-    before = _samples(first.get_data(as_text=True))
-    assert _value(before, "photomosaics_storage_up") == 1
+    before = samples(first.get_data(as_text=True))
+    assert value_of(before, "photomosaics_storage_up") == 1
     for queue in ("imagerequest", "slicerequest", "sliceresponse", "imageresponse"):
         assert ("photomosaics_poison_queue_messages", (("queue", queue),)) in before
 
     response = submit(client, image=png_bytes())
     assert response.status_code == 202, response.get_json()
-    after = _samples(client.get("/metrics").get_data(as_text=True))
+    after = samples(client.get("/metrics").get_data(as_text=True))
     puts = "blob PutBlob", "queue PutMessage"
-    assert _value(after, "photomosaics_jobs", status="queued") >= 1
+    assert value_of(after, "photomosaics_jobs", status="queued") >= 1
     for operation in puts:
-        grew = _value(after, "photomosaics_storage_requests_total", operation=operation)
-        assert grew > _value(before, "photomosaics_storage_requests_total", operation=operation), operation
+        grew = value_of(after, "photomosaics_storage_requests_total", operation=operation)
+        assert grew > value_of(before, "photomosaics_storage_requests_total", operation=operation), operation

@@ -1,6 +1,6 @@
 """A tiny role process for the signal tests: its handler sleeps, leaving marker files.
 
-Run as ``python tests/sleep_role.py --prefix P --markers DIR --seconds S``; it consumes the
+Run as ``python tests/support/sleep_role.py --prefix P --markers DIR --seconds S``; it consumes the
 ``<P>sliceresponse`` queue with the real listener and role machinery (``workers.role``), so
 the test exercises exactly what ``photomosaics processor`` does on SIGTERM.
 """

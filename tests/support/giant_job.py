@@ -26,7 +26,7 @@ from typing import Any
 import requests
 
 from mosaic.deepzoom import DZI_TILE_SIZE
-from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo, synthetic_library
+from tests.support.pipelines import Pipeline, RoleProcess, sample_photo, synthetic_library
 
 TILE = 64
 LIBRARY_SIZE = 24

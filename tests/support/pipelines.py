@@ -26,8 +26,11 @@ from PIL import Image
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageRequestMessage
+from mosaic.images import open_image
 from mosaic.library import TileLibrary
+from mosaic.render import render
 from workers.services import Services
+from workers.slicing import encode_output
 
 CLIENT_ID = "pipeline-tests"
 # Short waits everywhere: tests must not sit in back-off.
@@ -241,3 +244,45 @@ class Pipeline:
             depths[queue.name] = queue.approximate_depth()
             depths[queue.poison.name] = queue.poison.approximate_depth()
         return depths
+
+
+# Polling so slow that only a hint (or a hand-back with its hint) explains a prompt pickup.
+SLOW_POLLS = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "30", "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
+              "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "60"}  # fmt: skip
+
+
+def log_lines(pipe: Pipeline, needle: str) -> list[str]:
+    return [line for r in pipe.roles for line in r.log_path.read_text(errors="replace").splitlines() if needle in line]
+
+
+def woken_queues(pipe: Pipeline) -> set[str]:
+    """The queues whose listeners logged detected work."""
+    return {line.split("queue=")[1].split()[0] for line in log_lines(pipe, "listener.work_detected")}
+
+
+def decoded_rgb(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def assert_job_pixel_identical(pipe: Pipeline, rid: str, image: bytes, *, tile: int, slices: int) -> None:
+    """The job is done, and its slices and its JPEG are the offline render's pixels."""
+    job = pipe.job(rid)
+    assert job is not None and job.status == "done", (job, pipe.logs())
+    library = pipe.services.libraries.load(pipe.library_uri)
+    expected = render(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
+                      max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+    assert np.array_equal(pipe.slice_outputs(job), expected)
+    assert np.array_equal(pipe.output_pixels(job), decoded_rgb(encode_output(expected)))
+
+
+def assert_jobs_pixel_identical(pipe: Pipeline, finished: dict, images: dict, *, tile: int, slices: int) -> None:
+    """Every finished job is done, its slices the offline render's, its JPEG byte for byte."""
+    library = pipe.services.libraries.load(pipe.library_uri)
+    for rid, job in finished.items():
+        assert job.status == "done", f"{rid}: {job.status} {job.error}"
+        expected = render(open_image(images[rid]), library, tile_size=tile, slices=slices, seed=rid,
+                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        if slices > 1:
+            assert np.array_equal(pipe.slice_outputs(job), expected), rid
+        assert pipe.output_bytes(job) == encode_output(expected), rid

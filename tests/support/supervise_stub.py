@@ -1,6 +1,6 @@
 """A stand-in for ``photomosaics run`` in the supervisor tests: Azurite + stand-in children.
 
-``python tests/supervise_stub.py PIDFILE GRACE CHILD_JSON...`` starts an in-memory Azurite,
+``python tests/support/supervise_stub.py PIDFILE GRACE CHILD_JSON...`` starts an in-memory Azurite,
 supervises the children (each ``{"name": ..., "argv": [...]}``) with ``photomosaics.local.supervisor``
 and writes ``{"azurite": pid, "children": {name: pid}}`` to PIDFILE once they run. On
 SIGTERM/SIGINT it stops the children, then Azurite, exactly in ``photomosaics run``'s order.
