@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 from PIL import Image
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.libraries import LibraryStore
+from dal.blobs.libraries import LibraryStore
 from photomosaics.cli import main
 from tests.conftest import require
 
@@ -78,7 +78,7 @@ def test_bad_input_is_a_clear_error_and_creates_nothing(configured: str, photos:
 def test_embedded_azurite_keeps_libraries_in_the_data_dir(
     photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dal.azurite import AzuriteError, find_azurite_script
+    from photomosaics.local.azurite import AzuriteError, find_azurite_script
 
     try:
         find_azurite_script()

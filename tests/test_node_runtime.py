@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dal import node_runtime
+from photomosaics.local import node_runtime
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
