@@ -18,9 +18,13 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   receive goes out beside that delete, not after it (a one-at-a-time processor saves a
   round trip per slice; the delete still happens, and a crash meanwhile only redelivers).
 - **Poison**: malformed payloads and messages past the threshold are moved aside by
-  ``accept_messages`` before a handler sees them; ``PermanentJobError`` goes to poison at
-  once with its reason; a transient failure on the last allowed attempt goes to poison at
-  once too (WebJobs would wait another delay and receive it again just to move it).
+  ``accept_messages`` before a handler sees them (counted in ``poisoned``). A receive that
+  yielded nothing but poison is no empty receive (``poison_receives``): it spends no hint
+  credit and starts no idle wait; the listener receives again at once, so junk at the head
+  of a queue costs the work behind it nothing but the junk's own receives.
+  ``PermanentJobError`` goes to poison at once with its reason; a transient failure on the
+  last allowed attempt goes to poison at once too (WebJobs would wait another delay and
+  receive it again just to move it).
 - **Retry delay**: a failed message is released with ``retry_delay * 2**(dequeue_count-1)``
   seconds of invisibility (capped), never redelivered in a tight loop.
 - **Lease renewal**: a renewal thread extends the invisibility of every held message once
@@ -108,8 +112,9 @@ class QueueListener:
 
     ``run`` blocks until the loop ends (stop, ``burst`` and empty, or ``max_messages``
     received and done) and returns how many messages a handler finished (success or not).
-    ``stats`` counts receive calls (and empty ones) and message outcomes: received, handled,
-    succeeded, failed, poisoned, released, renewed, lost.
+    ``stats`` counts receive calls (and empty ones, and those that yielded only poison), idle
+    waits, and message outcomes: received, handled, succeeded, failed, poisoned (at receive or
+    by a handler), released, renewed, lost.
     """
 
     def __init__(
@@ -197,7 +202,7 @@ class QueueListener:
         self.stats: dict[str, int] = dict.fromkeys(
             ("receives", "empty_receives", "received", "handled", "succeeded", "failed", "poisoned", "released",
              "renewed", "lost", "hints", "hint_pickups", "poll_pickups", "depth_checks", "scale_ups", "scale_downs",
-             "peak_concurrency", "running", "peak_running", "peer_taken"),
+             "peak_concurrency", "running", "peak_running", "peer_taken", "poison_receives", "idle_waits"),
             0,
         )
 
@@ -365,8 +370,18 @@ class QueueListener:
                 log.error(kv("listener.receive_failed", listener=self.name, queue=self.queue.name,
                              error=f"{type(exc).__name__}: {exc}"))  # fmt: skip
                 batch, failed = [], True
-            self._settle_credit(len(batch), want, failed=failed)
+            poisoned = int(getattr(batch, "poisoned", 0))  # moved aside by the receive (dal.queues.stored_queue.Accepted)
+            self._settle_credit(len(batch), want, failed=failed, poisoned=poisoned)
             self._count("receives")
+            if poisoned:
+                self._count("poisoned", poisoned)
+            if not batch and poisoned:
+                # Nothing but poison: not an empty receive. No credit spent, no idle wait: receive
+                # again at once, as after a message we handled (the work may be right behind it).
+                self._count("poison_receives")
+                self._idle_polls = 0
+                self._woken_by_hint = self._woken_by_hint or by_hint  # the pickup still owes the hint
+                continue
             if not batch:
                 self._count("empty_receives")
             if batch:
@@ -407,16 +422,18 @@ class QueueListener:
                 continue
             self._idle_polls += 1
             if not self._stopping.is_set():  # a stop between our clear() and here set _stopping first
+                self._count("idle_waits")
                 self._wake.wait(self._idle_delay())
             self._wake.clear()
 
-    def _settle_credit(self, got: int, want: int, *, failed: bool) -> None:
-        """The hint credit after a receive of ``got`` messages out of ``want``."""
+    def _settle_credit(self, got: int, want: int, *, failed: bool, poisoned: int = 0) -> None:
+        """The hint credit after a receive of ``got`` messages out of ``want``, and ``poisoned``
+        more it moved aside: those were never announced work, so they spend no credit."""
         with self._lock:
             during, self._hinted_during = self._hinted_during, 0.0
             if failed:  # we learnt nothing about the queue: poll again, as before
                 self._credit = math.inf
-            elif got < want:  # the queue had no more: older hints are spent
+            elif got + poisoned < want:  # the queue had no more: older hints are spent
                 self._credit = during
             else:
                 self._credit = max(self._credit - got, during)
@@ -439,6 +456,7 @@ class QueueListener:
         """After a batch, with the hint credit spent: the ``QueueEmpty`` wait (``_idle_delay``)
         until a hint with credit, a nudge, a retry that is due, stop(), or the safety-net cap.
         A retry scheduled meanwhile (a handler that failed) wakes it to shorten the wait."""
+        self._count("idle_waits")
         while not self._stopping.is_set():
             if not self._wake.wait(self._idle_delay()):
                 return  # the cap, or the retry it waited for: poll
@@ -690,6 +708,6 @@ class QueueListener:
         self._journal()
         self._changed.set()
 
-    def _count(self, key: str) -> None:
+    def _count(self, key: str, n: int = 1) -> None:
         with self._lock:
-            self.stats[key] += 1
+            self.stats[key] += n

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dal.queues.shards import ShardedQueue, shard_names
+from dal.queues.stored_queue import Accepted
 
 __all__ = ["KNOWN_EMPTY_SECONDS", "LANE_SUFFIX", "MAX_LANES", "REVERSE_EVERY", "PriorityLanes", "lane_for", "lane_name",
            "slice_queue_names"]  # fmt: skip
@@ -106,9 +107,11 @@ class PriorityLanes(ShardedQueue):
                                              time.monotonic() + delay + KNOWN_EMPTY_SECONDS)  # fmt: skip
         return super().release(received, delay=delay)
 
-    def accept_messages(self, max_messages: int = 16, **options: Any) -> list[Any]:
+    def accept_messages(self, max_messages: int = 16, **options: Any) -> Accepted:
         """One receive from the highest lane with work (every ``REVERSE_EVERY``-th: lowest first),
-        skipping the lanes known to be empty (see the module docstring)."""
+        skipping the lanes known to be empty (see the module docstring). A lane whose receive
+        moved messages to poison is not empty: that result is returned (``Accepted.poisoned``)
+        and the caller receives again, from that lane first."""
         with self._count_lock:
             self._receives += 1
             reverse = self._receives % REVERSE_EVERY == 0
@@ -126,11 +129,12 @@ class PriorityLanes(ShardedQueue):
                 continue
             started = time.monotonic()
             batch = self.lanes[i].accept_messages(max_messages, **options)
+            poisoned = getattr(batch, "poisoned", 0)
             with self._count_lock:
-                if batch:
+                if batch or poisoned:
                     self._empty_at.pop(i, None)
                 elif self._hints[i] == hints[i]:  # a hint for it during the call: not known empty
                     self._empty_at[i] = started
-            if batch:
-                return list(batch)
-        return []
+            if batch or poisoned:
+                return Accepted(batch, poisoned=poisoned)
+        return Accepted()

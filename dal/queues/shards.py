@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from dal.queues.stored_queue import Accepted
+
 __all__ = ["MAX_SHARDS", "ShardedQueue", "shard_index", "shard_names"]
 
 MAX_SHARDS = 32
@@ -72,20 +74,25 @@ class ShardedQueue:
     def poison_threshold(self) -> int:
         return int(self.shards[0].poison_threshold)
 
-    def accept_messages(self, max_messages: int = 16, **options: Any) -> list[Any]:
-        """One receive from the next shard with work, starting after the last one that had some."""
+    def accept_messages(self, max_messages: int = 16, **options: Any) -> Accepted:
+        """One receive from the next shard with work, starting after the last one that had some.
+
+        A shard whose receive moved messages to poison had some: that result is returned as it
+        is (``Accepted.poisoned``), and the caller receives again, rather than asking the
+        other shards in the same call and taking the lot for empty."""
         with self._lock:
             start = self._next
         for step in range(len(self.shards)):
             index = (start + step) % len(self.shards)
             batch = self.shards[index].accept_messages(max_messages, **options)
-            if batch:
+            poisoned = getattr(batch, "poisoned", 0)
+            if batch or poisoned:
                 with self._lock:
                     self._next = (index + 1) % len(self.shards)
-                return list(batch)
+                return Accepted(batch, poisoned=poisoned)
         with self._lock:
             self._next = (start + 1) % len(self.shards)
-        return []
+        return Accepted()
 
     def _shard_of(self, received: Any) -> Any:
         return self._by_name[received.queue_name]

@@ -9,6 +9,7 @@ The typed work queue, ``dal.queues.work_queue.ImageProcessingQueue``, builds on 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +29,24 @@ from dal.queues.wire import (
     parse_claim_check,
 )
 
-__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "StoredQueue", "PoisonQueue", "TakenPoison", "owned_by_someone_else",
-           "check_batch", "check_visibility"]
+__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "Accepted", "StoredQueue", "PoisonQueue", "TakenPoison",
+           "owned_by_someone_else", "check_batch", "check_visibility"]
 
 MAX_BATCH = 32
 MAX_VISIBILITY = 7 * 24 * 3600
+
+
+class Accepted(list[Any]):
+    """What one receive handed out, and how many messages it moved to poison instead (``poisoned``).
+
+    A receive that moved messages aside proves nothing about what is behind them: its caller
+    receives again at once, as after a message it handled, rather than waiting for more work
+    (``workers.listener``); a consumer of several queues does not take that queue for empty.
+    """
+
+    def __init__(self, messages: Iterable[Any] = (), *, poisoned: int = 0) -> None:
+        super().__init__(messages)
+        self.poisoned = poisoned
 
 
 def owned_by_someone_else(exc: HttpResponseError) -> bool:

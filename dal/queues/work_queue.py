@@ -5,7 +5,8 @@ Everything on the wire is Base64 text (see ``dal.queues.wire``). A receive is on
 (1..32 messages); before a message is handed out it is checked, and moved to the poison
 queue instead when its dequeue count is over the threshold, when its text is not Base64 of
 UTF-8, when its claim-check blob is gone, or when it does not parse as a message of this
-queue. A stale pop receipt (someone else owns the message now) gives False/None, never an
+queue; the receive says how many it moved (``Accepted.poisoned``), so that its caller does not
+take a receive of nothing but poison for an empty queue. A stale pop receipt (someone else owns the message now) gives False/None, never an
 exception.
 
 ``poison_threshold`` and ``timeout`` come from the queue's metadata (``poisonthreshold``,
@@ -43,6 +44,7 @@ from dal.queues.messages import QueueMessage
 from dal.names import prefixed
 from dal.queues.stored_queue import (
     MAX_BATCH,
+    Accepted,
     MAX_VISIBILITY,
     PoisonQueue,
     StoredQueue,
@@ -57,6 +59,7 @@ from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
 
 __all__ = [
     "MAX_BATCH",
+    "Accepted",
     "ReceivedMessage",
     "PeekedMessage",
     "ImageProcessingQueue",
@@ -208,12 +211,14 @@ class ImageProcessingQueue(StoredQueue):
         *,
         visibility_timeout: int | None = None,
         on_poison: PoisonHook | None = None,
-    ) -> list[ReceivedMessage]:
+    ) -> Accepted:
         """One bounded receive; bad and over-delivered messages go to poison, not to the caller.
 
-        ``on_poison(received, reason)`` is told of every *valid* message moved aside for its
-        dequeue count (a worker died on it again and again), so that its job can be failed;
-        garbage has no job to tell.
+        The result is the list of messages handed out; its ``poisoned`` says how many this
+        receive moved to poison instead, so that a receive of nothing but poison is not taken
+        for an empty queue. ``on_poison(received, reason)`` is told of every *valid* message
+        moved aside for its dequeue count (a worker died on it again and again), so that its
+        job can be failed; garbage has no job to tell.
         """
         check_batch(max_messages)
         timeout = self.timeout if visibility_timeout is None else visibility_timeout
@@ -221,19 +226,22 @@ class ImageProcessingQueue(StoredQueue):
         pages = self._client.receive_messages(messages_per_page=max_messages, visibility_timeout=timeout).by_page()
         page = next(pages, None)  # exactly one request: iterating further would drain the queue
         threshold = self.poison_threshold
-        accepted = []
+        accepted = Accepted()
         for raw in page or []:
             try:
                 received = self._check(raw)
                 if received is not None and raw.dequeue_count > threshold:
                     reason = f"dequeue count {raw.dequeue_count} exceeds the poison threshold {threshold}"
                     self._poison_raw(raw, reason)
+                    accepted.poisoned += 1
                     _tell(on_poison, received, reason)
                     continue
             except Exception:  # e.g. the poison move failed: it comes back after `timeout`
                 log.exception("queue %s: could not check message %s; it will be redelivered", self.name, raw.id)
                 continue
-            if received is not None:
+            if received is None:
+                accepted.poisoned += 1
+            else:
                 accepted.append(received)
         return accepted
 
