@@ -194,7 +194,7 @@ def serve_role_metrics(role: str, listeners: Sequence[QueueListener], *,
 
 def _role_queues(listeners: Sequence[QueueListener]) -> list[Any]:
     # A sharded queue (dal.queues.shards) is reported shard by shard.
-    return [shard for listener in listeners for shard in getattr(listener.queue, "shards", [listener.queue])]
+    return [part for listener in listeners for part in listener.queue.parts]
 
 
 class _Default(Collector):

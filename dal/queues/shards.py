@@ -44,7 +44,9 @@ def shard_index(request_id: str, sequence: int, count: int) -> int:
 
 
 class ShardedQueue:
-    """Several queues of one message type consumed as one (see the module docstring)."""
+    """Several queues of one message type consumed as one (see the module docstring): a ``Consumable``."""
+
+    skip_known_empty = False  # every receive tries the shards in turn
 
     def __init__(self, shards: Sequence[Any]) -> None:
         if not shards:
@@ -61,6 +63,13 @@ class ShardedQueue:
 
     def __repr__(self) -> str:
         return f"ShardedQueue({[s.name for s in self.shards]!r})"
+
+    @property
+    def parts(self) -> list[Any]:
+        return list(self.shards)
+
+    def hinted(self, lane: int | None) -> None:
+        """Shards of one lane: a hint changes nothing in the rotation."""
 
     @property
     def url(self) -> str:

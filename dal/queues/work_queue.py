@@ -20,9 +20,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
@@ -40,6 +38,7 @@ from dal.config import (
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
 from dal.hints.channel import HintChannel, channel_from_env
+from dal.queues.consumable import Consumable, PeekedMessage, PoisonHook, ReceivedMessage
 from dal.queues.messages import QueueMessage
 from dal.names import prefixed
 from dal.queues.stored_queue import (
@@ -53,7 +52,7 @@ from dal.queues.stored_queue import (
     owned_by_someone_else,
 )
 from dal.queues.tracing import traced_submit
-from dal.queues.wire import ClaimCheck, Undecodable, poison_envelope
+from dal.queues.wire import Undecodable, poison_envelope
 from dal.queues.lanes import MAX_LANES, PriorityLanes, lane_name
 from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
 
@@ -80,46 +79,10 @@ _PARALLEL_FROM = 1
 _PUT_THREADS = 8
 
 
-@dataclass(frozen=True)
-class ReceivedMessage:
-    """A typed message plus its delivery metadata; the metadata is not part of the message."""
-
-    message: QueueMessage
-    id: str
-    pop_receipt: str
-    dequeue_count: int
-    inserted_on: datetime | None
-    expires_on: datetime | None
-    queue_name: str
-    next_visible_on: datetime | None = None
-    claim_check: ClaimCheck | None = None  # the blob that held the payload, deleted with the message
-
-
-@dataclass(frozen=True)
-class PeekedMessage:
-    """A message seen without taking it; ``message`` is None (and ``error`` says why) if it is bad."""
-
-    message: QueueMessage | None
-    id: str
-    dequeue_count: int
-    inserted_on: datetime | None
-    expires_on: datetime | None
-    error: str | None = None
-
-
-class PoisonHook(Protocol):
-    """Told after a valid message was moved to poison, so that its job can be failed.
-
-    ``permanent`` is True when the handler said the message can never succeed
-    (``PermanentJobError``: ``reason`` is then the handler's own sentence for a person), False
-    when it was moved for failing again and again (``reason`` says how often and why).
-    """
-
-    def __call__(self, received: ReceivedMessage, reason: str, *, permanent: bool = False) -> None: ...
-
-
 class ImageProcessingQueue(StoredQueue):
-    """One work queue of the workflow (``name`` carries the test prefix, if any)."""
+    """One work queue of the workflow (``name`` carries the test prefix, if any): a ``Consumable``."""
+
+    skip_known_empty = False  # one queue: nothing to skip
 
     def __init__(
         self, storage: StorageClients, name: str, *, settings: Settings | None = None, prefix: str = "",
@@ -144,6 +107,13 @@ class ImageProcessingQueue(StoredQueue):
 
     def __repr__(self) -> str:
         return f"ImageProcessingQueue({self.name!r})"
+
+    @property
+    def parts(self) -> list[ImageProcessingQueue]:
+        return [self]
+
+    def hinted(self, lane: int | None) -> None:
+        """One queue keeps no per-lane state: a hint needs nothing here."""
 
     # --- settings from metadata -------------------------------------------------------
 
@@ -430,11 +400,11 @@ class QueueAccessor:
             ImageProcessingQueue(storage, IMAGE_REQUEST_QUEUE, settings=settings, prefix=prefix, lane=lane)
             for lane in range(1, lanes)
         ]
-        self.image_requests: Any = PriorityLanes(self.image_request_lanes) if lanes > 1 else self.image_request
+        self.image_requests: Consumable = PriorityLanes(self.image_request_lanes) if lanes > 1 else self.image_request
         # What processors consume: the lanes highest first, each lane's shards rotated fairly
         # (the plain queue with one lane and one shard).
         by_lane = [ShardedQueue(lane) if shards > 1 else lane[0] for lane in self.slice_lanes]
-        self.slice_requests: Any = PriorityLanes(by_lane) if lanes > 1 else by_lane[0]
+        self.slice_requests: Consumable = PriorityLanes(by_lane) if lanes > 1 else by_lane[0]
 
     def slice_request_shard(self, request_id: str, sequence: int, lane: int = 0) -> ImageProcessingQueue:
         """The queue a slice goes to: its lane, and in it a job's slices are dealt round-robin over the shards."""
