@@ -167,7 +167,7 @@ def _function_of(member: Any) -> Any:
 
 
 def _doc_value(source: str, module: ModuleType) -> Any:
-    return eval(compile(ast.parse(source, mode="eval"), "<CONTRACTS.md>", "eval"), vars(module))  # noqa: S307
+    return eval(compile(ast.parse(source, mode="eval"), "<CONTRACTS.md>", "eval"), vars(module))
 
 
 def _same_default(doc: ast.expr | None, actual: Any, module: ModuleType) -> bool:
@@ -195,11 +195,13 @@ def check_def(decl: Declaration, target: Any, module: ModuleType) -> list[str]:
     positional = args.posonlyargs + args.args
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     for i, a in enumerate(positional):
-        kind = inspect.Parameter.POSITIONAL_ONLY if i < len(args.posonlyargs) else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        kind = (
+            inspect.Parameter.POSITIONAL_ONLY if i < len(args.posonlyargs) else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        )
         doc_params.append((a.arg, kind, a.annotation, defaults[i]))
     if args.vararg:
         doc_params.append((args.vararg.arg, inspect.Parameter.VAR_POSITIONAL, args.vararg.annotation, None))
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+    for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
         doc_params.append((a.arg, inspect.Parameter.KEYWORD_ONLY, a.annotation, d))
     if args.kwarg:
         doc_params.append((args.kwarg.arg, inspect.Parameter.VAR_KEYWORD, args.kwarg.annotation, None))
@@ -209,31 +211,31 @@ def check_def(decl: Declaration, target: Any, module: ModuleType) -> list[str]:
     code_names = [p.name for p in actual]
     if doc_names != code_names:
         return [f"{where}: parameters {doc_names}, the code has {code_names}"]
-    for (name, kind, annotation, default), param in zip(doc_params, actual):
+    for (name, kind, annotation, default), param in zip(doc_params, actual, strict=True):
         if kind != param.kind:
             problems.append(f"{where}: {name} is {kind.description} here, {param.kind.description} in the code")
-        if annotation is not None and param.annotation is not inspect.Parameter.empty:
-            if _norm(ast.unparse(annotation)) != _norm(_annotation_text(param.annotation)):
-                problems.append(f"{where}: {name}: {ast.unparse(annotation)}, the code says {param.annotation}")
+        documented = annotation is not None and param.annotation is not inspect.Parameter.empty
+        if documented and _norm(ast.unparse(annotation)) != _norm(_annotation_text(param.annotation)):
+            problems.append(f"{where}: {name}: {ast.unparse(annotation)}, the code says {param.annotation}")
         if not _same_default(default, param.default, module):
             shown = "none" if default is None else ast.unparse(default)
             problems.append(f"{where}: {name} default {shown}, the code has {param.default!r}")
-    if tree.returns is not None and sig.return_annotation is not inspect.Signature.empty:
-        if _norm(ast.unparse(tree.returns)) != _norm(_annotation_text(sig.return_annotation)):
-            problems.append(f"{where}: returns {ast.unparse(tree.returns)}, the code says {sig.return_annotation}")
+    returns = tree.returns is not None and sig.return_annotation is not inspect.Signature.empty
+    if returns and _norm(ast.unparse(tree.returns)) != _norm(_annotation_text(sig.return_annotation)):
+        problems.append(f"{where}: returns {ast.unparse(tree.returns)}, the code says {sig.return_annotation}")
     return problems
 
 
 def _own_annotations(cls: type) -> dict[str, str]:
     """What a class declares itself (fields and class constants), private names left out."""
-    return {k: v for k, v in cls.__dict__.get("__annotations__", {}).items() if not k.startswith("_")}
+    return {k: v for k, v in inspect.get_annotations(cls).items() if not k.startswith("_")}
 
 
 def _instance_attribute(cls: type, name: str) -> bool:
     for klass in cls.__mro__:
         if klass is object:
             continue
-        if name in klass.__dict__ or name in klass.__dict__.get("__annotations__", {}):
+        if name in klass.__dict__ or name in inspect.get_annotations(klass):
             return True
         try:
             source = inspect.getsource(klass)
@@ -359,9 +361,8 @@ class Checker:
             self.problems.append(f"{where}: {name} has a default in the code")
         elif default is not None and actual is dataclasses.MISSING:
             self.problems.append(f"{where}: {name} has no default in the code")
-        elif default is not None and default != "..." and actual != "factory":
-            if _doc_value(default, module) != actual:
-                self.problems.append(f"{where}: {name} defaults to {actual!r} in the code")
+        elif default not in (None, "...") and actual != "factory" and _doc_value(default, module) != actual:
+            self.problems.append(f"{where}: {name} defaults to {actual!r} in the code")
 
     def finish(self) -> None:
         for (module_name, name), decl in self.dataclasses.items():
@@ -432,7 +433,7 @@ def _queue_table() -> list[dict[str, str]]:
         if header is None:
             header = [c.lower() for c in cells]
         elif not set("".join(cells)) <= set("-: "):
-            rows.append(dict(zip(header, cells)))
+            rows.append(dict(zip(header, cells, strict=True)))
     return rows
 
 
@@ -462,7 +463,7 @@ def test_the_queue_table_matches_the_code() -> None:
     assert {row["message"] for row in rows} == set(by_type)
     bindings = _role_bindings()
     for row in rows:
-        assert by_type[row["message"]].QUEUE == row["queue"], row
+        assert row["queue"] == by_type[row["message"]].QUEUE, row
         attr = row["queueaccessor attribute"]
         assert _instance_attribute(QueueAccessor, attr), f"QueueAccessor has no {attr}"
         assert attr in bindings.get(row["consumed by"], set()), (
@@ -477,7 +478,11 @@ def test_the_role_example_consumes_what_the_processor_consumes() -> None:
     for block in examples:
         tree = ast.parse("\n".join(block.lines))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "queues":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "queues"
+            ):
                 consumed.add(node.attr)
     assert consumed, "the role example names no queue"
     assert consumed <= _role_bindings()["processor"], consumed
