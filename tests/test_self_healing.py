@@ -187,9 +187,9 @@ def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_
         assert sorted(r.message.slice_sequence for r in handled) == [0, 1, 2, 3]  # type: ignore[attr-defined]
         # Over a fan-out channel (folder and server) a notice arrives twice: it counts once.
         first, taken = consumers[0], consumers[0].stats["peer_taken"]
-        first._on_taken(3, "elsewhere.1")
-        first._on_taken(3, "elsewhere.1")
-        first._on_taken(5, f"{first._sender}.99")  # its own, come back
+        first.wakeups.heard_taken(3, "elsewhere.1")
+        first.wakeups.heard_taken(3, "elsewhere.1")
+        first.wakeups.heard_taken(5, f"{first.wakeups.credit.sender}.99")  # its own, come back
         assert first.stats["peer_taken"] == taken + 3
     finally:
         for c in consumers:
@@ -309,7 +309,7 @@ def test_elastic_concurrency_grows_with_depth_and_shrinks_when_empty(storage, un
         assert elastic.stats["scale_ups"] >= 1 and elastic.stats["depth_checks"] >= 1
         assert elastic.stats["peak_running"] > 1  # more than one handler ran at once
         assert elastic.stats["peak_concurrency"] <= 8
-        assert elastic.stats["scale_downs"] >= 1 and elastic.active_concurrency == 1  # QueueEmpty: back to one
+        assert elastic.stats["scale_downs"] >= 1 and elastic.pool.active == 1  # QueueEmpty: back to one
     finally:
         queue._client.delete_queue()
         queue.poison._client.delete_queue()

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 from dal.queues.work_queue import make_visible_now
 
 if TYPE_CHECKING:
-    from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
+    from dal.queues.consumable import Consumable, ReceivedMessage
 
-__all__ = ["HeldMessage", "LeaseKeeper", "LeaseJournal", "LEASE_DIR_ENV", "hand_back"]
+__all__ = ["LEASE_DIR_ENV", "HeldMessage", "HeldMessages", "LeaseJournal", "LeaseKeeper", "hand_back"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,58 @@ class HeldMessage:
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
+class HeldMessages:
+    """The messages one listener holds, and the journal that lists them for a hand-back.
+
+    ``in_hand`` leaves out the messages whose handler returned and that are being deleted:
+    the next receive may go out beside that delete. ``on_change`` is called whenever one is
+    forgotten (a free slot, or a stop that waits for the last one).
+    """
+
+    def __init__(
+        self, *, listener: str, queue_name: str, journal: LeaseJournal | None, on_change: Callable[[], None]
+    ) -> None:
+        self._listener, self._queue_name, self._journal = listener, queue_name, journal
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._journal_lock = threading.Lock()
+        self._held: dict[str, HeldMessage] = {}
+        self._settling = 0
+
+    def add(self, record: HeldMessage) -> None:
+        with self._lock:
+            self._held[record.received.id] = record
+
+    def forget(self, record: HeldMessage) -> None:
+        with self._lock:
+            self._held.pop(record.received.id, None)
+        self.write_journal()
+        self._on_change()
+
+    def records(self) -> list[HeldMessage]:
+        with self._lock:
+            return list(self._held.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def in_hand(self) -> int:
+        """Held messages still to be handled or running: what counts against a listener's capacity."""
+        with self._lock:
+            return len(self._held) - self._settling
+
+    def settling(self, delta: int) -> None:
+        """``delta`` messages start (+) or finish (-) being deleted after their handler returned."""
+        with self._lock:
+            self._settling += delta
+
+    def write_journal(self) -> None:
+        if self._journal is not None:
+            with self._journal_lock:  # snapshot and write together: the newest snapshot wins
+                self._journal.record(self._listener, self._queue_name, self.records())
+
+
 class LeaseKeeper(threading.Thread):
     """Renews the held messages' invisibility at half-time until ``stop``.
 
@@ -66,7 +118,7 @@ class LeaseKeeper(threading.Thread):
 
     def __init__(
         self,
-        queue: ImageProcessingQueue,
+        queue: Consumable,
         held: Callable[[], list[HeldMessage]],
         *,
         timeout: int,
@@ -185,7 +237,7 @@ def hand_back(folder: str | Path, pid: int, queue_service: Any, *, announce: Any
             log.warning("hand-back of message %s in %s failed: %s", entry["id"], entry["queue"], exc)
             continue
         handed += 1
-        queues.add(str(entry.get("hint") or entry["queue"]))  # a journal of an older release has no "hint"
+        queues.add(str(entry.get("hint") or entry["queue"]))
     if announce is not None:
         for name in sorted(queues):
             with contextlib.suppress(Exception):
