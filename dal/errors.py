@@ -5,6 +5,12 @@
     ClaimCheckMissingError      a message refers to a payload blob that is gone: poison at once
     BlobMissingError            a blob (or its container) that should exist does not
       BlobChangedError          ... in the version asked for (ETag): it was replaced
+    RenderedFormatError         a rendered-slice blob in no format we write
+    LibraryError                a tile library refused: bad name, not found, nothing usable
+    JobNotFoundError, JobExistsError, JobUpdateConflictError   job rows (the last: ETag races lost)
+    QuotaExceeded, ServiceBusy  admission refused: a client's quota, or too much queued work
+
+Every exception class of the storage layer lives in this one module.
 
 Errors from ``azure.core.exceptions`` are translated into these at the ``dal/`` boundary
 where the caller must decide something (configuration versus transient); transient
@@ -57,3 +63,54 @@ class BlobMissingError(PhotoMosaicsError, LookupError):
 
 class BlobChangedError(BlobMissingError):
     """The version of a blob asked for (by ETag) is gone: the blob was replaced since."""
+
+
+class JobNotFoundError(PhotoMosaicsError, LookupError):
+    """The job does not exist (never created, or deleted)."""
+
+
+class JobExistsError(PhotoMosaicsError):
+    """A job with this client id and request id already exists."""
+
+
+class JobUpdateConflictError(PhotoMosaicsError):
+    """An update lost the ETag race more times than is reasonable; the table is too contended."""
+
+
+class LibraryError(PhotoMosaicsError):
+    """Root of the tile-library errors."""
+
+
+class InvalidLibraryNameError(LibraryError, ValueError):
+    """A library name that cannot be a container name (or is reserved by the workflow)."""
+
+
+class LibraryNotFoundError(LibraryError, LookupError):
+    """No such library, or a container without an index (not created by this application)."""
+
+
+class EmptyLibraryError(LibraryError, ValueError):
+    """The source held no usable image, so there is nothing to make a library of."""
+
+
+class RenderedFormatError(PhotoMosaicsError, ValueError):
+    """A rendered-slice blob that is neither a ``.npy`` array of RGB pixels nor a PNG."""
+
+
+class ServiceBusy(PhotoMosaicsError):
+    """The queues hold more work than the processors finish in the allowed wait."""
+
+    def __init__(self, detail: str, *, retry_after: int, wait_seconds: float) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retry_after = retry_after
+        self.wait_seconds = wait_seconds
+
+
+class QuotaExceeded(PhotoMosaicsError):
+    """The client is over one of its quotas; nothing was recorded."""
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retry_after = max(1, int(retry_after))

@@ -17,6 +17,7 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 from collections.abc import Callable, Iterator
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
@@ -25,12 +26,13 @@ from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESP
 from dal.errors import BlobMissingError
 from dal.jobs.model import TERMINAL_STATUSES, JobStatus
 from dal.jobs.store import Job
-from dal.blobs.libraries import InvalidLibraryNameError, validate_library_name
+from dal.errors import InvalidLibraryNameError
+from dal.blobs.libraries import validate_library_name
 from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage
 from dal.blobs.names import input_blob_name, output_blob_name, pyramid_blob_name, slice_blob_candidates
-from dal.admission.backpressure import ServiceBusy
+from dal.errors import ServiceBusy
 from dal.queues.lanes import lane_for
-from dal.admission.quotas import QuotaExceeded
+from dal.errors import QuotaExceeded
 from dal.blobs.rendered import decode_rendered
 from mosaic.grid import Grid
 from webapp import planning

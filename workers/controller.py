@@ -63,11 +63,13 @@ from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQU
 from dal.errors import BlobMissingError
 from dal.jobs.model import JobEvent, JobStatus, slice_event, utcnow
 from dal.queues.lanes import lane_for
-from dal.jobs.store import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
-from dal.blobs.libraries import InvalidLibraryNameError
+from dal.errors import JobExistsError, JobNotFoundError
+from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.errors import InvalidLibraryNameError
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
-from dal.blobs.rendered import RenderedFormatError, slice_blob_candidates
+from dal.errors import RenderedFormatError
+from dal.blobs.rendered import slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
 from workers.services import Services

@@ -20,7 +20,8 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from dal.jobs.model import JobStatus
-from dal.jobs.store import TERMINAL_STATUSES, Job, JobNotFoundError
+from dal.errors import JobNotFoundError
+from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageResponseMessage
 from dal.queues.work_queue import ReceivedMessage
 from workers.services import Services

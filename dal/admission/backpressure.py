@@ -33,23 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dal.errors import PhotoMosaicsError
+from dal.errors import ServiceBusy
 from dal.queues.work_queue import QueueAccessor
 from dal.admission.render_rates import RenderRates
 
 # An image request not yet sliced counts as this many slices (the web form's default).
 SLICES_PER_REQUEST = 4
 MIN_RETRY_AFTER = 5
-
-
-class ServiceBusy(PhotoMosaicsError):
-    """The queues hold more work than the processors finish in the allowed wait."""
-
-    def __init__(self, detail: str, *, retry_after: int, wait_seconds: float) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.retry_after = retry_after
-        self.wait_seconds = wait_seconds
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, Re
 from azure.data.tables import UpdateMode
 
 from dal.config import CLIENT_QUOTAS_TABLE, JOBS_TABLE, StorageClients
-from dal.errors import PhotoMosaicsError
+from dal.errors import QuotaExceeded
 from dal.jobs.model import INDEX_MARK, TERMINAL_STATUSES
 from dal.names import prefixed
 
@@ -43,15 +43,6 @@ _ROW = "quota"
 _MAX_ATTEMPTS = 20
 # A client at its unfinished limit has no natural retry time: this is a polite poll interval.
 UNFINISHED_RETRY_AFTER = 15
-
-
-class QuotaExceeded(PhotoMosaicsError):
-    """The client is over one of its quotas; nothing was recorded."""
-
-    def __init__(self, detail: str, retry_after: int) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.retry_after = max(1, int(retry_after))
 
 
 class QuotaStore:

@@ -51,7 +51,7 @@ from dal.config import (
     WORKFLOW_CONTAINERS,
     StorageClients,
 )
-from dal.errors import PhotoMosaicsError
+from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryNotFoundError
 from dal.names import prefixed, unprefixed
 from mosaic.errors import NoUsableImageError
 from mosaic.library import TileLibrary
@@ -65,22 +65,6 @@ _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$")
 _RESERVED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
 _UPLOAD_THREADS = 8
 _PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is in the mark
-
-
-class LibraryError(PhotoMosaicsError):
-    """Root of the tile-library errors."""
-
-
-class InvalidLibraryNameError(LibraryError, ValueError):
-    """A library name that cannot be a container name (or is reserved by the workflow)."""
-
-
-class LibraryNotFoundError(LibraryError, LookupError):
-    """No such library, or a container without an index (not created by this application)."""
-
-
-class EmptyLibraryError(LibraryError, ValueError):
-    """The source held no usable image, so there is nothing to make a library of."""
 
 
 def validate_library_name(name: str) -> str:

@@ -21,7 +21,7 @@ import io
 import numpy as np
 
 from dal.blobs.names import RENDERED_EXTENSION, slice_blob_candidates, slice_output_name
-from dal.errors import PhotoMosaicsError
+from dal.errors import RenderedFormatError
 
 __all__ = [
     "RENDERED_EXTENSION",
@@ -34,10 +34,6 @@ __all__ = [
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _NPY_MAGIC = b"\x93NUMPY"
-
-
-class RenderedFormatError(PhotoMosaicsError, ValueError):
-    """A rendered-slice blob that is neither a ``.npy`` array of RGB pixels nor a PNG."""
 
 
 def encode_rendered(pixels: np.ndarray) -> bytes:

@@ -57,7 +57,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, Re
 from azure.data.tables import TableTransactionError, UpdateMode
 
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
-from dal.errors import PhotoMosaicsError, StorageConfigurationError
+from dal.errors import JobExistsError, JobNotFoundError, JobUpdateConflictError, StorageConfigurationError
 from dal.queues.messages import ID_PATTERN
 from dal.names import prefixed
 from dal.jobs.model import (
@@ -98,17 +98,6 @@ _TOKEN_VERSION = "v1:"
 _MAX_UPDATE_ATTEMPTS = 50
 _BATCH = 100  # operations per entity-group transaction
 
-
-class JobNotFoundError(PhotoMosaicsError, LookupError):
-    """The job does not exist (never created, or deleted)."""
-
-
-class JobExistsError(PhotoMosaicsError):
-    """A job with this client id and request id already exists."""
-
-
-class JobUpdateConflictError(PhotoMosaicsError):
-    """An update lost the ETag race more times than is reasonable; the table is too contended."""
 
 def _encode_token(row_key: str) -> str:
     return base64.urlsafe_b64encode((_TOKEN_VERSION + row_key).encode()).decode().rstrip("=")

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from dal.config import IMAGE_REQUEST_QUEUE, IMAGE_RESPONSE_QUEUE
 from dal.errors import QueueMessageFormatException
 from dal.jobs.model import Job, JobStatus
-from dal.jobs.store import JobNotFoundError, JobStore
+from dal.errors import JobNotFoundError
+from dal.jobs.store import JobStore
 from dal.queues.messages import QueueMessage
 from dal.queues.work_queue import ImageProcessingQueue
 from dal.queues.stored_queue import MAX_BATCH, TakenPoison

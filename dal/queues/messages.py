@@ -9,7 +9,7 @@ version, a message for another queue) raises ``QueueMessageFormatException`` and
 else, so a listener can move it to the poison queue instead of crashing.
 
 Delivery metadata (message id, pop receipt, dequeue count, times) is not part of a message:
-``dal.queues.work_queue.ReceivedMessage`` wraps it.
+``dal.queues.consumable.ReceivedMessage`` wraps it.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def _attributes(queue: str, operation: str) -> dict[str, Any]:
 def process_span(received: Any, *, queue: str) -> Iterator[trace.Span]:
     """The CONSUMER span of handling one message, a child of the context it carries.
 
-    ``received`` is a ``dal.queues.work_queue.ReceivedMessage`` (not imported: ``dal.queues.work_queue`` imports
+    ``received`` is a ``dal.queues.consumable.ReceivedMessage`` (not imported: ``dal.queues.work_queue`` imports
     this module, and the layers test forbids import cycles, even type-only ones).
     """
     message = received.message

@@ -172,7 +172,8 @@ def client_session() -> requests.Session:
 
 
 def _valid_library_name(name: str) -> bool:
-    from dal.blobs.libraries import InvalidLibraryNameError, validate_library_name
+    from dal.errors import InvalidLibraryNameError
+    from dal.blobs.libraries import validate_library_name
 
     try:
         validate_library_name(name)

@@ -15,7 +15,8 @@ from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.model import JobStatus
 from dal.jobs.store import JobStore
 from dal.queues.work_queue import QueueAccessor
-from dal.admission.quotas import QuotaExceeded, QuotaStore
+from dal.errors import QuotaExceeded
+from dal.admission.quotas import QuotaStore
 from tests.web.conftest import SECRET, ApiClient, submit
 from webapp import create_app
 
