@@ -41,7 +41,7 @@ def healthz() -> Response:
         status = read_status()
         if status is not None and status.get("message"):
             detail += f": {status['message']}"
-        body = jsonify({"error": "storage_unavailable", "detail": detail, "account": account})
+        body = jsonify({"error": "storage_unavailable", "detail": detail})
         body.status_code = 503
         return body
     return jsonify({"status": "ok"})
