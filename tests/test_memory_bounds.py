@@ -84,7 +84,7 @@ def test_a_zip_bomb_library_is_413_and_the_web_process_stays_small(web_process: 
 
     peak = peak_rss(web_process["pid"])
     print(f"{zips} zips x 10 x 50 MB of zeros ({sent / MIB:.1f} MiB sent, {zips * 10 * ZEROS_MEMBER / 1e9:.0f} GB "
-          f"unpacked): {response.status_code}, web peak RSS {peak / MIB:.0f} MiB")  # fmt: skip
+          f"unpacked): {response.status_code}, web peak RSS {peak / MIB:.0f} MiB (bound {WEB_PEAK_BOUND // MIB})")  # fmt: skip
     assert response.status_code == 413 and response.json()["error"] == "too_large", response.text
     assert "unpack" in response.json()["detail"]
     assert peak < WEB_PEAK_BOUND
@@ -104,7 +104,7 @@ def test_large_photos_in_a_zip_are_decoded_one_at_a_time(web_process: dict[str, 
     response = _post_library(web_process["url"], "bigphotos", [("big.zip", out.getvalue())])
 
     peak = peak_rss(web_process["pid"])
-    print(f"8 x 30 MP PNG in one zip: {response.status_code}, web peak RSS {peak / MIB:.0f} MiB")
+    print(f"8 x 30 MP PNG in one zip: {response.status_code}, web peak RSS {peak / MIB:.0f} MiB (bound {WEB_PEAK_BOUND // MIB})")
     assert response.status_code == 201, response.text
     assert response.json()["tile_count"] == 8
     assert peak < WEB_PEAK_BOUND
@@ -140,6 +140,7 @@ def test_a_16_bit_60_mp_photo_converts_without_a_float64_copy(tmp_path: Path) ->
                           capture_output=True, text=True)  # fmt: skip
 
     before, peak, pixels = done.stdout.split(maxsplit=2)
-    print(f"60 MP 16-bit PNG to RGB: peak RSS {int(peak) / MIB:.0f} MiB (before decoding {int(before) / MIB:.0f} MiB)")
+    print(f"60 MP 16-bit PNG to RGB: peak RSS {int(peak) / MIB:.0f} MiB (bound {DECODE_PEAK_BOUND // MIB}; "
+          f"before decoding {int(before) / MIB:.0f} MiB)")
     assert pixels.split() == ["(0,", "0,", "0)", "(255,", "255,", "255)"]  # black to white: scaled, not clipped
     assert int(peak) < DECODE_PEAK_BOUND
