@@ -127,6 +127,7 @@ def test_eps_and_sgi_files_are_refused_for_libraries_and_photos(client: Any) -> 
         lambda c: c.get(f"/api/plan?width={HUGE}&height=10&tile_size=8"),
         lambda c: c.get(f"/api/print-plan/for-grid?tile_size=16&dpi=300&tiles_across={HUGE}"),
         lambda c: c.get(f"/api/print-plan/for-paper?tile_size={HUGE}&dpi=300&width_cm=10"),
+        lambda c: c.get(f"/api/print-plan/for-paper?tile_size=16&dpi=300&width_cm={HUGE}x"),  # not 3 s of backtracking
         lambda c: c.get(f"/api/libraries/{LIBRARY}?samples={HUGE}"),
         lambda c: c.get(f"/api/jobs?limit={HUGE}"),
     ],
