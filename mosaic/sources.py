@@ -13,7 +13,7 @@ pixels of every file together (from its header, before decoding) are checked as 
 A source over a limit is a ``SourceLimitError`` before the work it would cost.
 
 ``build_library_from(source)`` is the one way every caller (``photomosaics render``,
-``dal.libraries.LibraryStore.create_from``, the web upload) turns what a person handed over
+``dal.blobs.libraries.LibraryStore.create_from``, the web upload) turns what a person handed over
 into a ``TileLibrary``: a folder, a zip (path or bytes) or uploads (``(name, bytes or a
 binary file)`` pairs, where an upload that is a zip is read as a zip, its entries named
 ``<upload>/<entry>``).

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.peak_rss import MIB, peak_rss
+from tests.support.peak_rss import MIB, peak_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 # The web pod's limit is 1 GiB for two worker processes: one request must stay well inside half.
@@ -114,7 +114,7 @@ _DECODE_16_BIT = """
 import sys
 from pathlib import Path
 from mosaic.images import open_image
-from tests.peak_rss import peak_rss
+from tests.support.peak_rss import peak_rss
 data = Path(sys.argv[1]).read_bytes()
 before = peak_rss()
 image = open_image(data)

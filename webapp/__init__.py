@@ -5,7 +5,7 @@ Configuration, in the order it is applied (later wins):
 1. defaults below;
 2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
    ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` (the paired
-   account of ``dal.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
+   account of ``dal.availability.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
    ``webapp.admin``) and the ``PHOTOMOSAICS_*`` limits of ``dal.config.Settings``;
 3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``,
    ``SECONDARY_CONNECTION_STRING``, ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile,
@@ -22,7 +22,7 @@ from typing import Any
 from flask import Flask
 
 from dal.config import CONNECTION_STRING_ENV, Settings
-from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 from webapp.api_libraries import MAX_LIBRARY_FILES
 from webapp.decode_budget import DECODES
 
@@ -60,7 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         METRICS_PORT=os.environ.get("PHOTOMOSAICS_METRICS_PORT", "").strip() or None,
         # How long a decode waits for room in the decoding budget before a 503 (webapp.decode_budget).
         DECODE_WAIT_SECONDS=2.0,
-        # The paired secondary account (dal.failover); None: no failover, today's behaviour.
+        # The paired secondary account (dal.availability.failover); None: no failover, today's behaviour.
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
     app.config.update(overrides)

@@ -11,8 +11,8 @@ import logging
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from dal.azurite import read_status
-from dal.health import check_storage
+from photomosaics.local.azurite import read_status
+from dal.availability.health import check_storage
 from dal.names import unprefixed
 from webapp.operator_gate import require_operator
 from webapp.services import Services
@@ -51,7 +51,7 @@ def healthz() -> Response:
 def queues() -> Response:
     """Approximate depth of each work queue and of its poison queue, and the estimated wait.
 
-    ``backlog`` is the reading backpressure decides on (``dal.backpressure``, cached for a few
+    ``backlog`` is the reading backpressure decides on (``dal.admission.backpressure``, cached for a few
     seconds per process): waiting slices, measured capacity and the estimated wait. Operators
     only: the metrics port or the operator token."""
     require_operator()
