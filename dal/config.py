@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
@@ -147,7 +147,8 @@ class Settings:
     starts the embedded Azurite (``photomosaics.local.azurite``).
     """
 
-    connection_string: str | None = None
+    # Never in repr (a log line, a traceback's locals): it holds the account key or a SAS.
+    connection_string: str | None = field(default=None, repr=False)
     # Queue defaults, used when a queue has no ``poisonthreshold`` / ``defaulttimeout`` metadata.
     poison_threshold: int = 5
     visibility_timeout: int = 300
@@ -177,6 +178,8 @@ class Settings:
     max_upload_bytes: int = 30 * 1024 * 1024
     max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS
     max_slices: int = 64
+    # Megapixels one web process decodes at once (webapp.decode_budget); beyond: 503 + Retry-After.
+    web_decode_megapixels: int = 100
     # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
@@ -217,6 +220,7 @@ class Settings:
         "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
         "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",
         "max_slices": "PHOTOMOSAICS_MAX_SLICES",
+        "web_decode_megapixels": "PHOTOMOSAICS_WEB_DECODE_MEGAPIXELS",
         "max_unfinished_jobs": "PHOTOMOSAICS_MAX_UNFINISHED_JOBS",
         "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
         "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",

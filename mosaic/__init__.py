@@ -5,7 +5,7 @@ reader can lift it out whole. Its errors and limits are its own:
 
     errors      PhotoMosaicsError (the project's root error), MosaicError and the engine's errors
     limits      MAX_TILE_SIZE and the default pixel limits (``dal.config`` defaults to these)
-    sources     read_tile_sources, build_library_from: a library from a folder, a zip or uploads
+    sources     open_tile_sources, SourceLimits, build_library_from: a library from a folder, zips or uploads
     images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
     library     TileLibrary (atlas + index blob), build_library
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
@@ -30,7 +30,7 @@ from .library import ATLAS_SIZE, TileLibrary, build_library
 from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
-from .sources import build_library_from, read_tile_sources
+from .sources import SourceLimits, build_library_from, open_tile_sources
 
 __all__ = [
     "ATLAS_SIZE",
@@ -41,7 +41,8 @@ __all__ = [
     "PhotoMosaicsError",
     "TileSourceError",
     "NoUsableImageError",
-    "read_tile_sources",
+    "open_tile_sources",
+    "SourceLimits",
     "build_library_from",
     "DEFAULT_OPTIONS",
     "SUB",

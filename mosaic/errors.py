@@ -10,6 +10,7 @@ project is rooted here and named in this drawing.
      │    ├── ImageDecodeError                bytes that are not an image we can read
      │    ├── LibraryFormatError (ValueError) a library index that is not one
      │    ├── TileSourceError (ValueError)    a would-be library source that cannot be read at all
+     │    │    └── SourceLimitError           one over a limit (bytes unpacked, files, pixels)
      │    ├── NoUsableImageError (ValueError) a would-be library source without one usable image
      │    └── TileBudgetError (ValueError)    max_uses x library size < cells: no fair assignment
      ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 __all__ = [
     "PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "NoUsableImageError",
-    "TileSourceError", "TileBudgetError",
+    "TileSourceError", "SourceLimitError", "TileBudgetError",
 ]
 
 
@@ -67,6 +68,10 @@ class LibraryFormatError(MosaicError, ValueError):
 
 class TileSourceError(MosaicError, ValueError):
     """The source of a tile library cannot be read at all (missing, not a folder or zip)."""
+
+
+class SourceLimitError(TileSourceError):
+    """A library source over one of its limits: bytes unpacked, files, or pixels (``SourceLimits``)."""
 
 
 class NoUsableImageError(MosaicError, ValueError):

@@ -5,8 +5,9 @@ Every image that enters the application (a target photo, a tile, a slice) goes t
 applies the EXIF orientation (phones store portrait photos sideways), converts the colours of
 an embedded ICC profile other than sRGB (an iPhone's Display P3, a camera's Adobe RGB, a
 CMYK press profile) to sRGB, flattens transparency onto white and maps every Pillow mode —
-palette, grey, 16-bit, CMYK — to 8-bit RGB. Anything
-Pillow cannot decode, including truncated files, raises ``ImageDecodeError``.
+palette, grey, 16-bit, CMYK — to 8-bit RGB. Only the
+formats of ``DECODER_FORMATS`` are opened; anything else, and anything Pillow cannot decode
+(truncated files included), raises ``ImageDecodeError``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 from .errors import ImageDecodeError
 from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 
+# The one decoder allowlist (photos, library files, slices): Pillow tries no other plugin, so an
+# EPS never reaches Ghostscript and an SGI, PSD or ICO file is "not an image". (A JPEG with
+# more pictures after the first, a phone's depth map, opens through JPEG as Pillow's MPO.)
+DECODER_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
+FORMAT_NAMES = "JPEG, PNG, WebP, GIF, BMP or TIFF"
 _ORIENTATION_TAG = 0x0112
 _SIDEWAYS = {5, 6, 7, 8}
 _TRANSPOSE = {  # EXIF orientation -> the turn that shows it upright (as Pillow's exif_transpose)
@@ -29,6 +35,9 @@ _TRANSPOSE = {  # EXIF orientation -> the turn that shows it upright (as Pillow'
     8: Image.Transpose.ROTATE_90,
 }  # fmt: skip
 _SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+_SIXTEEN_BIT = np.rint(np.arange(65536) * (255.0 / 65535.0)).astype(np.uint8)  # 16-bit -> 8-bit
+_BAND_PIXELS = 1 << 20
 _ICC_MODES = {"RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB"}  # mode -> mode after the conversion
 
 
@@ -47,7 +56,7 @@ def open_image(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+            image = Image.open(io.BytesIO(data), formats=DECODER_FORMATS)
             if image.width * image.height > max_pixels:
                 raise ImageDecodeError(
                     f"image of {image.width}x{image.height} pixels is larger than the "
@@ -65,7 +74,7 @@ def open_image(
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
-        raise ImageDecodeError("not an image Pillow can identify") from None
+        raise ImageDecodeError(f"not an image in an accepted format ({FORMAT_NAMES})") from None
     except (OSError, SyntaxError, ValueError, TypeError, EOFError, IndexError, KeyError,
             struct.error, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
@@ -77,7 +86,10 @@ def _upright(image: Image.Image) -> Image.Image:
     ``ImageOps.exif_transpose`` also rewrites the copy's EXIF, and raises on a tag it cannot
     rewrite (a resolution stored as text by some editor): such a photo passes the web app's
     checks and was then failed by the controller. Its orientation alone is enough to turn it.
+    An upright image is returned as it is: ``exif_transpose`` would copy every pixel.
     """
+    if image.getexif().get(_ORIENTATION_TAG) not in _TRANSPOSE:
+        return image
     try:
         return ImageOps.exif_transpose(image)
     except (TypeError, ValueError, KeyError, IndexError, struct.error):
@@ -107,15 +119,38 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
 def probe_size(data: bytes) -> tuple[int, int]:
     """The upright (EXIF-oriented) size of an image from its header, without decoding pixels."""
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
             width, height = image.size
             if image.getexif().get(_ORIENTATION_TAG) in _SIDEWAYS:
                 width, height = height, width
             return width, height
     except UnidentifiedImageError:
-        raise ImageDecodeError("not an image Pillow can identify") from None
+        raise ImageDecodeError(f"not an image in an accepted format ({FORMAT_NAMES})") from None
     except (OSError, SyntaxError, ValueError, struct.error) as exc:
         raise ImageDecodeError(f"cannot read image header: {exc}") from exc
+
+
+def _wide_to_grey(image: Image.Image) -> np.ndarray:
+    """A 16-bit, 32-bit or float grey image as ``(H, W) uint8``, a band of rows at a time.
+
+    The range is 0..65535 for 16-bit, 0..255 for integers that stay below 256, 0..1 for floats
+    that do; above it clips. Only one band is ever widened (to at most ``_BAND_PIXELS`` float64
+    values): a 60 MP 16-bit photo converted whole as float64 would take 480 MB more.
+    """
+    width, height = image.size
+    out = np.empty((height, width), np.uint8)
+    _, high = image.getextrema()  # type: ignore[misc]
+    top = 65535.0 if image.mode.startswith("I;16") or high > 255 else 255.0
+    if image.mode == "F" and high <= 1.0:
+        top = 1.0
+    rows = max(1, _BAND_PIXELS // max(1, width))
+    for y in range(0, height, rows):
+        band = np.asarray(image.crop((0, y, width, min(height, y + rows))))
+        if image.mode.startswith("I;16"):
+            out[y : y + rows] = _SIXTEEN_BIT[band]  # exact, and no wider copy at all
+        else:
+            out[y : y + rows] = np.clip(np.rint(band.astype(np.float64) * (255.0 / top)), 0, 255)
+    return out
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -123,13 +158,8 @@ def to_rgb(image: Image.Image) -> Image.Image:
     mode = image.mode
     if mode == "RGB":
         return image
-    if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
-        values = np.asarray(image, dtype=np.float64)
-        top = 65535.0 if mode.startswith("I;16") or values.max(initial=0) > 255 else 255.0
-        if mode == "F" and values.max(initial=0) <= 1.0:
-            top = 1.0
-        grey = np.clip(np.rint(values * (255.0 / top)), 0, 255).astype(np.uint8)
-        return Image.fromarray(grey).convert("RGB")
+    if mode in _WIDE_MODES:
+        return Image.fromarray(_wide_to_grey(image)).convert("RGB")
     if mode == "P":
         image = image.convert("RGBA" if "transparency" in image.info else "RGB")
     elif mode in ("LA", "PA", "La", "RGBa"):

@@ -16,6 +16,7 @@ import math
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from PIL import Image
 
 
 from .errors import ImageDecodeError, LibraryFormatError, NoUsableImageError
-from .images import open_image
+from .images import open_image, probe_size
 from .limits import MAX_TILE_SIZE
 from .signatures import SUB
 
@@ -187,22 +188,28 @@ def build_library(
     sources: Iterable[tuple[str, bytes]],
     *,
     progress: Callable[[int], None] | None = None,
+    admit: Callable[[int], AbstractContextManager[object]] | None = None,
 ) -> tuple[TileLibrary, list[tuple[str, str]]]:
     """Decode, crop and resize every source image: ``(library, skipped [(name, reason)])``.
 
     Files that are not images are skipped and reported, never fatal; a library with no
-    usable image at all is a ``NoUsableImageError`` (a ``ValueError``).
+    usable image at all is a ``NoUsableImageError`` (a ``ValueError``). Sources are read one
+    at a time and each is dropped once it is a tile. ``admit(pixels)``, when given, is told
+    each image's size from its header before it is decoded and held around the decoding (it
+    may raise to stop the build: a budget).
     """
     tiles: list[np.ndarray] = []
     names: list[str] = []
     skipped: list[tuple[str, str]] = []
     for count, (name, data) in enumerate(sources, start=1):
         try:
-            image = open_image(data, min_size=(ATLAS_SIZE * 2, ATLAS_SIZE * 2))
-            tiles.append(square_tile(image))
+            held = nullcontext() if admit is None else admit(_header_pixels(data))
+            with held:
+                tiles.append(square_tile(open_image(data, min_size=(ATLAS_SIZE * 2, ATLAS_SIZE * 2))))
             names.append(name)
         except ImageDecodeError as exc:
             skipped.append((name, str(exc)))
+        del data  # not held while the next file is read
         if progress is not None:
             progress(count)
     if not tiles:
@@ -211,3 +218,8 @@ def build_library(
             + (f" (first: {skipped[0][0]}: {skipped[0][1]})" if skipped else "")
         )
     return TileLibrary.from_tiles(np.stack(tiles), names), skipped
+
+
+def _header_pixels(data: bytes) -> int:
+    width, height = probe_size(data)
+    return width * height

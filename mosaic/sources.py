@@ -1,28 +1,41 @@
-"""Read the images of a would-be tile library from a folder or a zip file, and build it.
+"""Read the images of a would-be tile library from a folder, zips or uploads, and build it.
 
 People hand over what they have: a folder with sub-folders, or a zip made on a Mac with its
 ``__MACOSX`` shadow copies and ``._`` resource forks, text files and thumbnails mixed in.
 This module only gathers ``(name, bytes)`` pairs and says what it left out and why; whether
 a file is really an image is decided by the engine's ``build_library``, which decodes it.
 
+Memory stays bounded whatever is handed over. ``open_tile_sources`` first catalogues every
+file (a zip's directory only: nothing is inflated) and checks the ``SourceLimits`` of the
+whole source at once: files, and bytes once unpacked, across every upload and zip together.
+Only then are files read, one at a time, each while it is decoded and then dropped; the
+pixels of every file together (from its header, before decoding) are checked as they come.
+A source over a limit is a ``SourceLimitError`` before the work it would cost.
+
 ``build_library_from(source)`` is the one way every caller (``photomosaics render``,
 ``dal.blobs.libraries.LibraryStore.create_from``, the web upload) turns what a person handed over
-into a ``TileLibrary``: a folder, a zip (path or bytes) or uploads (``(name, bytes)`` pairs,
-where an upload that is a zip is read as a zip, its entries named ``<upload>/<entry>``).
+into a ``TileLibrary``: a folder, a zip (path or bytes) or uploads (``(name, bytes or a
+binary file)`` pairs, where an upload that is a zip is read as a zip, its entries named
+``<upload>/<entry>``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import zipfile
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from PIL import Image
 
 from . import images, library, signatures
-from .errors import NoUsableImageError, TileSourceError
+from .errors import NoUsableImageError, SourceLimitError, TileSourceError
 from .library import FORMAT_VERSION, TileLibrary, build_library
 
 # A tile photo larger than this is almost certainly not a photo (a video, a disk image).
@@ -30,9 +43,20 @@ MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_FILES = 20_000
 
 Skipped = list[tuple[str, str]]
+Upload = tuple[str, "bytes | BinaryIO"]
 # A zip starts with its first entry's header, or, empty, with its end record: an empty zip
 # is an empty zip ("no usable image among 0 files"), not "not an image".
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_UNREADABLE = (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, NotImplementedError, ValueError)
+
+
+@dataclass(frozen=True)
+class SourceLimits:
+    """What one library source may hold, all of its files and zips together (None: no limit)."""
+
+    max_files: int = MAX_FILES
+    max_unpacked_bytes: int | None = None
+    max_pixels: int | None = None
 
 
 def is_zip(data: bytes) -> bool:
@@ -52,104 +76,192 @@ def _junk_reason(relative: PurePosixPath) -> str | None:
     return None
 
 
-def _from_folder(folder: Path, skipped: Skipped) -> Iterator[tuple[str, bytes]]:
+_TOO_LARGE = f"larger than {MAX_FILE_BYTES // 2**20} MiB"
+
+
+class TileSources:
+    """The files of a source, catalogued; iterating reads them one at a time.
+
+    ``add`` counts each file against the limits before any is read; ``skipped`` collects
+    what was left out (junk, too large, unreadable) as the catalogue and the reading go.
+    """
+
+    def __init__(self, limits: SourceLimits) -> None:
+        self.limits = limits
+        self.skipped: Skipped = []
+        self._files: list[tuple[str, Callable[[], bytes]]] = []
+        self._bytes = 0
+        self._pixels = 0
+        self.closing = contextlib.ExitStack()
+
+    def add(self, name: str, size: int, read: Callable[[], bytes]) -> None:
+        if size > MAX_FILE_BYTES:  # checked before reading or inflating it
+            self.skipped.append((name, _TOO_LARGE))
+            return
+        if len(self._files) >= self.limits.max_files:
+            raise SourceLimitError(f"more than {self.limits.max_files:,} files; a library takes at most that many")
+        self._bytes += size
+        limit = self.limits.max_unpacked_bytes
+        if limit is not None and self._bytes > limit:
+            raise SourceLimitError(
+                f"the files unpack to more than {limit:,} bytes together (at {name}); "
+                f"a library takes at most {limit:,} bytes of photos"
+            )
+        self._files.append((name, read))
+
+    def admit_pixels(self, pixels: int) -> None:
+        """Count one file's pixels (from its header) against ``max_pixels``, before decoding it."""
+        self._pixels += pixels
+        limit = self.limits.max_pixels
+        if limit is not None and self._pixels > limit:
+            raise SourceLimitError(f"the images hold more than {limit:,} pixels together; a library takes at most that many")
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        for name, read in self._files:
+            try:
+                data = read()
+            except _UNREADABLE as exc:  # RuntimeError: an encrypted entry
+                self.skipped.append((name, f"unreadable: {exc}"))
+                continue
+            if len(data) > MAX_FILE_BYTES:  # a zip entry larger than its header said
+                self.skipped.append((name, _TOO_LARGE))
+                continue
+            yield name, data
+            del data  # not held while the next file is read
+
+    def close(self) -> None:
+        self.closing.close()
+
+    def __enter__(self) -> TileSources:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _add_folder(folder: Path, sources: TileSources) -> None:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = PurePosixPath(path.relative_to(folder).as_posix())
         if reason := _junk_reason(relative):
-            skipped.append((str(relative), reason))
-        elif path.stat().st_size > MAX_FILE_BYTES:
-            skipped.append((str(relative), f"larger than {MAX_FILE_BYTES // 2**20} MiB"))
+            sources.skipped.append((str(relative), reason))
         else:
-            yield str(relative), path.read_bytes()
+            sources.add(str(relative), path.stat().st_size, lambda path=path: _read_at_most(path.open("rb")))
 
 
-def _from_zip(archive: zipfile.ZipFile, skipped: Skipped) -> Iterator[tuple[str, bytes]]:
-    for info in sorted(archive.infolist(), key=lambda i: i.filename):
+def _read_at_most(handle: BinaryIO) -> bytes:
+    with handle:
+        return handle.read(MAX_FILE_BYTES + 1)
+
+
+def _read_from_start(stream: BinaryIO) -> bytes:
+    stream.seek(0)
+    return stream.read(MAX_FILE_BYTES + 1)
+
+
+def _add_zip(handle: Path | BinaryIO, label: str, prefix: str, sources: TileSources) -> None:
+    """A zip's entries from its directory alone; each is inflated only when it is read."""
+    try:
+        archive = sources.closing.enter_context(zipfile.ZipFile(handle))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise TileSourceError(f"{label} is not a valid zip file: {exc}") from None
+    entries = archive.infolist()
+    if len(entries) > sources.limits.max_files:
+        raise SourceLimitError(f"{label} holds more than {sources.limits.max_files:,} entries")
+    for info in sorted(entries, key=lambda i: i.filename):
         if info.is_dir():
             continue
-        relative = PurePosixPath(info.filename)
-        if reason := _junk_reason(relative):
-            skipped.append((info.filename, reason))
-        elif info.file_size > MAX_FILE_BYTES:  # checked before inflating: no zip bombs
-            skipped.append((info.filename, f"larger than {MAX_FILE_BYTES // 2**20} MiB"))
+        name = prefix + info.filename
+        if reason := _junk_reason(PurePosixPath(info.filename)):
+            sources.skipped.append((name, reason))
         else:
-            try:
-                yield info.filename, archive.read(info)
-            except (zipfile.BadZipFile, OSError, RuntimeError) as exc:  # RuntimeError: encrypted entry
-                skipped.append((info.filename, f"unreadable in the zip: {exc}"))
+            sources.add(name, info.file_size, lambda info=info: _read_at_most(archive.open(info)))
 
 
-def read_tile_sources(source: str | Path | bytes) -> tuple[list[tuple[str, bytes]], Skipped]:
-    """All candidate files of a folder, a zip path or zip bytes: ``(files, skipped)``.
+def _add_upload(name: str, data: bytes | BinaryIO, sources: TileSources) -> None:
+    if isinstance(data, (bytes, bytearray)):
+        stream: BinaryIO = io.BytesIO(data)
+    else:
+        stream = data
+    stream.seek(0)
+    head = stream.read(4)
+    size = stream.seek(0, io.SEEK_END)
+    stream.seek(0)
+    if not is_zip(head):
+        sources.add(name, size, lambda: _read_from_start(stream))
+        return
+    try:
+        _add_zip(stream, "the uploaded zip", f"{name}/", sources)
+    except SourceLimitError as exc:
+        raise SourceLimitError(f"{name}: {exc}") from None
+    except TileSourceError as exc:
+        raise TileSourceError(f"{name}: {exc}") from None
+
+
+def open_tile_sources(source: str | Path | bytes | Iterable[Upload], limits: SourceLimits | None = None) -> TileSources:
+    """Catalogue a folder, a zip (path or bytes) or uploads; close the result when done.
 
     Names are paths relative to the folder or zip root with ``/`` separators, sorted, so the
-    same source gives the same library.
+    same source gives the same library; an upload's zip entries are ``<upload>/<entry>``.
     """
-    skipped: Skipped = []
-    if isinstance(source, bytes):
-        return _read_zip(io.BytesIO(source), "the uploaded zip", skipped), skipped
-    path = Path(source).expanduser()
-    if path.is_dir():
-        files = list(_from_folder(path, skipped))
-    elif path.is_file():
-        if not zipfile.is_zipfile(path):
-            raise TileSourceError(f"{path} is neither a folder nor a zip file")
-        files = _read_zip(path, str(path), skipped)
-    else:
-        raise TileSourceError(f"{path} does not exist")
-    if len(files) > MAX_FILES:
-        raise TileSourceError(f"{path} holds {len(files)} files; a library takes at most {MAX_FILES}")
-    return files, skipped
-
-
-def _read_zip(handle: object, label: str, skipped: Skipped) -> list[tuple[str, bytes]]:
+    sources = TileSources(limits or SourceLimits())
     try:
-        with zipfile.ZipFile(handle) as archive:  # type: ignore[arg-type]
-            if len(archive.infolist()) > MAX_FILES:
-                raise TileSourceError(f"{label} holds more than {MAX_FILES} entries")
-            return list(_from_zip(archive, skipped))
-    except zipfile.BadZipFile as exc:
-        raise TileSourceError(f"{label} is not a valid zip file: {exc}") from exc
+        if isinstance(source, bytes):
+            _add_zip(io.BytesIO(source), "the uploaded zip", "", sources)
+        elif isinstance(source, (str, Path)):
+            path = Path(source).expanduser()
+            if path.is_dir():
+                _add_folder(path, sources)
+            elif path.is_file():
+                if not zipfile.is_zipfile(path):
+                    raise TileSourceError(f"{path} is neither a folder nor a zip file")
+                _add_zip(path, str(path), "", sources)
+            else:
+                raise TileSourceError(f"{path} does not exist")
+        else:
+            for name, data in source:
+                _add_upload(name, data, sources)
+    except BaseException:
+        sources.close()
+        raise
+    return sources
 
 
-def read_uploads(uploads: Iterable[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], Skipped]:
-    """Uploaded files as candidate images: a zip upload is opened, its entries ``<upload>/<entry>``."""
-    files: list[tuple[str, bytes]] = []
-    skipped: Skipped = []
-    for name, data in uploads:
-        if not is_zip(data):
-            files.append((name, data))
-            continue
-        try:
-            found, junk = read_tile_sources(data)
-        except TileSourceError as exc:
-            raise TileSourceError(f"{name}: {exc}") from None
-        files += [(f"{name}/{entry}", content) for entry, content in found]
-        skipped += [(f"{name}/{entry}", reason) for entry, reason in junk]
-    return files, skipped
+Guard = Callable[[int], AbstractContextManager[object]]
 
 
-def build_library_from(source: str | Path | bytes | Iterable[tuple[str, bytes]]) -> tuple[TileLibrary, Skipped]:
+def build_library_from(
+    source: str | Path | bytes | Iterable[Upload],
+    *,
+    limits: SourceLimits | None = None,
+    guard: Guard | None = None,
+) -> tuple[TileLibrary, Skipped]:
     """A library from a folder, a zip (path or bytes) or uploads: ``(library, skipped)``.
 
     ``skipped`` lists every file left out and why (junk, too large, not an image); a source
-    that cannot be read at all is a ``TileSourceError``, one without a usable image a
-    ``NoUsableImageError`` (both ``ValueError``).
+    that cannot be read at all is a ``TileSourceError``, one over ``limits`` a
+    ``SourceLimitError``, one without a usable image a ``NoUsableImageError`` (all
+    ``ValueError``). ``guard(pixels)``, when given, is held around each file's decoding (a
+    process-wide decoding budget, say).
     """
-    if isinstance(source, (str, Path, bytes)):
-        files, skipped = read_tile_sources(source)
-    else:
-        files, skipped = read_uploads(source)
-    try:
-        library, not_images = build_library(files)
-    except NoUsableImageError as exc:
-        if not skipped:
-            raise
-        # Say what was left out before decoding too (a zip's only photo over the size limit):
-        # "no usable image among 0 files" alone does not tell the person why.
-        name, reason = skipped[0]
-        raise NoUsableImageError(f"{exc}; {len(skipped)} more left out (first: {name}: {reason})") from None
-    return library, skipped + not_images
+    with open_tile_sources(source, limits) as sources:
+
+        def admit(pixels: int) -> AbstractContextManager[object]:
+            sources.admit_pixels(pixels)
+            return guard(pixels) if guard is not None else contextlib.nullcontext()
+
+        try:
+            library, not_images = build_library(sources, admit=admit)
+        except NoUsableImageError as exc:
+            if not sources.skipped:
+                raise
+            # Say what was left out before decoding too (a zip's only photo over the size limit):
+            # "no usable image among 0 files" alone does not tell the person why.
+            name, reason = sources.skipped[0]
+            raise NoUsableImageError(f"{exc}; {len(sources.skipped)} more left out (first: {name}: {reason})") from None
+        return library, sources.skipped + not_images
 
 
 # The code a library's tiles depend on besides the photos: decoding, cropping, signatures.

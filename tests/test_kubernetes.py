@@ -174,6 +174,10 @@ def test_roles_drain_before_the_kill_and_probe_their_metrics_server(rendered: tu
     assert web["readinessProbe"]["httpGet"]["path"] == "/healthz"
     port = int(web["args"][web["args"].index("--port") + 1])
     assert {p["name"]: p["containerPort"] for p in web["ports"]}["http"] == port
+    # Prometheus scrapes the web app's metrics port (the app port wants the operator token there).
+    annotations = deployments["web"]["spec"]["template"]["metadata"]["annotations"]
+    assert int(annotations["prometheus.io/port"]) == int(_env(web)["PHOTOMOSAICS_METRICS_PORT"]) != port
+    assert {p["name"]: p["containerPort"] for p in web["ports"]}["metrics"] == int(annotations["prometheus.io/port"])
 
 
 def test_the_demo_azurite_is_the_version_the_tests_use() -> None:

@@ -145,6 +145,7 @@ def descendants(pid: int) -> set[int]:
 @pytest.mark.timeout(180)
 def test_photomosaics_run_serves_the_app_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     """`make run` in miniature: embedded Azurite on disk, the app answering, Ctrl-C, nothing left."""
+    import urllib.error
     import urllib.request
 
     try:
@@ -173,6 +174,14 @@ def test_photomosaics_run_serves_the_app_and_ctrl_c_stops_everything(tmp_path: P
         assert url, "".join(lines)
         with urllib.request.urlopen(url[0], timeout=10) as response:
             assert response.status == 200
+        # The web app's /metrics: open on its loopback metrics port, for the operator token on the app's.
+        (metrics,) = [line for line in lines if line.startswith("metrics: ")]
+        with urllib.request.urlopen(metrics.split("web ", 1)[1].split()[0].rstrip(","), timeout=10) as response:
+            assert response.status == 200 and b"photomosaics_queue_messages" in response.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url[0] + "metrics", timeout=10)
+        refused.value.close()
+        assert refused.value.code == 401
         family = descendants(run.pid)
         assert len(family) >= 5  # azurite, web, controller, responder, processor (and their helpers)
         run.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal delivers
@@ -189,4 +198,5 @@ def test_photomosaics_run_serves_the_app_and_ctrl_c_stops_everything(tmp_path: P
     wait_until(lambda: not any(alive(pid) for pid in family), seconds=5)
     assert "Azurite stopped" in output
     assert (data_dir / "secret_key").read_text().strip()
+    assert (data_dir / "operator_token").read_text().strip() in output  # printed for the person at the terminal
     assert any((data_dir / "azurite").iterdir())  # the data persists for the next run

@@ -24,6 +24,7 @@ from flask import Flask
 from dal.config import CONNECTION_STRING_ENV, Settings
 from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 from webapp.api_libraries import MAX_LIBRARY_FILES
+from webapp.decode_budget import DECODES
 
 SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
 # Room for the form fields around the uploaded file(s) in a multipart body.
@@ -55,6 +56,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SSE_POLL_SECONDS=0.5,
         SSE_MAX_SECONDS=3600.0,
         ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin
+        # The port where /metrics and /api/queues need no token (webapp.operator_gate).
+        METRICS_PORT=os.environ.get("PHOTOMOSAICS_METRICS_PORT", "").strip() or None,
+        # How long a decode waits for room in the decoding budget before a 503 (webapp.decode_budget).
+        DECODE_WAIT_SECONDS=2.0,
         # The paired secondary account (dal.availability.failover); None: no failover, today's behaviour.
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
@@ -67,6 +72,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
+    DECODES.configure(settings.web_decode_megapixels, wait_seconds=float(app.config["DECODE_WAIT_SECONDS"]))
     from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
 
     services.init_app(app)

@@ -38,7 +38,7 @@ from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
-from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pixels_preview, pyramid_preview
+from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pyramid_preview, rendered_preview, snap_side
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
@@ -414,7 +414,7 @@ def job_slice(request_id: str, sequence: int) -> Response:
             except BlobMissingError:
                 continue
             if container == SLICE_RESPONSE_CONTAINER:
-                return pixels_preview(decode_rendered(data), max_side=SLICE_PREVIEW_SIDE)
+                return rendered_preview(data, decode_rendered, max_side=SLICE_PREVIEW_SIDE)
             return jpeg_preview(data, max_side=SLICE_PREVIEW_SIDE)
         raise ApiError(404, "not_found", "that image is not there (yet)")
 
@@ -428,7 +428,8 @@ def job_slice(request_id: str, sequence: int) -> Response:
 def job_preview(request_id: str) -> Response:
     """A thumbnail: the mosaic when it is done, the source photo before."""
     job = _own_job(request_id)
-    side = int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE)
+    # Previews come in a few sizes (webapp.previews.PREVIEW_SIDES): 64..1600 snaps up to one.
+    side = snap_side(int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE))
     if job.status == JobStatus.DONE:
         return _preview((request_id, "result", str(side)), lambda: _result_preview(job, side))
     return _preview((request_id, "source", str(side)), lambda: _stored_preview(IMAGE_INPUT_CONTAINER, job.input_name, side))

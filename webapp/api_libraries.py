@@ -1,12 +1,16 @@
 """The tile-library API: list, inspect (with sample tiles), create from photos or a zip; and
-the plan endpoint that tells the form the final size before anything is submitted."""
+the plan endpoint that tells the form the final size before anything is submitted.
+
+A library is built inside the request, in bounded memory: every upload and zip is catalogued
+first against one budget for the whole request (``LIBRARY_LIMITS``: files, bytes unpacked,
+pixels), then the files are read and decoded one at a time, each inside the process's
+decoding budget (``webapp.decode_budget``). See docs/operations.md, "Limits per request".
+"""
 
 from __future__ import annotations
 
-import io
 import logging
 import re
-import zipfile
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
@@ -18,9 +22,10 @@ from dal.blobs.libraries import (
     LibraryNotFoundError,
     validate_library_name,
 )
-from mosaic.errors import TileSourceError
-from mosaic.sources import is_zip
+from mosaic.errors import SourceLimitError, TileSourceError
+from mosaic.sources import SourceLimits
 from webapp import planning
+from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
 from webapp.services import services, settings
 from webapp.validation import int_field, optional_int_field
@@ -30,7 +35,11 @@ bp = Blueprint("api_libraries", __name__, url_prefix="/api")
 
 _TILE_BLOB = re.compile(r"^tiles/[A-Za-z0-9._-]{1,200}\.jpg$")
 MAX_LIBRARY_FILES = 2000
-MAX_UNZIPPED_BYTES = 512 * 1024 * 1024
+MAX_UNZIPPED_BYTES = 512 * 1024 * 1024  # every file and zip member of one request together
+MAX_LIBRARY_PIXELS = 1_000_000_000  # the pixels of every photo of one request, from their headers
+LIBRARY_LIMITS = SourceLimits(
+    max_files=MAX_LIBRARY_FILES, max_unpacked_bytes=MAX_UNZIPPED_BYTES, max_pixels=MAX_LIBRARY_PIXELS
+)
 SAMPLES_IN_LIST = 8
 MAX_SAMPLE_SCAN = 1000  # tile names listed to choose the samples from (one listing page)
 SAMPLES_IN_DETAIL = 48
@@ -116,17 +125,14 @@ def create_library() -> tuple[Response, int]:
     libraries = services().libraries
     if libraries.exists(name):
         raise ApiError(409, "library_exists", f"a library called {name!r} exists already; choose another name")
-    files = []
-    for upload in uploads:
-        data = upload.read()
-        filename = upload.filename or "upload"
-        if is_zip(data):
-            _check_zip(filename, data)
-        files.append((filename, data))
+    # The uploads stay where werkzeug spooled them; each file is read when it is decoded.
+    files = [(upload.filename or "upload", upload.stream) for upload in uploads]
     try:
-        created = libraries.create_from(name, description, files)
+        created = libraries.create_from(name, description, files, limits=LIBRARY_LIMITS, guard=DECODES.reserve)
     except EmptyLibraryError as exc:
         raise ApiError(422, "no_usable_images", str(exc)) from None
+    except SourceLimitError as exc:
+        raise ApiError(413, "too_large", str(exc)) from None
     except TileSourceError as exc:
         raise ApiError(422, "invalid_zip", str(exc)) from None
     log.info("library %s created with %d tiles", name, created.tile_count)
@@ -139,17 +145,6 @@ def create_library() -> tuple[Response, int]:
         "skipped": [{"file": f, "reason": r} for f, r in created.skipped],
     }
     return jsonify(body), 201
-
-
-def _check_zip(filename: str, data: bytes) -> None:
-    """Refuse a zip that would inflate beyond the limit (a zip bomb) before inflating anything."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            total = sum(info.file_size for info in archive.infolist())
-    except zipfile.BadZipFile as exc:
-        raise ApiError(422, "invalid_zip", f"{filename} is not a readable zip file: {exc}") from None
-    if total > MAX_UNZIPPED_BYTES:
-        raise ApiError(413, "too_large", f"{filename} unpacks to {total:,} bytes; the limit is {MAX_UNZIPPED_BYTES:,}")
 
 
 @bp.get("/plan")

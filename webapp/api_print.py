@@ -32,8 +32,11 @@ MAX_WIDTH_CM = 1000.0  # a 10 m banner: beyond any printer this app will meet
 DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
+MAX_DECIMAL_CHARS = 32  # checked before the pattern, whose backtracking grows with the square of the length
+
+
 def _width_cm(raw: str) -> float:
-    if not DECIMAL.fullmatch(raw.strip()):
+    if len(raw.strip()) > MAX_DECIMAL_CHARS or not DECIMAL.fullmatch(raw.strip()):
         raise ApiError(400, "invalid_field", "width_cm must be a number of centimetres")
     value = float(raw)
     if not math.isfinite(value) or not 0 < value <= MAX_WIDTH_CM:

@@ -1,16 +1,23 @@
-"""Operations endpoints: is storage reachable, and how deep are the queues."""
+"""Operations endpoints: is storage reachable, and how deep are the queues.
+
+``/healthz`` is public (probes, the pages): a failure says "storage unavailable" and the
+account's name, nothing more; what went wrong (endpoints, the exception's text) is logged.
+``/api/queues`` is for operators (``webapp.operator_gate``).
+"""
 
 from __future__ import annotations
+
+import logging
 
 from flask import Blueprint, Response, current_app, jsonify
 
 from dal.availability.storage_status import read_status
-from dal.errors import StorageConfigurationError
 from dal.availability.health import check_storage
 from dal.names import unprefixed
-from webapp.errors import error_response
+from webapp.operator_gate import require_operator
 from webapp.services import Services
 
+log = logging.getLogger(__name__)
 bp = Blueprint("health", __name__)
 
 
@@ -22,15 +29,21 @@ def _services() -> Services:
 @bp.get("/healthz")
 def healthz() -> Response:
     """200 when blob, queue and table storage answer (one cheap call each, short retries)."""
+    probe = _services().probe
     try:
-        check_storage(_services().probe)
-    except StorageConfigurationError as exc:
-        # Under `photomosaics run` the storage is the supervised embedded Azurite: say what
-        # happened to it, not "check AZURE_STORAGE_CONNECTION_STRING" (the user never set it).
+        check_storage(probe)
+    except Exception as exc:  # noqa: BLE001 - any failure is "unavailable" to the client
+        log.error("health check failed: %s: %s", type(exc).__name__, exc)
+        account = probe.account_name or "?"
+        detail = f"storage unavailable (account {account})"
+        # Under `photomosaics run` the storage is the supervised embedded Azurite: its status is
+        # our own sentence ("... exited (code -9)", never an address): say what happened to it.
         status = read_status()
-        if status is not None:
-            return error_response(503, "storage_unavailable", f"{status.get('message')} ({exc})")
-        return error_response(503, "storage_unavailable", str(exc))
+        if status is not None and status.get("message"):
+            detail += f": {status['message']}"
+        body = jsonify({"error": "storage_unavailable", "detail": detail})
+        body.status_code = 503
+        return body
     return jsonify({"status": "ok"})
 
 
@@ -39,7 +52,9 @@ def queues() -> Response:
     """Approximate depth of each work queue and of its poison queue, and the estimated wait.
 
     ``backlog`` is the reading backpressure decides on (``dal.admission.backpressure``, cached for a few
-    seconds per process): waiting slices, measured capacity and the estimated wait."""
+    seconds per process): waiting slices, measured capacity and the estimated wait. Operators
+    only: the metrics port or the operator token."""
+    require_operator()
     svc = _services()
     svc.ensure_ready()
     rows = [

@@ -4,7 +4,8 @@ Serves the storage-request counters of every gunicorn worker (``prometheus_clien
 multiprocess mode when ``PROMETHEUS_MULTIPROC_DIR`` is set, which ``photomosaics web`` does
 for more than one worker; one process otherwise), the work queues' and poison queues'
 depths and the jobs by status (``dal.observability.prometheus.StorageStateCollector``, cached 15 s so that
-scrapes from several Prometheus replicas cost storage no more than one).
+scrapes from several Prometheus replicas cost storage no more than one). Operators only: the
+metrics port or the operator token (``webapp.operator_gate``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import REGISTRY, Collector
 
 from dal.observability.prometheus import StorageStateCollector
+from webapp.operator_gate import require_operator
 from webapp.services import services
 
 bp = Blueprint("metrics", __name__)
@@ -54,5 +56,6 @@ def _registry(app: Flask) -> CollectorRegistry:
 @bp.get("/metrics")
 def metrics() -> Response:
     """Prometheus text exposition format."""
+    require_operator()
     body = generate_latest(_registry(current_app))
     return Response(body, content_type=CONTENT_TYPE_LATEST)

@@ -1,4 +1,8 @@
-"""Jobs and events as the JSON the API returns (one place, so list, detail and SSE agree)."""
+"""Jobs and events as the JSON the API returns (one place, so list, detail and SSE agree).
+
+A job's error and its events' messages are reasons written for a person; ``public_text``
+keeps them so (one line, bounded, never a traceback) whatever a worker stored.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,19 @@ from flask import url_for
 from dal.jobs.model import Job, JobEvent, JobStatus
 
 from webapp import planning
+
+
+_MAX_REASON = 300
+
+
+def public_text(text: str | None) -> str | None:
+    """A stored reason as a client may see it: its first line, at most 300 characters."""
+    if not text:
+        return text
+    if "Traceback (most recent call last)" in text:
+        return "an internal error (the operators' log has the details)"
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= _MAX_REASON else line[: _MAX_REASON - 1] + "…"
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -39,7 +56,7 @@ def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
         "output_width": job.output_width,
         "output_height": job.output_height,
         "bands": planning.bands(job.tiles_down, job.slices) if job.tiles_down >= job.slices else [],
-        "error": job.error,
+        "error": public_text(job.error),
         "created_at": _iso(job.created_at),
         "updated_at": _iso(job.updated_at),
         "finished_at": _iso(finished),
@@ -60,7 +77,7 @@ def event_json(event: JobEvent) -> dict[str, Any]:
         "at": _iso(event.at),
         "kind": event.kind,
         "actor": event.actor,
-        "message": event.message,
+        "message": public_text(event.message),
         "slice": event.slice,
         "seconds": event.seconds,
     }

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
+from mosaic.images import DECODER_FORMATS, FORMAT_NAMES
+from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
 
 # Pillow format name -> (file extension, content type).
@@ -31,8 +33,11 @@ ALLOWED_FORMATS: dict[str, tuple[str, str]] = {
     "BMP": ("bmp", "image/bmp"),
     "TIFF": ("tif", "image/tiff"),
 }
-WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")  # an integer field as its text (form or query)
-_FORMAT_NAMES = "JPEG, PNG, WebP, GIF, BMP or TIFF"
+# An integer field as its text (form or query), at most MAX_DIGITS digits: the pattern refuses
+# a longer one before int() sees it (int() of 5,000 digits raises past Python's own limit).
+MAX_DIGITS = 18
+WHOLE_NUMBER = re.compile(rf"[+-]?[0-9]{{1,{MAX_DIGITS}}}")
+_FORMAT_NAMES = FORMAT_NAMES
 _SWAPS_AXES = {5, 6, 7, 8}  # EXIF orientations that rotate by 90 degrees
 _EXIF_ORIENTATION = 0x0112
 
@@ -58,7 +63,7 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
                 if image.format not in ALLOWED_FORMATS:
                     raise ApiError(
                         415,
@@ -72,7 +77,8 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
                         "too_many_pixels",
                         f"the {what} is {width}×{height} = {width * height:,} pixels; the limit is {max_pixels:,}",
                     )
-                image.load()
+                with DECODES.reserve(width * height):  # 503 + Retry-After when the process is full
+                    image.load()
                 orientation = image.getexif().get(_EXIF_ORIENTATION)
                 image_format = image.format
     except ApiError:
@@ -102,7 +108,8 @@ def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, defaul
     # ASCII digits only, as the spec's `integer` is written: Python's int() also takes "1_000"
     # and other scripts' digits, which no client means and the schema does not allow.
     if not WHOLE_NUMBER.fullmatch(text):
-        raise ApiError(400, "invalid_field", f"{name} must be a whole number, got {raw!r}")
+        shown = raw if len(str(raw)) <= 40 else f"{str(raw)[:20]}... ({len(str(raw)):,} characters)"
+        raise ApiError(400, "invalid_field", f"{name} must be a whole number of at most {MAX_DIGITS} digits, got {shown!r}")
     value = int(text)
     if not low <= value <= high:
         raise ApiError(400, "invalid_field", f"{name} must be between {low} and {high}, got {value}")

@@ -54,16 +54,24 @@ def fail_job(jobs: JobStore, message: QueueMessage, reason: str, *, actor: str) 
         log.warning("job %s failed: %s", message.request_id, reason)
 
 
+def client_reason(reason: str) -> str:
+    """What a client is told of an internal failure: how it ended ("failed 5 times"), not the
+    exception's text (a path, an address, a library's internals), which goes to the log."""
+    return reason.split("; last error:", 1)[0].strip() or "an internal error"
+
+
 def poison_hook(jobs: JobStore, *, actor: str, what: str) -> PoisonHook:
     """The listener's ``on_poison``: the message's job fails, once, with a reason for a person.
 
     ``what`` names the work for a reason that is not the handler's own ("rendering a slice
-    could not be completed: failed 5 times; last error: ..."); a permanent error's reason is
-    already a sentence for the user and is kept as it is.
+    could not be completed: failed 5 times"; the last error is logged, not shown); a permanent
+    error's reason is already a sentence for the user and is kept as it is.
     """
 
     def on_poison(received: ReceivedMessage, reason: str, *, permanent: bool = False) -> None:
-        text = reason if permanent else f"{what} could not be completed: {reason}"
+        text = reason if permanent else f"{what} could not be completed: {client_reason(reason)}"
+        if text != reason:
+            log.warning("job %s: %s (%s)", received.message.request_id, text, reason)
         fail_job(jobs, received.message, text, actor=actor)
 
     return on_poison

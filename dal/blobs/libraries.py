@@ -55,7 +55,7 @@ from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryNotFou
 from dal.names import prefixed, unprefixed
 from mosaic.errors import NoUsableImageError
 from mosaic.library import TileLibrary
-from mosaic.sources import build_library_from
+from mosaic.sources import Guard, SourceLimits, Upload, build_library_from
 
 INDEX_BLOB = "index.zip"  # TileLibrary.to_bytes(): index.json + lossless PNG atlas pages
 TILE_PREFIX = "tiles/"
@@ -222,17 +222,22 @@ class LibraryStore:
         self,
         name: str,
         description: str,
-        source: str | Path | bytes | Iterable[tuple[str, bytes]],
+        source: str | Path | bytes | Iterable[Upload],
+        *,
+        limits: SourceLimits | None = None,
+        guard: Guard | None = None,
     ) -> LibraryCreated:
         """Build a library from a folder, a zip (path or bytes) or uploads and store it.
 
-        Uploads are ``(name, bytes)`` pairs; one that is a zip is read as a zip (see
+        Uploads are ``(name, bytes or binary file)`` pairs; one that is a zip is read as a zip,
+        one file at a time, within ``limits`` and each decode inside ``guard`` (see
         ``mosaic.sources.build_library_from``). Files that are not images are skipped and
-        reported in ``LibraryCreated.skipped``; an unreadable source is a ``TileSourceError``.
+        reported in ``LibraryCreated.skipped``; an unreadable source is a ``TileSourceError``,
+        one over its limits a ``SourceLimitError``.
         """
         self.container_name(name)  # a bad name fails before any decoding work
         try:
-            library, skipped = build_library_from(source)
+            library, skipped = build_library_from(source, limits=limits, guard=guard)
         except NoUsableImageError as exc:
             raise EmptyLibraryError(f"library {name!r}: {exc}") from None
         uri = self.create(name, description, library)

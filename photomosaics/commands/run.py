@@ -40,11 +40,14 @@ from photomosaics.cli import main
 log = logging.getLogger(__name__)
 
 SECRET_KEY_FILE = "secret_key"
+# The operator token of a local run (the Queues page, poison actions) when none is configured.
+OPERATOR_TOKEN_FILE = "operator_token"
 
 
-def read_or_create_secret_key(data_dir: Path) -> str:
-    """The app's cookie-signing key: made once, then read, so sessions survive restarts."""
-    path = data_dir / SECRET_KEY_FILE
+def read_or_create_secret_key(data_dir: Path, name: str = SECRET_KEY_FILE) -> str:
+    """The app's cookie-signing key (or another secret ``name``): made once, then read, so
+    sessions survive restarts."""
+    path = data_dir / name
     if path.exists():
         key = path.read_text().strip()
         if key:
@@ -224,6 +227,18 @@ def metrics_ports(names: list[str], base: int) -> dict[str, int]:
     return {name: (base + i if base else choose_port("127.0.0.1", 0)) for i, name in enumerate(names)}
 
 
+def _operator_access(data_dir: Path, port: int) -> dict[str, str]:
+    """The web app's metrics port on loopback, and an operator token unless one is configured
+    (printed: the person at this terminal is the operator)."""
+    from webapp.admin import ADMIN_TOKEN_ENV
+
+    extra = {"PHOTOMOSAICS_METRICS_PORT": str(port)}
+    if not os.environ.get(ADMIN_TOKEN_ENV):
+        extra[ADMIN_TOKEN_ENV] = read_or_create_secret_key(data_dir, OPERATOR_TOKEN_FILE)
+        click.echo(f"operator token (the Queues page): {extra[ADMIN_TOKEN_ENV]}  (in {data_dir / OPERATOR_TOKEN_FILE})")
+    return extra
+
+
 def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0) -> None:
     """Print the URL once the web app answers (any HTTP status counts)."""
     deadline = time.monotonic() + timeout
@@ -295,14 +310,14 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
                 embedded[0] = keeper.azurite
 
         roles = ["controller", "responder", *(f"processor-{i + 1}" for i in range(count))]
-        ports = metrics_ports(roles, metrics_port)
+        ports = metrics_ports([*roles, "web"], metrics_port)
+        web_extra.update(_operator_access(data, ports["web"]))
         specs = children(connection_string=connection_string, secret_key=secret_key, host=host, port=chosen,
                          processors=count, shared=channels, web_extra=web_extra, metrics_ports=ports)  # fmt: skip
         supervisor = Supervisor(specs, grace=grace, on_exit=hand_back_on_exit(connection_string, channels),
                                 on_tick=on_tick)  # fmt: skip
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        click.echo(f"metrics: web http://{shown_host}:{chosen}/metrics, "
-                   + ", ".join(f"{name} http://127.0.0.1:{p}/metrics" for name, p in ports.items()))  # fmt: skip
+        click.echo("metrics: " + ", ".join(f"{name} http://127.0.0.1:{p}/metrics" for name, p in ports.items()))
         stop_announcer = threading.Event()
         announcer = threading.Thread(
             target=_announce_when_up, args=(f"http://{shown_host}:{chosen}/", stop_announcer), daemon=True

@@ -20,12 +20,16 @@ from photomosaics.cli import main
 log = logging.getLogger(__name__)
 
 
-def gunicorn_options(*, host: str, port: int, workers: int | None) -> dict[str, Any]:
+def gunicorn_options(
+    *, host: str, port: int, workers: int | None, metrics: tuple[str, int] | None = None
+) -> dict[str, Any]:
     """The settings of ``webapp.gunicorn_conf`` with the command line's bind and workers."""
     from webapp import gunicorn_conf
 
     options = {k: v for k, v in vars(gunicorn_conf).items() if not k.startswith("_") and k != "annotations"}
-    options["bind"] = f"{host}:{port}"
+    options["bind"] = [f"{host}:{port}"]
+    if metrics is not None:  # operations endpoints without a token (webapp.operator_gate)
+        options["bind"].append(f"{metrics[0]}:{metrics[1]}")
     if workers is not None:
         options["workers"] = workers
     return options
@@ -95,8 +99,14 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
         raise click.ClickException(str(exc)) from None
     if demo_library:
         _ensure_demo_library(connection_string)
+    from workers.observability import metrics_address
+
+    try:
+        metrics = metrics_address()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     app = create_app()
-    options = gunicorn_options(host=host, port=port, workers=workers)
+    options = gunicorn_options(host=host, port=port, workers=workers, metrics=metrics)
 
     class _Server(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:

@@ -24,6 +24,8 @@ from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
 SECRET = "test-secret-key-for-the-web-tests"
+OPERATOR_TOKEN = "operator-token-for-the-web-tests"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}  # reads /api/queues and /metrics
 LIBRARY = "webtiles"
 
 
@@ -107,6 +109,13 @@ def app(web_settings: Settings, azurite_connection_string: str, tile_library: st
 
 
 @pytest.fixture
+def operator(app: Flask) -> dict[str, str]:
+    """The app given an operator token; the headers that carry it (operations endpoints)."""
+    app.config["ADMIN_TOKEN"] = OPERATOR_TOKEN
+    return OPERATOR
+
+
+@pytest.fixture
 def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
@@ -133,13 +142,19 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
     app = create_app(
         {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
-         "SSE_POLL_SECONDS": 0.2}  # fmt: skip
+         "SSE_POLL_SECONDS": 0.2, "ADMIN_TOKEN": OPERATOR_TOKEN}  # fmt: skip
     )
     try:
         with served(app) as url:
             yield {"url": url, "pipeline": pipeline}
     finally:
         pipeline.stop_all()
+
+
+def enter_operator_token(page: Any) -> None:
+    """On the Queues page: the operator token in its form (the depths are for operators)."""
+    page.locator("#admin-token").fill(OPERATOR_TOKEN)
+    page.locator("#admin-token-form button[type=submit]").click()
 
 
 @contextlib.contextmanager

@@ -289,7 +289,7 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     assert download.data == mosaic
     assert download.headers["Content-Disposition"] == f'attachment; filename="mosaic-{request_id[:8]}.jpg"'
     thumb = client.get(f"{base}/preview?size=64")
-    assert Image.open(io.BytesIO(thumb.data)).size == (64, 43)  # the mosaic (96×64) fitted into 64
+    assert Image.open(io.BytesIO(thumb.data)).size == (96, 64)  # 64 snaps up to 240: the mosaic whole
     assert client.get(f"{base}/preview?size=1").status_code == 400
 
 

@@ -132,10 +132,11 @@ def test_plan_rejects_bad_parameters(client: Any, query: str) -> None:
     assert response.status_code == 400 and response.json["error"] in {"missing_field", "invalid_field"}
 
 
-def test_healthz_and_queues(client: Any) -> None:
+def test_healthz_and_queues(client: Any, operator: dict[str, str]) -> None:
     assert client.get("/healthz").json == {"status": "ok"}
     submit(client, slices="1")
-    queues = {q["name"]: q for q in client.get("/api/queues").json["queues"]}
+    assert client.get("/api/queues").status_code == 401  # operators only
+    queues = {q["name"]: q for q in client.get("/api/queues", headers=operator).json["queues"]}
     work = {"imagerequest", "slicerequest", "sliceresponse", "imageresponse", "jobcleanup"}
     assert work <= set(queues)
     # besides them only fair-scheduling lanes and shards of the two request queues (e.g. imagerequest-lane1)

@@ -104,7 +104,7 @@ def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, w
     # descriptor says.
     request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=2000, height=1500,
                                     output_name="{}.jpg", tile_size=tile_size)  # fmt: skip
-    for size in (480, 1024):  # level 9 (500 x 375) and level 11 (the full size: 4 x 3 tiles of 510, 8 x 6 of 254)
+    for size in (480, 1600):  # level 9 (500 x 375) and level 11 (the full size: 4 x 3 tiles of 510, 8 x 6 of 254)
         answer = client.get(f"/api/jobs/{request_id}/preview?size={size}")
         assert answer.status_code == 200 and answer.mimetype == "image/jpeg"
         preview = np.asarray(Image.open(io.BytesIO(answer.data)).convert("RGB"), dtype=float)

@@ -26,7 +26,9 @@ from dal.blobs.libraries import LibraryStore
 from dal.queues.work_queue import QueueAccessor
 from dal.admission.render_rates import RenderRates
 from photomosaics.cli import main
-from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, served, submit
+from tests.web.conftest import (
+    LIBRARY, OPERATOR, OPERATOR_TOKEN, SECRET, ApiClient, enter_operator_token, png_bytes, served, submit,
+)
 from tests.web.test_browser import browser_context, shot, wait_until  # noqa: F401 - browser_context is a fixture
 from webapp import create_app
 
@@ -69,17 +71,18 @@ def test_a_backlog_over_the_measured_capacity_answers_503_and_stores_nothing(
     busy: dict[str, Any], storage: StorageClients
 ) -> None:
     app: Flask = busy["app"]
+    app.config["ADMIN_TOKEN"] = OPERATOR_TOKEN
     client = app.test_client()
     queues: QueueAccessor = busy["queues"]
     _fill(queues, 6)
 
     # Nothing measured yet (no processor reported a rate): the service admits (fail open).
-    assert client.get("/api/queues").get_json()["backlog"]["estimated_wait_seconds"] is None
+    assert client.get("/api/queues", headers=OPERATOR).get_json()["backlog"]["estimated_wait_seconds"] is None
     first = submit(client)
     assert first.status_code == 202, first.get_json()
 
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
-    backlog = client.get("/api/queues").get_json()["backlog"]
+    backlog = client.get("/api/queues", headers=OPERATOR).get_json()["backlog"]
     # 6 slices + 4 for the image request not yet sliced, at 0.5 slices/s
     assert backlog == {"waiting_slices": 10, "processors": 1, "slices_per_second": 0.5,
                        "estimated_wait_seconds": 20.0, "max_wait_seconds": MAX_WAIT, "busy": True}  # fmt: skip
@@ -103,13 +106,13 @@ def test_a_backlog_over_the_measured_capacity_answers_503_and_stores_nothing(
 def test_backpressure_can_be_turned_off(busy: dict[str, Any]) -> None:
     settings = replace(busy["settings"], backpressure_max_wait_seconds=0)
     app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": settings,
-                      "CONNECTION_STRING": settings.connection_string})  # fmt: skip
+                      "CONNECTION_STRING": settings.connection_string, "ADMIN_TOKEN": OPERATOR_TOKEN})  # fmt: skip
     app.test_client_class = ApiClient
     _fill(busy["queues"], 50)
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
     response = submit(app.test_client())
     assert response.status_code == 202
-    assert app.test_client().get("/api/queues").get_json()["backlog"]["busy"] is False
+    assert app.test_client().get("/api/queues", headers=OPERATOR).get_json()["backlog"]["busy"] is False
 
 
 def _fail_the_job_once_stored(jobs: JobStore, prefix: str, stop: threading.Event) -> None:
@@ -182,6 +185,7 @@ def test_the_browser_says_busy_and_the_queues_page_shows_the_wait(
     photo.write_bytes(png_bytes(90, 60))
     _fill(busy["queues"], 30)  # 60 s of work at 0.5 slices/s: Retry-After 50 s
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
+    busy["app"].config["ADMIN_TOKEN"] = OPERATOR_TOKEN
     with served(busy["app"]) as url:
         page = browser_context.new_page()
         errors: list[str] = []
@@ -196,6 +200,7 @@ def test_the_browser_says_busy_and_the_queues_page_shows_the_wait(
         shot(page, "14-create-busy")
 
         page.goto(url + "/queues")
+        enter_operator_token(page)
         wait_until(page, "document.getElementById('estimated-wait').dataset.busy === 'true'")
         assert page.locator("#estimated-wait").inner_text().startswith("about 60 s for 30 waiting slices")
         shot(page, "15-queues-busy")

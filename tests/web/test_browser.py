@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 from tests.support.prereqs import require
+from tests.web.conftest import enter_operator_token
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -210,6 +211,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     wait_until(page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
     shot(page, "07b-library-created")
     page.goto(base + "/queues")
+    enter_operator_token(page)
     page.locator('tr[data-queue="imagerequest"]').wait_for()
     shot(page, "08-queues")
 

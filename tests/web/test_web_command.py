@@ -23,7 +23,9 @@ from photomosaics.commands.web import gunicorn_options
 
 def test_gunicorn_settings_live_in_one_place() -> None:
     options = gunicorn_options(host="0.0.0.0", port=9000, workers=3)
-    assert options["bind"] == "0.0.0.0:9000" and options["workers"] == 3
+    assert options["bind"] == ["0.0.0.0:9000"] and options["workers"] == 3
+    with_metrics = gunicorn_options(host="0.0.0.0", port=9000, workers=None, metrics=("0.0.0.0", 9100))
+    assert with_metrics["bind"] == ["0.0.0.0:9000", "0.0.0.0:9100"]
     assert options["worker_class"] == "gthread" and options["threads"] >= 4
     assert gunicorn_options(host="127.0.0.1", port=1, workers=None)["workers"] == 2
 

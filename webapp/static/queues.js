@@ -1,5 +1,12 @@
-/* The queue monitor: depths of the work queues and their poison queues, and the estimated wait, every 2 s. */
+/* The queue monitor: depths of the work queues and their poison queues, and the estimated wait, every 2 s.
+   Depths are for operators: read with the operator token kept in this tab (sessionStorage). */
 "use strict";
+
+const ADMIN_TOKEN_KEY = "pm-admin-token";
+const operatorAuth = () => {
+  const token = sessionStorage.getItem(ADMIN_TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+};
 
 (() => {
   const body = document.getElementById("queues");
@@ -18,7 +25,7 @@
 
   async function tick() {
     try {
-      const { queues, backlog } = await PM.api("/api/queues");
+      const { queues, backlog } = await PM.api("/api/queues", { headers: operatorAuth() });
       wait.textContent = describeWait(backlog);
       wait.dataset.busy = backlog.busy ? "true" : "false";
       const peak = Math.max(10, ...queues.map((q) => q.depth));
@@ -32,7 +39,8 @@
       }));
       updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
     } catch (error) {
-      updated.textContent = `Not updated: ${error.message}`;
+      updated.textContent = error.status === 401 || error.status === 403
+        ? "Queue depths need the operator token." : `Not updated: ${error.message}`;
     }
   }
 
@@ -60,9 +68,8 @@
   const input = document.getElementById("admin-token");
   const status = document.getElementById("poison-status");
   const lists = document.getElementById("poison-lists");
-  const KEY = "pm-admin-token";
-
-  const auth = () => ({ Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` });
+  const KEY = ADMIN_TOKEN_KEY;
+  const auth = operatorAuth;
 
   async function act(queue, action, body) {
     try {
@@ -91,7 +98,7 @@
       return;
     }
     try {
-      const { queues } = await PM.api("/api/queues");
+      const { queues } = await PM.api("/api/queues", { headers: auth() });
       const blocks = [];
       for (const q of queues.filter((q) => q.poison_depth > 0)) {
         const { messages } = await PM.api(`/api/queues/${q.name}/poison`, { headers: auth() });
@@ -120,6 +127,7 @@
     sessionStorage.setItem(KEY, input.value);
     input.value = "";
     status.textContent = ""; // a new token: forget what the last one was told
+    document.dispatchEvent(new Event("queues-changed"));
     refresh();
   });
   refresh();
