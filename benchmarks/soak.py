@@ -106,18 +106,17 @@ class Service:
         self.base = f"http://127.0.0.1:{port}"
 
     def _hand_back(self, cs: str, shared: dict[str, str]) -> Any:
-        """``photomosaics run``'s ``on_exit``: what a dead child held is visible and announced at once."""
-        from dal.config import StorageClients
-        from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
-        from workers.leases import LEASE_DIR_ENV, hand_back
+        """``photomosaics run``'s ``on_exit`` (what a dead child held is visible and announced at
+        once), counting the messages found in the dead child's lease journal."""
+        from dal.hints import HINTS_URL_ENV
+        from photomosaics.commands.run import hand_back_on_exit
+        from workers.leases import LEASE_DIR_ENV, read_journal
 
-        storage = StorageClients(cs, profile="probe")
-        channel = make_channel(folder=shared[HINT_DIR_ENV], url=shared[HINTS_URL_ENV], namespace=storage.account_name)
-        assert channel is not None
+        hand_back = hand_back_on_exit(cs, shared, hints_url=shared[HINTS_URL_ENV], lease_seconds=LEASE)
 
         def on_exit(name: str, pid: int, code: int | None) -> None:
-            self.handed_back += hand_back(Path(shared[LEASE_DIR_ENV]), pid, storage.queue_service,
-                                          announce=channel.publish)  # fmt: skip
+            self.handed_back += len(read_journal(shared[LEASE_DIR_ENV], pid))
+            hand_back(name, pid, code)
 
         return on_exit
 
@@ -415,7 +414,7 @@ def _print(calm: dict[str, Any], faulty: dict[str, Any]) -> None:
     ratio = faulty["p99"] / calm["p99"] if calm["p99"] else float("nan")
     print(f"p99 with faults / calm: x{ratio:.2f} (goal <= 2)")
     print(f"faults injected: {json.dumps(faulty['faults'])}; restarts {json.dumps(faulty['restarts'])}; "
-          f"messages handed back from dead children: {faulty['handed_back']}")  # fmt: skip
+          f"messages in dead children's lease journals (handed back): {faulty['handed_back']}")  # fmt: skip
     print(f"slowest jobs with faults (and the faults while they ran): {'; '.join(faulty['slowest'])}")
     for row in (calm, faulty):
         if row["failed"] or row["refused"]:
