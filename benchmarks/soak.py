@@ -374,7 +374,7 @@ def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[tuple[float, str]],
         start = datetime.fromisoformat(job["created_at"].replace("Z", "+00:00")).timestamp()
         end = datetime.fromisoformat(job["finished_at"].replace("Z", "+00:00")).timestamp()
         during = [f"{kind}@{at - start:+.1f}s" for at, kind in timeline if start - 1 <= at <= end]
-        rows.append(f"{job['elapsed_seconds']:.2f} s: {', '.join(during) or 'no fault'}")
+        rows.append(f"{job['request_id'][:8]} {job['elapsed_seconds']:.2f} s: {', '.join(during) or 'no fault'}")
     return rows
 
 
