@@ -2,7 +2,7 @@
 
 The service is the one ``photomosaics run`` starts (``photomosaics.commands.run.children``):
 the web app, a controller, a responder and two processors as supervised child processes
-(``workers.supervisor``; a dead child's leases are handed back at once), its own Azurite on
+(``photomosaics.local.supervisor``; a dead child's leases are handed back at once), its own Azurite on
 disk, and hints through the local folder and a real Valkey server together (``make run``
 pointed at a shared server). Several clients (own sessions, so own client ids) each POST a
 small job (40x30, tile 8, 2 slices) every few seconds, jittered.
@@ -10,7 +10,7 @@ small job (40x30, tile 8, 2 slices) every few seconds, jittered.
 Two phases of the same load and length, one after the other: calm, then with faults. One
 fault every 4-12 s (seeded), of five kinds: a worker role SIGKILLed (the supervisor restarts
 it); storage frozen (Azurite SIGSTOPped for 2-5 s, then SIGCONT); junk in a work queue
-(``tests/junk.py``); the Valkey server killed and started again 3-10 s later; a processor
+(``tests/support/junk.py``); the Valkey server killed and started again 3-10 s later; a processor
 SIGSTOPped past its lease, then resumed (the lease is ``LEASE`` s here: the default 60 s would
 make each pause a minute).
 
@@ -61,8 +61,8 @@ class Service:
     """Azurite, Valkey, the stores and a tile library, and the supervised children."""
 
     def __init__(self, tmp: Path) -> None:
-        from dal.azurite import Azurite
-        from tests.hint_server import ValkeyProcess
+        from photomosaics.local.azurite import Azurite
+        from tests.support.hint_server import ValkeyProcess
 
         self.tmp = tmp
         self.azurite = Azurite(location=tmp / "azurite")
@@ -73,12 +73,12 @@ class Service:
 
     def start(self) -> None:
         from dal.config import Settings, StorageClients
-        from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, short_hint_dir
+        from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, short_hint_dir
         from photomosaics.commands.run import children, choose_port
-        from tests.pipeline_helpers import synthetic_library
+        from tests.support.pipelines import synthetic_library
         from workers.leases import LEASE_DIR_ENV
         from workers.services import Services
-        from workers.supervisor import ChildSpec, Supervisor
+        from photomosaics.local.supervisor import ChildSpec, Supervisor
 
         cs = self.azurite.start()
         self.valkey.start()
@@ -108,7 +108,7 @@ class Service:
     def _hand_back(self, cs: str, shared: dict[str, str]) -> Any:
         """``photomosaics run``'s ``on_exit`` (what a dead child held is visible and announced at
         once), counting the messages found in the dead child's lease journal."""
-        from dal.hints import HINTS_URL_ENV
+        from dal.hints.channel import HINTS_URL_ENV
         from photomosaics.commands.run import hand_back_on_exit
         from workers.leases import LEASE_DIR_ENV, read_journal
 
@@ -187,7 +187,7 @@ class Clients:
     def _client(self, n: int, stop: threading.Event) -> None:
         import requests
 
-        from tests.pipeline_helpers import sample_photo
+        from tests.support.pipelines import sample_photo
 
         rng = random.Random(self.seed * 100 + n)
         session, image = self.session(n), sample_photo(40, 30, seed=self.seed * 100 + n)
@@ -271,7 +271,7 @@ class Faults:
         return True
 
     def _junk(self) -> bool:
-        from tests.junk import put_junk
+        from tests.support.junk import put_junk
 
         queues = self.service.services.queues
         put_junk(self.rng.choice([*queues.image_request_lanes, *queues.slice_request_queues(), queues.slice_response,
@@ -382,7 +382,7 @@ def _warm_up(service: Service) -> None:
     """The web app answers and one job goes all the way through (every role is up)."""
     import requests
 
-    from tests.pipeline_helpers import sample_photo
+    from tests.support.pipelines import sample_photo
 
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:

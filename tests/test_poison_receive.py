@@ -21,19 +21,20 @@ from typing import Any
 import pytest
 
 from dal.config import Settings, StorageClients
-from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, LocalHintChannel, short_hint_dir
-from dal.messages import (
+from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, LocalHintChannel, short_hint_dir
+from dal.queues.messages import (
     ImageRequestMessage,
     ImageResponseMessage,
     QueueMessage,
     SliceRequestMessage,
     SliceResponseMessage,
 )
-from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
-from tests.conftest import require
-from tests.junk import JUNK, put_junk
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
-from tests.test_listener import in_thread, listener, wait_for
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from tests.support.prereqs import require
+from tests.support.junk import JUNK, put_junk
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
+from tests.support.listeners import in_thread, listener
+from tests.support.waiting import wait_for
 from workers.observability import ListenerCollector
 
 CAP = 60.0  # the safety-net cap of a hint-covered listener (the product's default)
@@ -92,7 +93,7 @@ class Hints:
         """The channel as a role of ``account`` names it (the server's channels carry the account)."""
         if self.server is None:
             return self.channel
-        from dal.hints_pubsub import RedisHintChannel
+        from dal.hints.pubsub import RedisHintChannel
 
         return RedisHintChannel(self.server.url, namespace=account)
 
@@ -110,8 +111,8 @@ def hints(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hints]:
         folder = short_hint_dir(tmp_path / "h")
         yield Hints(LocalHintChannel(folder), {HINT_DIR_ENV: str(folder)})
         return
-    from dal.hints_pubsub import RedisHintChannel
-    from tests.hint_server import ValkeyProcess
+    from dal.hints.pubsub import RedisHintChannel
+    from tests.support.hint_server import ValkeyProcess
 
     try:
         server = ValkeyProcess(tmp_path)
