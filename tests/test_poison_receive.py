@@ -35,6 +35,7 @@ from tests.support.junk import JUNK, put_junk
 from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 from tests.support.listeners import in_thread, listener
 from tests.support.waiting import wait_for
+from workers.observability import ListenerCollector
 
 CAP = 60.0  # the safety-net cap of a hint-covered listener (the product's default)
 SOON = 20.0  # far below CAP, generous for a loaded CI machine
@@ -164,6 +165,10 @@ def test_junk_at_the_head_of_a_queue_does_not_delay_the_message_behind_it(
     assert at_handling["empty_receives"] == before["empty_receives"]  # poison-only receives are not empty ones
     assert at_handling["poison_receives"] >= 1 and at_handling["poisoned"] == junk
     assert subject.stats["hint_pickups"] == 1 and subject.stats["poll_pickups"] == 0
+    metrics = {sample.name: sample.value for family in ListenerCollector("role", [subject]).collect()
+               for sample in family.samples}  # fmt: skip
+    assert metrics["photomosaics_messages_poisoned_total"] == junk  # what an operator's dashboard counts
+    assert metrics["photomosaics_queue_poison_receives_total"] >= 1
 
 
 def test_a_message_past_its_dequeue_count_does_not_delay_the_next_one(

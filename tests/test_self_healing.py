@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from dal.availability.storage_status import read_status
+from dal.config import StorageClients
 from photomosaics.local.azurite import Azurite
 from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 from dal.queues.messages import SliceRequestMessage
@@ -357,6 +358,29 @@ def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pip
     events = [e.kind for e in pipe.services.jobs.events(rid)]
     assert events.count("done") == 1
     assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
+
+
+def test_a_child_that_died_before_journaling_gets_its_queues_announced_once_its_lease_ran_out(
+    azurite_connection_string: str, tmp_path: Path
+) -> None:
+    """Killed between a receive and its journal write, a child leaves messages nobody can hand
+    back; they come back unannounced when the lease runs out. The supervisor's hook says "poll
+    now" on every work queue then, so hint-covered listeners do not wait for their 60 s poll."""
+    from photomosaics.commands.run import hand_back_on_exit
+
+    channels = _channels(tmp_path)
+    channel = LocalHintChannel(channels[HINT_DIR_ENV])
+    names = {q.hint_name for q in QueueAccessor(StorageClients(azurite_connection_string)).monitored()}
+    heard: dict[str, list[int | None]] = {name: [] for name in names}
+    subscriptions = [channel.subscribe(name, lambda count, lane, name=name: heard[name].append(count)) for name in names]
+    try:
+        on_exit = hand_back_on_exit(azurite_connection_string, channels, hints_url="", lease_seconds=1)
+        on_exit("processor-1", 2**22 + 7, -9)  # no journal: it died before writing one
+        wait_for(lambda: all(heard.values()) or None)
+    finally:
+        for subscription in subscriptions:
+            subscription.close()
+    assert all(counts == [None] for counts in heard.values()), heard  # once each, "poll now"
 
 
 # -- the embedded Azurite is supervised ---------------------------------------------------

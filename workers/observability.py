@@ -7,9 +7,10 @@ unless told otherwise: metrics name queues and operations, nothing for the open 
 
 - ``GET /metrics``: Prometheus text. Message counters per listener, read from
   ``QueueListener.stats`` at scrape time (so the listener needs no hooks): received,
-  processed, succeeded, failed, poisoned, released, and receive calls (empty ones apart);
-  handler durations (``timed`` wraps each handler); storage requests, errors, retries and
-  throttling (``dal.observability.prometheus``); the depths of the role's queues and their poison queues.
+  processed, succeeded, failed, poisoned, released, and receive calls (empty ones, and
+  those that yielded only poison, apart); handler durations (``timed`` wraps each handler);
+  storage requests, errors, retries and throttling (``dal.observability.prometheus``); the depths of the
+  role's queues and their poison queues.
 - ``GET /healthz``: 200 while every receive loop is alive: since the previous probe it has
   polled, or it holds messages (busy), or the last poll is recent. A hung loop answers 503
   and the orchestrator restarts the process; storage outages do not (the loop still polls).
@@ -58,10 +59,13 @@ _STATS = {
     "handled": ("photomosaics_messages_processed_total", "Messages a handler finished (success or not)."),
     "succeeded": ("photomosaics_messages_succeeded_total", "Messages handled and deleted."),
     "failed": ("photomosaics_messages_failed_total", "Handler failures (the message is retried later or poisoned)."),
-    "poisoned": ("photomosaics_messages_poisoned_total", "Messages moved to the poison queue."),
+    "poisoned": ("photomosaics_messages_poisoned_total",
+                 "Messages moved to the poison queue (junk or over-delivered at receive, or by a handler)."),
     "released": ("photomosaics_messages_released_total", "Messages handed back unfinished (shutdown)."),
     "receives": ("photomosaics_queue_receives_total", "GetMessages calls."),
     "empty_receives": ("photomosaics_queue_empty_receives_total", "GetMessages calls that returned nothing."),
+    "poison_receives": ("photomosaics_queue_poison_receives_total",
+                        "GetMessages calls that yielded only poison (no empty receive: the listener received again)."),
 }
 
 

@@ -5,9 +5,9 @@ Everything on the wire is Base64 text (see ``dal.queues.wire``). A receive is on
 (1..32 messages); before a message is handed out it is checked, and moved to the poison
 queue instead when its dequeue count is over the threshold, when its text is not Base64 of
 UTF-8, when its claim-check blob is gone, or when it does not parse as a message of this
-queue; the receive says how many it moved (``Accepted.poisoned``), so that its caller does not
-take a receive of nothing but poison for an empty queue. A stale pop receipt (someone else owns the message now) gives False/None, never an
-exception.
+queue; the receive says how many it moved (``Accepted.poisoned``), so that its caller does
+not take a receive of nothing but poison for an empty queue. A stale pop receipt (someone
+else owns the message now) gives False/None, never an exception.
 
 ``poison_threshold`` and ``timeout`` come from the queue's metadata (``poisonthreshold``,
 ``defaulttimeout``) so an operator can tune a queue without a redeploy; without metadata the
@@ -43,8 +43,8 @@ from dal.queues.messages import QueueMessage
 from dal.names import prefixed
 from dal.queues.stored_queue import (
     MAX_BATCH,
-    Accepted,
     MAX_VISIBILITY,
+    Accepted,
     PoisonQueue,
     StoredQueue,
     check_batch,

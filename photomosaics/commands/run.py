@@ -191,28 +191,49 @@ def local_channels(data: Path) -> dict[str, str]:
     return {HINT_DIR_ENV: str(hint_dir), LEASE_DIR_ENV: str(lease_dir)}
 
 
-def hand_back_on_exit(connection_string: str, channels: dict[str, str]) -> Callable[[str, int, int | None], None]:
+def hand_back_on_exit(connection_string: str, channels: dict[str, str], *, hints_url: str | None = None,
+                      lease_seconds: float | None = None) -> Callable[[str, int, int | None], None]:  # fmt: skip
     """The supervisor's ``on_exit``: hand back what a dead child held, and announce it.
 
+    A child killed between a receive and its lease journal's write (a few milliseconds) held
+    messages nobody can hand back: they come back by themselves when their lease runs out,
+    unannounced, and hint-covered listeners would find them only at their safety-net poll
+    (60 s). So once the lease (``lease_seconds``, else ``PHOTOMOSAICS_LEASE_SECONDS``) has run
+    out, every work queue is announced once more ("poll now": one receive per listener).
+
     Also hands back what the children of an earlier, killed ``photomosaics run`` left in the
-    lease folder (their pids are gone): at start-up, before any child runs.
+    lease folder (their pids are gone): at start-up, before any child runs. ``hints_url``: the
+    shared hint server (None: ``PHOTOMOSAICS_HINTS_URL``).
     """
-    from dal.config import StorageClients
+    from dal.config import Settings, StorageClients
     from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
+    from dal.queues.work_queue import QueueAccessor
     from workers.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])
     storage = StorageClients(connection_string, profile="probe")
+    settings = Settings.from_env()
+    lease = settings.lease_seconds if lease_seconds is None else lease_seconds
     # This machine's folder, and the shared server when PHOTOMOSAICS_HINTS_URL names one.
-    channel = make_channel(folder=channels[HINT_DIR_ENV], url=os.environ.get(HINTS_URL_ENV, "").strip(),
-                           namespace=storage.account_name)  # fmt: skip
+    url = os.environ.get(HINTS_URL_ENV, "") if hints_url is None else hints_url
+    channel = make_channel(folder=channels[HINT_DIR_ENV], url=url.strip(), namespace=storage.account_name)
     assert channel is not None  # the folder alone makes one
     queue_service = storage.queue_service
+    queues = QueueAccessor(storage, settings=settings, prefix=settings.name_prefix)
+    names = sorted({queue.hint_name for queue in queues.monitored()})
+
+    def announce_all() -> None:
+        for name in names:
+            with contextlib.suppress(Exception):  # a hint is an optimisation: the safety net stays
+                channel.publish(name)
 
     def on_exit(name: str, pid: int, code: int | None) -> None:
         handed = hand_back(lease_dir, pid, queue_service, announce=channel.publish)
         if handed:
             log.warning("%s (pid %s) died holding %d message(s): handed back at once", name, pid, handed)
+        timer = threading.Timer(lease + 1.0, announce_all)
+        timer.daemon = True
+        timer.start()
 
     for leftover in lease_dir.glob("*.json"):
         with contextlib.suppress(ValueError):

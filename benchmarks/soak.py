@@ -1,0 +1,449 @@
+"""Reliability soak: a steady stream of small jobs while faults are injected at random.
+
+The service is the one ``photomosaics run`` starts (``photomosaics.commands.run.children``):
+the web app, a controller, a responder and two processors as supervised child processes
+(``photomosaics.local.supervisor``; a dead child's leases are handed back at once), its own Azurite on
+disk, and hints through the local folder and a real Valkey server together (``make run``
+pointed at a shared server). Several clients (own sessions, so own client ids) each POST a
+small job (40x30, tile 8, 2 slices) every few seconds, jittered.
+
+Two phases of the same load and length, one after the other: calm, then with faults. One
+fault every 4-12 s (seeded), of five kinds: a worker role SIGKILLed (the supervisor restarts
+it); storage frozen (Azurite SIGSTOPped for 2-5 s, then SIGCONT); junk in a work queue
+(``tests/support/junk.py``); the Valkey server killed and started again 3-10 s later; a processor
+SIGSTOPped past its lease, then resumed (the lease is ``LEASE`` s here: the default 60 s would
+make each pause a minute).
+
+After each phase every accepted job is waited for. Printed beside the goals: accepted (202),
+refused, done, failed and why, lost (accepted, never finished: goal 0), stitched twice (more
+than one ``stitched`` event in the job's log, or ``stitched in`` line in the controllers'
+log: goal 0), p50/p99 from the job's own
+``created_at`` to ``finished_at`` (goal: p99 with faults at most twice the calm one), and the
+faults injected. ``python -m benchmarks soak``; ``BENCH_SOAK_SECONDS`` (180 per phase),
+``BENCH_SOAK_CLIENTS`` (3) and ``BENCH_SOAK_INTERVAL`` (2.5 s per client) size it;
+``BENCH_SOAK_SEED`` (1) picks the clients' and the faults' random draws; ``BENCH_SOAK_DIR``
+keeps the children's logs (in ``<dir>/logs``) instead of a temporary folder. The run fails
+(exit 1) when an accepted job is lost, failed or stitched twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SECONDS = float(os.environ.get("BENCH_SOAK_SECONDS", "180"))
+CLIENTS = int(os.environ.get("BENCH_SOAK_CLIENTS", "3"))
+INTERVAL = float(os.environ.get("BENCH_SOAK_INTERVAL", "2.5"))
+SEED = int(os.environ.get("BENCH_SOAK_SEED", "1"))
+LEASE = 15
+DRAIN = 300.0  # after a phase, how long accepted jobs may take to finish before they count as lost
+FAULT_GAP = (4.0, 12.0)
+FORM = {"library": "tiles", "tile_size": "8", "slices": "2"}
+RESULTS = Path("bench-results")
+ROLES = ("controller", "responder", "processor-1", "processor-2")
+
+
+class Service:
+    """Azurite, Valkey, the stores and a tile library, and the supervised children."""
+
+    def __init__(self, tmp: Path) -> None:
+        from photomosaics.local.azurite import Azurite
+        from tests.support.hint_server import ValkeyProcess
+
+        self.tmp = tmp
+        self.azurite = Azurite(location=tmp / "azurite")
+        self.valkey = ValkeyProcess(tmp)
+        self.supervisor: Any = None
+        self.base = ""
+        self.handed_back = 0
+
+    def start(self) -> None:
+        from dal.config import Settings, StorageClients
+        from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, short_hint_dir
+        from photomosaics.commands.run import children, choose_port
+        from tests.support.pipelines import synthetic_library
+        from workers.leases import LEASE_DIR_ENV
+        from workers.services import Services
+        from photomosaics.local.supervisor import ChildSpec, Supervisor
+
+        cs = self.azurite.start()
+        self.valkey.start()
+        self.storage = StorageClients(cs, profile="probe")
+        self.services = Services(StorageClients(cs, profile="worker"), Settings.from_env({}), "soak")
+        self.services.ensure()
+        self.services.libraries.create("tiles", "soak tiles", synthetic_library())
+        hints, leases = short_hint_dir(self.tmp / "hints"), self.tmp / "leases"
+        leases.mkdir(parents=True, exist_ok=True)
+        shared = {HINT_DIR_ENV: str(hints), LEASE_DIR_ENV: str(leases), HINTS_URL_ENV: self.valkey.url,
+                  "PHOTOMOSAICS_LEASE_SECONDS": str(LEASE), "PHOTOMOSAICS_LOG_LEVEL": "INFO",
+                  # a load generator is not what the per-client quotas are for
+                  "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000", "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000"}  # fmt: skip
+        port = choose_port("127.0.0.1", 0)
+        specs = children(connection_string=cs, secret_key="soak", host="127.0.0.1", port=port, processors=2,
+                         shared=shared)  # fmt: skip
+        logs = self.tmp / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        # Each child's output to its own file: sh execs the child, so the pid is the role's.
+        specs = [ChildSpec(name=s.name, argv=["sh", "-c", 'exec "$@" >>"$0" 2>&1', str(logs / f"{s.name}.log"),
+                                              *s.argv], env=s.env) for s in specs]  # fmt: skip
+        self.logs = logs
+        self.supervisor = Supervisor(specs, grace=20, on_exit=self._hand_back(cs, shared))
+        threading.Thread(target=self.supervisor.run, name="soak-supervisor", daemon=True).start()
+        self.base = f"http://127.0.0.1:{port}"
+
+    def _hand_back(self, cs: str, shared: dict[str, str]) -> Any:
+        """``photomosaics run``'s ``on_exit`` (what a dead child held is visible and announced at
+        once), counting the messages found in the dead child's lease journal."""
+        from dal.hints.channel import HINTS_URL_ENV
+        from photomosaics.commands.run import hand_back_on_exit
+        from workers.leases import LEASE_DIR_ENV, read_journal
+
+        hand_back = hand_back_on_exit(cs, shared, hints_url=shared[HINTS_URL_ENV], lease_seconds=LEASE)
+
+        def on_exit(name: str, pid: int, code: int | None) -> None:
+            self.handed_back += len(read_journal(shared[LEASE_DIR_ENV], pid))
+            hand_back(name, pid, code)
+
+        return on_exit
+
+    def stitches_logged(self) -> Counter[str]:
+        """Stitches per job from the controllers' own log lines (``job <id>: stitched in``)."""
+        found: Counter[str] = Counter()
+        with contextlib.suppress(FileNotFoundError):
+            for line in (self.logs / "controller.log").read_text(errors="replace").splitlines():
+                if ": stitched in " in line:
+                    found[line.split(": stitched in ")[0].rsplit("job ", 1)[-1]] += 1
+        return found
+
+    def print_logs(self, lines: int = 15) -> None:
+        for path in sorted(self.logs.glob("*.log")) if hasattr(self, "logs") else []:
+            print(f"--- {path.name} ---", *path.read_text(errors="replace").splitlines()[-lines:], sep="\n")
+
+    def pid(self, name: str) -> int | None:
+        return self.supervisor.pids().get(name) if self.supervisor else None
+
+    def stop(self) -> None:
+        for pid in (self.azurite.pid, *(self.pid(n) for n in ROLES)):  # nothing may stay frozen
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, signal.SIGCONT)  # type: ignore[arg-type]
+        if self.supervisor is not None:
+            self.supervisor.stop()
+            self.supervisor.stopped.wait(60)
+        self.valkey.kill()
+        self.azurite.stop()
+
+
+@dataclass
+class Submitted:
+    client: int
+    status: int
+    request_id: str = ""
+    detail: str = ""
+
+
+@dataclass
+class Clients:
+    """``CLIENTS`` threads, each its own session (client id), POSTing a job every ``INTERVAL`` s."""
+
+    base: str
+    seed: int
+    submitted: list[Submitted] = field(default_factory=list)
+    sessions: dict[int, Any] = field(default_factory=dict)
+
+    def run(self, seconds: float) -> None:
+        stop = threading.Event()
+        threads = [threading.Thread(target=self._client, args=(n, stop), daemon=True) for n in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        stop.wait(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+
+    def session(self, n: int) -> Any:
+        import requests
+
+        from webapp.csrf import CSRF_HEADER, CSRF_VALUE
+
+        if n not in self.sessions:
+            self.sessions[n] = requests.Session()
+            self.sessions[n].headers[CSRF_HEADER] = CSRF_VALUE
+        return self.sessions[n]
+
+    def _client(self, n: int, stop: threading.Event) -> None:
+        import requests
+
+        from tests.support.pipelines import sample_photo
+
+        rng = random.Random(self.seed * 100 + n)
+        session, image = self.session(n), sample_photo(40, 30, seed=self.seed * 100 + n)
+        while not stop.wait(rng.uniform(0.5, 1.5) * INTERVAL):
+            try:
+                answer = session.post(f"{self.base}/api/jobs", data=FORM, files={"image": ("p.png", image)}, timeout=30)
+            except requests.RequestException as exc:
+                self.submitted.append(Submitted(n, 0, detail=type(exc).__name__))
+                continue
+            body = answer.json() if answer.headers.get("Content-Type", "").startswith("application/json") else {}
+            self.submitted.append(Submitted(n, answer.status_code, body.get("request_id", ""),
+                                            "" if answer.status_code == 202 else str(body.get("error", answer.reason))))  # fmt: skip
+
+
+class Faults:
+    """One random fault every ``FAULT_GAP`` seconds until ``end``; what a fault stopped is resumed by a timer."""
+
+    KINDS = ("kill_role", "freeze_storage", "junk", "hints_down", "pause_processor")
+
+    def __init__(self, service: Service, seed: int) -> None:
+        self.service = service
+        self.rng = random.Random(seed)
+        self.injected: Counter[str] = Counter()
+        self.timeline: list[tuple[float, str]] = []  # (when, kind) of every fault injected
+        self._undo: dict[str, Callable[[], None]] = {}  # what is stopped right now -> how to resume it
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(self.rng.uniform(*FAULT_GAP)):
+            kind = self.rng.choice(self.KINDS)
+            try:
+                if getattr(self, f"_{kind}")():
+                    self.injected[kind] += 1
+                    self.timeline.append((time.time(), kind))
+            except Exception as exc:  # a fault that could not be injected is reported, not fatal
+                self.injected[f"{kind} (failed: {type(exc).__name__})"] += 1
+
+    def end(self) -> None:
+        """Stop injecting, and resume whatever is still stopped, at once."""
+        self._stop.set()
+        for timer in self._timers:
+            timer.cancel()
+        for key in list(self._undo):
+            self._resume(key)
+
+    def _stopped(self, key: str) -> bool:
+        with self._lock:
+            return key in self._undo
+
+    def _until(self, key: str, seconds: float, undo: Callable[[], None]) -> None:
+        with self._lock:
+            self._undo[key] = undo
+        timer = threading.Timer(seconds, self._resume, (key,))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _resume(self, key: str) -> None:
+        with self._lock:
+            undo = self._undo.pop(key, None)
+        if undo is not None:
+            with contextlib.suppress(ProcessLookupError):
+                undo()
+
+    def _kill_role(self) -> bool:
+        name = self.rng.choice([n for n in ROLES if not self._stopped(n)])
+        pid = self.service.pid(name)
+        if pid is None:  # being restarted already
+            return False
+        os.kill(pid, signal.SIGKILL)
+        return True
+
+    def _freeze_storage(self) -> bool:
+        pid = self.service.azurite.pid
+        if pid is None or self._stopped("azurite"):
+            return False
+        os.kill(pid, signal.SIGSTOP)
+        self._until("azurite", self.rng.uniform(2.0, 5.0), lambda: os.kill(pid, signal.SIGCONT))
+        return True
+
+    def _junk(self) -> bool:
+        from tests.support.junk import put_junk
+
+        queues = self.service.services.queues
+        put_junk(self.rng.choice([*queues.image_request_lanes, *queues.slice_request_queues(), queues.slice_response,
+                                  queues.image_response]))  # fmt: skip
+        return True
+
+    def _hints_down(self) -> bool:
+        if self._stopped("valkey"):
+            return False
+        self.service.valkey.kill()
+        self._until("valkey", self.rng.uniform(3.0, 10.0), self.service.valkey.start)
+        return True
+
+    def _pause_processor(self) -> bool:
+        name = self.rng.choice(["processor-1", "processor-2"])
+        pid = self.service.pid(name)
+        if pid is None or self._stopped(name):
+            return False
+        os.kill(pid, signal.SIGSTOP)
+        self._until(name, LEASE + self.rng.uniform(3.0, 8.0), lambda: os.kill(pid, signal.SIGCONT))
+        return True
+
+
+def _phase(service: Service, label: str, seed: int, *, faults: bool) -> dict[str, Any]:
+    """``SECONDS`` of load (and faults), then wait for every accepted job; the figures."""
+    clients = Clients(service.base, seed)
+    injector = Faults(service, seed) if faults else None
+    thread = threading.Thread(target=injector.run, daemon=True) if injector else None
+    if thread:
+        thread.start()
+    try:
+        clients.run(SECONDS)
+    finally:
+        if injector:
+            injector.end()
+            assert thread is not None
+            thread.join(30)
+    jobs = _wait_all(service, clients)
+    accepted = [s for s in clients.submitted if s.status == 202]
+    done = [j for j in jobs.values() if j["status"] == "done"]
+    latencies = sorted(j["elapsed_seconds"] for j in done)
+    logged = service.stitches_logged()
+    stitches = {rid: max(_stitch_count(service, rid), logged[rid]) for rid in jobs}
+    return {
+        "label": label, "seconds": SECONDS, "clients": CLIENTS, "accepted": len(accepted),
+        "refused": dict(Counter(f"{s.status} {s.detail}".strip() for s in clients.submitted if s.status != 202)),
+        "done": len(done),
+        "failed": dict(Counter(j["error"] for j in jobs.values() if j["status"] == "failed")),
+        "lost": len(accepted) - len([j for j in jobs.values() if j["status"] in ("done", "failed")]),
+        "stitched_twice": sum(1 for n in stitches.values() if n > 1),
+        "not_stitched_done": sum(1 for rid, j in jobs.items() if j["status"] == "done" and stitches[rid] == 0),
+        "p50": statistics.median(latencies) if latencies else float("nan"),
+        "p99": _percentile(latencies, 0.99), "max": latencies[-1] if latencies else float("nan"),
+        "faults": dict(injector.injected) if injector else {},
+        "slowest": _slowest(jobs, injector.timeline if injector else []),
+        "handed_back": service.handed_back,
+        "restarts": dict(service.supervisor.restarts()),
+    }  # fmt: skip
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Nearest rank: the smallest value with at least ``q`` of them at or below it."""
+    if not values:
+        return float("nan")
+    return values[max(0, min(len(values), math.ceil(q * len(values))) - 1)]
+
+
+def _wait_all(service: Service, clients: Clients) -> dict[str, dict[str, Any]]:
+    """Every accepted job as its client sees it (``GET /api/jobs/<id>``), once finished or after ``DRAIN``."""
+    pending = {s.request_id: s.client for s in clients.submitted if s.status == 202}
+    seen: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + DRAIN
+    while pending and time.monotonic() < deadline:
+        for rid, n in list(pending.items()):
+            try:
+                answer = clients.session(n).get(f"{service.base}/api/jobs/{rid}", timeout=30)
+            except Exception:  # the web app restarting: ask again
+                continue
+            if answer.status_code == 200:
+                seen[rid] = answer.json()
+                if seen[rid]["status"] in ("done", "failed"):
+                    del pending[rid]
+        if pending:
+            time.sleep(1.0)
+    return seen
+
+
+def _stitch_count(service: Service, rid: str) -> int:
+    """How many stitches the job's event log records (each stitch writes one ``stitched`` event)."""
+    return sum(1 for event in service.services.jobs.events(rid) if event.kind == "stitched")
+
+
+def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[tuple[float, str]], count: int = 3) -> list[str]:
+    """The slowest jobs, each with the faults injected while it ran (from 1 s before it was created)."""
+    from datetime import datetime
+
+    rows = []
+    done = [j for j in jobs.values() if j["status"] == "done" and j.get("finished_at")]
+    for job in sorted(done, key=lambda j: -j["elapsed_seconds"])[:count]:
+        start = datetime.fromisoformat(job["created_at"].replace("Z", "+00:00")).timestamp()
+        end = datetime.fromisoformat(job["finished_at"].replace("Z", "+00:00")).timestamp()
+        during = [f"{kind}@{at - start:+.1f}s" for at, kind in timeline if start - 1 <= at <= end]
+        rows.append(f"{job['request_id'][:8]} {job['elapsed_seconds']:.2f} s: {', '.join(during) or 'no fault'}")
+    return rows
+
+
+def _warm_up(service: Service) -> None:
+    """The web app answers and one job goes all the way through (every role is up)."""
+    import requests
+
+    from tests.support.pipelines import sample_photo
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        with contextlib.suppress(requests.RequestException):
+            if requests.get(f"{service.base}/healthz", timeout=5).status_code == 200:
+                break
+        time.sleep(0.5)
+    clients = Clients(service.base, seed=0)
+    session = clients.session(0)
+    answer = session.post(f"{service.base}/api/jobs", data=FORM, files={"image": ("p.png", sample_photo(40, 30, seed=1))},
+                          timeout=60)  # fmt: skip
+    if answer.status_code != 202:
+        raise RuntimeError(f"warm-up job refused: {answer.status_code} {answer.text[:300]}")
+    clients.submitted.append(Submitted(0, 202, answer.json()["request_id"]))
+    job = _wait_all(service, clients)
+    if not job or next(iter(job.values()))["status"] != "done":
+        raise RuntimeError(f"warm-up job did not finish: {job}")
+
+
+def _print(calm: dict[str, Any], faulty: dict[str, Any]) -> None:
+    print(f"{CLIENTS} clients, a 40x30 job (tile 8, 2 slices) every ~{INTERVAL:g} s each, {SECONDS:.0f} s per phase; "
+          f"lease {LEASE} s; 2 processors")  # fmt: skip
+    print("| phase | accepted | refused | done | failed | lost (goal 0) | stitched twice (goal 0) | p50 s | p99 s | max s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in (calm, faulty):
+        print(f"| {row['label']} | {row['accepted']} | {sum(row['refused'].values())} | {row['done']} "
+              f"| {sum(row['failed'].values())} | {row['lost']} | {row['stitched_twice']} | {row['p50']:.2f} "
+              f"| {row['p99']:.2f} | {row['max']:.2f} |")  # fmt: skip
+    ratio = faulty["p99"] / calm["p99"] if calm["p99"] else float("nan")
+    print(f"p99 with faults / calm: x{ratio:.2f} (goal <= 2)")
+    print(f"faults injected: {json.dumps(faulty['faults'])}; restarts {json.dumps(faulty['restarts'])}; "
+          f"messages in dead children's lease journals (handed back): {faulty['handed_back']}")  # fmt: skip
+    print(f"slowest jobs with faults (and the faults while they ran): {'; '.join(faulty['slowest'])}")
+    for row in (calm, faulty):
+        if row["failed"] or row["refused"]:
+            print(f"{row['label']}: failed {json.dumps(row['failed'])}; refused {json.dumps(row['refused'])}")
+        if row["not_stitched_done"]:
+            print(f"{row['label']}: {row['not_stitched_done']} done jobs without a 'stitched' event (one-slice jobs have none)")
+
+
+def main() -> int:
+    RESULTS.mkdir(exist_ok=True)
+    keep = os.environ.get("BENCH_SOAK_DIR")  # keep the children's logs there (else a temporary folder)
+    with contextlib.nullcontext(keep) if keep else tempfile.TemporaryDirectory(prefix="bench-soak-") as folder:
+        service = Service(Path(folder))
+        try:
+            service.start()
+            _warm_up(service)
+            calm = _phase(service, "calm", seed=SEED, faults=False)
+            faulty = _phase(service, "faults", seed=SEED + 1, faults=True)
+        except BaseException:
+            service.print_logs()
+            raise
+        finally:
+            service.stop()
+    _print(calm, faulty)
+    (RESULTS / "soak.json").write_text(json.dumps({"calm": calm, "faults": faulty}, indent=1))
+    # The goal is every accepted job done, once: a lost, failed or twice stitched job fails the run.
+    broken = [row[key] for row in (calm, faulty) for key in ("lost", "stitched_twice")]
+    return 1 if any(broken) or calm["failed"] or faulty["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
