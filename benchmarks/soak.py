@@ -77,13 +77,13 @@ class Service:
         from photomosaics.commands.run import children, choose_port
         from tests.support.pipelines import synthetic_library
         from workers.leases import LEASE_DIR_ENV
-        from workers.services import Services
+        from workers.services import RoleServices
         from photomosaics.local.supervisor import ChildSpec, Supervisor
 
         cs = self.azurite.start()
         self.valkey.start()
         self.storage = StorageClients(cs, profile="probe")
-        self.services = Services(StorageClients(cs, profile="worker"), Settings.from_env({}), "soak")
+        self.services = RoleServices(StorageClients(cs, profile="worker"), Settings.from_env({}), "soak")
         self.services.ensure()
         self.services.libraries.create("tiles", "soak tiles", synthetic_library())
         hints, leases = short_hint_dir(self.tmp / "hints"), self.tmp / "leases"

@@ -1,8 +1,8 @@
-"""The four stores of the application over one set of storage clients.
+"""The stores of the application over one set of storage clients.
 
-``Stores`` is what a process needs to talk to storage: blobs, jobs, queues and tile
-libraries, each built on first use and sharing one ``StorageClients`` (one retry profile,
-one connection pool). Role processes and the web app both build on it; tests build one
+``Stores`` is what a process needs to talk to storage: blobs, jobs, queues, tile libraries,
+quotas, render rates, the backlog gauge and the paired failover account, each built on
+first use and sharing one ``StorageClients`` (one retry profile, one connection pool). Role processes and the web app both build on it; tests build one
 against Azurite with a name prefix.
 
 The workflow's writes go through ``send``, ``upload`` and the reads of what a message refers
@@ -45,27 +45,22 @@ class Stores:
 
     @cached_property
     def blobs(self) -> BlobStore:
-
         return BlobStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def jobs(self) -> JobStore:
-
         return JobStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def queues(self) -> QueueAccessor:
-
         return QueueAccessor(self.storage, settings=self.settings, prefix=self.prefix)
 
     @cached_property
     def libraries(self) -> LibraryStore:
-
         return LibraryStore(self.storage, prefix=self.prefix)
 
     @cached_property
     def quotas(self) -> QuotaStore:
-
         return QuotaStore(
             self.storage,
             max_unfinished=self.settings.max_unfinished_jobs,
@@ -75,12 +70,10 @@ class Stores:
 
     @cached_property
     def render_rates(self) -> RenderRates:
-
         return RenderRates(self.storage, prefix=self.prefix)
 
     @cached_property
     def backlog(self) -> BacklogGauge:
-
         return BacklogGauge(
             self.queues,
             self.render_rates,

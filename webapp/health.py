@@ -15,14 +15,14 @@ from dal.availability.storage_status import read_status
 from dal.availability.health import check_storage
 from dal.names import unprefixed
 from webapp.operator_gate import require_operator
-from webapp.services import Services
+from webapp.services import WebServices
 
 log = logging.getLogger(__name__)
 bp = Blueprint("health", __name__)
 
 
-def _services() -> Services:
-    found: Services = current_app.extensions["photomosaics"]
+def _services() -> WebServices:
+    found: WebServices = current_app.extensions["photomosaics"]
     return found
 
 

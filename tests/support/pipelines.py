@@ -29,7 +29,7 @@ from dal.queues.messages import ImageRequestMessage
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
 from mosaic.render import render
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import encode_output
 
 CLIENT_ID = "pipeline-tests"
@@ -146,7 +146,7 @@ class Pipeline:
                "PHOTOMOSAICS_NAME_PREFIX": self.prefix}  # fmt: skip
         self.env = env
         self.settings = Settings.from_env(env)
-        self.services = Services(StorageClients(self.connection_string, profile="probe"), self.settings, "tests")
+        self.services = RoleServices(StorageClients(self.connection_string, profile="probe"), self.settings, "tests")
         self.services.ensure()
 
     # -- roles ---------------------------------------------------------------------------
@@ -240,7 +240,7 @@ class Pipeline:
 
     def queue_depths(self) -> dict[str, int]:
         depths = {}
-        for queue in self.services.queues.all():
+        for queue in self.services.queues.workflow():
             depths[queue.name] = queue.approximate_depth()
             depths[queue.poison.name] = queue.poison.approximate_depth()
         return depths
