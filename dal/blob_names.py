@@ -5,6 +5,8 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     imageinput/<request_id>.<ext>         the uploaded photo (ext from its format)
     slicerequest/<request_id>/<seq>.png   a band of the cell image, for one processor
     sliceresponse/<request_id>/<seq>.npy  a rendered slice (older processors: <seq>.png)
+    sliceresponse/<request_id>/<seq>.pieces.png  a giant job's band: its reduced rows, and the
+                                          manifest of the pieces it staged on the outputs
     sliceresponse/<request_id>/stitch.claim  the stitch claim of controllers before issue 8 (now in the
                                              job row: ``Job.stitcher``); cleanup still deletes it
     imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,500 px a side)
@@ -26,6 +28,7 @@ __all__ = [
     "band_blob_name",
     "slice_output_name",
     "slice_blob_candidates",
+    "pieces_blob_name",
     "stitch_claim_name",
     "output_blob_name",
     "pyramid_blob_name",
@@ -60,6 +63,11 @@ def slice_output_name(request_id: str, sequence: int, extension: str = RENDERED_
 def slice_blob_candidates(request_id: str, sequence: int) -> tuple[str, str]:
     """Where a rendered slice may be, newest format first."""
     return slice_output_name(request_id, sequence), slice_output_name(request_id, sequence, _LEGACY_RENDERED_EXTENSION)
+
+
+def pieces_blob_name(request_id: str, sequence: int) -> str:
+    """The ``sliceresponse`` blob of a giant band's reduced rows and manifest (``workers.band_pieces``)."""
+    return f"{request_id}/{sequence}.pieces.png"
 
 
 def stitch_claim_name(request_id: str) -> str:

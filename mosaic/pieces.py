@@ -13,10 +13,18 @@ assembles them:
   whole tile rows; the band hands that level's rows to the controller (``band_tiles``'
   second result, ``1 / 4 ** levels`` of its pixels), which builds the remaining small
   pyramid from the joined reduced bands.
-- **JPEG rows.** Band ``i`` encodes the full-size JPEG rows ``jpeg[i]``, which start on a
-  multiple of ``JPEG_ROWS`` (8 MCU rows of 16 px): its scan, with a restart marker after
+- **JPEG rows.** Band ``i`` encodes the full-size JPEG rows ``jpeg[i]``, which start on the
+  multiple of ``JPEG_ROWS`` nearest its pyramid rows (8 MCU rows of 16 px): its scan, with a restart marker after
   every MCU row, continues the whole image's restart numbering unchanged, so the controller
   concatenates the bands' scans under one header (``workers.jpeg_segments``).
+
+**Tile choice.** A band renders a few rows past its own (the margin, and JPEG rows that start
+before its pyramid rows), rows its neighbour renders too, so both must choose the same tiles
+there. The choice (``mosaic.render.choose_tiles``, with variety) depends on the band it is
+made in, so the plan cuts the grid's cell rows into *choice segments* (``PiecePlan.cuts``:
+each band's first cell row, and the row below each band's last) and every segment's tiles are
+chosen on their own, by whichever process renders them (``render_piece``). The overlap is a
+few cell rows; its segments are chosen twice, identically.
 
 Each halving is libvips' Deep Zoom reduction (``shrink``: the mean of 2 x 2 pixels, rounded,
 the last row or column repeated when a side is odd), so the assembled pyramid is the one
@@ -34,9 +42,12 @@ import numpy as np
 
 from .deepzoom import DZI_OVERLAP, DZI_TILE_SIZE, top_level
 from .grid import Grid
+from .library import TileLibrary
 from .limits import MAX_SLICE_PIXELS
+from .render import DEFAULT_OPTIONS, RenderOptions, choose_tiles, render_band
 
-__all__ = ["JPEG_ROWS", "MAX_BAND_LEVELS", "Piece", "PiecePlan", "plan_pieces", "shrink", "band_tiles"]
+__all__ = ["JPEG_ROWS", "MAX_BAND_LEVELS", "Piece", "PiecePlan", "plan_pieces", "segments", "render_piece", "shrink",
+           "band_tiles"]
 
 JPEG_ROWS = 128  # 8 MCU rows of 16 px: restart markers RST0..RST7 come round whole at each band start
 MAX_BAND_LEVELS = 4  # the most pyramid levels a band makes (a unit of 4,080 rows)
@@ -77,17 +88,38 @@ class PiecePlan:
     def bands(self) -> int:
         return len(self.splits) - 1
 
-    def piece(self, index: int) -> Piece:
+    def _rows(self, index: int) -> tuple[range, range, range]:
+        """(owned, jpeg, pyramid_rows) of band ``index``, in output pixel rows."""
         lo, hi = self.splits[index], self.splits[index + 1]
-        jlo = 0 if index == 0 else lo // JPEG_ROWS * JPEG_ROWS
-        jhi = self.height if index == self.bands - 1 else hi // JPEG_ROWS * JPEG_ROWS
+        # JPEG rows cut at the multiple of JPEG_ROWS nearest the pyramid's cut: the least overlap.
+        jlo = 0 if index == 0 else round(lo / JPEG_ROWS) * JPEG_ROWS
+        jhi = self.height if index == self.bands - 1 else round(hi / JPEG_ROWS) * JPEG_ROWS
         margin = 2 ** (self.levels - 1) * DZI_OVERLAP
-        pyramid_rows = range(max(0, lo - margin), min(self.height, hi + margin))
-        start, stop = min(jlo, pyramid_rows.start), max(jhi, pyramid_rows.stop)
-        cells = range(start // self.tile_size, math.ceil(stop / self.tile_size))
-        return Piece(index=index, width=self.width, height=self.height, levels=self.levels, owned=range(lo, hi),
-                     jpeg=range(jlo, jhi), pyramid_rows=pyramid_rows, cells=cells,
-                     tile_size=self.tile_size)  # fmt: skip
+        return range(lo, hi), range(jlo, jhi), range(max(0, lo - margin), min(self.height, hi + margin))
+
+    def _first_cell(self, index: int) -> int:
+        _, jpeg, pyramid = self._rows(index)
+        return min(jpeg.start, pyramid.start) // self.tile_size
+
+    def _last_cell(self, index: int) -> int:
+        _, jpeg, pyramid = self._rows(index)
+        return math.ceil(max(jpeg.stop, pyramid.stop) / self.tile_size)
+
+    @property
+    def cuts(self) -> tuple[int, ...]:
+        """The choice segments' cell-row boundaries, 0 .. cells down (see the module docstring)."""
+        down = math.ceil(self.height / self.tile_size)
+        found = {0, down}
+        for index in range(self.bands):
+            found.add(self._first_cell(index))
+            found.add(self._last_cell(index))
+        return tuple(sorted(found))
+
+    def piece(self, index: int) -> Piece:
+        owned, jpeg, pyramid_rows = self._rows(index)
+        cells = range(self._first_cell(index), self._last_cell(index))
+        return Piece(index=index, width=self.width, height=self.height, levels=self.levels, owned=owned, jpeg=jpeg,
+                     pyramid_rows=pyramid_rows, cells=cells, tile_size=self.tile_size)
 
     def pieces(self) -> list[Piece]:
         return [self.piece(i) for i in range(self.bands)]
@@ -95,6 +127,30 @@ class PiecePlan:
     def reduced_size(self) -> tuple[int, int]:
         """The size of the level the controller builds from: the full size halved ``levels`` times."""
         return math.ceil(self.width / 2**self.levels), math.ceil(self.height / 2**self.levels)
+
+
+def segments(cuts: tuple[int, ...], cells: range) -> list[range]:
+    """The choice segments covering ``cells`` (whose ends are cuts), in order."""
+    inside = [c for c in cuts if cells.start <= c <= cells.stop]
+    if not inside or inside[0] != cells.start or inside[-1] != cells.stop:
+        raise ValueError(f"cell rows {cells.start}..{cells.stop} do not start and end on choice cuts")
+    return [range(a, b) for a, b in zip(inside, inside[1:])]
+
+
+def render_piece(cells: np.ndarray, library: TileLibrary, *, tile_size: int, seed: str, rows: range,
+                 cuts: tuple[int, ...], options: RenderOptions = DEFAULT_OPTIONS,
+                 choice: np.ndarray | None = None) -> np.ndarray:
+    """The pixels of cell rows ``rows`` (``cells`` is their cell image), each choice segment's
+    tiles chosen on their own; ``choice``: those rows of a whole-grid choice (fair use)."""
+    if choice is None:
+        per_row = cells.shape[0] // len(rows)
+        choice = np.concatenate([
+            choose_tiles(cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row], library,
+                         tile_size=tile_size, seed=seed, row_offset=seg.start, options=options)
+            for seg in segments(cuts, rows)
+        ])
+    return render_band(cells, library, tile_size=tile_size, seed=seed, row_offset=rows.start, options=options,
+                       choice=choice)
 
 
 def plan_pieces(grid: Grid, slices: int, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> PiecePlan | None:

@@ -57,6 +57,7 @@ from workers.errors import PermanentJobError
 from dal.job_model import library_name
 from workers.services import Services
 from workers.stages import Stopwatch
+from workers.band_pieces import make_pieces
 from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
@@ -69,6 +70,7 @@ from workers.slicing import (
     slice_output_name,
 )
 from mosaic.library import LibraryFormatError
+from mosaic.pieces import render_piece
 from mosaic.render import render_band
 
 if TYPE_CHECKING:
@@ -145,8 +147,13 @@ class ImageProcessor:
 
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
-            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row,
-                                 choice=band.choice)
+            if band.plan is not None:  # a giant band: its choice segments, as its neighbours choose them
+                rows = range(band.first_row, band.first_row + band.rows)
+                pixels = render_piece(band.cells, library, tile_size=message.tile_size, seed=rid, rows=rows,
+                                      cuts=band.plan.cuts, choice=band.choice)
+            else:
+                pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid,
+                                     row_offset=band.first_row, choice=band.choice)
         except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
@@ -157,6 +164,10 @@ class ImageProcessor:
         whole = whole and fits_jpeg(pixels.shape[1], pixels.shape[0])
         if whole:  # the whole mosaic: the final outputs now
             url, pyramid = self._final_outputs(rid, pixels, clock)
+        elif band.piece is not None and band.plan is not None:  # a giant band: final pieces, no pixels
+            png, name = make_pieces(self.services.blobs, rid, pixels, band.piece, band.plan.splits, clock)
+            url = self.services.blobs.upload(SLICE_RESPONSE_CONTAINER, name, png, content_type="image/png")
+            clock.lap("manifest_upload")
         else:
             encoded = encode_rendered(pixels)
             clock.lap("slice_encode")
@@ -172,7 +183,8 @@ class ImageProcessor:
         report = {
             "actor": self.name[:100],
             "message": f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s"
-            + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else ""),
+            + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else
+               ", its JPEG rows and pyramid tiles staged" if band.piece is not None else ""),
             "at": datetime.now(UTC).isoformat(),
             "seconds": round(seconds, 4),
             "stages": {name: round(value, 4) for name, value in list(clock.stages.items())[:MAX_REPORT_STAGES]},
