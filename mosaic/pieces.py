@@ -215,7 +215,7 @@ def band_tiles(pixels: np.ndarray, piece: Piece, *, first_row: int) -> tuple[lis
 
 
 def _cut(level: np.ndarray, number: int, owned: range, offset: int, width: int,
-         height: int) -> Iterator[tuple[int, int, int, np.ndarray]]:  # fmt: skip
+         height: int) -> Iterator[tuple[int, int, int, np.ndarray]]:
     """The tiles of the tile rows that start in ``owned`` (whole rows: ``owned`` starts on one)."""
     size, overlap = DZI_TILE_SIZE, DZI_OVERLAP
     for row in range(owned.start // size, math.ceil(owned.stop / size)):

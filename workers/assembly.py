@@ -48,7 +48,7 @@ from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
 from workers.stages import Stopwatch
 from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, from_pixels, join_slices,
-                               open_jpeg, open_slice, save_jpeg, save_pyramid)  # fmt: skip
+                               open_jpeg, open_slice, save_jpeg, save_pyramid)
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
@@ -107,7 +107,7 @@ class Stitcher:
             jpeg_name = output_blob_name(rid)
             head = [f.result() for f in stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, jpeg_name, "header", [header])]
             blobs.commit_blocks(IMAGE_OUTPUT_CONTAINER, jpeg_name, head + [b for m in manifests for b in m.jpeg_blocks],
-                                content_type=OUTPUT_CONTENT_TYPE)  # fmt: skip
+                                content_type=OUTPUT_CONTENT_TYPE)
             clock.lap("jpeg_commit")
             files = _top_levels(manifests, job.output_width, job.output_height)
             clock.lap("pyramid_top_levels")
@@ -117,7 +117,7 @@ class Stitcher:
             zip_name = pyramid_blob_name(rid)
             own = [f.result() for f in stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, zip_name, "top", [tail])]
             blobs.commit_blocks(IMAGE_OUTPUT_CONTAINER, zip_name, [b for m in manifests for b in m.zip_blocks] + own,
-                                content_type=PYRAMID_CONTENT_TYPE)  # fmt: skip
+                                content_type=PYRAMID_CONTENT_TYPE)
             clock.lap("pyramid_commit")
         return f"{job.slices} bands' JPEG rows and pyramid tiles assembled"
 
@@ -149,7 +149,7 @@ class Stitcher:
         made (``BlobStore.open_writer``: no file), and commit it; the commit's seconds. Laps:
         ``pyramid_build`` (the build and its streamed upload), ``pyramid_upload`` (the commit)."""
         with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid),
-                                             content_type=PYRAMID_CONTENT_TYPE) as zipped:  # fmt: skip
+                                             content_type=PYRAMID_CONTENT_TYPE) as zipped:
             mosaic = open_()
             try:
                 save_pyramid(mosaic, zipped.write)
@@ -169,7 +169,7 @@ class Stitcher:
         encoded (``BlobStore.open_writer``: no file), and commit it; the encode's seconds (the
         rest, the commit's tail, is the upload's)."""
         with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id),
-                                             content_type=OUTPUT_CONTENT_TYPE) as jpeg:  # fmt: skip
+                                             content_type=OUTPUT_CONTENT_TYPE) as jpeg:
             started = time.perf_counter()
             mosaic = self._join(job, paths)
             try:

@@ -56,7 +56,7 @@ def block_id(name: str, part: str, index: int, data: bytes) -> str:
 
 
 def stage_all(blobs: BlobStore, pool: ThreadPoolExecutor, container: str, name: str, part: str,
-              chunks: Iterable[bytes]) -> Iterator[Any]:  # fmt: skip
+              chunks: Iterable[bytes]) -> Iterator[Any]:
     """Stage ``chunks`` (re-cut into ``BLOCK_BYTES`` blocks) on ``name``; futures of the ids, in order."""
     buffer, index = bytearray(), 0
 
@@ -101,7 +101,7 @@ class Manifest:
 
 
 def _tile_entries(pixels: np.ndarray, piece: Piece, first_row: int, members: list[Member],
-                  reduced: list[np.ndarray]) -> Iterator[bytes]:  # fmt: skip
+                  reduced: list[np.ndarray]) -> Iterator[bytes]:
     """The band's tiles as zip local entries, encoded as they are consumed."""
     tiles, rows = band_tiles(pixels, piece, first_row=first_row)
     reduced.append(rows)
@@ -112,7 +112,7 @@ def _tile_entries(pixels: np.ndarray, piece: Piece, first_row: int, members: lis
 
 
 def make_pieces(blobs: BlobStore, rid: str, pixels: np.ndarray, piece: Piece, splits: tuple[int, ...],
-                clock: Stopwatch) -> tuple[bytes, str]:  # fmt: skip
+                clock: Stopwatch) -> tuple[bytes, str]:
     """Stage the band's JPEG rows and pyramid tiles; (the manifest PNG, its blob name). Laps:
     ``jpeg_segment`` (encode), ``pyramid_tiles`` (tiles encoded and staged), ``blocks_staged``."""
     first = piece.rendered.start
@@ -121,17 +121,17 @@ def make_pieces(blobs: BlobStore, rid: str, pixels: np.ndarray, piece: Piece, sp
     members: list[Member] = []
     reduced: list[np.ndarray] = []
     with ThreadPoolExecutor(max_workers=_UPLOADS, thread_name_prefix="stage") as pool, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment") as side:  # fmt: skip
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment") as side:
         rows = pixels[piece.jpeg.start - first : piece.jpeg.stop - first]
         segment = side.submit(encode_segment, rows, last=last)
         zip_staged = list(stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, zip_name, f"zip{piece.index}",
-                                    _tile_entries(pixels, piece, first, members, reduced)))  # fmt: skip
+                                    _tile_entries(pixels, piece, first, members, reduced)))
         clock.lap("pyramid_tiles")
         header, scan = segment.result()
         clock.lap("jpeg_segment")
         jpeg_staged = list(stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, jpeg_name, f"jpeg{piece.index}", [scan]))
         manifest = Manifest(piece.index, splits, header, [f.result() for f in jpeg_staged],
-                            [f.result() for f in zip_staged], members, reduced[0])  # fmt: skip
+                            [f.result() for f in zip_staged], members, reduced[0])
     clock.lap("blocks_staged")
     png = encode_png(manifest.reduced, text={MANIFEST_KEY: manifest.text()})
     return png, pieces_blob_name(rid, piece.index)

@@ -23,12 +23,10 @@ exactly one controller stitches even when two see the last slice at once (no cla
 transaction less per job). A controller that died mid-stitch is replaced when its own message
 comes back (same message id), or by another message once the claim is older than
 ``PHOTOMOSAICS_STITCH_TIMEOUT`` (``_claim_stitch``).
-The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
-scratch files and lets libvips join and encode them without ever holding the whole mosaic
-(``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
-JPEG's 65,500 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, each
-streamed to its blob as libvips makes it (``BlobStore.open_writer``), in two passes at once
-(two threads, each streaming the slice files), then records
+The stitch itself is ``workers.assembly.Stitcher``: for a giant job (bands planned on Deep
+Zoom units, ``mosaic.pieces``) it only commits the pieces the processors staged on the output
+blobs, with a JPEG header and the pyramid's top levels and directory; otherwise it streams the
+rendered slices through libvips into the JPEG and the pyramid zip. Then the controller records
 ``output_name`` and ``done`` in one write (the "stitched" and "done" lines in one more) and
 sends the ``ImageResponseMessage``: a finished job waits for no further queue hop (the
 responder, which marked jobs done before, still does for a controller of an older release,
@@ -70,7 +68,7 @@ from workers.slicing import Band, band_blob_name, cut_bands, encode_band, inline
 from workers.assembly import Stitcher
 from workers.stages import Stopwatch
 from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
-from mosaic.pieces import plan_pieces
+from mosaic.pieces import PiecePlan, plan_pieces
 from workers.stitching import fits_jpeg
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.errors import TileBudgetError
@@ -120,29 +118,12 @@ class JobController:
         clock = Stopwatch()
         image = self._read_image(message, clock)
         try:
-            grid = plan_grid(
-                image.width,
-                image.height,
-                tile_size=message.tile_size,
-                tiles_across=message.tiles_across,
-                max_output_pixels=settings.max_output_pixels,
-            )
+            grid = plan_grid(image.width, image.height, tile_size=message.tile_size, tiles_across=message.tiles_across,
+                             max_output_pixels=settings.max_output_pixels)
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
-        # A giant mosaic gets more slices than asked for, so that no processor holds more than
-        # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
-        slices = max(message.slices, min_slices(grid))
-        # Bands of several slices on pyramid units make final pieces themselves (mosaic.pieces):
-        # the stitch then only assembles them. A mosaic too small for two units keeps plain bands.
-        plan = plan_pieces(grid, message.slices) if slices > 1 and fits_jpeg(grid.output_width, grid.output_height) else None
-        try:
-            rows = [p.cells for p in plan.pieces()] if plan is not None else plan_bands(grid.tiles_down, slices)
-            slices = len(rows)
-        except ValueError:
-            raise PermanentJobError(
-                f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
-                f"tiles; ask for at most {grid.tiles_down} slices"
-            ) from None
+        plan, rows = _plan_slices(message, grid)
+        slices = len(rows)
         job = existing
         if min_slices(grid) > 1:  # a giant mosaic takes seconds to slice: show "slicing" meanwhile
             job = self._record_job(message, grid, existing, slices=slices, status=JobStatus.SLICING)
@@ -156,17 +137,7 @@ class JobController:
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice,
                           plan=plan)
         clock.lap("slicing")
-        services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
-
-        def store(band: Band) -> tuple[str, str | None]:
-            """(slice_uri, inline band): a small band rides in its message, a big one is a blob."""
-            encoded, name = encode_band(band), band_blob_name(rid, band.sequence)
-            if (inline := inline_band(encoded, settings.inline_band_bytes)) is not None:
-                return services.blobs.blob_url(SLICE_REQUEST_CONTAINER, name), inline
-            return services.upload(SLICE_REQUEST_CONTAINER, name, encoded, content_type="image/png"), None
-
-        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
-            stored = list(pool.map(store, bands))
+        stored = _store_bands(self.services, rid, bands)
         clock.lap("band_encode_upload")
         # Every band is written: only now may a processor hear of them. One write records the
         # grid and "rendering" (a job that is not giant never shows "slicing": a transaction less).
@@ -446,6 +417,39 @@ class _RecentRows:
     def forget(self, request_id: str) -> None:
         with self._lock:
             self._rows.pop(request_id, None)
+
+
+def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | None, list[range]]:
+    """The job's bands: on pyramid units when several and the mosaic allows (``mosaic.pieces``:
+    they make final pieces, the stitch only assembles them), else plain bands of cell rows."""
+    # A giant mosaic gets more slices than asked for, so that no processor holds more than
+    # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
+    slices = max(message.slices, min_slices(grid))
+    if slices > 1 and fits_jpeg(grid.output_width, grid.output_height):
+        plan = plan_pieces(grid, message.slices)
+        if plan is not None:
+            return plan, [piece.cells for piece in plan.pieces()]
+    try:
+        return None, plan_bands(grid.tiles_down, slices)
+    except ValueError:
+        raise PermanentJobError(
+            f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
+            f"tiles; ask for at most {grid.tiles_down} slices"
+        ) from None
+
+
+def _store_bands(services: Services, rid: str, bands: list[Band]) -> list[tuple[str, str | None]]:
+    """Each band's (slice_uri, inline band): a small band rides in its message, a big one is a
+    blob (uploaded to the secondary account when the primary fails: dal.failover)."""
+
+    def store(band: Band) -> tuple[str, str | None]:
+        encoded, name = encode_band(band), band_blob_name(rid, band.sequence)
+        if (inline := inline_band(encoded, services.settings.inline_band_bytes)) is not None:
+            return services.blobs.blob_url(SLICE_REQUEST_CONTAINER, name), inline
+        return services.upload(SLICE_REQUEST_CONTAINER, name, encoded, content_type="image/png"), None
+
+    with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
+        return list(pool.map(store, bands))
 
 
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:

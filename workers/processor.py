@@ -20,6 +20,12 @@ upload, on a failed-over account) is only logged: the controller builds it from 
 as it does for a processor of an older release that writes the JPEG alone. A redelivery
 renders the same pixels into the same blobs either way (``encode_output`` and the pyramid are deterministic).
 
+A giant job's band (planned on Deep Zoom units: the band PNG carries the plan, ``mosaic.pieces``)
+sends back no pixels: the processor renders its rows (``render_piece``: the plan's choice
+segments, so rows it shares with a neighbour come out the same), stages its rows of the JPEG
+and its pyramid tiles as blocks of the output blobs and writes a manifest with its reduced
+rows (``workers.band_pieces``); the controller commits them (``workers.assembly``).
+
 Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
 travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
 in the job row, in the write it makes anyway (issue 8: one table transaction per slice, not two).
