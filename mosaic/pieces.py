@@ -41,12 +41,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .deepzoom import DZI_OVERLAP, DZI_TILE_SIZE, top_level
-from .grid import Grid
+from .grid import Grid, min_slices
 from .library import TileLibrary
-from .limits import MAX_SLICE_PIXELS
+from .limits import JPEG_MAX_SIDE, MAX_SLICE_PIXELS
 from .render import DEFAULT_OPTIONS, RenderOptions, choose_tiles, render_band
 
-__all__ = ["JPEG_ROWS", "MAX_BAND_LEVELS", "Piece", "PiecePlan", "plan_pieces", "segments", "render_piece", "shrink",
+__all__ = ["JPEG_ROWS", "MAX_BAND_LEVELS", "Piece", "PiecePlan", "job_plan", "plan_pieces", "segments", "render_piece", "shrink",
            "band_tiles"]
 
 JPEG_ROWS = 128  # 8 MCU rows of 16 px: restart markers RST0..RST7 come round whole at each band start
@@ -151,6 +151,14 @@ def render_piece(cells: np.ndarray, library: TileLibrary, *, tile_size: int, see
         ])
     return render_band(cells, library, tile_size=tile_size, seed=seed, row_offset=rows.start, options=options,
                        choice=choice)
+
+
+def job_plan(grid: Grid, slices: int) -> PiecePlan | None:
+    """The plan a job of ``slices`` asked for gets: pieces when it has several bands (asked for,
+    or forced by ``MAX_SLICE_PIXELS``), fits a JPEG and is tall enough; None: plain bands."""
+    if max(slices, min_slices(grid)) < 2 or max(grid.output_width, grid.output_height) > JPEG_MAX_SIDE:
+        return None
+    return plan_pieces(grid, slices)
 
 
 def plan_pieces(grid: Grid, slices: int, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> PiecePlan | None:

@@ -19,9 +19,10 @@ from dal.blob_names import pieces_blob_name, pyramid_blob_name, slice_output_nam
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.messages import SliceRequestMessage
 from mosaic.deepzoom import write_dzi_zip
-from mosaic.grid import cell_image, plan_grid
+from mosaic.grid import plan_grid
 from mosaic.images import open_image
-from mosaic.pieces import plan_pieces, render_piece
+from mosaic.pieces import job_plan
+from mosaic.render import render
 from tests.pipeline_helpers import Pipeline, sample_photo
 from tests.test_controller import controller, receive_all
 from workers.assembly import Stitcher
@@ -42,13 +43,13 @@ def _zip_files(data: bytes) -> dict[str, bytes]:
 
 
 def _whole_render(pipe: Pipeline, rid: str, photo: bytes) -> np.ndarray:
+    """What ``photomosaics render --slices 3`` renders for the job: the offline path."""
     image = open_image(photo)
     grid = plan_grid(image.width, image.height, tile_size=TILE, tiles_across=ACROSS)
+    plan = job_plan(grid, 3)
+    assert plan is not None and plan.bands == 3
     library = pipe.services.libraries.load(pipe.library_uri)
-    plan = plan_pieces(grid, 3)
-    assert plan is not None
-    return render_piece(cell_image(image, grid), library, tile_size=TILE, seed=rid, rows=range(grid.tiles_down),
-                        cuts=plan.cuts)
+    return render(image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=3, cuts=plan.cuts)
 
 
 def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pipeline) -> None:

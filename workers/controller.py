@@ -68,8 +68,7 @@ from workers.slicing import Band, band_blob_name, cut_bands, encode_band, inline
 from workers.assembly import Stitcher
 from workers.stages import Stopwatch
 from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
-from mosaic.pieces import PiecePlan, plan_pieces
-from workers.stitching import fits_jpeg
+from mosaic.pieces import PiecePlan, job_plan
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.errors import TileBudgetError
 from mosaic.library import LibraryFormatError
@@ -425,10 +424,8 @@ def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | 
     # A giant mosaic gets more slices than asked for, so that no processor holds more than
     # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
     slices = max(message.slices, min_slices(grid))
-    if slices > 1 and fits_jpeg(grid.output_width, grid.output_height):
-        plan = plan_pieces(grid, message.slices)
-        if plan is not None:
-            return plan, [piece.cells for piece in plan.pieces()]
+    if (plan := job_plan(grid, message.slices)) is not None:
+        return plan, [piece.cells for piece in plan.pieces()]
     try:
         return None, plan_bands(grid.tiles_down, slices)
     except ValueError:
