@@ -11,6 +11,7 @@ from typing import Any
 
 from mosaic.grid import Grid, plan_bands, plan_grid
 from mosaic.grid import min_slices as fewest_slices
+from mosaic.pieces import job_plan
 from webapp.errors import ApiError
 
 MAX_TILES_ACROSS = 10_000
@@ -38,7 +39,9 @@ def bands(tiles_down: int, slices: int) -> list[list[int]]:
 
 
 def min_slices(grid: Grid) -> int:
-    return fewest_slices(grid)
+    """The fewest slices the controller will cut: a giant mosaic's pieces plan, else whole rows."""
+    plan = job_plan(grid, 1)
+    return fewest_slices(grid) if plan is None else plan.bands
 
 
 def max_slices(grid: Grid, limit: int) -> int:
