@@ -38,6 +38,16 @@ def bands(tiles_down: int, slices: int) -> list[list[int]]:
         raise ApiError(400, "invalid_slices", str(exc)) from None
 
 
+def job_bands(grid: Grid, slices: int) -> list[list[int]]:
+    """A job's bands in cell rows [start, stop): a giant job's pieces (the rows each owns, to the
+    cell rows that cover them), else the slices of whole rows."""
+    plan = job_plan(grid, slices)
+    if plan is None or plan.bands != slices:
+        return bands(grid.tiles_down, slices)
+    ts = grid.tile_size
+    return [[p.owned.start // ts, -(-p.owned.stop // ts)] for p in plan.pieces()]
+
+
 def min_slices(grid: Grid) -> int:
     """The fewest slices the controller will cut: a giant mosaic's pieces plan, else whole rows."""
     plan = job_plan(grid, 1)
