@@ -171,6 +171,8 @@ def plan_pieces(grid: Grid, slices: int, *, max_slice_pixels: int = MAX_SLICE_PI
     for levels in range(MAX_BAND_LEVELS, 0, -1):
         unit = DZI_TILE_SIZE * 2 ** (levels - 1)
         units = math.ceil(height / unit)
+        if units > 1 and round((units - 1) * unit / JPEG_ROWS) * JPEG_ROWS >= height:
+            units -= 1  # a sliver of a last unit joins the unit above: every band keeps JPEG rows of its own
         per_band = max_slice_pixels // (unit * width)
         if per_band < 1:
             continue
@@ -182,6 +184,7 @@ def plan_pieces(grid: Grid, slices: int, *, max_slice_pixels: int = MAX_SLICE_PI
         for index in range(bands):
             at += (base + (1 if index < extra else 0)) * unit
             splits.append(min(at, height))
+        splits[-1] = height  # the last band ends at the bottom (with a sliver of a unit, if any)
         return PiecePlan(width, height, grid.tile_size, levels, tuple(splits))
     return None
 
