@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,9 @@ def _offline(result: dict[str, Any], tmp: Path, megapixels: float, slices: int =
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"the offline render failed: {done.stderr[-2000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far: this render
+    stated = next((line for line in done.stderr.splitlines() if "GB of memory" in line), "")
+    print(f"  offline render: peak RSS {peak / 2**30:.2f} GB; it said: {stated.strip()}")
     return seconds, hashlib.sha256((tmp / "x.jpg").read_bytes()).hexdigest()
 
 
