@@ -17,9 +17,9 @@ from PIL import Image
 
 from dal.blob_names import pieces_blob_name, pyramid_blob_name, slice_output_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.messages import SliceRequestMessage
+from dal.messages import SliceResponseMessage
 from mosaic.deepzoom import write_dzi_zip
-from mosaic.grid import plan_grid
+from mosaic.grid import Grid, plan_grid
 from mosaic.images import open_image
 from mosaic.pieces import job_plan
 from mosaic.render import render
@@ -28,7 +28,7 @@ from tests.test_controller import controller, receive_all
 from workers.assembly import Stitcher
 from workers.processor import ImageProcessor
 from workers.services import Services
-from workers.slicing import encode_output
+from workers.slicing import BandFormatError, cut_bands, decode_band, encode_band, encode_output
 from workers.stages import Stopwatch
 from workers.stitching import from_pixels
 
@@ -95,10 +95,22 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
     assert pipe.output_bytes(job) == jpeg and blobs.download(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid)) == pyramid
 
 
-def _last(pipe: Pipeline, rid: str):  # noqa: ANN202
-    from dal.messages import SliceResponseMessage
-
+def _last(pipe: Pipeline, rid: str) -> SliceResponseMessage:
+    """The last band's response, as the stitcher's message carried it."""
     queue = pipe.services.queues.slice_response
     return SliceResponseMessage(queue_uri=queue.url, client_id="c", request_id=rid, slice_sequence=2,
                                 slice_uri=pipe.services.blobs.blob_url(SLICE_RESPONSE_CONTAINER, pieces_blob_name(rid, 2)))
 
+
+def test_a_band_whose_piece_plan_does_not_match_its_rows_is_refused() -> None:
+    grid = Grid(100, 67, 1600, 1072, 16)
+    plan = job_plan(grid, 3)
+    assert plan is not None
+    cells = np.zeros((grid.tiles_down * 4, grid.tiles_across * 4, 3), np.uint8)
+    rows = [p.cells for p in plan.pieces()]
+    bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, plan=plan)
+    assert decode_band(encode_band(bands[1])).piece == plan.piece(1)
+    shifted = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across,
+                        rows=[range(r.start + 1, r.stop) for r in rows], plan=plan)
+    with pytest.raises(BandFormatError, match="piece plan does not match"):
+        decode_band(encode_band(shifted[1]))
