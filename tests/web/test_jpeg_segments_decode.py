@@ -1,5 +1,5 @@
 """A JPEG concatenated from band segments (``workers.jpeg_segments``) decodes everywhere a person
-opens it: Pillow (libjpeg), libvips and a real headless Chromium, to the single encode's pixels.
+opens it: libjpeg's ``djpeg``, Pillow, libvips and a real headless Chromium, to the single encode's pixels.
 
 The assembly is byte-identical to one encode of the whole image (asserted here and in
 ``tests/test_giant_pieces.py``), so any decoder that reads one reads the other; what is new
@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import io
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +40,7 @@ def _assembled(pixels: np.ndarray, cuts: list[int]) -> bytes:
     return full_header(parts[0][0], pixels.shape[0]) + b"".join(scan for _, scan in parts)
 
 
-def test_segments_concatenate_into_the_single_encode_and_decode_in_pillow_libvips_and_chromium(tmp_path: Path) -> None:
+def test_segments_concatenate_into_the_single_encode_and_decode_in_djpeg_pillow_libvips_and_chromium(tmp_path: Path) -> None:
     pixels = _photo_like(1100, 1333)  # odd sizes: partial MCUs at the right and the bottom
     jpeg = _assembled(pixels, [0, 128, 512, 1024, 1100])
     assert jpeg == encode_output(pixels)
@@ -53,6 +55,14 @@ def test_segments_concatenate_into_the_single_encode_and_decode_in_pillow_libvip
     assert pillow.shape == vips.shape == pixels.shape
     assert np.array_equal(pillow, vips)
     assert np.abs(pillow.astype(int) - pixels).mean() < 10  # quality 90, 4:2:0 chroma on saturated random blocks
+
+    djpeg = shutil.which("djpeg")
+    require(djpeg is not None, "libjpeg's djpeg is not installed (apt-get install libjpeg-turbo-progs)")
+    assert djpeg is not None
+    (tmp_path / "m.jpg").write_bytes(jpeg)
+    ppm = subprocess.run([djpeg, "-ppm", str(tmp_path / "m.jpg")], capture_output=True, check=True).stdout
+    with Image.open(io.BytesIO(ppm)) as decoded:
+        assert np.array_equal(np.asarray(decoded.convert("RGB")), pillow), "libjpeg's own decoder: the same pixels"
 
     require(os.path.exists(CHROMIUM), f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
