@@ -22,6 +22,9 @@ of the mosaic (a 40 MP job is 120 MB of pixels), so it travels as a raw NumPy ``
 zlib on both sides for photo tiles that barely compress. ``decode_rendered`` reads both
 formats by their magic bytes, so slices written as PNG by an older processor still stitch
 (``dal.rendered``, re-exported here: the web app previews these blobs too).
+A giant job's bands carry a pieces plan (``Band.plan``, a ``pieces`` text chunk:
+``mosaic.pieces``): their cell rows overlap by the few rows both neighbours render, and their
+processors send back final pieces instead of pixels (``workers.band_pieces``).
 A job of one slice needs no stitch at all: its processor encodes the final output itself
 (``ImageProcessor``). Only the final mosaic is encoded, once, as JPEG, by ``encode_output``
 (one function, so tests can encode the in-process render the same way).
