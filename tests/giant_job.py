@@ -1,7 +1,7 @@
 """One big job through real role processes on Azurite, with each role's peak RSS.
 
 Shared by ``tests/test_giant_job.py`` (memory and pixels asserted, never time) and
-``benchmarks/giant.py`` (time and memory printed for 40 and 400 MP). The job is as cheap as
+``benchmarks/giant.py`` (time and memory printed for 400 MP and 1 GP). The job is as cheap as
 a job of that size can be: a small synthetic library, 64 px tiles (``MAX_TILE_SIZE``: the
 fewest cells to match), a small source photo; the pixels still all exist, so every role does
 the real work of its size: processors render bands of up to 50 MP
