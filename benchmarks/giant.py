@@ -2,7 +2,7 @@
 
 Each job runs through real ``photomosaics controller``, ``responder``, two ``processor`` and
 one ``web`` (gunicorn, one worker) processes on a fresh Azurite kept on disk in a temporary
-folder (``tests/giant_job.py``: a small synthetic library, 64 px tiles, so the work is the
+folder (``tests/support/giant_job.py``: a small synthetic library, 64 px tiles, so the work is the
 pixels). Printed beside their goals:
 
 - **400 MP** (24,448 x 16,320): submit to done, and the offline render of the same outputs in
@@ -43,8 +43,8 @@ ONE_GP_LIMIT = "1050000000"
 
 def _offline(result: dict[str, Any], tmp: Path, megapixels: float, slices: int = 1) -> tuple[float, str]:
     """``photomosaics render`` of the job's photo, library and seed: (seconds, SHA-256 of its JPEG)."""
-    from tests.giant_job import TILE
-    from tests.pipeline_helpers import sample_photo
+    from tests.support.giant_job import TILE
+    from tests.support.pipelines import sample_photo
 
     photo = tmp / "photo.png"
     photo.write_bytes(sample_photo(300, 200, seed=13))
@@ -107,8 +107,8 @@ def _report(result: dict[str, Any], azurite_cpu: float, offline: tuple[float, st
 
 
 def main() -> int:
-    from dal.azurite import Azurite
-    from tests.giant_job import cpu_seconds, run_giant_job
+    from photomosaics.local.azurite import Azurite
+    from tests.support.giant_job import cpu_seconds, run_giant_job
 
     sizes = [float(mp) for mp in os.environ.get("PHOTOMOSAICS_BENCH_GIANT_MP", "400,1000").split(",")]
     failed = False

@@ -1,6 +1,6 @@
 """A stored (uncompressed) zip written in pieces by several writers: local entries, then a directory.
 
-A Deep Zoom pyramid is one zip blob (``dal.pyramid`` reads it by range). For a giant mosaic
+A Deep Zoom pyramid is one zip blob (``dal.blobs.pyramid`` reads it by range). For a giant mosaic
 its tiles are made by many processors, so the zip is not written front to back by one
 writer: each processor writes the local entries of its own tiles (``local_entries``: header,
 name, bytes; nothing in them depends on where they will land), and the controller, once it

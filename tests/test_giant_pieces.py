@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dal.blob_names import pieces_blob_name, pyramid_blob_name, slice_output_name
+from dal.blobs.names import pieces_blob_name, pyramid_blob_name, slice_output_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.messages import SliceResponseMessage
+from dal.queues.messages import SliceResponseMessage
 from mosaic.deepzoom import write_dzi_zip
 from mosaic.grid import Grid, plan_grid
 from mosaic.images import open_image
 from mosaic.pieces import job_plan
 from mosaic.render import render
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_controller import controller, receive_all
 from workers.assembly import Stitcher
 from workers.processor import ImageProcessor

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dal.blob_names import pieces_blob_name, pyramid_blob_name
+from dal.blobs.names import pieces_blob_name, pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.jobs import Job
-from dal.messages import SliceResponseMessage
-from dal.rendered import RenderedFormatError, slice_blob_candidates
+from dal.jobs.store import Job
+from dal.queues.messages import SliceResponseMessage
+from dal.errors import RenderedFormatError
+from dal.blobs.rendered import slice_blob_candidates
 from mosaic.deepzoom import descriptor_xml, write_dzi_zip
 from mosaic.stored_zip import central_directory, local_entries
 from workers.band_pieces import MANIFEST_KEY, Manifest, stage_all
@@ -51,7 +52,7 @@ from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fi
                                open_jpeg, open_slice, save_jpeg, save_pyramid)
 
 if TYPE_CHECKING:
-    from dal.blobs import BlobStore
+    from dal.blobs.store import BlobStore
 
 __all__ = ["Stitcher"]
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dal.blob_names import output_blob_name, pieces_blob_name, pyramid_blob_name
+from dal.blobs.names import output_blob_name, pieces_blob_name, pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER
 from mosaic.deepzoom import encode_tile
 from mosaic.pieces import Piece, band_tiles
@@ -40,7 +40,7 @@ from workers.jpeg_segments import encode_segment
 from workers.slicing import encode_png
 
 if TYPE_CHECKING:
-    from dal.blobs import BlobStore
+    from dal.blobs.store import BlobStore
     from workers.stages import Stopwatch
 
 __all__ = ["BLOCK_BYTES", "block_id", "stage_all", "make_pieces", "Manifest", "MANIFEST_KEY"]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import require
+from tests.support.prereqs import require
 from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS
 from workers.jpeg_segments import encode_segment, full_header, split_jpeg
 from workers.slicing import encode_output
