@@ -27,7 +27,7 @@ from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_controller import controller, receive_all
 from workers.assembly import Stitcher
 from workers.processor import ImageProcessor
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import BandFormatError, cut_bands, decode_band, encode_band, encode_output
 from workers.stages import Stopwatch
 from workers.stitching import from_pixels
@@ -61,7 +61,7 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
     job = pipe.job(rid)
     assert job is not None and job.slices == 3 and (job.output_width, job.output_height) == (1600, 1072)
 
-    processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
     requests = receive_all(pipe.services.queues.slice_request, 3)
     for received in requests:
         processor.handle_slice_request(received)
@@ -91,7 +91,7 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
     assert _zip_files(pyramid) == _zip_files(bytes(expected)), "every tile and the descriptor as dzsave writes them"
 
     # The stitch run again (a stitcher that died after its commits) commits the same bytes.
-    Stitcher(Services(pipe.services.storage, pipe.settings, "ctl-b")).stitch(job, _last(pipe, rid), Stopwatch())
+    Stitcher(RoleServices(pipe.services.storage, pipe.settings, "ctl-b")).stitch(job, _last(pipe, rid), Stopwatch())
     assert pipe.output_bytes(job) == jpeg and blobs.download(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid)) == pyramid
 
 

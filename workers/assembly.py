@@ -45,7 +45,7 @@ from mosaic.stored_zip import central_directory, local_entries
 from workers.band_pieces import MANIFEST_KEY, Manifest, stage_all
 from workers.errors import PermanentJobError
 from workers.jpeg_segments import full_header
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
 from workers.stages import Stopwatch
 from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, from_pixels, join_slices,
@@ -62,7 +62,7 @@ _IO_THREADS = 8
 class Stitcher:
     """The stitch of one job at a time (see the module docstring); thread-safe, holds no job state."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: RoleServices) -> None:
         self.services = services
 
     def stitch(self, job: Job, last: SliceResponseMessage, clock: Stopwatch) -> tuple[str, str]:

@@ -64,7 +64,7 @@ from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, Slice
 from dal.queues.work_queue import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
 from workers.assembly import Stitcher
 from workers.stages import Stopwatch
@@ -90,7 +90,7 @@ _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: RoleServices) -> None:
         self.services = services
         self.name = services.name
         self._written = _RecentRows()
@@ -436,7 +436,7 @@ def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | 
         ) from None
 
 
-def _store_bands(services: Services, rid: str, bands: list[Band]) -> list[tuple[str, str | None]]:
+def _store_bands(services: RoleServices, rid: str, bands: list[Band]) -> list[tuple[str, str | None]]:
     """Each band's (slice_uri, inline band): a small band rides in its message, a big one is a
     blob (uploaded to the secondary account when the primary fails: dal.availability.failover)."""
 
@@ -457,7 +457,7 @@ def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
     return None if report is None else slice_event(message.request_id, {**report, "slice": message.slice_sequence})
 
 
-def _input_name(services: Services, image_uri: str) -> str:
+def _input_name(services: RoleServices, image_uri: str) -> str:
     try:
         container, name = services.blobs.parse_blob_url(image_uri)
     except ValueError:
