@@ -174,3 +174,26 @@ def stream_save(save: Callable[[Any], None], write: Callable[[bytes], object]) -
         raise
     if failed:  # libvips finished anyway: still not the output
         raise failed[0]
+
+
+def encode_tile(pixels: np.ndarray, *, quality: int = DZI_QUALITY) -> bytes:
+    """One pyramid tile, ``(h, w, 3) uint8``, as the bytes ``dzsave`` writes for it (same encoder and options)."""
+    image = _vips().Image.new_from_array(np.ascontiguousarray(pixels, dtype=np.uint8), interpretation="srgb")
+    return bytes(image.jpegsave_buffer(Q=quality, keep="none", subsample_mode="on"))
+
+
+def descriptor_xml(width: int, height: int, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP) -> bytes:
+    """The ``.dzi`` descriptor, byte for byte as ``dzsave`` writes it."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<Image xmlns="http://schemas.microsoft.com/deepzoom/2008"\n'
+        '  Format="jpg"\n'
+        f'  Overlap="{overlap}"\n'
+        f'  TileSize="{tile_size}"\n'
+        "  >\n"
+        "  <Size \n"
+        f'    Height="{height}"\n'
+        f'    Width="{width}"\n'
+        "  />\n"
+        "</Image>\n"
+    ).encode()

@@ -341,8 +341,12 @@ def render(
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
     grid: Grid | None = None,
     progress: Callable[[int, int], None] | None = None,
+    cuts: tuple[int, ...] | None = None,
 ) -> np.ndarray:
     """The whole mosaic, band by band exactly as the workers would render it.
+
+    ``cuts``: a giant job's choice segments (``mosaic.pieces.PiecePlan.cuts``): the tiles are
+    chosen segment by segment, as its processors choose them, whatever ``slices`` is.
 
     ``grid``: a grid planned on the original size, when ``image`` was decoded at reduced
     scale (``open_image(min_size=...)``); otherwise it is planned here.
@@ -360,6 +364,12 @@ def render(
     whole = None
     if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
         whole = assign_fair(cells, library, tile_size=tile_size, options=options)
+    elif cuts is not None:  # a giant job's choice segments (mosaic.pieces), each chosen on its own
+        k = cells.shape[0] // grid.tiles_down
+        whole = np.concatenate([
+            choose_tiles(cells[a * k : b * k], library, tile_size=tile_size, seed=seed, row_offset=a, options=options)
+            for a, b in zip(cuts, cuts[1:])
+        ])
     parts = []
     for band in bands:
         parts.append(render_band(

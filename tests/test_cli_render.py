@@ -283,3 +283,40 @@ def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Pa
         cells = np.asarray(mosaic.convert("RGB")).reshape(3, 8, 4, 8, 3)[:, 4, :, 4].reshape(-1, 3)  # flat tiles
     _, counts = np.unique(cells, axis=0, return_counts=True)
     assert counts.max() <= 2 and counts.sum() == 12
+
+
+def test_a_giant_render_writes_the_pipelines_bytes_through_its_pieces_plan(target: Path, tiles_dir: Path,
+                                                                           tmp_path: Path) -> None:
+    from mosaic.deepzoom import write_dzi
+    from mosaic.grid import plan_grid
+    from mosaic.pieces import job_plan
+    from mosaic.render import render
+    from photomosaics.commands.render import load_library
+    from workers.slicing import encode_output
+
+    out = tmp_path / "m.jpg"
+    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "16", "--tiles-across", "100",
+                 "--slices", "3", "--seed", "s", "-o", str(out), "-o", str(tmp_path / "m.dzi"))
+    assert result.exit_code == 0, result.output
+    assert "it needs about" in result.output and "GB of memory" in result.output
+    image = Image.open(target).convert("RGB")
+    grid = plan_grid(image.width, image.height, tile_size=16, tiles_across=100)
+    plan = job_plan(grid, 3)
+    assert plan is not None and plan.bands == 3, "a mosaic the pipeline cuts into pieces"
+    mosaic = render(image, load_library(str(tiles_dir), echo=False), tile_size=16, tiles_across=100, seed="s",
+                    slices=3, cuts=plan.cuts)
+    assert out.read_bytes() == encode_output(mosaic), "the pipeline's JPEG encoder and options"
+    write_dzi(mosaic, tmp_path / "e.dzi")
+    for tile in (tmp_path / "e_files").rglob("*.jpg"):
+        assert (tmp_path / "m_files" / tile.relative_to(tmp_path / "e_files")).read_bytes() == tile.read_bytes()
+
+
+def test_a_render_too_big_for_memory_is_refused_before_any_work(target: Path, tiles_dir: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from photomosaics.commands import render as command
+
+    monkeypatch.setattr(command, "RENDER_BYTES_PER_PIXEL", 1e15)
+    out = tmp_path / "m.jpg"
+    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
+    assert_clean_failure(result, "needs about", "through the pipeline", "photomosaics run")
+    assert not out.exists()

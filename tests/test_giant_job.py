@@ -9,7 +9,7 @@ the job in and then serves the job page, previews, tiles of every level, the ful
 download and the pyramid zip before its peak RSS is read (``tests/support/giant_job.py``).
 
 The pixels are checked against the engine's own render of the same rows (the first band:
-``mosaic.render.render_band`` with the job's seed, as ``photomosaics render`` does), read
+``mosaic.pieces.render_piece`` with the job's seed and pieces plan, as ``photomosaics render`` does), read
 back through the web from the pyramid's full-resolution level.
 """
 
@@ -28,8 +28,8 @@ from PIL import Image
 
 from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from mosaic.deepzoom import DZI_TILE_SIZE
-from mosaic.grid import cell_image, plan_bands, plan_grid
-from mosaic.render import render_band
+from mosaic.grid import cell_image, plan_grid
+from mosaic.pieces import job_plan, render_piece
 from tests.support.prereqs import require
 from tests.support.giant_job import LIBRARY_SIZE, ROLES, TILE, cpu_seconds, peak_rss_bytes, run_giant_job
 from tests.support.pipelines import sample_photo, synthetic_library
@@ -61,14 +61,16 @@ def _jpeg_size(head: bytes) -> tuple[int, int]:
 
 
 def _engine_first_band(request_id: str, megapixels: float, slices: int) -> np.ndarray:
-    """The engine's render of the job's first band, as ``photomosaics render --slices`` cuts it."""
+    """The engine's render of the job's first band, as ``photomosaics render`` cuts it (its pieces plan)."""
     photo = Image.open(io.BytesIO(sample_photo(300, 200, seed=13))).convert("RGB")
     across = int(math.sqrt(megapixels * 1e6 * 1.5)) // TILE
     grid = plan_grid(photo.width, photo.height, tile_size=TILE, tiles_across=across, max_output_pixels=400_000_000)
     cells = cell_image(photo, grid)
-    first, sub = plan_bands(grid.tiles_down, slices)[0], cells.shape[0] // grid.tiles_down
-    return render_band(cells[first.start * sub : first.stop * sub], synthetic_library(LIBRARY_SIZE), tile_size=TILE,
-                       seed=request_id, row_offset=0)  # fmt: skip
+    plan = job_plan(grid, slices)
+    assert plan is not None, "a giant job is planned in pieces"
+    first, sub = plan.piece(0).cells, cells.shape[0] // grid.tiles_down
+    return render_piece(cells[first.start * sub : first.stop * sub], synthetic_library(LIBRARY_SIZE), tile_size=TILE,
+                        seed=request_id, rows=first, cuts=plan.cuts)
 
 
 @pytest.mark.slow
@@ -132,7 +134,7 @@ def check_giant_job(megapixels: float, *, slices: int = 1) -> None:
                     assert abs(thumb.width / thumb.height - width / height) < 0.01
 
             # The pixels: the first band as the engine renders it, against full-resolution tiles.
-            band = _engine_first_band(result["request_id"], megapixels, result["slices"])
+            band = _engine_first_band(result["request_id"], megapixels, slices)
             top = max(level for level in levels)
             checked = 0
             for (level, column, row), data in served["tiles"].items():

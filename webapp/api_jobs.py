@@ -29,7 +29,7 @@ from dal.jobs.store import Job
 from dal.errors import InvalidLibraryNameError
 from dal.blobs.libraries import validate_library_name
 from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage
-from dal.blobs.names import input_blob_name, output_blob_name, pyramid_blob_name, slice_blob_candidates
+from dal.blobs.names import input_blob_name, output_blob_name, pieces_blob_name, pyramid_blob_name, slice_blob_candidates
 from dal.errors import ServiceBusy
 from dal.queues.lanes import lane_for
 from dal.errors import QuotaExceeded
@@ -401,9 +401,10 @@ def job_slice(request_id: str, sequence: int) -> Response:
     if sequence not in job.slices_done:
         # The slice exists but is not there yet: 409, as for the result (404 means no such slice).
         raise ApiError(409, "not_ready", f"slice {sequence} is not rendered yet")
-    # Rendered slices are .npy (older processors: .png); a 1-slice job's processor wrote the
-    # final JPEG instead (dal.blobs.rendered).
-    places = [(SLICE_RESPONSE_CONTAINER, name) for name in slice_blob_candidates(request_id, sequence)]
+    # Rendered slices are .npy (older processors: .png); a giant job's band left its reduced rows
+    # (a PNG: workers.band_pieces); a 1-slice job's processor wrote the final JPEG instead (dal.blobs.rendered).
+    names = [*slice_blob_candidates(request_id, sequence), pieces_blob_name(request_id, sequence)]
+    places = [(SLICE_RESPONSE_CONTAINER, name) for name in names]
     if job.slices == 1:
         places.insert(0, (IMAGE_OUTPUT_CONTAINER, output_blob_name(request_id)))
 

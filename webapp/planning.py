@@ -11,6 +11,7 @@ from typing import Any
 
 from mosaic.grid import Grid, plan_bands, plan_grid
 from mosaic.grid import min_slices as fewest_slices
+from mosaic.pieces import job_plan
 from webapp.errors import ApiError
 
 MAX_TILES_ACROSS = 10_000
@@ -37,8 +38,20 @@ def bands(tiles_down: int, slices: int) -> list[list[int]]:
         raise ApiError(400, "invalid_slices", str(exc)) from None
 
 
+def job_bands(grid: Grid, slices: int) -> list[list[int]]:
+    """A job's bands in cell rows [start, stop): a giant job's pieces (the rows each owns, to the
+    cell rows that cover them), else the slices of whole rows."""
+    plan = job_plan(grid, slices)
+    if plan is None or plan.bands != slices:
+        return bands(grid.tiles_down, slices)
+    ts = grid.tile_size
+    return [[p.owned.start // ts, -(-p.owned.stop // ts)] for p in plan.pieces()]
+
+
 def min_slices(grid: Grid) -> int:
-    return fewest_slices(grid)
+    """The fewest slices the controller will cut: a giant mosaic's pieces plan, else whole rows."""
+    plan = job_plan(grid, 1)
+    return fewest_slices(grid) if plan is None else plan.bands
 
 
 def max_slices(grid: Grid, limit: int) -> int:

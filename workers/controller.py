@@ -23,12 +23,10 @@ exactly one controller stitches even when two see the last slice at once (no cla
 transaction less per job). A controller that died mid-stitch is replaced when its own message
 comes back (same message id), or by another message once the claim is older than
 ``PHOTOMOSAICS_STITCH_TIMEOUT`` (``_claim_stitch``).
-The stitcher streams the rendered slices (``.npy``, or ``.png`` from older processors) to
-scratch files and lets libvips join and encode them without ever holding the whole mosaic
-(``workers.stitching``): it writes ``imageoutput/<request_id>.jpg`` (when the mosaic fits
-JPEG's 65,500 px a side) and the Deep Zoom pyramid ``imageoutput/<request_id>.dzi.zip``, each
-streamed to its blob as libvips makes it (``BlobStore.open_writer``), in two passes at once
-(two threads, each streaming the slice files), then records
+The stitch itself is ``workers.assembly.Stitcher``: for a giant job (bands planned on Deep
+Zoom units, ``mosaic.pieces``) it only commits the pieces the processors staged on the output
+blobs, with a JPEG header and the pyramid's top levels and directory; otherwise it streams the
+rendered slices through libvips into the JPEG and the pyramid zip. Then the controller records
 ``output_name`` and ``done`` in one write (the "stitched" and "done" lines in one more) and
 sends the ``ImageResponseMessage``: a finished job waits for no further queue hop (the
 responder, which marked jobs done before, still does for a controller of an older release,
@@ -47,19 +45,15 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dal.queues import tracing
-from dal.blobs.names import pyramid_blob_name
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs.model import JobEvent, JobStatus, slice_event, utcnow
 from dal.queues.lanes import lane_for
@@ -68,23 +62,20 @@ from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.errors import InvalidLibraryNameError
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
-from dal.errors import RenderedFormatError
-from dal.blobs.rendered import slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
 from workers.services import RoleServices
-from workers.slicing import OUTPUT_CONTENT_TYPE, Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
-from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice,
-                                save_jpeg, save_pyramid)  # fmt: skip
+from workers.slicing import Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
+from workers.assembly import Stitcher
 from workers.stages import Stopwatch
 from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
+from mosaic.pieces import PiecePlan, job_plan
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.errors import TileBudgetError
 from mosaic.library import LibraryFormatError
 from mosaic.render import RenderOptions, assign_fair
 
 if TYPE_CHECKING:
-    from dal.blobs.store import BlobStore
     from PIL import Image
 
     from mosaic.grid import Grid
@@ -103,6 +94,7 @@ class JobController:
         self.services = services
         self.name = services.name
         self._written = _RecentRows()
+        self._stitcher = Stitcher(services)
         self._log_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-log")
         self._libraries_seen: dict[str, float] = {}  # library uri -> when it last existed (monotonic)
 
@@ -126,25 +118,12 @@ class JobController:
         clock = Stopwatch()
         image = self._read_image(message, clock)
         try:
-            grid = plan_grid(
-                image.width,
-                image.height,
-                tile_size=message.tile_size,
-                tiles_across=message.tiles_across,
-                max_output_pixels=settings.max_output_pixels,
-            )
+            grid = plan_grid(image.width, image.height, tile_size=message.tile_size, tiles_across=message.tiles_across,
+                             max_output_pixels=settings.max_output_pixels)
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
-        # A giant mosaic gets more slices than asked for, so that no processor holds more than
-        # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
-        slices = max(message.slices, min_slices(grid))
-        try:
-            rows = plan_bands(grid.tiles_down, slices)
-        except ValueError:
-            raise PermanentJobError(
-                f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
-                f"tiles; ask for at most {grid.tiles_down} slices"
-            ) from None
+        plan, rows = _plan_slices(message, grid)
+        slices = len(rows)
         job = existing
         if min_slices(grid) > 1:  # a giant mosaic takes seconds to slice: show "slicing" meanwhile
             job = self._record_job(message, grid, existing, slices=slices, status=JobStatus.SLICING)
@@ -155,19 +134,10 @@ class JobController:
         if message.max_uses is not None:
             choice = self._assign_fair(message, cells, grid)
             clock.lap("fair_assignment")
-        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice)
+        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice,
+                          plan=plan)
         clock.lap("slicing")
-        services = self.services  # upload: to the secondary account when the primary fails (dal.availability.failover)
-
-        def store(band: Band) -> tuple[str, str | None]:
-            """(slice_uri, inline band): a small band rides in its message, a big one is a blob."""
-            encoded, name = encode_band(band), band_blob_name(rid, band.sequence)
-            if (inline := inline_band(encoded, settings.inline_band_bytes)) is not None:
-                return services.blobs.blob_url(SLICE_REQUEST_CONTAINER, name), inline
-            return services.upload(SLICE_REQUEST_CONTAINER, name, encoded, content_type="image/png"), None
-
-        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
-            stored = list(pool.map(store, bands))
+        stored = _store_bands(self.services, rid, bands)
         clock.lap("band_encode_upload")
         # Every band is written: only now may a processor hear of them. One write records the
         # grid and "rendering" (a job that is not giant never shows "slicing": a transaction less).
@@ -375,30 +345,9 @@ class JobController:
         return taken.job
 
     def _stitch(self, job: Job, last: SliceResponseMessage) -> None:
-        rid, blobs, clock = job.request_id, self.services.blobs, Stopwatch()
-        name = output_blob_name(rid)
-        with tempfile.TemporaryDirectory(prefix=f"stitch-{rid[:8]}-") as tmp, tracing.stitch_span(rid, job.slices):
-            scratch = Path(tmp)
-            if job.slices == 1 and _is_blob(blobs, last.slice_uri, IMAGE_OUTPUT_CONTAINER, name):
-                # One slice: its processor wrote the final JPEG, and the pyramid too (this release).
-                found = blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
-                clock.lap("pyramid_check")
-                if found:
-                    how = "JPEG and Deep Zoom pyramid written by its processor"
-                else:  # a processor of an older release, or its pyramid failed: built from the JPEG
-                    how = "JPEG written by its processor, pyramid built here from it"
-                    blobs.download_to_file(IMAGE_OUTPUT_CONTAINER, name, scratch / "mosaic.jpg")
-                    clock.lap("output_download")
-                    self._pyramid_pass(rid, lambda: open_jpeg(scratch / "mosaic.jpg"), clock)
-            else:
-                how = f"{job.slices} slices stitched"
-                paths = self._fetch_slices(job, scratch, clock)  # each pass below joins them again, lazily
-                if not fits_jpeg(job.output_width, job.output_height):  # the pyramid is the full-resolution download
-                    name = pyramid_blob_name(rid)
-                    how += f" (no JPEG: over {JPEG_MAX_SIDE:,} px a side)"
-                    self._pyramid_pass(rid, lambda: self._join(job, paths), clock)
-                else:
-                    self._both_passes(job, paths, clock)
+        rid, clock = job.request_id, Stopwatch()
+        with tracing.stitch_span(rid, job.slices):
+            name, how = self._stitcher.stitch(job, last, clock)
         # The outputs are stored: the write that records them also marks the job done, so the
         # person waiting does not wait for one more queue hop and the responder's read and
         # write (the responder still finishes jobs a controller of an older release stitched).
@@ -421,100 +370,6 @@ class JobController:
             self._send_response(job)
         finally:
             logged.result()
-
-    def _pyramid_pass(self, rid: str, open_: Callable[[], Any], clock: Stopwatch | None) -> float:
-        """Build the pyramid zip from a fresh pass over ``open_()``, streamed to its blob as it is
-        made (``BlobStore.open_writer``: no file), and commit it; the commit's seconds. Laps:
-        ``pyramid_build`` (the build and its streamed upload), ``pyramid_upload`` (the commit)."""
-        with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid),
-                                             content_type=PYRAMID_CONTENT_TYPE) as zipped:  # fmt: skip
-            mosaic = open_()
-            try:
-                save_pyramid(mosaic, zipped.write)
-            finally:
-                if isinstance(mosaic, Streamed):
-                    mosaic.close()
-            if clock is not None:
-                clock.lap("pyramid_build")
-            started = time.perf_counter()
-            zipped.close()
-        if clock is not None:
-            clock.lap("pyramid_upload")
-        return time.perf_counter() - started
-
-    def _jpeg_pass(self, job: Job, paths: list[Path]) -> float:
-        """Encode the JPEG from a fresh pass over the slice files, streamed to its blob as it is
-        encoded (``BlobStore.open_writer``: no file), and commit it; the encode's seconds (the
-        rest, the commit's tail, is the upload's)."""
-        with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id),
-                                             content_type=OUTPUT_CONTENT_TYPE) as jpeg:  # fmt: skip
-            started = time.perf_counter()
-            mosaic = self._join(job, paths)
-            try:
-                save_jpeg(mosaic, jpeg.write)
-            finally:
-                mosaic.close()
-            return time.perf_counter() - started
-
-    def _both_passes(self, job: Job, paths: list[Path], clock: Stopwatch) -> None:
-        """The JPEG pass and the pyramid pass at once, each streaming the slice files on its own
-        (libvips works outside the GIL; memory stays a few tile rows per pass). The laps are the
-        critical path: the JPEG's encode and upload, then what the pyramid took beyond them."""
-        rid = job.request_id
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool:
-            context = contextvars.copy_context()  # the pyramid's upload stays in the stitch's trace
-            pyramid = pool.submit(context.run, self._pyramid_pass, rid, lambda: self._join(job, paths), None)
-            try:
-                encoded = self._jpeg_pass(job, paths)
-                clock.lap_parts({"output_encode": encoded}, rest="output_upload")
-            finally:
-                pyramid_error = pyramid.exception()  # wait: never leave it reading a deleted folder
-            if pyramid_error is not None:
-                raise pyramid_error
-            clock.lap_parts({"pyramid_upload": pyramid.result()}, rest="pyramid_build")
-
-    def _fetch_slices(self, job: Job, scratch: Path, clock: Stopwatch) -> list[Path]:
-        """Every rendered slice streamed to a scratch file (never held in memory)."""
-        rid, blobs = job.request_id, self.services.blobs
-
-        def fetch(seq: int) -> Path:
-            # .npy first; .png when a processor of the PNG era rendered it (in flight across an upgrade)
-            path = scratch / f"slice-{seq}"
-            for name in slice_blob_candidates(rid, seq):
-                try:
-                    blobs.download_to_file(SLICE_RESPONSE_CONTAINER, name, path)
-                    return path
-                except BlobMissingError:
-                    continue
-            raise PermanentJobError(f"the rendered slice {seq + 1} is missing from storage")
-
-        with ThreadPoolExecutor(max_workers=min(_IO_THREADS, job.slices)) as pool:
-            paths = list(pool.map(fetch, range(job.slices)))
-        clock.lap("slice_download")
-        return paths
-
-    @staticmethod
-    def _join(job: Job, paths: list[Path]) -> Any:
-        """The slice files joined lazily into the mosaic, for one top-to-bottom pass (``workers.stitching``)."""
-
-        def open_(seq: int, path: Path) -> Any:
-            try:
-                return open_slice(path)
-            except RenderedFormatError as exc:
-                raise PermanentJobError(f"the rendered slice {seq + 1} is unreadable: {exc}") from None
-
-        opened: list[Streamed] = []
-        try:
-            opened += (open_(seq, p) for seq, p in enumerate(paths))
-            return join_slices(opened, width=job.output_width, height=job.output_height)
-        except ValueError as exc:
-            for o in opened:
-                o.close()
-            raise PermanentJobError(f"the rendered slices do not fit together: {exc}") from None
-        except PermanentJobError:
-            for o in opened:
-                o.close()
-            raise
 
     def _send_response(self, job: Job) -> None:
         queue = self.services.queues.image_response
@@ -564,6 +419,37 @@ class _RecentRows:
             self._rows.pop(request_id, None)
 
 
+def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | None, list[range]]:
+    """The job's bands: on pyramid units when several and the mosaic allows (``mosaic.pieces``:
+    they make final pieces, the stitch only assembles them), else plain bands of cell rows."""
+    # A giant mosaic gets more slices than asked for, so that no processor holds more than
+    # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
+    slices = max(message.slices, min_slices(grid))
+    if (plan := job_plan(grid, message.slices)) is not None:
+        return plan, [piece.cells for piece in plan.pieces()]
+    try:
+        return None, plan_bands(grid.tiles_down, slices)
+    except ValueError:
+        raise PermanentJobError(
+            f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
+            f"tiles; ask for at most {grid.tiles_down} slices"
+        ) from None
+
+
+def _store_bands(services: RoleServices, rid: str, bands: list[Band]) -> list[tuple[str, str | None]]:
+    """Each band's (slice_uri, inline band): a small band rides in its message, a big one is a
+    blob (uploaded to the secondary account when the primary fails: dal.availability.failover)."""
+
+    def store(band: Band) -> tuple[str, str | None]:
+        encoded, name = encode_band(band), band_blob_name(rid, band.sequence)
+        if (inline := inline_band(encoded, services.settings.inline_band_bytes)) is not None:
+            return services.blobs.blob_url(SLICE_REQUEST_CONTAINER, name), inline
+        return services.upload(SLICE_REQUEST_CONTAINER, name, encoded, content_type="image/png"), None
+
+    with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
+        return list(pool.map(store, bands))
+
+
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
     """The slice's ``slice_done`` line from its processor's report (None: an older processor,
     which wrote the event row itself)."""
@@ -577,10 +463,3 @@ def _input_name(services: RoleServices, image_uri: str) -> str:
     except ValueError:
         return image_uri
     return name if container == services.blobs.container_name(IMAGE_INPUT_CONTAINER) else f"{container}/{name}"
-
-
-def _is_blob(blobs: BlobStore, url: str, container: str, name: str) -> bool:
-    try:
-        return blobs.parse_blob_url(url) == (blobs.container_name(container), name)
-    except ValueError:
-        return False

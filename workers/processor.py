@@ -20,6 +20,12 @@ upload, on a failed-over account) is only logged: the controller builds it from 
 as it does for a processor of an older release that writes the JPEG alone. A redelivery
 renders the same pixels into the same blobs either way (``encode_output`` and the pyramid are deterministic).
 
+A giant job's band (planned on Deep Zoom units: the band PNG carries the plan, ``mosaic.pieces``)
+sends back no pixels: the processor renders its rows (``render_piece``: the plan's choice
+segments, so rows it shares with a neighbour come out the same), stages its rows of the JPEG
+and its pyramid tiles as blocks of the output blobs and writes a manifest with its reduced
+rows (``workers.band_pieces``); the controller commits them (``workers.assembly``).
+
 Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
 travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
 in the job row, in the write it makes anyway (one table transaction per slice, not two).
@@ -57,6 +63,7 @@ from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
 from workers.services import RoleServices
 from workers.stages import Stopwatch
+from workers.band_pieces import make_pieces
 from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
@@ -69,6 +76,7 @@ from workers.slicing import (
     slice_output_name,
 )
 from mosaic.library import LibraryFormatError
+from mosaic.pieces import render_piece
 from mosaic.render import render_band
 
 if TYPE_CHECKING:
@@ -145,8 +153,13 @@ class ImageProcessor:
 
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
-            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row,
-                                 choice=band.choice)
+            if band.plan is not None:  # a giant band: its choice segments, as its neighbours choose them
+                rows = range(band.first_row, band.first_row + band.rows)
+                pixels = render_piece(band.cells, library, tile_size=message.tile_size, seed=rid, rows=rows,
+                                      cuts=band.plan.cuts, choice=band.choice)
+            else:
+                pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid,
+                                     row_offset=band.first_row, choice=band.choice)
         except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
@@ -157,6 +170,10 @@ class ImageProcessor:
         whole = whole and fits_jpeg(pixels.shape[1], pixels.shape[0])
         if whole:  # the whole mosaic: the final outputs now
             url, pyramid = self._final_outputs(rid, pixels, clock)
+        elif band.piece is not None and band.plan is not None:  # a giant band: final pieces, no pixels
+            png, name = make_pieces(self.services.blobs, rid, pixels, band.piece, band.plan.splits, clock)
+            url = self.services.blobs.upload(SLICE_RESPONSE_CONTAINER, name, png, content_type="image/png")
+            clock.lap("manifest_upload")
         else:
             encoded = encode_rendered(pixels)
             clock.lap("slice_encode")
@@ -172,7 +189,8 @@ class ImageProcessor:
         report = {
             "actor": self.name[:100],
             "message": f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s"
-            + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else ""),
+            + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else
+               ", its JPEG rows and pyramid tiles staged" if band.piece is not None else ""),
             "at": datetime.now(UTC).isoformat(),
             "seconds": round(seconds, 4),
             "stages": {name: round(value, 4) for name, value in list(clock.stages.items())[:MAX_REPORT_STAGES]},

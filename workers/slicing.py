@@ -22,6 +22,9 @@ of the mosaic (a 40 MP job is 120 MB of pixels), so it travels as a raw NumPy ``
 zlib on both sides for photo tiles that barely compress. ``decode_rendered`` reads both
 formats by their magic bytes, so slices written as PNG by an older processor still stitch
 (``dal.blobs.rendered``, re-exported here: the web app previews these blobs too).
+A giant job's bands carry a pieces plan (``Band.plan``, a ``pieces`` text chunk:
+``mosaic.pieces``): their cell rows overlap by the few rows both neighbours render, and their
+processors send back final pieces instead of pixels (``workers.band_pieces``).
 A job of one slice needs no stitch at all: its processor encodes the final output itself
 (``ImageProcessor``). Only the final mosaic is encoded, once, as JPEG, by ``encode_output``
 (one function, so tests can encode the in-process render the same way).
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +44,7 @@ from PIL import Image, PngImagePlugin
 
 from dal.blobs.names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.errors import PhotoMosaicsError
+from mosaic.pieces import Piece, PiecePlan
 from dal.blobs.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 from workers.stitching import encode_jpeg, from_pixels
 
@@ -96,11 +101,19 @@ class Band:
     tiles_down: int
     cells: np.ndarray
     choice: np.ndarray | None = None  # (rows, tiles_across) int32: the tiles chosen for the whole job
+    # A giant job's bands lie on pyramid units (``mosaic.pieces``): the band makes final pieces.
+    plan: PiecePlan | None = None
+
+    @property
+    def piece(self) -> Piece | None:
+        """What this band makes besides its pixels (None: an ordinary band, stitched by the controller)."""
+        return None if self.plan is None else self.plan.piece(self.sequence)
 
 
 def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range],
-              choice: np.ndarray | None = None) -> list[Band]:
-    """Split the cell image (and a whole-grid ``choice``) into the bands ``rows`` (from ``plan_bands``)."""
+              choice: np.ndarray | None = None, plan: PiecePlan | None = None) -> list[Band]:
+    """Split the cell image (and a whole-grid ``choice``) into the bands ``rows`` (from ``plan_bands``,
+    or the cell rows of a ``plan``'s pieces, which overlap by their margins)."""
     if cells.ndim != 3 or cells.shape[0] % tiles_down or cells.shape[1] % tiles_across:
         raise ValueError(f"cell image of shape {cells.shape} does not fit a {tiles_across}x{tiles_down} grid")
     per_row = cells.shape[0] // tiles_down
@@ -113,6 +126,7 @@ def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Se
             tiles_down=tiles_down,
             cells=np.ascontiguousarray(cells[r.start * per_row : r.stop * per_row]),
             choice=None if choice is None else np.ascontiguousarray(choice[r.start : r.stop], dtype=np.int32),
+            plan=plan,
         )
         for seq, r in enumerate(rows)
     ]
@@ -171,6 +185,10 @@ def encode_band(band: Band) -> bytes:
         f"{_PREFIX}tiles_across": str(band.tiles_across),
         f"{_PREFIX}tiles_down": str(band.tiles_down),
     }
+    if band.plan is not None:
+        plan = band.plan
+        text[f"{_PREFIX}pieces"] = json.dumps({"width": plan.width, "height": plan.height, "tile_size": plan.tile_size,
+                                               "levels": plan.levels, "splits": list(plan.splits)})
     if band.choice is not None:
         raw = np.ascontiguousarray(band.choice, dtype="<i4").tobytes()
         text[f"{_PREFIX}choice"] = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
@@ -221,7 +239,24 @@ def decode_band(data: bytes) -> Band:
         raise BandFormatError("band rows lie outside the grid")
     chosen = text.get(f"{_PREFIX}choice")
     choice = None if chosen is None else _decode_choice(chosen, rows, across)
-    return Band(cells=pixels, choice=choice, **fields)
+    planned = text.get(f"{_PREFIX}pieces")
+    plan = None if planned is None else _decode_plan(planned, fields)
+    return Band(cells=pixels, choice=choice, plan=plan, **fields)
+
+
+def _decode_plan(text: str, fields: dict[str, int]) -> PiecePlan:
+    """The band's piece plan, checked against the band it came with."""
+    try:
+        raw = json.loads(text)
+        plan = PiecePlan(int(raw["width"]), int(raw["height"]), int(raw["tile_size"]), int(raw["levels"]),
+                         tuple(int(s) for s in raw["splits"]))
+        piece = plan.piece(fields["sequence"])
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise BandFormatError(f"the band's piece plan is unreadable: {exc}") from None
+    expected = range(fields["first_row"], fields["first_row"] + fields["rows"])
+    if piece.cells != expected or plan.height != fields["tiles_down"] * plan.tile_size or plan.levels < 1:
+        raise BandFormatError("the band's piece plan does not match its rows")
+    return plan
 
 
 def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarray:

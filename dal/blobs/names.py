@@ -5,6 +5,8 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     imageinput/<request_id>.<ext>         the uploaded photo (ext from its format)
     slicerequest/<request_id>/<seq>.png   a band of the cell image, for one processor
     sliceresponse/<request_id>/<seq>.npy  a rendered slice (older processors: <seq>.png)
+    sliceresponse/<request_id>/<seq>.pieces.png  a giant job's band: its reduced rows, and the
+                                          manifest of the pieces it staged on the outputs
     imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,500 px a side)
     imageoutput/<request_id>.dzi.zip      its Deep Zoom pyramid: one uncompressed zip
                                           (mosaic.dzi + mosaic_files/<level>/<col>_<row>.jpg)
@@ -24,6 +26,7 @@ __all__ = [
     "band_blob_name",
     "slice_output_name",
     "slice_blob_candidates",
+    "pieces_blob_name",
     "output_blob_name",
     "pyramid_blob_name",
     "PYRAMID_ROOT",
@@ -57,6 +60,11 @@ def slice_output_name(request_id: str, sequence: int, extension: str = RENDERED_
 def slice_blob_candidates(request_id: str, sequence: int) -> tuple[str, str]:
     """Where a rendered slice may be, newest format first."""
     return slice_output_name(request_id, sequence), slice_output_name(request_id, sequence, _LEGACY_RENDERED_EXTENSION)
+
+
+def pieces_blob_name(request_id: str, sequence: int) -> str:
+    """The ``sliceresponse`` blob of a giant band's reduced rows and manifest (``workers.band_pieces``)."""
+    return f"{request_id}/{sequence}.pieces.png"
 
 
 def output_blob_name(request_id: str) -> str:

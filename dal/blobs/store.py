@@ -201,6 +201,30 @@ class BlobStore:
         return BlobWriter(self._blob(container, name), container=self.container_name(container),
                           content_type=content_type, block_bytes=block_bytes)  # fmt: skip
 
+    def stage_block(self, container: str, name: str, block_id: str, data: bytes) -> None:
+        """Stage one block of ``name`` (invisible until a commit names it; any process may commit
+        blocks any other staged). Ids of one blob must all have the same length."""
+        try:
+            self._blob(container, name).stage_block(block_id, data, length=len(data), validate_content=True)
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(
+                f"container {self.container_name(container)!r} does not exist (ensure_containers creates it)"
+            ) from exc
+
+    def commit_blocks(self, container: str, name: str, block_ids: list[str], *, content_type: str) -> str:
+        """Make ``name`` the staged (or already committed) blocks ``block_ids``, in order; its URL.
+        A block id that is neither is ``BlobMissingError``."""
+        client = self._blob(container, name)
+        try:
+            client.commit_block_list(block_ids, content_settings=ContentSettings(content_type=content_type))
+        except ResourceNotFoundError as exc:
+            raise BlobMissingError(f"container {self.container_name(container)!r} does not exist") from exc
+        except HttpResponseError as exc:
+            if getattr(exc, "error_code", None) == "InvalidBlockList":
+                raise BlobMissingError(f"{name}: a block to commit is missing (staged over a week ago?)") from exc
+            raise
+        return str(client.url)
+
     def read_range(self, container: str, name: str, offset: int, length: int, *, etag: str | None = None) -> Ranged:
         """``length`` bytes from ``offset`` (fewer at the end), with the blob's size and ETag.
 

@@ -157,8 +157,9 @@ def render(
 ) -> None:  # fmt: skip
     """Render TARGET as a mosaic of library tiles, offline, into each OUTPUT."""
     from dal.config import Settings
-    from mosaic.grid import plan_bands, plan_grid
+    from mosaic.grid import min_slices, plan_bands, plan_grid
     from mosaic.images import ImageDecodeError, open_image
+    from mosaic.pieces import job_plan
     from mosaic.render import render as render_mosaic
 
     formats = {output: _output_format(output) for output in outputs}
@@ -181,6 +182,7 @@ def render(
         raise click.BadParameter(str(exc), param_hint="--slices") from None
     for output, fmt in formats.items():  # refused now, not after the whole render
         _check_fits(output, fmt, grid.output_width, grid.output_height)
+    _check_memory(grid.output_width * grid.output_height)
     library = load_library(library_spec, use_cache=not no_cache)
     if max_uses is not None:
         from mosaic.fair import check_budget
@@ -200,8 +202,12 @@ def render(
         def advance(done_rows: int, _total: int) -> None:
             bar.update(done_rows - bar.pos)
 
-        mosaic = render_mosaic(image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
-                               seed=seed, options=options, max_output_pixels=limit, progress=advance)  # fmt: skip
+        # A job the pipeline would cut into pieces (mosaic.pieces) is rendered with the same tile
+        # choice segments, so the offline outputs are the pipeline's, byte for byte.
+        plan = job_plan(grid, slices)
+        mosaic = render_mosaic(image, library, tile_size=tile_size, slices=max(slices, min_slices(grid)),
+                               tiles_across=tiles_across, seed=seed, options=options, max_output_pixels=limit,
+                               progress=advance, cuts=None if plan is None else plan.cuts)  # fmt: skip
     # Several outputs of one render are written at once: libvips (the pyramid) and Pillow's
     # encoders work outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid.
     from concurrent.futures import ThreadPoolExecutor
@@ -237,6 +243,41 @@ def _check_fits(output: Path, fmt: str, width: int, height: int) -> None:
         )
 
 
+# What one render holds per output pixel at its peak (the mosaic, the band being composed, the
+# encoders' buffers), and besides it: measured on this project's renders (docs/benchmarks.md).
+RENDER_BYTES_PER_PIXEL = 7.5
+RENDER_BASE_BYTES = 300 * 2**20
+
+
+def render_memory_bytes(pixels: int) -> int:
+    """The memory an offline render of ``pixels`` output pixels needs at its peak (an estimate)."""
+    return int(RENDER_BASE_BYTES + RENDER_BYTES_PER_PIXEL * pixels)
+
+
+def _available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _check_memory(pixels: int) -> None:
+    """Say what the render needs; refuse, before any work, when it cannot fit in this machine's memory."""
+    need, available = render_memory_bytes(pixels), _available_memory()
+    have = "" if available is None else f", {available / 2**30:.1f} GB available"
+    click.echo(f"this render holds the whole mosaic: it needs about {need / 2**30:.1f} GB of memory{have}", err=True)
+    if available is not None and need > available:
+        raise click.ClickException(
+            f"a {pixels / 1e6:,.0f} MP mosaic needs about {need / 2**30:.1f} GB in one process and this machine has "
+            f"{available / 2**30:.1f} GB available: render it through the pipeline instead (photomosaics run, then "
+            "photomosaics submit), where no role holds the whole mosaic"
+        )
+
+
 def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
     from PIL import Image
 
@@ -250,6 +291,10 @@ def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
             from mosaic.deepzoom import write_dzi
 
             write_dzi(mosaic, output, quality=quality)
+        elif fmt == "JPEG":  # the pipeline's encoder and options (restart markers included): the same bytes
+            from workers.stitching import from_pixels, jpeg_options
+
+            from_pixels(mosaic).jpegsave(str(output), **{**jpeg_options(mosaic.shape[1]), "Q": quality})
         else:
             Image.fromarray(mosaic).save(output, format=fmt, **save)
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: Pillow's WebP encoder

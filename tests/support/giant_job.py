@@ -1,7 +1,7 @@
 """One big job through real role processes on Azurite, with each role's peak RSS.
 
 Shared by ``tests/test_giant_job.py`` (memory and pixels asserted, never time) and
-``benchmarks/giant.py`` (time and memory printed for 40 and 400 MP). The job is as cheap as
+``benchmarks/giant.py`` (time and memory printed for 400 MP and 1 GP). The job is as cheap as
 a job of that size can be: a small synthetic library, 64 px tiles (``MAX_TILE_SIZE``: the
 fewest cells to match), a small source photo; the pixels still all exist, so every role does
 the real work of its size: processors render bands of up to 50 MP
@@ -15,11 +15,13 @@ are stopped; for the web role, the largest of gunicorn's master and worker.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
 import socket
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,20 +83,21 @@ def _start_web(pipe: Pipeline) -> tuple[RoleProcess, str]:
         time.sleep(0.2)
 
 
-def _download(session: requests.Session, url: str, path: Path | None = None) -> tuple[int, bytes, bytes, int]:
+def _download(session: requests.Session, url: str, path: Path | None = None) -> tuple[int, bytes, bytes, int, str]:
     """Stream ``url`` (to ``path``, or nowhere): the bytes received, the first 64 KB, the last
-    two bytes, and the length the server declared (its ``Content-Length``)."""
-    total, head, tail = 0, b"", b""
+    two bytes, the length the server declared (its ``Content-Length``) and the SHA-256."""
+    total, head, tail, digest = 0, b"", b"", hashlib.sha256()
     with session.get(url, stream=True, timeout=120) as response:
         response.raise_for_status()
         declared = int(response.headers["Content-Length"])
         with path.open("wb") if path else open(os.devnull, "wb") as out:
             for chunk in response.iter_content(1 << 20):
                 out.write(chunk)
+                digest.update(chunk)
                 head = head or chunk[: 1 << 16]
                 tail = (tail + chunk)[-2:]
                 total += len(chunk)
-    return total, head, tail, declared
+    return total, head, tail, declared, digest.hexdigest()
 
 
 def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Path) -> dict[str, Any]:
@@ -120,12 +123,23 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
         answer = get(f"/api/jobs/{rid}/dzi_files/{level}/{column}_{row}.jpg")
         assert answer.status_code == 200, (level, column, row, answer.text[:300])
         tiles[level, column, row] = answer.content
-    result_bytes, result_head, result_tail, result_declared = _download(session, f"{base}{job['result_url']}?download=1")
+    result_bytes, result_head, result_tail, result_declared, result_sha256 = _download(
+        session, f"{base}{job['result_url']}?download=1")
     zip_path = tmp / "pyramid.zip"
     zip_bytes, *_ = _download(session, f"{base}{job['pyramid_url']}", zip_path)
     return {"dzi": dzi, "previews": previews, "tiles": tiles, "result_bytes": result_bytes, "result_head": result_head,
-            "result_tail": result_tail, "result_declared": result_declared, "pyramid_zip": zip_path,
+            "result_tail": result_tail, "result_declared": result_declared, "result_sha256": result_sha256,
+            "pyramid_zip": zip_path,
             "pyramid_bytes": zip_bytes}  # fmt: skip
+
+
+def _serial_seconds(session: requests.Session, base: str, job: dict[str, Any]) -> tuple[float, float]:
+    """The controller's serial parts, from the job's log as the web serves it: submit to the
+    first slice dispatched, and the last slice done to done."""
+    events = session.get(f"{base}{job['status_url']}", timeout=30).json()["events"]
+    at = lambda kind: [datetime.fromisoformat(e["at"]) for e in events if e["kind"] == kind]  # noqa: E731
+    created = datetime.fromisoformat(job["created_at"])
+    return (min(at("dispatched")) - created).total_seconds(), (max(at("done")) - max(at("slice_done"))).total_seconds()
 
 
 def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, processors: int = 2, slices: int = 1,
@@ -158,6 +172,7 @@ def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, proce
             time.sleep(0.5)
         seconds = time.perf_counter() - started
         assert job["status"] == "done", f"{job['status']}: {job['error']}\n{pipe.logs()}"
+        serial = _serial_seconds(session, base, job)
         started = time.perf_counter()
         served = _look_at(session, base, job, tmp)
         serve_seconds = time.perf_counter() - started
@@ -179,6 +194,8 @@ def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, proce
             "seconds": seconds,
             "serve_seconds": serve_seconds,
             "stitch_stages": stitched[0].stages if stitched else {},
+            "serial_before": serial[0],
+            "serial_after": serial[1],
             "slice_stages": {k: round(sum(s.get(k, 0) for s in rendered), 1) for k in rendered[0]} if rendered else {},
             "served": served,
             "peak_rss": peaks,
