@@ -25,6 +25,7 @@ from dal.libraries import LibraryStore
 from dal.messages import QueueMessage
 from dal.queues import QueueAccessor
 from dal.quotas import QuotaStore
+from dal.address_quotas import AddressBuckets
 from dal.render_rates import RenderRates
 
 __all__ = ["Stores"]
@@ -70,6 +71,16 @@ class Stores:
             self.storage,
             max_unfinished=self.settings.max_unfinished_jobs,
             per_minute=self.settings.submissions_per_minute,
+            prefix=self.prefix,
+        )
+
+    @cached_property
+    def address_quotas(self) -> AddressBuckets:
+        """Per network address, in the same table as ``quotas`` (``ensure`` creates it)."""
+        return AddressBuckets(
+            self.storage,
+            burst=self.settings.address_burst,
+            per_hour=self.settings.address_submissions_per_hour,
             prefix=self.prefix,
         )
 

@@ -40,6 +40,8 @@ TEST_ENV = {
     # Pipeline tests submit many jobs under one client id; quotas have their own tests.
     "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000",
     "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000",
+    "PHOTOMOSAICS_ADDRESS_BURST": "100000",
+    "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR": "100000",
 }
 
 

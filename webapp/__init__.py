@@ -3,7 +3,8 @@
 Configuration, in the order it is applied (later wins):
 
 1. defaults below;
-2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
+2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie; at least 32
+   characters, ``webapp.ingress``), ``PHOTOMOSAICS_TRUSTED_PROXIES`` (``webapp.ingress``),
    ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` (the paired
    account of ``dal.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
    ``webapp.admin``) and the ``PHOTOMOSAICS_*`` limits of ``dal.config.Settings``;
@@ -59,8 +60,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
     app.config.update(overrides)
-    if not app.config.get("SECRET_KEY"):
-        raise RuntimeError(f"{SECRET_KEY_ENV} is not set: the app needs it to sign the client-id cookie")
+    from webapp import ingress
+
+    ingress.check_secret_key(app.config.get("SECRET_KEY"))
     if not app.config.get("CONNECTION_STRING"):
         raise RuntimeError(
             f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "
@@ -70,6 +72,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
 
     services.init_app(app)
+    ingress.init_app(app, trusted_proxies=settings.trusted_proxies)
     clients.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)

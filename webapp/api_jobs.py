@@ -36,6 +36,7 @@ from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
+from webapp.ingress import client_address
 from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pixels_preview, pyramid_preview
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
@@ -166,16 +167,24 @@ def _check_backlog() -> None:
 
 
 def _admit(owner: str) -> bool:
-    """Count this submission against the client's quotas, or answer 429 having stored nothing.
+    """Count this submission against the quotas of its network address and of its client, or
+    answer 429 having stored nothing (a refusal by the client's quota gives the address's token back).
 
     False when the quotas could not be counted because the primary is down (paired secondary):
     the submission is let through rather than refused (quotas live on the primary only)."""
-    svc = services()
-    try:
-        if svc.failover is None:
+    svc, address = services(), client_address()
+
+    def both() -> bool:
+        svc.address_quotas.admit(address)
+        try:
             svc.quotas.admit(owner)
-            return True
-        return svc.failover.ask_primary(lambda: svc.quotas.admit(owner) or True, False)
+        except QuotaExceeded:
+            svc.address_quotas.give_back(address)
+            raise
+        return True
+
+    try:
+        return both() if svc.failover is None else svc.failover.ask_primary(both, False)
     except QuotaExceeded as exc:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
@@ -247,6 +256,7 @@ def _submit(
         where.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
         if admitted:
             svc.quotas.release(owner)
+            svc.address_quotas.give_back(client_address())
         raise
     log.info("job %s submitted by client %s%s", request_id, owner[:6], " (parked on the secondary)" if parked else "")
     status_url = url_for("api_jobs.get_job", request_id=request_id)

@@ -72,6 +72,8 @@ def web_settings(azurite_connection_string: str, web_prefix: str) -> Settings:
         # finishes them: quotas are raised here on purpose and tested on their own (test_quotas.py).
         max_unfinished_jobs=100_000,
         submissions_per_minute=100_000,
+        address_burst=100_000,
+        address_submissions_per_hour=100_000,
     )
 
 
