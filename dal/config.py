@@ -54,6 +54,10 @@ WORKFLOW_CONTAINERS = (
 )
 # Payloads too large for a queue message (claim check).
 CLAIM_CHECK_CONTAINER = "queuepayloads"
+# The retention sweep's lock blob (dal.retention): one sweep at a time.
+OPERATIONS_CONTAINER = "operations"
+# Every container the application keeps for itself: never a tile library's name.
+INTERNAL_CONTAINERS = (*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER, OPERATIONS_CONTAINER)
 # Metadata key that marks a container as a tile library; its value is the description.
 LIBRARY_METADATA_KEY = "imagelibrarydescription"
 

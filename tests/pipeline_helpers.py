@@ -166,7 +166,7 @@ class Pipeline:
     # -- jobs ----------------------------------------------------------------------------
 
     def create_library(self, name: str, library: TileLibrary) -> str:
-        return self.services.libraries.create(name, "test tiles", library)
+        return self.services.libraries.create(name, "test tiles", library, shared=True)
 
     def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
                tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None) -> str:  # fmt: skip

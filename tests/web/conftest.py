@@ -89,7 +89,7 @@ def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
 
     colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)]
     tiles = [(f"c{i:02d}.png", png_bytes(64, 64, colour=c)) for i, c in enumerate(colours)]
-    LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles)
+    LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles, shared=True)
     return LIBRARY
 
 
@@ -132,7 +132,7 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     pipeline.start("responder")
     # Slow each slice down a little, so that a page sees slices arrive one by one.
     pipeline.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.7"})
-    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
+    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150), shared=True)
     app = create_app(
         {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
          "SSE_POLL_SECONDS": 0.2}  # fmt: skip
