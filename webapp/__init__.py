@@ -54,7 +54,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         # MAX_LIBRARY_FILES files, plus its name and description, as the spec states.
         MAX_FORM_PARTS=MAX_LIBRARY_FILES + _FORM_FIELDS,
         SSE_POLL_SECONDS=0.5,
-        SSE_MAX_SECONDS=3600.0,
+        # A stream ends after this long with a reconnect hint (webapp.streams): no thread held for good.
+        SSE_MAX_SECONDS=300.0,
         ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin
         # The paired secondary account (dal.failover); None: no failover, today's behaviour.
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
@@ -69,10 +70,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
+    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, streams, vendor
 
     services.init_app(app)
     ingress.init_app(app, trusted_proxies=settings.trusted_proxies)
+    streams.init_app(app, per_client=settings.event_streams_per_client, per_process=settings.event_streams_per_process)
     clients.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)

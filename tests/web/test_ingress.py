@@ -23,7 +23,7 @@ _NOT_A_JOB = "/api/jobs/00000000-0000-4000-8000-000000000000"
 
 def _app(settings: Settings, connection_string: str, *, proxies: int) -> Flask:
     app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "CONNECTION_STRING": connection_string,
-                      "SETTINGS": replace(settings, trusted_proxies=proxies)})  # fmt: skip
+                      "SETTINGS": replace(settings, trusted_proxies=proxies)})
     app.test_client_class = ApiClient
     return app
 
@@ -72,13 +72,13 @@ def test_a_missing_or_short_secret_key_stops_the_app(web_settings: Settings, azu
 @pytest.mark.parametrize(("replicas", "key", "message"), [
     ("2", None, "PHOTOMOSAICS_SECRET_KEY is required: 2 web replicas"),
     ("1", "x" * 12, "PHOTOMOSAICS_SECRET_KEY has 12 characters"),
-])  # fmt: skip
+])
 def test_the_web_command_refuses_to_start_without_a_shareable_key(replicas: str, key: str | None, message: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PHOTOMOSAICS_SECRET_KEY"}
     env.update({CONNECTION_STRING_ENV: "UseDevelopmentStorage=true", "PHOTOMOSAICS_WEB_REPLICAS": replicas})
     if key is not None:
         env["PHOTOMOSAICS_SECRET_KEY"] = key
     done = subprocess.run([sys.executable, "-c", "from photomosaics.cli import main; main()", "web", "--port", "0"], env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode != 0
     assert message in done.stderr, done.stderr
