@@ -12,7 +12,7 @@ Design
 ------
 A token bucket, not a clock-minute window: ``burst`` submissions at once, then one every
 ``3600 / per_hour`` seconds, whatever the clock minute. It lives beside the per-client rows of
-``dal.quotas`` in the ``clientquotas`` table (``PartitionKey=<network key>,
+``dal.admission.quotas`` in the ``clientquotas`` table (``PartitionKey=<network key>,
 RowKey="address"``): ``tokens`` and ``updated`` (epoch seconds). ``admit`` is a read and a
 write with If-Match, two storage transactions; a writer that lost the ETag race re-reads and
 decides again, so web processes never share out more tokens than the bucket holds. Network
@@ -35,7 +35,7 @@ from azure.data.tables import UpdateMode
 
 from dal.config import CLIENT_QUOTAS_TABLE, StorageClients
 from dal.names import prefixed
-from dal.quotas import QuotaExceeded
+from dal.errors import QuotaExceeded
 
 __all__ = ["AddressBuckets", "network_key"]
 

@@ -1,10 +1,10 @@
 """The tile-library API: list, inspect (with sample tiles), create from photos or a zip, delete;
 and the plan endpoint that tells the form the final size before anything is submitted.
 
-A library belongs to the client that created it (``dal.libraries``: the owner in its metadata);
+A library belongs to the client that created it (``dal.blobs.libraries``: the owner in its metadata);
 a client sees its own libraries and those an operator marked shared (the demo library), and
 another client's library is simply not found (404), as with jobs. Only the owner deletes one,
-through the ``jobcleanup`` queue like a job (``dal.cleanup``)."""
+through the ``jobcleanup`` queue like a job (``dal.operations.cleanup``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from dal.cleanup import delete_library_everywhere, request_library_cleanup
-from dal.libraries import (
+from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
+from dal.blobs.libraries import (
     EmptyLibraryError,
     InvalidLibraryNameError,
     LibraryInfo,

@@ -57,7 +57,7 @@ from PIL import Image
 
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
-from dal.libraries import LibraryStore
+from dal.blobs.libraries import LibraryStore
 from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 from mosaic.sources import fingerprint
 
@@ -495,7 +495,7 @@ def ensure_demo_library(storage: StorageClients, *, prefix: str = "", count: int
     """Create the library ``demo`` in storage unless it is there already; return its URI.
 
     ``photomosaics run`` and ``photomosaics web --demo-library`` call this at start-up. The demo
-    library is an operator's library marked shared: every client sees it (``dal.libraries``).
+    library is an operator's library marked shared: every client sees it (``dal.blobs.libraries``).
     """
     store = LibraryStore(storage, prefix=prefix)
     found = store.info(DEMO_LIBRARY_NAME)

@@ -32,7 +32,8 @@ def create(name: str, source: Path, description: str | None, shared: bool, data_
     NAME: 3-63 lowercase letters, digits and single hyphens (a container name). A library made
     here is the operator's: no web client owns it, and it is shared unless --private.
     """
-    from dal.libraries import LibraryError, validate_library_name
+    from dal.errors import LibraryError
+    from dal.blobs.libraries import validate_library_name
     from mosaic.sources import TileSourceError
 
     try:
@@ -77,7 +78,7 @@ def list_libraries(data_dir: str | None) -> None:
 @DATA_DIR_OPTION
 def share(name: str, off: bool, data_dir: str | None) -> None:
     """Mark library NAME shared: every web client sees it and may use it (--off: no longer)."""
-    from dal.libraries import LibraryError
+    from dal.errors import LibraryError
 
     with command_stores(data_dir) as stores:
         try:

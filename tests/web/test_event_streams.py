@@ -86,7 +86,7 @@ def test_a_stream_ends_in_time_with_a_reconnect_hint(web_settings: Settings, azu
 def test_healthz_answers_while_40_streams_are_held(azurite_connection_string: str, tmp_path: Path) -> None:
     """The real server (gunicorn, 2 workers of 16 threads): one client asks for 40 streams of its job
     (its own cap raised to 40, so the process cap is what stops them); /healthz still answers."""
-    from dal.libraries import LibraryStore
+    from dal.blobs.libraries import LibraryStore
     from dal.config import StorageClients
 
     prefix = "s" + uuid.uuid4().hex[:8]

@@ -1,4 +1,4 @@
-"""Tile libraries have an owner (dal.libraries, webapp.api_libraries): the creating client sees,
+"""Tile libraries have an owner (dal.blobs.libraries, webapp.api_libraries): the creating client sees,
 uses and deletes its library (DELETE through the jobcleanup queue); other clients see only the
 shared ones; listing costs the same storage calls however many libraries there are; internal
 container names are reserved; a tile is read only from a marked library the client may see."""
@@ -12,12 +12,13 @@ import pytest
 from flask import Flask
 
 import dal.config
-from dal.cleanup import delete_library_everywhere
+from dal.operations.cleanup import delete_library_everywhere
 from dal.config import Settings, StorageClients
-from dal.libraries import InvalidLibraryNameError, LibraryNotFoundError, LibraryStore, validate_library_name
-from dal.messages import LibraryCleanupMessage
-from dal.metrics import TransactionCounter
-from dal.queues import QueueAccessor
+from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
+from dal.blobs.libraries import LibraryStore, validate_library_name
+from dal.queues.messages import LibraryCleanupMessage
+from dal.observability.transactions import TransactionCounter
+from dal.queues.work_queue import QueueAccessor
 from tests.web.conftest import LIBRARY, png_bytes, submit
 from tests.web.test_api_libraries import new_name, upload_library
 
@@ -120,8 +121,7 @@ def test_the_libraries_endpoint_makes_one_storage_call_however_many_libraries(
 
 
 def _internal_containers() -> set[str]:
-    from dal import retention
-
+    from dal.operations import retention
     names = {v for k, v in vars(dal.config).items() if k.endswith("_CONTAINER") and isinstance(v, str)}
     return names | set(dal.config.WORKFLOW_CONTAINERS) | {retention.LOCK_CONTAINER}
 
