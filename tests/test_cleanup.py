@@ -143,9 +143,9 @@ def test_the_cleaner_deletes_jobs_and_libraries_from_the_one_queue(storage: Stor
 
     from dal.operations.cleanup import request_library_cleanup
     from workers.cleaner import JobCleaner
-    from workers.services import Services
+    from workers.services import RoleServices
 
-    services = Services(storage, Settings(name_prefix=f"c{unique}"), "cleanup-test")
+    services = RoleServices(storage, Settings(name_prefix=f"c{unique}"), "cleanup-test")
     services.blobs.ensure_containers()
     services.jobs.ensure_tables()
     queue = services.queues.job_cleanup
