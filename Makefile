@@ -12,15 +12,33 @@ PYTEST_ARGS ?=
 # processes and storage, so two fit two cores (`make test TEST_WORKERS=auto` on a bigger box).
 TEST_WORKERS ?= 2
 
-.PHONY: install run run-paired demo-failover test bench clean
+# Every Python dependency comes from a lock with hashes (requirements/*.lock, pip's own hashed
+# requirements format): dev.lock for make (the test, demo and node extras, plus the build
+# backend), runtime.lock for the Docker image. `make lock` refreshes them after a change to
+# pyproject.toml; `make lock-upgrade` moves every pin to the newest release the floors allow.
+DEV_LOCK := requirements/dev.lock
+RUNTIME_LOCK := requirements/runtime.lock
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+UV_VERSION ?= 0.13.9
+LOCK_ARGS := --universal --python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock'
+
+.PHONY: install run run-paired demo-failover test bench clean lock lock-upgrade
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
-$(PY_STAMP): pyproject.toml
+$(PY_STAMP): pyproject.toml $(DEV_LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PIP) install --quiet --require-hashes --no-deps -r $(DEV_LOCK)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
+
+# uv resolves (pip cannot write hashed, cross-platform locks); pip installs.
+lock lock-upgrade:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/uv || $(PIP) install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip compile pyproject.toml requirements/build.in --extra test --extra node $(LOCK_ARGS) \
+		$(if $(filter lock-upgrade,$@),--upgrade) -o $(DEV_LOCK)
+	$(BIN)/uv pip compile pyproject.toml requirements/build.in --extra demo -c $(DEV_LOCK) $(LOCK_ARGS) -o $(RUNTIME_LOCK)
 
 # Azurite (the storage emulator) comes from npm, pinned by package-lock.json. npm runs on the
 # system's Node.js when it is new enough for that Azurite, else on Node.js from PyPI installed

@@ -170,7 +170,7 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
                "PHOTOMOSAICS_SYPHON_INTERVAL": str(BENCH_SYPHON_INTERVAL)}  # fmt: skip
         for role in ("controller", "processor", "responder", "syphon"):
             pipe.start(role, env=env)
-        app = create_app({"SECRET_KEY": "bench", "SETTINGS": pipe.settings, "CONNECTION_STRING": primary.connection_string,
+        app = create_app({"SECRET_KEY": "benchmark-secret-key-of-32-characters", "SETTINGS": pipe.settings, "CONNECTION_STRING": primary.connection_string,
                           "SECONDARY_CONNECTION_STRING": second.connection_string})  # fmt: skip
         client = app.test_client()
 

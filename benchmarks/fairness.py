@@ -40,8 +40,8 @@ def _web(cs: str, lanes: int) -> Any:
     from webapp import create_app
 
     settings = Settings.from_env({"PHOTOMOSAICS_FAIR_LANES": str(lanes), "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "1000",
-                                  "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "1000"})  # fmt: skip
-    return create_app({"SECRET_KEY": "bench", "SETTINGS": settings, "CONNECTION_STRING": cs})
+                                  "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "1000", "PHOTOMOSAICS_ADDRESS_BURST": "1000"})  # fmt: skip
+    return create_app({"SECRET_KEY": "benchmark-secret-key-of-32-characters", "SETTINGS": settings, "CONNECTION_STRING": cs})
 
 
 def _send(browser: Any, data: bytes) -> tuple[str, str, float]:

@@ -54,6 +54,10 @@ WORKFLOW_CONTAINERS = (
 )
 # Payloads too large for a queue message (claim check).
 CLAIM_CHECK_CONTAINER = "queuepayloads"
+# The retention sweep's lock blob (dal.operations.retention): one sweep at a time.
+OPERATIONS_CONTAINER = "operations"
+# Every container the application keeps for itself: never a tile library's name.
+INTERNAL_CONTAINERS = (*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER, OPERATIONS_CONTAINER)
 # Metadata key that marks a container as a tile library; its value is the description.
 LIBRARY_METADATA_KEY = "imagelibrarydescription"
 
@@ -183,6 +187,22 @@ class Settings:
     # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
+    # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
+    max_unfinished_jobs: int = 3
+    submissions_per_minute: int = 10
+    # Per network address (IPv4 /32, IPv6 /64; dal.admission.quotas.AddressBuckets): a token bucket that also
+    # holds for clients that drop their cookie. A burst of this many submissions, then this many an hour.
+    address_burst: int = 10
+    address_submissions_per_hour: int = 60
+    # Proxies in front of the web app whose X-Forwarded-For/-Proto/-Host are trusted (werkzeug's
+    # ProxyFix): the client address of the quotas and the scheme of the origin check and cookie.
+    trusted_proxies: int = 0
+    # Server-Sent Event streams (GET /api/jobs/<id>/events) a web process serves at once, per client
+    # and in all; each holds a thread, so the total stays below gunicorn's threads (webapp.streams).
+    event_streams_per_client: int = 3
+    event_streams_per_process: int = 8
+    # Web processes serving one deployment (replicas × workers): above 1 the secret key must be set.
+    web_replicas: int = 1
     # Backpressure (dal.admission.backpressure): a submission is refused (503 + Retry-After) while the waiting
     # slices would take the processors longer than this to finish at their measured rate; 0: never.
     backpressure_max_wait_seconds: int = 300
@@ -223,6 +243,12 @@ class Settings:
         "web_decode_megapixels": "PHOTOMOSAICS_WEB_DECODE_MEGAPIXELS",
         "max_unfinished_jobs": "PHOTOMOSAICS_MAX_UNFINISHED_JOBS",
         "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
+        "address_burst": "PHOTOMOSAICS_ADDRESS_BURST",
+        "address_submissions_per_hour": "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR",
+        "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
+        "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
+        "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",
+        "web_replicas": "PHOTOMOSAICS_WEB_REPLICAS",
         "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
         "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
         "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",

@@ -25,6 +25,7 @@ from dal.blobs.libraries import LibraryStore
 from dal.queues.messages import QueueMessage
 from dal.queues.work_queue import QueueAccessor
 from dal.admission.quotas import QuotaStore
+from dal.admission.address_quotas import AddressBuckets
 from dal.admission.render_rates import RenderRates
 
 __all__ = ["Stores"]
@@ -65,6 +66,16 @@ class Stores:
             self.storage,
             max_unfinished=self.settings.max_unfinished_jobs,
             per_minute=self.settings.submissions_per_minute,
+            prefix=self.prefix,
+        )
+
+    @cached_property
+    def address_quotas(self) -> AddressBuckets:
+        """Per network address, in the same table as ``quotas`` (``ensure`` creates it)."""
+        return AddressBuckets(
+            self.storage,
+            burst=self.settings.address_burst,
+            per_hour=self.settings.address_submissions_per_hour,
             prefix=self.prefix,
         )
 

@@ -10,6 +10,7 @@ import pytest
 
 from dal.operations.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
 from dal.config import (
+    Settings,
     StorageClients,
 )
 from dal.jobs.model import Job
@@ -88,3 +89,42 @@ def test_5001_events_and_jobs_are_listed_and_deleted_through_continuation_tokens
 
     jobs.delete(CLIENT, rid)
     assert jobs.events(rid) == [] and jobs.get(CLIENT, rid) is None
+
+
+def test_the_cleaner_deletes_jobs_and_libraries_from_the_one_queue(storage: StorageClients, unique: str) -> None:
+    """The responder's handler for jobcleanup takes both message types: a job's deletion and a
+    library's (its owner's; another owner's library of the same name would be spared)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    from dal.operations.cleanup import request_library_cleanup
+    from workers.cleaner import JobCleaner
+    from workers.services import RoleServices
+
+    services = RoleServices(storage, Settings(name_prefix=f"c{unique}"), "cleanup-test")
+    services.blobs.ensure_containers()
+    services.jobs.ensure_tables()
+    queue = services.queues.job_cleanup
+    queue.ensure_exists()
+    tiles = []
+    for i in range(3):
+        out = BytesIO()
+        Image.new("RGB", (40, 40), (60 * i, 90, 200 - 50 * i)).save(out, "PNG")
+        tiles.append((f"t{i}.png", out.getvalue()))
+    services.libraries.create_from("owned", "", tiles, owner=CLIENT)
+    services.libraries.create_from("theirs", "", tiles, owner="someone-else")
+    rid = make_job(services.blobs, services.jobs)
+    request_cleanup(queue, CLIENT, rid)
+    request_library_cleanup(queue, CLIENT, "owned")
+    request_library_cleanup(queue, CLIENT, "theirs")  # not CLIENT's: nothing is deleted
+
+    cleaner = JobCleaner(services)
+    listener = QueueListener(queue, cleaner.handle_job_cleanup, name="cleanup-test", poll_min=0.05, poll_max=0.2,
+                             retry_delay=1.0, grace=10.0)
+    listener.run(max_messages=3)
+
+    assert leftovers(services.blobs, services.jobs, rid) == []
+    assert services.libraries.info("owned") is None
+    assert services.libraries.info("theirs") is not None
+    assert queue.approximate_depth() == 0 and queue.poison.approximate_depth() == 0

@@ -53,6 +53,23 @@ def test_create_then_list(configured: str, photos: Path, storage: StorageClients
     assert LibraryStore(storage, prefix=configured).load("family").atlas.shape[0] == 5
 
 
+def test_an_operators_library_is_shared_unless_private_and_the_mark_can_change(configured: str, photos: Path,
+                                                                               storage: StorageClients) -> None:
+    store = LibraryStore(storage, prefix=configured)
+    assert run("create", "open", str(photos)).exit_code == 0
+    assert run("create", "closed", str(photos), "--private").exit_code == 0
+    marks = {info.name: info.shared for info in store.list()}
+    assert marks == {"open": True, "closed": False}
+    rows = {line.split()[0]: line.split()[3] for line in run("list").output.splitlines()[1:]}
+    assert rows == {"closed": "no", "open": "yes"}
+    shared = run("share", "closed")
+    assert shared.exit_code == 0 and "shared with every client" in shared.output
+    assert run("share", "open", "--off").exit_code == 0
+    assert {info.name: info.shared for info in store.list()} == {"open": False, "closed": True}
+    missing = run("share", "nowhere")
+    assert missing.exit_code == 1 and "does not exist" in missing.output and "Traceback" not in missing.output
+
+
 def test_list_with_no_libraries_says_how_to_make_one(configured: str) -> None:
     result = run("list")
     assert result.exit_code == 0 and "library create" in result.output

@@ -146,5 +146,8 @@ def test_ensure_demo_library_creates_it_once(storage: object, unique: str) -> No
     uri = ensure_demo_library(storage, prefix=store.prefix, count=60)
     [info] = store.list()
     assert (info.name, info.tile_count, info.uri) == (DEMO_LIBRARY_NAME, 60, uri)
+    assert info.shared and info.owner is None  # an operator's library, seen by every client
+    store.set_shared(DEMO_LIBRARY_NAME, False)  # as a demo made before libraries had owners
     assert ensure_demo_library(storage, prefix=store.prefix, count=80) == uri
     assert store.list()[0].version == info.version  # not rebuilt: still the 60-tile library
+    assert store.list()[0].shared  # but shared again

@@ -172,7 +172,7 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
                "PHOTOMOSAICS_SYPHON_INTERVAL": "0.5", RETRY_SCALE_ENV: "0.05"}  # fmt: skip
         for role in ("controller", "processor", "responder", "syphon"):
             pipe.start(role, env=env)
-        app = create_app({"SECRET_KEY": "failover-test", "TESTING": True, "SETTINGS": pipe.settings,
+        app = create_app({"SECRET_KEY": "failover-test-secret-key-of-32-chars", "TESTING": True, "SETTINGS": pipe.settings,
                           "CONNECTION_STRING": account.connection_string,
                           "SECONDARY_CONNECTION_STRING": secondary_connection_string})  # fmt: skip
         client = app.test_client()

@@ -97,21 +97,114 @@ def test_every_role_and_the_web_app_is_deployed_from_the_project_image(rendered:
 
 
 def test_hints_go_through_the_demo_valkey_and_are_optional_elsewhere(rendered: tuple[str, list[dict[str, Any]]]) -> None:
-    """Every sender and listener reads PHOTOMOSAICS_HINTS_URL from an optional ConfigMap; the
-    demo overlay fills it with its valkey Service, the others leave it out (polling only)."""
+    """Every sender and listener reads PHOTOMOSAICS_HINTS_URL from an optional Secret (the URL may
+    carry a password); the demo overlay fills it with its valkey Service and the password that
+    Valkey requires, from the same Secret; the others leave it out (polling only)."""
     overlay, docs = rendered
     deployments = _by_kind(docs, "Deployment")
-    maps = _by_kind(docs, "ConfigMap")
+    secrets = _by_kind(docs, "Secret")
     for name in ("web", *ROLES):
-        ref = _env(_container(deployments[name]))["PHOTOMOSAICS_HINTS_URL"]["configMapKeyRef"]
-        assert (ref["key"], ref["optional"]) == ("url", True), name
+        ref = _env(_container(deployments[name]))["PHOTOMOSAICS_HINTS_URL"]["secretKeyRef"]
+        assert (ref["name"], ref["key"], ref["optional"]) == ("photomosaics-hints", "url", True), name
         if overlay == "azurite":
-            assert ref["name"] in maps, name
+            assert ref["name"] in secrets, name
     if overlay == "azurite":
-        host, port = maps["photomosaics-hints"]["data"]["url"].removeprefix("redis://").split("/")[0].split(":")
-        service = _by_kind(docs, "Service")[host]
-        assert int(port) in [p["port"] for p in service["spec"]["ports"]]
-        assert _container(deployments[host])["image"].startswith("valkey/valkey:")
+        from urllib.parse import urlsplit
+
+        hints = {k: _secret_value(secrets["photomosaics-hints"], k) for k in ("url", "password")}
+        url = urlsplit(hints["url"])
+        assert url.password == hints["password"] and len(url.password) >= 16
+        service = _by_kind(docs, "Service")[url.hostname]
+        assert url.port in [p["port"] for p in service["spec"]["ports"]]
+        valkey = _container(deployments[url.hostname])
+        assert valkey["image"].startswith("valkey/valkey:")
+        assert valkey["args"][valkey["args"].index("--requirepass") + 1] == "$(VALKEY_PASSWORD)"
+        assert _env(valkey)["VALKEY_PASSWORD"] == {"secretKeyRef": {"name": "photomosaics-hints", "key": "password"}}
+        assert "--protected-mode" not in valkey["args"]
+
+
+def _secret_value(secret: dict[str, Any], key: str) -> str:
+    import base64
+
+    if key in secret.get("stringData", {}):
+        return str(secret["stringData"][key])
+    return base64.b64decode(secret["data"][key]).decode()
+
+
+def _pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every pod template (Deployments and CronJobs), by its workload's name."""
+    pods = {name: d["spec"]["template"] for name, d in _by_kind(docs, "Deployment").items()}
+    pods.update({name: d["spec"]["jobTemplate"]["spec"]["template"] for name, d in _by_kind(docs, "CronJob").items()})
+    return pods
+
+
+def test_every_pod_runs_unprivileged_on_a_read_only_root(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    overlay, docs = rendered
+    for name, pod in _pods(docs).items():
+        spec = pod["spec"]
+        context = spec["securityContext"]
+        assert context["runAsNonRoot"] is True and context["runAsUser"] > 0, (overlay, name)
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, (overlay, name)
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for container in spec["containers"]:
+            own = container["securityContext"]
+            assert own["allowPrivilegeEscalation"] is False, (overlay, name)
+            assert own["readOnlyRootFilesystem"] is True, (overlay, name)
+            assert own["capabilities"]["drop"] == ["ALL"] and "add" not in own["capabilities"], (overlay, name)
+            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+            writable = [path for path, volume in mounts.items() if "emptyDir" in volumes[volume]]
+            assert writable, f"{overlay}: {name} has a read-only root and no writable folder"
+            if container["image"].split("/")[-1].startswith("photomosaics"):
+                assert "/tmp" in writable, (overlay, name)
+
+
+def _policies_for(docs: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        p for p in _by_kind(docs, "NetworkPolicy").values()
+        if all(labels.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())
+    ]
+
+
+def _ports(rules: list[dict[str, Any]]) -> set[Any]:
+    return {port["port"] for rule in rules for port in rule.get("ports", [])}
+
+
+# What each role may reach (besides DNS): storage over HTTPS, and Redis/Valkey for the hints.
+ROLE_EGRESS = {"web": {443, 6379, 6380}, "controller": {443, 6379, 6380}, "processor": {443, 6379, 6380},
+               "responder": {443, 6379, 6380}, "retention": {443}, "syphon": {443}}
+ROLE_INGRESS = {"web": {"http"}, "controller": {"metrics"}, "processor": {"metrics"}, "responder": {"metrics"},
+                "retention": set(), "syphon": set()}
+
+
+def test_each_role_has_a_network_policy_that_allows_only_what_it_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    overlay, docs = rendered
+    for name, pod in _pods(docs).items():
+        labels = pod["metadata"]["labels"]
+        policies = _policies_for(docs, labels)
+        both = [p for p in policies if set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}]
+        assert len(both) == 1, f"{overlay}: {name} needs exactly one policy of its own, has {len(both)}"
+        (own,) = both
+        ingress, egress = own["spec"].get("ingress", []), own["spec"].get("egress", [])
+        if labels.get("app.kubernetes.io/name") != "photomosaics":  # the demo's Azurite and Valkey
+            assert egress == [] and all(rule.get("from") for rule in ingress), (overlay, name)
+            continue
+        role = labels["app.kubernetes.io/component"]
+        assert own["metadata"]["name"] == role
+        assert _ports(ingress) == ROLE_INGRESS[role], (overlay, role)
+        assert _ports(egress) == ROLE_EGRESS[role] | {53}, (overlay, role)
+        named = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        assert ROLE_INGRESS[role] <= named, f"{role}: a policy port names no container port"
+
+
+def test_several_web_replicas_share_a_required_key_and_trust_the_ingress(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    overlay, docs = rendered
+    web = _by_kind(docs, "Deployment")["web"]
+    env = _env(_container(web))
+    replicas = web["spec"].get("replicas", 1)
+    assert int(env.get("PHOTOMOSAICS_WEB_REPLICAS") or 1) == replicas, overlay
+    if replicas > 1:
+        assert env["PHOTOMOSAICS_SECRET_KEY"]["secretKeyRef"].get("optional") is False, overlay
+        assert int(env["PHOTOMOSAICS_TRUSTED_PROXIES"]) >= 1, overlay
 
 
 def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, list[dict[str, Any]]]) -> None:

@@ -17,6 +17,7 @@ from workers.slicing import INLINE_BAND_MAX_BYTES
 from dal.queues.messages import (
     MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
+    LibraryCleanupMessage,
     ImageRequestMessage,
     ImageResponseMessage,
     QueueMessage,
@@ -244,6 +245,8 @@ messages = st.one_of(
     ),
     st.builds(SliceResponseMessage, **common, slice_uri=uris, slice_sequence=st.integers(0, 10**6)),
     st.builds(ImageResponseMessage, **common, image_uri=uris),
+    st.builds(LibraryCleanupMessage, **common,
+              library=st.from_regex(r"[a-z0-9]{1,20}(-[a-z0-9]{1,20}){0,2}", fullmatch=True).filter(lambda n: len(n) >= 3)),
 )
 
 
@@ -289,7 +292,7 @@ json_values = st.recursive(
     type_tag=st.sampled_from([*MESSAGE_TYPES, "Other"]),
     changes=st.dictionaries(
         st.sampled_from(["queue_uri", "client_id", "request_id", "tile_size", "slices", "tiles_across",
-                         "slice_sequence", "slice_uri", "image_uri", "version", "extra"]),
+                         "slice_sequence", "slice_uri", "image_uri", "library", "version", "extra"]),
         json_values,
         max_size=3,
     ),

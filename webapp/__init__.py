@@ -3,7 +3,8 @@
 Configuration, in the order it is applied (later wins):
 
 1. defaults below;
-2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
+2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie; at least 32
+   characters, ``webapp.ingress``), ``PHOTOMOSAICS_TRUSTED_PROXIES`` (``webapp.ingress``),
    ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` (the paired
    account of ``dal.availability.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
    ``webapp.admin``) and the ``PHOTOMOSAICS_*`` limits of ``dal.config.Settings``;
@@ -54,7 +55,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         # MAX_LIBRARY_FILES files, plus its name and description, as the spec states.
         MAX_FORM_PARTS=MAX_LIBRARY_FILES + _FORM_FIELDS,
         SSE_POLL_SECONDS=0.5,
-        SSE_MAX_SECONDS=3600.0,
+        # A stream ends after this long with a reconnect hint (webapp.streams): no thread held for good.
+        SSE_MAX_SECONDS=300.0,
         ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin
         # The port where /metrics and /api/queues need no token (webapp.operator_gate).
         METRICS_PORT=os.environ.get("PHOTOMOSAICS_METRICS_PORT", "").strip() or None,
@@ -64,8 +66,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
     app.config.update(overrides)
-    if not app.config.get("SECRET_KEY"):
-        raise RuntimeError(f"{SECRET_KEY_ENV} is not set: the app needs it to sign the client-id cookie")
+    from webapp import ingress
+
+    ingress.check_secret_key(app.config.get("SECRET_KEY"))
     if not app.config.get("CONNECTION_STRING"):
         raise RuntimeError(
             f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "
@@ -73,9 +76,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         )
 
     DECODES.configure(settings.web_decode_megapixels, wait_seconds=float(app.config["DECODE_WAIT_SECONDS"]))
-    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
+    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, streams, vendor
 
     services.init_app(app)
+    ingress.init_app(app, trusted_proxies=settings.trusted_proxies)
+    streams.init_app(app, per_client=settings.event_streams_per_client, per_process=settings.event_streams_per_process)
     clients.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)

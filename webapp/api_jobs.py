@@ -35,9 +35,10 @@ from dal.queues.lanes import lane_for
 from dal.errors import QuotaExceeded
 from dal.blobs.rendered import decode_rendered
 from mosaic.grid import Grid
-from webapp import planning
+from webapp import planning, streams
 from webapp.clients import client_id
 from webapp.errors import ApiError
+from webapp.ingress import client_address
 from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pyramid_preview, rendered_preview, snap_side
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
@@ -53,6 +54,7 @@ _UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")
 SLICE_PREVIEW_SIDE = 1600
 MAX_USES = 1_000_000  # max_uses above any grid's cell count means no limit; the bound keeps it an int
 THUMB_SIDE = 480
+RECONNECT_MS = 2000  # the SSE retry: hint, also sent with the reconnect event at a stream's time limit
 
 
 def _own_job(request_id: str) -> Job:
@@ -77,16 +79,17 @@ def _lookup(svc: Any, owner: str, request_id: str) -> tuple[Any, bool]:
 
 
 def find_library(name: str) -> str:
-    """The URI of the library called ``name``; 400 for an impossible name, 404 when there is none."""
-    libraries, paired = services().libraries, services().failover
+    """The URI of the library called ``name`` that this client may use (its own or a shared one);
+    400 for an impossible name, 404 when there is none for this client."""
+    libraries, paired, me = services().libraries, services().failover, client_id()
     try:
-        found = libraries.exists(name) if paired is None else paired.ask_primary(lambda: libraries.exists(name), None)
+        found = (libraries.info(name) or False) if paired is None else paired.ask_primary(lambda: libraries.info(name) or False, None)
         if found is None:  # the primary is down: only the name can be checked; the controller checks the rest
             validate_library_name(name)
             return libraries.uri(name)
     except InvalidLibraryNameError as exc:
         raise ApiError(400, "invalid_field", f"library: {exc}") from None
-    if not found:
+    if not found or not found.visible_to(me):
         raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
     return libraries.uri(name)
 
@@ -141,9 +144,10 @@ def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
     except TileBudgetError as exc:
         raise ApiError(422, "tile_budget", f"max_uses: {exc}") from None
     try:
-        count = next((i.tile_count for i in services().libraries.list() if i.name == library), -1)
-    except Exception:  # storage unreachable for the listing: the controller checks the loaded library
-        log.warning("library %r could not be listed; max_uses is checked by the controller", library)
+        info = services().libraries.info(library)
+        count = info.tile_count if info is not None else -1
+    except Exception:  # storage unreachable: the controller checks the loaded library
+        log.warning("library %r could not be read; max_uses is checked by the controller", library)
         return
     if count < 1:
         return
@@ -168,16 +172,24 @@ def _check_backlog() -> None:
 
 
 def _admit(owner: str) -> bool:
-    """Count this submission against the client's quotas, or answer 429 having stored nothing.
+    """Count this submission against the quotas of its network address and of its client, or
+    answer 429 having stored nothing (a refusal by the client's quota gives the address's token back).
 
     False when the quotas could not be counted because the primary is down (paired secondary):
     the submission is let through rather than refused (quotas live on the primary only)."""
-    svc = services()
-    try:
-        if svc.failover is None:
+    svc, address = services(), client_address()
+
+    def both() -> bool:
+        svc.address_quotas.admit(address)
+        try:
             svc.quotas.admit(owner)
-            return True
-        return svc.failover.ask_primary(lambda: svc.quotas.admit(owner) or True, False)
+        except QuotaExceeded:
+            svc.address_quotas.give_back(address)
+            raise
+        return True
+
+    try:
+        return both() if svc.failover is None else svc.failover.ask_primary(both, False)
     except QuotaExceeded as exc:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
 
@@ -249,6 +261,7 @@ def _submit(
         where.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
         if admitted:
             svc.quotas.release(owner)
+            svc.address_quotas.give_back(client_address())
         raise
     log.info("job %s submitted by client %s%s", request_id, owner[:6], " (parked on the secondary)" if parked else "")
     status_url = url_for("api_jobs.get_job", request_id=request_id)
@@ -296,43 +309,54 @@ def job_events(request_id: str) -> Response:
     """Server-Sent Events: the job as JSON each time it changes, until it is done or failed.
 
     The row is polled server-side every ``SSE_POLL_SECONDS``; a comment line every 15 s
-    keeps proxies from closing an idle stream. With gunicorn's threaded workers a stream
-    holds one thread, not a whole worker.
+    keeps proxies from closing an idle stream. A stream holds a thread, so streams are counted
+    (``webapp.streams``: 429 beyond the caps) and each ends after ``SSE_MAX_SECONDS`` with an
+    ``event: reconnect`` (the ``retry:`` field says how soon): the client opens a new one.
     """
     first, waiting = _own_job_where(request_id)
     owner = client_id()
+    release = streams.slots().take(owner)
+    if isinstance(release, str):
+        headers = {"Retry-After": str(streams.RETRY_AFTER_SECONDS)}
+        raise ApiError(429, "too_many_streams", release, headers=headers)
     svc = services()
     poll = float(current_app.config["SSE_POLL_SECONDS"])
     give_up = time.monotonic() + float(current_app.config["SSE_MAX_SECONDS"])
 
     def stream() -> Iterator[str]:
         job, on_secondary, last, quiet = first, waiting, None, time.monotonic()
-        yield "retry: 2000\n\n"
-        while True:
-            snapshot = job_json(job, waiting_for_storage=on_secondary)
-            key = json.dumps(snapshot, sort_keys=True)
-            if key != last:
-                last, quiet = key, time.monotonic()
-                yield f"event: job\ndata: {key}\n\n"
-            if job.status in TERMINAL_STATUSES:
-                yield f"event: end\ndata: {json.dumps({'status': job.status})}\n\n"
-                return
-            if time.monotonic() - quiet > 15:
-                quiet = time.monotonic()
-                yield ": keep-alive\n\n"
-            if time.monotonic() > give_up:
-                return
-            time.sleep(poll)
-            job, on_secondary = _lookup(svc, owner, request_id)
-            if job is None:
-                yield f"event: end\ndata: {json.dumps({'status': 'deleted'})}\n\n"
-                return
+        try:
+            yield f"retry: {RECONNECT_MS}\n\n"
+            while True:
+                snapshot = job_json(job, waiting_for_storage=on_secondary)
+                key = json.dumps(snapshot, sort_keys=True)
+                if key != last:
+                    last, quiet = key, time.monotonic()
+                    yield f"event: job\ndata: {key}\n\n"
+                if job.status in TERMINAL_STATUSES:
+                    yield f"event: end\ndata: {json.dumps({'status': job.status})}\n\n"
+                    return
+                if time.monotonic() - quiet > 15:
+                    quiet = time.monotonic()
+                    yield ": keep-alive\n\n"
+                if time.monotonic() > give_up:
+                    yield f"event: reconnect\ndata: {json.dumps({'after_ms': RECONNECT_MS})}\n\n"
+                    return
+                time.sleep(poll)
+                job, on_secondary = _lookup(svc, owner, request_id)
+                if job is None:
+                    yield f"event: end\ndata: {json.dumps({'status': 'deleted'})}\n\n"
+                    return
+        finally:
+            release()
 
-    return Response(
+    response = Response(
         stream_with_context(stream()),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+    response.call_on_close(release)  # also when the stream never started (the client left at once)
+    return response
 
 
 def _stream_blob(container: str, name: str, *, content_type: str, filename: str, attachment: bool) -> Response:

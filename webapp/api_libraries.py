@@ -1,10 +1,15 @@
-"""The tile-library API: list, inspect (with sample tiles), create from photos or a zip; and
-the plan endpoint that tells the form the final size before anything is submitted.
+"""The tile-library API: list, inspect (with sample tiles), create from photos or a zip, delete;
+and the plan endpoint that tells the form the final size before anything is submitted.
 
 A library is built inside the request, in bounded memory: every upload and zip is catalogued
 first against one budget for the whole request (``LIBRARY_LIMITS``: files, bytes unpacked,
 pixels), then the files are read and decoded one at a time, each inside the process's
 decoding budget (``webapp.decode_budget``). See docs/operations.md, "Limits per request".
+
+A library belongs to the client that created it (``dal.blobs.libraries``: the owner in its
+metadata); a client sees its own libraries and those an operator marked shared (the demo
+library), and another client's library is simply not found (404), as with jobs. Only the owner
+deletes one, through the ``jobcleanup`` queue like a job (``dal.operations.cleanup``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
+from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from dal.blobs.libraries import (
     EmptyLibraryError,
     InvalidLibraryNameError,
@@ -25,6 +31,7 @@ from dal.blobs.libraries import (
 from mosaic.errors import SourceLimitError, TileSourceError
 from mosaic.sources import SourceLimits
 from webapp import planning
+from webapp.clients import client_id
 from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
 from webapp.services import services, settings
@@ -43,15 +50,22 @@ LIBRARY_LIMITS = SourceLimits(
 SAMPLES_IN_LIST = 8
 MAX_SAMPLE_SCAN = 1000  # tile names listed to choose the samples from (one listing page)
 SAMPLES_IN_DETAIL = 48
+TILE_INFO_SECONDS = 10.0  # a tile read trusts the library's marks this long (one request saved per tile)
 
 
-def _library_json(info: LibraryInfo, *, samples: int) -> dict[str, Any]:
-    names = _spread(services().libraries.sample_tiles(info.name, MAX_SAMPLE_SCAN), samples) if samples else []
+def _library_json(info: LibraryInfo, *, samples: int | None) -> dict[str, Any]:
+    """``samples`` None: the few named in the library's metadata (no storage call: listings)."""
+    if samples is None:
+        names = list(info.samples[:SAMPLES_IN_LIST])
+    else:
+        names = _spread(services().libraries.sample_tiles(info.name, MAX_SAMPLE_SCAN), samples) if samples else []
     return {
         "name": info.name,
         "description": info.description,
         "tile_count": info.tile_count,
         "version": info.version,
+        "owned": info.owner is not None and info.owner == client_id(),
+        "shared": info.shared,
         "url": url_for("api_libraries.get_library", name=info.name),
         "samples": [url_for("api_libraries.library_tile", name=info.name, tile=n) for n in names],
     }
@@ -65,43 +79,65 @@ def _spread(names: list[str], count: int) -> list[str]:
     return [names[(i * len(names)) // count] for i in range(count)]
 
 
-def _find(name: str) -> LibraryInfo:
+def visible_library(name: str, *, max_age: float = 0.0) -> LibraryInfo:
+    """The library called ``name`` if this client may see it (its own, or shared), else 404."""
     try:
         validate_library_name(name)
+        info = services().libraries.info(name, max_age=max_age)
     except InvalidLibraryNameError:
-        raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}") from None
-    for info in services().libraries.list():
-        if info.name == name:
-            return info
-    raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
+        info = None
+    if info is None or not info.visible_to(client_id()):
+        raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
+    return info
 
 
 @bp.get("/libraries")
 def list_libraries() -> Response:
-    libraries = services().libraries.list()
-    return jsonify({"libraries": [_library_json(info, samples=SAMPLES_IN_LIST) for info in libraries]})
+    """This client's libraries and the shared ones: one listing request, whatever is stored."""
+    me = client_id()
+    libraries = [info for info in services().libraries.list() if info.visible_to(me)]
+    return jsonify({"libraries": [_library_json(info, samples=None) for info in libraries]})
 
 
 @bp.get("/libraries/<name>")
 def get_library(name: str) -> Response:
     count = int_field(request.args, "samples", low=0, high=200, default=SAMPLES_IN_DETAIL)
-    return jsonify(_library_json(_find(name), samples=count))
+    return jsonify(_library_json(visible_library(name), samples=count))
 
 
 @bp.get("/libraries/<name>/tiles/<path:tile>")
 def library_tile(name: str, tile: str) -> Response:
-    """One tile image, streamed by the app: library containers are private like the rest."""
+    """One tile image, streamed by the app: library containers are private like the rest, and
+    a tile is read only from a library this client may see (``read_tile`` checks the mark)."""
     if not _TILE_BLOB.match(tile):
         raise ApiError(404, "not_found", "no such tile")
     try:
-        data = services().libraries.read_tile(name, tile)
-    except (InvalidLibraryNameError, LibraryNotFoundError):
+        info = visible_library(name, max_age=TILE_INFO_SECONDS)
+        data = services().libraries.read_tile(name, tile, viewer=client_id())
+    except (ApiError, InvalidLibraryNameError, LibraryNotFoundError):
         raise ApiError(404, "not_found", "no such tile") from None
     headers = {
-        "Cache-Control": "public, max-age=86400",
+        # A shared library's tiles are the same for everyone; a client's own are for it alone.
+        "Cache-Control": f"{'public' if info.shared else 'private'}, max-age=86400",
         "Content-Disposition": f'inline; filename="{tile.removeprefix("tiles/")}"',
     }
     return Response(data, mimetype="image/jpeg", headers=headers)
+
+
+@bp.delete("/libraries/<name>")
+def delete_library(name: str) -> tuple[str, int]:
+    """Delete one of this client's libraries: queued first (``jobcleanup``, the durable intent),
+    then done at once, so the answer is 204 and the name is gone when the client looks again.
+    A shared library this client does not own is 403; anyone else's is not found (404)."""
+    info = visible_library(name)
+    me = client_id()
+    if info.owner != me:
+        raise ApiError(403, "not_owner", f"library {name!r} is shared by the operator; only its owner can delete it")
+    svc = services()
+    request_library_cleanup(svc.queues.job_cleanup, me, name)
+    delete_library_everywhere(svc.libraries, me, name)
+    log.info("library %s deleted by its owner", name)
+    return "", 204
 
 
 @bp.post("/libraries")
@@ -123,12 +159,12 @@ def create_library() -> tuple[Response, int]:
     if len(uploads) > MAX_LIBRARY_FILES:
         raise ApiError(400, "invalid_field", f"files: at most {MAX_LIBRARY_FILES} per library, got {len(uploads)}")
     libraries = services().libraries
-    if libraries.exists(name):
+    if libraries.exists(name):  # anyone's: names are one namespace (container names)
         raise ApiError(409, "library_exists", f"a library called {name!r} exists already; choose another name")
     # The uploads stay where werkzeug spooled them; each file is read when it is decoded.
     files = [(upload.filename or "upload", upload.stream) for upload in uploads]
     try:
-        created = libraries.create_from(name, description, files, limits=LIBRARY_LIMITS, guard=DECODES.reserve)
+        created = libraries.create_from(name, description, files, owner=client_id(), limits=LIBRARY_LIMITS, guard=DECODES.reserve)
     except EmptyLibraryError as exc:
         raise ApiError(422, "no_usable_images", str(exc)) from None
     except SourceLimitError as exc:

@@ -31,6 +31,8 @@ errorlog = "-"
 loglevel = "info"
 # Request line and status, never a cookie or a header that could carry a secret.
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+# gunicorn's own trust of X-Forwarded-Proto (wsgi.url_scheme) from a local proxy; the client's
+# address and scheme behind an ingress come from PHOTOMOSAICS_TRUSTED_PROXIES (webapp.ingress).
 forwarded_allow_ips = "127.0.0.1"
 # gunicorn >= 25 opens a control socket in ~/.gunicorn by default; several instances on one
 # machine (tests, `make run`) would fight over it, and the supervisor or compose manages us.

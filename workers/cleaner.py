@@ -1,4 +1,4 @@
-"""Handler for ``jobcleanup``: delete a job's blobs and rows (``dal.operations.cleanup``).
+"""Handler for ``jobcleanup``: delete a job's blobs and rows, or a client's tile library (``dal.operations.cleanup``).
 
 It runs in the responder role: like the responder it does short storage-only work on the
 web side of the workflow, and a separate role would add one more idle poller for a queue
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from dal.operations.cleanup import delete_job_everywhere
-from dal.queues.messages import JobCleanupMessage
+from dal.operations.cleanup import delete_job_everywhere, delete_library_everywhere
+from dal.queues.messages import JobCleanupMessage, LibraryCleanupMessage
 from dal.queues.work_queue import ReceivedMessage
 from workers.services import RoleServices
 
@@ -27,5 +27,8 @@ class JobCleaner:
 
     def handle_job_cleanup(self, received: ReceivedMessage) -> None:
         message = received.message
+        if isinstance(message, LibraryCleanupMessage):
+            delete_library_everywhere(self.services.libraries, message.client_id, message.library)
+            return
         assert isinstance(message, JobCleanupMessage), message
         delete_job_everywhere(self.services.blobs, self.services.jobs, message.client_id, message.request_id)

@@ -494,10 +494,14 @@ def demo_tile_images(count: int = DEMO_TILES, *, quality: int = 90, exclude: Col
 def ensure_demo_library(storage: StorageClients, *, prefix: str = "", count: int = DEMO_TILES) -> str:
     """Create the library ``demo`` in storage unless it is there already; return its URI.
 
-    ``photomosaics run`` and ``photomosaics web --demo-library`` call this at start-up.
+    ``photomosaics run`` and ``photomosaics web --demo-library`` call this at start-up. The demo
+    library is an operator's library marked shared: every client sees it (``dal.blobs.libraries``).
     """
     store = LibraryStore(storage, prefix=prefix)
-    if store.exists(DEMO_LIBRARY_NAME):
+    found = store.info(DEMO_LIBRARY_NAME)
+    if found is not None:
+        if not found.shared:  # made before libraries had owners: every client saw it then too
+            store.set_shared(DEMO_LIBRARY_NAME, True)
         return store.uri(DEMO_LIBRARY_NAME)
     log.info("creating the demo tile library (%d tiles from the sample photos)", count)
-    return store.create_from_images(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(count))
+    return store.create_from_images(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(count), shared=True)

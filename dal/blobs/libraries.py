@@ -18,6 +18,13 @@ library is unchanged and carries the new index when it was replaced. Replacing a
 (``create`` over an existing name) uploads the new tiles and index, then deletes tiles that
 are no longer part of it; the index is written in one commit, so a reader sees the old or
 the new library, never a mix.
+
+Ownership lives in the same container metadata, written with the mark: ``owner`` (the client
+id that created it through the web app; absent for an operator's library) and ``shared``
+("true" when an operator marked it for everyone, as the demo library is). A client sees its
+own libraries and the shared ones (``LibraryInfo.visible_to``). ``samples`` names a few tiles
+spread over the library, so listing libraries with their samples stays one listing request
+(``list_containers`` with metadata, 5,000 containers a page) however many libraries there are.
 """
 
 from __future__ import annotations
@@ -45,12 +52,7 @@ import numpy as np
 from PIL import Image
 
 from dal.blobs.store import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
-from dal.config import (
-    CLAIM_CHECK_CONTAINER,
-    LIBRARY_METADATA_KEY,
-    WORKFLOW_CONTAINERS,
-    StorageClients,
-)
+from dal.config import INTERNAL_CONTAINERS, LIBRARY_METADATA_KEY, StorageClients
 from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryNotFoundError
 from dal.names import prefixed, unprefixed
 from mosaic.errors import NoUsableImageError
@@ -61,8 +63,13 @@ INDEX_BLOB = "index.zip"  # TileLibrary.to_bytes(): index.json + lossless PNG at
 TILE_PREFIX = "tiles/"
 VERSION_KEY = "version"
 TILE_COUNT_KEY = "tilecount"
+OWNER_KEY = "owner"
+SHARED_KEY = "shared"
+SAMPLES_KEY = "samples"
+SAMPLES_KEPT = 8  # tile names kept in the metadata for listings
+_INFO_SECONDS = 10.0  # how long a process trusts a library's metadata for tile reads
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$")
-_RESERVED = frozenset((*WORKFLOW_CONTAINERS, CLAIM_CHECK_CONTAINER))
+_RESERVED = frozenset(INTERNAL_CONTAINERS)
 _UPLOAD_THREADS = 8
 _PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is in the mark
 
@@ -79,7 +86,7 @@ def validate_library_name(name: str) -> str:
             "and must start and end with a letter or digit"
         )
     if name in _RESERVED:
-        raise InvalidLibraryNameError(f"library name {name!r} is reserved for the workflow containers")
+        raise InvalidLibraryNameError(f"library name {name!r} is reserved for the application's own containers")
     return name
 
 
@@ -90,6 +97,20 @@ class LibraryInfo:
     tile_count: int  # -1 when the container metadata does not say (created elsewhere)
     version: str
     uri: str
+    owner: str | None = None  # the creating client; None: an operator's library
+    shared: bool = False  # marked by an operator for every client
+    samples: tuple[str, ...] = ()  # a few tile blob names, spread over the library
+
+    def visible_to(self, client_id: str) -> bool:
+        """A client sees its own libraries and the shared ones."""
+        return self.shared or (self.owner is not None and self.owner == client_id)
+
+
+def _spread(names: list[str], count: int) -> list[str]:
+    """``count`` names evenly spaced over the list (tiles are named by source photo)."""
+    if len(names) <= count:
+        return names
+    return [names[(i * len(names)) // count] for i in range(count)]
 
 
 @dataclass(frozen=True)
@@ -148,6 +169,7 @@ class LibraryStore:
         self._storage = storage
         self.prefix = prefix
         self._cache: dict[str, _Cached] = {}
+        self._infos: dict[str, tuple[float, LibraryInfo | None]] = {}  # container -> (monotonic time, info)
         self._lock = threading.Lock()
 
     @property
@@ -180,8 +202,12 @@ class LibraryStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def create(self, name: str, description: str, library: TileLibrary) -> str:
-        """Store ``library`` as ``name``, replacing any library of that name; return its URI."""
+    def create(
+        self, name: str, description: str, library: TileLibrary, *, owner: str | None = None, shared: bool = False
+    ) -> str:
+        """Store ``library`` as ``name``, replacing any library of that name; return its URI.
+
+        ``owner``: the client that creates it (None: an operator); ``shared``: every client sees it."""
         container_name = self.container_name(name)
         if len(library.names) == 0:
             raise EmptyLibraryError(f"library {name!r} would hold no tiles")
@@ -209,13 +235,18 @@ class LibraryStore:
             stale = [b for b in container.list_blob_names(name_starts_with=TILE_PREFIX) if b not in keep]
             list(pool.map(container.delete_blob, stale))
         kept = container.get_container_properties().metadata.items()
-        metadata = {k: v for k, v in kept if k.lower() != LIBRARY_METADATA_KEY}
+        ours = {LIBRARY_METADATA_KEY, OWNER_KEY, SHARED_KEY, SAMPLES_KEY}
+        metadata = {k: v for k, v in kept if k.lower() not in ours}
         metadata.update({
             LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE),
             VERSION_KEY: library.version,
             TILE_COUNT_KEY: str(len(blob_names)),
+            SAMPLES_KEY: ",".join(b.removeprefix(TILE_PREFIX) for b in _spread(blob_names, SAMPLES_KEPT)),
+            **({OWNER_KEY: owner} if owner else {}),
+            **({SHARED_KEY: "true"} if shared else {}),
         })  # fmt: skip
         container.set_container_metadata(metadata)  # the mark: now it is a library
+        self._forget(container_name)
         return str(container.url)
 
     def create_from(
@@ -224,6 +255,8 @@ class LibraryStore:
         description: str,
         source: str | Path | bytes | Iterable[Upload],
         *,
+        owner: str | None = None,
+        shared: bool = False,
         limits: SourceLimits | None = None,
         guard: Guard | None = None,
     ) -> LibraryCreated:
@@ -240,21 +273,52 @@ class LibraryStore:
             library, skipped = build_library_from(source, limits=limits, guard=guard)
         except NoUsableImageError as exc:
             raise EmptyLibraryError(f"library {name!r}: {exc}") from None
-        uri = self.create(name, description, library)
+        uri = self.create(name, description, library, owner=owner, shared=shared)
         return LibraryCreated(uri=uri, tile_count=len(library.names), version=library.version, skipped=skipped)
 
-    def create_from_images(self, name: str, description: str, images: Iterable[tuple[str, bytes]]) -> str:
+    def create_from_images(
+        self,
+        name: str,
+        description: str,
+        images: Iterable[tuple[str, bytes]],
+        *,
+        owner: str | None = None,
+        shared: bool = False,
+    ) -> str:
         """``create_from`` for ``(name, bytes)`` pairs, returning only the URI."""
-        return self.create_from(name, description, images).uri
+        return self.create_from(name, description, images, owner=owner, shared=shared).uri
 
-    def delete(self, name: str) -> None:
+    def delete(self, name: str) -> bool:
+        """Delete the library's container (idempotent); True when there was one to delete."""
         container = self.container_name(name)
         try:
             self._service.delete_container(container)
+            existed = True
         except ResourceNotFoundError:
-            pass
+            existed = False
         with self._lock:
             self._cache.pop(container, None)
+        self._forget(container)
+        return existed
+
+    def set_shared(self, name: str, shared: bool) -> None:
+        """An operator marks a library for every client (or takes the mark off)."""
+        container = self._service.get_container_client(self.container_name(name))
+        try:
+            metadata = dict(container.get_container_properties().metadata)
+        except ResourceNotFoundError:
+            raise LibraryNotFoundError(f"tile library {name!r} does not exist") from None
+        if _description(metadata) is None:
+            raise LibraryNotFoundError(f"tile library {name!r} does not exist")
+        metadata = {k: v for k, v in metadata.items() if k.lower() != SHARED_KEY}
+        if shared:
+            metadata[SHARED_KEY] = "true"
+        container.set_container_metadata(metadata)
+        self._forget(container.container_name)
+
+    def _forget(self, container: str) -> None:
+        with self._lock:
+            self._infos.pop(container, None)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -314,28 +378,60 @@ class LibraryStore:
             return False
         return _description(metadata) is not None
 
+    def _info_from(self, container: str, metadata: Mapping[str, str | None] | None) -> LibraryInfo | None:
+        description = _description(metadata)
+        if description is None:
+            return None
+        values = {k.lower(): v or "" for k, v in (metadata or {}).items()}
+        count = values.get(TILE_COUNT_KEY, "")
+        samples = tuple(f"{TILE_PREFIX}{n}" for n in values.get(SAMPLES_KEY, "").split(",") if n)
+        return LibraryInfo(
+            name=unprefixed(self.prefix, container),
+            description=description,
+            tile_count=int(count) if count.isdigit() else -1,
+            version=values.get(VERSION_KEY, ""),
+            uri=str(self._service.get_container_client(container).url),
+            owner=values.get(OWNER_KEY) or None,
+            shared=values.get(SHARED_KEY) == "true",
+            samples=samples,
+        )
+
     def list(self) -> list[LibraryInfo]:
-        """Every library of the account (under this store's prefix), by name; one listing request."""
+        """Every library of the account (under this store's prefix), by name; one listing request
+        per 5,000 containers, whatever the number of libraries (their samples are in the metadata)."""
         libraries = []
         for props in self._service.list_containers(name_starts_with=self.prefix or None, include_metadata=True):
-            metadata = props.metadata or {}
-            description = _description(metadata)
-            if description is None:
-                continue
-            count = metadata.get(TILE_COUNT_KEY, "")
-            libraries.append(
-                LibraryInfo(
-                    name=unprefixed(self.prefix, props.name),
-                    description=description,
-                    tile_count=int(count) if count.isdigit() else -1,
-                    version=metadata.get(VERSION_KEY, ""),
-                    uri=str(self._service.get_container_client(props.name).url),
-                )
-            )
+            info = self._info_from(props.name, props.metadata)
+            if info is not None:
+                libraries.append(info)
         return sorted(libraries, key=lambda info: info.name)
 
-    def read_tile(self, name: str, blob_name: str) -> bytes:
-        """One tile image's JPEG bytes (``blob_name`` as listed by ``sample_tiles``)."""
+    def info(self, name: str, *, max_age: float = 0.0) -> LibraryInfo | None:
+        """One library's description, owner and marks (one request), or None when there is none.
+
+        ``max_age`` > 0: a reading younger than that many seconds is reused (tile reads)."""
+        container = self.container_name(name)
+        with self._lock:
+            cached = self._infos.get(container)
+        if cached is not None and max_age > 0 and time.monotonic() - cached[0] < max_age:
+            return cached[1]
+        try:
+            metadata = self._service.get_container_client(container).get_container_properties().metadata
+        except ResourceNotFoundError:
+            metadata = None
+        info = self._info_from(container, metadata)
+        with self._lock:
+            self._infos[container] = (time.monotonic(), info)
+        return info
+
+    def read_tile(self, name: str, blob_name: str, *, viewer: str | None = None) -> bytes:
+        """One tile image's JPEG bytes (``blob_name`` as listed by ``sample_tiles``).
+
+        Only from a library (a marked container), and with ``viewer`` only from one that client
+        may see: a tile URL cannot read another container or another client's library."""
+        info = self.info(name, max_age=_INFO_SECONDS)
+        if info is None or (viewer is not None and not info.visible_to(viewer)):
+            raise LibraryNotFoundError(f"there is no tile library called {name!r}")
         try:
             return bytes(self._service.get_blob_client(self.container_name(name), blob_name).download_blob().readall())
         except ResourceNotFoundError:

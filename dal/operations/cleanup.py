@@ -12,11 +12,18 @@ Every listing (blobs, events) follows continuation tokens through the SDK's page
 
 ``after_step`` is a test hook to inject a crash between steps (a fault Azurite cannot
 produce on demand).
+
+A tile library is deleted the same way: ``request_library_cleanup`` queues a
+``LibraryCleanupMessage`` on the same queue, and ``delete_library_everywhere`` deletes the
+library's container (tiles, index and marks go with it) only while the library still belongs
+to the message's client: a redelivery after someone else created a library of that name
+deletes nothing of theirs.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,10 +38,18 @@ from dal.config import (
 from dal.errors import BlobMissingError
 from dal.jobs.model import validate_key
 from dal.jobs.store import JobStore
-from dal.queues.messages import JobCleanupMessage
+from dal.blobs.libraries import LibraryStore
+from dal.queues.messages import JobCleanupMessage, LibraryCleanupMessage
 from dal.queues.work_queue import ImageProcessingQueue
 
-__all__ = ["CLEANUP_STEPS", "CleanupReport", "request_cleanup", "delete_job_everywhere"]
+__all__ = [
+    "CLEANUP_STEPS",
+    "CleanupReport",
+    "request_cleanup",
+    "delete_job_everywhere",
+    "request_library_cleanup",
+    "delete_library_everywhere",
+]
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +99,23 @@ def delete_job_everywhere(
         after_step("rows")
     log.info("job %s deleted everywhere (%d blobs)", request_id, report.blobs_deleted)
     return report
+
+
+def request_library_cleanup(queue: ImageProcessingQueue, client_id: str, name: str) -> None:
+    """Enqueue the durable intent to delete ``client_id``'s library ``name``."""
+    message = LibraryCleanupMessage(queue_uri=queue.url, client_id=client_id, request_id=str(uuid.uuid4()), library=name)
+    queue.submit(message)
+
+
+def delete_library_everywhere(libraries: LibraryStore, client_id: str, name: str) -> bool:
+    """Delete the library if it is still ``client_id``'s; True when something was deleted."""
+    info = libraries.info(name)
+    if info is None:
+        libraries.delete(name)  # a half-deleted or unmarked container of that name: nothing to keep
+        return False
+    if info.owner != client_id:
+        log.warning("library %s belongs to another client now; the cleanup deletes nothing", name)
+        return False
+    deleted = libraries.delete(name)
+    log.info("library %s deleted", name)
+    return deleted

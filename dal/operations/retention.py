@@ -30,7 +30,7 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError, Resour
 from azure.storage.blob import BlobLeaseClient
 
 from dal.blobs.store import BlobStore
-from dal.config import WORKFLOW_CONTAINERS
+from dal.config import OPERATIONS_CONTAINER, WORKFLOW_CONTAINERS
 from dal.jobs.model import INDEX_MARK
 from dal.jobs.store import JobStore
 from dal.queues.messages import REQUEST_ID_PATTERN, JobCleanupMessage
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 # slices, output) and $0.02 per GB-month, each kept job costs $0.0002 a month.
 DEFAULT_RETENTION_DAYS = 30
 DEFAULT_ORPHAN_GRACE = timedelta(hours=1)
-LOCK_CONTAINER = "operations"
+LOCK_CONTAINER = OPERATIONS_CONTAINER
 LOCK_BLOB = "retention-sweep.lock"
 _LEASE_SECONDS = 60
 _RENEW_AFTER = 20.0

@@ -51,6 +51,8 @@ __all__ = [
     "SliceResponseMessage",
     "ImageResponseMessage",
     "JobCleanupMessage",
+    "LibraryCleanupMessage",
+    "LIBRARY_NAME_PATTERN",
     "QueueMessageFormatException",
     "MESSAGE_TYPES",
 ]
@@ -67,6 +69,9 @@ ID_PATTERN = rf"{ID_CHARS}{{1,{MAX_ID_LENGTH}}}"
 # Request ids the web app mints: uuid4 text. A prefix pattern (no anchors) for blob names.
 REQUEST_ID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CLIENT_ID = re.compile(ID_PATTERN)
+# A tile library's name: a container name (3-63 lowercase letters, digits and single hyphens).
+LIBRARY_NAME_PATTERN = r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*"
+_LIBRARY_NAME = re.compile(LIBRARY_NAME_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
 _OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report", "job_done"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
@@ -122,7 +127,13 @@ _FIELD_CHECKS: dict[str, Any] = {
     "band": lambda v: v is None or _check_band(v),
     "report": lambda v: v is None or _check_report(v),
     "job_done": lambda v: v is None or _check_true("job_done", v),
+    "library": lambda v: _check_library(v),
 }
+
+
+def _check_library(value: str) -> None:
+    if not _LIBRARY_NAME.fullmatch(value):
+        raise _fail(f"library must be a library name (3-63 of a-z, 0-9 and single hyphens), got {value[:80]!r}")
 
 
 def _check_true(name: str, value: object) -> None:
@@ -170,7 +181,7 @@ def _check_band(value: object) -> None:
 def _check_traceparent(value: object) -> None:
     if not isinstance(value, str) or not _TRACEPARENT.fullmatch(value):
         raise _fail(f"traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got {str(value)[:80]!r}")
-_STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_library_uri", "slice_uri"}
+_STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_library_uri", "slice_uri", "library"}
 
 
 def _check_client_id(value: str) -> None:
@@ -395,8 +406,21 @@ class JobCleanupMessage(QueueMessage):
     QUEUE: ClassVar[str] = JOB_CLEANUP_QUEUE
 
 
+@dataclass(frozen=True, kw_only=True)
+class LibraryCleanupMessage(QueueMessage):
+    """Delete the tile library ``library`` of ``client_id`` (its owner): ``dal.operations.cleanup``. Idempotent.
+
+    It shares the ``jobcleanup`` queue (and its handler role) with job deletions: both are rare,
+    short, storage-only work. ``request_id`` names this deletion request (a fresh UUID)."""
+
+    library: str
+
+    TYPE: ClassVar[str] = "LibraryCleanup"
+    QUEUE: ClassVar[str] = JOB_CLEANUP_QUEUE
+
+
 MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
     cls.TYPE: cls
     for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage,
-                JobCleanupMessage)
+                JobCleanupMessage, LibraryCleanupMessage)
 }

@@ -1,4 +1,4 @@
-"""``photomosaics library create|list``: tile libraries in storage.
+"""``photomosaics library create|list|share``: tile libraries in storage, as the operator.
 
 Storage is chosen by ``photomosaics.storage.command_stores``: the configured account, the
 Azurite of a running ``photomosaics run``, or an embedded one on the same data folder.
@@ -23,11 +23,14 @@ def library() -> None:
 @click.argument("name")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-d", "--description", default=None, help="Shown in the web page's library list [default: from SOURCE].")
+@click.option("--shared/--private", default=True, show_default=True,
+              help="Shared: every web client sees it. Private: no client does until `library share`.")
 @DATA_DIR_OPTION
-def create(name: str, source: Path, description: str | None, data_dir: str | None) -> None:
+def create(name: str, source: Path, description: str | None, shared: bool, data_dir: str | None) -> None:
     """Create (or replace) library NAME from SOURCE, a folder or zip of photos.
 
-    NAME: 3-63 lowercase letters, digits and single hyphens (a container name).
+    NAME: 3-63 lowercase letters, digits and single hyphens (a container name). A library made
+    here is the operator's: no web client owns it, and it is shared unless --private.
     """
     from dal.errors import LibraryError
     from dal.blobs.libraries import validate_library_name
@@ -40,7 +43,8 @@ def create(name: str, source: Path, description: str | None, data_dir: str | Non
     with command_stores(data_dir) as stores:
         store = stores.libraries
         try:
-            created = store.create_from(name, description if description is not None else f"Photos from {source.name}", source)
+            created = store.create_from(name, description if description is not None else f"Photos from {source.name}",
+                                        source, shared=shared)
         except (LibraryError, TileSourceError) as exc:
             raise click.ClickException(str(exc)) from None
     for skipped_name, reason in created.skipped[:20]:
@@ -61,7 +65,24 @@ def list_libraries(data_dir: str | None) -> None:
         click.echo("no tile libraries yet: create one with `photomosaics library create NAME FOLDER_OR_ZIP`")
         return
     width = max(len(info.name) for info in libraries)
-    click.echo(f"{'NAME':<{width}}  {'TILES':>6}  {'VERSION':<12}  DESCRIPTION")
+    click.echo(f"{'NAME':<{width}}  {'TILES':>6}  {'VERSION':<12}  {'SHARED':<6}  DESCRIPTION")
     for info in libraries:
         tiles = str(info.tile_count) if info.tile_count >= 0 else "?"
-        click.echo(f"{info.name:<{width}}  {tiles:>6}  {info.version[:12]:<12}  {info.description}")
+        mark = "yes" if info.shared else "no"
+        click.echo(f"{info.name:<{width}}  {tiles:>6}  {info.version[:12]:<12}  {mark:<6}  {info.description}")
+
+
+@library.command("share")
+@click.argument("name")
+@click.option("--off", is_flag=True, help="Take the mark off: only the library's owner (if any) sees it.")
+@DATA_DIR_OPTION
+def share(name: str, off: bool, data_dir: str | None) -> None:
+    """Mark library NAME shared: every web client sees it and may use it (--off: no longer)."""
+    from dal.errors import LibraryError
+
+    with command_stores(data_dir) as stores:
+        try:
+            stores.libraries.set_shared(name, not off)
+        except (LibraryError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(f"library {name}: {'private' if off else 'shared with every client'}")

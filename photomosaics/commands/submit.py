@@ -108,6 +108,9 @@ def _create(api: _Api, image: Path, form: dict[str, str], *, retry_until: float)
         attempt += 1
 
 
+_STREAM_RETRY_SECONDS = 2.0  # between streams when the server gave no hint (refused or broken)
+
+
 def _sse(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """(event, data) pairs of a Server-Sent Events stream."""
     event, data = "message", []
@@ -127,7 +130,27 @@ def _sse(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
-    """Job snapshots until it is done or failed: over SSE, by polling if the stream breaks."""
+    """Job snapshots until it is done or failed: over SSE, reconnecting when a stream ends (the
+    server ends each after a few minutes) and polling once between streams, also when the server
+    refuses a stream (429: too many) or it breaks."""
+    wait = _STREAM_RETRY_SECONDS
+    while time.monotonic() < deadline:
+        for data in _one_stream(api, job, deadline=deadline):
+            if data.get("after_ms") is not None:  # the server's reconnect hint
+                wait = max(0.1, float(data["after_ms"]) / 1000)
+                continue
+            yield data
+            if data["status"] in _TERMINAL:
+                return
+        current = api.call("GET", job["status_url"]).json()
+        yield current
+        if current["status"] in _TERMINAL:
+            return
+        time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+
+
+def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
+    """The snapshots of one event stream (and its reconnect hint), until it ends or breaks."""
     import requests
 
     # The app sends a keep-alive comment every 15 s, so 20 s of silence means a broken stream.
@@ -139,16 +162,13 @@ def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict
                     yield data
                     if data["status"] in _TERMINAL:
                         return
+                if event == "reconnect":
+                    yield {"after_ms": data.get("after_ms", 2000)}
+                    return
                 if event == "end" or time.monotonic() > deadline:
-                    break
+                    return
     except (requests.RequestException, click.ClickException, ValueError):
-        pass  # fall back to polling below
-    while time.monotonic() < deadline:
-        current = api.call("GET", job["status_url"]).json()
-        yield current
-        if current["status"] in _TERMINAL:
-            return
-        time.sleep(0.5)
+        return  # refused (429) or broken: the caller polls, then tries again
 
 
 @main.command()

@@ -2,8 +2,10 @@
 
 The Flask development server is only used by the tests. Start-up checks the storage
 account once and fails loudly when it is unusable. Without ``PHOTOMOSAICS_SECRET_KEY`` a
-random key is made for this run (cookies then do not survive a restart; ``photomosaics run``
-keeps one in the data folder).
+random key is made for this run, shared by the gunicorn workers (the app is built once in the
+master); cookies then do not survive a restart (``photomosaics run`` keeps one in the data
+folder). With ``PHOTOMOSAICS_WEB_REPLICAS`` above 1 the key is required: replicas cannot share
+a key made at start-up.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
     from dal.errors import StorageConfigurationError
     from dal.availability.health import check_storage
     from webapp import SECRET_KEY_ENV, create_app
+    from webapp.ingress import check_secret_key, required_secret_key
 
     connection_string = Settings.from_env().connection_string
     if not connection_string:
@@ -90,23 +93,35 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
             f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "
             "or point the web app at a storage account"
         )
-    if not os.environ.get(SECRET_KEY_ENV):
-        click.echo(f"warning: {SECRET_KEY_ENV} is not set; using a random key for this run", err=True)
-        os.environ[SECRET_KEY_ENV] = secrets.token_urlsafe(32)
-    try:
-        check_storage(StorageClients(connection_string, profile="probe"))
-    except StorageConfigurationError as exc:
-        raise click.ClickException(str(exc)) from None
-    if demo_library:
-        _ensure_demo_library(connection_string)
     from workers.observability import metrics_address
 
     try:
         metrics = metrics_address()
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    app = create_app()
     options = gunicorn_options(host=host, port=port, workers=workers, metrics=metrics)
+    replicas = Settings.from_env().web_replicas
+    if not os.environ.get(SECRET_KEY_ENV):
+        if required_secret_key(replicas=replicas, preload=bool(options.get("preload_app"))):
+            raise click.ClickException(
+                f"{SECRET_KEY_ENV} is required: {replicas} web replicas serve this deployment "
+                "(PHOTOMOSAICS_WEB_REPLICAS), and a key made at start-up would differ in each, so clients "
+                "would lose their jobs between them; make one with "
+                "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        click.echo(f"warning: {SECRET_KEY_ENV} is not set; using a random key for this run", err=True)
+        os.environ[SECRET_KEY_ENV] = secrets.token_urlsafe(32)
+    try:
+        check_secret_key(os.environ[SECRET_KEY_ENV])
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        check_storage(StorageClients(connection_string, profile="probe"))
+    except StorageConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
+    if demo_library:
+        _ensure_demo_library(connection_string)
+    app = create_app()
 
     class _Server(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:

@@ -43,6 +43,8 @@ TEST_ENV = {
     # Pipeline tests submit many jobs under one client id; quotas have their own tests.
     "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000",
     "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000",
+    "PHOTOMOSAICS_ADDRESS_BURST": "100000",
+    "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR": "100000",
 }
 
 
@@ -167,7 +169,7 @@ class Pipeline:
     # -- jobs ----------------------------------------------------------------------------
 
     def create_library(self, name: str, library: TileLibrary) -> str:
-        return self.services.libraries.create(name, "test tiles", library)
+        return self.services.libraries.create(name, "test tiles", library, shared=True)
 
     def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
                tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None) -> str:  # fmt: skip

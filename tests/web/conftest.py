@@ -74,6 +74,8 @@ def web_settings(azurite_connection_string: str, web_prefix: str) -> Settings:
         # finishes them: quotas are raised here on purpose and tested on their own (test_quotas.py).
         max_unfinished_jobs=100_000,
         submissions_per_minute=100_000,
+        address_burst=100_000,
+        address_submissions_per_hour=100_000,
     )
 
 
@@ -89,7 +91,7 @@ def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
 
     colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)]
     tiles = [(f"c{i:02d}.png", png_bytes(64, 64, colour=c)) for i, c in enumerate(colours)]
-    LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles)
+    LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles, shared=True)
     return LIBRARY
 
 
@@ -139,7 +141,7 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     pipeline.start("responder")
     # Slow each slice down a little, so that a page sees slices arrive one by one.
     pipeline.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.7"})
-    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150))
+    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150), shared=True)
     app = create_app(
         {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
          "SSE_POLL_SECONDS": 0.2, "ADMIN_TOKEN": OPERATOR_TOKEN}  # fmt: skip

@@ -230,7 +230,7 @@ WORKFLOWS = {
     # deterministic link walk below; this machine proves the contract along the links
     "jobs": ["listLibraries", "submitJob", "listJobs", "getJob", "getJobEvents", "getJobPreview",
              "getJobSlice", "getJobResult", "deleteJob", "getJobDzi", "getJobDziTile", "getJobPyramid"],
-    "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile"],
+    "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "deleteLibrary"],
     "poison": ["listQueues", "getPoison", "requeuePoison", "purgePoison"],
 }  # fmt: skip
 
@@ -380,7 +380,7 @@ def test_the_links_of_a_new_library_reach_every_library_operation_with_2xx(serve
     answered |= {f"{op} (from the listing)": r for op, r in _follow(
         raw, {k: v for k, v in list_links.items() if v["operationId"] != "submitJob"},
         response=listing, path_params={}, session=session, base=served).items()}  # fmt: skip
-    assert {"getLibrary", "getLibraryTile"} <= set(answered)
+    assert {"getLibrary", "getLibraryTile", "deleteLibrary"} <= set(answered)
     statuses = {op: r.status_code for op, r in answered.items()}
     assert all(200 <= status < 300 for status in statuses.values()), statuses
 

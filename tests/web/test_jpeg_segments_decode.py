@@ -23,7 +23,6 @@ from tests.support.prereqs import require
 from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS
 from workers.jpeg_segments import encode_segment, full_header, split_jpeg
 from workers.slicing import encode_output
-from workers.stitching import from_pixels
 
 pytestmark = [pytest.mark.browser]
 

@@ -90,6 +90,8 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
         ("/api/libraries/{name}", "get", lambda: client.get(f"/api/libraries/{LIBRARY}")),
         ("/api/libraries/{name}", "get", lambda: client.get("/api/libraries/nosuchlibrary")),
         ("/api/libraries/{name}/tiles/{tile}", "get", lambda: client.get(f"/api/libraries/{LIBRARY}/tiles/tiles/x.jpg")),
+        ("/api/libraries/{name}", "delete", lambda: client.delete(f"/api/libraries/{LIBRARY}")),
+        ("/api/libraries/{name}", "delete", lambda: client.delete("/api/libraries/nosuchlibrary")),
         ("/api/plan", "get", lambda: client.get("/api/plan?width=10&height=10&tile_size=4")),
         ("/api/plan", "get", lambda: client.get("/api/plan")),
         ("/api/print-plan/for-paper", "get", lambda: client.get("/api/print-plan/for-paper?tile_size=16&dpi=300&width_cm=21")),

@@ -1,12 +1,17 @@
 """Per-client quotas on POST /api/jobs, against the session's Azurite (dal.admission.quotas).
 
 The app here has small limits (2 unfinished jobs, 3 submissions a minute); the shared web
-fixture raises them on purpose, since its tests never finish their jobs.
+fixture raises them on purpose, since its tests never finish their jobs. The bucket per network
+address (dal.admission.address_quotas) is tested with its defaults, from addresses of the documentation
+ranges (each test its own), through the trusted-proxy rule of webapp.ingress.
 """
 
 from __future__ import annotations
 
+import io
+import uuid
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -17,7 +22,7 @@ from dal.jobs.store import JobStore
 from dal.queues.work_queue import QueueAccessor
 from dal.errors import QuotaExceeded
 from dal.admission.quotas import QuotaStore
-from tests.web.conftest import SECRET, ApiClient, submit
+from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, submit
 from webapp import create_app
 
 
@@ -117,3 +122,76 @@ def test_the_rate_window_moves_on_and_a_lost_etag_race_is_retried(
     with ThreadPoolExecutor(4) as pool:
         wins = list(pool.map(attempt, [store, other, store, other]))
     assert sum(wins) == 1  # one slot was left in this minute
+
+
+def _post_from(client: Any, address: str, **headers: str) -> Any:
+    form = {"library": LIBRARY, "tile_size": "8", "slices": "1", "image": (io.BytesIO(png_bytes()), "p.png")}
+    return client.post("/api/jobs", data=form, content_type="multipart/form-data", headers=headers,
+                       environ_base={"REMOTE_ADDR": address})
+
+
+def test_cookieless_submissions_from_one_address_stop_at_the_address_quota(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    """Every cookieless request is a new client, so only the address's bucket can stop them."""
+    defaults = Settings()
+    app = _app(web_settings, azurite_connection_string, address_burst=defaults.address_burst,
+               address_submissions_per_hour=defaults.address_submissions_per_hour)
+    address = f"198.51.100.{uuid.uuid4().int % 250 + 1}"
+    answers = [_post_from(app.test_client(use_cookies=False), address) for _ in range(30)]
+
+    accepted = [r for r in answers if r.status_code == 202]
+    refused = [r for r in answers if r.status_code == 429]
+    assert len(accepted) + len(refused) == 30, sorted({r.status_code for r in answers})
+    assert 1 <= len(accepted) <= defaults.address_burst <= 10
+    assert all(r.get_json()["error"] == "quota_exceeded" and "network address" in r.get_json()["detail"] for r in refused)
+    assert all(1 <= int(r.headers["Retry-After"]) <= 3600 // defaults.address_submissions_per_hour + 1 for r in refused)
+    # Another address has its own bucket; the same /64 of IPv6 shares one.
+    other = f"198.51.100.{(uuid.uuid4().int % 250) + 1}"
+    if other != address:
+        assert _post_from(app.test_client(use_cookies=False), other).status_code == 202
+
+
+def test_ipv6_addresses_share_their_64_and_ipv4_mapped_count_as_ipv4() -> None:
+    from dal.admission.address_quotas import network_key
+
+    assert network_key("2001:db8:1:2:aaaa::1") == network_key("2001:db8:1:2:ffff:ffff:ffff:ffff")
+    assert network_key("2001:db8:1:2::1") != network_key("2001:db8:1:3::1")
+    assert network_key("::ffff:203.0.113.9") == network_key("203.0.113.9") == "net4-203.0.113.9"
+    assert network_key("203.0.113.9") != network_key("203.0.113.10")
+    assert network_key("not an address") == network_key("") == "net-unknown"
+
+
+def test_the_address_bucket_refills_and_a_refusal_takes_nothing(web_storage: StorageClients, web_prefix: str) -> None:
+    from dal.admission.address_quotas import AddressBuckets
+
+    QuotaStore(web_storage, max_unfinished=1, per_minute=1, prefix=web_prefix).ensure_table()
+    buckets = AddressBuckets(web_storage, burst=2, per_hour=60, prefix=web_prefix)  # one token a minute
+    address, now = f"203.0.113.{uuid.uuid4().int % 250 + 1}", 1_000_000.0
+    buckets.admit(address, now=now)
+    buckets.admit(address, now=now)
+    with pytest.raises(QuotaExceeded) as refused:
+        buckets.admit(address, now=now + 30)
+    assert refused.value.retry_after == 30
+    with pytest.raises(QuotaExceeded):
+        buckets.admit(address, now=now + 59)  # the refusals took nothing: 59 s of refill is still < 1
+    buckets.admit(address, now=now + 61)
+
+
+def test_forwarded_for_counts_only_through_trusted_proxies(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    """Without trusted proxies a client cannot dodge its bucket with X-Forwarded-For; with one,
+    the proxy's last entry is the client (entries further left are the client's own words)."""
+    untrusted = _app(web_settings, azurite_connection_string, address_burst=1, address_submissions_per_hour=1)
+    proxy = f"192.0.2.{uuid.uuid4().int % 250 + 1}"
+    first = _post_from(untrusted.test_client(use_cookies=False), proxy, **{"X-Forwarded-For": "203.0.113.1"})
+    spoofed = _post_from(untrusted.test_client(use_cookies=False), proxy, **{"X-Forwarded-For": "203.0.113.2"})
+    assert (first.status_code, spoofed.status_code) == (202, 429)
+
+    behind = _app(web_settings, azurite_connection_string, address_burst=1, address_submissions_per_hour=1, trusted_proxies=1)
+    base = uuid.uuid4().int % 200 + 1
+    clients = [f"10.{base}.0.1", f"10.{base}.0.2"]
+    answers = [_post_from(behind.test_client(use_cookies=False), proxy, **{"X-Forwarded-For": f"6.6.6.6, {c}"})
+               for c in (*clients, clients[0])]
+    assert [r.status_code for r in answers] == [202, 202, 429]

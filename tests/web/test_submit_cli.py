@@ -153,3 +153,51 @@ def test_a_mosaic_too_large_for_a_jpeg_is_saved_as_its_zip(live_app: dict[str, A
     assert not out.exists() and zipfile.is_zipfile(saved)
     assert "mosaic.dzi" in zipfile.ZipFile(saved).namelist()
     assert "too large for a JPEG" in result.output
+
+
+@pytest.mark.parametrize("streams_per_client", [3, 0], ids=["streams-end-and-reconnect", "streams-refused"])
+def test_submit_follows_the_job_across_ended_and_refused_streams(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str, photo: Path,
+    web_storage: StorageClients, streams_per_client: int,
+) -> None:
+    """Streams that end after SSE_MAX_SECONDS (event: reconnect) are opened again; refused ones
+    (429) are replaced by polling; either way submit sees the job finish (here: fail)."""
+    from flask import Response, request
+
+    from tests.web.conftest import served
+    from webapp import create_app
+
+    settings = replace(web_settings, event_streams_per_client=streams_per_client)
+    app = create_app({"SECRET_KEY": SECRET, "SETTINGS": settings, "CONNECTION_STRING": azurite_connection_string,
+                      "SSE_POLL_SECONDS": 0.05, "SSE_MAX_SECONDS": 0.3})
+    answers: list[int] = []
+
+    @app.after_request
+    def count_streams(response: Response) -> Response:
+        if request.path.endswith("/events"):
+            answers.append(response.status_code)
+        return response
+
+    jobs = JobStore(web_storage, prefix=web_settings.name_prefix)
+    stop = threading.Event()
+
+    def fail_jobs_once_followed() -> None:  # stands in for a controller, once submit has followed a while
+        table = web_storage.table_service.get_table_client(jobs.jobs_table)
+        while not stop.is_set():
+            if len(answers) >= 3:
+                for entity in table.query_entities("status eq 'queued'"):
+                    jobs.update(entity["PartitionKey"], entity["RowKey"],
+                                lambda j: replace(j, status="failed", error="followed to the end"))
+            time.sleep(0.1)
+
+    failer = threading.Thread(target=fail_jobs_once_followed, daemon=True)
+    with served(app) as url:
+        failer.start()
+        try:
+            result = run(str(photo), "--library", LIBRARY, "--slices", "1", "--url", url, "--timeout", "120")
+        finally:
+            stop.set()
+            failer.join(timeout=10)
+    assert result.exit_code == 1 and "failed: followed to the end" in result.output, result.output
+    assert len(answers) >= 3
+    assert set(answers) == ({200} if streams_per_client else {429})

@@ -101,14 +101,24 @@
     }
   }
 
+  // A stream ends after a few minutes with a reconnect event, and the server may refuse one
+  // (429: too many streams); then the job is polled and the stream tried again, waiting longer each time.
+  let streamWait = 2000;
   function follow(job) {
     if (!window.EventSource || job.status === "done" || job.status === "failed") return;
     stream = new EventSource(job.events_url);
-    stream.addEventListener("job", (e) => render(JSON.parse(e.data)));
+    stream.addEventListener("job", (e) => { streamWait = 2000; render(JSON.parse(e.data)); });
     stream.addEventListener("end", () => { stream.close(); refresh(); });
+    stream.addEventListener("reconnect", (e) => {
+      stream.close();
+      const after = JSON.parse(e.data).after_ms || streamWait;
+      setTimeout(() => refresh().then((j) => j && follow(j)), after);
+    });
     stream.onerror = () => {
-      // The browser reconnects by itself; if the job is finished meanwhile, stop.
-      if (stream.readyState === EventSource.CLOSED) setTimeout(() => refresh().then((j) => j && follow(j)), 2000);
+      // The browser reconnects by itself after a dropped connection; a refused one is CLOSED.
+      if (stream.readyState !== EventSource.CLOSED) return;
+      setTimeout(() => refresh().then((j) => j && follow(j)), streamWait);
+      streamWait = Math.min(streamWait * 2, 30000);
     };
   }
 

@@ -1,4 +1,4 @@
-/* The libraries page: every library with sample tiles, and a form to make one from photos. */
+/* The libraries page: this browser's and the shared libraries with sample tiles, a form to make one, delete for the owner. */
 "use strict";
 
 (() => {
@@ -15,16 +15,36 @@
       const { libraries } = await PM.api("/api/libraries");
       const cards = await Promise.all(libraries.map(async (lib) => {
         const detail = await PM.api(`${lib.url}?samples=24`);
-        return PM.el("article", { class: "card", "data-library": lib.name },
+        const card = PM.el("article", { class: "card", "data-library": lib.name },
           PM.el("h2", {}, PM.el("span", { text: lib.name }), PM.el("small", { text: lib.tile_count >= 0 ? `${PM.number(lib.tile_count)} tiles` : "" })),
-          PM.el("p", { text: lib.description }),
+          PM.el("p", { text: lib.description + (lib.shared ? " (shared)" : "") }),
           PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "" }))));
+        if (lib.owned) card.append(deleteButton(lib));
+        return card;
       }));
       list.replaceChildren(...cards);
       if (!cards.length) list.append(PM.el("p", { class: "empty", text: "No libraries yet." }));
     } catch (error) {
       list.replaceChildren(PM.el("p", { class: "error", text: error.message }));
     }
+  }
+
+  // Only the owner sees the button (the API refuses anyone else too).
+  function deleteButton(lib) {
+    const button = PM.el("button", { type: "button", class: "secondary", text: "Delete library" });
+    button.addEventListener("click", async () => {
+      if (!window.confirm(`Delete the library “${lib.name}” and its ${PM.number(lib.tile_count)} tiles?`)) return;
+      button.disabled = true;
+      try {
+        await PM.api(lib.url, { method: "DELETE" });
+        load();
+      } catch (error) {
+        errorBox.textContent = error.message;
+        errorBox.hidden = false;
+        button.disabled = false;
+      }
+    });
+    return button;
   }
 
   PM.dropzone(document.getElementById("lib-drop"), files, (picked) => {

@@ -1,0 +1,134 @@
+"""Submission quotas per network address: the bucket that holds when a client drops its cookie.
+
+Contract
+--------
+``AddressBuckets.admit(address)`` takes one token from the bucket of the address's network
+(an IPv4 address is its own /32; an IPv6 address counts as its /64, what one subscriber is
+usually given) or raises ``QuotaExceeded`` with a ``retry_after`` (seconds until the next
+token) and takes nothing. ``give_back(address)`` returns a token for a submission that was
+refused or not stored after all (best effort).
+
+Design
+------
+A token bucket, not a clock-minute window: ``burst`` submissions at once, then one every
+``3600 / per_hour`` seconds, whatever the clock minute. It lives beside the per-client rows of
+``dal.admission.quotas`` in the ``clientquotas`` table (``PartitionKey=<network key>,
+RowKey="address"``): ``tokens`` and ``updated`` (epoch seconds). ``admit`` is a read and a
+write with If-Match, two storage transactions; a writer that lost the ETag race re-reads and
+decides again, so web processes never share out more tokens than the bucket holds. Network
+keys hold a dot (IPv4) or start with ``net6-`` and sit under another RowKey, so they never
+meet a client's row.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import random
+import time
+from functools import cached_property
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
+from azure.data.tables import UpdateMode
+
+from dal.config import CLIENT_QUOTAS_TABLE, StorageClients
+from dal.names import prefixed
+from dal.errors import QuotaExceeded
+
+__all__ = ["AddressBuckets", "network_key"]
+
+_ROW = "address"
+_MAX_ATTEMPTS = 20
+IPV6_PREFIX = 64
+
+
+def network_key(address: str) -> str:
+    """The bucket key of a client address: ``net4-<a.b.c.d>`` or ``net6-<first four groups>``.
+
+    IPv4-mapped IPv6 addresses count as their IPv4 address; anything unparsable (a Unix socket
+    in tests, an empty address) shares the one bucket ``net-unknown``.
+    """
+    try:
+        parsed = ipaddress.ip_address((address or "").strip().split("%", 1)[0])
+    except ValueError:
+        return "net-unknown"
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    if isinstance(parsed, ipaddress.IPv4Address):
+        return f"net4-{parsed}"
+    network = ipaddress.IPv6Network(f"{parsed}/{IPV6_PREFIX}", strict=False)
+    groups = network.network_address.exploded.split(":")[: IPV6_PREFIX // 16]
+    return "net6-" + "-".join(groups)
+
+
+class AddressBuckets:
+    """Token buckets per network address in the quotas table; ``prefix`` isolates tests."""
+
+    def __init__(self, storage: StorageClients, *, burst: int, per_hour: int, prefix: str = "") -> None:
+        if burst < 1 or per_hour < 1:
+            raise ValueError("the address quota needs a burst and a rate of at least 1")
+        self.storage = storage
+        self.burst = burst
+        self.per_second = per_hour / 3600.0
+        self.table_name = prefixed(prefix, CLIENT_QUOTAS_TABLE)
+
+    @cached_property
+    def _table(self) -> Any:
+        return self.storage.table_service.get_table_client(self.table_name)
+
+    def _tokens(self, entity: dict[str, Any] | None, now: float) -> float:
+        if entity is None:
+            return float(self.burst)
+        elapsed = max(0.0, now - float(entity["updated"]))
+        return min(float(self.burst), float(entity["tokens"]) + elapsed * self.per_second)
+
+    def admit(self, address: str, *, now: float | None = None) -> None:
+        """Take one token for ``address``'s network, or raise ``QuotaExceeded`` taking nothing."""
+        key = network_key(address)
+        for _ in range(_MAX_ATTEMPTS):
+            clock = time.time() if now is None else now
+            entity = self._read(key)
+            tokens = self._tokens(entity, clock)
+            if tokens < 1.0:
+                wait = math.ceil((1.0 - tokens) / self.per_second)
+                raise QuotaExceeded(
+                    f"at most {self.burst} submissions at once from one network address, then "
+                    f"{round(self.per_second * 3600)} an hour; try again in {wait} s",
+                    retry_after=wait,
+                )
+            if self._write(key, tokens - 1.0, clock, entity):
+                return
+            time.sleep(random.uniform(0.005, 0.05))  # lost the race: re-read and decide again
+        raise QuotaExceeded("too many simultaneous submissions from this network address", retry_after=1)
+
+    def give_back(self, address: str) -> None:
+        """Return the token of a submission that was refused or not stored (best effort)."""
+        key = network_key(address)
+        for _ in range(_MAX_ATTEMPTS):
+            clock = time.time()
+            entity = self._read(key)
+            if entity is None:
+                return
+            if self._write(key, min(float(self.burst), self._tokens(entity, clock) + 1.0), clock, entity):
+                return
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        try:
+            return self._table.get_entity(key, _ROW)  # type: ignore[no-any-return]
+        except ResourceNotFoundError:
+            return None
+
+    def _write(self, key: str, tokens: float, now: float, entity: dict[str, Any] | None) -> bool:
+        """Store the bucket if nobody else did since it was read; False when someone did."""
+        row = {"PartitionKey": key, "RowKey": _ROW, "tokens": float(tokens), "updated": float(now)}
+        try:
+            if entity is None:
+                self._table.create_entity(row)
+            else:
+                self._table.update_entity(row, mode=UpdateMode.REPLACE, etag=entity.metadata["etag"],
+                                          match_condition=MatchConditions.IfNotModified)  # type: ignore[attr-defined]
+        except (ResourceModifiedError, ResourceExistsError):
+            return False
+        return True
