@@ -22,7 +22,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 UV_VERSION ?= 0.13.9
 LOCK_ARGS := --universal --python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock'
 
-.PHONY: install run run-paired demo-failover test bench clean lock lock-upgrade
+.PHONY: install run run-paired demo-failover test lint format bench clean lock lock-upgrade
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -57,6 +57,15 @@ run-paired: install
 # Scripted outage of the primary (two Azurites, a fault proxy): POSTs answer 202, jobs finish after recovery.
 demo-failover: install
 	$(BIN)/python -m benchmarks.availability failover
+
+# One formatter and one linter (ruff, configured in pyproject.toml); CI runs `make lint`.
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
