@@ -58,7 +58,8 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
     # workflow and the responder's jobcleanup listener (dal.operations.cleanup), which this job never wakes.
     wait_for(lambda: len(log_lines(pipe, "listener.start")) == 5 or None, seconds=60)
     wait_for(lambda: len(list(Path(env[HINT_DIR_ENV]).glob("*.sock"))) == 5 or None)
-    time.sleep(1.0)  # past the first empty receive of each listener
+    # Each has made its first (empty) receive and says so: a job sent now is found by a hint.
+    wait_for(lambda: len(log_lines(pipe, "listener.idle")) == 5 or None, seconds=60)
     pipe.services.queues.image_request.hints = LocalHintChannel(env[HINT_DIR_ENV])
     image = sample_photo(40, 30, seed=11)
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=3)
@@ -122,9 +123,9 @@ def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(
     consumer = listener(queue, flaky, hints=channel, poll_min=0.05, poll_max=0.2, poll_max_hinted=60.0, retry_delay=1.0)
     thread = in_thread(consumer.run)
     try:
-        wait_for(lambda: consumer.stats["empty_receives"] >= 1 or None)
-        time.sleep(1.5)  # a ramp from 0.05 s would poll about five times in this
+        wait_for(lambda: consumer.stats["idle_waits"] >= 1 or None)  # in its wait after the first empty receive
         assert consumer.stats["empty_receives"] == 1 and consumer.hint_covered
+        assert consumer.idle_delay() >= 30  # the safety-net cap, not a ramp from 0.05 s
         queue.hints = channel
         queue.submit(message(queue))  # its hint wakes the listener; the first attempt fails
         wait_for(lambda: attempts == [1, 2] or None, seconds=10)  # retried after ~1 s, not 60 s
@@ -149,8 +150,8 @@ def test_hint_credit_no_receive_after_the_announced_messages_were_taken(hinted: 
         queue.submit(message(queue, 0))
         wait_for(lambda: consumer.stats["succeeded"] == 1 or None)
         queue.submit([message(queue, seq) for seq in (1, 2, 3)])  # one hint: "3 messages"
-        wait_for(lambda: consumer.stats["succeeded"] == 4 or None)
-        time.sleep(0.5)  # an empty receive after the last one would show by now
+        # The announced work taken, it waits for the next hint: no receive until one comes.
+        wait_for(lambda: (consumer.stats["succeeded"], consumer.stats["waiting"]) == (4, 1) or None)
         assert (consumer.stats["receives"], consumer.stats["empty_receives"]) == (5, 1), consumer.stats
         queue.hints = LocalHintChannel(tmp_path / "elsewhere")  # sent unannounced ...
         queue.submit(message(queue, 4))
@@ -181,8 +182,8 @@ def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_
         empty_before = [c.stats["empty_receives"] for c in consumers]
         queue.hints = channel
         queue.submit([message(queue, seq) for seq in range(4)])  # one hint: "4 messages"
-        wait_for(lambda: sum(c.stats["succeeded"] for c in consumers) == 4 or None)
-        time.sleep(0.6)  # an empty receive after the last one would show by now
+        # Both done and both waiting for the next hint: no receive until one comes.
+        wait_for(lambda: sum(c.stats["succeeded"] for c in consumers) == 4 and all(c.stats["waiting"] for c in consumers))
         assert [c.stats["empty_receives"] for c in consumers] == empty_before, [c.stats for c in consumers]
         assert sum(c.stats["peer_taken"] for c in consumers) == 4  # each heard the other's notices, not its own
         assert sorted(r.message.slice_sequence for r in handled) == [0, 1, 2, 3]  # type: ignore[attr-defined]

@@ -44,7 +44,7 @@ __all__ = ["MAX_BATCH", "Handler", "PoisonHook", "QueueListener", "poll_delay", 
 
 log = logging.getLogger(__name__)
 _DEFAULTS = Settings()  # the listener's defaults are the application's, written once in dal.config
-STATS = ("receives", "empty_receives", "poison_receives", "idle_waits", "received", "handled", "succeeded",
+STATS = ("receives", "empty_receives", "poison_receives", "idle_waits", "waiting", "received", "handled", "succeeded",
          "failed", "poisoned", "released", "renewed", "lost", "hints", "hint_pickups", "poll_pickups",
          "depth_checks", "scale_ups", "scale_downs", "peak_concurrency", "running", "peak_running", "peer_taken")
 
@@ -195,7 +195,7 @@ class QueueListener:
                 # peers' taken notices may have spent it meanwhile. Check before paying for a receive.
                 self._on_credit = False
                 if not (self._poll_asked or self._expects_more()):
-                    self._was_idle = True
+                    self._went_idle("credit spent by peers")
                     self._wait_for_announced_work()
                     continue
             want = min(self.batch_size, self.capacity - held)
@@ -255,18 +255,18 @@ class QueueListener:
         more = burst or self._expects_more()
         self._on_credit = more and not burst and self.hint_covered
         self.pool.after_batch(got=len(batch), want=want, more=more, depth=self.queue.approximate_depth)
-        self._notify_activity()
+        _notify(self.on_activity, self.name)
         if not more:
             # Covered by hints and nothing more announced: the QueueEmpty wait, not a receive
             # that would come back empty. A hint, a due retry, stop() or the cap end it.
-            self._was_idle = True
+            self._went_idle("announced work taken")
             self._wait_for_announced_work()
 
     def _after_empty(self, *, burst: bool) -> bool:
         """An empty receive: shrink, then wait (True: a burst run is over)."""
-        self._was_idle = True
+        self._went_idle("empty receive")
         self.pool.after_empty()
-        if burst and self.held_count() == 0 and not self._visible_left():
+        if burst and self.held_count() == 0 and not _visible_left(self.queue):
             return True
         if burst:
             self._changed.wait(timeout=1.0)
@@ -275,9 +275,21 @@ class QueueListener:
         self._idle_polls += 1
         if not self._stopping.is_set():  # a stop between our clear() and here set _stopping first
             self.stats.add("idle_waits")
+            self.stats.add("waiting")  # 1 while in an idle wait: no receive until it ends
             self._wake.wait(self._idle_delay())
+            self.stats.add("waiting", -1)
         self._wake.clear()
         return False
+
+    def _went_idle(self, why: str) -> None:
+        """The queue has no more work for us: logged once per busy spell (``listener.idle``)."""
+        if not self._was_idle:
+            log.info(kv("listener.idle", listener=self.name, queue=self.queue.name, why=why))
+        self._was_idle = True
+
+    def idle_delay(self) -> float:
+        """How long an idle wait starting now would last (seconds, jittered)."""
+        return self._idle_delay()
 
     def _expects_more(self) -> bool:
         """After a batch: receive again at once? Yes without a healthy hint subscription (no
@@ -290,12 +302,16 @@ class QueueListener:
         """With the hint credit spent: wait (``_idle_delay``) for a hint with credit, a nudge,
         a retry that is due, stop(), or the safety-net cap."""
         self.stats.add("idle_waits")
-        while not self._stopping.is_set():
-            if not self._wake.wait(self._idle_delay()):
-                return  # the cap, or the retry it waited for: poll
-            self._wake.clear()
-            if self._poll_asked or self._expects_more():
-                return
+        self.stats.add("waiting")
+        try:
+            while not self._stopping.is_set():
+                if not self._wake.wait(self._idle_delay()):
+                    return  # the cap, or the retry it waited for: poll
+                self._wake.clear()
+                if self._poll_asked or self._expects_more():
+                    return
+        finally:
+            self.stats.add("waiting", -1)
 
     def _idle_delay(self) -> float:
         """How long to wait after an empty receive: while hints cover the queue, until a hint,
@@ -304,21 +320,6 @@ class QueueListener:
             return poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
         capped = poll_delay(61, poll_min=self.poll_min, poll_max=self.poll_max_hinted, rng=self._rng)
         return min(capped, max(self.poll_min, self.retries.next_due() + 0.05))
-
-    def _notify_activity(self) -> None:
-        if self.on_activity is None:
-            return
-        try:
-            self.on_activity()
-        except Exception:
-            log.exception(kv("listener.activity_hook_failed", listener=self.name))
-
-    def _visible_left(self) -> bool:
-        """Burst mode: an empty receive may only mean its messages all went to poison."""
-        try:
-            return bool(self.queue.peek(1))
-        except Exception:
-            return False
 
     def _start(self, executor: ThreadPoolExecutor, received: ReceivedMessage, leased_at: float) -> None:
         record = HeldMessage(received=received, current=received, leased_at=leased_at)
@@ -348,6 +349,24 @@ class QueueListener:
             if record.future is not None and record.future.cancel():
                 self.runner.release(record, delay=0, why="not started before stop")
                 self.held.forget(record)
+
+
+def _notify(hook: Callable[[], None] | None, name: str) -> None:
+    """Call a listener's activity hook; its failure is logged, never raised."""
+    if hook is None:
+        return
+    try:
+        hook()
+    except Exception:
+        log.exception(kv("listener.activity_hook_failed", listener=name))
+
+
+def _visible_left(queue: Consumable) -> bool:
+    """Burst mode: an empty receive may only mean its messages all went to poison."""
+    try:
+        return bool(queue.peek(1))
+    except Exception:
+        return False
 
 
 def _check_options(batch_size: int, concurrency: int, prefetch: int, poll_min: float, poll_max: float,
