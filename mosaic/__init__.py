@@ -15,8 +15,9 @@ reader can lift it out whole. Its errors and limits are its own:
     rounds      the variety rule's conflict rounds (which candidate each cell keeps)
     candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
-    blend       colour correction of the placed tiles toward the target, integer-exact
-    detail      contrast matching: each tile's detail held to its cell's, the blend rising where flat
+    correction  whole-tile colour correction: each placed tile moved as one piece toward its cell
+    blend       the optional overlay: the target painted over the tiles per sub-cell, integer-exact
+    detail      contrast matching for the overlay: tile detail held to the cell's
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
 """
 
