@@ -28,7 +28,7 @@ from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .errors import ImageDecodeError, LibraryFormatError
 from .images import open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, TileLibrary, build_library
-from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
+from .render import DEFAULT_OPTIONS, RenderOptions, compose, placed_tiles, render, render_band, render_with_placement
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
 from .sources import build_library_from, read_tile_sources
@@ -62,5 +62,7 @@ __all__ = [
     "probe_size",
     "render",
     "render_band",
+    "render_with_placement",
+    "placed_tiles",
     "to_rgb",
 ]

@@ -294,6 +294,12 @@ def render_band(
         choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
     elif choice.shape != (rows, cols):
         raise ValueError(f"choice is {choice.shape}, the band has {rows}x{cols} cells")
+    return paint(cells, choice, library, tile_size=tile_size, options=options)
+
+
+def paint(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid."""
+    rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
     shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
     if not options.overlay:
@@ -383,6 +389,32 @@ def render(
     scale (``open_image(min_size=...)``); otherwise it is planned here.
     ``progress(done_rows, total_rows)`` is called after each band (for a progress bar).
     """
+    pixels, _ = render_with_placement(
+        image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across, seed=seed,
+        options=options, max_output_pixels=max_output_pixels, grid=grid, progress=progress,
+    )
+    return pixels
+
+
+def render_with_placement(
+    image: Image.Image,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    slices: int = 1,
+    tiles_across: int | None = None,
+    seed: str = "",
+    options: RenderOptions = DEFAULT_OPTIONS,
+    max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
+    grid: Grid | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``render``'s pixels and the placement behind them: ``(pixels, choice)``.
+
+    ``choice`` is ``(tiles_down, tiles_across) int32``, the candidate placed in each cell,
+    exactly the one ``render_band`` placed (``placed_tiles`` turns it into library tiles
+    and mirror flags). Same arguments as ``render``.
+    """
     if grid is None:
         grid = plan_grid(
             image.width, image.height, tile_size=tile_size, tiles_across=tiles_across,
@@ -391,18 +423,29 @@ def render(
     elif grid.tile_size != tile_size:
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
-    bands = plan_bands(grid.tiles_down, slices)
     whole = None
     if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
         whole = assign_fair(cells, library, tile_size=tile_size, options=options)
-    parts = []
-    for band in bands:
-        parts.append(render_band(
-            band_cells(cells, band, tile_size=tile_size), library, tile_size=tile_size, seed=seed,
-            row_offset=band.start, options=options,
-            choice=None if whole is None else whole[band.start : band.stop],
-        ))
+    parts, choices = [], []
+    for band in plan_bands(grid.tiles_down, slices):
+        part = band_cells(cells, band, tile_size=tile_size)
+        if whole is None:
+            choice = choose_tiles(part, library, tile_size=tile_size, seed=seed, row_offset=band.start, options=options)
+        else:
+            choice = whole[band.start : band.stop]
+        parts.append(paint(part, choice, library, tile_size=tile_size, options=options))
+        choices.append(choice)
         if progress is not None:
             progress(band.stop, grid.tiles_down)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    if len(parts) == 1:
+        return parts[0], choices[0]
+    return np.concatenate(parts, axis=0), np.concatenate(choices, axis=0)
 
+
+def placed_tiles(choice: np.ndarray, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:
+    """A choice as library tiles: ``(index into library.names, mirrored)``, both shaped like ``choice``.
+
+    Candidates ``>= len(library)`` are the mirror images (left-right) of ``candidate - len(library)``.
+    """
+    count = len(library)
+    return (choice % count).astype(np.int32), choice >= count
