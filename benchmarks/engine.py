@@ -67,8 +67,8 @@ def _variants(cells: int = 0, tiles: int = 1) -> dict[str, Any]:
 
     return {
         "engine default": RenderOptions(),
-        "engine plain": RenderOptions(variety=0, blend=0),
-        "engine colour-first": RenderOptions(variety=0, blend=0, colour_first=True),
+        "engine plain": RenderOptions(variety=0, correction=0),
+        "engine colour-first": RenderOptions(variety=0, correction=0, colour_first=True),
         "engine max-uses": RenderOptions(max_uses=max(1, FAIR_SLACK * -(-cells // tiles))),
     }
 
@@ -402,7 +402,7 @@ def _matching_methods(work: Path) -> dict[str, float]:
     data = (work / "target-3968x2976.jpg").read_bytes()
     image = open_image(data)
     grid = plan_grid(image.width, image.height, tile_size=16, tiles_across=image.width // 16)
-    options = RenderOptions(variety=0, blend=0)
+    options = RenderOptions(variety=0, correction=0)
     structure, colour = _weights(options, 16)
     wanted = features(_sub_cells(cell_image(image, grid)), structure=structure, colour=colour)
     out: dict[str, float] = {}

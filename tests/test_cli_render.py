@@ -180,7 +180,7 @@ def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Pat
         archive.writestr("__MACOSX/photos/._t0.jpg", b"\0\5\26\7")
     out = tmp_path / "out.jpg"
     result = run("render", str(target), "-l", str(archive_path), "-t", "8", "--tiles-across", "12", "--slices", "3",
-                 "--variety", "0", "--blend", "0", "-o", str(out))  # fmt: skip
+                 "--variety", "0", "--correction", "0", "-o", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     with Image.open(out) as mosaic:
         assert (mosaic.format, mosaic.size) == ("JPEG", (96, 64))
@@ -233,7 +233,8 @@ def test_render_with_a_library_in_storage(
         (["--tile-size", "0"], "0 is not in the range 1<=x<=64"),
         (["--tile-size", "65"], "65 is not in the range"),
         (["--slices", "40", "--tiles-across", "12"], "cannot cut 8 rows"),
-        (["--blend", "150"], "150 is not in the range 0<=x<=100"),
+        (["--overlay", "150"], "150 is not in the range 0<=x<=100"),
+        (["--correction", "101"], "101 is not in the range 0<=x<=100"),
         (["--max-uses", "0"], "0 is not in the range x>=1"),
         (["--max-uses", "2", "--tiles-across", "12"], "96 cells need more than 8 tiles x 2 uses: raise max_uses to at least 12"),
     ],
@@ -275,7 +276,7 @@ def test_missing_and_broken_inputs_are_clear_errors(
 
 def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "fair.png"
-    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "4", "--blend", "0"]
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "4", "--correction", "0"]
     result = run(*args, "--max-uses", "1", "--slices", "2", "-o", str(out))  # 4 x 3 = 12 cells, 8 tiles x 1 use
     assert_clean_failure(result, "12 cells need more than 8 tiles x 1 uses")
     assert run(*args, "--max-uses", "2", "--slices", "2", "-o", str(out)).exit_code == 0

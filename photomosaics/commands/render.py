@@ -97,17 +97,26 @@ def _load_stored(name: str) -> Any:
         raise click.BadParameter(str(exc), param_hint="--library") from None
 
 
-def _render_options(*, variety: int | None, blend: int | None, colour_first: bool, max_uses: int | None = None) -> Any:
+def _render_options(
+    *,
+    variety: int | None,
+    correction: int | None = None,
+    overlay: int | None = None,
+    match_contrast: bool = False,
+    colour_first: bool,
+    max_uses: int | None = None,
+) -> Any:
     """The engine's RenderOptions with only the options given on the command line changed."""
     import dataclasses
 
     from mosaic.render import DEFAULT_OPTIONS
 
     changes: dict[str, Any] = {"colour_first": colour_first, "max_uses": max_uses}
-    if variety is not None:
-        changes["variety"] = variety
-    if blend is not None:
-        changes["blend"] = blend
+    if match_contrast:
+        changes["match_contrast"] = True
+    for name, value in (("variety", variety), ("correction", correction), ("overlay", overlay)):
+        if value is not None:
+            changes[name] = value
     return dataclasses.replace(DEFAULT_OPTIONS, **changes)
 
 
@@ -124,8 +133,14 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
                    f"at most PHOTOMOSAICS_MAX_SLICES ({Settings().max_slices}).")
 @click.option("--variety", type=click.IntRange(0, 16), default=None,
               help="No tile repeats within this many cells, 0 = off [default: the engine's].")
-@click.option("--blend", type=click.IntRange(0, 100), default=None,
-              help="Blend each tile toward the target colour, in percent [default: the engine's].")
+@click.option("--correction", type=click.IntRange(0, 100), default=None,
+              help="Move each whole tile this far toward its cell's colour, in percent; the tile stays "
+                   "the photo it is (0 = tiles untouched) [default: the engine's].")
+@click.option("--overlay", type=click.IntRange(0, 100), default=None,
+              help="Paint the target over the tiles at sub-cell resolution, in percent (a fake mosaic: "
+                   "up close the tiles stop being photographs) [default: 0, off].")
+@click.option("--match-contrast", is_flag=True,
+              help="With --overlay: hold each tile's contrast to its cell's and raise the overlay where the target is flat.")
 @click.option("--colour-first", is_flag=True, help="Match mean colours only, ignoring the layout inside a cell.")
 @click.option("--max-uses", type=click.IntRange(min=1), default=None,
               help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].")
@@ -145,7 +160,9 @@ def render(
     tiles_across: int | None,
     slices: int,
     variety: int | None,
-    blend: int | None,
+    correction: int | None,
+    overlay: int | None,
+    match_contrast: bool,
     colour_first: bool,
     max_uses: int | None,
     seed: str,
@@ -168,7 +185,10 @@ def render(
         image = open_image(target.read_bytes(), max_pixels=settings.max_input_pixels)
     except ImageDecodeError as exc:
         raise click.BadParameter(f"{target}: {exc}", param_hint="TARGET") from None
-    options = _render_options(variety=variety, blend=blend, colour_first=colour_first, max_uses=max_uses)
+    options = _render_options(
+        variety=variety, correction=correction, overlay=overlay, match_contrast=match_contrast,
+        colour_first=colour_first, max_uses=max_uses,
+    )
     limit = max_output_pixels or settings.max_output_pixels
     try:
         grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=limit)
