@@ -3,17 +3,19 @@
 A print mosaic is bought to find one's own photo in it, so every job keeps its placement:
 for each cell (column, row) the library tile's name and whether it was placed mirrored.
 A processor stores its band's map beside its rendered slice
-(``sliceresponse/<request_id>/<seq>.tiles.gz``); the stitch joins the bands into the job's
-map (``imageoutput/<request_id>.tiles.gz``), and a one-slice job's processor writes that
-directly. The web app answers "which photo is at this cell" and the whole map as CSV from it
-(``GET /api/jobs/<id>/tiles``); ``photomosaics render --tile-map`` writes the same CSV.
+(``sliceresponse/<request_id>/<seq>.tiles.gz``); a one-slice job's processor writes the job's
+map (``imageoutput/<request_id>.tiles.gz``) directly. The bands are joined only when someone
+asks (``load_job_map``): a job pays one small blob per slice for its map, not a read and a
+write more at its stitch. The web app answers "which photo is at this cell" and gives the
+whole map as CSV (``GET /api/jobs/<id>/tiles``); ``photomosaics render --tile-map`` writes
+the same CSV.
 
 The blob: gzip (no timestamp, so the same placement gives the same bytes) of one JSON
 header line, ``{"format": "photomosaics-tile-map", "version": 1, "library", "first_row",
 "rows", "columns", "tiles": [[name, tile blob], ...]}``, a newline, then ``rows × columns``
 little-endian int32, row by row: ``2 × k + mirrored`` with ``k`` an index into ``tiles``
-(each tile used, once). A 40 MP mosaic of 8 px tiles (625,000
-cells) is 2.5 MB before compression.
+(each tile used, once). A 40 MP mosaic of 8 px tiles (625,000 cells) is 2.5 MB before
+compression.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from dal.errors import PhotoMosaicsError
+from dal.blob_names import slice_tile_map_name, tile_map_name
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.errors import BlobMissingError, PhotoMosaicsError
 
-__all__ = ["TILE_MAP_CONTENT_TYPE", "CSV_HEADER", "TileMapFormatError", "TileMap", "join_bands"]
+__all__ = ["TILE_MAP_CONTENT_TYPE", "CSV_HEADER", "TileMapFormatError", "TileMap", "join_bands", "load_job_map"]
 
 TILE_MAP_CONTENT_TYPE = "application/gzip"
 CSV_HEADER = "col,row,tile,mirrored"
@@ -156,3 +160,20 @@ def join_bands(bands: Sequence[TileMap]) -> TileMap:
         parts.append(2 * remap[band.cells >> 1] + (band.cells & 1))
     cells = np.concatenate(parts, axis=0).astype(np.int32)
     return TileMap(library=first.library, first_row=first.first_row, tiles=tuple(tiles), cells=cells)
+
+
+def load_job_map(download: Callable[[str, str], bytes], request_id: str, slices: int) -> bytes:
+    """The encoded map of a whole job: its own blob (a job its processor finished alone), else its
+    bands' joined. ``download(container, name)`` reads a blob; BlobMissingError when the job has
+    no map (finished by a release that kept none), TileMapFormatError when one is unreadable."""
+    try:
+        return download(IMAGE_OUTPUT_CONTAINER, tile_map_name(request_id))
+    except BlobMissingError:
+        if slices < 1:
+            raise
+    names = [slice_tile_map_name(request_id, seq) for seq in range(slices)]
+    bands = [TileMap.decode(download(SLICE_RESPONSE_CONTAINER, name)) for name in names]
+    try:
+        return join_bands(bands).encode()
+    except ValueError as exc:
+        raise TileMapFormatError(f"the job's band maps do not fit together: {exc}") from None

@@ -26,6 +26,7 @@ from PIL import Image
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs import TERMINAL_STATUSES, Job
 from dal.messages import ImageRequestMessage
+from dal.tile_maps import TileMap
 from mosaic.library import TileLibrary
 from workers.services import Services
 
@@ -167,7 +168,8 @@ class Pipeline:
         return self.services.libraries.create(name, "test tiles", library)
 
     def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
-               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None) -> str:  # fmt: skip
+               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None,
+               correction: int | None = None) -> str:  # fmt: skip
         """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
         request_id = str(uuid.uuid4())
         url = self.services.blobs.upload(
@@ -178,7 +180,7 @@ class Pipeline:
             ImageRequestMessage(
                 queue_uri=queue.url, client_id=CLIENT_ID, request_id=request_id, image_uri=url,
                 image_library_uri=library_uri, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
-                max_uses=max_uses,
+                max_uses=max_uses, correction=correction,
             )
         )  # fmt: skip
         return request_id
@@ -218,6 +220,12 @@ class Pipeline:
         data = self.output_bytes(job)
         with Image.open(io.BytesIO(data)) as image:
             return np.asarray(image.convert("RGB"))
+
+    def tile_map(self, job: Job) -> TileMap:
+        """The job's tile map (``dal.tile_maps``), its bands joined."""
+        from dal.tile_maps import load_job_map
+
+        return TileMap.decode(load_job_map(self.services.blobs.download, job.request_id, job.slices))
 
     def slice_outputs(self, job: Job) -> np.ndarray:
         """The rendered slices (lossless .npy) stacked: the mosaic before the JPEG encode.

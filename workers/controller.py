@@ -69,6 +69,7 @@ from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequest
 from dal.queues import ReceivedMessage
 from dal.rendered import RenderedFormatError, slice_blob_candidates
 from workers.errors import PermanentJobError
+from workers.job_options import job_options
 from dal.job_model import library_name
 from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
@@ -79,7 +80,7 @@ from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.errors import TileBudgetError
 from mosaic.library import LibraryFormatError
-from mosaic.render import RenderOptions, assign_fair
+from mosaic.render import assign_fair
 
 if TYPE_CHECKING:
     from dal.blobs import BlobStore
@@ -183,6 +184,7 @@ class JobController:
                 slice_sequence=band.sequence,
                 tile_size=message.tile_size,
                 band=inline,
+                correction=message.correction,
             )
             for band, (url, inline) in zip(bands, stored, strict=True)
             if band.sequence not in job.slices_done
@@ -218,8 +220,8 @@ class JobController:
         except LibraryFormatError as exc:
             raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
         try:
-            return assign_fair(cells, library, tile_size=grid.tile_size,
-                               options=RenderOptions(max_uses=message.max_uses))
+            options = job_options(correction=message.correction, max_uses=message.max_uses)
+            return assign_fair(cells, library, tile_size=grid.tile_size, options=options)
         except TileBudgetError as exc:
             raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
 

@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from dal.blob_names import pyramid_blob_name
+from dal.blob_names import pyramid_blob_name, slice_tile_map_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs import TERMINAL_STATUSES
@@ -55,6 +55,9 @@ from dal.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMe
 from dal.queues import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.job_model import library_name
+from dal.libraries import tile_blob_names
+from dal.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
+from workers.job_options import job_options
 from workers.services import Services
 from workers.stages import Stopwatch
 from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
@@ -69,7 +72,7 @@ from workers.slicing import (
     slice_output_name,
 )
 from mosaic.library import LibraryFormatError
-from mosaic.render import render_band
+from mosaic.render import choose_tiles, render_band
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,10 +146,15 @@ class ImageProcessor:
             time.sleep(self.slice_delay)
             clock.lap("test_delay")
 
+        options = job_options(correction=message.correction)
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
-            pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid, row_offset=band.first_row,
-                                 choice=band.choice)
+            choice = band.choice
+            size, first = message.tile_size, band.first_row
+            if choice is None:
+                choice = choose_tiles(band.cells, library, tile_size=size, seed=rid, row_offset=first, options=options)
+            pixels = render_band(band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice,
+                                 options=options)
         except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
@@ -155,6 +163,8 @@ class ImageProcessor:
         # A whole mosaic too large for a JPEG (a panorama) goes back as a slice: the controller's
         # stitch stores its pyramid alone; the JPEG encoder would fail it on every delivery.
         whole = whole and fits_jpeg(pixels.shape[1], pixels.shape[0])
+        self._store_tile_map(message, library, choice, band.first_row, whole=whole)
+        clock.lap("tile_map")
         if whole:  # the whole mosaic: the final outputs now
             url, pyramid = self._final_outputs(rid, pixels, clock)
         else:
@@ -183,6 +193,22 @@ class ImageProcessor:
                 report=report,
             )
         )
+
+    def _store_tile_map(
+        self, message: SliceRequestMessage, library: TileLibrary, choice: np.ndarray, first_row: int, *, whole: bool
+    ) -> None:
+        """Which library tile is in which cell of the band (``dal.tile_maps``): the job's map when
+        the band is the whole mosaic (this processor writes its outputs), else the band's, which
+        the stitch joins. Deterministic bytes: a redelivery rewrites the same blob."""
+        blobs = library.cached(("tile-blob-names",), lambda: tile_blob_names(library.names))
+        name = library_name(message.image_library_uri)
+        tile_map = TileMap.from_choice(choice, names=library.names, blobs=blobs, library=name, first_row=first_row)
+        rid = message.request_id
+        if whole:
+            container, blob = IMAGE_OUTPUT_CONTAINER, tile_map_name(rid)
+        else:
+            container, blob = SLICE_RESPONSE_CONTAINER, slice_tile_map_name(rid, message.slice_sequence)
+        self.services.upload(container, blob, tile_map.encode(), content_type=TILE_MAP_CONTENT_TYPE)
 
     def _final_outputs(self, rid: str, pixels: np.ndarray, clock: Stopwatch) -> tuple[str, bool]:
         """Store the job's JPEG and, built beside it, its pyramid; (the JPEG's URL, pyramid stored?).
