@@ -67,7 +67,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "or point the web app at a storage account (UseDevelopmentStorage=true for a local Azurite)"
         )
 
-    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
+    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, api_tiles, clients, csrf, errors, health, metrics, pages, security, services, spec, vendor
 
     services.init_app(app)
     clients.init_app(app)
@@ -79,6 +79,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_poison.bp)
     app.register_blueprint(api_print.bp)
     app.register_blueprint(api_pyramid.bp)
+    app.register_blueprint(api_tiles.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)
