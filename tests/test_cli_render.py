@@ -284,3 +284,31 @@ def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Pa
         cells = np.asarray(mosaic.convert("RGB")).reshape(3, 8, 4, 8, 3)[:, 4, :, 4].reshape(-1, 3)  # flat tiles
     _, counts = np.unique(cells, axis=0, return_counts=True)
     assert counts.max() <= 2 and counts.sum() == 12
+
+
+def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    import csv
+
+    from mosaic.images import open_image
+    from mosaic.render import placed_tiles, render_with_placement
+    from photomosaics.commands.render import load_library
+
+    out, tile_map = tmp_path / "m.png", tmp_path / "map.csv"
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "16", "--tiles-across", "12", "--slices", "3"]
+    result = run(*args, "--seed", "s", "-o", str(out), "--tile-map", str(tile_map))
+    assert result.exit_code == 0, result.output
+    assert "wrote " + str(tile_map) + " (12x8 cells" in result.output
+
+    library = load_library(str(tiles_dir))
+    pixels, choice = render_with_placement(open_image(target.read_bytes()), library, tile_size=16, tiles_across=12,
+                                           slices=3, seed="s")  # fmt: skip
+    with Image.open(out) as image:
+        assert np.array_equal(np.asarray(image.convert("RGB")), pixels)
+    which, mirrored = placed_tiles(choice, library)
+    with tile_map.open(newline="") as listed:
+        rows = list(csv.reader(listed))
+    assert rows[0] == ["col", "row", "tile", "mirrored"] and len(rows) == 1 + 12 * 8
+    for col, row, name, flipped in rows[1:]:
+        c, r = int(col), int(row)
+        assert (name, flipped) == (library.names[which[r, c]], str(int(mirrored[r, c])))
+    assert_clean_failure(run(*args, "-o", str(out), "--tile-map", str(tmp_path / "nowhere" / "map.csv")), "does not exist")

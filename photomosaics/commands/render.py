@@ -151,6 +151,8 @@ def _render_options(
               multiple=True,
               help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: "
                    "name.dzi and name_files/). Repeat it for several outputs of one render, written at once (-o m.jpg -o m.dzi).")
+@click.option("--tile-map", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="Also write which library photo is in which cell, as CSV: col,row,tile,mirrored (mirrored 0 or 1).")
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
 def render(
@@ -168,6 +170,7 @@ def render(
     seed: str,
     max_output_pixels: int | None,
     outputs: tuple[Path, ...],
+    tile_map: Path | None,
     no_cache: bool,
     quality: int,
 ) -> None:  # fmt: skip
@@ -175,9 +178,11 @@ def render(
     from dal.config import Settings
     from mosaic.grid import plan_bands, plan_grid
     from mosaic.images import ImageDecodeError, open_image
-    from mosaic.render import render as render_mosaic
+    from mosaic.render import render_with_placement
 
     formats = {output: _output_format(output) for output in outputs}
+    if tile_map is not None and not tile_map.parent.is_dir():
+        raise click.BadParameter(f"folder {tile_map.parent} does not exist", param_hint="--tile-map")
     settings = Settings.from_env()
     if slices > settings.max_slices:
         raise click.BadParameter(f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices")
@@ -219,8 +224,10 @@ def render(
         def advance(done_rows: int, _total: int) -> None:
             bar.update(done_rows - bar.pos)
 
-        mosaic = render_mosaic(image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
-                               seed=seed, options=options, max_output_pixels=limit, progress=advance)  # fmt: skip
+        mosaic, placement = render_with_placement(
+            image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across, seed=seed, options=options,
+            max_output_pixels=limit, progress=advance,
+        )
     # Several outputs of one render are written at once: libvips (the pyramid) and Pillow's
     # encoders work outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid.
     from concurrent.futures import ThreadPoolExecutor
@@ -231,6 +238,23 @@ def render(
         future.result()
     for output in formats:
         click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
+    if tile_map is not None:
+        _write_tile_map(placement, library, library_spec, tile_map)
+
+
+def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path) -> None:
+    """The placement as CSV (``dal.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``)."""
+    from dal.libraries import tile_blob_names
+    from dal.tile_maps import TileMap
+
+    names = library.names
+    placed = TileMap.from_choice(placement, names=names, blobs=tile_blob_names(names), library=library_spec)
+    try:
+        with path.open("w", encoding="utf-8", newline="") as out:
+            out.writelines(placed.csv_lines())
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc}") from None
+    click.echo(f"wrote {path} ({placed.columns}x{placed.rows} cells, {len(placed.tiles)} distinct photos)", err=True)
 
 
 def _output_format(output: Path) -> str:
