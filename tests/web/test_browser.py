@@ -123,7 +123,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#tile_size").fill("32")
     page.locator("#tiles_across").fill("40")
     page.locator("#slices").fill("4")
-    page.locator("#final-dims").filter(has_text="1280 ×").wait_for()
+    page.locator("#final-dims").filter(has_text="1,280 ×").wait_for()
     assert page.locator("#slices_out").inner_text() == "4"
     # Tiles <-> photo: the example tiles (three of the library's photos) follow the slider.
     wait_until(page, "document.querySelectorAll('#correction-swatches canvas').length === 3")
@@ -183,7 +183,8 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
 
     # Which photo is this? A click on a tile names it and shows the library photo, as the
     # engine placed it (the job's tile map, read from storage here).
-    page.mouse.click(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.45)
+    # (by the element: the viewer took the focus on the drag, and the page scrolled to it)
+    page.locator("#viewport").click(position={"x": box["width"] * 0.4, "y": box["height"] * 0.45})
     page.locator("#tile-info").wait_for(state="visible")
     wait_until(page, "document.getElementById('tile-photo').complete && document.getElementById('tile-photo').naturalWidth > 0")
     where = page.locator("#tile-where").inner_text()
