@@ -178,7 +178,8 @@ def goal_checks(ours: dict[str, Any], anchor: dict[str, Any] | None) -> dict[str
     return checks
 
 
-# ---- the benchmark: ``python -m benchmarks.fidelity [sweep] [--photo NAME] [1MP 4MP 12MP]`` ----
+# ---- the benchmark: ``python -m benchmarks.fidelity [sweep] [--photo NAME ...] [1MP 4MP 12MP]`` ----
+# (``python -m benchmarks.engine quality|sweep [--unseen]`` run the same tables.)
 
 ANCHORS = {"metapixel -d 0": ("-d", "0"), "metapixel default": (), "metapixel --cheat 30": ("-d", "0", "--cheat=30")}
 LEVELS = (0, 25, 50, 75, 100)
@@ -273,9 +274,12 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
     whole.save(folder / f"{stem}-ours-screen.jpg", quality=92)
 
 
-def run(photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, views: bool = True) -> int:
-    """The goals table for every photo × target size × tile size (library without the photo),
-    the metapixel anchors beside each job, and the frontier for the first job of each tile size."""
+def run(photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, views: bool = True, unseen: bool = True) -> int:
+    """The goals table for every photo × target size × tile size, the metapixel anchors beside
+    each job, and the frontier for the first photo's smallest target at each tile size.
+
+    ``unseen``: the library has none of the target's photos (the demo library is cut from the
+    same samples as the targets, and a crop of the very photo it renders flatters every program)."""
     import tempfile
     from pathlib import Path
 
@@ -293,7 +297,7 @@ def run(photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, vi
     frontier_rows: list[list[str]] = []
     met = total = 0
     for photo in photos:
-        sources, origin = _library_tiles(_demo_photo_names((photo,)))
+        sources, origin = _library_tiles(_demo_photo_names((photo,)) if unseen else ())
         library, _ = build_library(sources)
         tile_dir = work / f"tiles-{photo.replace(':', '-')}"
         tile_dir.mkdir()
@@ -375,4 +379,4 @@ if __name__ == "__main__":
         raise SystemExit(run(tuple(chosen) or SWEEP, ["1MP"], frontier=False, views=False))
     from benchmarks.engine import TARGET_PHOTO
 
-    raise SystemExit(run(tuple(chosen) or (TARGET_PHOTO,), [a for a in args if a != "--unseen"]))
+    raise SystemExit(run(tuple(chosen) or (TARGET_PHOTO,), args))
