@@ -6,9 +6,14 @@ first. This correction keeps both: every pixel of a placed tile gets the same of
 its layout and its contrast are the photo's own, and only its mean colour moves.
 
 The move is made in CIELAB, where distance follows perceived colour difference: the
-tile's mean colour goes ``percent`` % of the way to its cell's mean colour, and the sRGB
-offset between the tile's mean and that colour is added to every pixel (gamma-encoded
-sRGB, where a uniform offset keeps the tile's luma layout exactly). The offset is bounded
+tile's mean chroma (a*, b*) goes ``percent`` % of the way to its cell's mean, its mean
+lightness (L*) ``LIGHTNESS`` times as far (capped at all the way), and the sRGB offset
+between the tile's mean and that colour is added to every pixel (gamma-encoded sRGB,
+where a uniform offset keeps the tile's luma layout exactly). Lightness counts more
+because from afar the eye reads the photo's structure from it (measured: at 50 %, moving
+lightness 75 % raised SSIM at the cell grid from below a repeating program's to above it
+on every photo tried, for about 1 ΔE00 more colour moved), while a tile's hue is what up
+close says "recoloured". The offset is bounded
 per channel by the tile's own range (its ``TAIL``-th darkest and brightest pixels), so
 at most a sliver of highlights or shadows clips: a bright tile in a black cell stops
 where it would lose its highlights, and the matcher prefers tiles that fit
@@ -25,6 +30,7 @@ import numpy as np
 
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
+LIGHTNESS = 1.5  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
 TAIL = 0.01  # share of a tile's pixels per side that may clip under the offset
 CORRECT_BYTES = 1 << 22  # output bytes corrected per step: bounded int16 temporaries
 
@@ -62,7 +68,8 @@ def offsets(
     if percent <= 0:
         return np.zeros(targets.shape, np.int16)
     start = srgb_to_lab(means.astype(np.uint8))
-    goal = start + (percent / 100.0) * (srgb_to_lab(targets) - start)
+    share = np.array([min(1.0, LIGHTNESS * percent / 100.0), percent / 100.0, percent / 100.0])
+    goal = start + share * (srgb_to_lab(targets) - start)
     shift = lab_to_srgb(goal).astype(np.int32) - means
     return np.clip(shift, low, high).astype(np.int16)
 

@@ -42,12 +42,11 @@ class RenderOptions:
                    every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
                    cells apart, so each 4×4 quarter of the window holds at most one.
     correction:    0–100 %: how far each placed tile's mean colour moves toward its cell's
-                   mean colour (CIELAB), the tile moved as a whole: every pixel gets the
-                   same offset, so its layout and contrast stay the photo's own
-                   (``correction``). The tiles are chosen knowing it: a candidate's cost
-                   counts the colour the correction leaves. The default, 50, keeps the
-                   median tile's colour within a few ΔE00 of the library photo and still
-                   beats a program that repeats its nearest tile from afar.
+                   mean colour (CIELAB: chroma this share, lightness 1.5 times it), the tile
+                   moved as a whole: every pixel gets the same offset, so its layout and
+                   contrast stay the photo's own (``correction``). The default, 50, keeps the
+                   median tile within about 4 ΔE00 of the library photo and beats a program
+                   that repeats its nearest tile from afar (``docs/engine.md``).
     overlay:       0–100 % of the target painted over the tiles at sub-cell resolution (4×4
                    patches per tile), the tiles' detail kept: the target photo with a tile
                    texture on top. Off (0) by default. When on it scores better on pixel
@@ -59,7 +58,11 @@ class RenderOptions:
                    flattens tiles into texture.
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
-                   cell (higher favours colour fidelity, lower structure).
+                   cell (higher favours colour fidelity, lower structure). The default, 13,
+                   is chosen knowing the correction: a tile's colour distance to its cell
+                   is paid twice, by what the correction leaves (seen from afar) and by
+                   what it moves (seen up close), so a tile whose colour is already close
+                   beats one whose layout fits a little better but needs a large shift.
     mirror:        tiles may also be used mirrored left-right: twice the choice from the
                    same photos (a tile and its mirror image count as one for variety).
     max_uses:      fair use: no tile (with its mirror image) placed more than this many
@@ -72,7 +75,7 @@ class RenderOptions:
     correction: int = 50
     overlay: int = 0
     colour_first: bool = False
-    colour_weight: float = 6.5
+    colour_weight: float = 13.0
     mirror: bool = True
     max_uses: int | None = None
     match_contrast: bool = False

@@ -76,6 +76,20 @@ def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: P
         assert r > 120 and g < 110 and b < 110
 
 
+def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    """--correction 0 places the library's tiles untouched; --overlay paints the target over them."""
+    outputs = {}
+    flags = {"plain": ["--correction", "0"], "overlay": ["--correction", "0", "--overlay", "100", "--match-contrast"]}
+    for name, extra in flags.items():
+        out = tmp_path / f"{name}.png"
+        common = ["--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "12", "--variety", "0"]
+        result = run("render", str(target), *common, *extra, "-o", str(out))
+        assert result.exit_code == 0, result.output
+        outputs[name] = np.asarray(Image.open(out).convert("RGB"), np.float64)
+    reference = np.asarray(Image.open(target).convert("RGB").resize(outputs["plain"].shape[1::-1]), np.float64)
+    assert np.abs(outputs["overlay"] - reference).mean() < np.abs(outputs["plain"] - reference).mean()
+
+
 def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "mosaic.dzi"
     result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
