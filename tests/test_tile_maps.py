@@ -58,8 +58,8 @@ def test_the_csv_lists_every_cell_with_its_tile_name_quoted_as_csv_does() -> Non
 
 @pytest.mark.parametrize("data", [b"", b"not gzip", __import__("gzip").compress(b'{"format":"x"}\n'),
                                   __import__("gzip").compress(b'{"format":"photomosaics-tile-map","version":1,'
-                                                              b'"library":"p","first_row":0,"rows":2,"columns":2,'
-                                                              b'"tiles":[["a","b"]]}\n' + b"\0" * 12)])
+                                                              b'"library":"p","first_row":0,"rows":2,"columns":2,"dtype":"<u2",'
+                                                              b'"tiles":[["a","b"]]}\n' + b"\0" * 6)])
 def test_a_blob_that_is_not_a_tile_map_is_refused_with_one_error(data: bytes) -> None:
     with pytest.raises(TileMapFormatError):
         TileMap.decode(data)
@@ -68,3 +68,13 @@ def test_a_blob_that_is_not_a_tile_map_is_refused_with_one_error(data: bytes) ->
 def test_a_placement_outside_the_library_is_refused() -> None:
     with pytest.raises(ValueError, match="placement"):
         TileMap.from_choice(np.array([[8]]), names=NAMES, blobs=BLOBS, library="pets")
+
+
+def test_a_placement_of_more_than_32767_distinct_photos_is_stored_in_wider_numbers() -> None:
+    names = [f"p{i}.jpg" for i in range(40_000)]
+    choice = np.arange(80_000, dtype=np.int32).reshape(2, 40_000)  # every photo, plain then mirrored
+    data = TileMap.from_choice(choice, names=names, blobs=names, library="big").encode()
+    assert b'"dtype":"<i4"' in __import__("gzip").decompress(data)[:200]
+    tile_map = TileMap.decode(data)
+    assert [tile_map.at(c, r)[0::2] for c, r in [(0, 0), (39_999, 0), (0, 1), (12_345, 1)]] == [
+        ("p0.jpg", False), ("p39999.jpg", False), ("p0.jpg", True), ("p12345.jpg", True)]
