@@ -119,11 +119,12 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert page.locator("#tiles_across").input_value() == "21"
     page.locator("#print-back").filter(has_text="(21 tiles across) prints 21.34 cm wide at 30 DPI").wait_for()
     shot(page, "02b-print-planner")
-    # The product's defaults: tiles big enough to see what each photo shows when zoomed in.
+    # The product's defaults: tiles big enough to see what each photo shows when zoomed in, and
+    # enough of them across for the photo to read from afar.
     page.locator("#tile_size").fill("32")
-    page.locator("#tiles_across").fill("40")
+    page.locator("#tiles_across").fill("100")
     page.locator("#slices").fill("4")
-    page.locator("#final-dims").filter(has_text="1,280 ×").wait_for()
+    page.locator("#final-dims").filter(has_text="3,200 ×").wait_for()
     assert page.locator("#slices_out").inner_text() == "4"
     # Tiles <-> photo: the example tiles (three of the library's photos) follow the slider.
     wait_until(page, "document.querySelectorAll('#correction-swatches canvas').length === 3")
@@ -152,7 +153,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     job = page.request.get(f"{base}/api/jobs/{request_id}").json()
     assert (job["status"], job["progress"], job["slices_done"]) == ("done", 1, [0, 1, 2, 3])
     width, height = job["output_width"], job["output_height"]
-    assert (width, job["tile_size"], job["tiles_across"]) == (1280, 32, 40)
+    assert (width, job["tile_size"], job["tiles_across"]) == (3200, 32, 100)
     assert "colour correction 30 %" in job["events"][0]["message"]
 
     # The deep-zoom viewer (OpenSeadragon from npm) opened the job's pyramid, at full view...
