@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from dal.tile_maps import CSV_HEADER, TileMap, TileMapFormatError, join_bands
+from dal.blobs.tile_maps import CSV_HEADER, TileMap, TileMapFormatError, join_bands
 
 NAMES = ["beach.jpg", "cat, sleeping.jpg", "dog.jpg", "snow/field.png"]
 BLOBS = ["tiles/beach.jpg", "tiles/cat-sleeping.jpg", "tiles/dog.jpg", "tiles/snow-field.jpg"]

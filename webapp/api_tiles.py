@@ -4,7 +4,7 @@ One cell (``?col=&row=``, or ``?x=&y=`` in the mosaic's pixels, as the viewer cl
 its tile's name, whether it was placed mirrored, and the URL of the library photo; no cell
 asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
 per cell (``col,row,tile,mirrored``). Owner-only like the result: another client's job is
-404. The map is stored per band by the processors (``dal.tile_maps``) and joined here on first
+404. The map is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first
 use, then kept in the previews' memory cache (a job's map never changes).
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from dal.errors import BlobMissingError
-from dal.job_model import JobStatus
-from dal.jobs import Job
-from dal.tile_maps import CSV_HEADER, TileMap, TileMapFormatError, load_job_map
+from dal.jobs.model import JobStatus
+from dal.jobs.store import Job
+from dal.blobs.tile_maps import CSV_HEADER, TileMap, TileMapFormatError, load_job_map
 from webapp.api_jobs import own_job
 from webapp.errors import ApiError
 from webapp.previews import PREVIEWS

@@ -86,7 +86,8 @@ def _demo(*, use_cache: bool) -> Any:
 
 def _load_stored(name: str) -> Any:
     from dal.config import Settings, StorageClients
-    from dal.libraries import LibraryError, LibraryStore
+    from dal.errors import LibraryError
+    from dal.blobs.libraries import LibraryStore
 
     settings = Settings.from_env()
     assert settings.connection_string is not None
@@ -243,9 +244,9 @@ def render(
 
 
 def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path) -> None:
-    """The placement as CSV (``dal.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``)."""
-    from dal.libraries import tile_blob_names
-    from dal.tile_maps import TileMap
+    """The placement as CSV (``dal.blobs.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``)."""
+    from dal.blobs.libraries import tile_blob_names
+    from dal.blobs.tile_maps import TileMap
 
     names = library.names
     placed = TileMap.from_choice(placement, names=names, blobs=tile_blob_names(names), library=library_spec)

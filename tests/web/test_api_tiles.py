@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dal.blob_names import slice_tile_map_name
-from dal.blobs import BlobStore
+from dal.blobs.names import slice_tile_map_name
+from dal.blobs.store import BlobStore
 from dal.config import SLICE_RESPONSE_CONTAINER, Settings, StorageClients
-from dal.jobs import JobStore
-from dal.libraries import LibraryStore, tile_blob_names
-from dal.queues import QueueAccessor
-from dal.tile_maps import TileMap
+from dal.jobs.store import JobStore
+from dal.blobs.libraries import LibraryStore, tile_blob_names
+from dal.queues.work_queue import QueueAccessor
+from dal.blobs.tile_maps import TileMap
 from tests.web.conftest import LIBRARY, png_bytes, submit
 
 

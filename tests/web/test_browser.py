@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.conftest import require
+from tests.support.prereqs import require
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -190,7 +190,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     wait_until(page, "document.getElementById('tile-photo').complete && document.getElementById('tile-photo').naturalWidth > 0")
     where = page.locator("#tile-where").inner_text()
     col, row = (int(n) - 1 for n in where.removeprefix("tile ").split(" (")[0].split(", "))
-    from dal.tile_maps import TileMap, load_job_map
+    from dal.blobs.tile_maps import TileMap, load_job_map
 
     stored = load_job_map(live_app["pipeline"].services.blobs.download, request_id, job["slices"])
     name, _, mirrored = TileMap.decode(stored).at(col, row)
