@@ -3,7 +3,8 @@
 ``per_cell_mosaic`` is the straightforward open-source implementation: for each cell, crop
 the target, take its mean RGB (``ImageStat``), scan every tile for the nearest mean, paste.
 ``metapixel`` runs the Debian package's C program with anti-repetition off (``-d 0``), its
-library prepared by ``metapixel-prepare`` from the same tiles.
+library prepared by ``metapixel-prepare`` from the same tiles (its other settings, its default
+distance and ``--cheat``, are anchors of the fidelity benchmark).
 """
 
 from __future__ import annotations
@@ -57,11 +58,16 @@ def prepare_metapixel_library(tile_dir: Path, library_dir: Path, tile_size: int)
     )
 
 
-def run_metapixel(target: Path, output: Path, library_dir: Path, tile_size: int) -> tuple[float, float]:
-    """Run metapixel once: ``(wall seconds, peak RSS MiB)`` of that process alone."""
+def run_metapixel(
+    target: Path, output: Path, library_dir: Path, tile_size: int, options: tuple[str, ...] = ("-d", "0")
+) -> tuple[float, float]:
+    """Run metapixel once: ``(wall seconds, peak RSS MiB)`` of that process alone.
+
+    ``options``: metapixel's own (default ``-d 0``: tiles may repeat next to each other;
+    ``()`` its default distance, 5; ``--cheat=N`` overlays N % of the target)."""
     command = [
         "metapixel", "--metapixel", "-w", str(tile_size), "-h", str(tile_size),
-        "-l", str(library_dir), "-d", "0", str(target), str(output),
+        "-l", str(library_dir), *options, str(target), str(output),
     ]
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

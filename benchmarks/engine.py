@@ -11,8 +11,8 @@ slowest baseline runs (12 MP at tile 8). ``python -m benchmarks.engine scaling``
 the library-size comparison (the demo library's first 640 tiles against 10,000 tiles);
 ``python -m benchmarks.engine coverage`` only the demo library's colour coverage at a few
 sizes; ``python -m benchmarks.engine quality
-[--photo NAME] [1MP|4MP|12MP ...]`` only the defaults against metapixel (issue 11's table),
-also on other photos of scikit-image's set; ``python -m benchmarks.engine sweep [NAME ...]``
+[--photo NAME] [--unseen] [1MP|4MP|12MP ...]`` only the quality tables of ``benchmarks.fidelity``
+(both promises of the defaults against metapixel), also on other photos of scikit-image's set; ``python -m benchmarks.engine sweep [NAME ...]``
 that table at 1 MP for every photo of ``photos.SWEEP`` (or those named): the generalisation check.
 
 Columns: seconds; output megapixels per second; peak MiB; ΔE00 (colour at cell
@@ -67,8 +67,8 @@ def _variants(cells: int = 0, tiles: int = 1) -> dict[str, Any]:
 
     return {
         "engine default": RenderOptions(),
-        "engine plain": RenderOptions(variety=0, blend=0),
-        "engine colour-first": RenderOptions(variety=0, blend=0, colour_first=True),
+        "engine plain": RenderOptions(variety=0, correction=0),
+        "engine colour-first": RenderOptions(variety=0, correction=0, colour_first=True),
         "engine max-uses": RenderOptions(max_uses=max(1, FAIR_SLACK * -(-cells // tiles))),
     }
 
@@ -402,7 +402,7 @@ def _matching_methods(work: Path) -> dict[str, float]:
     data = (work / "target-3968x2976.jpg").read_bytes()
     image = open_image(data)
     grid = plan_grid(image.width, image.height, tile_size=16, tiles_across=image.width // 16)
-    options = RenderOptions(variety=0, blend=0)
+    options = RenderOptions(variety=0, correction=0)
     structure, colour = _weights(options, 16)
     wanted = features(_sub_cells(cell_image(image, grid)), structure=structure, colour=colour)
     out: dict[str, float] = {}
@@ -510,47 +510,18 @@ def _demo_photo_names(photos: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def quality_main(labels: list[str], photos: tuple[str, ...] = (TARGET_PHOTO,), unseen: bool = False) -> int:
-    """Only issue 11's quality table (``python -m benchmarks.engine quality [--photo NAME] [--unseen] [12MP ...]``):
-    the defaults against ``metapixel -d 0`` at every tile size, for the targets named (all by default)
-    and each photo; ``sweep [--unseen]`` runs it at 1 MP on every photo of ``photos.SWEEP``.
+    """The quality tables (``python -m benchmarks.engine quality [--photo NAME] [--unseen] [12MP ...]``):
+    both promises of the defaults (``benchmarks.fidelity``: from afar, up close, repetition)
+    beside metapixel, at every tile size, for the targets named (all by default) and each
+    photo; ``sweep [--unseen]`` runs them at 1 MP on every photo of ``photos.SWEEP``.
 
     The demo library is cut from the same sample photos as the targets: a tile can be a crop
     of the very photo it renders, which flatters every program (the moon's surface rebuilt
     from crops of the moon's surface). ``--unseen`` builds the library without the targets' photos."""
-    from mosaic import build_library
+    from benchmarks import fidelity
 
-    if not metapixel_available():
-        print("metapixel is not installed (apt install metapixel): nothing to compare with")
-        return 1
-    work = Path(tempfile.mkdtemp(prefix="bench-quality-"))
-    sources, origin = _library_tiles(_demo_photo_names(photos) if unseen else ())
-    library, _ = build_library(sources)
-    index = work / "library.zip"
-    index.write_bytes(library.to_bytes())
-    tile_dir = work / "tiles"
-    tile_dir.mkdir()
-    for number, (name, data) in enumerate(sources):
-        (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
-    print(f"library: {len(library)} tiles from the {origin}; targets: {', '.join(photos)} as JPEG q90")
-    print(_coverage_line(sources))
-    results: dict[str, Any] = {}
-    for photo in photos:
-        for label, size in TARGETS:
-            if labels and label.replace(" ", "") not in labels:
-                continue
-            target = work / f"target-{photo.replace(':', '-')}-{size[0]}x{size[1]}.jpg"
-            target.write_bytes(target_jpeg(photo, size))
-            for tile in TILE_SIZES:
-                ours = _in_fresh_process(child_engine, str(target), str(index), tile, ["engine default"], None)
-                ours.pop("_base_mib")
-                library_dir = work / f"metapixel-{tile}"
-                if not library_dir.exists():
-                    prepare_metapixel_library(tile_dir, library_dir, tile)
-                meta = _in_fresh_process(child_metapixel, str(target), str(library_dir), tile, None, str(index))
-                results[f"{photo} {label} t{tile}"] = {"engine": ours, "metapixel": meta}
-                print(f"  measured {photo} {label} tile {tile}", flush=True)
-    _print_quality(results)
-    return 0
+    sweep = labels == ["1MP"] and len(photos) > 1
+    return fidelity.run(photos, labels, unseen=unseen, frontier=not sweep, views=not sweep)
 
 
 if __name__ == "__main__":

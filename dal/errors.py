@@ -6,6 +6,7 @@
     BlobMissingError            a blob (or its container) that should exist does not
       BlobChangedError          ... in the version asked for (ETag): it was replaced
     RenderedFormatError         a rendered-slice blob in no format we write
+    TileMapFormatError          a tile-map blob in no format we write
     LibraryError                a tile library refused: bad name, not found, nothing usable
     JobNotFoundError, JobExistsError, JobUpdateConflictError   job rows (the last: ETag races lost)
     QuotaExceeded, ServiceBusy  admission refused: a client's quota, or too much queued work
@@ -114,3 +115,7 @@ class QuotaExceeded(PhotoMosaicsError):
         super().__init__(detail)
         self.detail = detail
         self.retry_after = max(1, int(retry_after))
+
+
+class TileMapFormatError(PhotoMosaicsError, ValueError):
+    """A tile-map blob that is not one this release wrote."""

@@ -15,8 +15,9 @@ reader can lift it out whole. Its errors and limits are its own:
     rounds      the variety rule's conflict rounds (which candidate each cell keeps)
     candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
-    blend       colour correction of the placed tiles toward the target, integer-exact
-    detail      contrast matching: each tile's detail held to its cell's, the blend rising where flat
+    correction  whole-tile colour correction: each placed tile moved as one piece toward its cell
+    blend       the optional overlay: the target painted over the tiles per sub-cell, integer-exact
+    detail      contrast matching for the overlay: tile detail held to the cell's
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
 """
 
@@ -27,7 +28,7 @@ from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .errors import ImageDecodeError, LibraryFormatError
 from .images import open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, TileLibrary, build_library
-from .render import DEFAULT_OPTIONS, RenderOptions, compose, render, render_band
+from .render import DEFAULT_OPTIONS, RenderOptions, compose, placed_tiles, render, render_band, render_with_placement
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
 from .sources import SourceLimits, build_library_from, open_tile_sources
@@ -62,5 +63,7 @@ __all__ = [
     "probe_size",
     "render",
     "render_band",
+    "render_with_placement",
+    "placed_tiles",
     "to_rgb",
 ]

@@ -1,4 +1,9 @@
-"""The colour blend: each tile moved part of the way toward the target, keeping its detail.
+"""The overlay (``RenderOptions.overlay``, off by default): the target painted over the tiles.
+
+Each tile's colours are moved part of the way toward the target at sub-cell resolution (4×4
+patches per tile), keeping the tile's detail: the photo with a tile texture on top. It wins
+pixel fidelity and, up close, the tiles stop being photographs; the default correction
+moves whole tiles instead (``correction``).
 
 Integer arithmetic throughout, so a band blended alone is the same band blended within
 the whole, on any machine; in-place and in strips, so no full-size temporary is made.

@@ -1,4 +1,6 @@
-"""Contrast matching: each tile's detail held to its cell's, and the blend rising where the target is flat.
+"""Contrast matching for the overlay (``match_contrast``, off by default): each tile's detail held
+to its cell's, and the overlay rising where the target is flat. It flattens tiles into texture:
+a tile held at a quarter of its contrast is no longer a photograph up close.
 
 The blend moves a tile's colours toward the target but keeps its detail, and a tile's detail
 is what makes a mosaic. Where the target cell itself is flat (a sky, a wall, a black

@@ -34,6 +34,7 @@ project is rooted here and named in this drawing.
      │    └── RetryLater                      release after a delay, no error logged
      ├── BandFormatError (ValueError)         workers.slicing — a band blob we did not write
      ├── RenderedFormatError (ValueError)     dal.errors — a rendered slice neither .npy nor PNG
+     ├── TileMapFormatError (ValueError)      dal.errors — a stored tile map that is not one
      ├── DemoPhotosMissing (RuntimeError)     workers.demo_library — scikit-image/-learn missing
      └── ApiError                             webapp.errors — answered to the client as JSON
 

@@ -137,18 +137,25 @@ def segments(cuts: tuple[int, ...], cells: range) -> list[range]:
     return [range(a, b) for a, b in zip(inside, inside[1:])]
 
 
+def choose_piece(cells: np.ndarray, library: TileLibrary, *, tile_size: int, seed: str, rows: range,
+                 cuts: tuple[int, ...], options: RenderOptions = DEFAULT_OPTIONS) -> np.ndarray:
+    """The tiles of cell rows ``rows`` (``cells`` is their cell image), each choice segment's
+    tiles chosen on their own, as the neighbouring bands choose them."""
+    per_row = cells.shape[0] // len(rows)
+    return np.concatenate([
+        choose_tiles(cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row], library,
+                     tile_size=tile_size, seed=seed, row_offset=seg.start, options=options)
+        for seg in segments(cuts, rows)
+    ])
+
+
 def render_piece(cells: np.ndarray, library: TileLibrary, *, tile_size: int, seed: str, rows: range,
                  cuts: tuple[int, ...], options: RenderOptions = DEFAULT_OPTIONS,
                  choice: np.ndarray | None = None) -> np.ndarray:
-    """The pixels of cell rows ``rows`` (``cells`` is their cell image), each choice segment's
-    tiles chosen on their own; ``choice``: those rows of a whole-grid choice (fair use)."""
+    """The pixels of cell rows ``rows``: ``choose_piece``'s tiles, or ``choice``, those rows of a
+    whole-grid choice (fair use)."""
     if choice is None:
-        per_row = cells.shape[0] // len(rows)
-        choice = np.concatenate([
-            choose_tiles(cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row], library,
-                         tile_size=tile_size, seed=seed, row_offset=seg.start, options=options)
-            for seg in segments(cuts, rows)
-        ])
+        choice = choose_piece(cells, library, tile_size=tile_size, seed=seed, rows=rows, cuts=cuts, options=options)
     return render_band(cells, library, tile_size=tile_size, seed=seed, row_offset=rows.start, options=options,
                        choice=choice)
 

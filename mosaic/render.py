@@ -17,6 +17,7 @@ from PIL import Image
 
 from . import detail
 from .blend import blend_toward
+from .correction import add_shift, cell_means, compose_corrected, offsets, offsets_rgb, shift_sub_cells, tile_colours
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
@@ -33,25 +34,35 @@ STRIP_CELLS = 1 << 17  # cells matched per step (see ``strips``)
 class RenderOptions:
     """What people of the mosaic programs expect to tune; the pipeline uses the defaults.
 
+    A photomosaic makes two promises: from afar it is the target photo, up close every cell
+    is a real, recognisable photograph. The defaults keep both (``docs/engine.md``).
+
     variety:       no tile repeats within this many cells (0 = off). Lowered automatically
                    when the library is too small to honour it. The default, 3, also bounds
                    every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
                    cells apart, so each 4×4 quarter of the window holds at most one.
-    blend:         0–100 % colour correction of each tile toward the target (keeps the
-                   tile's detail, moves its colours). The default, 90, is what lets a varied
-                   mosaic beat the repeating one in colour (ΔE00) and structure (SSIM): with
-                   variety a flat area must use 49 different tiles, and a 640-tile library
-                   has few that close to any one colour; 80 still lost on SSIM in smooth
-                   areas (12 MP at tile 8, a sky at tile 32). README, "The mosaic engine".
-    match_contrast: with a blend, each tile's contrast is held to its cell's, the blend
-                   rises to 100 % where the target cell is flat, and its correction is
-                   interpolated within each tile, not across tile borders (``detail``): flat
-                   areas get quiet tiles of the right colour instead of busy ones, and no
-                   tile gets a bevelled rim. Off: the plain blend, every tile at its full
-                   contrast.
+    correction:    0–100 %: how far each placed tile's mean colour moves toward its cell's
+                   mean colour (CIELAB: chroma this share, lightness 1.5 times it), the tile
+                   moved as a whole: every pixel gets the same offset, so its layout and
+                   contrast stay the photo's own (``correction``). The default, 50, keeps the
+                   median tile within about 4 ΔE00 of the library photo and beats a program
+                   that repeats its nearest tile from afar (``docs/engine.md``).
+    overlay:       0–100 % of the target painted over the tiles at sub-cell resolution (4×4
+                   patches per tile), the tiles' detail kept: the target photo with a tile
+                   texture on top. Off (0) by default. When on it scores better on pixel
+                   fidelity because it *is* the target; up close the tiles stop being
+                   photographs (print-mosaic makers call it a fake photomosaic).
+    match_contrast: with an overlay only: each tile's contrast is held to its cell's (down
+                   to a quarter), the overlay rises to 100 % where the target cell is flat,
+                   and it is interpolated within each tile (``detail``). Off by default: it
+                   flattens tiles into texture.
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
-                   cell (higher favours colour fidelity, lower structure).
+                   cell (higher favours colour fidelity, lower structure). The default, 13,
+                   is chosen knowing the correction: a tile's colour distance to its cell
+                   is paid twice, by what the correction leaves (seen from afar) and by
+                   what it moves (seen up close), so a tile whose colour is already close
+                   beats one whose layout fits a little better but needs a large shift.
     mirror:        tiles may also be used mirrored left-right: twice the choice from the
                    same photos (a tile and its mirror image count as one for variety).
     max_uses:      fair use: no tile (with its mirror image) placed more than this many
@@ -61,18 +72,21 @@ class RenderOptions:
     """
 
     variety: int = 3
-    blend: int = 90
+    correction: int = 50
+    overlay: int = 0
     colour_first: bool = False
-    colour_weight: float = 6.5
+    colour_weight: float = 13.0
     mirror: bool = True
     max_uses: int | None = None
-    match_contrast: bool = True
+    match_contrast: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.variety <= 16:
             raise ValueError(f"variety must be 0..16 cells, got {self.variety}")
-        if not 0 <= self.blend <= 100:
-            raise ValueError(f"blend must be 0..100 %, got {self.blend}")
+        for name in ("correction", "overlay"):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value <= 100:
+                raise ValueError(f"{name} must be an integer 0..100 %, got {value!r}")
         if not self.colour_weight > 0:
             raise ValueError(f"colour_weight must be positive, got {self.colour_weight}")
         if self.max_uses is not None and (type(self.max_uses) is not int or self.max_uses < 1):
@@ -158,7 +172,7 @@ def choose_tiles(
     graph = None
     if options.variety:
         size = graph_size(feasible_distance(options.variety, len(library)))
-        # Keyed by what the graph depends on (not the whole options: a new blend reuses it).
+        # Keyed by what the graph depends on (not the whole options: a new correction reuses it).
         key = ("graph", tile_size, structure, colour, _mirror(options, tile_size), size)
         graph = library.cached(key, lambda: tile_graph(candidates, size))
     choice = np.empty((rows, cols), np.int32)
@@ -283,19 +297,49 @@ def render_band(
         choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
     elif choice.shape != (rows, cols):
         raise ValueError(f"choice is {choice.shape}, the band has {rows}x{cols} cells")
-    if not options.blend:
-        return compose(choice, candidate_tiles(library, tile_size, options))
+    return paint(cells, choice, library, tile_size=tile_size, options=options)
+
+
+def paint(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid."""
+    rows, cols = choice.shape
+    tiles = candidate_tiles(library, tile_size, options)
+    shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
+    if not options.overlay:
+        return compose(choice, tiles) if shift is None else compose_corrected(choice, tiles, shift)
     if cell_pixels(tile_size) == 1:
-        means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
-        return blend_toward(compose(choice, candidate_tiles(library, tile_size, options)), cells, means[choice], options.blend)
+        means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))[choice % len(library)]
+        out = compose(choice, tiles)
+        if shift is not None:
+            add_shift(out, shift)
+            means = shift_sub_cells(means.reshape(-1, 1, 1, 3), shift.reshape(-1, 3)).reshape(means.shape)
+        return blend_toward(out, cells, means, options.overlay)
     if not options.match_contrast:
-        out = compose(choice, candidate_tiles(library, tile_size, options))
-        placed = _arrange_sub(candidate_sub_cells(library, tile_size, options)[choice.ravel()], rows, cols)
-        return blend_toward(out, cells, placed, options.blend)
+        out = compose(choice, tiles)
+        sub = candidate_sub_cells(library, tile_size, options)[choice.ravel()]
+        if shift is not None:
+            add_shift(out, shift)
+            sub = shift_sub_cells(sub, shift.reshape(-1, 3))
+        return blend_toward(out, cells, _arrange_sub(sub, rows, cols), options.overlay)
     out, placed, levels = _compose_matched(cells, choice, library, tile_size, options)
-    local = detail.local_blend(levels, options.blend).reshape(rows, cols)
-    local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the blend reads it
-    return blend_toward(out, cells, placed, options.blend, local, cell=SUB)
+    if shift is not None:
+        add_shift(out, shift)
+        placed = _arrange_sub(shift_sub_cells(_sub_cells(placed), shift.reshape(-1, 3)), rows, cols)
+    local = detail.local_blend(levels, options.overlay).reshape(rows, cols)
+    local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the overlay reads it
+    return blend_toward(out, cells, placed, options.overlay, local, cell=SUB)
+
+
+def _shifts(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """``(rows, cols, 3) int16``: the whole-tile correction of every placed tile (``correction``)."""
+    means, low, high = library.cached(("tile-colours", tile_size), lambda: tile_colours(library.tiles(tile_size)))
+    which = choice.ravel() % len(library)  # a mirror image has its tile's colours
+    if cell_pixels(tile_size) == 1:
+        shift = offsets_rgb(cells.reshape(-1, 3), means[which], low[which], high[which], options.correction)
+    else:
+        targets = cell_means(_sub_cells(cells))
+        shift = offsets(targets, means[which], low[which], high[which], options.correction)
+    return shift.reshape(choice.shape + (3,))
 
 
 def _compose_matched(
@@ -352,6 +396,33 @@ def render(
     scale (``open_image(min_size=...)``); otherwise it is planned here.
     ``progress(done_rows, total_rows)`` is called after each band (for a progress bar).
     """
+    pixels, _ = render_with_placement(
+        image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across, seed=seed,
+        options=options, max_output_pixels=max_output_pixels, grid=grid, progress=progress, cuts=cuts,
+    )
+    return pixels
+
+
+def render_with_placement(
+    image: Image.Image,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    slices: int = 1,
+    tiles_across: int | None = None,
+    seed: str = "",
+    options: RenderOptions = DEFAULT_OPTIONS,
+    max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
+    grid: Grid | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    cuts: tuple[int, ...] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``render``'s pixels and the placement behind them: ``(pixels, choice)``.
+
+    ``choice`` is ``(tiles_down, tiles_across) int32``, the candidate placed in each cell,
+    exactly the one ``render_band`` placed (``placed_tiles`` turns it into library tiles
+    and mirror flags). Same arguments as ``render``.
+    """
     if grid is None:
         grid = plan_grid(
             image.width, image.height, tile_size=tile_size, tiles_across=tiles_across,
@@ -360,7 +431,6 @@ def render(
     elif grid.tile_size != tile_size:
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
-    bands = plan_bands(grid.tiles_down, slices)
     whole = None
     if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
         whole = assign_fair(cells, library, tile_size=tile_size, options=options)
@@ -370,14 +440,26 @@ def render(
             choose_tiles(cells[a * k : b * k], library, tile_size=tile_size, seed=seed, row_offset=a, options=options)
             for a, b in zip(cuts, cuts[1:])
         ])
-    parts = []
-    for band in bands:
-        parts.append(render_band(
-            band_cells(cells, band, tile_size=tile_size), library, tile_size=tile_size, seed=seed,
-            row_offset=band.start, options=options,
-            choice=None if whole is None else whole[band.start : band.stop],
-        ))
+    parts, choices = [], []
+    for band in plan_bands(grid.tiles_down, slices):
+        part = band_cells(cells, band, tile_size=tile_size)
+        if whole is None:
+            choice = choose_tiles(part, library, tile_size=tile_size, seed=seed, row_offset=band.start, options=options)
+        else:
+            choice = whole[band.start : band.stop]
+        parts.append(paint(part, choice, library, tile_size=tile_size, options=options))
+        choices.append(choice)
         if progress is not None:
             progress(band.stop, grid.tiles_down)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    if len(parts) == 1:
+        return parts[0], choices[0]
+    return np.concatenate(parts, axis=0), np.concatenate(choices, axis=0)
 
+
+def placed_tiles(choice: np.ndarray, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:
+    """A choice as library tiles: ``(index into library.names, mirrored)``, both shaped like ``choice``.
+
+    Candidates ``>= len(library)`` are the mirror images (left-right) of ``candidate - len(library)``.
+    """
+    count = len(library)
+    return (choice % count).astype(np.int32), choice >= count

@@ -76,6 +76,20 @@ def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: P
         assert r > 120 and g < 110 and b < 110
 
 
+def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    """--correction 0 places the library's tiles untouched; --overlay paints the target over them."""
+    outputs = {}
+    flags = {"plain": ["--correction", "0"], "overlay": ["--correction", "0", "--overlay", "100", "--match-contrast"]}
+    for name, extra in flags.items():
+        out = tmp_path / f"{name}.png"
+        common = ["--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "12", "--variety", "0"]
+        result = run("render", str(target), *common, *extra, "-o", str(out))
+        assert result.exit_code == 0, result.output
+        outputs[name] = np.asarray(Image.open(out).convert("RGB"), np.float64)
+    reference = np.asarray(Image.open(target).convert("RGB").resize(outputs["plain"].shape[1::-1]), np.float64)
+    assert np.abs(outputs["overlay"] - reference).mean() < np.abs(outputs["plain"] - reference).mean()
+
+
 def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "mosaic.dzi"
     result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
@@ -180,7 +194,7 @@ def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Pat
         archive.writestr("__MACOSX/photos/._t0.jpg", b"\0\5\26\7")
     out = tmp_path / "out.jpg"
     result = run("render", str(target), "-l", str(archive_path), "-t", "8", "--tiles-across", "12", "--slices", "3",
-                 "--variety", "0", "--blend", "0", "-o", str(out))  # fmt: skip
+                 "--variety", "0", "--correction", "0", "-o", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     with Image.open(out) as mosaic:
         assert (mosaic.format, mosaic.size) == ("JPEG", (96, 64))
@@ -233,7 +247,8 @@ def test_render_with_a_library_in_storage(
         (["--tile-size", "0"], "0 is not in the range 1<=x<=64"),
         (["--tile-size", "65"], "65 is not in the range"),
         (["--slices", "40", "--tiles-across", "12"], "cannot cut 8 rows"),
-        (["--blend", "150"], "150 is not in the range 0<=x<=100"),
+        (["--overlay", "150"], "150 is not in the range 0<=x<=100"),
+        (["--correction", "101"], "101 is not in the range 0<=x<=100"),
         (["--max-uses", "0"], "0 is not in the range x>=1"),
         (["--max-uses", "2", "--tiles-across", "12"], "96 cells need more than 8 tiles x 2 uses: raise max_uses to at least 12"),
     ],
@@ -275,7 +290,7 @@ def test_missing_and_broken_inputs_are_clear_errors(
 
 def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "fair.png"
-    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "4", "--blend", "0"]
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "4", "--correction", "0"]
     result = run(*args, "--max-uses", "1", "--slices", "2", "-o", str(out))  # 4 x 3 = 12 cells, 8 tiles x 1 use
     assert_clean_failure(result, "12 cells need more than 8 tiles x 1 uses")
     assert run(*args, "--max-uses", "2", "--slices", "2", "-o", str(out)).exit_code == 0
@@ -320,3 +335,29 @@ def test_a_render_too_big_for_memory_is_refused_before_any_work(target: Path, ti
     result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
     assert_clean_failure(result, "needs about", "through the pipeline", "photomosaics run")
     assert not out.exists()
+def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    import csv
+
+    from mosaic.images import open_image
+    from mosaic.render import placed_tiles, render_with_placement
+    from photomosaics.commands.render import load_library
+
+    out, tile_map = tmp_path / "m.png", tmp_path / "map.csv"
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "16", "--tiles-across", "12", "--slices", "3"]
+    result = run(*args, "--seed", "s", "-o", str(out), "--tile-map", str(tile_map))
+    assert result.exit_code == 0, result.output
+    assert "wrote " + str(tile_map) + " (12x8 cells" in result.output
+
+    library = load_library(str(tiles_dir))
+    pixels, choice = render_with_placement(open_image(target.read_bytes()), library, tile_size=16, tiles_across=12,
+                                           slices=3, seed="s")  # fmt: skip
+    with Image.open(out) as image:
+        assert np.array_equal(np.asarray(image.convert("RGB")), pixels)
+    which, mirrored = placed_tiles(choice, library)
+    with tile_map.open(newline="") as listed:
+        rows = list(csv.reader(listed))
+    assert rows[0] == ["col", "row", "tile", "mirrored"] and len(rows) == 1 + 12 * 8
+    for col, row, name, flipped in rows[1:]:
+        c, r = int(col), int(row)
+        assert (name, flipped) == (library.names[which[r, c]], str(int(mirrored[r, c])))
+    assert_clean_failure(run(*args, "-o", str(out), "--tile-map", str(tmp_path / "nowhere" / "map.csv")), "does not exist")

@@ -112,6 +112,20 @@ def test_an_inline_band_is_written_only_when_set_and_checked() -> None:
             QueueMessage.parse(json.dumps({**body, "band": bad}))
 
 
+@pytest.mark.parametrize("kind", [ImageRequestMessage, SliceRequestMessage])
+def test_the_colour_correction_is_written_only_when_set_and_checked(kind: type[QueueMessage]) -> None:
+    plain = next(m for m in EXAMPLES if type(m) is kind)
+    assert getattr(plain, "correction") is None and "correction" not in json.loads(plain.payload())
+    for value in (0, 35, 100):
+        chosen = dataclasses.replace(plain, correction=value)  # type: ignore[call-arg]
+        body = json.loads(chosen.payload())
+        assert body["version"] == 1 and body["correction"] == value
+        assert QueueMessage.parse(chosen.payload()) == chosen
+    for bad, why in ((-1, "0..100"), (101, "0..100"), (True, "integer"), ("50", "integer"), (50.0, "integer")):
+        with pytest.raises(QueueMessageFormatException, match=f"correction must be .*{why}"):
+            QueueMessage.parse(json.dumps({**json.loads(plain.payload()), "correction": bad}))
+
+
 def test_a_slice_report_is_written_only_when_set_and_checked() -> None:
     """A SliceResponse may carry its slice's log line (the controller keeps it in the job row)."""
     plain = next(m for m in EXAMPLES if isinstance(m, SliceResponseMessage))

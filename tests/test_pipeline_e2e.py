@@ -7,6 +7,9 @@ controller, two processors and a responder. Pixel identity is checked twice, hon
   same job — the distributed render is the in-process render;
 - the delivered JPEG decodes to exactly the same pixels as the in-process render put through
   the same encoder (``workers.slicing.encode_output``): the stitch adds, drops or moves nothing.
+
+And the job's tile map (which library photo is in which cell, stored by the processors) is
+exactly the placement behind the in-process render.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from PIL import Image
 
 from tests.support.pipelines import Pipeline, sample_photo
 from mosaic.images import open_image
-from mosaic.render import render
+from mosaic.render import placed_tiles, render_with_placement
 from workers.slicing import encode_output
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -66,8 +69,13 @@ def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline
     for rid, (label, image, slices, tile) in jobs.items():
         job = finished[rid]
         assert job.status == "done", f"{label}, {slices} slices, tile {tile}: {job.status} {job.error}"
-        expected = render(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
-                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        expected, choice = render_with_placement(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
+                                                 max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        which, mirrored = placed_tiles(choice, library)
+        tile_map = pipe.tile_map(job)
+        reported = [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()]
+        assert reported == [library.names[w] for w in which.ravel()], f"{label}, {slices} slices, tile {tile}: tile map"
+        assert np.array_equal(tile_map.cells & 1, mirrored), f"{label}, {slices} slices, tile {tile}: mirrored"
         assert (job.output_height, job.output_width) == expected.shape[:2]
         if slices > 1:  # lossless slices, stitched; a one-slice job's processor wrote the JPEG itself
             assert np.array_equal(pipe.slice_outputs(job), expected), f"{label}, {slices} slices, tile {tile}"

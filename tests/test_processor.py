@@ -14,7 +14,7 @@ from dal.queues.work_queue import ReceivedMessage
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.images import open_image
-from mosaic.render import RenderOptions, render
+from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
 from workers import slicing
 from workers.slicing import band_bytes, decode_band
 from workers.errors import PermanentJobError
@@ -168,3 +168,42 @@ def test_a_processor_renders_on_one_blas_thread_unless_the_operator_chose(chosen
     probe = subprocess.run([sys.executable, "-c", _BLAS_PROBE], env=env, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == expected
+
+
+def expected_placement(image: bytes, library: Any, *, rid: str, slices: int, options: RenderOptions,
+                       tiles_across: int | None = None) -> tuple[np.ndarray, list[tuple[str, bool]]]:  # fmt: skip
+    """The in-process render's pixels and, per cell in row order, (library tile name, mirrored)."""
+    pixels, choice = render_with_placement(open_image(image), library, tile_size=16, slices=slices, seed=rid,
+                                           tiles_across=tiles_across, options=options)  # fmt: skip
+    which, mirrored = placed_tiles(choice, library)
+    return pixels, [(library.names[w], bool(m)) for w, m in zip(which.ravel(), mirrored.ravel(), strict=True)]
+
+
+def reported(tile_map: Any) -> list[tuple[str, bool]]:
+    return [tile_map.at(c, r)[0::2] for r in range(tile_map.rows) for c in range(tile_map.columns)]
+
+
+@pytest.mark.parametrize("slices", [1, 3])
+def test_the_tile_map_reports_the_engines_placement_and_the_correction_travels_to_every_slice(
+    pipe: Pipeline, slices: int
+) -> None:
+    image = sample_photo(48, 36, seed=9)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=16, slices=slices, correction=20)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    requests = receive_all(pipe.services.queues.slice_request, slices)
+    assert {r.message.correction for r in requests} == {20}  # type: ignore[attr-defined]
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    for received in requests + requests[:1]:  # and one redelivery: the same map, rewritten
+        processor.handle_slice_request(received)
+
+    job = pipe.job(rid)
+    assert job is not None
+    library = pipe.services.libraries.load(pipe.library_uri)
+    pixels, cells = expected_placement(image, library, rid=rid, slices=slices, options=RenderOptions(correction=20))
+    tile_map = pipe.tile_map(job)
+    assert (tile_map.columns, tile_map.rows) == (48, 36) and reported(tile_map) == cells
+    if slices > 1:
+        assert np.array_equal(pipe.slice_outputs(job), pixels)
+        default, _ = expected_placement(image, library, rid=rid, slices=slices, options=RenderOptions())
+        assert not np.array_equal(default, pixels), "the job's correction, not the default, was rendered"

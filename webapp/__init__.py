@@ -76,7 +76,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         )
 
     DECODES.configure(settings.web_decode_megapixels, wait_seconds=float(app.config["DECODE_WAIT_SECONDS"]))
-    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, clients, csrf, errors, health, metrics, pages, security, services, spec, streams, vendor
+    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, api_tiles, clients, csrf, errors, health, metrics, pages, security, services, spec, streams, vendor
 
     services.init_app(app)
     ingress.init_app(app, trusted_proxies=settings.trusted_proxies)
@@ -90,6 +90,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_poison.bp)
     app.register_blueprint(api_print.bp)
     app.register_blueprint(api_pyramid.bp)
+    app.register_blueprint(api_tiles.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(pages.bp)

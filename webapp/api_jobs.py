@@ -108,6 +108,8 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     slices = int_field(request.form, "slices", low=1, high=limits.max_slices)
     tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
     max_uses = optional_int_field(request.form, "max_uses", low=1, high=MAX_USES)
+    # Tiles <-> photo: how far each whole tile's colour moves toward its cell's (0..100 %).
+    correction = optional_int_field(request.form, "correction", low=0, high=100)
     photo = validate_image(
         upload.read(limits.max_upload_bytes + 1),
         max_bytes=limits.max_upload_bytes,
@@ -129,7 +131,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     _check_backlog()
     admitted = _admit(client_id())
     return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,
-                   admitted=admitted, max_uses=max_uses)  # fmt: skip
+                   admitted=admitted, max_uses=max_uses, correction=correction)  # fmt: skip
 
 
 def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
@@ -213,6 +215,7 @@ def _submit(
     photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
     admitted: bool = True,
     max_uses: int | None = None,
+    correction: int | None = None,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -237,6 +240,7 @@ def _submit(
             slices=slices,
             tiles_across=grid.tiles_across,
             max_uses=max_uses,
+            correction=correction,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:
@@ -250,6 +254,7 @@ def _submit(
             message=f"{photo.width}×{photo.height} {photo.format}, {grid.tiles_across}×{grid.tiles_down} tiles "
             f"of {tile_size} px from {library!r} in {slices} slice(s)"
             + (f", each tile at most {max_uses} times" if max_uses is not None else "")
+            + (f", colour correction {correction} %" if correction is not None else "")
             + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
         svc.send(message, force_secondary=parked)

@@ -11,6 +11,7 @@ import re
 from flask import Blueprint, abort, render_template
 
 from dal.queues.messages import REQUEST_ID_PATTERN
+from mosaic.render import DEFAULT_OPTIONS
 from webapp.services import settings
 from webapp.admin import admin_enabled
 
@@ -27,6 +28,7 @@ def index() -> str:
         max_slices=limits.max_slices,
         max_upload_mb=limits.max_upload_bytes // (1024 * 1024),
         max_output_mp=round(limits.max_output_pixels / 1e6),
+        default_correction=DEFAULT_OPTIONS.correction,
     )
 
 

@@ -117,6 +117,9 @@ def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, defaul
 
 
 def optional_int_field(form: Mapping[str, str], name: str, *, low: int, high: int) -> int | None:
-    if form.get(name) is None:  # omitted; an empty or other non-number value is 400, as the spec says
+    raw = form.get(name)
+    if raw is None:  # omitted; an empty or other non-number value is 400, as the spec says
         return None
+    if str(raw).strip() == "":  # not "required": the field may be left out, not sent empty
+        raise ApiError(400, "invalid_field", f"{name} must be a whole number, got {raw!r}; omit it for the default")
     return int_field(form, name, low=low, high=high)

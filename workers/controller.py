@@ -63,6 +63,7 @@ from dal.errors import InvalidLibraryNameError
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
 from workers.errors import PermanentJobError
+from workers.job_options import job_options
 from dal.jobs.model import library_name
 from workers.services import RoleServices
 from workers.slicing import Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
@@ -73,7 +74,7 @@ from mosaic.pieces import PiecePlan, job_plan
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.errors import TileBudgetError
 from mosaic.library import LibraryFormatError
-from mosaic.render import RenderOptions, assign_fair
+from mosaic.render import assign_fair
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -155,6 +156,7 @@ class JobController:
                 slice_sequence=band.sequence,
                 tile_size=message.tile_size,
                 band=inline,
+                correction=message.correction,
             )
             for band, (url, inline) in zip(bands, stored, strict=True)
             if band.sequence not in job.slices_done
@@ -190,8 +192,8 @@ class JobController:
         except LibraryFormatError as exc:
             raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
         try:
-            return assign_fair(cells, library, tile_size=grid.tile_size,
-                               options=RenderOptions(max_uses=message.max_uses))
+            options = job_options(correction=message.correction, max_uses=message.max_uses)
+            return assign_fair(cells, library, tile_size=grid.tile_size, options=options)
         except TileBudgetError as exc:
             raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
 

@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from dal.blobs.names import pyramid_blob_name
+from dal.blobs.names import pyramid_blob_name, slice_tile_map_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs.store import TERMINAL_STATUSES
@@ -61,12 +61,16 @@ from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceRes
 from dal.queues.work_queue import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
+from dal.blobs.libraries import tile_blob_names
+from dal.blobs.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
+from workers.job_options import job_options
 from workers.services import RoleServices
 from workers.stages import Stopwatch
 from workers.band_pieces import make_pieces
 from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
+    Band,
     BandFormatError,
     band_bytes,
     decode_band,
@@ -76,8 +80,8 @@ from workers.slicing import (
     slice_output_name,
 )
 from mosaic.library import LibraryFormatError
-from mosaic.pieces import render_piece
-from mosaic.render import render_band
+from mosaic.pieces import choose_piece
+from mosaic.render import choose_tiles, render_band
 
 if TYPE_CHECKING:
     import numpy as np
@@ -151,15 +155,19 @@ class ImageProcessor:
             time.sleep(self.slice_delay)
             clock.lap("test_delay")
 
+        options = job_options(correction=message.correction)
         try:
             # A fair-use job's band carries the controller's choice for the whole grid.
-            if band.plan is not None:  # a giant band: its choice segments, as its neighbours choose them
-                rows = range(band.first_row, band.first_row + band.rows)
-                pixels = render_piece(band.cells, library, tile_size=message.tile_size, seed=rid, rows=rows,
-                                      cuts=band.plan.cuts, choice=band.choice)
-            else:
-                pixels = render_band(band.cells, library, tile_size=message.tile_size, seed=rid,
-                                     row_offset=band.first_row, choice=band.choice)
+            choice = band.choice
+            size, first = message.tile_size, band.first_row
+            if choice is None and band.plan is not None:  # a giant band: its choice segments, as its neighbours choose them
+                rows = range(first, first + band.rows)
+                choice = choose_piece(band.cells, library, tile_size=size, seed=rid, rows=rows, cuts=band.plan.cuts,
+                                      options=options)
+            elif choice is None:
+                choice = choose_tiles(band.cells, library, tile_size=size, seed=rid, row_offset=first, options=options)
+            pixels = render_band(band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice,
+                                 options=options)
         except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
@@ -168,6 +176,8 @@ class ImageProcessor:
         # A whole mosaic too large for a JPEG (a panorama) goes back as a slice: the controller's
         # stitch stores its pyramid alone; the JPEG encoder would fail it on every delivery.
         whole = whole and fits_jpeg(pixels.shape[1], pixels.shape[0])
+        self._store_tile_map(message, library, *_owned_choice(band, choice), whole=whole)
+        clock.lap("tile_map")
         if whole:  # the whole mosaic: the final outputs now
             url, pyramid = self._final_outputs(rid, pixels, clock)
         elif band.piece is not None and band.plan is not None:  # a giant band: final pieces, no pixels
@@ -201,6 +211,22 @@ class ImageProcessor:
                 report=report,
             )
         )
+
+    def _store_tile_map(
+        self, message: SliceRequestMessage, library: TileLibrary, choice: np.ndarray, first_row: int, *, whole: bool
+    ) -> None:
+        """Which library tile is in which cell of the band (``dal.blobs.tile_maps``): the job's map when
+        the band is the whole mosaic (this processor writes its outputs), else the band's, which
+        the stitch joins. Deterministic bytes: a redelivery rewrites the same blob."""
+        blobs = library.cached(("tile-blob-names",), lambda: tile_blob_names(library.names))
+        name = library_name(message.image_library_uri)
+        tile_map = TileMap.from_choice(choice, names=library.names, blobs=blobs, library=name, first_row=first_row)
+        rid = message.request_id
+        if whole:
+            container, blob = IMAGE_OUTPUT_CONTAINER, tile_map_name(rid)
+        else:
+            container, blob = SLICE_RESPONSE_CONTAINER, slice_tile_map_name(rid, message.slice_sequence)
+        self.services.upload(container, blob, tile_map.encode(), content_type=TILE_MAP_CONTENT_TYPE)
 
     def _final_outputs(self, rid: str, pixels: np.ndarray, clock: Stopwatch) -> tuple[str, bool]:
         """Store the job's JPEG and, built beside it, its pyramid; (the JPEG's URL, pyramid stored?).
@@ -253,3 +279,15 @@ def _on_account(blobs: BlobStore, url: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _owned_choice(band: Band, choice: np.ndarray) -> tuple[np.ndarray, int]:
+    """The rows of a band's choice that its tile map reports, and the first of them.
+
+    Giant bands share a few cell rows with their neighbours; each reports the cells whose top
+    lies in the JPEG rows it encodes, so the bands' maps join without overlap or gap."""
+    if band.piece is None:
+        return choice, band.first_row
+    size = band.piece.tile_size
+    start, stop = -(-band.piece.jpeg.start // size), -(-band.piece.jpeg.stop // size)
+    return choice[start - band.first_row : stop - band.first_row], start

@@ -129,7 +129,7 @@ class _Cached:
     checked: float = 0.0  # time.monotonic() of the last request that confirmed the ETag
 
 
-def _tile_blob_names(names: Iterable[str]) -> list[str]:
+def tile_blob_names(names: Iterable[str]) -> list[str]:
     """Safe, unique blob names ``tiles/<name>.jpg`` for the library's tile names, in order."""
     used: set[str] = set()
     blobs = []
@@ -216,7 +216,7 @@ class LibraryStore:
             container.create_container()  # unmarked: not a library until the mark below
         except ResourceExistsError:
             pass  # replacing a library: it stays one (the old index) until the new index is in
-        blob_names = _tile_blob_names(library.names)
+        blob_names = tile_blob_names(library.names)
         jpeg = ContentSettings(content_type="image/jpeg")
 
         def put_tile(i: int) -> None:

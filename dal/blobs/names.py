@@ -10,6 +10,8 @@ A job's blobs, by container (the containers are named in ``dal.config``)::
     imageoutput/<request_id>.jpg          the finished mosaic (when it fits JPEG's 65,500 px a side)
     imageoutput/<request_id>.dzi.zip      its Deep Zoom pyramid: one uncompressed zip
                                           (mosaic.dzi + mosaic_files/<level>/<col>_<row>.jpg)
+    sliceresponse/<request_id>/<seq>.tiles.gz  which library tile is in which cell of a band
+    imageoutput/<request_id>.tiles.gz     the same for the whole mosaic (``dal.blobs.tile_maps``)
 
 Here in ``dal`` because every layer reads or writes these names (the web app, the controller,
 the processors, cleanup, tests); a name built anywhere else is a second copy of a fact that
@@ -29,6 +31,8 @@ __all__ = [
     "pieces_blob_name",
     "output_blob_name",
     "pyramid_blob_name",
+    "slice_tile_map_name",
+    "tile_map_name",
     "PYRAMID_ROOT",
     "job_file_prefix",
     "job_folder_prefix",
@@ -38,6 +42,7 @@ BAND_EXTENSION = "png"
 RENDERED_EXTENSION = "npy"
 OUTPUT_EXTENSION = "jpg"
 PYRAMID_EXTENSION = "dzi.zip"
+TILE_MAP_EXTENSION = "tiles.gz"
 PYRAMID_ROOT = "mosaic"  # inside the zip: mosaic.dzi and mosaic_files/
 _LEGACY_RENDERED_EXTENSION = "png"
 
@@ -75,6 +80,16 @@ def output_blob_name(request_id: str) -> str:
 def pyramid_blob_name(request_id: str) -> str:
     """The ``imageoutput`` blob of a job's Deep Zoom pyramid (a zip; ``dal.blobs.pyramid`` reads it)."""
     return f"{request_id}.{PYRAMID_EXTENSION}"
+
+
+def slice_tile_map_name(request_id: str, sequence: int) -> str:
+    """The ``sliceresponse`` blob of the tile map of band ``sequence`` (``dal.blobs.tile_maps``)."""
+    return f"{request_id}/{sequence}.{TILE_MAP_EXTENSION}"
+
+
+def tile_map_name(request_id: str) -> str:
+    """The ``imageoutput`` blob of a job's tile map: which library photo is in which cell."""
+    return f"{request_id}.{TILE_MAP_EXTENSION}"
 
 
 def job_file_prefix(request_id: str) -> str:

@@ -73,9 +73,9 @@ _CLIENT_ID = re.compile(ID_PATTERN)
 LIBRARY_NAME_PATTERN = r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*"
 _LIBRARY_NAME = re.compile(LIBRARY_NAME_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "band", "report", "job_done"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "correction", "band", "report", "job_done"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses", "band", "report", "job_done"}
+_OMITTED_WHEN_NONE = {"max_uses", "correction", "band", "report", "job_done"}
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
 MAX_REPORT_STAGES = 32
@@ -122,6 +122,7 @@ _FIELD_CHECKS: dict[str, Any] = {
     "slices": lambda v: _check_int("slices", v, low=1),
     "tiles_across": lambda v: v is None or _check_int("tiles_across", v, low=1),
     "max_uses": lambda v: v is None or _check_int("max_uses", v, low=1),
+    "correction": lambda v: v is None or _check_int("correction", v, low=0, high=100),
     "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
     "traceparent": lambda v: v is None or _check_traceparent(v),
     "band": lambda v: v is None or _check_band(v),
@@ -343,6 +344,9 @@ class ImageRequestMessage(QueueMessage):
     # Fair use: no tile more than this many times in the whole mosaic (None: the variety rule).
     # The controller assigns every cell once for the whole job and ships each band its rows.
     max_uses: int | None = None
+    # How far each tile's colour moves toward its cell's, 0..100 % (None: the engine's default,
+    # ``mosaic.render.RenderOptions.correction``): the person's choice between tiles and photo.
+    correction: int | None = None
 
     TYPE: ClassVar[str] = "ImageRequest"
     QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE
@@ -362,6 +366,7 @@ class SliceRequestMessage(QueueMessage):
     slice_sequence: int
     tile_size: int
     band: str | None = None
+    correction: int | None = None  # as the job's ImageRequest says (None: the engine's default)
 
     TYPE: ClassVar[str] = "SliceRequest"
     QUEUE: ClassVar[str] = SLICE_REQUEST_QUEUE

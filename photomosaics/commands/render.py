@@ -98,17 +98,26 @@ def _load_stored(name: str) -> Any:
         raise click.BadParameter(str(exc), param_hint="--library") from None
 
 
-def _render_options(*, variety: int | None, blend: int | None, colour_first: bool, max_uses: int | None = None) -> Any:
+def _render_options(
+    *,
+    variety: int | None,
+    correction: int | None = None,
+    overlay: int | None = None,
+    match_contrast: bool = False,
+    colour_first: bool,
+    max_uses: int | None = None,
+) -> Any:
     """The engine's RenderOptions with only the options given on the command line changed."""
     import dataclasses
 
     from mosaic.render import DEFAULT_OPTIONS
 
     changes: dict[str, Any] = {"colour_first": colour_first, "max_uses": max_uses}
-    if variety is not None:
-        changes["variety"] = variety
-    if blend is not None:
-        changes["blend"] = blend
+    if match_contrast:
+        changes["match_contrast"] = True
+    for name, value in (("variety", variety), ("correction", correction), ("overlay", overlay)):
+        if value is not None:
+            changes[name] = value
     return dataclasses.replace(DEFAULT_OPTIONS, **changes)
 
 
@@ -125,8 +134,14 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
                    f"at most PHOTOMOSAICS_MAX_SLICES ({Settings().max_slices}).")
 @click.option("--variety", type=click.IntRange(0, 16), default=None,
               help="No tile repeats within this many cells, 0 = off [default: the engine's].")
-@click.option("--blend", type=click.IntRange(0, 100), default=None,
-              help="Blend each tile toward the target colour, in percent [default: the engine's].")
+@click.option("--correction", type=click.IntRange(0, 100), default=None,
+              help="Move each whole tile this far toward its cell's colour, in percent; the tile stays "
+                   "the photo it is (0 = tiles untouched) [default: the engine's].")
+@click.option("--overlay", type=click.IntRange(0, 100), default=None,
+              help="Paint the target over the tiles at sub-cell resolution, in percent (a fake mosaic: "
+                   "up close the tiles stop being photographs) [default: 0, off].")
+@click.option("--match-contrast", is_flag=True,
+              help="With --overlay: hold each tile's contrast to its cell's and raise the overlay where the target is flat.")
 @click.option("--colour-first", is_flag=True, help="Match mean colours only, ignoring the layout inside a cell.")
 @click.option("--max-uses", type=click.IntRange(min=1), default=None,
               help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].")
@@ -137,6 +152,8 @@ def _render_options(*, variety: int | None, blend: int | None, colour_first: boo
               multiple=True,
               help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: "
                    "name.dzi and name_files/). Repeat it for several outputs of one render, written at once (-o m.jpg -o m.dzi).")
+@click.option("--tile-map", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="Also write which library photo is in which cell, as CSV: col,row,tile,mirrored (mirrored 0 or 1).")
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
 def render(
@@ -146,12 +163,15 @@ def render(
     tiles_across: int | None,
     slices: int,
     variety: int | None,
-    blend: int | None,
+    correction: int | None,
+    overlay: int | None,
+    match_contrast: bool,
     colour_first: bool,
     max_uses: int | None,
     seed: str,
     max_output_pixels: int | None,
     outputs: tuple[Path, ...],
+    tile_map: Path | None,
     no_cache: bool,
     quality: int,
 ) -> None:  # fmt: skip
@@ -160,9 +180,11 @@ def render(
     from mosaic.grid import min_slices, plan_bands, plan_grid
     from mosaic.images import ImageDecodeError, open_image
     from mosaic.pieces import job_plan
-    from mosaic.render import render as render_mosaic
+    from mosaic.render import render_with_placement
 
     formats = {output: _output_format(output) for output in outputs}
+    if tile_map is not None and not tile_map.parent.is_dir():
+        raise click.BadParameter(f"folder {tile_map.parent} does not exist", param_hint="--tile-map")
     settings = Settings.from_env()
     if slices > settings.max_slices:
         raise click.BadParameter(f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices")
@@ -170,7 +192,10 @@ def render(
         image = open_image(target.read_bytes(), max_pixels=settings.max_input_pixels)
     except ImageDecodeError as exc:
         raise click.BadParameter(f"{target}: {exc}", param_hint="TARGET") from None
-    options = _render_options(variety=variety, blend=blend, colour_first=colour_first, max_uses=max_uses)
+    options = _render_options(
+        variety=variety, correction=correction, overlay=overlay, match_contrast=match_contrast,
+        colour_first=colour_first, max_uses=max_uses,
+    )
     limit = max_output_pixels or settings.max_output_pixels
     try:
         grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=limit)
@@ -205,9 +230,11 @@ def render(
         # A job the pipeline would cut into pieces (mosaic.pieces) is rendered with the same tile
         # choice segments, so the offline outputs are the pipeline's, byte for byte.
         plan = job_plan(grid, slices)
-        mosaic = render_mosaic(image, library, tile_size=tile_size, slices=max(slices, min_slices(grid)),
-                               tiles_across=tiles_across, seed=seed, options=options, max_output_pixels=limit,
-                               progress=advance, cuts=None if plan is None else plan.cuts)  # fmt: skip
+        mosaic, placement = render_with_placement(
+            image, library, tile_size=tile_size, slices=max(slices, min_slices(grid)), tiles_across=tiles_across,
+            seed=seed, options=options, max_output_pixels=limit, progress=advance,
+            cuts=None if plan is None else plan.cuts,
+        )
     # Several outputs of one render are written at once: libvips (the pyramid) and Pillow's
     # encoders work outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid.
     from concurrent.futures import ThreadPoolExecutor
@@ -218,6 +245,23 @@ def render(
         future.result()
     for output in formats:
         click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
+    if tile_map is not None:
+        _write_tile_map(placement, library, library_spec, tile_map)
+
+
+def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path) -> None:
+    """The placement as CSV (``dal.blobs.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``)."""
+    from dal.blobs.libraries import tile_blob_names
+    from dal.blobs.tile_maps import TileMap
+
+    names = library.names
+    placed = TileMap.from_choice(placement, names=names, blobs=tile_blob_names(names), library=library_spec)
+    try:
+        with path.open("w", encoding="utf-8", newline="") as out:
+            out.writelines(placed.csv_lines())
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc}") from None
+    click.echo(f"wrote {path} ({placed.columns}x{placed.rows} cells, {len(placed.tiles)} distinct photos)", err=True)
 
 
 def _output_format(output: Path) -> str:

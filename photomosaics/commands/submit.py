@@ -177,6 +177,9 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
 @click.option("--tile-size", type=click.IntRange(1, MAX_TILE_SIZE), default=16, show_default=True, help="Tile side in the output, in pixels.")
 @click.option("--slices", type=click.IntRange(min=1), default=4, show_default=True, help="Bands rendered in parallel.")
 @click.option("--tiles-across", type=click.IntRange(min=1), default=None, help="Mosaic width in tiles [default: the planner's].")
+@click.option("--correction", type=click.IntRange(0, 100), default=None,
+              help="Tiles <-> photo: how far (percent) each tile's colour moves toward its spot of the photo, "
+                   "the tile moved as a whole [default: the server's engine default].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
               help="Where to save the mosaic [default: IMAGE-mosaic.jpg].")  # fmt: skip
 @click.option("--url", default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL), show_default=DEFAULT_URL,
@@ -186,7 +189,7 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
               help="Keep retrying a submission refused with 429 (quota) or 503 (busy) for this many seconds, "
                    "waiting as the server's Retry-After says; 0: do not retry.")  # fmt: skip
 def submit(
-    *, image: Path, library: str, tile_size: int, slices: int, tiles_across: int | None,
+    *, image: Path, library: str, tile_size: int, slices: int, tiles_across: int | None, correction: int | None,
     output: Path | None, url: str, timeout: float, retry_for: float,
 ) -> None:  # fmt: skip
     """Make a mosaic of IMAGE through the web app's API and save it."""
@@ -199,6 +202,8 @@ def submit(
     form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
     if tiles_across is not None:
         form["tiles_across"] = str(tiles_across)
+    if correction is not None:
+        form["correction"] = str(correction)
     created = _create(api, image, form, retry_until=min(deadline, started + retry_for))
     job = api.call("GET", created["status_url"]).json()
     click.echo(

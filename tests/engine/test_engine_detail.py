@@ -12,6 +12,9 @@ from mosaic.detail import FLOOR, STEPS, attenuate, gain_levels, local_blend, til
 from .conftest import random_library
 from .test_engine_render import _stitch
 
+OVERLAY = RenderOptions(overlay=90)  # contrast matching is part of the overlay option
+MATCHED = RenderOptions(overlay=90, match_contrast=True)
+
 
 def _cell_std(out: np.ndarray, tile_size: int) -> np.ndarray:
     """The luma standard deviation inside each cell of a mosaic."""
@@ -59,8 +62,8 @@ def _half_flat_target() -> Image.Image:
 def test_flat_target_cells_get_quieter_tiles_than_busy_ones_and_than_without_the_rule() -> None:
     library = random_library(220, seed=4)
     target = _half_flat_target()
-    on = render(target, library, tile_size=16, tiles_across=12, seed="s")
-    off = render(target, library, tile_size=16, tiles_across=12, seed="s", options=RenderOptions(match_contrast=False))
+    on = render(target, library, tile_size=16, tiles_across=12, seed="s", options=MATCHED)
+    off = render(target, library, tile_size=16, tiles_across=12, seed="s", options=OVERLAY)
     std_on, std_off = _cell_std(on, 16), _cell_std(off, 16)
     flat_on, flat_off = std_on[:, :5].mean(), std_off[:, :5].mean()  # cells wholly in the flat half
     assert flat_on < flat_off / 3  # quieter where the photo is flat (no rims at the tile borders either)...
@@ -75,8 +78,8 @@ def test_contrast_matching_is_deterministic_and_band_consistent(slices: int, til
     library: TileLibrary = random_library(220, seed=4)
     target = _half_flat_target()
     kwargs = {"tile_size": tile_size, "tiles_across": 24, "seed": "req", "slices": slices}
-    whole = render(target, library, options=RenderOptions(), **kwargs)
-    assert np.array_equal(whole, render(target, library, **kwargs))  # the same pixels again
-    assert np.array_equal(whole, _stitch(target, library, options=RenderOptions(), **kwargs))  # bands alone
-    off = render(target, library, options=RenderOptions(match_contrast=False), **kwargs)
+    whole = render(target, library, options=MATCHED, **kwargs)
+    assert np.array_equal(whole, render(target, library, options=MATCHED, **kwargs))  # the same pixels again
+    assert np.array_equal(whole, _stitch(target, library, options=MATCHED, **kwargs))  # bands alone
+    off = render(target, library, options=OVERLAY, **kwargs)
     assert not np.array_equal(whole, off)  # the rule was at work

@@ -20,7 +20,7 @@ from .conftest import random_library
 @pytest.mark.parametrize(("max_uses", "slices"), [(1, 1), (1, 4), (3, 3)])
 def test_max_uses_is_never_exceeded_even_across_bands(photo: Image.Image, max_uses: int, slices: int) -> None:
     library = random_library(150, seed=2)
-    options = RenderOptions(max_uses=max_uses, blend=0)
+    options = RenderOptions(max_uses=max_uses, correction=0)
     grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=12)  # 12 x 12 = 144 cells
     cells = cell_image(photo, grid)
     whole = assign_fair(cells, library, tile_size=8, options=options)
@@ -41,9 +41,9 @@ def test_fair_use_on_a_flat_target_spreads_the_cells_over_distinct_tiles() -> No
     target = Image.new("RGB", (8, 8), (120, 140, 160))
     grid = plan_grid(8, 8, tile_size=4)
     cells = cell_image(target, grid)
-    plain = choose_tiles(cells, library, tile_size=4, seed="s", options=RenderOptions(variety=0, blend=0))
+    plain = choose_tiles(cells, library, tile_size=4, seed="s", options=RenderOptions(variety=0, correction=0))
     assert np.bincount(plain.ravel() % 64).max() == 64  # every cell wants the same tile
-    fair = choose_tiles(cells, library, tile_size=4, seed="s", options=RenderOptions(max_uses=1, blend=0))
+    fair = choose_tiles(cells, library, tile_size=4, seed="s", options=RenderOptions(max_uses=1, correction=0))
     assert sorted((fair.ravel() % 64).tolist()) == list(range(64))  # all 64 tiles, once each
 
 

@@ -22,7 +22,7 @@ from mosaic.render import choose_tiles
 
 from .conftest import encode, flat_library, random_library
 
-PLAIN = RenderOptions(variety=0, blend=0)
+PLAIN = RenderOptions(variety=0, correction=0)
 COLOURS = [(255, 0, 0), (0, 128, 0), (20, 20, 200), (240, 240, 240), (30, 30, 30), (250, 200, 0)]
 
 
@@ -77,7 +77,7 @@ def test_mirror_images_of_tiles_are_candidates_too() -> None:
     target = Image.fromarray(atlas[0, :, ::-1].copy())  # dark on the right
     out = render(target, library, tile_size=16, tiles_across=1, options=PLAIN)
     assert np.array_equal(out, library.tiles(16)[0, :, ::-1])
-    plain = render(target, library, tile_size=16, tiles_across=1, options=RenderOptions(variety=0, blend=0, mirror=False))
+    plain = render(target, library, tile_size=16, tiles_across=1, options=RenderOptions(variety=0, correction=0, mirror=False))
     assert np.array_equal(plain, library.tiles(16)[0])
 
 
@@ -134,7 +134,7 @@ def test_variety_never_repeats_a_tile_within_the_distance_even_across_bands(dist
     # A flat target is the worst case: every cell wants the same few tiles.
     library = random_library(220, seed=4)  # enough for distance 3: 4 classes of 49
     target = Image.new("RGB", (24, 20), (120, 140, 160))
-    options = RenderOptions(variety=distance, blend=0)
+    options = RenderOptions(variety=distance, correction=0)
     grid = plan_grid(24, 20, tile_size=4)
     cells = cell_image(target, grid)
     choice = np.concatenate([
@@ -173,16 +173,16 @@ def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_tar
 def test_variety_is_lowered_for_a_library_too_small_to_honour_it() -> None:
     library = random_library(12, seed=1)
     target = Image.new("RGB", (10, 10), (100, 100, 100))
-    out = render(target, library, tile_size=4, options=RenderOptions(variety=5, blend=0))
+    out = render(target, library, tile_size=4, options=RenderOptions(variety=5, correction=0))
     assert out.shape == (40, 40, 3)
 
 
-def test_blend_moves_colours_toward_the_target_and_100_reaches_it() -> None:
+def test_the_overlay_moves_colours_toward_the_target_and_100_reaches_it() -> None:
     library = flat_library([(200, 50, 50), (50, 50, 200)])
     target = Image.new("RGB", (4, 4), (120, 60, 120))
     errors = []
-    for blend in (0, 50, 100):
-        out = render(target, library, tile_size=8, options=RenderOptions(variety=0, blend=blend))
+    for overlay in (0, 50, 100):
+        out = render(target, library, tile_size=8, options=RenderOptions(variety=0, correction=0, overlay=overlay))
         errors.append(np.abs(out.astype(int) - (120, 60, 120)).mean())
     assert errors[0] > errors[1] > errors[2]
     assert errors[2] <= 1.0
@@ -194,7 +194,7 @@ def test_extreme_tile_sizes(photo: Image.Image, library200: TileLibrary, tile_si
     assert out.shape == (12 * tile_size, 12 * tile_size, 3)
     if tile_size == 64:
         first = out[:64, :64]
-        assert any(np.array_equal(first, t) for t in library200.atlas) or RenderOptions().blend
+        assert any(np.array_equal(first, t) for t in library200.atlas) or RenderOptions().correction
 
 
 def test_one_by_one_target(library200: TileLibrary) -> None:
@@ -225,7 +225,7 @@ def test_bad_cells_are_refused(library200: TileLibrary) -> None:
     with pytest.raises(ValueError):
         render_band(np.zeros((SUB, SUB), np.uint8), library200, tile_size=4, seed="")
     with pytest.raises(ValueError):
-        RenderOptions(blend=101)
+        RenderOptions(overlay=101)
 
 
 @pytest.mark.parametrize("options", [RenderOptions(), PLAIN])
@@ -270,7 +270,7 @@ def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
     monkeypatch.setattr(render_module, "STRIP_CELLS", 200)  # 40 cells across: strips of 8 rows
     assert render_module.strips(20, 40, 0) == [(0, 8), (8, 16), (16, 20)]
     assert render_module.strips(10, 40, 5) == [(0, 3), (3, 10)]  # cut at global row 8
-    options = RenderOptions(blend=0)
+    options = RenderOptions(correction=0)
     kwargs = {"tile_size": 4, "slices": 3, "tiles_across": 40, "seed": "strips", "options": options}
     whole = render(photo, library200, **kwargs)
     assert np.array_equal(whole, _stitch(photo, library200, **kwargs))
@@ -294,7 +294,7 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     rounds = importlib.import_module("mosaic.rounds")
     grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=48)
     cells = cell_image(photo, grid)
-    options = RenderOptions(variety=distance, blend=0)
+    options = RenderOptions(variety=distance, correction=0)
     choices = []
     for sparse_below in (1 << 40, 0, 32):  # whole band only, pair lists after one round, mixed
         monkeypatch.setattr(rounds, "_SPARSE_BELOW", sparse_below)

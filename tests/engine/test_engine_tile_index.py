@@ -88,7 +88,7 @@ def indexed(monkeypatch: pytest.MonkeyPatch):
     return random_library(220, seed=7)  # 220: enough for variety 3 (4 border classes of 49+)
 
 
-@pytest.mark.parametrize("options", [RenderOptions(), RenderOptions(variety=0, blend=0)])
+@pytest.mark.parametrize("options", [RenderOptions(), RenderOptions(variety=0, correction=0)])
 def test_indexed_bands_equal_the_whole_render(photo: Image.Image, indexed, options: RenderOptions) -> None:
     kwargs = {"tile_size": 8, "tiles_across": 36, "seed": "idx", "options": options}
     whole = render(photo, indexed, slices=4, **kwargs)

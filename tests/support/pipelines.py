@@ -26,6 +26,7 @@ from PIL import Image
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageRequestMessage
+from dal.blobs.tile_maps import TileMap
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
 from mosaic.render import render
@@ -172,7 +173,8 @@ class Pipeline:
         return self.services.libraries.create(name, "test tiles", library, shared=True)
 
     def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
-               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None) -> str:  # fmt: skip
+               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None,
+               correction: int | None = None) -> str:  # fmt: skip
         """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
         request_id = str(uuid.uuid4())
         url = self.services.blobs.upload(
@@ -183,7 +185,7 @@ class Pipeline:
             ImageRequestMessage(
                 queue_uri=queue.url, client_id=CLIENT_ID, request_id=request_id, image_uri=url,
                 image_library_uri=library_uri, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
-                max_uses=max_uses,
+                max_uses=max_uses, correction=correction,
             )
         )  # fmt: skip
         return request_id
@@ -223,6 +225,12 @@ class Pipeline:
         data = self.output_bytes(job)
         with Image.open(io.BytesIO(data)) as image:
             return np.asarray(image.convert("RGB"))
+
+    def tile_map(self, job: Job) -> TileMap:
+        """The job's tile map (``dal.blobs.tile_maps``), its bands joined."""
+        from dal.blobs.tile_maps import load_job_map
+
+        return TileMap.decode(load_job_map(self.services.blobs.download, job.request_id, job.slices))
 
     def slice_outputs(self, job: Job) -> np.ndarray:
         """The rendered slices (lossless .npy) stacked: the mosaic before the JPEG encode.

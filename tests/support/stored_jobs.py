@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dal.blobs.names import slice_tile_map_name, tile_map_name
 from dal.blobs.store import BlobStore
 from dal.config import (
     IMAGE_INPUT_CONTAINER,
@@ -36,7 +37,7 @@ def world(storage: StorageClients, unique: str) -> dict[str, Any]:
 
 
 def make_job(blobs: BlobStore, jobs: JobStore, *, slices: int = 3, events: int = 3) -> str:
-    """A finished job with everything a real one leaves: photo, bands, slices, output, rows."""
+    """A finished job with everything a real one leaves: photo, bands, slices and their tile maps, output and its tile map, rows."""
     rid = str(uuid.uuid4())
     jobs.create(Job(client_id=CLIENT, request_id=rid, status="done", library="lib", tile_size=8, slices=slices,
                     tiles_across=4, tiles_down=4, output_width=32, output_height=32, input_name=f"{rid}.png",
@@ -45,7 +46,9 @@ def make_job(blobs: BlobStore, jobs: JobStore, *, slices: int = 3, events: int =
     for seq in range(slices):
         blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/{seq}.png", b"band", content_type="image/png")
         blobs.upload(SLICE_RESPONSE_CONTAINER, f"{rid}/{seq}.png", b"slice", content_type="image/png")
+        blobs.upload(SLICE_RESPONSE_CONTAINER, slice_tile_map_name(rid, seq), b"map", content_type="application/gzip")
     blobs.upload(IMAGE_OUTPUT_CONTAINER, f"{rid}.jpg", b"mosaic", content_type="image/jpeg")
+    blobs.upload(IMAGE_OUTPUT_CONTAINER, tile_map_name(rid), b"map", content_type="application/gzip")
     for i in range(events):
         jobs.add_event(rid, "progress", actor="test", message=f"event {i}")
     return rid

@@ -15,7 +15,7 @@ use-after-free, ...):
   random walk may never draw "create, then read" at a CI-sized scenario count, and reaches a
   finished job only when the roles happen to be quick): submit a real photo, wait for the job
   and follow every link from the submission and the job (get, events, preview, slice, result,
-  Deep Zoom descriptor, tile, pyramid, delete last); create a library and follow its links
+  Deep Zoom descriptor, tile, pyramid, tile map, delete last); create a library and follow its links
   (get, tile); list the queues and follow the links to a poison queue, then to requeue and
   purge a message by the id it listed. Each link's runtime expressions are resolved as a
   generated client would, and every call must answer 2xx.
@@ -229,7 +229,7 @@ WORKFLOWS = {
     # submission to a finished job depends on the roles' timing, so its reach is proven by the
     # deterministic link walk below; this machine proves the contract along the links
     "jobs": ["listLibraries", "submitJob", "listJobs", "getJob", "getJobEvents", "getJobPreview",
-             "getJobSlice", "getJobResult", "deleteJob", "getJobDzi", "getJobDziTile", "getJobPyramid"],
+             "getJobSlice", "getJobResult", "deleteJob", "getJobDzi", "getJobDziTile", "getJobPyramid", "getJobTiles"],
     "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "deleteLibrary"],
     "poison": ["listQueues", "getPoison", "requeuePoison", "purgePoison"],
 }  # fmt: skip
@@ -323,7 +323,7 @@ def test_the_links_of_a_finished_job_reach_every_job_operation_with_2xx(served: 
     links = {**raw["paths"]["/api/jobs"]["post"]["responses"]["202"]["links"],
              **raw["paths"]["/api/jobs/{request_id}"]["get"]["responses"]["200"]["links"]}  # fmt: skip
     assert {"getJob", "getJobResult", "getJobSlice", "getJobPreview", "getJobEvents", "getJobDzi",
-            "getJobDziTile", "getJobPyramid", "deleteJob"} <= {link["operationId"] for link in links.values()}  # fmt: skip
+            "getJobDziTile", "getJobPyramid", "getJobTiles", "deleteJob"} <= {link["operationId"] for link in links.values()}  # fmt: skip
     deleting = {name: link for name, link in links.items() if link["operationId"] == "deleteJob"}
     reading = {name: link for name, link in links.items() if name not in deleting}
     answered = {}

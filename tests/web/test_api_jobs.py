@@ -131,6 +131,32 @@ def test_max_uses_travels_in_the_request_message(client: Any, stores: dict[str, 
     assert "each tile at most 3 times" in client.get(f"/api/jobs/{request_id}").json["events"][0]["message"]
 
 
+@pytest.mark.parametrize("correction", ["0", "35", "100"])
+def test_the_colour_correction_travels_in_the_request_message(client: Any, stores: dict[str, Any], correction: str) -> None:
+    response = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", correction=correction)
+    assert response.status_code == 202, response.json
+    request_id = response.json["request_id"]
+    message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
+    assert isinstance(message, ImageRequestMessage) and message.correction == int(correction)
+    assert f"colour correction {correction} %" in client.get(f"/api/jobs/{request_id}").json["events"][0]["message"]
+
+
+def test_without_a_correction_the_job_gets_the_engines_default_which_the_spec_documents(
+    client: Any, stores: dict[str, Any]
+) -> None:
+    from mosaic.render import DEFAULT_OPTIONS
+
+    request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2").json["request_id"]
+    message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
+    assert message.correction is None  # the processors use the engine's default
+    spec = client.get("/openapi.yaml")
+    import yaml
+
+    body = yaml.safe_load(spec.data)["paths"]["/api/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]
+    field = body["schema"]["properties"]["correction"]
+    assert (field["minimum"], field["maximum"], field["default"]) == (0, 100, DEFAULT_OPTIONS.correction)
+
+
 def test_default_grid_follows_the_planner(client: Any) -> None:
     response = submit(client, image=png_bytes(60, 40, fmt="JPEG"), filename="p.jpg", tile_size="16", slices="1")
     assert response.status_code == 202
@@ -152,6 +178,11 @@ def test_default_grid_follows_the_planner(client: Any) -> None:
         ({"slices": "17"}, 400, "invalid_field"),
         ({"tiles_across": "0"}, 400, "invalid_field"),
         ({"max_uses": "0"}, 400, "invalid_field"),
+        ({"correction": "-1"}, 400, "invalid_field"),
+        ({"correction": "101"}, 400, "invalid_field"),
+        ({"correction": "50.5"}, 400, "invalid_field"),
+        ({"correction": "half"}, 400, "invalid_field"),
+        ({"correction": ""}, 400, "invalid_field"),
         ({"max_uses": "1", "tiles_across": "32"}, 422, "tile_budget"),  # 32 x 24 cells, 18 tiles x 1
         ({"max_uses": "1000", "tiles_across": "600"}, 422, "tile_budget"),  # 600 x 450 cells > MAX_FAIR_CELLS
         ({"library": "Not A Name"}, 400, "invalid_field"),

@@ -1,13 +1,14 @@
 """The whole product in a real headless Chromium: upload a photo, choose settings, watch the
 progress reach 100 % with real controller, processor and responder processes, see the mosaic,
 zoom into it with the deep-zoom viewer (OpenSeadragon on the job's pyramid) down to single
-tiles, download it and check the file is that mosaic. Screenshots of every step go to
+tiles, click one to learn which library photo it is, download it and check the file is that mosaic. Screenshots of every step go to
 ``artifacts/screenshots/`` (git-ignored), at laptop and phone widths.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -119,10 +120,18 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert page.locator("#tiles_across").input_value() == "21"
     page.locator("#print-back").filter(has_text="(21 tiles across) prints 21.34 cm wide at 30 DPI").wait_for()
     shot(page, "02b-print-planner")
-    page.locator("#tiles_across").fill("60")
+    # The product's defaults: tiles big enough to see what each photo shows when zoomed in, and
+    # enough of them across for the photo to read from afar.
+    page.locator("#tile_size").fill("32")
+    page.locator("#tiles_across").fill("100")
     page.locator("#slices").fill("4")
-    page.locator("#final-dims").filter(has_text="720 ×").wait_for()
+    page.locator("#final-dims").filter(has_text="3,200 ×").wait_for()
     assert page.locator("#slices_out").inner_text() == "4"
+    # Tiles <-> photo: the example tiles (three of the library's photos) follow the slider.
+    wait_until(page, "document.querySelectorAll('#correction-swatches canvas').length === 3")
+    page.locator("#correction").fill("30")
+    page.locator("#correction_out").filter(has_text="30 %").wait_for()
+    assert page.locator("#correction-swatches").get_attribute("data-percent") == "30"
     shot(page, "02-create-ready")
 
     page.locator("#submit").click()
@@ -144,20 +153,22 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
 
     job = page.request.get(f"{base}/api/jobs/{request_id}").json()
     assert (job["status"], job["progress"], job["slices_done"]) == ("done", 1, [0, 1, 2, 3])
-    assert [job["output_width"], job["output_height"]] == [720, 480]
+    width, height = job["output_width"], job["output_height"]
+    assert (width, job["tile_size"], job["tiles_across"]) == (3200, 32, 100)
+    assert "colour correction 30 %" in job["events"][0]["message"]
 
     # The deep-zoom viewer (OpenSeadragon from npm) opened the job's pyramid, at full view...
     dzi = page.request.get(f"{base}{job['dzi_url']}")
-    assert dzi.status == 200 and 'Width="720"' in dzi.text()
+    assert dzi.status == 200 and f'Width="{width}"' in dzi.text()
     assert page.locator("#viewport canvas").count() >= 1
     full_view = float(page.locator("#viewport").get_attribute("data-image-zoom"))
     assert 0 < full_view < 2
     page.locator("#viewport").scroll_into_view_if_needed()
     shot(page, "04b-deepzoom-full-view", full_page=False)
 
-    # ... and "Tiles" zooms until one mosaic tile (12 px) is about 120 screen px: single tiles.
+    # ... and "Tiles" zooms until one mosaic tile (32 px) is about 120 screen px: single tiles.
     page.locator("#zoom-tile").click()
-    wait_until(page, "Math.abs(Number(document.getElementById('viewport').dataset.imageZoom) - 10) < 0.05")
+    wait_until(page, "Math.abs(Number(document.getElementById('viewport').dataset.imageZoom) - 120 / 32) < 0.05")
     wait_until(page, "document.getElementById('viewport').dataset.loaded === '1'", timeout=30)
     box = page.locator("#viewport").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -167,9 +178,26 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.wait_for_timeout(1500)  # the pan animation settles and its tiles load
     wait_until(page, "document.getElementById('viewport').dataset.loaded === '1'", timeout=30)
     shot(page, "05-zoomed-to-tiles", full_page=False)
-    # The viewer asked the app for top-level pyramid tiles (level 10 of a 720 x 480 mosaic: 2 x 1 tiles of 510 px).
-    tile = page.request.get(f"{base}/api/jobs/{request_id}/dzi_files/10/1_0.jpg")
+    # The viewer asked the app for top-level pyramid tiles (510 px each).
+    top = math.ceil(math.log2(max(width, height)))
+    tile = page.request.get(f"{base}/api/jobs/{request_id}/dzi_files/{top}/1_0.jpg")
     assert tile.status == 200 and tile.headers["content-type"] == "image/jpeg"
+
+    # Which photo is this? A click on a tile names it and shows the library photo, as the
+    # engine placed it (the job's tile map, read from storage here).
+    # (by the element: the viewer took the focus on the drag, and the page scrolled to it)
+    page.locator("#viewport").click(position={"x": box["width"] * 0.4, "y": box["height"] * 0.45})
+    page.locator("#tile-info").wait_for(state="visible")
+    wait_until(page, "document.getElementById('tile-photo').complete && document.getElementById('tile-photo').naturalWidth > 0")
+    where = page.locator("#tile-where").inner_text()
+    col, row = (int(n) - 1 for n in where.removeprefix("tile ").split(" (")[0].split(", "))
+    from dal.blobs.tile_maps import TileMap, load_job_map
+
+    stored = load_job_map(live_app["pipeline"].services.blobs.download, request_id, job["slices"])
+    name, _, mirrored = TileMap.decode(stored).at(col, row)
+    assert page.locator("#tile-name").inner_text() == name
+    assert ("placed mirrored" in where) == mirrored
+    shot(page, "05b-which-photo", full_page=False)
     page.locator("#zoom-fit").click()
     zip_link = page.locator("#download-zip")
     assert zip_link.is_visible() and zip_link.get_attribute("href") == job["pyramid_url"]
@@ -184,7 +212,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     stored = live_app["pipeline"].services.blobs.download("imageoutput", f"{request_id}.jpg")
     assert downloaded == stored
     with Image.open(io.BytesIO(downloaded)) as image:
-        assert (image.format, image.size) == ("JPEG", (720, 480))
+        assert (image.format, image.size) == ("JPEG", (width, height))
 
     page.goto(base + "/jobs")
     page.locator(f'.tile-card[data-request-id="{request_id}"]').wait_for()

@@ -55,9 +55,11 @@ def idle_app(web_settings: Settings, azurite_connection_string: str, tile_librar
 def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jpg"
     result = run(str(photo), "--library", "demo", "--tile-size", "8", "--slices", "3", "--tiles-across", "30",
-                 "-o", str(out), "--url", live_app["url"])  # fmt: skip
+                 "--correction", "35", "-o", str(out), "--url", live_app["url"])  # fmt: skip
     assert result.exit_code == 0, result.output
     request_id = re.search(r"job ([0-9a-f-]{36})", result.output).group(1)  # type: ignore[union-attr]
+    submitted = next(e for e in live_app["pipeline"].services.jobs.events(request_id) if e.kind == "submitted")
+    assert "colour correction 35 %" in submitted.message
     assert "30×20 tiles of 8 px" in result.output and "saved" in result.output
     stored = live_app["pipeline"].services.blobs.download(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg")
     assert out.read_bytes() == stored
@@ -89,6 +91,7 @@ def test_not_an_image_is_refused(idle_app: str, tmp_path: Path) -> None:
 def test_usage_errors_exit_2_before_any_request(tmp_path: Path, photo: Path) -> None:
     assert run(str(tmp_path / "missing.png"), "--library", LIBRARY).exit_code == 2
     assert run(str(photo), "--library", LIBRARY, "--tile-size", "0").exit_code == 2
+    assert run(str(photo), "--library", LIBRARY, "--correction", "101").exit_code == 2
     assert run(str(photo)).exit_code == 2  # --library is required
 
 

@@ -1,5 +1,7 @@
 /* The create page: pick a photo (preview), a library (sample tiles), settings with the final
-   size from /api/plan, then POST /api/jobs and go to the job's page. */
+   size from /api/plan, then POST /api/jobs and go to the job's page. The "tiles ↔ photo"
+   slider (correction) shows what it does on three of the library's own photos, tinted here as
+   the engine tints a placed tile: one offset for the whole tile toward its cell's colour. */
 "use strict";
 
 (() => {
@@ -14,11 +16,70 @@
   const tileSize = document.getElementById("tile_size");
   const across = document.getElementById("tiles_across");
   const slices = document.getElementById("slices");
+  const correction = document.getElementById("correction");
+  const swatches = document.getElementById("correction-swatches");
+  // Three colours a spot of a photo often has (sky, sunset, foliage), for the example tiles.
+  const EXAMPLE_CELLS = [[78, 138, 204], [226, 140, 62], [52, 112, 64]];
+  const EXAMPLE_SIDE = 64;
+  let exampleTiles = []; // loaded <img> of the chosen library's samples
   const maxUploadBytes = Number(form.dataset.maxUploadMb) * 1024 * 1024;
   const DEFAULT_ACROSS = 100;
   let photo = null; // {file, width, height}
   let planTimer = null;
   let planSeq = 0;
+
+  function correctionWords(percent) {
+    if (percent === 0) return "tiles exactly as photographed";
+    if (percent <= 30) return "tiles keep nearly their own colours";
+    if (percent <= 60) return "tiles tinted part of the way: photos up close, your picture from afar";
+    if (percent < 100) return "strongly tinted tiles: your picture reads from closer";
+    return "each tile's average colour is its spot's";
+  }
+
+  /** Draw each example tile moved ``percent`` % of the way toward its cell's colour, as a whole. */
+  function drawExample() {
+    const percent = Number(correction.value);
+    document.getElementById("correction_out").textContent = `${percent} %`;
+    correction.setAttribute("aria-valuetext", `${percent} %: ${correctionWords(percent)}`);
+    swatches.replaceChildren(...EXAMPLE_CELLS.map((cell, i) => {
+      const canvas = PM.el("canvas", { width: String(EXAMPLE_SIDE), height: String(EXAMPLE_SIDE), class: "example-tile" });
+      const tile = exampleTiles.length ? exampleTiles[i % exampleTiles.length] : null;
+      if (tile) tint(canvas, tile, cell, percent / 100);
+      const spot = PM.el("span", { class: "example-cell", title: "the colour of the tile's spot in your photo" });
+      spot.style.backgroundColor = `rgb(${cell.join(",")})`;
+      return PM.el("div", { class: "example" }, canvas, spot);
+    }));
+    swatches.dataset.percent = String(percent);
+  }
+
+  function tint(canvas, tile, cell, share) {
+    const context = canvas.getContext("2d");
+    context.drawImage(tile, 0, 0, EXAMPLE_SIDE, EXAMPLE_SIDE);
+    const image = context.getImageData(0, 0, EXAMPLE_SIDE, EXAMPLE_SIDE);
+    const px = image.data;
+    const mean = [0, 0, 0];
+    for (let i = 0; i < px.length; i += 4) for (let c = 0; c < 3; c++) mean[c] += px[i + c];
+    const offset = mean.map((sum, c) => Math.round(share * (cell[c] - sum / (px.length / 4))));
+    for (let i = 0; i < px.length; i += 4) for (let c = 0; c < 3; c++) px[i + c] = px[i + c] + offset[c];
+    context.putImageData(image, 0, 0); // Uint8ClampedArray: the few pixels past 0 or 255 clip
+  }
+
+  function loadExampleTiles() {
+    const chosen = form.querySelector('input[name="library"]:checked');
+    const label = chosen && chosen.closest(".library-option");
+    const sources = label ? [...label.querySelectorAll(".samples img")].map((img) => img.src) : [];
+    const picked = [0, 1, 2].map((i) => sources[Math.floor((i * sources.length) / 3)]).filter(Boolean);
+    exampleTiles = [];
+    Promise.all(picked.map((src) => new Promise((resolve) => {
+      const img = new Image();
+      img.onload = () => resolve(img);
+      img.onerror = () => resolve(null);
+      img.src = src;
+    }))).then((loaded) => {
+      exampleTiles = loaded.filter(Boolean);
+      drawExample();
+    });
+  }
 
   function showError(message) {
     errorBox.textContent = message;
@@ -47,10 +108,11 @@
           PM.el("span", { class: "title" }, PM.el("span", { text: lib.name }), PM.el("small", { text: count })),
           PM.el("p", { text: lib.description }),
           samples);
-        radio.addEventListener("change", ready);
+        radio.addEventListener("change", () => { ready(); loadExampleTiles(); });
         libraryList.append(label);
       });
       ready();
+      loadExampleTiles();
     } catch (error) {
       libraryList.replaceChildren(PM.el("p", { class: "error", text: `Could not load the libraries: ${error.message}` }));
     }
@@ -140,6 +202,7 @@
     schedulePlan();
   });
   slices.addEventListener("input", () => { document.getElementById("slices_out").textContent = slices.value; });
+  correction.addEventListener("input", drawExample);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -151,6 +214,7 @@
     data.append("tile_size", tileSize.value);
     if (photo.width !== null) data.append("tiles_across", across.value);
     data.append("slices", slices.value);
+    data.append("correction", correction.value);
     const maxUses = document.getElementById("max_uses").value.trim();
     if (maxUses !== "") data.append("max_uses", maxUses);
     submit.disabled = true;
@@ -172,5 +236,6 @@
   });
 
   PM.dropzone(document.getElementById("dropzone"), input, choose);
+  drawExample();
   loadLibraries();
 })();

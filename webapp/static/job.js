@@ -1,7 +1,9 @@
 /* The job page: live progress over Server-Sent Events, each finished slice shown in place,
    then the mosaic in OpenSeadragon (served by the app from npm: /vendor/openseadragon/) on
    its Deep Zoom pyramid (wheel, pinch, drag, buttons; down to single tiles) with downloads:
-   the full-resolution JPEG where it fits the format, and the pyramid as a zip. */
+   the full-resolution JPEG where it fits the format, and the pyramid as a zip. A click on a
+   tile asks the job's tile map which library photo it is (GET <job>/tiles?x=&y=), marks the
+   cell and shows the photo with its name. */
 "use strict";
 
 (() => {
@@ -194,6 +196,7 @@
       item.addHandler("fully-loaded-change", report);
       report();
     });
+    whichPhoto(viewer, job);
     const zoomBy = (factor) => viewer.viewport.zoomBy(factor);
     document.getElementById("zoom-in").addEventListener("click", () => zoomBy(1.6));
     document.getElementById("zoom-out").addEventListener("click", () => zoomBy(1 / 1.6));
@@ -201,6 +204,49 @@
     document.getElementById("zoom-tile").addEventListener("click", () => {
       const item = viewer.world.getItemAt(0);
       if (item) viewer.viewport.zoomTo(item.imageToViewportZoom(tileZoom));
+    });
+  }
+
+  /* ---- which photo is where: a click (not a drag) on the mosaic names the tile under it ---- */
+  function whichPhoto(viewer, job) {
+    const panel = document.getElementById("tile-info");
+    const photo = document.getElementById("tile-photo");
+    const mark = PM.el("div", { class: "tile-mark" });
+    let asked = 0;
+    document.getElementById("tile-csv").href = `${statusUrl}/tiles?format=csv`;
+    viewer.addHandler("canvas-click", async (event) => {
+      if (!event.quick) return; // the end of a drag, not a click
+      const item = viewer.world.getItemAt(0);
+      if (!item) return;
+      const at = item.viewerElementToImageCoordinates(event.position);
+      const x = Math.floor(at.x);
+      const y = Math.floor(at.y);
+      if (x < 0 || y < 0 || x >= job.output_width || y >= job.output_height) return;
+      const seq = ++asked;
+      try {
+        const cell = await PM.api(`${statusUrl}/tiles?x=${x}&y=${y}`);
+        if (seq !== asked) return;
+        photo.src = cell.tile_url;
+        photo.classList.toggle("mirrored", cell.mirrored);
+        document.getElementById("tile-open").href = cell.tile_url;
+        document.getElementById("tile-open-link").href = cell.tile_url;
+        document.getElementById("tile-name").textContent = cell.tile;
+        document.getElementById("tile-where").textContent =
+          `tile ${cell.col + 1}, ${cell.row + 1} (column, row) · from library ${cell.library}` +
+          (cell.mirrored ? " · placed mirrored (shown as placed)" : "");
+        panel.hidden = false;
+        panel.dataset.tile = cell.tile;
+        const rect = item.imageToViewportRectangle(cell.x, cell.y, cell.size, cell.size);
+        if (mark.parentNode) viewer.updateOverlay(mark, rect);
+        else viewer.addOverlay(mark, rect);
+      } catch (error) {
+        if (seq !== asked) return;
+        document.getElementById("tile-name").textContent = error.status === 404
+          ? "This mosaic was made before tile maps were kept."
+          : `Could not tell: ${error.message}`;
+        document.getElementById("tile-where").textContent = "";
+        panel.hidden = false;
+      }
     });
   }
 

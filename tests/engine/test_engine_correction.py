@@ -1,0 +1,121 @@
+"""Whole-tile colour correction and the placement: every placed tile stays the photo it is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mosaic import RenderOptions, TileLibrary, placed_tiles, render, render_with_placement
+from mosaic.correction import offsets, tile_colours
+from mosaic import band_cells, cell_image, plan_bands, plan_grid
+from mosaic.render import candidate_tiles, choose_tiles
+
+from .conftest import flat_library, random_library
+from .test_engine_render import _stitch
+
+
+def _cells(out: np.ndarray, tile: int) -> np.ndarray:
+    rows, cols = out.shape[0] // tile, out.shape[1] // tile
+    return out.reshape(rows, tile, cols, tile, 3).swapaxes(1, 2).reshape(rows * cols, tile, tile, 3)
+
+
+def _luma_r(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-cell correlation of the luma of ``a`` and ``b`` ``(n, s, s, 3)``."""
+    weights = np.array([0.299, 0.587, 0.114])
+    x = (a.astype(np.float64) @ weights).reshape(len(a), -1)
+    y = (b.astype(np.float64) @ weights).reshape(len(b), -1)
+    x -= x.mean(axis=1, keepdims=True)
+    y -= y.mean(axis=1, keepdims=True)
+    return (x * y).sum(axis=1) / np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
+
+
+@pytest.mark.parametrize("tile_size", [8, 16, 32])
+def test_the_default_correction_keeps_every_tile_the_photo_it_is(photo: Image.Image, library200: TileLibrary, tile_size: int) -> None:
+    out, choice = render_with_placement(photo, library200, tile_size=tile_size, tiles_across=24, seed="c")
+    placed = candidate_tiles(library200, tile_size, RenderOptions())[choice.ravel()]
+    r = _luma_r(_cells(out, tile_size), placed)
+    assert r.min() >= 0.99
+    moved = np.abs(_cells(out, tile_size).mean(axis=(1, 2)) - placed.mean(axis=(1, 2))).max(axis=1)
+    assert (moved > 2).mean() > 0.5  # and the colours did move
+
+
+def test_the_placement_is_what_the_pixels_show(photo: Image.Image, library200: TileLibrary) -> None:
+    options = RenderOptions(correction=0)
+    out, choice = render_with_placement(photo, library200, tile_size=16, tiles_across=20, seed="p", options=options)
+    assert np.array_equal(out, render(photo, library200, tile_size=16, tiles_across=20, seed="p", options=options))
+    index, mirrored = placed_tiles(choice, library200)
+    tiles = library200.tiles(16)
+    expected = np.where(mirrored.ravel()[:, None, None, None], tiles[index.ravel()][:, :, ::-1], tiles[index.ravel()])
+    assert np.array_equal(_cells(out, 16), expected)
+    assert mirrored.any() and not mirrored.all()  # both kinds were exercised
+
+
+@pytest.mark.parametrize("slices", [1, 3, 7])
+def test_the_placement_is_each_band_s_own_choice(photo: Image.Image, library200: TileLibrary, slices: int) -> None:
+    kwargs = {"tile_size": 8, "tiles_across": 30, "seed": "b", "slices": slices}
+    pixels, choice = render_with_placement(photo, library200, **kwargs)
+    assert np.array_equal(pixels, _stitch(photo, library200, options=RenderOptions(), **kwargs))
+    grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=30)
+    cells = cell_image(photo, grid)
+    bands = [
+        choose_tiles(band_cells(cells, band), library200, tile_size=8, seed="b", row_offset=band.start)
+        for band in plan_bands(grid.tiles_down, slices)
+    ]
+    assert np.array_equal(choice, np.concatenate(bands))
+
+
+@pytest.mark.parametrize(("slices", "tile_size"), [(3, 8), (5, 16), (4, 12), (3, 2)])
+def test_corrected_bands_rendered_alone_equal_the_whole(photo: Image.Image, library200: TileLibrary, slices: int, tile_size: int) -> None:
+    kwargs = {"tile_size": tile_size, "tiles_across": 30, "seed": "req", "slices": slices}
+    for options in (RenderOptions(), RenderOptions(correction=80, overlay=40, match_contrast=True)):
+        whole = render(photo, library200, options=options, **kwargs)
+        assert np.array_equal(whole, _stitch(photo, library200, options=options, **kwargs))
+
+
+def test_more_correction_brings_each_cell_closer_to_its_target_colour() -> None:
+    library = flat_library([(200, 60, 40), (40, 60, 200), (90, 160, 90)])
+    target = Image.new("RGB", (6, 4), (120, 100, 130))
+    errors = []
+    for correction in (0, 25, 50, 75, 100):
+        out = render(target, library, tile_size=8, options=RenderOptions(variety=0, correction=correction))
+        errors.append(np.abs(out.reshape(-1, 3).mean(axis=0) - (120, 100, 130)).max())
+    assert all(a > b for a, b in zip(errors, errors[1:]))
+    assert errors[-1] <= 1.0  # 100 %: the tile's mean is the cell's
+
+
+def test_a_shift_stops_where_the_tile_would_lose_its_highlights() -> None:
+    tile = np.zeros((1, 10, 10, 3), np.uint8)
+    tile[0, :, :5] = 40
+    tile[0, :, 5:] = 240  # half the pixels near white
+    means, low, high = tile_colours(tile)
+    shift = offsets(np.array([[255, 255, 255]], np.uint8), means, low, high, 100)
+    assert (shift == high).all() and high.max() == 15
+
+
+def test_render_options_are_validated() -> None:
+    defaults = RenderOptions()
+    assert defaults.overlay == 0 and not defaults.match_contrast and 0 < defaults.correction < 100
+    for bad in ({"correction": 101}, {"correction": -1}, {"overlay": 101}, {"overlay": 2.5}, {"correction": True}):
+        with pytest.raises(ValueError):
+            RenderOptions(**bad)  # type: ignore[arg-type]
+
+
+def test_the_overlay_paints_the_target_over_the_tiles_and_breaks_them() -> None:
+    """On, the overlay moves every sub-cell toward the target: the tiles stop being photographs."""
+    library = random_library(80, seed=3)
+    rng = np.random.default_rng(1)
+    target = Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).resize((96, 96), Image.Resampling.NEAREST)
+    kwargs = {"tile_size": 16, "tiles_across": 6, "seed": "o"}
+    off, choice = render_with_placement(target, library, **kwargs)
+    on, same = render_with_placement(target, library, options=RenderOptions(overlay=100), **kwargs)
+    assert np.array_equal(choice, same)
+    placed = candidate_tiles(library, 16, RenderOptions())[choice.ravel()]
+    assert _luma_r(_cells(off, 16), placed).min() >= 0.99
+    assert np.median(_luma_r(_cells(on, 16), placed)) < 0.8
+    small = np.asarray(target.reduce(4), np.float64)  # the target at one pixel per sub-cell
+
+    def error(out: np.ndarray) -> float:
+        return float(np.abs(out.reshape(24, 4, 24, 4, 3).mean(axis=(1, 3)) - small).mean())
+
+    assert error(on) < error(off) / 2

@@ -1,0 +1,50 @@
+"""The fidelity benchmark's measures: they see what they claim to see."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from benchmarks import fidelity
+from mosaic import RenderOptions, render_with_placement
+from mosaic.render import candidate_tiles
+from tests.engine.conftest import random_library
+
+
+def _target() -> Image.Image:
+    import skimage.data
+
+    return Image.fromarray(skimage.data.astronaut()).resize((192, 192))
+
+
+def test_tiles_placed_untouched_are_all_recognisable_and_the_overlay_is_not() -> None:
+    library = random_library(120, seed=5)
+    target = _target()
+    candidates = candidate_tiles(library, 16, RenderOptions())
+    kwargs = {"tile_size": 16, "tiles_across": 12, "seed": "f"}
+    plain, choice = render_with_placement(target, library, options=RenderOptions(correction=0), **kwargs)
+    scores = fidelity.job_scores(plain, target, candidates, choice)
+    assert scores["recognisable"] == 1.0 and scores["contrast"] == 1.0 and scores["colour_moved"] < 1e-6
+    painted, same = render_with_placement(target, library, options=RenderOptions(correction=0, overlay=90), **kwargs)
+    overlaid = fidelity.job_scores(painted, target, candidates, same)
+    assert overlaid["recognisable"] < 0.5  # the fake mosaic: tiles no longer photographs...
+    assert overlaid["delta_e"] < scores["delta_e"] / 2  # ...and closer to the photo from afar
+
+
+def test_another_program_s_tiles_are_identified_mirror_included() -> None:
+    library = random_library(60, seed=6)
+    candidates = fidelity.candidates_of(library.tiles(16))
+    rng = np.random.default_rng(2)
+    placed = rng.integers(0, len(candidates), (5, 7))
+    mosaic = candidates[placed].transpose(0, 2, 1, 3, 4).reshape(5 * 16, 7 * 16, 3)
+    assert np.array_equal(fidelity.identify(mosaic, candidates), placed.ravel())
+
+
+def test_window_share_and_goals() -> None:
+    tiles = np.arange(16 * 16).reshape(16, 16)
+    assert fidelity.window_share(tiles) == 1 / 64
+    tiles[:8, :8] = 7
+    assert fidelity.window_share(tiles) == 1.0
+    good = {"recognisable": 1.0, "contrast": 1.0, "colour_moved": 3.0, "window_share": 0.06, "delta_e": 3.0, "ssim": 0.9}
+    assert all(fidelity.goal_checks(good, {"delta_e": 5.0, "ssim": 0.8}).values())
+    assert not fidelity.goal_checks({**good, "colour_moved": 6.0}, None)["colour_moved"]

@@ -1,0 +1,100 @@
+"""``GET /api/jobs/<id>/tiles``: which library photo is where in a finished mosaic.
+
+One cell (``?col=&row=``, or ``?x=&y=`` in the mosaic's pixels, as the viewer clicks) answers
+its tile's name, whether it was placed mirrored, and the URL of the library photo; no cell
+asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
+per cell (``col,row,tile,mirrored``). Owner-only like the result: another client's job is
+404. The map is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first
+use, then kept in the previews' memory cache (a job's map never changes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request, url_for
+
+from dal.errors import BlobMissingError
+from dal.jobs.model import JobStatus
+from dal.jobs.store import Job
+from dal.errors import TileMapFormatError
+from dal.blobs.tile_maps import CSV_HEADER, TileMap, load_job_map
+from webapp.api_jobs import own_job
+from webapp.errors import ApiError
+from webapp.previews import PREVIEWS
+from webapp.services import services
+from webapp.validation import int_field
+
+bp = Blueprint("api_tiles", __name__, url_prefix="/api")
+
+_PAIRS = (("col", "row"), ("x", "y"))
+
+
+def _tile_map(job: Job) -> TileMap:
+    if job.status != JobStatus.DONE:
+        raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
+
+    def load() -> bytes:
+        try:
+            return load_job_map(services().download, job.request_id, job.slices)
+        except BlobMissingError:
+            raise ApiError(404, "tile_map_missing", "this mosaic was made before tile maps were kept") from None
+
+    try:
+        return TileMap.decode(PREVIEWS.get((job.request_id, "tiles"), load))
+    except TileMapFormatError as exc:
+        raise ApiError(404, "tile_map_missing", f"this mosaic's tile map is unreadable: {exc}") from None
+
+
+def _cell(job: Job, tile_map: TileMap, given: tuple[str, str]) -> tuple[int, int]:
+    """The (col, row) asked for, each within the grid (400 naming the field otherwise)."""
+    if given == ("col", "row"):
+        col = int_field(request.args, "col", low=0, high=tile_map.columns - 1)
+        return col, int_field(request.args, "row", low=0, high=tile_map.rows - 1)
+    x = int_field(request.args, "x", low=0, high=job.output_width - 1)
+    y = int_field(request.args, "y", low=0, high=job.output_height - 1)
+    return min(x // job.tile_size, tile_map.columns - 1), min(y // job.tile_size, tile_map.rows - 1)
+
+
+@bp.get("/jobs/<request_id>/tiles")
+def job_tiles(request_id: str) -> Response:
+    job = own_job(request_id)
+    fmt = request.args.get("format", "json")
+    if fmt not in ("json", "csv"):
+        raise ApiError(400, "invalid_field", f"format must be json or csv, got {fmt[:40]!r}")
+    given = [pair for pair in _PAIRS if any(name in request.args for name in pair)]
+    if len(given) > 1 or (given and fmt == "csv"):
+        raise ApiError(400, "invalid_field", "ask for one cell (col and row, or x and y) or the whole map (format=csv)")
+    tile_map = _tile_map(job)
+    if fmt == "csv":
+        headers = {"Content-Disposition": f'attachment; filename="mosaic-{request_id[:8]}-tiles.csv"'}
+        return Response(tile_map.csv_lines(), mimetype="text/csv", headers=headers)
+    if not given:
+        return jsonify(_summary(job, tile_map))
+    col, row = _cell(job, tile_map, given[0])
+    name, blob, mirrored = tile_map.at(col, row)
+    return jsonify(
+        {
+            "col": col,
+            "row": row,
+            "tile": name,
+            "mirrored": mirrored,
+            "library": job.library,
+            "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=blob),
+            "x": col * job.tile_size,
+            "y": row * job.tile_size,
+            "size": job.tile_size,
+        }
+    )
+
+
+def _summary(job: Job, tile_map: TileMap) -> dict[str, Any]:
+    return {
+        "columns": tile_map.columns,
+        "rows": tile_map.rows,
+        "tile_size": job.tile_size,
+        "library": job.library,
+        "distinct_tiles": len(tile_map.tiles),
+        "csv_header": CSV_HEADER,
+        "csv_url": url_for("api_tiles.job_tiles", request_id=job.request_id, format="csv"),
+    }

@@ -1,0 +1,24 @@
+"""The engine options of a job, from what its messages carry.
+
+A job's messages name only what the person chose (today the colour correction); everything
+else is the engine's default (``mosaic.render.DEFAULT_OPTIONS``), so the controller's fair-use
+assignment and every processor's band render with the same options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mosaic.render import DEFAULT_OPTIONS, RenderOptions
+
+__all__ = ["job_options"]
+
+
+def job_options(*, correction: int | None = None, max_uses: int | None = None) -> RenderOptions:
+    """``DEFAULT_OPTIONS`` with what the job's message sets (None: the default)."""
+    changes: dict[str, int] = {}
+    if correction is not None:
+        changes["correction"] = correction
+    if max_uses is not None:
+        changes["max_uses"] = max_uses
+    return dataclasses.replace(DEFAULT_OPTIONS, **changes) if changes else DEFAULT_OPTIONS
