@@ -22,7 +22,7 @@ from mosaic.deepzoom import write_dzi_zip
 from mosaic.grid import Grid, plan_grid
 from mosaic.images import open_image
 from mosaic.pieces import job_plan
-from mosaic.render import render
+from mosaic.render import placed_tiles, render_with_placement
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_controller import controller, receive_all
 from workers.assembly import Stitcher
@@ -42,14 +42,15 @@ def _zip_files(data: bytes) -> dict[str, bytes]:
         return {i.filename: archive.read(i) for i in archive.infolist() if i.filename.endswith((".jpg", ".dzi"))}
 
 
-def _whole_render(pipe: Pipeline, rid: str, photo: bytes) -> np.ndarray:
-    """What ``photomosaics render --slices 3`` renders for the job: the offline path."""
+def _whole_render(pipe: Pipeline, rid: str, photo: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """What ``photomosaics render --slices 3`` renders for the job, and its placement: the offline path."""
     image = open_image(photo)
     grid = plan_grid(image.width, image.height, tile_size=TILE, tiles_across=ACROSS)
     plan = job_plan(grid, 3)
     assert plan is not None and plan.bands == 3
     library = pipe.services.libraries.load(pipe.library_uri)
-    return render(image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=3, cuts=plan.cuts)
+    return render_with_placement(image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=3,
+                                 cuts=plan.cuts)
 
 
 def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pipeline) -> None:
@@ -80,7 +81,13 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
     job = pipe.job(rid)
     assert job is not None and job.status == "done" and job.output_name == f"{rid}.jpg"
 
-    mosaic = _whole_render(pipe, rid, photo)
+    mosaic, choice = _whole_render(pipe, rid, photo)
+    # The bands share a few cell rows; their tile maps join into the placement of the whole, once each.
+    library = pipe.services.libraries.load(pipe.library_uri)
+    which, mirrored = placed_tiles(choice, library)
+    tile_map = pipe.tile_map(job)
+    assert [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()] == [library.names[w] for w in which.ravel()]
+    assert np.array_equal(tile_map.cells & 1, mirrored)
     jpeg = pipe.output_bytes(job)
     assert jpeg == encode_output(mosaic), "the assembled JPEG is the single encode, byte for byte"
     with Image.open(io.BytesIO(jpeg)) as decoded:
