@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 
 import numpy as np
 import pytest
 
-from dal.errors import TileMapFormatError
 from dal.blobs.tile_maps import CSV_HEADER, TileMap, join_bands
+from dal.errors import TileMapFormatError
 
 NAMES = ["beach.jpg", "cat, sleeping.jpg", "dog.jpg", "snow/field.png"]
 BLOBS = ["tiles/beach.jpg", "tiles/cat-sleeping.jpg", "tiles/dog.jpg", "tiles/snow-field.jpg"]
@@ -57,10 +58,20 @@ def test_the_csv_lists_every_cell_with_its_tile_name_quoted_as_csv_does() -> Non
         assert (tile, mirrored) == (NAMES[value % 4], str(int(value >= 4)))
 
 
-@pytest.mark.parametrize("data", [b"", b"not gzip", __import__("gzip").compress(b'{"format":"x"}\n'),
-                                  __import__("gzip").compress(b'{"format":"photomosaics-tile-map","version":1,'
-                                                              b'"library":"p","first_row":0,"rows":2,"columns":2,"dtype":"<u2",'
-                                                              b'"tiles":[["a","b"]]}\n' + b"\0" * 6)])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not gzip",
+        gzip.compress(b'{"format":"x"}\n', mtime=0),
+        gzip.compress(
+            b'{"format":"photomosaics-tile-map","version":1,"library":"p","first_row":0,"rows":2,"columns":2,'
+            b'"dtype":"<u2","tiles":[["a","b"]]}\n' + b"\0" * 6,
+            mtime=0,
+        ),
+    ],
+    ids=["empty", "not gzip", "another format", "cells cut short"],
+)
 def test_a_blob_that_is_not_a_tile_map_is_refused_with_one_error(data: bytes) -> None:
     with pytest.raises(TileMapFormatError):
         TileMap.decode(data)
