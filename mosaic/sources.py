@@ -161,7 +161,7 @@ def _read_from_start(stream: BinaryIO) -> bytes:
     return stream.read(MAX_FILE_BYTES + 1)
 
 
-def _add_zip(handle: Path | BinaryIO, label: str, prefix: str, sources: TileSources) -> None:
+def _add_zip(handle: Path | BinaryIO, label: str, folder: str, sources: TileSources) -> None:
     """A zip's entries from its directory alone; each is inflated only when it is read."""
     try:
         archive = sources.closing.enter_context(zipfile.ZipFile(handle))
@@ -173,7 +173,7 @@ def _add_zip(handle: Path | BinaryIO, label: str, prefix: str, sources: TileSour
     for info in sorted(entries, key=lambda i: i.filename):
         if info.is_dir():
             continue
-        name = prefix + info.filename
+        name = folder + info.filename
         if reason := _junk_reason(PurePosixPath(info.filename)):
             sources.skipped.append((name, reason))
         else:

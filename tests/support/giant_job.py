@@ -106,7 +106,7 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
     get = lambda path, **kw: session.get(f"{base}{path}", timeout=60, **kw)  # noqa: E731
     assert get(f"/jobs/{rid}").status_code == 200
     previews = {}
-    for size in (None, 1024):
+    for size in (None, 960):  # sizes a preview comes in (webapp.previews.PREVIEW_SIDES)
         answer = get(job["preview_url"], params={"size": size} if size else None)
         assert answer.status_code == 200 and answer.headers["Content-Type"] == "image/jpeg", answer.text[:300]
         previews[size or "default"] = answer.content
