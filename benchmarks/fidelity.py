@@ -266,7 +266,7 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
     crops = [v[top : top + CROP, left : left + CROP] for v in views]
     gap = np.full((crops[0].shape[0], 8, 3), 255, np.uint8)
     strip = np.concatenate([crops[0], gap, crops[1], gap, crops[2]], axis=1)
-    stem = job.name.replace(" ", "-")
+    stem = job.name.replace(" ", "-").replace(":", "-")
     Image.fromarray(strip).save(folder / f"{stem}-crops-target-ours-metapixel.png")
     whole = Image.fromarray(ours)
     if whole.width > SCREEN:
