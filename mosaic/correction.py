@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blend import _saturating_add
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
 TAIL = 0.01  # share of a tile's pixels per side that may clip under the offset
-CORRECT_BYTES = 1 << 22  # output bytes corrected per step: bounded int16 temporaries
+CORRECT_BYTES = 1 << 20  # output bytes corrected per step: the strip stays in cache
 
 
 def tile_colours(tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -86,31 +87,29 @@ def offsets_rgb(
 
 def compose_corrected(choice: np.ndarray, tiles: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """``tiles[choice]`` placed on the grid, each moved by its cell's ``shift`` (``(rows, cols, 3)``),
-    saturating: ``(rows*s, cols*s, 3) uint8``, in bounded steps."""
-    rows, cols = choice.shape
-    s = tiles.shape[1]
-    out = np.empty((rows * s, cols * s, 3), np.uint8)
-    view = out.reshape(rows, s, cols, s, 3)
-    step = max(1, CORRECT_BYTES // max(1, 2 * cols * s * s * 3))
-    for r in range(0, rows, step):
-        part = tiles[choice[r : r + step]].astype(np.int16)  # (h, cols, s, s, 3)
-        part += shift[r : r + step, :, None, None, :]
-        np.clip(part, 0, 255, out=part)
-        view[r : r + step] = part.transpose(0, 2, 1, 3, 4)
-    return out
+    saturating: ``(rows*s, cols*s, 3) uint8``."""
+    from .render import compose
+
+    return add_shift(compose(choice, tiles), shift)
 
 
 def add_shift(out: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """Move each cell of a composed mosaic ``out`` by its ``shift`` (``(rows, cols, 3)``), in place."""
+    """Move each cell of a composed mosaic ``out`` by its ``shift`` (``(rows, cols, 3)``), in place.
+
+    Saturating uint8 adds of one row of offsets per cell row, repeated to the tile width
+    and broadcast over the tile's rows (``blend._saturating_add``): no int16 copy of the
+    mosaic. Offsets beyond ±127 (only at high corrections) take more passes.
+    """
     rows, cols = shift.shape[:2]
     s = out.shape[0] // rows
-    view = out.reshape(rows, s, cols, s, 3)
-    step = max(1, CORRECT_BYTES // max(1, 2 * cols * s * s * 3))
+    step = max(1, CORRECT_BYTES // max(1, cols * s * s * 3))
     for r in range(0, rows, step):
-        part = view[r : r + step].astype(np.int16)
-        part += shift[r : r + step, None, :, None, :]
-        np.clip(part, 0, 255, out=part)
-        view[r : r + step] = part
+        rest = shift[r : r + step].astype(np.int16)
+        view = out[r * s : (r + rest.shape[0]) * s].reshape(rest.shape[0], s, cols * s, 3)
+        while rest.any():  # one pass at the default; each adds at most ±127
+            amount = np.clip(rest, -127, 127)
+            _saturating_add(view, np.repeat(amount.astype(np.int8), s, axis=1), 1)
+            rest = rest - amount
     return out
 
 
