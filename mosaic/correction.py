@@ -32,7 +32,7 @@ from .blend import _saturating_add
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
-TAIL = 0.01  # share of a tile's pixels per side that may clip under the offset
+TAIL = 0.03  # share of a tile's pixels per side that may clip under the offset
 CORRECT_BYTES = 1 << 20  # output bytes corrected per step: the strip stays in cache
 
 

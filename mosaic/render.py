@@ -58,7 +58,7 @@ class RenderOptions:
                    flattens tiles into texture.
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
-                   cell (higher favours colour fidelity, lower structure). The default, 13,
+                   cell (higher favours colour fidelity, lower structure). The default, 16,
                    is chosen knowing the correction: a tile's colour distance to its cell
                    is paid twice, by what the correction leaves (seen from afar) and by
                    what it moves (seen up close), so a tile whose colour is already close
@@ -75,7 +75,7 @@ class RenderOptions:
     correction: int = 50
     overlay: int = 0
     colour_first: bool = False
-    colour_weight: float = 13.0
+    colour_weight: float = 16.0
     mirror: bool = True
     max_uses: int | None = None
     match_contrast: bool = False
