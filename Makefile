@@ -24,9 +24,9 @@ $(PY_STAMP): pyproject.toml
 
 # Azurite (the storage emulator) comes from npm, pinned by package-lock.json. npm runs on the
 # system's Node.js when it is new enough for that Azurite, else on Node.js from PyPI installed
-# into .venv (dal/node_runtime.py): Python is the only prerequisite.
+# into .venv (photomosaics/local/node_runtime.py): Python is the only prerequisite.
 $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
-	$(BIN)/python -m dal.node_runtime npm ci --no-audit --no-fund --loglevel=error
+	$(BIN)/python -m photomosaics.local.node_runtime npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 run: install

@@ -1,7 +1,7 @@
 """Availability under throttling: the same batch of jobs, side by side, clean and throttled.
 
 One Azurite, two isolated pipelines (name prefixes), each with a controller, a responder and
-two processors whose storage goes through ``tests/faultproxy.py``: one proxy injects nothing,
+two processors whose storage goes through ``tests/support/faultproxy.py``: one proxy injects nothing,
 the other answers 20 % of requests with 503 ServerBusy (plus 3 % 500 OperationTimedOut and
 2 % resets) for the whole run, as in issue 9 ("20 % injected 503s for a minute"). Retry waits
 are the product's (ServerBusy: 10 s) unless ``PHOTOMOSAICS_RETRY_SCALE`` is set.
@@ -9,7 +9,7 @@ are the product's (ServerBusy: 10 s) unless ``PHOTOMOSAICS_RETRY_SCALE`` is set.
 Prints, for each: wall time for the batch, jobs lost (goal 0), storage transactions, retries
 by cause and seconds spent backing off, and the throttled/clean ratios.
 
-Then the paired secondary account (``dal.failover``) at the send level, with a second Azurite
+Then the paired secondary account (``dal.availability.failover``) at the send level, with a second Azurite
 and the primary cut by the proxy (every connection reset): time of the first send to fail over
 (the ``interactive`` profile's retry budget, what ``POST /api/jobs`` would spend), time of the
 sends after it, messages lost, the secondary's transactions while the primary is healthy
@@ -38,9 +38,9 @@ RESULTS = Path("bench-results")
 
 def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, Any]:
     from dal.config import StorageClients
-    from dal.metrics import COUNT_ENV
-    from tests.faultproxy import faulty_account
-    from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+    from dal.observability.transactions import COUNT_ENV
+    from tests.support.faultproxy import faulty_account
+    from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
     from workers.services import Services
 
     folder = tmp / label
@@ -87,15 +87,15 @@ def _failover(cs: str) -> dict[str, Any]:
     """The send level: FailoverSender and Syphon alone, the primary cut by the proxy."""
     import uuid
 
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
-    from dal.failover import FailoverSender
-    from dal.messages import ImageRequestMessage
-    from dal.metrics import TransactionCounter
-    from dal.queues import QueueAccessor
+    from dal.availability.failover import FailoverSender
+    from dal.queues.messages import ImageRequestMessage
+    from dal.observability.transactions import TransactionCounter
+    from dal.queues.work_queue import QueueAccessor
     from dal.stores import Stores
-    from dal.syphon import Syphon
-    from tests.faultproxy import faulty_account
+    from dal.operations.syphon import Syphon
+    from tests.support.faultproxy import faulty_account
 
     prefix = f"fo{uuid.uuid4().hex[:8]}"
     QueueAccessor(StorageClients(cs, profile="probe"), prefix=prefix).ensure_all()
@@ -152,11 +152,11 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
     """
     import io
 
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from dal.config import CONNECTION_STRING_ENV, StorageClients
-    from dal.failover import SECONDARY_CONNECTION_STRING_ENV, backlog_queues
-    from tests.faultproxy import faulty_account
-    from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+    from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV, backlog_queues
+    from tests.support.faultproxy import faulty_account
+    from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
     from webapp import create_app
     from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
@@ -227,7 +227,7 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
 
     RESULTS.mkdir(exist_ok=True)
     print(f"{JOBS} jobs (48x36, tile 8, 3 slices), 2 processors; faults {FAULTS}", flush=True)
@@ -276,7 +276,7 @@ def _print_pipeline(p: dict[str, Any]) -> None:
 
 def failover_demo() -> int:
     """``make demo-failover``: only the whole-service outage above, with its figures."""
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
 
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="demo-failover-") as tmp:
         pipeline = _failover_pipeline(azurite.connection_string, Path(tmp))

@@ -4,7 +4,7 @@ Real role processes (controller, responder and two processors, as ``make run`` s
 on 2 cores) on a fresh in-memory Azurite, once per setting, side by side in one run:
 
 - ``PHOTOMOSAICS_FAIR_LANES=1``: first come, first served (the pipeline before issue 16);
-- ``PHOTOMOSAICS_FAIR_LANES=2``: the default (``dal/lanes.py``).
+- ``PHOTOMOSAICS_FAIR_LANES=2``: the default (``dal/queues/lanes.py``).
 
 Each run times one job alone first (after a warm-up job: libraries loaded), then sends A's
 20 jobs and right after them B's one, and reports B's time from its send to ``done`` as a
@@ -62,7 +62,7 @@ def _send(browser: Any, data: bytes) -> tuple[str, str, float]:
 
 def _wait(services: Any, jobs: list[tuple[str, str, float]], *, timeout: float = 900) -> dict[str, float]:
     """Seconds from each job's send to ``done`` (polled every 0.2 s)."""
-    from dal.jobs import TERMINAL_STATUSES
+    from dal.jobs.store import TERMINAL_STATUSES
 
     took: dict[str, float] = {}
     deadline = time.monotonic() + timeout
@@ -82,7 +82,7 @@ def _wait(services: Any, jobs: list[tuple[str, str, float]], *, timeout: float =
 
 
 def one_run(lanes: int, data: bytes) -> dict[str, float]:
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
     from workers.demo_library import ensure_demo_library
     from workers.services import Services

@@ -2,7 +2,7 @@
 
 Each job runs through real ``photomosaics controller``, ``responder``, two ``processor`` and
 one ``web`` (gunicorn, one worker) processes on a fresh Azurite kept on disk in a temporary
-folder (``tests/giant_job.py``: a small synthetic library, 64 px tiles, so the work is the
+folder (``tests/support/giant_job.py``: a small synthetic library, 64 px tiles, so the work is the
 pixels: rendering bands of at most 50 MP, the streaming stitch into the JPEG and the Deep
 Zoom zip). The web role takes the job in, then serves what a person looks at: the job page,
 previews, descriptor and tiles, the full-resolution JPEG and the pyramid zip downloaded
@@ -21,8 +21,8 @@ GOAL_BYTES = 1.5e9
 
 
 def main() -> int:
-    from dal.azurite import Azurite
-    from tests.giant_job import ROLES, cpu_seconds, run_giant_job
+    from photomosaics.local.azurite import Azurite
+    from tests.support.giant_job import ROLES, cpu_seconds, run_giant_job
 
     sizes = [float(mp) for mp in os.environ.get("PHOTOMOSAICS_BENCH_GIANT_MP", "40,400").split(",")]
     failed = False

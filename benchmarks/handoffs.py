@@ -100,7 +100,7 @@ def _submit(services: Any, data: bytes, library_uri: str, job: dict[str, Any]) -
     import uuid
     from datetime import datetime, timezone
 
-    from dal.messages import ImageRequestMessage
+    from dal.queues.messages import ImageRequestMessage
 
     request_id = str(uuid.uuid4())
     queue = services.queues.image_request
@@ -138,7 +138,7 @@ def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dic
 
 def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_uri: str,
              small: bytes, large: bytes, offline_now: Any = None) -> dict[str, Any]:  # fmt: skip
-    from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+    from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 
     folder.mkdir()
     env = dict(ROLE_ENV)
@@ -258,7 +258,7 @@ def offline_outputs(pixels: Any, pyramid: Path) -> bytes:
 
 
 def main() -> int:
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
     from workers.demo_library import ensure_demo_library
     from workers.services import Services

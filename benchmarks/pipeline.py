@@ -57,7 +57,7 @@ class Roles:
 
     def __init__(self, connection_string: str, folder: Path, extra_env: dict[str, str]) -> None:
         from dal.config import CONNECTION_STRING_ENV
-        from dal.metrics import COUNT_ENV
+        from dal.observability.transactions import COUNT_ENV
 
         self.folder = folder
         self.env = {**os.environ, **extra_env, CONNECTION_STRING_ENV: connection_string, COUNT_ENV: str(folder)}
@@ -126,7 +126,7 @@ def diff(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) ->
 
 
 def wait_done(services: Any, request_id: str, *, timeout: float = 600, interval: float = 0.05) -> Any:
-    from dal.jobs import TERMINAL_STATUSES
+    from dal.jobs.store import TERMINAL_STATUSES
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -141,7 +141,7 @@ def wait_done(services: Any, request_id: str, *, timeout: float = 600, interval:
 
 def submit(services: Any, data: bytes, library_uri: str, slices: int) -> tuple[str, float]:
     """Upload the photo as ``imageinput/<request_id>.jpg`` (the web app's part), then time from the send."""
-    from dal.messages import ImageRequestMessage
+    from dal.queues.messages import ImageRequestMessage
 
     request_id = str(uuid.uuid4())
     queue = services.queues.image_request
@@ -223,9 +223,9 @@ def idle_cost(connection_string: str, folder: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
-    from dal.metrics import TransactionCounter
+    from dal.observability.transactions import TransactionCounter
     from workers.demo_library import ensure_demo_library
     from workers.services import Services
     from benchmarks.photos import target_jpeg

@@ -4,7 +4,7 @@ One run, a fresh in-memory Azurite, each figure beside the issue's goal and the 
 before the change (2 s idle cap and no hints, 300 s lease, no hand-back, fixed concurrency):
 
 - **pickup latency**: send -> handler start on an idle listener, with the work-detected hint
-  (``dal.hints``) and with none (the old 2 s cap; with hints the safety-net cap is 60 s, so a
+  (``dal.hints.channel``) and with none (the old 2 s cap; with hints the safety-net cap is 60 s, so a
   lost hint costs at most that: stated, not waited for);
 - **pickup via the pub/sub server**: the same through a real Valkey server (the cross-machine
   channel, ``PHOTOMOSAICS_HINTS_URL``), and with that server killed (the fallback: 2 s cap);
@@ -40,7 +40,7 @@ BURST_TIMEOUT = 300.0
 
 
 def _queue(storage: Any, prefix: str) -> Any:
-    from dal.queues import QueueAccessor
+    from dal.queues.work_queue import QueueAccessor
 
     queue = QueueAccessor(storage, prefix=prefix).slice_response
     queue.ensure_exists()
@@ -48,7 +48,7 @@ def _queue(storage: Any, prefix: str) -> Any:
 
 
 def _message(queue: Any) -> Any:
-    from dal.messages import SliceResponseMessage
+    from dal.queues.messages import SliceResponseMessage
 
     return SliceResponseMessage(queue_uri=queue.url, client_id="bench", request_id=str(uuid.uuid4()),
                                 slice_uri="http://127.0.0.1/x/0.png", slice_sequence=0)  # fmt: skip
@@ -58,8 +58,8 @@ def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: 
     """Seconds from send to handler start on an idle listener.
 
     ``hinted``: through this machine's hint folder, or through ``channel`` when given (the
-    pub/sub server, ``dal.hints_pubsub``; kill its server first to measure the fallback)."""
-    from dal.hints import LocalHintChannel, short_hint_dir
+    pub/sub server, ``dal.hints.pubsub``; kill its server first to measure the fallback)."""
+    from dal.hints.channel import LocalHintChannel, short_hint_dir
     from workers.listener import QueueListener
 
     queue = _queue(storage, f"k{uuid.uuid4().hex[:8]}")
@@ -95,13 +95,13 @@ def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: 
 def pickup_via_server(storage: Any, tmp: Path, samples: int = 6) -> tuple[list[float], list[float]]:
     """Pickup through a real Valkey server (``PHOTOMOSAICS_HINTS_URL``), then with it killed."""
     try:
-        from tests.hint_server import ValkeyProcess
+        from tests.support.hint_server import ValkeyProcess
 
         server = ValkeyProcess(tmp)
     except (ImportError, FileNotFoundError) as exc:
         print(f"(no Valkey server: {exc}; pub/sub pickup not measured)")
         return [], []
-    from dal.hints_pubsub import RedisHintChannel
+    from dal.hints.pubsub import RedisHintChannel
 
     server.start()
     channel = RedisHintChannel(server.url, namespace="bench")
@@ -131,8 +131,8 @@ def idle_per_hour(listeners: int, cap: float, poll_min: float = 0.1, *, hinted: 
 _VICTIM = """
 import os, time
 from dal.config import StorageClients
-from dal.hints import channel_from_env
-from dal.queues import QueueAccessor
+from dal.hints.channel import channel_from_env
+from dal.queues.work_queue import QueueAccessor
 from workers.leases import LeaseJournal
 from workers.listener import QueueListener
 queue = QueueAccessor(StorageClients(os.environ["BENCH_CS"]), prefix=os.environ["BENCH_PREFIX"]).slice_response
@@ -143,11 +143,11 @@ QueueListener(queue, lambda received: time.sleep(3600), name="victim", hints=cha
 
 def recovery(cs: str, storage: Any, tmp: Path) -> float:
     """SIGKILL a holder under the Supervisor; seconds until the message is received again."""
-    from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+    from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
     from photomosaics.commands.run import hand_back_on_exit
     from workers.leases import LEASE_DIR_ENV
     from workers.listener import QueueListener
-    from workers.supervisor import ChildSpec, Supervisor
+    from photomosaics.local.supervisor import ChildSpec, Supervisor
 
     prefix = f"r{uuid.uuid4().hex[:8]}"
     queue = _queue(storage, prefix)
@@ -188,9 +188,9 @@ def recovery(cs: str, storage: Any, tmp: Path) -> float:
 def burst(cs: str, services: Any, library_uri: str, data: bytes, tmp: Path, *, elastic: bool) -> dict[str, float]:
     """50 small jobs at once through controller, responder and 2 processors."""
     from dal.config import CONNECTION_STRING_ENV
-    from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
-    from dal.jobs import TERMINAL_STATUSES
-    from dal.messages import ImageRequestMessage
+    from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+    from dal.jobs.store import TERMINAL_STATUSES
+    from dal.queues.messages import ImageRequestMessage
 
     hint_dir = short_hint_dir(tmp / f"bhints-{elastic}")
     env = {**os.environ, CONNECTION_STRING_ENV: cs, HINT_DIR_ENV: str(hint_dir), "PHOTOMOSAICS_LOG_LEVEL": "WARNING"}
@@ -239,7 +239,7 @@ def burst(cs: str, services: Any, library_uri: str, data: bytes, tmp: Path, *, e
 
 
 def main() -> int:
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
     from workers.demo_library import ensure_demo_library
     from workers.services import Services

@@ -39,7 +39,7 @@ IMAGE_RESPONSE_QUEUE = "imageresponse"
 SLICE_REQUEST_QUEUE = "slicerequest"
 SLICE_RESPONSE_QUEUE = "sliceresponse"
 WORK_QUEUES = (IMAGE_REQUEST_QUEUE, SLICE_REQUEST_QUEUE, SLICE_RESPONSE_QUEUE, IMAGE_RESPONSE_QUEUE)
-JOB_CLEANUP_QUEUE = "jobcleanup"  # deleting a job's blobs and rows: dal.cleanup
+JOB_CLEANUP_QUEUE = "jobcleanup"  # deleting a job's blobs and rows: dal.operations.cleanup
 POISON_SUFFIX = "-poison"
 
 IMAGE_INPUT_CONTAINER = "imageinput"
@@ -60,7 +60,7 @@ LIBRARY_METADATA_KEY = "imagelibrarydescription"
 JOBS_TABLE = "jobs"
 JOB_EVENTS_TABLE = "jobevents"
 CLIENT_QUOTAS_TABLE = "clientquotas"
-RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slice: dal.render_rates
+RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slice: dal.admission.render_rates
 
 # The account every Azurite and the Azure Storage Emulator know; its key is public.
 DEVSTORE_ACCOUNT = "devstoreaccount1"
@@ -144,7 +144,7 @@ class Settings:
     ``from_env`` is the only parser (the roles, the web app and the CLI all read their
     settings through it; ``tests/test_config.py`` checks that no other module reads these
     variables). ``connection_string`` is None when nothing is configured: the caller then
-    starts the embedded Azurite (``dal.azurite``).
+    starts the embedded Azurite (``photomosaics.local.azurite``).
     """
 
     connection_string: str | None = None
@@ -155,7 +155,7 @@ class Settings:
     batch_size: int = 16
     poll_min_interval: float = 0.1
     poll_max_interval: float = 2.0
-    # The idle cap when work-detected hints cover the queue (dal.hints): polling is only the safety net.
+    # The idle cap when work-detected hints cover the queue (dal.hints.channel): polling is only the safety net.
     poll_max_hinted_interval: float = 60.0
     # How long a listener leases a message (renewed at half-time; a silent death costs at most this).
     lease_seconds: int = 60
@@ -177,20 +177,20 @@ class Settings:
     max_upload_bytes: int = 30 * 1024 * 1024
     max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS
     max_slices: int = 64
-    # Per-client quotas (dal.quotas): unfinished jobs at once, and submissions per clock minute.
+    # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
-    # Backpressure (dal.backpressure): a submission is refused (503 + Retry-After) while the waiting
+    # Backpressure (dal.admission.backpressure): a submission is refused (503 + Retry-After) while the waiting
     # slices would take the processors longer than this to finish at their measured rate; 0: never.
     backpressure_max_wait_seconds: int = 300
     # How long a web process reuses its reading of the queue depths and render rates.
     backlog_cache_seconds: float = 5.0
-    # Fair scheduling (dal.lanes): slicerequest lanes; a client's k-th unfinished job goes to lane
+    # Fair scheduling (dal.queues.lanes): slicerequest lanes; a client's k-th unfinished job goes to lane
     # min(k, lanes - 1) and processors serve lower lanes first. 1: first come, first served.
     fair_lanes: int = 2
-    # slicerequest split into this many queues (dal.shards): past ~2,000 messages/s per queue.
+    # slicerequest split into this many queues (dal.queues.shards): past ~2,000 messages/s per queue.
     slice_shards: int = 1
-    # Paired secondary account (dal.failover, dal.syphon): how long a process writes straight to the
+    # Paired secondary account (dal.availability.failover, dal.operations.syphon): how long a process writes straight to the
     # secondary after a failover, and how often the syphon pings the primary (seed 003: once a minute).
     failover_stay_seconds: float = 60.0
     syphon_interval: float = 60.0

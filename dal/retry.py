@@ -14,7 +14,7 @@ they wait, so the retry loop stays the SDK's:
   (e.g. 0.05) so a throttling test takes seconds, with the same shape of back-off.
 - ``on_retry(kind, seconds)`` is told of every retry before its sleep: ``kind`` is
   ``throttled`` (ServerBusy / OperationTimedOut), ``server`` (other 5xx, 408) or
-  ``connection`` (reset, refused, timeout). ``dal.metrics.TransactionCounter.record_retry``
+  ``connection`` (reset, refused, timeout). ``dal.observability.transactions.TransactionCounter.record_retry``
   is such a callback, so the transaction counts show retries and back-off time.
 """
 

@@ -7,7 +7,7 @@ against Azurite with a name prefix.
 
 The workflow's writes go through ``send``, ``upload`` and the reads of what a message refers
 to through ``download_url`` / ``download``: with a paired ``secondary`` account they fail over
-(``dal.failover``); without one (the default) they are exactly the stores' own calls.
+(``dal.availability.failover``); without one (the default) they are exactly the stores' own calls.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from dal.backpressure import BacklogGauge
-from dal.blobs import BlobStore
+from dal.admission.backpressure import BacklogGauge
+from dal.blobs.store import BlobStore
 from dal.config import Settings, StorageClients
-from dal.failover import PairedAccount
-from dal.jobs import JobStore
-from dal.libraries import LibraryStore
-from dal.messages import QueueMessage
-from dal.queues import QueueAccessor
-from dal.quotas import QuotaStore
-from dal.render_rates import RenderRates
+from dal.availability.failover import PairedAccount
+from dal.jobs.store import JobStore
+from dal.blobs.libraries import LibraryStore
+from dal.queues.messages import QueueMessage
+from dal.queues.work_queue import QueueAccessor
+from dal.admission.quotas import QuotaStore
+from dal.admission.render_rates import RenderRates
 
 __all__ = ["Stores"]
 

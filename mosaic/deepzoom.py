@@ -140,7 +140,7 @@ def write_dzi_zip(image: Any, out: Path | Callable[[bytes], object], *, tile_siz
     ``write`` stops the build at once (libvips sees a failed write) and is raised from here.
 
     Stored, not deflated: the tiles are JPEGs already, and a stored member can be served by
-    one range read of the zip (``dal.pyramid``)."""
+    one range read of the zip (``dal.blobs.pyramid``)."""
     options = {"container": "zip", "compression": 0, **_dzsave_options(tile_size, overlap, quality)}
     if isinstance(out, Path):
         if out.suffix.lower() != ".zip":

@@ -17,22 +17,22 @@ project is rooted here and named in this drawing.
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
      ├── BlobMissingError (LookupError)       dal.errors — a blob or container that should exist
      │    └── BlobChangedError                the version asked for (by ETag) was replaced
-     ├── LibraryError                         dal.libraries
+     ├── LibraryError                         dal.blobs.libraries
      │    ├── InvalidLibraryNameError (ValueError)
      │    ├── LibraryNotFoundError (LookupError)
      │    └── EmptyLibraryError (ValueError)
-     ├── JobNotFoundError (LookupError)       dal.jobs
-     ├── JobExistsError                       dal.jobs
-     ├── JobUpdateConflictError               dal.jobs — lost the ETag race too many times
-     ├── QuotaExceeded                        dal.quotas — a client over its quota (HTTP 429)
-     ├── ServiceBusy                          dal.backpressure — more queued work than the wait allows (HTTP 503)
-     ├── AzuriteError (RuntimeError)          dal.azurite — the emulator missing or not answering
-     ├── NodeRuntimeError (RuntimeError)      dal.node_runtime — no usable Node.js for Azurite
+     ├── JobNotFoundError (LookupError)       dal.jobs.store
+     ├── JobExistsError                       dal.jobs.store
+     ├── JobUpdateConflictError               dal.jobs.store — lost the ETag race too many times
+     ├── QuotaExceeded                        dal.admission.quotas — a client over its quota (HTTP 429)
+     ├── ServiceBusy                          dal.admission.backpressure — more queued work than the wait allows (HTTP 503)
+     ├── AzuriteError (RuntimeError)          photomosaics.local.azurite — the emulator missing or not answering
+     ├── NodeRuntimeError (RuntimeError)      photomosaics.local.node_runtime — no usable Node.js for Azurite
      ├── WorkerError                          workers.errors — how a handler ends a message
      │    ├── PermanentJobError               poison now, the job fails
      │    └── RetryLater                      release after a delay, no error logged
      ├── BandFormatError (ValueError)         workers.slicing — a band blob we did not write
-     ├── RenderedFormatError (ValueError)     dal.rendered — a rendered slice neither .npy nor PNG
+     ├── RenderedFormatError (ValueError)     dal.blobs.rendered — a rendered slice neither .npy nor PNG
      ├── DemoPhotosMissing (RuntimeError)     workers.demo_library — scikit-image/-learn missing
      └── ApiError                             webapp.errors — answered to the client as JSON
 

@@ -6,7 +6,7 @@ This module only gathers ``(name, bytes)`` pairs and says what it left out and w
 a file is really an image is decided by the engine's ``build_library``, which decodes it.
 
 ``build_library_from(source)`` is the one way every caller (``photomosaics render``,
-``dal.libraries.LibraryStore.create_from``, the web upload) turns what a person handed over
+``dal.blobs.libraries.LibraryStore.create_from``, the web upload) turns what a person handed over
 into a ``TileLibrary``: a folder, a zip (path or bytes) or uploads (``(name, bytes)`` pairs,
 where an upload that is a zip is read as a zip, its entries named ``<upload>/<entry>``).
 """

@@ -15,7 +15,7 @@ import click
 
 from dal.config import Settings, StorageClients
 from dal.stores import Stores
-from dal.azurite import AzuriteError, embedded_or_configured
+from photomosaics.local.azurite import AzuriteError, embedded_or_configured
 
 DATA_DIR_OPTION = click.option(
     "--data-dir", type=click.Path(file_okay=False), default=None,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dal.azurite import Azurite, AzuriteError, find_azurite_script
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, StorageClients
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -62,8 +62,8 @@ def storage(azurite_connection_string: str) -> StorageClients:
 
 @pytest.fixture
 def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Any]:
-    """A ``tests.pipeline_helpers.Pipeline`` with a synthetic library ``tiles``; its roles stop after."""
-    from tests.pipeline_helpers import Pipeline, synthetic_library
+    """A ``tests.support.pipelines.Pipeline`` with a synthetic library ``tiles``; its roles stop after."""
+    from tests.support.pipelines import Pipeline, synthetic_library
 
     pipeline = Pipeline(azurite_connection_string, tmp_path)
     pipeline.library_uri = pipeline.create_library("tiles", synthetic_library())

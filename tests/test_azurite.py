@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dal.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
+from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT, StorageClients, expand_connection_string
-from tests.conftest import require
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,7 +122,7 @@ _CHILD = textwrap.dedent(
     # inherit SIGINT ignored and never see the Ctrl-C.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {root!r})
-    from dal.azurite import Azurite
+    from photomosaics.local.azurite import Azurite
     with Azurite() as azurite:
         print(azurite.pid, flush=True)
         time.sleep(120)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from azure.core.exceptions import HttpResponseError
 
-from dal.blobs import BlobStore
+from dal.blobs.store import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, StorageClients
 from dal.errors import BlobChangedError, BlobMissingError
-from dal.metrics import TransactionCounter
+from dal.observability.transactions import TransactionCounter
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_delete_prefix_counts_a_blob_already_gone_and_raises_for_one_it_could_no
     assert blobs.delete_prefix(IMAGE_OUTPUT_CONTAINER, "req/") == 1
 
 
-# --- open_writer: a blob uploaded while it is being made (dal.blob_writer) ---------------------
+# --- open_writer: a blob uploaded while it is being made (dal.blobs.writer) ---------------------
 
 
 def _counted_store(storage: StorageClients, unique: str) -> tuple[BlobStore, TransactionCounter]:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from tests.pipeline_helpers import Pipeline, RoleProcess, sample_photo
+from tests.support.pipelines import Pipeline, RoleProcess, sample_photo
 from mosaic.images import open_image
 from mosaic.render import render
 from workers.slicing import encode_output

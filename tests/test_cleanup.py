@@ -1,4 +1,4 @@
-"""Job deletion through the ``jobcleanup`` queue (``dal.cleanup``): crash-safe, complete, paged."""
+"""Job deletion through the ``jobcleanup`` queue (``dal.operations.cleanup``): crash-safe, complete, paged."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dal.blobs import BlobStore
-from dal.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
+from dal.blobs.store import BlobStore
+from dal.operations.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
 from dal.config import (
     IMAGE_INPUT_CONTAINER,
     IMAGE_OUTPUT_CONTAINER,
@@ -18,9 +18,9 @@ from dal.config import (
     Settings,
     StorageClients,
 )
-from dal.job_model import Job
-from dal.jobs import JobStore
-from dal.queues import QueueAccessor
+from dal.jobs.model import Job
+from dal.jobs.store import JobStore
+from dal.queues.work_queue import QueueAccessor
 from workers.listener import QueueListener
 
 CLIENT = "cleanup-test"

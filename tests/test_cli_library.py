@@ -10,9 +10,9 @@ from click.testing import CliRunner, Result
 from PIL import Image
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.libraries import LibraryStore
+from dal.blobs.libraries import LibraryStore
 from photomosaics.cli import main
-from tests.conftest import require
+from tests.support.prereqs import require
 
 COLOURS = [(220, 40, 40), (40, 200, 60), (30, 60, 210), (240, 220, 40), (20, 20, 20)]
 
@@ -78,7 +78,7 @@ def test_bad_input_is_a_clear_error_and_creates_nothing(configured: str, photos:
 def test_embedded_azurite_keeps_libraries_in_the_data_dir(
     photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dal.azurite import AzuriteError, find_azurite_script
+    from photomosaics.local.azurite import AzuriteError, find_azurite_script
 
     try:
         find_azurite_script()

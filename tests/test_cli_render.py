@@ -226,7 +226,7 @@ def test_render_with_a_library_in_storage(
     target: Path, tiles_dir: Path, tmp_path: Path, storage: StorageClients, unique: str,
     azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    from dal.libraries import LibraryStore
+    from dal.blobs.libraries import LibraryStore
 
     LibraryStore(storage, prefix=f"t{unique}").create_from("colours", "test", tiles_dir)
     monkeypatch.setenv(CONNECTION_STRING_ENV, azurite_connection_string)

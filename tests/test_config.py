@@ -23,7 +23,7 @@ from dal.config import (
     describe_connection_string,
 )
 from dal.errors import StorageConfigurationError
-from dal.health import check_storage
+from dal.availability.health import check_storage
 
 
 def test_settings_read_the_environment() -> None:

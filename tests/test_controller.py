@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.job_model import JobStatus
-from dal.jobs import Job
-from dal.messages import ImageResponseMessage, SliceResponseMessage
-from dal.queues import ReceivedMessage
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from dal.jobs.model import JobStatus
+from dal.jobs.store import Job
+from dal.queues.messages import ImageResponseMessage, SliceResponseMessage
+from dal.queues.work_queue import ReceivedMessage
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.images import open_image

@@ -132,13 +132,13 @@ def test_count_is_validated() -> None:
 
 
 def test_demo_name_is_a_valid_library_name() -> None:
-    from dal.libraries import validate_library_name
+    from dal.blobs.libraries import validate_library_name
 
     assert validate_library_name(DEMO_LIBRARY_NAME) == "demo"
 
 
 def test_ensure_demo_library_creates_it_once(storage: object, unique: str) -> None:
-    from dal.libraries import LibraryStore
+    from dal.blobs.libraries import LibraryStore
     from workers.demo_library import ensure_demo_library
 
     store = LibraryStore(storage, prefix=f"t{unique}")  # type: ignore[arg-type]

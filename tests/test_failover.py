@@ -1,7 +1,7 @@
-"""Send availability: a paired secondary account, backlog queues and the syphon (``dal.failover``).
+"""Send availability: a paired secondary account, backlog queues and the syphon (``dal.availability.failover``).
 
 Two real Azurites stand in for the two accounts. The primary is reached through the fault
-proxy (``tests/faultproxy.py``), whose ``reset`` fault cuts every connection: the stand-in for
+proxy (``tests/support/faultproxy.py``), whose ``reset`` fault cuts every connection: the stand-in for
 an account that is unreachable (Azurite cannot be made unreachable and back on demand
 without a restart, and a restart is exercised elsewhere).
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from dal.azurite import Azurite, AzuriteError, find_azurite_script
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
-from dal.failover import (
+from dal.availability.failover import (
     SECONDARY_CONNECTION_STRING_ENV,
     FailoverSender,
     backlog_queues,
@@ -27,15 +27,15 @@ from dal.failover import (
     primary_failed,
     secondary_from_env,
 )
-from dal.messages import ImageRequestMessage
-from dal.metrics import TransactionCounter
-from dal.queues import QueueAccessor
+from dal.queues.messages import ImageRequestMessage
+from dal.observability.transactions import TransactionCounter
+from dal.queues.work_queue import QueueAccessor
 from dal.stores import Stores
 from dal.retry import RETRY_SCALE_ENV
-from dal.syphon import Syphon
-from tests.conftest import require
-from tests.faultproxy import faulty_account
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+from dal.operations.syphon import Syphon
+from tests.support.prereqs import require
+from tests.support.faultproxy import faulty_account
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
@@ -234,7 +234,7 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
 def client_free_job(pipe: Pipeline, request_id: str) -> Any:
     """The job row on the primary, whatever its client id (the web's cookie made it)."""
     rows = pipe.services.jobs._jobs.query_entities("RowKey eq @rk", parameters={"rk": request_id})
-    from dal.job_model import job_from_entity
+    from dal.jobs.model import job_from_entity
 
     found = [job_from_entity(r) for r in rows]
     assert len(found) == 1, f"job {request_id} is on the primary {len(found)} times"

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from dal.config import StorageClients
-from dal.job_model import JobStatus
-from dal.jobs import Job, JobStore
-from dal.messages import ImageRequestMessage
-from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from dal.jobs.model import JobStatus
+from dal.jobs.store import Job, JobStore
+from dal.queues.messages import ImageRequestMessage
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.listener import QueueListener

@@ -1,4 +1,4 @@
-"""Fair scheduling between clients (dal.lanes), against the session's Azurite.
+"""Fair scheduling between clients (dal.queues.lanes), against the session's Azurite.
 
 Client A sends three jobs, then client B one; the real controller handler dispatches them
 in that order, and the processors' consumer (``QueueAccessor.slice_requests``) is asked for
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from dal.config import IMAGE_INPUT_CONTAINER
-from dal.messages import ImageRequestMessage
-from tests.pipeline_helpers import Pipeline, sample_photo
+from dal.queues.messages import ImageRequestMessage
+from tests.support.pipelines import Pipeline, sample_photo
 from tests.web.conftest import submit
 from tests.web.test_backpressure import busy  # noqa: F401 - a fixture: the web app alone on its own prefix
 from workers.controller import JobController

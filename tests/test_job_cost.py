@@ -3,7 +3,7 @@
 Every role's handler runs in this process on real messages, each message received and
 deleted as a listener does (one receive per message: the worst case, no batching), and every
 request of the client, the controller, the processors and the responder goes through the
-``dal.metrics.TransactionCounter`` response hook. The client's status polls are not part of
+``dal.observability.transactions.TransactionCounter`` response hook. The client's status polls are not part of
 the job (the issue's budget excludes them). A count is asserted, never a time: times are for
 ``make bench``.
 """
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from dal.config import StorageClients
-from dal.metrics import TransactionCounter
-from dal.queues import ReceivedMessage
+from dal.observability.transactions import TransactionCounter
+from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline, sample_photo
 from workers.controller import JobController
 from workers.processor import ImageProcessor
 from workers.responder import Responder

@@ -11,7 +11,7 @@ import pytest
 
 from dal.config import StorageClients
 from dal.errors import StorageConfigurationError
-from dal.jobs import (
+from dal.jobs.store import (
     Job,
     JobExistsError,
     JobNotFoundError,

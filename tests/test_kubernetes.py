@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from dal.config import POISON_SUFFIX, WORK_QUEUES, Settings
-from dal.lanes import slice_queue_names
-from tests.conftest import require
+from dal.queues.lanes import slice_queue_names
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = ROOT / "deploy" / "kubernetes"
@@ -62,7 +62,7 @@ def _shards(deployment: dict[str, Any]) -> int:
 
 
 def _slice_queues(prefix: str, deployment: dict[str, Any]) -> list[str]:
-    """Every lane's every shard of slicerequest (dal.lanes), as this deployment configures them."""
+    """Every lane's every shard of slicerequest (dal.queues.lanes), as this deployment configures them."""
     lanes = int(_env(_container(deployment)).get("PHOTOMOSAICS_FAIR_LANES") or Settings().fair_lanes)
     return slice_queue_names(prefix + "slicerequest", lanes, _shards(deployment))
 

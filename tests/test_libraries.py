@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from dal.config import StorageClients
-from dal.libraries import (
+from dal.blobs.libraries import (
     INDEX_BLOB,
     TILE_PREFIX,
     EmptyLibraryError,

@@ -12,8 +12,8 @@ from typing import TypeVar
 import pytest
 
 from dal.config import StorageClients
-from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
-from dal.messages import SliceResponseMessage
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from dal.queues.messages import SliceResponseMessage
 from workers.errors import PermanentJobError, RetryLater
 from workers.listener import QueueListener, poll_delay, retry_delay_for
 
@@ -307,7 +307,7 @@ def test_nudge_ends_an_idle_wait_at_once(queue: ImageProcessingQueue) -> None:
 
 
 def test_work_on_one_queue_of_a_role_wakes_its_other_listeners(storage: StorageClients, unique: str) -> None:
-    from dal.messages import SliceRequestMessage
+    from dal.queues.messages import SliceRequestMessage
     from workers.role import Role, run_role
 
     queues = QueueAccessor(storage, prefix=f"n{unique}")

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dal import errors
-from dal.wire import MAX_ENCODED_MESSAGE_BYTES
+from dal.queues.wire import MAX_ENCODED_MESSAGE_BYTES
 from workers.slicing import INLINE_BAND_MAX_BYTES
-from dal.messages import (
+from dal.queues.messages import (
     MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
     ImageRequestMessage,

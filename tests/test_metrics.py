@@ -11,7 +11,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceModifiedError
 
 from dal.config import StorageClients
-from dal.metrics import COUNT_ENV, TransactionCounter, counter_from_env, merge_counts
+from dal.observability.transactions import COUNT_ENV, TransactionCounter, counter_from_env, merge_counts
 
 
 def counted(connection_string: str) -> tuple[StorageClients, TransactionCounter]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from dal.blobs import BlobStore
+from dal.blobs.store import BlobStore
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
     IMAGE_INPUT_CONTAINER,
@@ -14,19 +14,19 @@ from dal.config import (
     StorageClients,
     azurite_connection_string,
 )
-from dal.failover import backlog_queues
-from dal.jobs import JobStore
-from dal.libraries import LibraryStore
+from dal.availability.failover import backlog_queues
+from dal.jobs.store import JobStore
+from dal.blobs.libraries import LibraryStore
 from dal.names import longest_logical, prefixed, unprefixed
-from dal.queues import QueueAccessor
-from dal.quotas import QuotaStore
-from dal.render_rates import RenderRates
+from dal.queues.work_queue import QueueAccessor
+from dal.admission.quotas import QuotaStore
+from dal.admission.render_rates import RenderRates
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dal", "workers", "webapp", "photomosaics", "mosaic")
 # Modules whose ``prefix`` is something else than the deployment's: why each may glue its own.
 OTHER_PREFIXES = {
-    "dal/hints_pubsub.py": "a Redis channel prefix (photomosaics:<namespace>:) before an already stored queue name",
+    "dal/hints/pubsub.py": "a Redis channel prefix (photomosaics:<namespace>:) before an already stored queue name",
 }
 
 

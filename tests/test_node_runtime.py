@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dal import node_runtime
-from tests.conftest import require
+from photomosaics.local import node_runtime
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parents[1]
 

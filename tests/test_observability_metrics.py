@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from photomosaics.commands.run import choose_port
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline, sample_photo
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -98,7 +98,7 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
 
 def test_healthz_fails_when_a_receive_loop_stops_polling(storage: Any, unique: str) -> None:
     """A listener whose loop never polls (here: never started) turns /healthz to 503 after ``stale``."""
-    from dal.queues import ImageProcessingQueue
+    from dal.queues.work_queue import ImageProcessingQueue
     from workers.listener import QueueListener
     from workers.observability import serve_role_metrics
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline, sample_photo
 from mosaic.images import open_image
 from mosaic.render import render
 from workers.slicing import encode_output

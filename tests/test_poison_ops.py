@@ -1,4 +1,4 @@
-"""Poison requeue and purge (``dal.poison_ops``, ``photomosaics queues requeue|purge``) on Azurite."""
+"""Poison requeue and purge (``dal.operations.poison``, ``photomosaics queues requeue|purge``) on Azurite."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
-from dal.job_model import Job
-from dal.jobs import JobStore
-from dal.messages import SliceRequestMessage
-from dal.poison_ops import list_poison, purge, requeue
-from dal.queues import ImageProcessingQueue, QueueAccessor
+from dal.jobs.model import Job
+from dal.jobs.store import JobStore
+from dal.queues.messages import SliceRequestMessage
+from dal.operations.poison import list_poison, purge, requeue
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 from photomosaics.cli import main
 
 

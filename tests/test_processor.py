@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
-from dal.libraries import INDEX_BLOB
-from dal.queues import ReceivedMessage
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from dal.blobs.libraries import INDEX_BLOB
+from dal.queues.work_queue import ReceivedMessage
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, render

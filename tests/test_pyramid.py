@@ -1,6 +1,6 @@
 """The Deep Zoom pyramid of a job: built by the controller's stitch (or a one-slice job's
 processor), streamed into one zip blob as it is built, read back member by member with range
-reads (``dal.pyramid``), deleted with the job."""
+reads (``dal.blobs.pyramid``), deleted with the job."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from PIL import Image
 
-from dal.blob_names import pyramid_blob_name
-from dal.cleanup import delete_job_everywhere
+from dal.blobs.names import pyramid_blob_name
+from dal.operations.cleanup import delete_job_everywhere
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.messages import SliceResponseMessage
-from dal.pyramid import DZI_NAME, PyramidReader, tile_name
-from dal.rendered import encode_rendered, slice_output_name
+from dal.queues.messages import SliceResponseMessage
+from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
+from dal.blobs.rendered import encode_rendered, slice_output_name
 from mosaic.grid import plan_bands
-from tests.pipeline_helpers import CLIENT_ID, Pipeline, sample_photo
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
 from workers.stitching import open_slice, save_pyramid, save_pyramid_pixels
 

@@ -11,17 +11,17 @@ from typing import TypeVar
 import pytest
 
 from dal.config import CLAIM_CHECK_CONTAINER, Settings, StorageClients
-from dal.stored_queue import StoredQueue
+from dal.queues.stored_queue import StoredQueue
 from dal.errors import QueueMessageFormatException
-from dal.messages import (
+from dal.queues.messages import (
     ImageRequestMessage,
     ImageResponseMessage,
     QueueMessage,
     SliceRequestMessage,
     SliceResponseMessage,
 )
-from dal.queues import ImageProcessingQueue, QueueAccessor
-from dal.wire import (
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.wire import (
     MAX_ENCODED_MESSAGE_BYTES,
     ClaimCheck,
     PoisonEntry,

@@ -1,4 +1,4 @@
-"""Measured render rates (dal.render_rates) against the session's Azurite: a processor's
+"""Measured render rates (dal.admission.render_rates) against the session's Azurite: a processor's
 moving average is written at most once per interval, and only fresh rows count."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dal.config import StorageClients
-from dal.metrics import TransactionCounter
-from dal.render_rates import FRESH_SECONDS, RateMeter, RenderRates
+from dal.observability.transactions import TransactionCounter
+from dal.admission.render_rates import FRESH_SECONDS, RateMeter, RenderRates
 
 
 def test_a_meter_writes_its_average_at_most_once_per_interval(azurite_connection_string: str, unique: str) -> None:

@@ -1,4 +1,4 @@
-"""The retention sweep (``dal.retention``, ``photomosaics retention``) against Azurite."""
+"""The retention sweep (``dal.operations.retention``, ``photomosaics retention``) against Azurite."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.messages import JobCleanupMessage
-from dal.retention import _Lease, sweep
+from dal.queues.messages import JobCleanupMessage
+from dal.operations.retention import _Lease, sweep
 from photomosaics.cli import main
 from tests.test_cleanup import CLIENT, leftovers, make_job, world  # noqa: F401 (fixture)
 

@@ -1,6 +1,6 @@
 """SIGTERM during work, on a real role process against a real Azurite: nothing is lost.
 
-The role is ``tests/sleep_role.py``: the real listener and ``workers.role`` machinery with a
+The role is ``tests/support/sleep_role.py``: the real listener and ``workers.role`` machinery with a
 handler that sleeps and leaves ``started-<seq>`` / ``done-<seq>`` marker files.
 """
 
@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.messages import SliceResponseMessage
-from dal.metrics import COUNT_ENV
-from dal.queues import ImageProcessingQueue, QueueAccessor
+from dal.queues.messages import SliceResponseMessage
+from dal.observability.transactions import COUNT_ENV
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 
 ROOT = Path(__file__).resolve().parent.parent
-ROLE = ROOT / "tests" / "sleep_role.py"
+ROLE = ROOT / "tests" / "support" / "sleep_role.py"
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Issue 8's self-healing pipeline, with real processes and real Azurite.
 
-Work-detected hints (``dal.hints``) wake idle listeners; a lost hint costs one poll (the
+Work-detected hints (``dal.hints.channel``) wake idle listeners; a lost hint costs one poll (the
 cap); elastic concurrency grows with depth and shrinks back; a SIGKILLed processor's slice
 is handed back by the supervisor from its lease journal; a killed embedded Azurite is
 restarted on its ports and data. No wall-clock asserts: the tests check which mechanism
@@ -24,18 +24,19 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dal.azurite import Azurite, read_status
-from dal.hints import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
-from dal.messages import SliceRequestMessage
-from dal.queues import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from photomosaics.local.azurite import Azurite, read_status
+from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+from dal.queues.messages import SliceRequestMessage
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
-from tests.test_listener import in_thread, listener, message, wait_for
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
+from tests.support.listeners import in_thread, listener, message
+from tests.support.waiting import wait_for
 from workers.leases import LEASE_DIR_ENV
 from workers.slicing import encode_output
-from workers.storage_keeper import AzuriteKeeper
-from workers.supervisor import ChildSpec, Supervisor
+from photomosaics.local.storage_keeper import AzuriteKeeper
+from photomosaics.local.supervisor import ChildSpec, Supervisor
 
 # Polling so slow that only a hint (or a hand-back with its hint) explains a prompt pickup.
 SLOW_POLLS = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "30", "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
@@ -79,7 +80,7 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
     for role in ("controller", "processor", "responder"):
         pipe.start(role, env=env)
     # Every listener has made its first (empty) receive and now sleeps 30 s: the four of the
-    # workflow and the responder's jobcleanup listener (dal.cleanup), which this job never wakes.
+    # workflow and the responder's jobcleanup listener (dal.operations.cleanup), which this job never wakes.
     wait_for(lambda: len(_log_lines(pipe, "listener.start")) == 5 or None, seconds=60)
     wait_for(lambda: len(list(Path(env[HINT_DIR_ENV]).glob("*.sock"))) == 5 or None)
     time.sleep(1.0)  # past the first empty receive of each listener
@@ -229,8 +230,8 @@ def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: st
     from dataclasses import replace as _replace
 
     from dal.config import Settings, StorageClients
-    from dal.lanes import PriorityLanes
-    from dal.metrics import TransactionCounter
+    from dal.queues.lanes import PriorityLanes
+    from dal.observability.transactions import TransactionCounter
 
     counter = TransactionCounter()
     counted = StorageClients(storage.connection_string, response_hook=counter)
@@ -429,7 +430,7 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
 
 
 def test_healthz_says_what_happened_to_the_embedded_azurite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dal.azurite import write_status
+    from photomosaics.local.azurite import write_status
     from dal.config import azurite_connection_string
 
     status_file = tmp_path / "status.json"

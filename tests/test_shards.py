@@ -1,4 +1,4 @@
-"""``slicerequest`` in K shards (``dal.shards``): producers spread, consumers rotate, K=3 end to end."""
+"""``slicerequest`` in K shards (``dal.queues.shards``): producers spread, consumers rotate, K=3 end to end."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from dal.config import Settings, StorageClients
-from dal.messages import SliceRequestMessage
-from dal.queues import QueueAccessor
-from dal.shards import ShardedQueue
-from tests.pipeline_helpers import Pipeline, sample_photo, synthetic_library
+from dal.queues.messages import SliceRequestMessage
+from dal.queues.work_queue import QueueAccessor
+from dal.queues.shards import ShardedQueue
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 
 
 def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMessage:

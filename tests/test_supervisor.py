@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from dal.azurite import AzuriteError, find_azurite_script
-from tests.conftest import require
-from workers.supervisor import ChildSpec, Supervisor, restart_delay
+from photomosaics.local.azurite import AzuriteError, find_azurite_script
+from tests.support.prereqs import require
+from photomosaics.local.supervisor import ChildSpec, Supervisor, restart_delay
 
 ROOT = Path(__file__).resolve().parent.parent
-STUB = ROOT / "tests" / "supervise_stub.py"
+STUB = ROOT / "tests" / "support" / "supervise_stub.py"
 PY = sys.executable
 
 

@@ -1,10 +1,10 @@
-"""Throttling as Azure does it, through a fault-injecting proxy (``tests/faultproxy.py``).
+"""Throttling as Azure does it, through a fault-injecting proxy (``tests/support/faultproxy.py``).
 
 Azurite cannot throttle on demand, so a loopback proxy in front of it answers a share of
 requests with 503 ServerBusy, 500 OperationTimedOut or a connection reset. The app's retry
 policies (``dal.retry``) must wait (about 10 s after a ServerBusy; scaled down here by
 ``PHOTOMOSAICS_RETRY_SCALE`` / ``PHOTOMOSAICS_SERVER_BUSY_SECONDS``), retry, and lose or
-duplicate nothing; the transaction counter (``dal.metrics``) must show the retries.
+duplicate nothing; the transaction counter (``dal.observability.transactions``) must show the retries.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import uuid
 import pytest
 
 from dal.config import StorageClients
-from dal.metrics import COUNT_ENV, TransactionCounter
+from dal.observability.transactions import COUNT_ENV, TransactionCounter
 from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
-from tests.faultproxy import faulty_account
-from tests.pipeline_helpers import Pipeline, sample_photo
+from tests.support.faultproxy import faulty_account
+from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_chaos import assert_pixel_identical
 from workers.services import Services
 

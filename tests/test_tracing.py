@@ -22,8 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from dal import tracing
-from tests.pipeline_helpers import Pipeline
+from dal.queues import tracing
+from tests.support.pipelines import Pipeline
 from tests.web.conftest import SECRET, png_bytes
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE

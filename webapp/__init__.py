@@ -5,7 +5,7 @@ Configuration, in the order it is applied (later wins):
 1. defaults below;
 2. the environment: ``PHOTOMOSAICS_SECRET_KEY`` (signs the client-id cookie),
    ``AZURE_STORAGE_CONNECTION_STRING``, ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` (the paired
-   account of ``dal.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
+   account of ``dal.availability.failover``, optional), ``PHOTOMOSAICS_ADMIN_TOKEN`` (operator actions, see
    ``webapp.admin``) and the ``PHOTOMOSAICS_*`` limits of ``dal.config.Settings``;
 3. ``test_config``: any Flask key, plus ``SETTINGS`` (a ``Settings``), ``CONNECTION_STRING``,
    ``SECONDARY_CONNECTION_STRING``, ``SSE_POLL_SECONDS`` and ``STORAGE_PROFILE`` (the retry profile,
@@ -22,7 +22,7 @@ from typing import Any
 from flask import Flask
 
 from dal.config import CONNECTION_STRING_ENV, Settings
-from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 from webapp.api_libraries import MAX_LIBRARY_FILES
 
 SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
@@ -55,7 +55,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SSE_POLL_SECONDS=0.5,
         SSE_MAX_SECONDS=3600.0,
         ADMIN_TOKEN=os.environ.get("PHOTOMOSAICS_ADMIN_TOKEN") or None,  # webapp.admin
-        # The paired secondary account (dal.failover); None: no failover, today's behaviour.
+        # The paired secondary account (dal.availability.failover); None: no failover, today's behaviour.
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
     app.config.update(overrides)

@@ -4,9 +4,9 @@ Every lookup goes through ``JobStore.get(client_id, request_id)``: jobs live in 
 client's partition, so another client's job is simply not found (404), never "forbidden"
 (which would confirm that it exists).
 
-With a paired secondary account (``dal.failover``) a submission goes on while the primary is
+With a paired secondary account (``dal.availability.failover``) a submission goes on while the primary is
 down: the photo, the job row and the request message are written to the secondary, the answer
-is still 202, and the job reads as ``waiting_for_storage`` until the syphon (``dal.syphon``)
+is still 202, and the job reads as ``waiting_for_storage`` until the syphon (``dal.operations.syphon``)
 has moved it back to the primary, where it is processed like any other.
 """
 
@@ -23,15 +23,16 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import TERMINAL_STATUSES, JobStatus
-from dal.jobs import Job
-from dal.libraries import InvalidLibraryNameError, validate_library_name
-from dal.messages import REQUEST_ID_PATTERN, ImageRequestMessage
-from dal.blob_names import input_blob_name, output_blob_name, pyramid_blob_name, slice_blob_candidates
-from dal.backpressure import ServiceBusy
-from dal.lanes import lane_for
-from dal.quotas import QuotaExceeded
-from dal.rendered import decode_rendered
+from dal.jobs.model import TERMINAL_STATUSES, JobStatus
+from dal.jobs.store import Job
+from dal.errors import InvalidLibraryNameError
+from dal.blobs.libraries import validate_library_name
+from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage
+from dal.blobs.names import input_blob_name, output_blob_name, pyramid_blob_name, slice_blob_candidates
+from dal.errors import ServiceBusy
+from dal.queues.lanes import lane_for
+from dal.errors import QuotaExceeded
+from dal.blobs.rendered import decode_rendered
 from mosaic.grid import Grid
 from webapp import planning
 from webapp.clients import client_id
@@ -40,7 +41,7 @@ from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pixels_preview, py
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
-from dal.cleanup import delete_job_everywhere, request_cleanup
+from dal.operations.cleanup import delete_job_everywhere, request_cleanup
 from mosaic.errors import TileBudgetError
 from mosaic.fair import check_budget, check_grid
 
@@ -59,7 +60,7 @@ def _own_job(request_id: str) -> Job:
 
 
 def _own_job_where(request_id: str) -> tuple[Any, bool]:
-    """``(job, waiting for storage?)``: True when its row is on the secondary account (dal.failover)."""
+    """``(job, waiting for storage?)``: True when its row is on the secondary account (dal.availability.failover)."""
     if not _UUID.match(request_id):
         raise ApiError(404, "job_not_found", "no such job")
     job, waiting = _lookup(services(), client_id(), request_id)
@@ -152,7 +153,7 @@ def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
 
 
 def _check_backlog() -> None:
-    """Backpressure: answer 503 with Retry-After while the queues hold too much work (dal.backpressure).
+    """Backpressure: answer 503 with Retry-After while the queues hold too much work (dal.admission.backpressure).
 
     With the primary down (paired secondary) there is no depth to read: the submission is parked."""
     svc = services()
@@ -181,7 +182,7 @@ def _admit(owner: str) -> bool:
 
 
 def _lane_for(owner: str) -> Any:
-    """Fair scheduling (dal.lanes): a client's later jobs go to a lower imagerequest lane, so the
+    """Fair scheduling (dal.queues.lanes): a client's later jobs go to a lower imagerequest lane, so the
     controller slices another client's first job before them. One query in the client's partition,
     made before this job's row exists; with the primary down (paired secondary), lane 0."""
     svc = services()
@@ -400,7 +401,7 @@ def job_slice(request_id: str, sequence: int) -> Response:
         # The slice exists but is not there yet: 409, as for the result (404 means no such slice).
         raise ApiError(409, "not_ready", f"slice {sequence} is not rendered yet")
     # Rendered slices are .npy (older processors: .png); a 1-slice job's processor wrote the
-    # final JPEG instead (dal.rendered).
+    # final JPEG instead (dal.blobs.rendered).
     places = [(SLICE_RESPONSE_CONTAINER, name) for name in slice_blob_candidates(request_id, sequence)]
     if job.slices == 1:
         places.insert(0, (IMAGE_OUTPUT_CONTAINER, output_blob_name(request_id)))

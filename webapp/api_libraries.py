@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from dal.libraries import (
+from dal.blobs.libraries import (
     EmptyLibraryError,
     InvalidLibraryNameError,
     LibraryInfo,

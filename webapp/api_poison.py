@@ -1,4 +1,4 @@
-"""Poison queue operations for operators: list, requeue and purge (``dal.poison_ops``).
+"""Poison queue operations for operators: list, requeue and purge (``dal.operations.poison``).
 
 ``GET  /api/queues/<queue>/poison``          the front of the poison queue (ids, reasons)
 ``POST /api/queues/<queue>/poison/requeue``  ``{"id": "..."}`` or ``{"all": true}``
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from dal import poison_ops
-from dal.poison_ops import PoisonActionResult
-from dal.queues import ImageProcessingQueue
+from dal.operations import poison as poison_ops
+from dal.operations.poison import PoisonActionResult
+from dal.queues.work_queue import ImageProcessingQueue
 from webapp.admin import require_admin
 from webapp.errors import ApiError
 from webapp.services import Services

@@ -1,9 +1,9 @@
 """A finished job's Deep Zoom pyramid: the descriptor, its tiles, and the whole zip.
 
-The controller stores the pyramid as one uncompressed zip blob (``dal.blob_names``); the
+The controller stores the pyramid as one uncompressed zip blob (``dal.blobs.names``); the
 viewer on the job page (OpenSeadragon) asks for ``/api/jobs/<id>/dzi`` and then, by the DZI
 convention, for tiles under ``/api/jobs/<id>/dzi_files/<level>/<col>_<row>.jpg``. Each is one
-range read of the zip (``dal.pyramid``: its directory is read once per process and cached),
+range read of the zip (``dal.blobs.pyramid``: its directory is read once per process and cached),
 so serving a tile of a 400 MP mosaic costs what serving a tile of a small one does.
 ``/api/jobs/<id>/pyramid`` streams the whole zip as a download.
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from dal.blob_names import pyramid_blob_name
+from dal.blobs.names import pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import JobStatus
-from dal.pyramid import DZI_NAME, tile_name
+from dal.jobs.model import JobStatus
+from dal.blobs.pyramid import DZI_NAME, tile_name
 from webapp.api_jobs import own_job, stream_blob
 from webapp.errors import ApiError
 from webapp.previews import PYRAMIDS

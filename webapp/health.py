@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from dal.azurite import read_status
+from photomosaics.local.azurite import read_status
 from dal.errors import StorageConfigurationError
-from dal.health import check_storage
+from dal.availability.health import check_storage
 from dal.names import unprefixed
 from webapp.errors import error_response
 from webapp.services import Services
@@ -38,7 +38,7 @@ def healthz() -> Response:
 def queues() -> Response:
     """Approximate depth of each work queue and of its poison queue, and the estimated wait.
 
-    ``backlog`` is the reading backpressure decides on (``dal.backpressure``, cached for a few
+    ``backlog`` is the reading backpressure decides on (``dal.admission.backpressure``, cached for a few
     seconds per process): waiting slices, measured capacity and the estimated wait."""
     svc = _services()
     svc.ensure_ready()

@@ -3,7 +3,7 @@
 Serves the storage-request counters of every gunicorn worker (``prometheus_client``'s
 multiprocess mode when ``PROMETHEUS_MULTIPROC_DIR`` is set, which ``photomosaics web`` does
 for more than one worker; one process otherwise), the work queues' and poison queues'
-depths and the jobs by status (``dal.prometheus.StorageStateCollector``, cached 15 s so that
+depths and the jobs by status (``dal.observability.prometheus.StorageStateCollector``, cached 15 s so that
 scrapes from several Prometheus replicas cost storage no more than one).
 """
 
@@ -16,7 +16,7 @@ from flask import Blueprint, Flask, Response, current_app
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.registry import REGISTRY, Collector
 
-from dal.prometheus import StorageStateCollector
+from dal.observability.prometheus import StorageStateCollector
 from webapp.services import services
 
 bp = Blueprint("metrics", __name__)

@@ -10,7 +10,7 @@ import re
 
 from flask import Blueprint, abort, render_template
 
-from dal.messages import REQUEST_ID_PATTERN
+from dal.queues.messages import REQUEST_ID_PATTERN
 from webapp.services import settings
 from webapp.admin import admin_enabled
 

@@ -7,7 +7,7 @@ to tens of megapixels; a browser needs a JPEG of screen size. Previews are deter
 
 A finished mosaic's preview comes from its Deep Zoom pyramid (``pyramid_preview``): the
 smallest level at least as big as the preview, a few dozen tiles read by range
-(``PYRAMIDS``, ``dal.pyramid``), so it costs the same for a 400 MP mosaic as for a small
+(``PYRAMIDS``, ``dal.blobs.pyramid``), so it costs the same for a 400 MP mosaic as for a small
 one, and a mosaic too big for a JPEG (over 65,500 px a side: only its pyramid exists) has
 one too. Decoding the full-resolution JPEG instead would download it whole (100 MB and more)
 into the web process.
@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from PIL import Image, ImageOps
 
-from dal.pyramid import DZI_NAME, PyramidReader, tile_name
+from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
 from mosaic.deepzoom import level_covering, level_size, level_tiles, read_descriptor, tile_origin
 
 _CACHE_BYTES = 64 * 1024 * 1024
@@ -70,7 +70,7 @@ def jpeg_preview(data: bytes, *, max_side: int, quality: int = 85) -> bytes:
 
 
 def pixels_preview(pixels: np.ndarray, *, max_side: int, quality: int = 85) -> bytes:
-    """The same for an ``(H, W, 3) uint8`` array (a rendered slice, ``dal.rendered``)."""
+    """The same for an ``(H, W, 3) uint8`` array (a rendered slice, ``dal.blobs.rendered``)."""
     return _thumbnail(Image.fromarray(pixels, "RGB"), max_side=max_side, quality=quality)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import url_for
 
-from dal.job_model import Job, JobEvent, JobStatus
+from dal.jobs.model import Job, JobEvent, JobStatus
 
 from webapp import planning
 
@@ -20,7 +20,7 @@ def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
     """Status, progress, final size, timings and the URLs a client follows next.
 
     ``waiting_for_storage``: the job was submitted while the primary storage account was down
-    and waits on the paired secondary until it is back (``dal.failover``)."""
+    and waits on the paired secondary until it is back (``dal.availability.failover``)."""
     rid = job.request_id
     finished = job.finished_at
     elapsed = ((finished or job.updated_at) - job.created_at).total_seconds()

@@ -16,7 +16,7 @@ from flask import Flask, current_app
 
 from dal.config import Settings, StorageClients
 from dal.stores import Stores
-from dal.prometheus import StorageRequestMetrics
+from dal.observability.prometheus import StorageRequestMetrics
 
 _EXTENSION = "photomosaics"
 
@@ -35,7 +35,7 @@ class Services(Stores):
         # StorageClients is itself lazy: nothing touches the network until a store is used.
         # Every storage call is counted for /metrics (webapp/metrics.py).
         storage = StorageClients(connection_string, profile=profile, response_hook=StorageRequestMetrics())
-        # The paired secondary account (dal.failover): submissions go on while the primary is down.
+        # The paired secondary account (dal.availability.failover): submissions go on while the primary is down.
         paired = StorageClients(secondary, profile=profile) if secondary else None  # type: ignore[arg-type]
         return cls(storage, settings, secondary=paired)  # type: ignore[arg-type]
 
@@ -54,7 +54,7 @@ class Services(Stores):
             if self.failover is None:
                 self.ensure()
                 self._ready = True
-            else:  # paired: a primary that is down now is set up on a later request (dal.failover)
+            else:  # paired: a primary that is down now is set up on a later request (dal.availability.failover)
                 self._ready = self.failover.ask_primary(lambda: self.ensure() or True, False)
 
 

@@ -16,7 +16,7 @@ from importlib.resources import files
 
 from flask import Blueprint, Response, current_app
 
-from dal.blobs import CONTAINER_NAME_MAX
+from dal.blobs.store import CONTAINER_NAME_MAX
 from dal.names import longest_logical
 
 bp = Blueprint("spec", __name__)

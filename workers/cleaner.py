@@ -1,4 +1,4 @@
-"""Handler for ``jobcleanup``: delete a job's blobs and rows (``dal.cleanup``).
+"""Handler for ``jobcleanup``: delete a job's blobs and rows (``dal.operations.cleanup``).
 
 It runs in the responder role: like the responder it does short storage-only work on the
 web side of the workflow, and a separate role would add one more idle poller for a queue
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from dal.cleanup import delete_job_everywhere
-from dal.messages import JobCleanupMessage
-from dal.queues import ReceivedMessage
+from dal.operations.cleanup import delete_job_everywhere
+from dal.queues.messages import JobCleanupMessage
+from dal.queues.work_queue import ReceivedMessage
 from workers.services import Services
 
 __all__ = ["JobCleaner"]

@@ -9,7 +9,7 @@ blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max
 assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
 flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
 rows of that choice: the bands together can never exceed N, whichever processors render them.
-The slices go to a lane of ``slicerequest`` (``dal.lanes``): a client's oldest unfinished job
+The slices go to a lane of ``slicerequest`` (``dal.queues.lanes``): a client's oldest unfinished job
 to lane 0, its later jobs lower, so one client's backlog never queues ahead of another
 client's single job.
 
@@ -57,19 +57,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dal import tracing
-from dal.blob_names import pyramid_blob_name
+from dal.queues import tracing
+from dal.blobs.names import pyramid_blob_name
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.job_model import JobEvent, JobStatus, slice_event, utcnow
-from dal.lanes import lane_for
-from dal.jobs import TERMINAL_STATUSES, Job, JobExistsError, JobNotFoundError
-from dal.libraries import InvalidLibraryNameError
-from dal.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
-from dal.queues import ReceivedMessage
-from dal.rendered import RenderedFormatError, slice_blob_candidates
+from dal.jobs.model import JobEvent, JobStatus, slice_event, utcnow
+from dal.queues.lanes import lane_for
+from dal.errors import JobExistsError, JobNotFoundError
+from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.errors import InvalidLibraryNameError
+from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
+from dal.queues.work_queue import ReceivedMessage
+from dal.errors import RenderedFormatError
+from dal.blobs.rendered import slice_blob_candidates
 from workers.errors import PermanentJobError
-from dal.job_model import library_name
+from dal.jobs.model import library_name
 from workers.services import Services
 from workers.slicing import OUTPUT_CONTENT_TYPE, Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
 from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice,
@@ -82,7 +84,7 @@ from mosaic.library import LibraryFormatError
 from mosaic.render import RenderOptions, assign_fair
 
 if TYPE_CHECKING:
-    from dal.blobs import BlobStore
+    from dal.blobs.store import BlobStore
     from PIL import Image
 
     from mosaic.grid import Grid
@@ -111,7 +113,7 @@ class JobController:
         assert isinstance(message, ImageRequestMessage), message
         jobs, rid = self.services.jobs, message.request_id
         # The job's row and its place in its client's line, in one query: the line decides the
-        # lane its slices go to (fair scheduling between clients, dal.lanes).
+        # lane its slices go to (fair scheduling between clients, dal.queues.lanes).
         existing, ahead = jobs.unfinished_ahead(message.client_id, rid)
         lane = lane_for(ahead, len(self.services.queues.slice_lanes))
         if existing is not None and (existing.status in TERMINAL_STATUSES or existing.status == JobStatus.STITCHING):
@@ -155,7 +157,7 @@ class JobController:
             clock.lap("fair_assignment")
         bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice)
         clock.lap("slicing")
-        services = self.services  # upload: to the secondary account when the primary fails (dal.failover)
+        services = self.services  # upload: to the secondary account when the primary fails (dal.availability.failover)
 
         def store(band: Band) -> tuple[str, str | None]:
             """(slice_uri, inline band): a small band rides in its message, a big one is a blob."""
@@ -187,7 +189,7 @@ class JobController:
             for band, (url, inline) in zip(bands, stored, strict=True)
             if band.sequence not in job.slices_done
         ]
-        for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.shards)
+        for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.queues.shards)
             mine = [m for m in pending if m.queue_uri == shard.url]
             if mine:
                 self.services.send(mine)

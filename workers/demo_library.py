@@ -57,7 +57,7 @@ from PIL import Image
 
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
-from dal.libraries import LibraryStore
+from dal.blobs.libraries import LibraryStore
 from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 from mosaic.sources import fingerprint
 

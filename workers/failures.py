@@ -23,10 +23,11 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from dal.job_model import JobStatus, library_name
-from dal.jobs import TERMINAL_STATUSES, Job, JobNotFoundError, JobStore
-from dal.messages import ImageRequestMessage, QueueMessage
-from dal.queues import PoisonHook, ReceivedMessage
+from dal.jobs.model import JobStatus, library_name
+from dal.errors import JobNotFoundError
+from dal.jobs.store import TERMINAL_STATUSES, Job, JobStore
+from dal.queues.messages import ImageRequestMessage, QueueMessage
+from dal.queues.work_queue import PoisonHook, ReceivedMessage
 
 __all__ = ["fail_job", "library_name", "poison_hook"]
 

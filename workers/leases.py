@@ -31,10 +31,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from dal.queues import make_visible_now
+from dal.queues.work_queue import make_visible_now
 
 if TYPE_CHECKING:
-    from dal.queues import ImageProcessingQueue, ReceivedMessage
+    from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
 
 __all__ = ["HeldMessage", "LeaseKeeper", "LeaseJournal", "LEASE_DIR_ENV", "hand_back"]
 
@@ -137,7 +137,7 @@ class LeaseJournal:
             if record.done:
                 continue
             current = record.current
-            # The message's own queue: a sharded or laned listener (dal.shards, dal.lanes) holds
+            # The message's own queue: a sharded or laned listener (dal.queues.shards, dal.queues.lanes) holds
             # messages of several. The hint goes to the name the listeners subscribe to (the
             # base queue's): a hint for "slicerequest-lane1" would reach no one.
             queue = getattr(current, "queue_name", None) or queue_name

@@ -28,7 +28,7 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
 - **Idle back-off**: ``poll_delay`` — from ``poll_min``, doubling, ±20 % jitter, saturating
   at exactly ``poll_max``; reset by the first message that arrives, or by ``nudge()`` (a
   role nudges its other listeners when one of them gets work).
-- **Work-detected hints** (``dal.hints``): with a hint channel the listener subscribes to
+- **Work-detected hints** (``dal.hints.channel``): with a hint channel the listener subscribes to
   its queue; a hint is a ``nudge()``, so a message sent on this machine is picked up at once,
   and the idle poll, now only the safety net for lost hints and other machines' sends,
   backs off to ``poll_max_hinted`` (60 s) instead of ``poll_max``, as long as the
@@ -36,7 +36,7 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   While covered, an empty receive is ``QueueEmpty``: the listener waits for a hint, a retry
   it scheduled, or that cap, instead of ramping up from ``poll_min`` (``_idle_delay``).
 - **Hint credit** (no trailing empty receive): a hint says how many messages its send added
-  (``dal.hint_payload``). The listener keeps that *credit*, minus what it received; a receive
+  (``dal.hints.payload``). The listener keeps that *credit*, minus what it received; a receive
   that came back short of what it asked for (the queue had no more) resets it to the hints
   heard during that receive. While covered, a listener whose credit is spent goes back to
   the ``QueueEmpty`` wait after a batch instead of receiving again only to find nothing: the
@@ -50,7 +50,7 @@ It does what the Azure WebJobs queue trigger does, a little tighter:
   **Taken notices**: competing consumers hear the same hints, so each would keep credit for
   messages a peer took, and receive once more to find nothing (a small job's two processors:
   2 of its 53 transactions). So a hint-covered listener that received messages tells its peers
-  on the channel (``t<count>~<sender>``, ``dal.hint_payload``: no storage transaction), and a
+  on the channel (``t<count>~<sender>``, ``dal.hints.payload``: no storage transaction), and a
   peer lowers its credit by that count (never below zero; unknown credit stays unknown; its own
   notices come back to it and are ignored, and one heard twice over a fan-out channel counts
   once). A notice that arrives late leaves a credit too high (one empty receive, as before);
@@ -81,9 +81,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dal.config import Settings
-from dal.hints import HintChannel, HintSubscription
-from dal.queues import ImageProcessingQueue, PoisonHook, ReceivedMessage
-from dal.stored_queue import MAX_BATCH  # the service's limit per receive
+from dal.hints.channel import HintChannel, HintSubscription
+from dal.queues.work_queue import ImageProcessingQueue, PoisonHook, ReceivedMessage
+from dal.queues.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.backoff import poll_delay, retry_delay_for
 from workers.elastic import DEPTH_CHECK_INTERVAL, optimal_concurrency
 from workers.errors import PermanentJobError, RetryLater
@@ -97,7 +97,7 @@ log = logging.getLogger(__name__)
 _DEFAULTS = Settings()
 
 Handler = Callable[[ReceivedMessage], None]
-# ``PoisonHook`` (dal.queues): called after the listener moved a message to poison, with the
+# ``PoisonHook`` (dal.queues.work_queue): called after the listener moved a message to poison, with the
 # reason for a person and whether the handler called it permanent; the roles fail the job
 # there, and only there. Its own failures are logged, never raised.
 

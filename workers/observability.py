@@ -9,7 +9,7 @@ unless told otherwise: metrics name queues and operations, nothing for the open 
   ``QueueListener.stats`` at scrape time (so the listener needs no hooks): received,
   processed, succeeded, failed, poisoned, released, and receive calls (empty ones apart);
   handler durations (``timed`` wraps each handler); storage requests, errors, retries and
-  throttling (``dal.prometheus``); the depths of the role's queues and their poison queues.
+  throttling (``dal.observability.prometheus``); the depths of the role's queues and their poison queues.
 - ``GET /healthz``: 200 while every receive loop is alive: since the previous probe it has
   polled, or it holds messages (busy), or the last poll is recent. A hung loop answers 503
   and the orchestrator restarts the process; storage outages do not (the loop still polls).
@@ -29,12 +29,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
-from dal.prometheus import StorageStateCollector
+from dal.observability.prometheus import StorageStateCollector
 from workers.logfmt import kv
-from dal.tracing import process_span
+from dal.queues.tracing import process_span
 
 if TYPE_CHECKING:
-    from dal.queues import ReceivedMessage
+    from dal.queues.work_queue import ReceivedMessage
     from workers.listener import QueueListener
 
 __all__ = ["METRICS_HOST_ENV", "METRICS_PORT_ENV", "serve_role_metrics", "timed", "traced", "ListenerCollector", "Liveness"]
@@ -82,7 +82,7 @@ def timed(handler: Callable[[ReceivedMessage], None], *, role: str, queue: str) 
 
 
 def traced(handler: Callable[[ReceivedMessage], None], *, queue: str) -> Callable[[ReceivedMessage], None]:
-    """``handler`` inside a ``process <queue>`` span continuing the message's trace (dal.tracing)."""
+    """``handler`` inside a ``process <queue>`` span continuing the message's trace (dal.queues.tracing)."""
 
     def run(received: ReceivedMessage) -> None:
         with process_span(received, queue=queue):
@@ -193,7 +193,7 @@ def serve_role_metrics(role: str, listeners: Sequence[QueueListener], *,
 
 
 def _role_queues(listeners: Sequence[QueueListener]) -> list[Any]:
-    # A sharded queue (dal.shards) is reported shard by shard.
+    # A sharded queue (dal.queues.shards) is reported shard by shard.
     return [shard for listener in listeners for shard in getattr(listener.queue, "shards", [listener.queue])]
 
 

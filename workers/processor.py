@@ -47,14 +47,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from dal.blob_names import pyramid_blob_name
+from dal.blobs.names import pyramid_blob_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.jobs import TERMINAL_STATUSES
-from dal.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
-from dal.queues import ReceivedMessage
+from dal.jobs.store import TERMINAL_STATUSES
+from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
+from dal.queues.work_queue import ReceivedMessage
 from workers.errors import PermanentJobError
-from dal.job_model import library_name
+from dal.jobs.model import library_name
 from workers.services import Services
 from workers.stages import Stopwatch
 from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
@@ -74,8 +74,8 @@ from mosaic.render import render_band
 if TYPE_CHECKING:
     import numpy as np
 
-    from dal.blobs import BlobStore
-    from dal.render_rates import RateMeter
+    from dal.blobs.store import BlobStore
+    from dal.admission.render_rates import RateMeter
     from mosaic.library import TileLibrary
 
 __all__ = ["ImageProcessor"]
@@ -104,7 +104,7 @@ class ImageProcessor:
         self.services = services
         self.name = services.name
         self.slice_delay = services.settings.test_slice_delay
-        # Measures this process's seconds per slice for backpressure (dal.render_rates); the
+        # Measures this process's seconds per slice for backpressure (dal.admission.render_rates); the
         # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
         self.rate_meter = rate_meter
 
@@ -150,7 +150,7 @@ class ImageProcessor:
         except (ValueError, IndexError) as exc:
             raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
         seconds = clock.lap("render")
-        store = self.services  # upload: to the secondary account when the primary fails (dal.failover)
+        store = self.services  # upload: to the secondary account when the primary fails (dal.availability.failover)
         whole, pyramid = band.first_row == 0 and band.rows == band.tiles_down, False
         # A whole mosaic too large for a JPEG (a panorama) goes back as a slice: the controller's
         # stitch stores its pyramid alone; the JPEG encoder would fail it on every delivery.

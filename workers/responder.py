@@ -19,10 +19,11 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from dal.job_model import JobStatus
-from dal.jobs import TERMINAL_STATUSES, Job, JobNotFoundError
-from dal.messages import ImageResponseMessage
-from dal.queues import ReceivedMessage
+from dal.jobs.model import JobStatus
+from dal.errors import JobNotFoundError
+from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.queues.messages import ImageResponseMessage
+from dal.queues.work_queue import ReceivedMessage
 from workers.services import Services
 
 __all__ = ["Responder"]

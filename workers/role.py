@@ -26,9 +26,9 @@ from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe
 from dal.errors import StorageConfigurationError
 from workers.listener import QueueListener
 from workers.logfmt import configure_logging, kv
-from dal.metrics import counter_from_env, dump_installed_counter
-from dal.prometheus import StorageRequestMetrics, chain_hooks
-from dal.tracing import flush
+from dal.observability.transactions import counter_from_env, dump_installed_counter
+from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
+from dal.queues.tracing import flush
 
 __all__ = ["Role", "run_role", "storage_from_env", "exit_role", "configure_role_logging"]
 

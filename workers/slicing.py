@@ -21,7 +21,7 @@ of the mosaic (a 40 MP job is 120 MB of pixels), so it travels as a raw NumPy ``
 (``encode_rendered``): writing and reading it is a memory copy, where PNG cost seconds of
 zlib on both sides for photo tiles that barely compress. ``decode_rendered`` reads both
 formats by their magic bytes, so slices written as PNG by an older processor still stitch
-(``dal.rendered``, re-exported here: the web app previews these blobs too).
+(``dal.blobs.rendered``, re-exported here: the web app previews these blobs too).
 A job of one slice needs no stitch at all: its processor encodes the final output itself
 (``ImageProcessor``). Only the final mosaic is encoded, once, as JPEG, by ``encode_output``
 (one function, so tests can encode the in-process render the same way).
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, PngImagePlugin
 
-from dal.blob_names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
+from dal.blobs.names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.errors import PhotoMosaicsError
-from dal.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
+from dal.blobs.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 from workers.stitching import encode_jpeg, from_pixels
 
 __all__ = [
@@ -69,7 +69,7 @@ __all__ = [
 OUTPUT_CONTENT_TYPE = "image/jpeg"
 _PREFIX = "photomosaics:"
 # 32 KiB of PNG is 42.7 KiB of Base64 in the message and 56.9 KiB after the wire's own Base64,
-# under the queue's 64 KiB with the other fields (dal.messages.MAX_INLINE_BAND_CHARS). A small
+# under the queue's 64 KiB with the other fields (dal.queues.messages.MAX_INLINE_BAND_CHARS). A small
 # job's bands (60 tiles across, 4 slices: 48 x 240 px of cells) are 18-23 KB.
 INLINE_BAND_MAX_BYTES = 32 * 1024
 # Bands up to this many pixels are encoded for size (they may fit INLINE_BAND_MAX_BYTES), bigger

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from dal.rendered import RenderedFormatError
+from dal.errors import RenderedFormatError
 from mosaic.deepzoom import stream_save, write_dzi_zip
 from mosaic.limits import JPEG_MAX_SIDE  # libjpeg's 65,500: a mosaic over it has only its pyramid
 

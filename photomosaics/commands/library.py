@@ -29,7 +29,8 @@ def create(name: str, source: Path, description: str | None, data_dir: str | Non
 
     NAME: 3-63 lowercase letters, digits and single hyphens (a container name).
     """
-    from dal.libraries import LibraryError, validate_library_name
+    from dal.errors import LibraryError
+    from dal.blobs.libraries import validate_library_name
     from mosaic.sources import TileSourceError
 
     try:

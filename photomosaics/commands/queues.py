@@ -27,7 +27,7 @@ def queues(ctx: click.Context, show_poison: bool, data_dir: str | None) -> None:
     ctx.obj["data_dir"] = data_dir
     if ctx.invoked_subcommand is not None:
         return
-    from dal.poison_ops import list_poison
+    from dal.operations.poison import list_poison
 
     with command_stores(data_dir) as stores:
         rows = []
@@ -75,7 +75,7 @@ _ALL = click.option("--all", "all_", is_flag=True, help="Every message of the po
 @click.pass_context
 def requeue(ctx: click.Context, queue_name: str, message_id: str | None, all_: bool) -> None:
     """Put poison messages of QUEUE back on QUEUE, with a fresh dequeue count."""
-    from dal.poison_ops import requeue as do_requeue
+    from dal.operations.poison import requeue as do_requeue
 
     wanted = _which(message_id, all_)
     with command_stores(ctx.obj["data_dir"]) as stores:
@@ -95,7 +95,7 @@ def requeue(ctx: click.Context, queue_name: str, message_id: str | None, all_: b
 @click.pass_context
 def purge(ctx: click.Context, queue_name: str, message_id: str | None, all_: bool) -> None:
     """Delete poison messages of QUEUE for good."""
-    from dal.poison_ops import purge as do_purge
+    from dal.operations.poison import purge as do_purge
 
     wanted = _which(message_id, all_)
     with command_stores(ctx.obj["data_dir"]) as stores:

@@ -86,7 +86,8 @@ def _demo(*, use_cache: bool) -> Any:
 
 def _load_stored(name: str) -> Any:
     from dal.config import Settings, StorageClients
-    from dal.libraries import LibraryError, LibraryStore
+    from dal.errors import LibraryError
+    from dal.blobs.libraries import LibraryStore
 
     settings = Settings.from_env()
     assert settings.connection_string is not None

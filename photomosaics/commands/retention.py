@@ -1,4 +1,4 @@
-"""``photomosaics retention``: one retention sweep (``dal.retention``), for cron or a CronJob.
+"""``photomosaics retention``: one retention sweep (``dal.operations.retention``), for cron or a CronJob.
 
 Finished jobs older than ``--retention-days`` (``PHOTOMOSAICS_RETENTION_DAYS``, default 30)
 are queued for cleanup on ``jobcleanup`` (the responder deletes them), and blobs whose job
@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import click
 
-from dal.retention import DEFAULT_ORPHAN_GRACE, DEFAULT_RETENTION_DAYS
+from dal.operations.retention import DEFAULT_ORPHAN_GRACE, DEFAULT_RETENTION_DAYS
 from photomosaics.cli import main
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
@@ -26,7 +26,7 @@ from photomosaics.storage import DATA_DIR_OPTION, command_stores
 @DATA_DIR_OPTION
 def retention(retention_days: int, orphan_grace_minutes: int, data_dir: str | None) -> None:
     """Sweep once: expire old finished jobs and delete orphaned blobs."""
-    from dal.retention import sweep
+    from dal.operations.retention import sweep
 
     with command_stores(data_dir) as stores:
         stores.queues.job_cleanup.ensure_exists()

@@ -16,7 +16,7 @@ import click
 from photomosaics.cli import main
 
 if TYPE_CHECKING:
-    from dal.queues import ReceivedMessage
+    from dal.queues.work_queue import ReceivedMessage
     from workers.services import Services
 
 # (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons;
@@ -57,8 +57,8 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
 def _services_for(role: str) -> Services:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
-    from dal.failover import secondary_from_env
-    from dal.health import check_storage
+    from dal.availability.failover import secondary_from_env
+    from dal.availability.health import check_storage
     from workers.role import configure_role_logging, storage_from_env
     from workers.services import Services, worker_name
 
@@ -88,7 +88,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     services = _services_for("controller")
     ctl = JobController(services)
     _run(services, "controller", [
-        ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.lanes)
+        ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.queues.lanes)
         ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
     ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
        max_messages=max_messages)  # fmt: skip
@@ -101,7 +101,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
 @_grace
 def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
-    from dal.render_rates import RateMeter
+    from dal.admission.render_rates import RateMeter
     from workers.processor import ImageProcessor, limit_blas_threads
 
     limit_blas_threads()  # one core's worth per processor: no BLAS threads fighting the others
@@ -144,8 +144,8 @@ def syphon(*, once: bool) -> None:
     import signal
     import threading
 
-    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
-    from dal.syphon import Syphon, run_syphon
+    from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
+    from dal.operations.syphon import Syphon, run_syphon
 
     services = _services_for("syphon")
     if services.secondary is None:
@@ -171,11 +171,11 @@ def _run(services: Services, role: str, bindings: list[Binding], *, concurrency:
     on when ``photomosaics run`` (or another supervisor) sets them; the lease is the shorter
     of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
     """
-    from dal.hints import channel_from_env
+    from dal.hints.channel import channel_from_env
     from workers.failures import poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
-    from dal.tracing import configure_tracing
+    from dal.queues.tracing import configure_tracing
     from workers.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.role import Role, exit_role, run_role
 

@@ -6,15 +6,15 @@ metadata, containers and tables, the demo tile library, the Flask secret key (ma
 in ``.data/secret_key``), then the web app, one controller, one responder and N processors as
 supervised child processes, and a syphon when a paired secondary account is configured
 (``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING``, or ``--secondary-azurite``: a second embedded
-Azurite in ``.data/azurite-secondary``; see ``dal.failover``). Ctrl-C (or SIGTERM) stops the children (SIGTERM, grace, SIGKILL),
+Azurite in ``.data/azurite-secondary``; see ``dal.availability.failover``). Ctrl-C (or SIGTERM) stops the children (SIGTERM, grace, SIGKILL),
 then Azurite, and exits 0; a second Ctrl-C hurries the children. Everything in ``.data/``
 survives to the next run.
 
-Self-healing on one machine: the children share a hint folder (``dal.hints``: a send wakes
+Self-healing on one machine: the children share a hint folder (``dal.hints.channel``: a send wakes
 the listeners of that queue at once) and a lease folder (``workers.leases``: when a child
 dies, the messages it held are handed back and announced at once, not after their lease),
 and the embedded Azurite is restarted on the same ports and data if it dies
-(``workers.storage_keeper``), with ``/healthz`` told what happened.
+(``photomosaics.local.storage_keeper``), with ``/healthz`` told what happened.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def photomosaics_argv() -> list[str]:
 @contextlib.contextmanager
 def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
     """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
-    from dal.azurite import Azurite, AzuriteError
+    from photomosaics.local.azurite import Azurite, AzuriteError
     from dal.config import CONNECTION_STRING_ENV, Settings, expand_connection_string
 
     configured = Settings.from_env().connection_string
@@ -107,9 +107,9 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
 
 @contextlib.contextmanager
 def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]:
-    """The paired secondary account (dal.failover): configured, a second embedded Azurite, or none."""
-    from dal.azurite import Azurite, AzuriteError
-    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+    """The paired secondary account (dal.availability.failover): configured, a second embedded Azurite, or none."""
+    from photomosaics.local.azurite import Azurite, AzuriteError
+    from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 
     configured = os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip()
     if configured or not embedded:
@@ -133,7 +133,7 @@ def prepare_storage(connection_string: str) -> None:
     Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
     ``Stores.ensure`` is the one list of what the app needs to exist."""
     from dal.config import Settings, StorageClients
-    from dal.health import check_storage
+    from dal.availability.health import check_storage
     from dal.stores import Stores
     from workers.demo_library import ensure_demo_library
 
@@ -152,8 +152,8 @@ def children(*, connection_string: str, secret_key: str, host: str, port: int, p
              shared: dict[str, str] | None = None, web_extra: dict[str, str] | None = None,
              metrics_ports: dict[str, int] | None = None):  # -> list[ChildSpec]  # fmt: skip
     from dal.config import CONNECTION_STRING_ENV
-    from dal.failover import SECONDARY_CONNECTION_STRING_ENV
-    from workers.supervisor import ChildSpec
+    from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
+    from photomosaics.local.supervisor import ChildSpec
 
     base = photomosaics_argv()
     env = {CONNECTION_STRING_ENV: connection_string, **(shared or {})}
@@ -171,14 +171,14 @@ def children(*, connection_string: str, secret_key: str, host: str, port: int, p
     specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
               for i in range(processors)]  # fmt: skip
     if env.get(SECONDARY_CONNECTION_STRING_ENV) or os.environ.get(SECONDARY_CONNECTION_STRING_ENV):
-        # A paired secondary account (dal.failover): one syphon moves its backlog back (dal.syphon).
+        # A paired secondary account (dal.availability.failover): one syphon moves its backlog back (dal.operations.syphon).
         specs.append(ChildSpec(name="syphon", argv=[*base, "syphon"], env=env))
     return specs
 
 
 def local_channels(data: Path) -> dict[str, str]:
     """The hint folder and the lease folder every child of this machine shares."""
-    from dal.hints import HINT_DIR_ENV, short_hint_dir
+    from dal.hints.channel import HINT_DIR_ENV, short_hint_dir
     from workers.leases import LEASE_DIR_ENV
 
     hint_dir = short_hint_dir(data / "hints")
@@ -195,7 +195,7 @@ def hand_back_on_exit(connection_string: str, channels: dict[str, str]) -> Calla
     lease folder (their pids are gone): at start-up, before any child runs.
     """
     from dal.config import StorageClients
-    from dal.hints import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
+    from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
     from workers.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])
@@ -261,7 +261,7 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
     from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from workers.logfmt import configure_logging
-    from workers.supervisor import Supervisor, supervise
+    from photomosaics.local.supervisor import Supervisor, supervise
 
     configure_logging(role="run")
     data = (data_dir or Path(Settings.from_env().data_dir)).resolve()
@@ -279,13 +279,13 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
             raise click.ClickException(str(exc)) from None
         channels = local_channels(data)
         if secondary:
-            from dal.failover import SECONDARY_CONNECTION_STRING_ENV
+            from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 
             channels[SECONDARY_CONNECTION_STRING_ENV] = secondary  # every child; the syphon starts too
         web_extra, on_tick = {}, None
         if embedded is not None:
-            from dal.azurite import STATUS_FILE_ENV
-            from workers.storage_keeper import AzuriteKeeper
+            from photomosaics.local.azurite import STATUS_FILE_ENV
+            from photomosaics.local.storage_keeper import AzuriteKeeper
 
             keeper = AzuriteKeeper(embedded[0], data / "storage-status.json", on_restart=prepare_storage)
             web_extra[STATUS_FILE_ENV] = str(keeper.status_file)

@@ -77,7 +77,7 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
 
     from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
     from dal.errors import StorageConfigurationError
-    from dal.health import check_storage
+    from dal.availability.health import check_storage
     from webapp import SECRET_KEY_ENV, create_app
 
     connection_string = Settings.from_env().connection_string

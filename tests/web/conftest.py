@@ -83,7 +83,7 @@ def web_storage(azurite_connection_string: str) -> StorageClients:
 @pytest.fixture(scope="session")
 def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
     """A library of 18 flat-coloured tiles, made once per session."""
-    from dal.libraries import LibraryStore
+    from dal.blobs.libraries import LibraryStore
 
     colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)]
     tiles = [(f"c{i:02d}.png", png_bytes(64, 64, colour=c)) for i, c in enumerate(colours)]
@@ -121,7 +121,7 @@ def other_client(app: Flask) -> FlaskClient:
 def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Real controller, processor and responder processes on their own name prefix, a demo
     library (150 tiles of the sample photos), and the app served on a free loopback port."""
-    from tests.pipeline_helpers import Pipeline
+    from tests.support.pipelines import Pipeline
     from webapp import create_app
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
 

@@ -44,7 +44,7 @@ def _png(width: int, height: int, colour: tuple[int, int, int]) -> bytes:
 def register() -> None:
     import schemathesis
 
-    from dal.jobs import _encode_token
+    from dal.jobs.store import _encode_token
 
     row_keys = st.builds(
         lambda n, rid: f"~{n:016d}~{rid}",

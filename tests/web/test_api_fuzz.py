@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def pipeline(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Real roles on their own name prefix, a small tile library and a few poison messages."""
-    from tests.pipeline_helpers import Pipeline, synthetic_library
+    from tests.support.pipelines import Pipeline, synthetic_library
 
     pipe = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("fuzz"))
     # Generated requests may ask for any grid the spec allows (up to 400 MP): with the default
@@ -96,7 +96,7 @@ def _seed_poison(pipe: Any, library_uri: str, count: int) -> None:
     """Poison messages in the first monitored queue (the one ``GET /api/queues`` lists first,
     which the spec's link reads), as the controller leaves them: an image request that kept
     failing."""
-    from dal.messages import ImageRequestMessage
+    from dal.queues.messages import ImageRequestMessage
 
     queue = pipe.services.queues.monitored()[0]
     for _ in range(count):
@@ -114,7 +114,7 @@ def _top_up_poison(pipe: Any, count: int) -> None:
     controller: an image request for more slices than allowed is a permanent error. The
     examples and fuzzing phases may have purged them all (``{"all": true}``) before the poison
     workflow runs, and its reach needs real ids."""
-    from dal.messages import ImageRequestMessage
+    from dal.queues.messages import ImageRequestMessage
 
     queue = pipe.services.queues.monitored()[0]
     missing = count - queue.poison.approximate_depth()
@@ -172,7 +172,8 @@ def client_session() -> requests.Session:
 
 
 def _valid_library_name(name: str) -> bool:
-    from dal.libraries import InvalidLibraryNameError, validate_library_name
+    from dal.errors import InvalidLibraryNameError
+    from dal.blobs.libraries import validate_library_name
 
     try:
         validate_library_name(name)

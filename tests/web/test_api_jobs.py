@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dal.blobs import BlobStore
+from dal.blobs.store import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, Settings, StorageClients
-from dal.jobs import JobStore
-from dal.messages import ImageRequestMessage
-from dal.queues import QueueAccessor
-from dal.rendered import encode_rendered
+from dal.jobs.store import JobStore
+from dal.queues.messages import ImageRequestMessage
+from dal.queues.work_queue import QueueAccessor
+from dal.blobs.rendered import encode_rendered
 from tests.web.conftest import LIBRARY, png_bytes, submit
 from mosaic.grid import plan_grid
 
@@ -106,7 +106,7 @@ def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: di
 def test_the_event_log_shows_each_rendered_slice_kept_in_the_job_row(client: Any, stores: dict[str, Any]) -> None:
     """A slice's log line lives in the job row (Job.slice_events, written with its progress): the
     API's events list it among the event rows, in time order, with its timing."""
-    from dal.job_model import JobEvent, utcnow
+    from dal.jobs.model import JobEvent, utcnow
 
     request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)

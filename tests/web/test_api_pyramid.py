@@ -13,10 +13,10 @@ import pytest
 from flask import Flask
 from PIL import Image
 
-from dal.blob_names import pyramid_blob_name
-from dal.blobs import BlobStore
+from dal.blobs.names import pyramid_blob_name
+from dal.blobs.store import BlobStore
 from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
-from dal.jobs import JobStore
+from dal.jobs.store import JobStore
 from tests.web.conftest import png_bytes, submit
 from mosaic.deepzoom import DZI_TILE_SIZE, write_dzi_zip
 from workers.stitching import open_slice, save_pyramid
@@ -133,6 +133,6 @@ def test_a_mosaic_too_big_for_a_jpeg_has_a_preview_and_its_zip_as_the_result(
 
 
 def _image_requests(storage: StorageClients, settings: Settings) -> Any:
-    from dal.queues import QueueAccessor
+    from dal.queues.work_queue import QueueAccessor
 
     return QueueAccessor(storage, settings=settings, prefix=settings.name_prefix).image_request.peek(32)

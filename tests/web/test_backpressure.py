@@ -1,9 +1,9 @@
-"""Backpressure on POST /api/jobs (dal.backpressure), against the session's Azurite.
+"""Backpressure on POST /api/jobs (dal.admission.backpressure), against the session's Azurite.
 
 Each test serves the app on its own name prefix with no roles running, so nothing drains the
 queues: the test fills ``slicerequest`` past what the measured render rate finishes in the
 allowed wait (10 s here), the way a real backlog would, and records the rate a processor
-would have reported (``dal.render_rates``). The cache is off (0 s) so a change is seen at once.
+would have reported (``dal.admission.render_rates``). The cache is off (0 s) so a change is seen at once.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from flask import Flask
 
 from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
-from dal.job_model import JobStatus
-from dal.jobs import JobStore
-from dal.libraries import LibraryStore
-from dal.queues import QueueAccessor
-from dal.render_rates import RenderRates
+from dal.jobs.model import JobStatus
+from dal.jobs.store import JobStore
+from dal.blobs.libraries import LibraryStore
+from dal.queues.work_queue import QueueAccessor
+from dal.admission.render_rates import RenderRates
 from photomosaics.cli import main
 from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, served, submit
 from tests.web.test_browser import browser_context, shot, wait_until  # noqa: F401 - browser_context is a fixture
@@ -209,9 +209,9 @@ def test_the_cli_retries_a_quota_refusal_and_reports_it(
     """429 through ``photomosaics submit``: every CLI run is a new client, so the quota that
     refuses it here is the unfinished limit at 0; the helper raises it once the first 429 has
     gone out (as an operator would), and the CLI's retry after ``Retry-After`` gets in."""
-    import dal.quotas
+    import dal.admission.quotas
 
-    monkeypatch.setattr(dal.quotas, "UNFINISHED_RETRY_AFTER", 1)  # 15 s in production
+    monkeypatch.setattr(dal.admission.quotas, "UNFINISHED_RETRY_AFTER", 1)  # 15 s in production
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes(90, 60))
     app = busy["app"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.conftest import require
+from tests.support.prereqs import require
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

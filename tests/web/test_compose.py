@@ -17,7 +17,7 @@ import yaml
 
 from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT
 from photomosaics.cli import main
-from tests.conftest import require
+from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

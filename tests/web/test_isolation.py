@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from dal.blobs import BlobStore
+from dal.blobs.store import BlobStore
 from dal.config import DEVSTORE_KEY, IMAGE_OUTPUT_CONTAINER, StorageClients
-from dal.jobs import JobStore
+from dal.jobs.store import JobStore
 from tests.web.conftest import png_bytes, submit
 
 

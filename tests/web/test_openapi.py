@@ -115,7 +115,8 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
 
 def test_served_spec_states_the_name_length_the_prefix_leaves(client: Any, app: Flask, web_prefix: str) -> None:
     """/openapi.yaml gives library names the maxLength this deployment's prefix really leaves."""
-    from dal.libraries import InvalidLibraryNameError, LibraryStore
+    from dal.errors import InvalidLibraryNameError
+    from dal.blobs.libraries import LibraryStore
 
     answer = client.get("/openapi.yaml")
     assert answer.status_code == 200 and answer.mimetype == "application/yaml"

@@ -1,4 +1,4 @@
-"""Per-client quotas on POST /api/jobs, against the session's Azurite (dal.quotas).
+"""Per-client quotas on POST /api/jobs, against the session's Azurite (dal.admission.quotas).
 
 The app here has small limits (2 unfinished jobs, 3 submissions a minute); the shared web
 fixture raises them on purpose, since its tests never finish their jobs.
@@ -12,10 +12,11 @@ import pytest
 from flask import Flask
 
 from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
-from dal.job_model import JobStatus
-from dal.jobs import JobStore
-from dal.queues import QueueAccessor
-from dal.quotas import QuotaExceeded, QuotaStore
+from dal.jobs.model import JobStatus
+from dal.jobs.store import JobStore
+from dal.queues.work_queue import QueueAccessor
+from dal.errors import QuotaExceeded
+from dal.admission.quotas import QuotaStore
 from tests.web.conftest import SECRET, ApiClient, submit
 from webapp import create_app
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
-from dal.jobs import JobStore
+from dal.jobs.store import JobStore
 from photomosaics.cli import main
 from tests.web.conftest import LIBRARY, SECRET, png_bytes
 

@@ -27,7 +27,7 @@
     done: "finished.",
     failed: "failed.",
   };
-  // Submitted while the primary storage account was down: kept on the paired secondary (dal.failover).
+  // Submitted while the primary storage account was down: kept on the paired secondary (dal.availability.failover).
   const WAITING_FOR_STORAGE = "waiting for storage to recover: your photo is safe, the job starts when it is back.";
 
   function buildStage(job) {

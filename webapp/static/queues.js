@@ -7,7 +7,7 @@
   const health = document.getElementById("health");
   const wait = document.getElementById("estimated-wait");
 
-  /** The backlog reading backpressure decides on (dal/backpressure.py), in words. */
+  /** The backlog reading backpressure decides on (dal/admission/backpressure.py), in words. */
   function describeWait(backlog) {
     if (!backlog.waiting_slices) return "no wait: nothing is queued";
     if (backlog.estimated_wait_seconds === null) return `${PM.number(backlog.waiting_slices)} slices waiting; render rate not measured yet`;

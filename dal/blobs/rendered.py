@@ -1,0 +1,68 @@
+"""Rendered slices in storage: their blob names and their format, for every role that reads them.
+
+A processor writes the mosaic of its band to ``sliceresponse/<request_id>/<seq>.npy``: raw
+``(H, W, 3) uint8`` pixels in NumPy's ``.npy`` format. A rendered slice is as big as its part
+of the mosaic (a 40 MP job is 120 MB of pixels); PNG cost seconds of zlib on both sides for
+photo tiles that barely compress, ``.npy`` is a memory copy, and lossless all the same.
+
+Blob names live in ``dal.blobs.names`` (re-exported here). Versioned by name and by magic bytes: slices written as ``<seq>.png`` by processors of an
+older release (in flight across an upgrade) are still found (``slice_blob_candidates``) and
+read (``decode_rendered``). A job of one slice has no rendered slice at all: its processor
+writes the final ``imageoutput/<request_id>.jpg`` itself.
+
+Here in ``dal`` because three layers read these blobs: the controller stitches them, the
+web app previews them, tests compare them.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from dal.blobs.names import RENDERED_EXTENSION, slice_blob_candidates, slice_output_name
+from dal.errors import PhotoMosaicsError
+
+__all__ = [
+    "RENDERED_EXTENSION",
+    "RenderedFormatError",
+    "slice_output_name",
+    "slice_blob_candidates",
+    "encode_rendered",
+    "decode_rendered",
+]
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class RenderedFormatError(PhotoMosaicsError, ValueError):
+    """A rendered-slice blob that is neither a ``.npy`` array of RGB pixels nor a PNG."""
+
+
+def encode_rendered(pixels: np.ndarray) -> bytes:
+    """A rendered slice as a ``.npy`` array (no compression: a copy, not seconds of zlib)."""
+    out = io.BytesIO()
+    np.save(out, np.ascontiguousarray(pixels, dtype=np.uint8), allow_pickle=False)
+    return out.getvalue()
+
+
+def decode_rendered(data: bytes) -> np.ndarray:
+    """The pixels of a rendered slice, ``.npy`` or (written by an older processor) PNG."""
+    if data.startswith(_PNG_MAGIC):
+        from PIL import Image
+
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                return np.asarray(image.convert("RGB"))
+        except Exception as exc:  # Pillow raises many types for broken files
+            raise RenderedFormatError(f"not a readable PNG: {exc}") from None
+    if not data.startswith(_NPY_MAGIC):
+        raise RenderedFormatError("a rendered slice must be a .npy array or a PNG")
+    try:
+        pixels = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise RenderedFormatError(f"not a readable .npy array: {exc}") from None
+    if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
+        raise RenderedFormatError(f"expected (H, W, 3) uint8 pixels, got {pixels.shape} {pixels.dtype}")
+    return pixels

@@ -1,0 +1,293 @@
+"""The embedded Azurite: the storage emulator from the repo's own ``node_modules``.
+
+``Azurite`` starts it on free loopback ports (port 0: the kernel picks), waits until blob,
+queue and table all answer HTTP, and hands back the connection string. ``stop`` ends it
+with SIGTERM, then SIGKILL after a grace period. It runs in its own session, so the
+terminal's Ctrl-C reaches the Python parent first (which stops the workers, then Azurite,
+in that order), and it has a parent-death signal, so even a SIGKILLed parent leaves no
+orphan ``node`` behind.
+
+``embedded_or_configured`` is what the roles use: when ``AZURE_STORAGE_CONNECTION_STRING``
+is set, nothing is started and that account is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from photomosaics.local import node_runtime
+from dal.errors import PhotoMosaicsError
+from dal.config import CONNECTION_STRING_ENV, Settings, azurite_connection_string, expand_connection_string
+
+_LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^:]+:(\d+)")
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# Written into the data folder of a running on-disk Azurite: its connection string.
+ANNOUNCEMENT_FILE = "photomosaics-connection.txt"
+
+
+class AzuriteError(PhotoMosaicsError, RuntimeError):
+    """Azurite is missing, did not start, or stopped answering."""
+
+
+def find_azurite_script() -> Path:
+    """The Azurite entry point installed by ``npm ci`` in the project (or the cwd)."""
+    candidates = [_PROJECT_ROOT, Path.cwd()]
+    for root in candidates:
+        script = root / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
+        if script.is_file():
+            return script
+    raise AzuriteError(
+        "Azurite is not installed: run `make install` (npm ci) in the project folder, "
+        f"or set {CONNECTION_STRING_ENV} to use another storage account"
+    )
+
+
+def _die_with_parent_of(parent: int) -> Callable[[], None]:
+    """A preexec_fn: SIGTERM the child when the thread that forked it dies (PR_SET_PDEATHSIG).
+
+    The death signal follows the forking *thread*, so start Azurite from a thread that lives
+    as long as the process (the main thread). If the parent died before prctl ran, the
+    signal would never come: exit at once instead.
+    """
+
+    def arm() -> None:  # runs in the child between fork and exec
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
+
+
+class Azurite:
+    """One Azurite process serving blob, queue and table on loopback.
+
+    Parameters are keyword-only. ``location`` is a folder for on-disk persistence; None
+    keeps everything in memory (the tests' choice: nothing to clean up).
+    """
+
+    def __init__(
+        self,
+        *,
+        location: str | Path | None = None,
+        host: str = "127.0.0.1",
+        ports: tuple[int, int, int] = (0, 0, 0),
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.location = Path(location) if location is not None else None
+        self.host = host
+        self.requested_ports = ports
+        self.startup_timeout = startup_timeout
+        self.ports: dict[str, int] = {}
+        self._process: subprocess.Popen[str] | None = None
+        self._output: list[str] = []
+        self._reader: threading.Thread | None = None
+        self.runtime: node_runtime.NodeRuntime | None = None  # the Node.js it runs on, once started
+
+    @property
+    def connection_string(self) -> str:
+        if len(self.ports) != 3:
+            raise AzuriteError("Azurite is not running")
+        return azurite_connection_string(self.host, self.ports["Blob"], self.ports["Queue"], self.ports["Table"])
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def exit_code(self) -> int | None:
+        """None while it runs (or was never started); its exit code once it died by itself."""
+        return self._process.poll() if self._process is not None else None
+
+    def command(self) -> list[str]:
+        runtime = node_runtime.find()
+        if runtime is None:
+            raise AzuriteError(
+                f"no Node.js {node_runtime.required_major()}+ for Azurite: run `make install` "
+                "(it installs one from PyPI into .venv when the system has none)"
+            )
+        self.runtime = runtime
+        blob, queue, table = self.requested_ports
+        cmd = [
+            str(runtime.node), str(find_azurite_script()),
+            "--silent", "--skipApiVersionCheck", "--disableTelemetry",
+            "--blobHost", self.host, "--blobPort", str(blob),
+            "--queueHost", self.host, "--queuePort", str(queue),
+            "--tableHost", self.host, "--tablePort", str(table),
+        ]  # fmt: skip
+        if self.location is None:
+            cmd.append("--inMemoryPersistence")
+        else:
+            self.location.mkdir(parents=True, exist_ok=True)
+            cmd += ["--location", str(self.location)]
+        return cmd
+
+    def start(self) -> str:
+        """Start Azurite and return its connection string once all three services answer."""
+        if self._process is not None:
+            return self.connection_string
+        self._process = subprocess.Popen(
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_of(os.getpid()),
+        )
+        self._reader = threading.Thread(target=self._read_output, name="azurite-output", daemon=True)
+        self._reader.start()
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+        if self.location is not None:
+            # Other commands on the same data folder (`library`, `queues`) connect to this
+            # Azurite instead of starting a second one on files it is using.
+            self._announcement().write_text(self.connection_string)
+        return self.connection_string
+
+    def _announcement(self) -> Path:
+        assert self.location is not None
+        return self.location / ANNOUNCEMENT_FILE
+
+    def _read_output(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            self._output.append(line.rstrip())
+            if match := _LISTENING.search(line):
+                self.ports[match.group(1)] = int(match.group(2))
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while len(self.ports) < 3:
+            if self._process is not None and self._process.poll() is not None:
+                raise AzuriteError(f"Azurite exited with code {self._process.returncode}:\n{self.output()}")
+            if time.monotonic() > deadline:
+                raise AzuriteError(f"Azurite did not start within {self.startup_timeout:.0f} s:\n{self.output()}")
+            time.sleep(0.05)
+        for service, port in self.ports.items():
+            self._wait_for_http(service, port, deadline)
+
+    def _wait_for_http(self, service: str, port: int, deadline: float) -> None:
+        url = f"http://{self.host}:{port}/devstoreaccount1?comp=list"
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                return
+            except urllib.error.HTTPError:
+                return  # any HTTP answer (403 without a signature) means it is serving
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise AzuriteError(f"Azurite {service} on port {port} does not answer: {exc}") from exc
+                time.sleep(0.05)
+
+    def output(self) -> str:
+        return "\n".join(self._output[-40:])
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the Azurite process group, SIGKILL it after ``grace`` seconds."""
+        process, self._process = self._process, None
+        self.ports = {}
+        if process is None:
+            return
+        if self.location is not None:
+            self._announcement().unlink(missing_ok=True)
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=grace)
+        if self._reader is not None:
+            self._reader.join(timeout=grace)
+        if process.stdout is not None:
+            process.stdout.close()
+
+    def __enter__(self) -> Azurite:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def embedded_or_configured(
+    *, location: str | Path | None = None, environ: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Yield the storage to use for a block: configured, already running, or started here.
+
+    In order: ``AZURE_STORAGE_CONNECTION_STRING``; the Azurite that another process (say
+    ``photomosaics run``) is running on ``location``, if it answers; a new embedded Azurite.
+    """
+    configured = Settings.from_env(environ).connection_string
+    if configured:
+        yield expand_connection_string(configured)
+        return
+    running = _running_on(Path(location)) if location is not None else None
+    if running is not None:
+        yield running
+        return
+    with Azurite(location=location) as azurite:
+        yield azurite.connection_string
+
+
+def _running_on(location: Path) -> str | None:
+    """The connection string of a live Azurite announced in ``location``, else None."""
+    try:
+        connection_string = (location / ANNOUNCEMENT_FILE).read_text().strip()
+        blob_endpoint = dict(
+            part.split("=", 1) for part in connection_string.split(";") if "=" in part
+        )["BlobEndpoint"]
+        urllib.request.urlopen(f"{blob_endpoint}?comp=list", timeout=2).close()
+    except urllib.error.HTTPError:
+        return connection_string  # it answered (403 without a signature): it is serving
+    except (OSError, KeyError, ValueError):
+        return None  # no file, or a stale one left by a killed run
+    return connection_string
+
+
+# -- what a supervised embedded Azurite is doing, for /healthz -----------------------------
+
+STATUS_FILE_ENV = "PHOTOMOSAICS_STORAGE_STATUS_FILE"
+
+
+def write_status(path: str | Path, *, state: str, message: str, restarts: int) -> None:
+    """Record the embedded Azurite's state (``running``/``restarting``/``failed``), atomically."""
+    import json
+
+    target = Path(path)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state": state, "message": message, "restarts": restarts, "at": time.time()}))
+    os.replace(tmp, target)
+
+
+def read_status(environ: dict[str, str] | None = None) -> dict[str, object] | None:
+    """The status a supervisor recorded (``PHOTOMOSAICS_STORAGE_STATUS_FILE``), or None."""
+    import json
+
+    env = os.environ if environ is None else environ
+    path = env.get(STATUS_FILE_ENV)
+    if not path:
+        return None
+    try:
+        status = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None

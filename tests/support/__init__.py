@@ -1,0 +1,1 @@
+"""What the tests share: pipelines of real role processes, waiting, fault injection, servers."""

@@ -1,0 +1,243 @@
+"""Helpers for the pipeline tests: role subprocesses, submitting jobs, waiting for them.
+
+Every test gets its own ``PHOTOMOSAICS_NAME_PREFIX``, so its queues, containers, tables and
+tile library are its own inside the one session Azurite. Role processes are real
+``photomosaics <role>`` processes with short polling intervals and a short visibility
+timeout (so a killed worker's message comes back in seconds, not minutes); their logs go to
+files under the test's tmp folder and are shown when a wait times out.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
+from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.queues.messages import ImageRequestMessage
+from mosaic.library import TileLibrary
+from workers.services import Services
+
+CLIENT_ID = "pipeline-tests"
+# Short waits everywhere: tests must not sit in back-off.
+TEST_ENV = {
+    "PHOTOMOSAICS_POLL_MIN_SECONDS": "0.05",
+    "PHOTOMOSAICS_POLL_MAX_SECONDS": "0.5",
+    "PHOTOMOSAICS_VISIBILITY_TIMEOUT": "6",
+    "PHOTOMOSAICS_RETRY_DELAY_SECONDS": "1",
+    "PHOTOMOSAICS_LOG_LEVEL": "INFO",
+    # Pipeline tests submit many jobs under one client id; quotas have their own tests.
+    "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000",
+    "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000",
+}
+
+
+def synthetic_library(count: int = 48, *, seed: int = 7) -> TileLibrary:
+    """A small library of varied tiles (flat colours, gradients, halves), deterministic."""
+    rng = np.random.default_rng(seed)
+    tiles = np.empty((count, 64, 64, 3), np.uint8)
+    ramp = np.linspace(0.0, 1.0, 64)[None, :, None]
+    for i in range(count):
+        a, b = rng.integers(0, 256, size=(2, 3))
+        kind = i % 3
+        if kind == 0:
+            tile = np.broadcast_to(a, (64, 64, 3)).astype(float)
+        elif kind == 1:
+            tile = np.broadcast_to(a + (b - a) * ramp, (64, 64, 3))
+        else:
+            tile = np.broadcast_to(a + (b - a) * ramp.transpose(1, 0, 2), (64, 64, 3))
+        tiles[i] = np.clip(tile, 0, 255).astype(np.uint8)
+    return TileLibrary.from_tiles(tiles, [f"tile{i:03d}" for i in range(count)])
+
+
+def sample_photo(width: int, height: int, *, seed: int, fmt: str = "PNG") -> bytes:
+    """A smooth random picture (blurred noise plus a gradient): structure for the matcher."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, size=(max(2, height // 6), max(2, width // 6), 3), dtype=np.uint8)
+    image = Image.fromarray(small, "RGB").resize((width, height), Image.Resampling.BICUBIC)
+    out = io.BytesIO()
+    image.save(out, format=fmt)
+    return out.getvalue()
+
+
+@dataclass
+class RoleProcess:
+    """One ``photomosaics <role>`` subprocess; its log is a file."""
+
+    role: str
+    args: Sequence[str]
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RoleProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from photomosaics.cli import main; main()", self.role, *self.args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up at all, as when a machine dies."""
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM and wait; SIGKILL when it does not exit in time."""
+        if self.process is None:
+            return None
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        return self.process.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class Pipeline:
+    """One isolated pipeline (a name prefix) in the session Azurite, and its role processes."""
+
+    connection_string: str
+    tmp_path: Path
+    prefix: str = field(default_factory=lambda: f"p{uuid.uuid4().hex[:8]}")
+    roles: list[RoleProcess] = field(default_factory=list)
+    library_uri: str = ""
+
+    def __post_init__(self) -> None:
+        env = {**os.environ, **TEST_ENV, CONNECTION_STRING_ENV: self.connection_string,
+               "PHOTOMOSAICS_NAME_PREFIX": self.prefix}  # fmt: skip
+        self.env = env
+        self.settings = Settings.from_env(env)
+        self.services = Services(StorageClients(self.connection_string, profile="probe"), self.settings, "tests")
+        self.services.ensure()
+
+    # -- roles ---------------------------------------------------------------------------
+
+    def start(self, role: str, *args: str, env: dict[str, str] | None = None) -> RoleProcess:
+        n = sum(1 for r in self.roles if r.role == role)
+        process = RoleProcess(role, list(args), {**self.env, **(env or {})}, self.tmp_path / f"{role}-{n}.log")
+        self.roles.append(process.start())
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.roles:
+            process.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {r.role} pid {r.pid} ---\n{r.log_tail()}" for r in self.roles if r.process)
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def create_library(self, name: str, library: TileLibrary) -> str:
+        return self.services.libraries.create(name, "test tiles", library)
+
+    def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
+               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None) -> str:  # fmt: skip
+        """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
+        request_id = str(uuid.uuid4())
+        url = self.services.blobs.upload(
+            IMAGE_INPUT_CONTAINER, f"{request_id}.{ext}", image, content_type=f"image/{ext}"
+        )
+        queue = self.services.queues.image_request
+        queue.submit(
+            ImageRequestMessage(
+                queue_uri=queue.url, client_id=CLIENT_ID, request_id=request_id, image_uri=url,
+                image_library_uri=library_uri, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
+                max_uses=max_uses,
+            )
+        )  # fmt: skip
+        return request_id
+
+    def job(self, request_id: str) -> Job | None:
+        return self.services.jobs.get(CLIENT_ID, request_id)
+
+    def wait(self, request_ids: Iterable[str], *, timeout: float = 120.0) -> dict[str, Job]:
+        """Poll until every job is done or failed *and* its event says so (a role writes the
+        row's status first, then the event); AssertionError with logs on timeout."""
+        pending = set(request_ids)
+        finished: dict[str, Job] = {}
+        deadline = time.monotonic() + timeout
+        while pending:
+            for rid in list(pending):
+                job = self.job(rid)
+                if job is not None and job.status in TERMINAL_STATUSES and any(
+                    event.kind == job.status for event in self.services.jobs.events(rid)
+                ):
+                    finished[rid] = job
+                    pending.discard(rid)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                states = {rid: (j.status, sorted(j.slices_done)) if (j := self.job(rid)) else None for rid in pending}
+                raise AssertionError(f"{len(pending)} jobs unfinished after {timeout:.0f} s: {states}\n{self.logs()}")
+            time.sleep(0.25)
+        return finished
+
+    def output_bytes(self, job: Job) -> bytes:
+        from dal.config import IMAGE_OUTPUT_CONTAINER
+
+        assert job.output_name is not None
+        return self.services.blobs.download(IMAGE_OUTPUT_CONTAINER, job.output_name)
+
+    def output_pixels(self, job: Job) -> np.ndarray:
+        data = self.output_bytes(job)
+        with Image.open(io.BytesIO(data)) as image:
+            return np.asarray(image.convert("RGB"))
+
+    def slice_outputs(self, job: Job) -> np.ndarray:
+        """The rendered slices (lossless .npy) stacked: the mosaic before the JPEG encode.
+
+        A one-slice job has none (its processor wrote the final JPEG directly): compare its
+        output bytes instead.
+        """
+        from dal.config import SLICE_RESPONSE_CONTAINER
+        from workers.slicing import decode_rendered, slice_output_name
+
+        assert job.slices > 1, "a one-slice job has no rendered slices in storage"
+        bands = [
+            decode_rendered(self.services.blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(job.request_id, seq)))
+            for seq in range(job.slices)
+        ]
+        return np.concatenate(bands, axis=0)
+
+    def queue_depths(self) -> dict[str, int]:
+        depths = {}
+        for queue in self.services.queues.all():
+            depths[queue.name] = queue.approximate_depth()
+            depths[queue.poison.name] = queue.poison.approximate_depth()
+        return depths
