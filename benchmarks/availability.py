@@ -41,7 +41,7 @@ def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, 
     from dal.observability.transactions import COUNT_ENV
     from tests.support.faultproxy import faulty_account
     from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
-    from workers.services import Services
+    from workers.services import RoleServices
 
     folder = tmp / label
     folder.mkdir()
@@ -49,7 +49,7 @@ def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, 
     pipe.library_uri = pipe.create_library("tiles", synthetic_library())
     with faulty_account(cs, faults=faults) as account:
         proxied = Pipeline(account.connection_string, folder, prefix=pipe.prefix)
-        proxied.services = Services(StorageClients(account.connection_string, profile="worker"), proxied.settings, "bench")
+        proxied.services = RoleServices(StorageClients(account.connection_string, profile="worker"), proxied.settings, "bench")
         env = {COUNT_ENV: str(folder / "counts"), "PHOTOMOSAICS_VISIBILITY_TIMEOUT": "30"}
         if os.environ.get("PHOTOMOSAICS_RETRY_SCALE"):
             env["PHOTOMOSAICS_RETRY_SCALE"] = os.environ["PHOTOMOSAICS_RETRY_SCALE"]

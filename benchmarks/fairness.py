@@ -85,12 +85,12 @@ def one_run(lanes: int, data: bytes) -> dict[str, float]:
     from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
     from workers.demo_library import ensure_demo_library
-    from workers.services import Services
+    from workers.services import RoleServices
 
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-fairness-") as tmp:
         cs = azurite.connection_string
         settings = Settings.from_env({"PHOTOMOSAICS_FAIR_LANES": str(lanes)})
-        services = Services(StorageClients(cs, profile="worker"), settings, "bench")
+        services = RoleServices(StorageClients(cs, profile="worker"), settings, "bench")
         services.ensure()
         ensure_demo_library(services.storage)
         counts = Path(tmp) / "counts"

@@ -261,14 +261,14 @@ def main() -> int:
     from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
     from workers.demo_library import ensure_demo_library
-    from workers.services import Services
+    from workers.services import RoleServices
     from benchmarks.photos import target_jpeg
 
     ref = os.environ.get(BEFORE_ENV, BEFORE_REF)
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-handoffs-") as tmp:
         cs = azurite.connection_string
         settings = Settings.from_env({})
-        services = Services(StorageClients(cs, profile="worker"), settings, "bench")
+        services = RoleServices(StorageClients(cs, profile="worker"), settings, "bench")
         services.ensure()
         library_uri = ensure_demo_library(services.storage)
         library = services.libraries.load(library_uri)

@@ -227,7 +227,7 @@ def main() -> int:
     from dal.config import Settings, StorageClients
     from dal.observability.transactions import TransactionCounter
     from workers.demo_library import ensure_demo_library
-    from workers.services import Services
+    from workers.services import RoleServices
     from benchmarks.photos import target_jpeg
 
     RESULTS.mkdir(exist_ok=True)
@@ -237,7 +237,7 @@ def main() -> int:
         cs = azurite.connection_string
         submitter = TransactionCounter()
         settings = Settings.from_env({})
-        services = Services(StorageClients(cs, profile="worker", response_hook=submitter), settings, "bench")
+        services = RoleServices(StorageClients(cs, profile="worker", response_hook=submitter), settings, "bench")
         services.ensure()
         library_uri = ensure_demo_library(services.storage)
         library = services.libraries.load(library_uri)

@@ -242,7 +242,7 @@ def main() -> int:
     from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
     from workers.demo_library import ensure_demo_library
-    from workers.services import Services
+    from workers.services import RoleServices
     from benchmarks.photos import target_jpeg
 
     cpus = os.cpu_count() or 1
@@ -256,7 +256,7 @@ def main() -> int:
         listeners = 4 + cpus  # controller 2, responder 2 (imageresponse, jobcleanup), a processor per core
         before_idle, after_idle = idle_per_hour(listeners, 2.0), idle_per_hour(listeners, 60.0, hinted=True)
         recovered = recovery(cs, storage, tmp)
-        services = Services(storage, Settings.from_env({}), "bench")
+        services = RoleServices(storage, Settings.from_env({}), "bench")
         services.ensure()
         library_uri = ensure_demo_library(services.storage)
         data = target_jpeg("chelsea", (320, 240))

@@ -108,7 +108,7 @@ def test_controller_killed_between_fan_out_and_stitch(pipe: Pipeline) -> None:
 def test_garbage_on_every_queue_goes_to_poison_and_jobs_keep_flowing(pipe: Pipeline) -> None:
     from azure.storage.queue import TextBase64EncodePolicy
 
-    queues = pipe.services.queues.all()
+    queues = pipe.services.queues.workflow()
     for queue in queues:
         plain = pipe.services.storage.queue_service.get_queue_client(queue.name)
         plain.send_message("this is not base64 %%%")  # undecodable on the wire

@@ -26,7 +26,7 @@ from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.responder import Responder
 from workers import slicing
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def controller(pipe: Pipeline, name: str = "ctl-a", **kwargs: float) -> JobController:
-    return JobController(Services(pipe.services.storage, pipe.settings, name), **kwargs)
+    return JobController(RoleServices(pipe.services.storage, pipe.settings, name), **kwargs)
 
 
 def receive_all(queue, expected: int) -> list[ReceivedMessage]:  # noqa: ANN001
@@ -194,7 +194,7 @@ def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> N
 
     # The responder finds the job done and changes nothing; the "done" line was written once.
     assert response.message.job_done is True  # type: ignore[attr-defined]  # nothing left to read or write
-    responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
+    responder = Responder(RoleServices(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)
     assert pipe.job(rid) == job
@@ -224,7 +224,7 @@ def _image_response(pipe: Pipeline, rid: str) -> ReceivedMessage:
 def test_the_responder_finishes_a_job_that_its_stitcher_left_stitched_once(pipe: Pipeline) -> None:
     rid, _ = _left_stitched(pipe)
     response = _image_response(pipe, rid)
-    responder = Responder(Services(pipe.services.storage, pipe.settings, "resp"))
+    responder = Responder(RoleServices(pipe.services.storage, pipe.settings, "resp"))
     responder.handle_image_response(response)
     responder.handle_image_response(response)
     done = pipe.job(rid)
@@ -237,7 +237,7 @@ def test_the_responder_never_finishes_a_job_whose_row_changed_after_the_stitch(p
     rid, _ = _left_stitched(pipe)
     response = _image_response(pipe, rid)
     pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="cancelled meanwhile"))
-    Responder(Services(pipe.services.storage, pipe.settings, "resp")).handle_image_response(response)
+    Responder(RoleServices(pipe.services.storage, pipe.settings, "resp")).handle_image_response(response)
     job = pipe.job(rid)
     assert job is not None and job.status == "failed" and job.error == "cancelled meanwhile"
     assert "done" not in [e.kind for e in pipe.services.jobs.events(rid)]
@@ -309,7 +309,7 @@ def test_the_stitch_claim_is_the_completing_write_retaken_by_its_own_message_and
     controller(pipe, "ctl-b").handle_slice_response(other)
     assert (job := pipe.job(rid)) is not None and job.output_name is None and job.stitcher == last.id
     # ... and takes it over once it is stale (a wedged stitcher), with an ETag write.
-    impatient = JobController(Services(pipe.services.storage, replace(pipe.settings, stitch_timeout=0.0), "ctl-c"))
+    impatient = JobController(RoleServices(pipe.services.storage, replace(pipe.settings, stitch_timeout=0.0), "ctl-c"))
     impatient.handle_slice_response(other)
     job = pipe.job(rid)
     assert job is not None and job.stitcher == other.id and job.output_name == f"{rid}.jpg"

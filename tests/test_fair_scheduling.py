@@ -21,12 +21,12 @@ from tests.support.pipelines import Pipeline, sample_photo
 from tests.web.conftest import submit
 from tests.web.test_backpressure import busy  # noqa: F401 - a fixture: the web app alone on its own prefix
 from workers.controller import JobController
-from workers.services import Services
+from workers.services import RoleServices
 
 SLICES = 2
 
 
-def _send(pipe: Pipeline, services: Services, client: str) -> str:
+def _send(pipe: Pipeline, services: RoleServices, client: str) -> str:
     request_id = str(uuid.uuid4())
     url = services.blobs.upload(IMAGE_INPUT_CONTAINER, f"{request_id}.png", sample_photo(48, 32, seed=3),
                                 content_type="image/png")  # fmt: skip
@@ -38,7 +38,7 @@ def _send(pipe: Pipeline, services: Services, client: str) -> str:
 
 @pytest.mark.parametrize("lanes", [2, 1])
 def test_a_newcomers_job_is_served_before_another_clients_backlog(pipe: Pipeline, lanes: int) -> None:
-    services = Services(pipe.services.storage, replace(pipe.settings, fair_lanes=lanes), "fairness")
+    services = RoleServices(pipe.services.storage, replace(pipe.settings, fair_lanes=lanes), "fairness")
     services.queues.ensure_all()
     a_jobs = [_send(pipe, services, "clienta") for _ in range(3)]
     b_job = _send(pipe, services, "clientb")

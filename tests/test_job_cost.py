@@ -24,7 +24,7 @@ from tests.support.pipelines import Pipeline, sample_photo
 from workers.controller import JobController
 from workers.processor import ImageProcessor
 from workers.responder import Responder
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import encode_output
 
 pytestmark = pytest.mark.timeout(120)
@@ -60,7 +60,7 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
     counted = StorageClients(pipe.connection_string, profile="worker", response_hook=counter)
     # A busy processor checks its library's ETag at most every 10 s; pinned here so that a slow
     # (loaded) run does not add a check to the count, which would make it depend on the clock.
-    services = Services(counted, replace(pipe.settings, library_revalidate_seconds=600.0), "cost")
+    services = RoleServices(counted, replace(pipe.settings, library_revalidate_seconds=600.0), "cost")
     controller = JobController(services)
     processor, responder = ImageProcessor(services), Responder(services)
     services.libraries.load(pipe.library_uri)  # a warm processor has its library in memory ...
@@ -120,6 +120,6 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
 class _Counted:
     """``Pipeline.submit`` run against counted clients (the client's share of the job)."""
 
-    def __init__(self, pipe: Pipeline, services: Services) -> None:
+    def __init__(self, pipe: Pipeline, services: RoleServices) -> None:
         self.services = services
         self.library_uri = pipe.library_uri

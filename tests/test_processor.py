@@ -20,7 +20,7 @@ from workers.slicing import band_bytes, decode_band
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.processor import ImageProcessor
-from workers.services import Services
+from workers.services import RoleServices
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ def receive_all(queue: Any, expected: int) -> list[ReceivedMessage]:
 def dispatch(pipe: Pipeline, image: bytes, *, slices: int, tile: int = 8, library: str | None = None) -> tuple[str, list[ReceivedMessage]]:
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices)
     [request] = receive_all(pipe.services.queues.image_request, 1)
-    JobController(Services(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     requests = receive_all(pipe.services.queues.slice_request, slices)
     if library is not None:  # point the slice requests elsewhere (a library deleted meanwhile)
         requests = [replace(r, message=replace(r.message, image_library_uri=library)) for r in requests]  # type: ignore[type-var]
@@ -56,7 +56,7 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
 
     counted = StorageClients(pipe.connection_string, profile="probe", response_hook=hook)
     # Revalidate on every use here, to see each check (the default trusts a check for 10 s).
-    processor = ImageProcessor(Services(counted, replace(pipe.settings, library_revalidate_seconds=0.0), "proc-1"))
+    processor = ImageProcessor(RoleServices(counted, replace(pipe.settings, library_revalidate_seconds=0.0), "proc-1"))
     image = sample_photo(48, 36, seed=3)
     rid, requests = dispatch(pipe, image, slices=3, tile=16)
     for received in requests + requests[:1]:  # and one redelivery
@@ -87,9 +87,9 @@ def test_a_fair_use_job_is_assigned_once_and_its_slices_together_respect_max_use
     image = sample_photo(48, 36, seed=5)
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=16, slices=3, tiles_across=12, max_uses=3)
     [request] = receive_all(pipe.services.queues.image_request, 1)
-    JobController(Services(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     requests = receive_all(pipe.services.queues.slice_request, 3)
-    processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
     for received in sorted(requests, key=lambda r: r.message.slice_sequence, reverse=True):  # type: ignore[attr-defined]
         processor.handle_slice_request(received)
 
@@ -111,7 +111,7 @@ def test_a_fair_use_job_that_the_library_cannot_cover_fails_with_the_reason(pipe
                       tiles_across=12, max_uses=2)  # fmt: skip
     [request] = receive_all(pipe.services.queues.image_request, 1)
     with pytest.raises(PermanentJobError, match="108 cells need more than 48 tiles x 2 uses: raise max_uses to at least 3"):
-        JobController(Services(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+        JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     assert pipe.services.queues.slice_request.accept_messages(32, visibility_timeout=1) == []
     assert rid
 
@@ -128,7 +128,7 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, 
     elif damage == "undecodable_band_blob":
         assert requests[1].message.band is None  # type: ignore[attr-defined]
         pipe.services.blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/1.png", b"\x89PNG broken", content_type="image/png")
-    processor = ImageProcessor(Services(pipe.services.storage, pipe.settings, "proc-1"))
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
     with pytest.raises(PermanentJobError) as caught:
         processor.handle_slice_request(requests[1])
     # What the listener does next: poison the message, then fail its job through the hook.

@@ -100,7 +100,7 @@ def test_wire_encoding_is_base64_of_the_payload(queues: QueueAccessor) -> None:
 
 
 def test_for_message_finds_the_queue_by_uri_and_checks_the_type(queues: QueueAccessor) -> None:
-    for message, queue in zip(one_of_each(queues), queues.all()):
+    for message, queue in zip(one_of_each(queues), queues.workflow()):
         assert queues.for_message(message) is queue
     assert queues.by_name("slicerequest") is queues.slice_request
     stray = image_request(queues.image_request, queue_uri=f"{BLOB}/elsewhere")

@@ -22,7 +22,7 @@ from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_chaos import assert_pixel_identical
-from workers.services import Services
+from workers.services import RoleServices
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -63,7 +63,7 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
     with faulty_account(pipe.connection_string, faults=faults) as account:
         # The same pipeline (prefix) seen through the proxy: roles and the submitter use it.
         proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
-        proxied.services = Services(StorageClients(account.connection_string, profile="worker"),
+        proxied.services = RoleServices(StorageClients(account.connection_string, profile="worker"),
                                     proxied.settings, "tests")  # fmt: skip
         library_uri = account.through(pipe.library_uri)
         env = {RETRY_SCALE_ENV: "0.05", SERVER_BUSY_ENV: "4", COUNT_ENV: str(counts_dir)}

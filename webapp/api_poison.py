@@ -17,13 +17,13 @@ from dal.operations.poison import PoisonActionResult
 from dal.queues.work_queue import ImageProcessingQueue
 from webapp.admin import require_admin
 from webapp.errors import ApiError
-from webapp.services import Services
+from webapp.services import WebServices
 
 bp = Blueprint("poison", __name__)
 
 
-def _queue(name: str) -> tuple[Services, ImageProcessingQueue]:
-    svc: Services = current_app.extensions["photomosaics"]
+def _queue(name: str) -> tuple[WebServices, ImageProcessingQueue]:
+    svc: WebServices = current_app.extensions["photomosaics"]
     svc.ensure_ready()
     for queue in svc.queues.monitored():
         if queue.short_name == name:

@@ -9,13 +9,13 @@ from dal.errors import StorageConfigurationError
 from dal.availability.health import check_storage
 from dal.names import unprefixed
 from webapp.errors import error_response
-from webapp.services import Services
+from webapp.services import WebServices
 
 bp = Blueprint("health", __name__)
 
 
-def _services() -> Services:
-    found: Services = current_app.extensions["photomosaics"]
+def _services() -> WebServices:
+    found: WebServices = current_app.extensions["photomosaics"]
     return found
 
 

@@ -1,6 +1,6 @@
 """The storage-layer objects the web app uses, created lazily once per process.
 
-``services()`` hands back one ``Services`` per app: the blob store, job store, queue accessor
+``services()`` hands back one ``WebServices`` per app: the blob store, job store, queue accessor
 and library store share one ``StorageClients`` with the ``interactive`` retry profile (a
 person is waiting: give up after about three seconds rather than the SDK's minute). The
 containers, tables and queues are created (if missing) on first use, not at import time.
@@ -22,7 +22,7 @@ _EXTENSION = "photomosaics"
 
 
 @dataclass
-class Services(Stores):
+class WebServices(Stores):
     """The app's stores, plus a probe for health checks and a once-per-process set-up."""
 
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -30,7 +30,7 @@ class Services(Stores):
 
     @classmethod
     def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive",
-                secondary: str | None = None) -> Services:  # fmt: skip
+                secondary: str | None = None) -> WebServices:  # fmt: skip
 
         # StorageClients is itself lazy: nothing touches the network until a store is used.
         # Every storage call is counted for /metrics (webapp/metrics.py).
@@ -59,7 +59,7 @@ class Services(Stores):
 
 
 def init_app(app: Flask) -> None:
-    app.extensions[_EXTENSION] = Services.connect(
+    app.extensions[_EXTENSION] = WebServices.connect(
         app.config["CONNECTION_STRING"],
         app.config["SETTINGS"],
         profile=app.config.get("STORAGE_PROFILE", "interactive"),
@@ -67,9 +67,9 @@ def init_app(app: Flask) -> None:
     )
 
 
-def services() -> Services:
+def services() -> WebServices:
     """The current app's services, with storage made ready on first use."""
-    found: Services = current_app.extensions[_EXTENSION]
+    found: WebServices = current_app.extensions[_EXTENSION]
     found.ensure_ready()
     return found
 

@@ -14,7 +14,7 @@ import logging
 from dal.operations.cleanup import delete_job_everywhere
 from dal.queues.messages import JobCleanupMessage
 from dal.queues.work_queue import ReceivedMessage
-from workers.services import Services
+from workers.services import RoleServices
 
 __all__ = ["JobCleaner"]
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 class JobCleaner:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: RoleServices) -> None:
         self.services = services
 
     def handle_job_cleanup(self, received: ReceivedMessage) -> None:

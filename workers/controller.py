@@ -72,7 +72,7 @@ from dal.errors import RenderedFormatError
 from dal.blobs.rendered import slice_blob_candidates
 from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
-from workers.services import Services
+from workers.services import RoleServices
 from workers.slicing import OUTPUT_CONTENT_TYPE, Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
 from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, join_slices, open_jpeg, open_slice,
                                 save_jpeg, save_pyramid)  # fmt: skip
@@ -99,7 +99,7 @@ _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: RoleServices) -> None:
         self.services = services
         self.name = services.name
         self._written = _RecentRows()
@@ -571,7 +571,7 @@ def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
     return None if report is None else slice_event(message.request_id, {**report, "slice": message.slice_sequence})
 
 
-def _input_name(services: Services, image_uri: str) -> str:
+def _input_name(services: RoleServices, image_uri: str) -> str:
     try:
         container, name = services.blobs.parse_blob_url(image_uri)
     except ValueError:

@@ -55,7 +55,7 @@ from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceRes
 from dal.queues.work_queue import ReceivedMessage
 from workers.errors import PermanentJobError
 from dal.jobs.model import library_name
-from workers.services import Services
+from workers.services import RoleServices
 from workers.stages import Stopwatch
 from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.slicing import (
@@ -100,7 +100,7 @@ def limit_blas_threads(environ: Mapping[str, str] = os.environ) -> int | None:
 class ImageProcessor:
     """Handler for ``slicerequest``; any number of processes may run it."""
 
-    def __init__(self, services: Services, *, rate_meter: RateMeter | None = None) -> None:
+    def __init__(self, services: RoleServices, *, rate_meter: RateMeter | None = None) -> None:
         self.services = services
         self.name = services.name
         self.slice_delay = services.settings.test_slice_delay

@@ -24,7 +24,7 @@ from dal.errors import JobNotFoundError
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageResponseMessage
 from dal.queues.work_queue import ReceivedMessage
-from workers.services import Services
+from workers.services import RoleServices
 
 __all__ = ["Responder"]
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 class Responder:
     """Handler for ``imageresponse``."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: RoleServices) -> None:
         self.services = services
         self.name = services.name
 

@@ -1,6 +1,6 @@
 """What every handler of the pipeline needs, built once per role process.
 
-One ``Services`` holds the storage-backed stores (``dal.stores.Stores``: blobs, jobs,
+One ``RoleServices`` holds the storage-backed stores (``dal.stores.Stores``: blobs, jobs,
 queues, libraries), the settings and the worker's name (the *actor* of the job event log).
 Handlers take it in their constructor, so a test builds one against Azurite and calls the
 handler directly.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from dal.stores import Stores
 
-__all__ = ["Services", "worker_name"]
+__all__ = ["RoleServices", "worker_name"]
 
 
 def worker_name(role: str) -> str:
@@ -23,7 +23,7 @@ def worker_name(role: str) -> str:
 
 
 @dataclass
-class Services(Stores):
+class RoleServices(Stores):
     """The stores of a role process, with the name it signs the event log with."""
 
     name: str

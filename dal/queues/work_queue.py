@@ -437,13 +437,13 @@ class QueueAccessor:
         """Every lane's every shard of slicerequest."""
         return [queue for lane in self.slice_lanes for queue in lane]
 
-    def all(self) -> list[ImageProcessingQueue]:
+    def workflow(self) -> list[ImageProcessingQueue]:
         """The four queues of the mosaic workflow."""
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
 
     def monitored(self) -> list[ImageProcessingQueue]:
         """Every queue an operator watches: the workflow's four, the other lanes and shards, ``jobcleanup``."""
-        return [*self.all(), *self.slice_request_queues()[1:], *self.image_request_lanes[1:], self.job_cleanup]
+        return [*self.workflow(), *self.slice_request_queues()[1:], *self.image_request_lanes[1:], self.job_cleanup]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
         """A queue by its short (``imagerequest``, ``slicerequest-1``) or full (prefixed) name."""
@@ -459,7 +459,7 @@ class QueueAccessor:
         matches = [q for q in self.monitored() if q.name == name]
         if not matches:
             raise QueueMessageFormatException(
-                f"queue_uri {message.queue_uri!r} names none of the queues {[q.name for q in self.all()]}"
+                f"queue_uri {message.queue_uri!r} names none of the queues {[q.name for q in self.workflow()]}"
             )
         queue = matches[0]
         if queue.logical_name != message.QUEUE:

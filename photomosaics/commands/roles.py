@@ -17,7 +17,7 @@ from photomosaics.cli import main
 
 if TYPE_CHECKING:
     from dal.queues.work_queue import ReceivedMessage
-    from workers.services import Services
+    from workers.services import RoleServices
 
 # (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons;
 # None when the message is not a job's work, so there is no job to fail)
@@ -54,19 +54,19 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
     return decorate
 
 
-def _services_for(role: str) -> Services:
+def _services_for(role: str) -> RoleServices:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
     from dal.availability.failover import secondary_from_env
     from dal.availability.health import check_storage
     from workers.role import configure_role_logging, storage_from_env
-    from workers.services import Services, worker_name
+    from workers.services import RoleServices, worker_name
 
     configure_role_logging(role)
     try:
         settings = Settings.from_env()
         # The paired secondary (PHOTOMOSAICS_SECONDARY_CONNECTION_STRING): sends and uploads fail over to it.
-        services = Services(storage_from_env(role=role), settings, worker_name(role), secondary=secondary_from_env())
+        services = RoleServices(storage_from_env(role=role), settings, worker_name(role), secondary=secondary_from_env())
         # A wrong key or account fails here in seconds, not after the worker profile's retries.
         # A throttled account (5xx) is no configuration error: the role starts and its retries wait.
         check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
@@ -163,7 +163,7 @@ def syphon(*, once: bool) -> None:
     run_syphon(worker, interval=interval, stop=stopping.wait)
 
 
-def _run(services: Services, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
+def _run(services: RoleServices, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
          grace: float, burst: bool, max_messages: int | None) -> None:  # fmt: skip
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
 

@@ -27,7 +27,7 @@ from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, S
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageRequestMessage
 from mosaic.library import TileLibrary
-from workers.services import Services
+from workers.services import RoleServices
 
 CLIENT_ID = "pipeline-tests"
 # Short waits everywhere: tests must not sit in back-off.
@@ -143,7 +143,7 @@ class Pipeline:
                "PHOTOMOSAICS_NAME_PREFIX": self.prefix}  # fmt: skip
         self.env = env
         self.settings = Settings.from_env(env)
-        self.services = Services(StorageClients(self.connection_string, profile="probe"), self.settings, "tests")
+        self.services = RoleServices(StorageClients(self.connection_string, profile="probe"), self.settings, "tests")
         self.services.ensure()
 
     # -- roles ---------------------------------------------------------------------------
@@ -237,7 +237,7 @@ class Pipeline:
 
     def queue_depths(self) -> dict[str, int]:
         depths = {}
-        for queue in self.services.queues.all():
+        for queue in self.services.queues.workflow():
             depths[queue.name] = queue.approximate_depth()
             depths[queue.poison.name] = queue.poison.approximate_depth()
         return depths
