@@ -28,7 +28,8 @@ from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .errors import ImageDecodeError, LibraryFormatError
 from .images import open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, TileLibrary, build_library
-from .render import DEFAULT_OPTIONS, RenderOptions, compose, placed_tiles, render, render_band, render_with_placement
+from .compose import compose
+from .render import DEFAULT_OPTIONS, RenderOptions, placed_tiles, render, render_band, render_with_placement
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
 from .signatures import SUB, cell_pixels
 from .sources import SourceLimits, build_library_from, open_tile_sources

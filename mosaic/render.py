@@ -17,6 +17,7 @@ from PIL import Image
 
 from . import detail
 from .blend import blend_toward
+from .compose import compose
 from .correction import add_shift, cell_means, compose_corrected, offsets, offsets_rgb, shift_sub_cells, tile_colours
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
@@ -26,7 +27,6 @@ from .fair import assign
 from .tile_index import TileIndex, build_index, nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
-COMPOSE_BYTES = 1 << 24  # output bytes composed per step: bounds the temporaries
 STRIP_CELLS = 1 << 17  # cells matched per step (see ``strips``)
 
 
@@ -42,10 +42,10 @@ class RenderOptions:
                    every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
                    cells apart, so each 4×4 quarter of the window holds at most one.
     correction:    0–100 %: how far each placed tile's mean colour moves toward its cell's
-                   mean colour (CIELAB: chroma this share, lightness 1.5 times it), the tile
+                   mean colour (CIELAB: chroma this share, lightness 1.75 times it), the tile
                    moved as a whole: every pixel gets the same offset, so its layout and
                    contrast stay the photo's own (``correction``). The default, 50, keeps the
-                   median tile within about 4 ΔE00 of the library photo and beats a program
+                   median tile within 5 ΔE00 of the library photo and beats a program
                    that repeats its nearest tile from afar (``docs/engine.md``).
     overlay:       0–100 % of the target painted over the tiles at sub-cell resolution (4×4
                    patches per tile), the tiles' detail kept: the target photo with a tile
@@ -58,7 +58,7 @@ class RenderOptions:
                    flattens tiles into texture.
     colour_first:  match the mean colour only (ignores the layout inside a cell).
     colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
-                   cell (higher favours colour fidelity, lower structure). The default, 13,
+                   cell (higher favours colour fidelity, lower structure). The default, 16,
                    is chosen knowing the correction: a tile's colour distance to its cell
                    is paid twice, by what the correction leaves (seen from afar) and by
                    what it moves (seen up close), so a tile whose colour is already close
@@ -75,7 +75,7 @@ class RenderOptions:
     correction: int = 50
     overlay: int = 0
     colour_first: bool = False
-    colour_weight: float = 13.0
+    colour_weight: float = 16.0
     mirror: bool = True
     max_uses: int | None = None
     match_contrast: bool = False
@@ -248,18 +248,6 @@ def _box_means(tiles: np.ndarray) -> np.ndarray:
     n, s = tiles.shape[0], tiles.shape[1]
     sheet = Image.fromarray(np.ascontiguousarray(tiles.reshape(n * s, s, 3)))
     return np.asarray(sheet.reduce(s)).reshape(n, 3).copy()
-
-
-def compose(choice: np.ndarray, tiles: np.ndarray) -> np.ndarray:
-    """Place ``tiles[choice]`` on the grid: ``(rows*s, cols*s, 3) uint8``, in bounded steps."""
-    rows, cols = choice.shape
-    s = tiles.shape[1]
-    out = np.empty((rows * s, cols * s, 3), np.uint8)
-    view = out.reshape(rows, s, cols, s, 3)
-    step = max(1, COMPOSE_BYTES // max(1, cols * s * s * 3))
-    for r in range(0, rows, step):
-        view[r : r + step] = tiles[choice[r : r + step]].transpose(0, 2, 1, 3, 4)
-    return out
 
 
 def _arrange_sub(sub: np.ndarray, rows: int, cols: int) -> np.ndarray:

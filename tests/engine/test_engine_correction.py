@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from mosaic import RenderOptions, TileLibrary, placed_tiles, render, render_with_placement
-from mosaic.correction import offsets, tile_colours
+from mosaic.correction import compose_corrected, offsets, tile_colours
 from mosaic import band_cells, cell_image, plan_bands, plan_grid
 from mosaic.render import candidate_tiles, choose_tiles
 
@@ -119,3 +119,15 @@ def test_the_overlay_paints_the_target_over_the_tiles_and_breaks_them() -> None:
         return float(np.abs(out.reshape(24, 4, 24, 4, 3).mean(axis=(1, 3)) - small).mean())
 
     assert error(on) < error(off) / 2
+
+
+@pytest.mark.parametrize("tile_size", [1, 3, 8, 12])
+@pytest.mark.parametrize("largest", [100, 255])
+def test_placing_corrected_tiles_is_the_plain_saturating_sum(tile_size: int, largest: int) -> None:
+    rng = np.random.default_rng(tile_size + largest)
+    tiles = rng.integers(0, 256, (50, tile_size, tile_size, 3), dtype=np.uint8)
+    choice = rng.integers(0, 50, (9, 11)).astype(np.int32)
+    shift = rng.integers(-largest, largest + 1, (9, 11, 3)).astype(np.int16)
+    plain = np.clip(tiles[choice].astype(np.int16) + shift[:, :, None, None, :], 0, 255).astype(np.uint8)
+    expected = plain.transpose(0, 2, 1, 3, 4).reshape(9 * tile_size, 11 * tile_size, 3)
+    assert np.array_equal(compose_corrected(choice, tiles, shift), expected)
