@@ -49,7 +49,9 @@ def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, 
     pipe.library_uri = pipe.create_library("tiles", synthetic_library())
     with faulty_account(cs, faults=faults) as account:
         proxied = Pipeline(account.connection_string, folder, prefix=pipe.prefix)
-        proxied.services = RoleServices(StorageClients(account.connection_string, profile="worker"), proxied.settings, "bench")
+        proxied.services = RoleServices(
+            StorageClients(account.connection_string, profile="worker"), proxied.settings, "bench"
+        )
         env = {COUNT_ENV: str(folder / "counts"), "PHOTOMOSAICS_VISIBILITY_TIMEOUT": "30"}
         if os.environ.get("PHOTOMOSAICS_RETRY_SCALE"):
             env["PHOTOMOSAICS_RETRY_SCALE"] = os.environ["PHOTOMOSAICS_RETRY_SCALE"]
@@ -59,8 +61,15 @@ def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, 
             proxied.start(role, env=env)
         started = time.perf_counter()
         try:
-            ids = [proxied.submit(sample_photo(48, 36, seed=500 + n), library_uri=account.through(pipe.library_uri),
-                                  tile_size=8, slices=3) for n in range(JOBS)]  # fmt: skip
+            ids = [
+                proxied.submit(
+                    sample_photo(48, 36, seed=500 + n),
+                    library_uri=account.through(pipe.library_uri),
+                    tile_size=8,
+                    slices=3,
+                )
+                for n in range(JOBS)
+            ]
             finished = pipe.wait(ids, timeout=900)
             seconds = time.perf_counter() - started
             injected = dict(account.counts())
@@ -72,12 +81,15 @@ def _run(cs: str, tmp: Path, faults: dict[str, float], label: str) -> dict[str, 
         for kind, n in snap.get("retries", {}).items():
             retries[kind] = retries.get(kind, 0) + n
     return {
-        "label": label, "seconds": seconds, "jobs": JOBS,
+        "label": label,
+        "seconds": seconds,
+        "jobs": JOBS,
         "lost": sum(1 for j in finished.values() if j.status != "done") + (JOBS - len(finished)),
         "transactions": sum(s.get("total", 0) for s in snapshots),
-        "retries": retries, "backoff_seconds": sum(s.get("backoff_seconds", 0.0) for s in snapshots),
+        "retries": retries,
+        "backoff_seconds": sum(s.get("backoff_seconds", 0.0) for s in snapshots),
         "injected": injected,
-    }  # fmt: skip
+    }
 
 
 FAILOVER_MESSAGES = 20
@@ -87,14 +99,14 @@ def _failover(cs: str) -> dict[str, Any]:
     """The send level: FailoverSender and Syphon alone, the primary cut by the proxy."""
     import uuid
 
-    from photomosaics.local.azurite import Azurite
-    from dal.config import Settings, StorageClients
     from dal.availability.failover import FailoverSender
-    from dal.queues.messages import ImageRequestMessage
+    from dal.config import Settings, StorageClients
     from dal.observability.transactions import TransactionCounter
+    from dal.operations.syphon import Syphon
+    from dal.queues.messages import ImageRequestMessage
     from dal.queues.work_queue import QueueAccessor
     from dal.stores import Stores
-    from dal.operations.syphon import Syphon
+    from photomosaics.local.azurite import Azurite
     from tests.support.faultproxy import faulty_account
 
     prefix = f"fo{uuid.uuid4().hex[:8]}"
@@ -107,9 +119,15 @@ def _failover(cs: str) -> dict[str, Any]:
 
         def message() -> ImageRequestMessage:
             rid = str(uuid.uuid4())
-            return ImageRequestMessage(queue_uri=primary.image_request.url, client_id="bench", request_id=rid,
-                                       image_uri=f"http://x/imageinput/{rid}.jpg", image_library_uri="http://x/t",
-                                       tile_size=8, slices=3)  # fmt: skip
+            return ImageRequestMessage(
+                queue_uri=primary.image_request.url,
+                client_id="bench",
+                request_id=rid,
+                image_uri=f"http://x/imageinput/{rid}.jpg",
+                image_library_uri="http://x/t",
+                tile_size=8,
+                slices=3,
+            )
 
         for _ in range(5):
             sender.submit(message())
@@ -131,11 +149,17 @@ def _failover(cs: str) -> dict[str, Any]:
         idle_before = syphon_counter.total()
         syphon.run_once()
         arrived = QueueAccessor(StorageClients(cs, profile="probe"), prefix=prefix).image_request.approximate_depth()
-    return {"first_failover_s": first, "next_send_s": rest, "parked": where.count("secondary"),
-            "moved": moved, "drain_s": drain, "drain_transactions": idle_before,
-            "empty_pass_transactions": syphon_counter.total() - idle_before,
-            "healthy_secondary_transactions": healthy_secondary,
-            "lost": 5 + FAILOVER_MESSAGES - arrived}  # fmt: skip
+    return {
+        "first_failover_s": first,
+        "next_send_s": rest,
+        "parked": where.count("secondary"),
+        "moved": moved,
+        "drain_s": drain,
+        "drain_transactions": idle_before,
+        "empty_pass_transactions": syphon_counter.total() - idle_before,
+        "healthy_secondary_transactions": healthy_secondary,
+        "lost": 5 + FAILOVER_MESSAGES - arrived,
+    }
 
 
 PIPELINE_JOBS = 10
@@ -152,9 +176,9 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
     """
     import io
 
-    from photomosaics.local.azurite import Azurite
-    from dal.config import CONNECTION_STRING_ENV, StorageClients
     from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV, backlog_queues
+    from dal.config import CONNECTION_STRING_ENV, StorageClients
+    from photomosaics.local.azurite import Azurite
     from tests.support.faultproxy import faulty_account
     from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
     from webapp import create_app
@@ -165,20 +189,35 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
     pipe = Pipeline(cs, folder)
     pipe.create_library("tiles", synthetic_library())
     with Azurite() as second, faulty_account(cs, faults={"reset": 1.0}) as primary:
-        env = {CONNECTION_STRING_ENV: primary.connection_string,
-               SECONDARY_CONNECTION_STRING_ENV: second.connection_string,
-               "PHOTOMOSAICS_SYPHON_INTERVAL": str(BENCH_SYPHON_INTERVAL)}  # fmt: skip
+        env = {
+            CONNECTION_STRING_ENV: primary.connection_string,
+            SECONDARY_CONNECTION_STRING_ENV: second.connection_string,
+            "PHOTOMOSAICS_SYPHON_INTERVAL": str(BENCH_SYPHON_INTERVAL),
+        }
         for role in ("controller", "processor", "responder", "syphon"):
             pipe.start(role, env=env)
-        app = create_app({"SECRET_KEY": "benchmark-secret-key-of-32-characters", "SETTINGS": pipe.settings, "CONNECTION_STRING": primary.connection_string,
-                          "SECONDARY_CONNECTION_STRING": second.connection_string})  # fmt: skip
+        app = create_app(
+            {
+                "SECRET_KEY": "benchmark-secret-key-of-32-characters",
+                "SETTINGS": pipe.settings,
+                "CONNECTION_STRING": primary.connection_string,
+                "SECONDARY_CONNECTION_STRING": second.connection_string,
+            }
+        )
         client = app.test_client()
 
         def post(n: int) -> tuple[int, str, float]:
             started = time.perf_counter()
-            answer = client.post("/api/jobs", headers={CSRF_HEADER: CSRF_VALUE}, data={
-                "image": (io.BytesIO(sample_photo(32, 24, seed=700 + n)), "p.png"), "library": "tiles",
-                "tile_size": "8", "slices": "2"})  # fmt: skip
+            answer = client.post(
+                "/api/jobs",
+                headers={CSRF_HEADER: CSRF_VALUE},
+                data={
+                    "image": (io.BytesIO(sample_photo(32, 24, seed=700 + n)), "p.png"),
+                    "library": "tiles",
+                    "tile_size": "8",
+                    "slices": "2",
+                },
+            )
             return answer.status_code, (answer.get_json() or {}).get("request_id", ""), time.perf_counter() - started
 
         def wait(ids: list[str], timeout: float = 600) -> dict[str, str]:
@@ -201,13 +240,17 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
             primary.set_active(True)  # cut
             cut = [post(100 + n) for n in range(PIPELINE_JOBS)]
             time.sleep(2)
-            backlog = sum(q.approximate_depth() for q in backlog_queues(
-                StorageClients(second.connection_string, profile="probe"), pipe.prefix, 3))  # fmt: skip
+            backlog = sum(
+                q.approximate_depth()
+                for q in backlog_queues(StorageClients(second.connection_string, profile="probe"), pipe.prefix, 3)
+            )
             primary.set_active(False)  # restored
             restored = time.perf_counter()
             probe = StorageClients(second.connection_string, profile="probe")
-            while sum(q.approximate_depth() for q in backlog_queues(probe, pipe.prefix, 3)) and \
-                    time.perf_counter() - restored < 300:  # fmt: skip
+            while (
+                sum(q.approximate_depth() for q in backlog_queues(probe, pipe.prefix, 3))
+                and time.perf_counter() - restored < 300
+            ):
                 time.sleep(0.1)
             drained = time.perf_counter() - restored
             states = wait([rid for _, rid, _ in cut])
@@ -216,14 +259,18 @@ def _failover_pipeline(cs: str, tmp: Path) -> dict[str, Any]:
             primary.set_active(False)
             pipe.stop_all()
     return {
-        "healthy_jobs": len(healthy), "healthy_seconds": healthy_seconds,
+        "healthy_jobs": len(healthy),
+        "healthy_seconds": healthy_seconds,
         "healthy_lost": sum(1 for s in healthy_states.values() if s != "done"),
-        "accepted": sum(1 for code, _, _ in cut if code == 202), "submitted": len(cut),
-        "first_post_s": cut[0][2], "later_post_s": sum(t for _, _, t in cut[1:]) / max(1, len(cut) - 1),
-        "parked": backlog, "drain_s": drained,
+        "accepted": sum(1 for code, _, _ in cut if code == 202),
+        "submitted": len(cut),
+        "first_post_s": cut[0][2],
+        "later_post_s": sum(t for _, _, t in cut[1:]) / max(1, len(cut) - 1),
+        "parked": backlog,
+        "drain_s": drained,
         "complete_after_recovery_s": completed,
         "lost": sum(1 for s in states.values() if s != "done") + (len(cut) - len(states)),
-    }  # fmt: skip
+    }
 
 
 def main() -> int:
@@ -238,39 +285,60 @@ def main() -> int:
         pipeline = _failover_pipeline(azurite.connection_string, Path(tmp))
     print(f"{'':10} {'seconds':>8} {'lost':>5} {'transactions':>13} {'retries':>28} {'backoff s':>10}")
     for row in (clean, throttled):
-        print(f"{row['label']:10} {row['seconds']:8.1f} {row['lost']:5d} {row['transactions']:13d} "
-              f"{json.dumps(row['retries']):>28} {row['backoff_seconds']:10.1f}")  # fmt: skip
+        print(
+            f"{row['label']:10} {row['seconds']:8.1f} {row['lost']:5d} {row['transactions']:13d} "
+            f"{json.dumps(row['retries']):>28} {row['backoff_seconds']:10.1f}"
+        )
     print(f"jobs lost under throttling: {throttled['lost']} (goal 0)")
-    print(f"throttled / clean: time x{throttled['seconds'] / clean['seconds']:.2f}, "
-          f"transactions x{throttled['transactions'] / max(clean['transactions'], 1):.2f} "
-          f"(+{throttled['transactions'] - clean['transactions']} extra); injected {throttled['injected']}")
+    print(
+        f"throttled / clean: time x{throttled['seconds'] / clean['seconds']:.2f}, "
+        f"transactions x{throttled['transactions'] / max(clean['transactions'], 1):.2f} "
+        f"(+{throttled['transactions'] - clean['transactions']} extra); injected {throttled['injected']}"
+    )
     f = failover
     print(f"paired secondary, primary cut ({FAILOVER_MESSAGES} sends; before: every send failed):")
-    print(f"  time to fail over (first send, interactive profile): {f['first_failover_s']:.1f} s; "
-          f"each later send {f['next_send_s'] * 1000:.0f} ms (goal: POST keeps answering 202)")
+    print(
+        f"  time to fail over (first send, interactive profile): {f['first_failover_s']:.1f} s; "
+        f"each later send {f['next_send_s'] * 1000:.0f} ms (goal: POST keeps answering 202)"
+    )
     print(f"  sends parked on the secondary: {f['parked']}/{FAILOVER_MESSAGES}; messages lost: {f['lost']} (goal 0)")
-    print(f"  backlog drain after recovery: {f['moved']} moved in {f['drain_s']:.2f} s, "
-          f"{f['drain_transactions']} transactions; an empty syphon pass: {f['empty_pass_transactions']}")
-    print(f"  extra transactions on the secondary while the primary is healthy: "
-          f"{f['healthy_secondary_transactions']} from senders (goal 0); a syphon pass: "
-          f"{f['empty_pass_transactions']} on the secondary = {f['empty_pass_transactions'] * 1440:,}/day at 60 s")
+    print(
+        f"  backlog drain after recovery: {f['moved']} moved in {f['drain_s']:.2f} s, "
+        f"{f['drain_transactions']} transactions; an empty syphon pass: {f['empty_pass_transactions']}"
+    )
+    print(
+        f"  extra transactions on the secondary while the primary is healthy: "
+        f"{f['healthy_secondary_transactions']} from senders (goal 0); a syphon pass: "
+        f"{f['empty_pass_transactions']} on the secondary = {f['empty_pass_transactions'] * 1440:,}/day at 60 s"
+    )
     _print_pipeline(pipeline)
-    (RESULTS / "availability.json").write_text(json.dumps(
-        {"clean": clean, "throttled": throttled, "failover": failover, "failover_pipeline": pipeline}, indent=1))
+    (RESULTS / "availability.json").write_text(
+        json.dumps(
+            {"clean": clean, "throttled": throttled, "failover": failover, "failover_pipeline": pipeline}, indent=1
+        )
+    )
     return 1 if throttled["lost"] or clean["lost"] or failover["lost"] or pipeline["lost"] else 0
 
 
 def _print_pipeline(p: dict[str, Any]) -> None:
-    print(f"whole service, primary cut ({p['submitted']} jobs, 32x24, 2 slices; syphon every "
-          f"{BENCH_SYPHON_INTERVAL:.0f} s here, 60 s by default):")
+    print(
+        f"whole service, primary cut ({p['submitted']} jobs, 32x24, 2 slices; syphon every "
+        f"{BENCH_SYPHON_INTERVAL:.0f} s here, 60 s by default):"
+    )
     print(f"  POST /api/jobs while down: {p['accepted']}/{p['submitted']} answered 202 (goal: all; before: none)")
-    print(f"  first failover (first POST): {p['first_post_s']:.1f} s; later POSTs {p['later_post_s'] * 1000:.0f} ms "
-          f"(goal: a few seconds, then normal)")
-    print(f"  parked in the backlog: {p['parked']}; drained {p['drain_s']:.1f} s after the primary came back "
-          f"(goal: within one ping interval + seconds)")
-    print(f"  all jobs done {p['complete_after_recovery_s']:.1f} s after recovery; the same {p['healthy_jobs']} jobs "
-          f"on a healthy primary: {p['healthy_seconds']:.1f} s from submission (x"
-          f"{p['complete_after_recovery_s'] / max(p['healthy_seconds'], 0.1):.2f}; goal: drain + the usual time)")
+    print(
+        f"  first failover (first POST): {p['first_post_s']:.1f} s; later POSTs {p['later_post_s'] * 1000:.0f} ms "
+        f"(goal: a few seconds, then normal)"
+    )
+    print(
+        f"  parked in the backlog: {p['parked']}; drained {p['drain_s']:.1f} s after the primary came back "
+        f"(goal: within one ping interval + seconds)"
+    )
+    print(
+        f"  all jobs done {p['complete_after_recovery_s']:.1f} s after recovery; the same {p['healthy_jobs']} jobs "
+        f"on a healthy primary: {p['healthy_seconds']:.1f} s from submission (x"
+        f"{p['complete_after_recovery_s'] / max(p['healthy_seconds'], 0.1):.2f}; goal: drain + the usual time)"
+    )
     print(f"  jobs lost: {p['lost']} (goal 0); healthy jobs lost: {p['healthy_lost']}")
 
 

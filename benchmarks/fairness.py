@@ -30,8 +30,11 @@ SLICES = 2
 TILE = 8
 TILES_ACROSS = 96
 PHOTO_SIZE = (640, 480)
-ROLE_ENV = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "0.05", "PHOTOMOSAICS_POLL_MAX_SECONDS": "0.5",
-            "PHOTOMOSAICS_LOG_LEVEL": "WARNING"}  # fmt: skip
+ROLE_ENV = {
+    "PHOTOMOSAICS_POLL_MIN_SECONDS": "0.05",
+    "PHOTOMOSAICS_POLL_MAX_SECONDS": "0.5",
+    "PHOTOMOSAICS_LOG_LEVEL": "WARNING",
+}
 
 
 def _web(cs: str, lanes: int) -> Any:
@@ -39,9 +42,17 @@ def _web(cs: str, lanes: int) -> Any:
     from dal.config import Settings
     from webapp import create_app
 
-    settings = Settings.from_env({"PHOTOMOSAICS_FAIR_LANES": str(lanes), "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "1000",
-                                  "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "1000", "PHOTOMOSAICS_ADDRESS_BURST": "1000"})  # fmt: skip
-    return create_app({"SECRET_KEY": "benchmark-secret-key-of-32-characters", "SETTINGS": settings, "CONNECTION_STRING": cs})
+    settings = Settings.from_env(
+        {
+            "PHOTOMOSAICS_FAIR_LANES": str(lanes),
+            "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "1000",
+            "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "1000",
+            "PHOTOMOSAICS_ADDRESS_BURST": "1000",
+        }
+    )
+    return create_app(
+        {"SECRET_KEY": "benchmark-secret-key-of-32-characters", "SETTINGS": settings, "CONNECTION_STRING": cs}
+    )
 
 
 def _send(browser: Any, data: bytes) -> tuple[str, str, float]:
@@ -49,10 +60,16 @@ def _send(browser: Any, data: bytes) -> tuple[str, str, float]:
     import io
 
     sent = time.perf_counter()
-    form = {"image": (io.BytesIO(data), "photo.jpg"), "library": "demo", "tile_size": str(TILE),
-            "slices": str(SLICES), "tiles_across": str(TILES_ACROSS)}  # fmt: skip
-    response = browser.post("/api/jobs", data=form, content_type="multipart/form-data",
-                            headers={"X-Requested-With": "photomosaics"})  # fmt: skip
+    form = {
+        "image": (io.BytesIO(data), "photo.jpg"),
+        "library": "demo",
+        "tile_size": str(TILE),
+        "slices": str(SLICES),
+        "tiles_across": str(TILES_ACROSS),
+    }
+    response = browser.post(
+        "/api/jobs", data=form, content_type="multipart/form-data", headers={"X-Requested-With": "photomosaics"}
+    )
     if response.status_code != 202:
         raise RuntimeError(f"submission refused: {response.status_code} {response.get_json()}")
     with browser.session_transaction() as session:
@@ -82,8 +99,8 @@ def _wait(services: Any, jobs: list[tuple[str, str, float]], *, timeout: float =
 
 
 def one_run(lanes: int, data: bytes) -> dict[str, float]:
-    from photomosaics.local.azurite import Azurite
     from dal.config import Settings, StorageClients
+    from photomosaics.local.azurite import Azurite
     from workers.demo_library import ensure_demo_library
     from workers.services import RoleServices
 
@@ -122,19 +139,26 @@ def main() -> int:
 
     RESULTS.mkdir(exist_ok=True)
     data = target_jpeg("chelsea", PHOTO_SIZE)
-    print(f"client A sends {A_JOBS} jobs, then client B one; each job {TILES_ACROSS} tiles across at tile {TILE} "
-          f"in {SLICES} slices; {PROCESSORS} processors", flush=True)  # fmt: skip
+    print(
+        f"client A sends {A_JOBS} jobs, then client B one; each job {TILES_ACROSS} tiles across at tile {TILE} "
+        f"in {SLICES} slices; {PROCESSORS} processors",
+        flush=True,
+    )
     results = {lanes: one_run(lanes, data) for lanes in (1, 2)}
     print(f"{'scheduling':<34} {'one job alone':>14} {'B sent→done':>12} {'B ÷ one job':>12} {'A all done':>11}  goal")
     for lanes, name in ((1, "first come, first served (1 lane)"), (2, "fair lanes (default, 2)")):
         r = results[lanes]
         multiple = r["b"] / r["one_job"]
         verdict = "met" if multiple <= GOAL_MULTIPLE else "missed"
-        print(f"{name:<34} {r['one_job']:>12.2f} s {r['b']:>10.2f} s {multiple:>11.1f}x {r['a_last']:>9.1f} s"
-              f"  ≤ {GOAL_MULTIPLE:.0f}x one job: {verdict}")
+        print(
+            f"{name:<34} {r['one_job']:>12.2f} s {r['b']:>10.2f} s {multiple:>11.1f}x {r['a_last']:>9.1f} s"
+            f"  ≤ {GOAL_MULTIPLE:.0f}x one job: {verdict}"
+        )
     before, after = results[1]["b"], results[2]["b"]
-    print(f"B waits {before / after:.1f}x less with fair lanes; A's 20 jobs finish "
-          f"{results[2]['a_last'] / results[1]['a_last']:.2f}x as late (work-conserving: about 1.0x)")
+    print(
+        f"B waits {before / after:.1f}x less with fair lanes; A's 20 jobs finish "
+        f"{results[2]['a_last'] / results[1]['a_last']:.2f}x as late (work-conserving: about 1.0x)"
+    )
     return 0
 
 

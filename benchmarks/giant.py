@@ -51,10 +51,33 @@ def _offline(result: dict[str, Any], tmp: Path, megapixels: float, slices: int =
     across = int(math.sqrt(megapixels * 1e6 * 1.5)) // TILE
     pipe = result["pipe"]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "from photomosaics.cli import main; main()", "render", str(photo),
-                           "--library", "tiles", "--tile-size", str(TILE), "--tiles-across", str(across),
-                           "--slices", str(slices), "--seed", result["request_id"], "-o", str(tmp / "x.jpg"), "-o", str(tmp / "x.dzi")],
-                          env=pipe.env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from photomosaics.cli import main; main()",
+            "render",
+            str(photo),
+            "--library",
+            "tiles",
+            "--tile-size",
+            str(TILE),
+            "--tiles-across",
+            str(across),
+            "--slices",
+            str(slices),
+            "--seed",
+            result["request_id"],
+            "-o",
+            str(tmp / "x.jpg"),
+            "-o",
+            str(tmp / "x.dzi"),
+        ],
+        env=pipe.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"the offline render failed: {done.stderr[-2000:]}")
@@ -75,34 +98,53 @@ def _report(result: dict[str, Any], azurite_cpu: float, offline: tuple[float, st
     peaks = result["peak_rss"]
     ok = all(p < GOAL_BYTES for p in peaks.values())
     w, h = result["output"]
-    print(f"\n{w}x{h} ({result['megapixels']:.0f} MP), {result['slices']} slices, 2 processors: "
-          f"submit -> done {result['seconds']:.1f} s (serving afterwards {result['serve_seconds']:.1f} s)")
-    print("  peak RSS: " + ", ".join(f"{r} {p / 2**20:.0f} MB" for r, p in peaks.items())
-          + f"  | goal: every role < 1.5 GB: {'ok' if ok else 'MISSED'}")
+    print(
+        f"\n{w}x{h} ({result['megapixels']:.0f} MP), {result['slices']} slices, 2 processors: "
+        f"submit -> done {result['seconds']:.1f} s (serving afterwards {result['serve_seconds']:.1f} s)"
+    )
+    print(
+        "  peak RSS: "
+        + ", ".join(f"{r} {p / 2**20:.0f} MB" for r, p in peaks.items())
+        + f"  | goal: every role < 1.5 GB: {'ok' if ok else 'MISSED'}"
+    )
     serial = result["serial_before"] + result["serial_after"]
-    print(f"  controller serial: {result['serial_before']:.1f} s before the first slice + "
-          f"{result['serial_after']:.1f} s after the last = {serial:.1f} s")
+    print(
+        f"  controller serial: {result['serial_before']:.1f} s before the first slice + "
+        f"{result['serial_after']:.1f} s after the last = {serial:.1f} s"
+    )
     if offline is not None:
         seconds, digest = offline
         ratio, share = result["seconds"] / seconds, serial / seconds
         ok &= ratio <= GOAL_RATIO and share <= GOAL_SERIAL
-        print(f"  offline render of the same outputs: {seconds:.1f} s | pipeline / offline = {ratio:.2f}x "
-              f"(goal <= {GOAL_RATIO}x: {'ok' if ratio <= GOAL_RATIO else 'MISSED'})")
-        print(f"  controller serial = {share:.0%} of the offline render (goal <= {GOAL_SERIAL:.0%}: "
-              f"{'ok' if share <= GOAL_SERIAL else 'MISSED'})")
+        print(
+            f"  offline render of the same outputs: {seconds:.1f} s | pipeline / offline = {ratio:.2f}x "
+            f"(goal <= {GOAL_RATIO}x: {'ok' if ratio <= GOAL_RATIO else 'MISSED'})"
+        )
+        print(
+            f"  controller serial = {share:.0%} of the offline render (goal <= {GOAL_SERIAL:.0%}: "
+            f"{'ok' if share <= GOAL_SERIAL else 'MISSED'})"
+        )
         same = digest == result["served"]["result_sha256"]
         print(f"  pipeline JPEG == offline JPEG, byte for byte: {'yes' if same else 'NO'}")
         ok &= same
-        print("  modelled submit -> done: " + ", ".join(f"{n} processors {_modelled(result, n):.1f} s"
-                                                        for n in (2, 4, 8, 16)))
+        print(
+            "  modelled submit -> done: "
+            + ", ".join(f"{n} processors {_modelled(result, n):.1f} s" for n in (2, 4, 8, 16))
+        )
         ok &= azurite_cpu <= GOAL_AZURITE_CPU
-        print(f"  Azurite CPU {azurite_cpu:.0f} s (goal <= {GOAL_AZURITE_CPU:.0f} s: "
-              f"{'ok' if azurite_cpu <= GOAL_AZURITE_CPU else 'MISSED'})")
+        print(
+            f"  Azurite CPU {azurite_cpu:.0f} s (goal <= {GOAL_AZURITE_CPU:.0f} s: "
+            f"{'ok' if azurite_cpu <= GOAL_AZURITE_CPU else 'MISSED'})"
+        )
     print(f"  stitch stages (s): {result['stitch_stages']}")
     if result["slice_stages"]:
         print(f"  slice stages, summed over slices (s): {result['slice_stages']}")
-    print("  CPU seconds: " + ", ".join(f"{r} {c:.0f}" for r, c in result["cpu_seconds"].items())
-          + f", Azurite {azurite_cpu:.0f} (the seconds above depend on the machine's load; these do not)", flush=True)
+    print(
+        "  CPU seconds: "
+        + ", ".join(f"{r} {c:.0f}" for r, c in result["cpu_seconds"].items())
+        + f", Azurite {azurite_cpu:.0f} (the seconds above depend on the machine's load; these do not)",
+        flush=True,
+    )
     return ok
 
 

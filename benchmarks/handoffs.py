@@ -49,7 +49,7 @@ import tarfile
 import tempfile
 import time
 from collections import Counter
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -91,27 +91,36 @@ class _Roles(pl.Roles):
         env = dict(self.env)
         if self.tree is not None:  # its modules first on the path, ahead of this checkout
             env["PYTHONPATH"] = str(self.tree)
-        self.processes.append(subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                               cwd=self.tree or None))  # fmt: skip
+        self.processes.append(
+            subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tree or None)
+        )
 
 
 def _submit(services: Any, data: bytes, library_uri: str, job: dict[str, Any]) -> tuple[str, float, float]:
     """Upload + send like the web app; (request id, time of the upload start, upload seconds)."""
     import uuid
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from dal.queues.messages import ImageRequestMessage
 
     request_id = str(uuid.uuid4())
     queue = services.queues.image_request
     started = time.perf_counter()
-    pl.SUBMITTED[request_id] = datetime.now(timezone.utc)
+    pl.SUBMITTED[request_id] = datetime.now(UTC)
     url = services.blobs.upload("imageinput", f"{request_id}.jpg", data, content_type="image/jpeg")
     uploaded = time.perf_counter() - started
-    queue.submit(ImageRequestMessage(
-        queue_uri=queue.url, client_id=pl.CLIENT_ID, request_id=request_id, image_uri=url,
-        image_library_uri=library_uri, tile_size=job["tile"], slices=job["slices"], tiles_across=job["tiles_across"],
-    ))  # fmt: skip
+    queue.submit(
+        ImageRequestMessage(
+            queue_uri=queue.url,
+            client_id=pl.CLIENT_ID,
+            request_id=request_id,
+            image_uri=url,
+            image_library_uri=library_uri,
+            tile_size=job["tile"],
+            slices=job["slices"],
+            tiles_across=job["tiles_across"],
+        )
+    )
     return request_id, started, uploaded
 
 
@@ -136,8 +145,16 @@ def breakdown(services: Any, request_id: str, wall: float, upload: float) -> dic
     return dict(stages)
 
 
-def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_uri: str,
-             small: bytes, large: bytes, offline_now: Any = None) -> dict[str, Any]:  # fmt: skip
+def run_jobs(
+    cs: str,
+    folder: Path,
+    tree: Path | None,
+    services: Any,
+    library_uri: str,
+    small: bytes,
+    large: bytes,
+    offline_now: Any = None,
+) -> dict[str, Any]:
     from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 
     folder.mkdir()
@@ -174,11 +191,16 @@ def run_jobs(cs: str, folder: Path, tree: Path | None, services: Any, library_ur
                 operations["queue PutMessage"] += 1  # ... and its ImageRequest
                 if i == 0:
                     continue
-                row = {"rid": rid, "seconds": wall, "output": [done.output_width, done.output_height],
-                       "transactions": sum(operations.values()), "operations": dict(operations),
-                       "empty_receives": stats["empty_receives"],
-                       "stages": breakdown(services, rid, wall, upload),
-                       "timeline": pl.timeline(services, rid)}  # fmt: skip
+                row = {
+                    "rid": rid,
+                    "seconds": wall,
+                    "output": [done.output_width, done.output_height],
+                    "transactions": sum(operations.values()),
+                    "operations": dict(operations),
+                    "empty_receives": stats["empty_receives"],
+                    "stages": breakdown(services, rid, wall, upload),
+                    "timeline": pl.timeline(services, rid),
+                }
                 if job is SMALL:
                     result["small"].append(row)
                 else:
@@ -194,8 +216,11 @@ def _done_after(services: Any, request_id: str, *, fallback: float) -> float:
     """Seconds from the upload's start to the job's "done" event, by the event's own time (the
     same clock: one machine), not by when this process's 50 ms poll of the row saw it."""
     start = pl.SUBMITTED[request_id]
-    done = [e.at for e in services.jobs.events(request_id, job=services.jobs.get(pl.CLIENT_ID, request_id))
-            if e.kind == "done"]  # fmt: skip
+    done = [
+        e.at
+        for e in services.jobs.events(request_id, job=services.jobs.get(pl.CLIENT_ID, request_id))
+        if e.kind == "done"
+    ]
     return (max(done) - start).total_seconds() if done else fallback
 
 
@@ -214,8 +239,11 @@ def _jpeg_ready(services: Any, request_id: str) -> float | None:
     the pyramid beside the JPEG); what is left after it is the pyramid and the responder."""
     start = pl.SUBMITTED[request_id]
     job = services.jobs.get(pl.CLIENT_ID, request_id)
-    done = [e.at - timedelta(seconds=sum((e.stages or {}).get(k, 0.0) for k in ("pyramid_build", "pyramid_upload")))
-            for e in services.jobs.events(request_id, job=job) if e.kind == "slice_done"]  # fmt: skip
+    done = [
+        e.at - timedelta(seconds=sum((e.stages or {}).get(k, 0.0) for k in ("pyramid_build", "pyramid_upload")))
+        for e in services.jobs.events(request_id, job=job)
+        if e.kind == "slice_done"
+    ]
     return (max(done) - start).total_seconds() if done else None
 
 
@@ -231,8 +259,14 @@ def offline(data: bytes, library: Any, max_output_pixels: int) -> dict[str, floa
     with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
         for _ in range(2):
             start = time.perf_counter()
-            out = render(open_image(data), library, tile_size=LARGE["tile"], tiles_across=LARGE["tiles_across"],
-                         seed="bench", max_output_pixels=max_output_pixels)  # fmt: skip
+            out = render(
+                open_image(data),
+                library,
+                tile_size=LARGE["tile"],
+                tiles_across=LARGE["tiles_across"],
+                seed="bench",
+                max_output_pixels=max_output_pixels,
+            )
             rendered = time.perf_counter() - start
             start = time.perf_counter()
             encode_output(out)
@@ -258,11 +292,11 @@ def offline_outputs(pixels: Any, pyramid: Path) -> bytes:
 
 
 def main() -> int:
-    from photomosaics.local.azurite import Azurite
+    from benchmarks.photos import target_jpeg
     from dal.config import Settings, StorageClients
+    from photomosaics.local.azurite import Azurite
     from workers.demo_library import ensure_demo_library
     from workers.services import RoleServices
-    from benchmarks.photos import target_jpeg
 
     ref = os.environ.get(BEFORE_ENV, BEFORE_REF)
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-handoffs-") as tmp:
@@ -282,30 +316,54 @@ def main() -> int:
             trees = {"before": tree, "after": None}
         for label, tree in trees.items():
             print(f"  running the jobs on the {label} roles ...", flush=True)
-            results[label] = run_jobs(cs, Path(tmp) / f"{label}-counts", tree, services, library_uri, small, large,
-                                      offline_now=lambda: offline(large, library, settings.max_output_pixels))  # fmt: skip
+            results[label] = run_jobs(
+                cs,
+                Path(tmp) / f"{label}-counts",
+                tree,
+                services,
+                library_uri,
+                small,
+                large,
+                offline_now=lambda: offline(large, library, settings.max_output_pixels),
+            )
     report(results, ref)
     pl.RESULTS.mkdir(exist_ok=True)
     import json
 
-    (pl.RESULTS / "handoffs.json").write_text(json.dumps({"offline_seconds": local, "before_ref": ref, **results}, indent=1))
+    (pl.RESULTS / "handoffs.json").write_text(
+        json.dumps({"offline_seconds": local, "before_ref": ref, **results}, indent=1)
+    )
     return 0
 
 
 def report(results: dict[str, Any], ref: str) -> None:
     labels = list(results)
+
     def small_median(label: str, key: str) -> float:
         return statistics.median(r[key] for r in results[label]["small"])
 
-    polling = "fast polling, no hints" if os.environ.get("PHOTOMOSAICS_BENCH_FAST_POLL") else "default polling and hints, as make run"
+    polling = (
+        "fast polling, no hints"
+        if os.environ.get("PHOTOMOSAICS_BENCH_FAST_POLL")
+        else "default polling and hints, as make run"
+    )
     print(f"\nIssue 8 hand-offs (before = {ref}, after = this checkout; 2 processors, {polling}):")
     print("| measure | goal | " + " | ".join(labels) + " |")
     print("|---|---:|" + "---:|" * len(labels))
-    print(f"| small job (960x752, 4 slices) submit -> done, median of {SMALL_RUNS} | <= {GOALS['small_seconds']} s | "
-          + " | ".join(f"{small_median(x, 'seconds'):.2f} s" for x in labels) + " |")  # fmt: skip
-    print(f"| storage transactions per small job (no status polls) | <= {GOALS['small_transactions']} | "
-          + " | ".join(f"{small_median(x, 'transactions'):.0f} ({small_median(x, 'empty_receives'):.0f} empty receives)"
-                       for x in labels) + " |")  # fmt: skip
+    print(
+        f"| small job (960x752, 4 slices) submit -> done, median of {SMALL_RUNS} | <= {GOALS['small_seconds']} s | "
+        + " | ".join(f"{small_median(x, 'seconds'):.2f} s" for x in labels)
+        + " |"
+    )
+    print(
+        f"| storage transactions per small job (no status polls) | <= {GOALS['small_transactions']} | "
+        + " | ".join(
+            f"{small_median(x, 'transactions'):.0f} ({small_median(x, 'empty_receives'):.0f} empty receives)"
+            for x in labels
+        )
+        + " |"
+    )
+
     def adjacent(x: str, key: str, baseline: str = "jpeg") -> str:
         """The median over the large runs of (pipeline / offline render timed right before it), and its range."""
         pairs = [(r[key], (r.get("offline_adjacent") or {}).get(baseline)) for r in results[x]["large"]]
@@ -317,13 +375,22 @@ def report(results: dict[str, Any], ref: str) -> None:
         spread = f", {ratios[0]:.2f}-{ratios[-1]:.2f}" if len(ratios) > 1 else ""
         return f"{statistics.median(ratios):.2f}x ({got:.2f} s / {offline_s:.2f} s{spread})"
 
-    print(f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render of the same job (its JPEG and Deep Zoom "
-          f"pyramid, as `render -o x.jpg -o x.dzi`) timed right before it, median of {LARGE_RUNS} (range) | <= {GOALS['large_ratio']}x | "
-          + " | ".join(adjacent(x, "seconds", "outputs") for x in labels) + " |")  # fmt: skip
-    print("| large job / offline render of the JPEG alone (no pyramid: the issue's first baseline) | | "
-          + " | ".join(adjacent(x, "seconds") for x in labels) + " |")  # fmt: skip
-    print("| ... its JPEG stored (before the pyramid's commit) / offline render of the JPEG alone | | "
-          + " | ".join(adjacent(x, "jpeg_ready") for x in labels) + " |")  # fmt: skip
+    print(
+        f"| large job (1 MP photo, tile 16, 40 MP out, 1 slice) / offline render of the same job (its JPEG and Deep Zoom "
+        f"pyramid, as `render -o x.jpg -o x.dzi`) timed right before it, median of {LARGE_RUNS} (range) | <= {GOALS['large_ratio']}x | "
+        + " | ".join(adjacent(x, "seconds", "outputs") for x in labels)
+        + " |"
+    )
+    print(
+        "| large job / offline render of the JPEG alone (no pyramid: the issue's first baseline) | | "
+        + " | ".join(adjacent(x, "seconds") for x in labels)
+        + " |"
+    )
+    print(
+        "| ... its JPEG stored (before the pyramid's commit) / offline render of the JPEG alone | | "
+        + " | ".join(adjacent(x, "jpeg_ready") for x in labels)
+        + " |"
+    )
     for name, pick in (("small job (its median run)", _median_row), ("large job (its median run)", _median_row)):
         print(f"\nWhere the time goes, {name}, seconds per stage (critical path; parallel slices: the slowest):")
         rows = {x: pick(results[x]["small"] if "small" in name else results[x]["large"]) for x in labels}
@@ -344,14 +411,35 @@ def report(results: dict[str, Any], ref: str) -> None:
     print("|---|" + "---:|" * len(labels))
     for op in names:
         print(f"| {op} | " + " | ".join(str(rows[x]["operations"].get(op, 0)) for x in labels) + " |")
-    print("(a role that logs no stages, as before, shows its steps inside 'waits'; work done in two threads at once\n"
-          " counts on the critical path only: pyramid_build is what the pyramid took beyond the JPEG beside it)")
+    print(
+        "(a role that logs no stages, as before, shows its steps inside 'waits'; work done in two threads at once\n"
+        " counts on the critical path only: pyramid_build is what the pyramid took beyond the JPEG beside it)"
+    )
 
 
-_ORDER = ["upload", "image_download", "image_decode", "job_record", "slicing", "band_encode_upload", "dispatch",
-          "band_download", "band_decode", "render", "slice_encode", "slice_upload", "output_encode",
-          "output_upload", "slice_download", "slice_decode", "stitch", "pyramid_check", "output_download",
-          "pyramid_build", "pyramid_upload"]  # fmt: skip
+_ORDER = [
+    "upload",
+    "image_download",
+    "image_decode",
+    "job_record",
+    "slicing",
+    "band_encode_upload",
+    "dispatch",
+    "band_download",
+    "band_decode",
+    "render",
+    "slice_encode",
+    "slice_upload",
+    "output_encode",
+    "output_upload",
+    "slice_download",
+    "slice_decode",
+    "stitch",
+    "pyramid_check",
+    "output_download",
+    "pyramid_build",
+    "pyramid_upload",
+]
 
 
 def _stage_order(name: str) -> tuple[int, str]:

@@ -20,14 +20,42 @@ import numpy as np
 from PIL import Image
 
 # Colour photographs inside the skimage wheel (skimage.data), by loader name.
-PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "stereo_motorcycle", "hubble_deep_field", "retina", "immunohistochemistry")
+PHOTOS = (
+    "astronaut",
+    "chelsea",
+    "coffee",
+    "rocket",
+    "stereo_motorcycle",
+    "hubble_deep_field",
+    "retina",
+    "immunohistochemistry",
+)
 
 
 SWEEP = (
-    *PHOTOS, "camera", "coins", "moon", "page", "text", "brick", "clock", "grass", "gravel", "horse",
-    "colorwheel", "logo", "cell", "sklearn:china", "sklearn:flower",
-    "synthetic:gradient", "synthetic:flat_noise", "synthetic:graphic",
-    "dark:astronaut", "dark:coffee", "bright:coffee", "bright:chelsea",
+    *PHOTOS,
+    "camera",
+    "coins",
+    "moon",
+    "page",
+    "text",
+    "brick",
+    "clock",
+    "grass",
+    "gravel",
+    "horse",
+    "colorwheel",
+    "logo",
+    "cell",
+    "sklearn:china",
+    "sklearn:flower",
+    "synthetic:gradient",
+    "synthetic:flat_noise",
+    "synthetic:graphic",
+    "dark:astronaut",
+    "dark:coffee",
+    "bright:coffee",
+    "bright:chelsea",
 )
 SYNTHETIC_SIZE = (1152, 864)
 

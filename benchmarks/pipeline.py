@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -147,11 +147,19 @@ def submit(services: Any, data: bytes, library_uri: str, slices: int) -> tuple[s
     queue = services.queues.image_request
     image_url = services.blobs.upload("imageinput", f"{request_id}.jpg", data, content_type="image/jpeg")
     started = time.perf_counter()
-    SUBMITTED[request_id] = datetime.now(timezone.utc)
-    queue.submit(ImageRequestMessage(
-        queue_uri=queue.url, client_id=CLIENT_ID, request_id=request_id, image_uri=image_url,
-        image_library_uri=library_uri, tile_size=TILE, slices=slices, tiles_across=TILES_ACROSS,
-    ))  # fmt: skip
+    SUBMITTED[request_id] = datetime.now(UTC)
+    queue.submit(
+        ImageRequestMessage(
+            queue_uri=queue.url,
+            client_id=CLIENT_ID,
+            request_id=request_id,
+            image_uri=image_url,
+            image_library_uri=library_uri,
+            tile_size=TILE,
+            slices=slices,
+            tiles_across=TILES_ACROSS,
+        )
+    )
     return request_id, started
 
 
@@ -173,8 +181,14 @@ def in_process(data: bytes, library: Any, max_output_pixels: int) -> tuple[float
 
     def once() -> tuple[float, tuple[int, int]]:
         start = time.perf_counter()
-        out = render(open_image(data), library, tile_size=TILE, tiles_across=TILES_ACROSS, seed="bench",
-                     max_output_pixels=max_output_pixels)  # fmt: skip
+        out = render(
+            open_image(data),
+            library,
+            tile_size=TILE,
+            tiles_across=TILES_ACROSS,
+            seed="bench",
+            max_output_pixels=max_output_pixels,
+        )
         encode_output(out)
         return time.perf_counter() - start, out.shape[:2]
 
@@ -223,16 +237,19 @@ def idle_cost(connection_string: str, folder: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    from photomosaics.local.azurite import Azurite
+    from benchmarks.photos import target_jpeg
     from dal.config import Settings, StorageClients
     from dal.observability.transactions import TransactionCounter
+    from photomosaics.local.azurite import Azurite
     from workers.demo_library import ensure_demo_library
     from workers.services import RoleServices
-    from benchmarks.photos import target_jpeg
 
     RESULTS.mkdir(exist_ok=True)
-    print(f"cpus: {os.cpu_count()}; processors: {PROCESSORS}; job: {SOURCE_SIZE[0]}x{SOURCE_SIZE[1]} JPEG, "
-          f"tile {TILE}, {TILES_ACROSS} tiles across", flush=True)  # fmt: skip
+    print(
+        f"cpus: {os.cpu_count()}; processors: {PROCESSORS}; job: {SOURCE_SIZE[0]}x{SOURCE_SIZE[1]} JPEG, "
+        f"tile {TILE}, {TILES_ACROSS} tiles across",
+        flush=True,
+    )
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         cs = azurite.connection_string
         submitter = TransactionCounter()
@@ -265,24 +282,45 @@ def main() -> int:
                     after = roles.snapshot()
                     operations, stats = diff(before, after)
                     operations.update({k: v for k, v in submitter.counts().items() if "GetEntity" not in k})
-                    rows.append({"round": round_name, "slices": slices, "seconds": seconds,
-                                 "ratio": seconds / local_seconds, "output": [job.output_width, job.output_height],
-                                 "transactions": sum(operations.values()), "operations": dict(operations),
-                                 "receives": stats["receives"], "empty_receives": stats["empty_receives"],
-                                 "timeline": timeline(services, request_id)})  # fmt: skip
-                    print(f"  {round_name} {slices} slice(s): {seconds:6.2f} s  x{seconds / local_seconds:.2f}  "
-                          f"{sum(operations.values())} transactions ({stats['empty_receives']} empty receives)",
-                          flush=True)  # fmt: skip
+                    rows.append(
+                        {
+                            "round": round_name,
+                            "slices": slices,
+                            "seconds": seconds,
+                            "ratio": seconds / local_seconds,
+                            "output": [job.output_width, job.output_height],
+                            "transactions": sum(operations.values()),
+                            "operations": dict(operations),
+                            "receives": stats["receives"],
+                            "empty_receives": stats["empty_receives"],
+                            "timeline": timeline(services, request_id),
+                        }
+                    )
+                    print(
+                        f"  {round_name} {slices} slice(s): {seconds:6.2f} s  x{seconds / local_seconds:.2f}  "
+                        f"{sum(operations.values())} transactions ({stats['empty_receives']} empty receives)",
+                        flush=True,
+                    )
         finally:
             roles.stop()
         cold_start = from_idle(cs, Path(tmp) / "idle-start", services, library_uri, data)
         idle = idle_cost(cs, counts_dir)
 
     report(rows, local_seconds, megapixels, idle, cold_start)
-    (RESULTS / "pipeline.json").write_text(json.dumps(
-        {"in_process_seconds": local_seconds, "megapixels": megapixels, "jobs": rows, "idle": idle,
-         "from_idle_default_polling": cold_start,
-         "cpus": os.cpu_count(), "processors": PROCESSORS}, indent=1))  # fmt: skip
+    (RESULTS / "pipeline.json").write_text(
+        json.dumps(
+            {
+                "in_process_seconds": local_seconds,
+                "megapixels": megapixels,
+                "jobs": rows,
+                "idle": idle,
+                "from_idle_default_polling": cold_start,
+                "cpus": os.cpu_count(),
+                "processors": PROCESSORS,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 
@@ -295,32 +333,42 @@ def report(
     for slices in SLICES:
         cold = next(r for r in rows if r["slices"] == slices and r["round"] == "cold")
         warm = next(r for r in rows if r["slices"] == slices and r["round"] == "warm")
-        print(f"| {slices} | {cold['seconds']:.2f} | {warm['seconds']:.2f} | {warm['ratio']:.2f} | "
-              f"{warm['transactions']} | {warm['empty_receives']} |")  # fmt: skip
+        print(
+            f"| {slices} | {cold['seconds']:.2f} | {warm['seconds']:.2f} | {warm['ratio']:.2f} | "
+            f"{warm['transactions']} | {warm['empty_receives']} |"
+        )
     names = sorted({op for r in rows if r["round"] == "warm" for op in r["operations"]})
     print("\nTransactions per job by operation (warm round):")
     print("| operation | " + " | ".join(f"{s} slice(s)" for s in SLICES) + " |")
     print("|---|" + "---:|" * len(SLICES))
     for name in names:
-        cells = [str(next(r for r in rows if r["slices"] == s and r["round"] == "warm")["operations"].get(name, 0))
-                 for s in SLICES]  # fmt: skip
+        cells = [
+            str(next(r for r in rows if r["slices"] == s and r["round"] == "warm")["operations"].get(name, 0))
+            for s in SLICES
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     for row in rows:
         if row["round"] == "warm" and row["slices"] in (1, SLICES[-1]):
             print(f"\nWhere the time goes, warm, {row['slices']} slice(s) (job event log):")
             for line in row["timeline"]:
                 print(f"  {line}")
-    print(f"\nThe same {SLICES[-1]}-slice job on roles idle for 25 s with the default polling ({_DEFAULTS.poll_max_interval:g} s cap): "
-          f"{from_idle['seconds']:.2f} s")  # fmt: skip
+    print(
+        f"\nThe same {SLICES[-1]}-slice job on roles idle for 25 s with the default polling ({_DEFAULTS.poll_max_interval:g} s cap): "
+        f"{from_idle['seconds']:.2f} s"
+    )
     for line in from_idle["timeline"]:
         print(f"  {line}")
     per_hour = idle["receives"] * 3600 / IDLE_SECONDS
-    print(f"\nIdle responder, default polling ({_DEFAULTS.poll_min_interval:g} s doubling to {_DEFAULTS.poll_max_interval:g} s), "
-          f"{IDLE_SECONDS} s measured after start-up:")
-    print(f"  {sum(idle['operations'].values())} transactions ({idle['operations']}); "
-          f"schedule: {idle['first_hour_schedule']} receives in the first idle hour, "
-          f"{3600 / _DEFAULTS.poll_max_interval:.0f}/h once saturated "
-          f"(this minute extrapolated: {per_hour:.0f}/h)")  # fmt: skip
+    print(
+        f"\nIdle responder, default polling ({_DEFAULTS.poll_min_interval:g} s doubling to {_DEFAULTS.poll_max_interval:g} s), "
+        f"{IDLE_SECONDS} s measured after start-up:"
+    )
+    print(
+        f"  {sum(idle['operations'].values())} transactions ({idle['operations']}); "
+        f"schedule: {idle['first_hour_schedule']} receives in the first idle hour, "
+        f"{3600 / _DEFAULTS.poll_max_interval:.0f}/h once saturated "
+        f"(this minute extrapolated: {per_hour:.0f}/h)"
+    )
 
 
 if __name__ == "__main__":

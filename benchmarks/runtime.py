@@ -50,8 +50,13 @@ def _queue(storage: Any, prefix: str) -> Any:
 def _message(queue: Any) -> Any:
     from dal.queues.messages import SliceResponseMessage
 
-    return SliceResponseMessage(queue_uri=queue.url, client_id="bench", request_id=str(uuid.uuid4()),
-                                slice_uri="http://127.0.0.1/x/0.png", slice_sequence=0)  # fmt: skip
+    return SliceResponseMessage(
+        queue_uri=queue.url,
+        client_id="bench",
+        request_id=str(uuid.uuid4()),
+        slice_uri="http://127.0.0.1/x/0.png",
+        slice_sequence=0,
+    )
 
 
 def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: Any = None) -> list[float]:
@@ -145,9 +150,9 @@ def recovery(cs: str, storage: Any, tmp: Path) -> float:
     """SIGKILL a holder under the Supervisor; seconds until the message is received again."""
     from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
     from photomosaics.commands.run import hand_back_on_exit
+    from photomosaics.local.supervisor import ChildSpec, Supervisor
     from workers.leases import LEASE_DIR_ENV
     from workers.listener import QueueListener
-    from photomosaics.local.supervisor import ChildSpec, Supervisor
 
     prefix = f"r{uuid.uuid4().hex[:8]}"
     queue = _queue(storage, prefix)
@@ -169,8 +174,15 @@ def recovery(cs: str, storage: Any, tmp: Path) -> float:
         time.sleep(0.05)
     received = threading.Event()
     at: list[float] = []
-    rescuer = QueueListener(queue, lambda r: (at.append(time.perf_counter()), received.set()), name="rescuer",
-                            poll_min=0.1, poll_max=2.0, poll_max_hinted=60.0, hints=channel)  # fmt: skip
+    rescuer = QueueListener(
+        queue,
+        lambda r: (at.append(time.perf_counter()), received.set()),
+        name="rescuer",
+        poll_min=0.1,
+        poll_max=2.0,
+        poll_max_hinted=60.0,
+        hints=channel,
+    )
     thread = threading.Thread(target=rescuer.run, daemon=True)
     thread.start()
     time.sleep(8)  # the rescuer is idle at a long back-off; the message is invisible for 60 s
@@ -197,8 +209,12 @@ def burst(cs: str, services: Any, library_uri: str, data: bytes, tmp: Path, *, e
     fixed = [] if elastic else ["--concurrency", "1"]
     log = (tmp / f"burst-{elastic}.log").open("ab")
     base = [sys.executable, "-c", "from photomosaics.cli import main; main()"]
-    processes = [subprocess.Popen([*base, role, *(fixed if role != "processor" else [])], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT) for role in ("controller", "responder", "processor", "processor")]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [*base, role, *(fixed if role != "processor" else [])], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        for role in ("controller", "responder", "processor", "processor")
+    ]
     queue = services.queues.image_request
     queue.hints = LocalHintChannel(hint_dir)
     try:
@@ -213,8 +229,18 @@ def burst(cs: str, services: Any, library_uri: str, data: bytes, tmp: Path, *, e
         sent: dict[str, float] = {}
         for rid, url in uploads:
             sent[rid] = time.perf_counter()
-            queue.submit(ImageRequestMessage(queue_uri=queue.url, client_id="bench", request_id=rid, image_uri=url,
-                                             image_library_uri=library_uri, tile_size=8, slices=2, tiles_across=30))  # fmt: skip
+            queue.submit(
+                ImageRequestMessage(
+                    queue_uri=queue.url,
+                    client_id="bench",
+                    request_id=rid,
+                    image_uri=url,
+                    image_library_uri=library_uri,
+                    tile_size=8,
+                    slices=2,
+                    tiles_across=30,
+                )
+            )
         done: dict[str, float] = {}
         deadline = time.monotonic() + BURST_TIMEOUT
         while len(done) < BURST and time.monotonic() < deadline:
@@ -234,16 +260,20 @@ def burst(cs: str, services: Any, library_uri: str, data: bytes, tmp: Path, *, e
         log.close()
     latencies = sorted(done[r] - sent[r] for r in done)
     span = max(done.values()) - min(sent.values())
-    return {"jobs": len(done), "per_minute": len(done) / span * 60, "p50": statistics.median(latencies),
-            "p95": latencies[max(0, int(round(0.95 * len(latencies))) - 1)]}  # fmt: skip
+    return {
+        "jobs": len(done),
+        "per_minute": len(done) / span * 60,
+        "p50": statistics.median(latencies),
+        "p95": latencies[max(0, round(0.95 * len(latencies)) - 1)],
+    }
 
 
 def main() -> int:
-    from photomosaics.local.azurite import Azurite
+    from benchmarks.photos import target_jpeg
     from dal.config import Settings, StorageClients
+    from photomosaics.local.azurite import Azurite
     from workers.demo_library import ensure_demo_library
     from workers.services import RoleServices
-    from benchmarks.photos import target_jpeg
 
     cpus = os.cpu_count() or 1
     with Azurite() as azurite, tempfile.TemporaryDirectory(prefix="bench-runtime-") as folder:
@@ -267,21 +297,35 @@ def main() -> int:
     print(f"\nQueue runtime ({cpus} cores: {listeners} idle listeners under make run)")
     print("| measure | before | now | goal |")
     print("|---|---:|---:|---:|")
-    print(f"| pickup after a hint, median (max) | (no hints) | {med(hint) * 1000:.0f} ms ({max(hint) * 1000:.0f} ms) "
-          "| at once |")
-    print(f"| pickup with no hint, median (max) | {med(no_hint) * 1000:.0f} ms ({max(no_hint) * 1000:.0f} ms), 2 s cap "
-          "| ≤ 60 s (the hinted cap) | ≤ the documented cap |")
+    print(
+        f"| pickup after a hint, median (max) | (no hints) | {med(hint) * 1000:.0f} ms ({max(hint) * 1000:.0f} ms) "
+        "| at once |"
+    )
+    print(
+        f"| pickup with no hint, median (max) | {med(no_hint) * 1000:.0f} ms ({max(no_hint) * 1000:.0f} ms), 2 s cap "
+        "| ≤ 60 s (the hinted cap) | ≤ the documented cap |"
+    )
     if server_hint:
-        print(f"| pickup after a hint via the pub/sub server (Valkey), median (max) | (none) | "
-              f"{med(server_hint) * 1000:.0f} ms ({max(server_hint) * 1000:.0f} ms) | at once |")
-        print(f"| pickup with the server down (fallback), median (max) | | {med(server_down) * 1000:.0f} ms "
-              f"({max(server_down) * 1000:.0f} ms), 2 s cap | ≤ the documented cap |")
+        print(
+            f"| pickup after a hint via the pub/sub server (Valkey), median (max) | (none) | "
+            f"{med(server_hint) * 1000:.0f} ms ({max(server_hint) * 1000:.0f} ms) | at once |"
+        )
+        print(
+            f"| pickup with the server down (fallback), median (max) | | {med(server_down) * 1000:.0f} ms "
+            f"({max(server_down) * 1000:.0f} ms), 2 s cap | ≤ the documented cap |"
+        )
     print(f"| idle app, storage transactions/hour | {before_idle:,} | {after_idle:,} | ≤ {GOAL_IDLE_PER_HOUR} |")
-    print(f"| SIGKILLed holder -> message received again (same machine) | 320 s | {recovered:.2f} s "
-          f"| ≤ {GOAL_RECOVERY_SAME:.0f} s |")
-    print(f"| silent death seen from another machine | 300 s lease | ≤ 60 s lease (renewed every 30 s: "
-          f"120 updates/hour per held message) | ≤ {GOAL_RECOVERY_OTHER:.0f} s |")
-    print(f"\nBurst of {BURST} small jobs (320x240 photo, 30 tiles across at tile 8, 2 slices), controller + responder + 2 processors:")
+    print(
+        f"| SIGKILLed holder -> message received again (same machine) | 320 s | {recovered:.2f} s "
+        f"| ≤ {GOAL_RECOVERY_SAME:.0f} s |"
+    )
+    print(
+        f"| silent death seen from another machine | 300 s lease | ≤ 60 s lease (renewed every 30 s: "
+        f"120 updates/hour per held message) | ≤ {GOAL_RECOVERY_OTHER:.0f} s |"
+    )
+    print(
+        f"\nBurst of {BURST} small jobs (320x240 photo, 30 tiles across at tile 8, 2 slices), controller + responder + 2 processors:"
+    )
     print("| concurrency | jobs/minute | p50 s | p95 s |")
     print("|---|---:|---:|---:|")
     for name, row in (("fixed 1 (before)", fixed), ("elastic (controller 1..4, responder 1..8)", elastic)):

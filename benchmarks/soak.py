@@ -75,10 +75,10 @@ class Service:
         from dal.config import Settings, StorageClients
         from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, short_hint_dir
         from photomosaics.commands.run import children, choose_port
+        from photomosaics.local.supervisor import ChildSpec, Supervisor
         from tests.support.pipelines import synthetic_library
         from workers.leases import LEASE_DIR_ENV
         from workers.services import RoleServices
-        from photomosaics.local.supervisor import ChildSpec, Supervisor
 
         cs = self.azurite.start()
         self.valkey.start()
@@ -88,18 +88,29 @@ class Service:
         self.services.libraries.create("tiles", "soak tiles", synthetic_library())
         hints, leases = short_hint_dir(self.tmp / "hints"), self.tmp / "leases"
         leases.mkdir(parents=True, exist_ok=True)
-        shared = {HINT_DIR_ENV: str(hints), LEASE_DIR_ENV: str(leases), HINTS_URL_ENV: self.valkey.url,
-                  "PHOTOMOSAICS_LEASE_SECONDS": str(LEASE), "PHOTOMOSAICS_LOG_LEVEL": "INFO",
-                  # a load generator is not what the per-client quotas are for
-                  "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000", "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000"}  # fmt: skip
+        shared = {
+            HINT_DIR_ENV: str(hints),
+            LEASE_DIR_ENV: str(leases),
+            HINTS_URL_ENV: self.valkey.url,
+            "PHOTOMOSAICS_LEASE_SECONDS": str(LEASE),
+            "PHOTOMOSAICS_LOG_LEVEL": "INFO",
+            # a load generator is not what the per-client quotas are for
+            "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000",
+            "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000",
+        }
         port = choose_port("127.0.0.1", 0)
-        specs = children(connection_string=cs, secret_key="soak", host="127.0.0.1", port=port, processors=2,
-                         shared=shared)  # fmt: skip
+        specs = children(
+            connection_string=cs, secret_key="soak", host="127.0.0.1", port=port, processors=2, shared=shared
+        )
         logs = self.tmp / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         # Each child's output to its own file: sh execs the child, so the pid is the role's.
-        specs = [ChildSpec(name=s.name, argv=["sh", "-c", 'exec "$@" >>"$0" 2>&1', str(logs / f"{s.name}.log"),
-                                              *s.argv], env=s.env) for s in specs]  # fmt: skip
+        specs = [
+            ChildSpec(
+                name=s.name, argv=["sh", "-c", 'exec "$@" >>"$0" 2>&1', str(logs / f"{s.name}.log"), *s.argv], env=s.env
+            )
+            for s in specs
+        ]
         self.logs = logs
         self.supervisor = Supervisor(specs, grace=20, on_exit=self._hand_back(cs, shared))
         threading.Thread(target=self.supervisor.run, name="soak-supervisor", daemon=True).start()
@@ -198,8 +209,14 @@ class Clients:
                 self.submitted.append(Submitted(n, 0, detail=type(exc).__name__))
                 continue
             body = answer.json() if answer.headers.get("Content-Type", "").startswith("application/json") else {}
-            self.submitted.append(Submitted(n, answer.status_code, body.get("request_id", ""),
-                                            "" if answer.status_code == 202 else str(body.get("error", answer.reason))))  # fmt: skip
+            self.submitted.append(
+                Submitted(
+                    n,
+                    answer.status_code,
+                    body.get("request_id", ""),
+                    "" if answer.status_code == 202 else str(body.get("error", answer.reason)),
+                )
+            )
 
 
 class Faults:
@@ -274,8 +291,16 @@ class Faults:
         from tests.support.junk import put_junk
 
         queues = self.service.services.queues
-        put_junk(self.rng.choice([*queues.image_request_lanes, *queues.slice_request_queues(), queues.slice_response,
-                                  queues.image_response]))  # fmt: skip
+        put_junk(
+            self.rng.choice(
+                [
+                    *queues.image_request_lanes,
+                    *queues.slice_request_queues(),
+                    queues.slice_response,
+                    queues.image_response,
+                ]
+            )
+        )
         return True
 
     def _hints_down(self) -> bool:
@@ -316,7 +341,10 @@ def _phase(service: Service, label: str, seed: int, *, faults: bool) -> dict[str
     logged = service.stitches_logged()
     stitches = {rid: max(_stitch_count(service, rid), logged[rid]) for rid in jobs}
     return {
-        "label": label, "seconds": SECONDS, "clients": CLIENTS, "accepted": len(accepted),
+        "label": label,
+        "seconds": SECONDS,
+        "clients": CLIENTS,
+        "accepted": len(accepted),
         "refused": dict(Counter(f"{s.status} {s.detail}".strip() for s in clients.submitted if s.status != 202)),
         "done": len(done),
         "failed": dict(Counter(j["error"] for j in jobs.values() if j["status"] == "failed")),
@@ -324,12 +352,13 @@ def _phase(service: Service, label: str, seed: int, *, faults: bool) -> dict[str
         "stitched_twice": sum(1 for n in stitches.values() if n > 1),
         "not_stitched_done": sum(1 for rid, j in jobs.items() if j["status"] == "done" and stitches[rid] == 0),
         "p50": statistics.median(latencies) if latencies else float("nan"),
-        "p99": _percentile(latencies, 0.99), "max": latencies[-1] if latencies else float("nan"),
+        "p99": _percentile(latencies, 0.99),
+        "max": latencies[-1] if latencies else float("nan"),
         "faults": dict(injector.injected) if injector else {},
         "slowest": _slowest(jobs, injector.timeline if injector else []),
         "handed_back": service.handed_back,
         "restarts": dict(service.supervisor.restarts()),
-    }  # fmt: skip
+    }
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -392,8 +421,9 @@ def _warm_up(service: Service) -> None:
         time.sleep(0.5)
     clients = Clients(service.base, seed=0)
     session = clients.session(0)
-    answer = session.post(f"{service.base}/api/jobs", data=FORM, files={"image": ("p.png", sample_photo(40, 30, seed=1))},
-                          timeout=60)  # fmt: skip
+    answer = session.post(
+        f"{service.base}/api/jobs", data=FORM, files={"image": ("p.png", sample_photo(40, 30, seed=1))}, timeout=60
+    )
     if answer.status_code != 202:
         raise RuntimeError(f"warm-up job refused: {answer.status_code} {answer.text[:300]}")
     clients.submitted.append(Submitted(0, 202, answer.json()["request_id"]))
@@ -403,24 +433,34 @@ def _warm_up(service: Service) -> None:
 
 
 def _print(calm: dict[str, Any], faulty: dict[str, Any]) -> None:
-    print(f"{CLIENTS} clients, a 40x30 job (tile 8, 2 slices) every ~{INTERVAL:g} s each, {SECONDS:.0f} s per phase; "
-          f"lease {LEASE} s; 2 processors")  # fmt: skip
-    print("| phase | accepted | refused | done | failed | lost (goal 0) | stitched twice (goal 0) | p50 s | p99 s | max s |")
+    print(
+        f"{CLIENTS} clients, a 40x30 job (tile 8, 2 slices) every ~{INTERVAL:g} s each, {SECONDS:.0f} s per phase; "
+        f"lease {LEASE} s; 2 processors"
+    )
+    print(
+        "| phase | accepted | refused | done | failed | lost (goal 0) | stitched twice (goal 0) | p50 s | p99 s | max s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in (calm, faulty):
-        print(f"| {row['label']} | {row['accepted']} | {sum(row['refused'].values())} | {row['done']} "
-              f"| {sum(row['failed'].values())} | {row['lost']} | {row['stitched_twice']} | {row['p50']:.2f} "
-              f"| {row['p99']:.2f} | {row['max']:.2f} |")  # fmt: skip
+        print(
+            f"| {row['label']} | {row['accepted']} | {sum(row['refused'].values())} | {row['done']} "
+            f"| {sum(row['failed'].values())} | {row['lost']} | {row['stitched_twice']} | {row['p50']:.2f} "
+            f"| {row['p99']:.2f} | {row['max']:.2f} |"
+        )
     ratio = faulty["p99"] / calm["p99"] if calm["p99"] else float("nan")
     print(f"p99 with faults / calm: x{ratio:.2f} (goal <= 2)")
-    print(f"faults injected: {json.dumps(faulty['faults'])}; restarts {json.dumps(faulty['restarts'])}; "
-          f"messages in dead children's lease journals (handed back): {faulty['handed_back']}")  # fmt: skip
+    print(
+        f"faults injected: {json.dumps(faulty['faults'])}; restarts {json.dumps(faulty['restarts'])}; "
+        f"messages in dead children's lease journals (handed back): {faulty['handed_back']}"
+    )
     print(f"slowest jobs with faults (and the faults while they ran): {'; '.join(faulty['slowest'])}")
     for row in (calm, faulty):
         if row["failed"] or row["refused"]:
             print(f"{row['label']}: failed {json.dumps(row['failed'])}; refused {json.dumps(row['refused'])}")
         if row["not_stitched_done"]:
-            print(f"{row['label']}: {row['not_stitched_done']} done jobs without a 'stitched' event (one-slice jobs have none)")
+            print(
+                f"{row['label']}: {row['not_stitched_done']} done jobs without a 'stitched' event (one-slice jobs have none)"
+            )
 
 
 def main() -> int:

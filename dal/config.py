@@ -30,8 +30,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 from dal.retry import ThrottleAwareRetry, retry_tuning_from_env
+from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 
 # Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
@@ -68,9 +68,7 @@ RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slic
 
 # The account every Azurite and the Azure Storage Emulator know; its key is public.
 DEVSTORE_ACCOUNT = "devstoreaccount1"
-DEVSTORE_KEY = (
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)
+DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 
@@ -222,42 +220,44 @@ class Settings:
     name_prefix: str = ""
 
     # The environment variable of each field.
-    ENV: ClassVar[Mapping[str, str]] = MappingProxyType({
-        "connection_string": CONNECTION_STRING_ENV,
-        "poison_threshold": "PHOTOMOSAICS_POISON_THRESHOLD",
-        "visibility_timeout": "PHOTOMOSAICS_VISIBILITY_TIMEOUT",
-        "batch_size": "PHOTOMOSAICS_BATCH_SIZE",
-        "poll_min_interval": "PHOTOMOSAICS_POLL_MIN_SECONDS",
-        "poll_max_interval": "PHOTOMOSAICS_POLL_MAX_SECONDS",
-        "poll_max_hinted_interval": "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS",
-        "lease_seconds": "PHOTOMOSAICS_LEASE_SECONDS",
-        "retry_delay": "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
-        "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
-        "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
-        "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
-        "inline_band_bytes": "PHOTOMOSAICS_INLINE_BAND_BYTES",
-        "max_output_pixels": "PHOTOMOSAICS_MAX_OUTPUT_PIXELS",
-        "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
-        "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",
-        "max_slices": "PHOTOMOSAICS_MAX_SLICES",
-        "web_decode_megapixels": "PHOTOMOSAICS_WEB_DECODE_MEGAPIXELS",
-        "max_unfinished_jobs": "PHOTOMOSAICS_MAX_UNFINISHED_JOBS",
-        "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
-        "address_burst": "PHOTOMOSAICS_ADDRESS_BURST",
-        "address_submissions_per_hour": "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR",
-        "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
-        "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
-        "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",
-        "web_replicas": "PHOTOMOSAICS_WEB_REPLICAS",
-        "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
-        "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
-        "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",
-        "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
-        "failover_stay_seconds": "PHOTOMOSAICS_FAILOVER_STAY_SECONDS",
-        "syphon_interval": "PHOTOMOSAICS_SYPHON_INTERVAL",
-        "data_dir": "PHOTOMOSAICS_DATA_DIR",
-        "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",
-    })  # fmt: skip
+    ENV: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "connection_string": CONNECTION_STRING_ENV,
+            "poison_threshold": "PHOTOMOSAICS_POISON_THRESHOLD",
+            "visibility_timeout": "PHOTOMOSAICS_VISIBILITY_TIMEOUT",
+            "batch_size": "PHOTOMOSAICS_BATCH_SIZE",
+            "poll_min_interval": "PHOTOMOSAICS_POLL_MIN_SECONDS",
+            "poll_max_interval": "PHOTOMOSAICS_POLL_MAX_SECONDS",
+            "poll_max_hinted_interval": "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS",
+            "lease_seconds": "PHOTOMOSAICS_LEASE_SECONDS",
+            "retry_delay": "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
+            "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
+            "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
+            "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
+            "inline_band_bytes": "PHOTOMOSAICS_INLINE_BAND_BYTES",
+            "max_output_pixels": "PHOTOMOSAICS_MAX_OUTPUT_PIXELS",
+            "max_upload_bytes": "PHOTOMOSAICS_MAX_UPLOAD_BYTES",
+            "max_input_pixels": "PHOTOMOSAICS_MAX_INPUT_PIXELS",
+            "max_slices": "PHOTOMOSAICS_MAX_SLICES",
+            "web_decode_megapixels": "PHOTOMOSAICS_WEB_DECODE_MEGAPIXELS",
+            "max_unfinished_jobs": "PHOTOMOSAICS_MAX_UNFINISHED_JOBS",
+            "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
+            "address_burst": "PHOTOMOSAICS_ADDRESS_BURST",
+            "address_submissions_per_hour": "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR",
+            "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
+            "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
+            "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",
+            "web_replicas": "PHOTOMOSAICS_WEB_REPLICAS",
+            "backpressure_max_wait_seconds": "PHOTOMOSAICS_BACKPRESSURE_MAX_WAIT_SECONDS",
+            "backlog_cache_seconds": "PHOTOMOSAICS_BACKLOG_CACHE_SECONDS",
+            "fair_lanes": "PHOTOMOSAICS_FAIR_LANES",
+            "slice_shards": "PHOTOMOSAICS_SLICE_SHARDS",
+            "failover_stay_seconds": "PHOTOMOSAICS_FAILOVER_STAY_SECONDS",
+            "syphon_interval": "PHOTOMOSAICS_SYPHON_INTERVAL",
+            "data_dir": "PHOTOMOSAICS_DATA_DIR",
+            "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",
+        }
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -28,9 +28,9 @@ from typing import Any
 from azure.storage.blob import ExponentialRetry
 
 __all__ = [
+    "DEFAULT_SERVER_BUSY_WAIT",
     "RETRY_SCALE_ENV",
     "SERVER_BUSY_ENV",
-    "DEFAULT_SERVER_BUSY_WAIT",
     "THROTTLE_ERROR_CODES",
     "ThrottleAwareRetry",
     "retry_kind",
@@ -94,8 +94,14 @@ def retry_tuning_from_env(environ: Mapping[str, str] | None = None) -> tuple[flo
 class ThrottleAwareRetry(ExponentialRetry):
     """The storage SDK's jittered exponential retry, with a ServerBusy floor and a retry callback."""
 
-    def __init__(self, *, scale: float = 1.0, server_busy_wait: float = DEFAULT_SERVER_BUSY_WAIT,
-                 on_retry: RetryCallback | None = None, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        scale: float = 1.0,
+        server_busy_wait: float = DEFAULT_SERVER_BUSY_WAIT,
+        on_retry: RetryCallback | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.scale = scale
         self.server_busy_wait = server_busy_wait

@@ -16,17 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from dal.admission.address_quotas import AddressBuckets
 from dal.admission.backpressure import BacklogGauge
+from dal.admission.quotas import QuotaStore
+from dal.admission.render_rates import RenderRates
+from dal.availability.failover import PairedAccount
+from dal.blobs.libraries import LibraryStore
 from dal.blobs.store import BlobStore
 from dal.config import Settings, StorageClients
-from dal.availability.failover import PairedAccount
 from dal.jobs.store import JobStore
-from dal.blobs.libraries import LibraryStore
 from dal.queues.messages import QueueMessage
 from dal.queues.work_queue import QueueAccessor
-from dal.admission.quotas import QuotaStore
-from dal.admission.address_quotas import AddressBuckets
-from dal.admission.render_rates import RenderRates
 
 __all__ = ["Stores"]
 
@@ -97,8 +97,9 @@ class Stores:
         """The writes that fail over to the secondary; None when no secondary is configured."""
         if self.secondary is None:
             return None
-        return PairedAccount(self, Stores(self.secondary, self.settings),
-                             stay_on_secondary=self.settings.failover_stay_seconds)  # fmt: skip
+        return PairedAccount(
+            self, Stores(self.secondary, self.settings), stay_on_secondary=self.settings.failover_stay_seconds
+        )
 
     def send(self, messages: QueueMessage | Sequence[QueueMessage], *, force_secondary: bool = False) -> str:
         """Send messages of one queue (by their ``queue_uri``); ``"primary"`` or ``"secondary"`` (parked)."""

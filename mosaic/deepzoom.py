@@ -22,8 +22,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from xml.etree import ElementTree
 from typing import Any
+from xml.etree import ElementTree
 
 import numpy as np
 
@@ -58,7 +58,9 @@ def level_tiles(width: int, height: int, level: int, *, tile_size: int = DZI_TIL
     return math.ceil(w / tile_size), math.ceil(h / tile_size)
 
 
-def tile_origin(column: int, row: int, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP) -> tuple[int, int]:
+def tile_origin(
+    column: int, row: int, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP
+) -> tuple[int, int]:
     """Where tile ``(column, row)``'s top-left pixel lies in its level (inner edges overlap)."""
     return column * tile_size - (overlap if column else 0), row * tile_size - (overlap if row else 0)
 
@@ -84,8 +86,12 @@ def read_descriptor(data: bytes) -> Descriptor:
     try:
         root = ElementTree.fromstring(data)
         size = next(child for child in root if child.tag.rsplit("}", 1)[-1] == "Size")
-        described = Descriptor(int(size.get("Width", "")), int(size.get("Height", "")),
-                               int(root.get("TileSize", "")), int(root.get("Overlap", "")))  # fmt: skip
+        described = Descriptor(
+            int(size.get("Width", "")),
+            int(size.get("Height", "")),
+            int(root.get("TileSize", "")),
+            int(root.get("Overlap", "")),
+        )
     except (ElementTree.ParseError, StopIteration, ValueError) as exc:
         raise ValueError(f"not a Deep Zoom descriptor: {exc or 'no Size element'}") from None
     if min(described.width, described.height, described.tile_size) < 1 or described.overlap < 0:
@@ -119,19 +125,31 @@ def write_dzi(
 
 def _dzsave_options(tile_size: int, overlap: int, quality: int) -> dict[str, Any]:
     """The pyramid's cut and tile encoding, the same for a folder and a zip."""
-    return {"layout": "dz", "tile_size": tile_size, "overlap": overlap,
-            "suffix": _TILE_SUFFIX.format(quality=quality), "depth": "onepixel"}  # fmt: skip
+    return {
+        "layout": "dz",
+        "tile_size": tile_size,
+        "overlap": overlap,
+        "suffix": _TILE_SUFFIX.format(quality=quality),
+        "depth": "onepixel",
+    }
 
 
-def write_dzi_from_vips(image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP,
-                        quality: int = DZI_QUALITY) -> None:  # fmt: skip
+def write_dzi_from_vips(
+    image: Any, path: Path, *, tile_size: int = DZI_TILE_SIZE, overlap: int = DZI_OVERLAP, quality: int = DZI_QUALITY
+) -> None:
     """Write a ``pyvips.Image`` (possibly streamed from a file) as a DZI pyramid."""
     # dzsave takes the name without ".dzi" and adds it, and "_files/" for the tiles.
     image.dzsave(str(path.with_suffix("")), **_dzsave_options(tile_size, overlap, quality))
 
 
-def write_dzi_zip(image: Any, out: Path | Callable[[bytes], object], *, tile_size: int = DZI_TILE_SIZE,
-                  overlap: int = DZI_OVERLAP, quality: int = DZI_QUALITY) -> None:  # fmt: skip
+def write_dzi_zip(
+    image: Any,
+    out: Path | Callable[[bytes], object],
+    *,
+    tile_size: int = DZI_TILE_SIZE,
+    overlap: int = DZI_OVERLAP,
+    quality: int = DZI_QUALITY,
+) -> None:
     """Write a ``pyvips.Image`` as one uncompressed zip: ``<stem>.dzi`` and ``<stem>_files/``.
 
     ``out`` is a path (``<stem>.zip``), or a ``write(bytes)`` callable that receives the zip
@@ -159,7 +177,7 @@ def stream_save(save: Callable[[Any], None], write: Callable[[bytes], object]) -
     def on_write(chunk: Any) -> int:
         try:
             write(bytes(chunk))  # chunk is libvips' buffer, valid during this call only
-        except BaseException as exc:  # noqa: BLE001 -- handed back to the caller below
+        except BaseException as exc:
             failed.append(exc)
             return -1  # libvips: a failed write ends the save
         return len(chunk)

@@ -46,8 +46,14 @@ we refused), named there so that no module outside ``dal/`` imports Azure's type
 from __future__ import annotations
 
 __all__ = [
-    "PhotoMosaicsError", "MosaicError", "ImageDecodeError", "LibraryFormatError", "NoUsableImageError",
-    "TileSourceError", "SourceLimitError", "TileBudgetError",
+    "ImageDecodeError",
+    "LibraryFormatError",
+    "MosaicError",
+    "NoUsableImageError",
+    "PhotoMosaicsError",
+    "SourceLimitError",
+    "TileBudgetError",
+    "TileSourceError",
 ]
 
 

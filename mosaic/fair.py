@@ -109,8 +109,9 @@ def _first_of_each_tile(tile: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _min_cost_flow(rows: np.ndarray, tiles: np.ndarray, costs: np.ndarray, n: int, distinct: int,
-                   max_uses: int) -> np.ndarray | None:
+def _min_cost_flow(
+    rows: np.ndarray, tiles: np.ndarray, costs: np.ndarray, n: int, distinct: int, max_uses: int
+) -> np.ndarray | None:
     """Indices (into the arc arrays) of the arc chosen for each cell, None if a cell overflows."""
     from ortools.graph.python import min_cost_flow
 
@@ -118,13 +119,20 @@ def _min_cost_flow(rows: np.ndarray, tiles: np.ndarray, costs: np.ndarray, n: in
     sink, overflow = n + distinct, n + distinct + 1
     too_much = int(costs.max()) + 1 if costs.size else 1  # above any real arc: used only when needed
     cell_arcs = flow.add_arcs_with_capacity_and_unit_cost(
-        rows.astype(np.int32), (n + tiles).astype(np.int32), np.ones(rows.size, np.int64), costs)
+        rows.astype(np.int32), (n + tiles).astype(np.int32), np.ones(rows.size, np.int64), costs
+    )
     flow.add_arcs_with_capacity_and_unit_cost(
-        np.arange(n, dtype=np.int32), np.full(n, overflow, np.int32), np.ones(n, np.int64),
-        np.full(n, too_much, np.int64))
+        np.arange(n, dtype=np.int32),
+        np.full(n, overflow, np.int32),
+        np.ones(n, np.int64),
+        np.full(n, too_much, np.int64),
+    )
     flow.add_arcs_with_capacity_and_unit_cost(
-        np.arange(n, n + distinct, dtype=np.int32), np.full(distinct, sink, np.int32),
-        np.full(distinct, max_uses, np.int64), np.zeros(distinct, np.int64))
+        np.arange(n, n + distinct, dtype=np.int32),
+        np.full(distinct, sink, np.int32),
+        np.full(distinct, max_uses, np.int64),
+        np.zeros(distinct, np.int64),
+    )
     flow.add_arc_with_capacity_and_unit_cost(overflow, sink, n, 0)
     supplies = np.zeros(n + distinct + 2, np.int64)
     supplies[:n] = 1

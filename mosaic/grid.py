@@ -20,7 +20,6 @@ from .limits import DEFAULT_AUTO_OUTPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_S
 from .signatures import SUB, cell_pixels
 
 
-
 @dataclass(frozen=True)
 class Grid:
     """A mosaic layout: ``tiles_across`` × ``tiles_down`` cells of ``tile_size`` pixels."""
@@ -65,8 +64,7 @@ def plan_grid(
     max_cells = max_output_pixels // (tile_size * tile_size)
     if max_cells < 1:
         raise ValueError(
-            f"a single {tile_size}x{tile_size} tile is larger than the maximum output of "
-            f"{max_output_pixels:,} pixels"
+            f"a single {tile_size}x{tile_size} tile is larger than the maximum output of {max_output_pixels:,} pixels"
         )
     across = width if tiles_across is None else tiles_across
     if across * _rows(width, height, across) > max_cells:

@@ -30,10 +30,14 @@ FORMAT_NAMES = "JPEG, PNG, WebP, GIF, BMP or TIFF"
 _ORIENTATION_TAG = 0x0112
 _SIDEWAYS = {5, 6, 7, 8}
 _TRANSPOSE = {  # EXIF orientation -> the turn that shows it upright (as Pillow's exif_transpose)
-    2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
     8: Image.Transpose.ROTATE_90,
-}  # fmt: skip
+}
 _SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
 _WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
 _SIXTEEN_BIT = np.rint(np.arange(65536) * (255.0 / 65535.0)).astype(np.uint8)  # 16-bit -> 8-bit
@@ -59,8 +63,7 @@ def open_image(
             image = Image.open(io.BytesIO(data), formats=DECODER_FORMATS)
             if image.width * image.height > max_pixels:
                 raise ImageDecodeError(
-                    f"image of {image.width}x{image.height} pixels is larger than the "
-                    f"maximum of {max_pixels:,} pixels"
+                    f"image of {image.width}x{image.height} pixels is larger than the maximum of {max_pixels:,} pixels"
                 )
             if min_size is not None and image.format == "JPEG":
                 width, height = min_size
@@ -75,8 +78,18 @@ def open_image(
         raise
     except UnidentifiedImageError:
         raise ImageDecodeError(f"not an image in an accepted format ({FORMAT_NAMES})") from None
-    except (OSError, SyntaxError, ValueError, TypeError, EOFError, IndexError, KeyError,
-            struct.error, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+    except (
+        OSError,
+        SyntaxError,
+        ValueError,
+        TypeError,
+        EOFError,
+        IndexError,
+        KeyError,
+        struct.error,
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ) as exc:
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
 
 

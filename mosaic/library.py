@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image
 
-
 from .errors import ImageDecodeError, LibraryFormatError, NoUsableImageError
 from .images import open_image, probe_size
 from .limits import MAX_TILE_SIZE
@@ -34,7 +33,6 @@ FORMAT = "photomosaics-tile-library"
 FORMAT_VERSION = 1
 _PAGE = 64  # tiles per page side: 4096 tiles, 4096 x 4096 pixels per PNG page
 T = TypeVar("T")
-
 
 
 @dataclass(frozen=True, eq=False)

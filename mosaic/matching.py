@@ -41,7 +41,9 @@ def nearest(cells: np.ndarray, tiles: np.ndarray) -> np.ndarray:
     return out
 
 
-def best(cells: np.ndarray, tiles: np.ndarray, m: int, *, columns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def best(
+    cells: np.ndarray, tiles: np.ndarray, m: int, *, columns: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``m`` nearest tiles per cell, best first: ``(n, m) int32`` indices and float64 scores.
 
     Order is by score then tile index, fully defined. ``m`` is capped at the number of tiles.

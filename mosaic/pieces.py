@@ -46,8 +46,18 @@ from .library import TileLibrary
 from .limits import JPEG_MAX_SIDE, MAX_SLICE_PIXELS
 from .render import DEFAULT_OPTIONS, RenderOptions, choose_tiles, render_band
 
-__all__ = ["JPEG_ROWS", "MAX_BAND_LEVELS", "Piece", "PiecePlan", "job_plan", "plan_pieces", "segments", "render_piece", "shrink",
-           "band_tiles"]
+__all__ = [
+    "JPEG_ROWS",
+    "MAX_BAND_LEVELS",
+    "Piece",
+    "PiecePlan",
+    "band_tiles",
+    "job_plan",
+    "plan_pieces",
+    "render_piece",
+    "segments",
+    "shrink",
+]
 
 JPEG_ROWS = 128  # 8 MCU rows of 16 px: restart markers RST0..RST7 come round whole at each band start
 MAX_BAND_LEVELS = 4  # the most pyramid levels a band makes (a unit of 4,080 rows)
@@ -118,8 +128,17 @@ class PiecePlan:
     def piece(self, index: int) -> Piece:
         owned, jpeg, pyramid_rows = self._rows(index)
         cells = range(self._first_cell(index), self._last_cell(index))
-        return Piece(index=index, width=self.width, height=self.height, levels=self.levels, owned=owned, jpeg=jpeg,
-                     pyramid_rows=pyramid_rows, cells=cells, tile_size=self.tile_size)
+        return Piece(
+            index=index,
+            width=self.width,
+            height=self.height,
+            levels=self.levels,
+            owned=owned,
+            jpeg=jpeg,
+            pyramid_rows=pyramid_rows,
+            cells=cells,
+            tile_size=self.tile_size,
+        )
 
     def pieces(self) -> list[Piece]:
         return [self.piece(i) for i in range(self.bands)]
@@ -137,27 +156,52 @@ def segments(cuts: tuple[int, ...], cells: range) -> list[range]:
     return [range(a, b) for a, b in zip(inside, inside[1:])]
 
 
-def choose_piece(cells: np.ndarray, library: TileLibrary, *, tile_size: int, seed: str, rows: range,
-                 cuts: tuple[int, ...], options: RenderOptions = DEFAULT_OPTIONS) -> np.ndarray:
+def choose_piece(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    seed: str,
+    rows: range,
+    cuts: tuple[int, ...],
+    options: RenderOptions = DEFAULT_OPTIONS,
+) -> np.ndarray:
     """The tiles of cell rows ``rows`` (``cells`` is their cell image), each choice segment's
     tiles chosen on their own, as the neighbouring bands choose them."""
     per_row = cells.shape[0] // len(rows)
-    return np.concatenate([
-        choose_tiles(cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row], library,
-                     tile_size=tile_size, seed=seed, row_offset=seg.start, options=options)
-        for seg in segments(cuts, rows)
-    ])
+    return np.concatenate(
+        [
+            choose_tiles(
+                cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row],
+                library,
+                tile_size=tile_size,
+                seed=seed,
+                row_offset=seg.start,
+                options=options,
+            )
+            for seg in segments(cuts, rows)
+        ]
+    )
 
 
-def render_piece(cells: np.ndarray, library: TileLibrary, *, tile_size: int, seed: str, rows: range,
-                 cuts: tuple[int, ...], options: RenderOptions = DEFAULT_OPTIONS,
-                 choice: np.ndarray | None = None) -> np.ndarray:
+def render_piece(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    seed: str,
+    rows: range,
+    cuts: tuple[int, ...],
+    options: RenderOptions = DEFAULT_OPTIONS,
+    choice: np.ndarray | None = None,
+) -> np.ndarray:
     """The pixels of cell rows ``rows``: ``choose_piece``'s tiles, or ``choice``, those rows of a
     whole-grid choice (fair use)."""
     if choice is None:
         choice = choose_piece(cells, library, tile_size=tile_size, seed=seed, rows=rows, cuts=cuts, options=options)
-    return render_band(cells, library, tile_size=tile_size, seed=seed, row_offset=rows.start, options=options,
-                       choice=choice)
+    return render_band(
+        cells, library, tile_size=tile_size, seed=seed, row_offset=rows.start, options=options, choice=choice
+    )
 
 
 def job_plan(grid: Grid, slices: int) -> PiecePlan | None:
@@ -212,7 +256,9 @@ def shrink(pixels: np.ndarray) -> np.ndarray:
     return out.astype(np.uint8)
 
 
-def band_tiles(pixels: np.ndarray, piece: Piece, *, first_row: int) -> tuple[list[tuple[int, int, int, np.ndarray]], np.ndarray]:
+def band_tiles(
+    pixels: np.ndarray, piece: Piece, *, first_row: int
+) -> tuple[list[tuple[int, int, int, np.ndarray]], np.ndarray]:
     """The band's pyramid tiles ``(level, column, row, pixels)`` and its reduced rows.
 
     ``pixels`` are the output rows from ``first_row`` on (at least ``piece.pyramid_rows``)."""
@@ -232,8 +278,9 @@ def band_tiles(pixels: np.ndarray, piece: Piece, *, first_row: int) -> tuple[lis
     raise AssertionError("levels must be at least 1")
 
 
-def _cut(level: np.ndarray, number: int, owned: range, offset: int, width: int,
-         height: int) -> Iterator[tuple[int, int, int, np.ndarray]]:
+def _cut(
+    level: np.ndarray, number: int, owned: range, offset: int, width: int, height: int
+) -> Iterator[tuple[int, int, int, np.ndarray]]:
     """The tiles of the tile rows that start in ``owned`` (whole rows: ``owned`` starts on one)."""
     size, overlap = DZI_TILE_SIZE, DZI_OVERLAP
     for row in range(owned.start // size, math.ceil(owned.stop / size)):

@@ -155,7 +155,9 @@ def _scale(ws: float, wc: float) -> float:
     return BOUND / max(ws * 100.0, wc * 128.0, 1e-9)
 
 
-def with_texture(tile_features: np.ndarray, tiles: np.ndarray, sub_rgb: np.ndarray, *, structure: float, colour: float) -> np.ndarray:
+def with_texture(
+    tile_features: np.ndarray, tiles: np.ndarray, sub_rgb: np.ndarray, *, structure: float, colour: float
+) -> np.ndarray:
     """``tile_features`` (from ``features`` of the tiles' sub-cells) with their texture column set.
 
     ``tiles``: ``(n, s, s, 3) uint8`` at the placed size; ``sub_rgb`` their sub-cells. The

@@ -114,7 +114,9 @@ class TileSources:
         self._pixels += pixels
         limit = self.limits.max_pixels
         if limit is not None and self._pixels > limit:
-            raise SourceLimitError(f"the images hold more than {limit:,} pixels together; a library takes at most that many")
+            raise SourceLimitError(
+                f"the images hold more than {limit:,} pixels together; a library takes at most that many"
+            )
 
     def __len__(self) -> int:
         return len(self._files)

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Member", "local_entries", "entry_bytes", "central_directory"]
+__all__ = ["Member", "central_directory", "entry_bytes", "local_entries"]
 
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
 _CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")
@@ -66,9 +66,29 @@ def central_directory(members: Sequence[Member], *, start: int = 0) -> bytes:
         extra = b""
         if offset >= _MAX32:
             extra = struct.pack("<HHQ", 1, 8, offset)
-        parts.append(_CENTRAL.pack(b"PK\x01\x02", 45 if extra else 20, 45 if extra else 20, 0, 0, 0, _DOS_DATE,
-                                   member.crc, member.size, member.size, len(encoded), len(extra), 0, 0, 0, 0,
-                                   min(offset, _MAX32)) + encoded + extra)
+        parts.append(
+            _CENTRAL.pack(
+                b"PK\x01\x02",
+                45 if extra else 20,
+                45 if extra else 20,
+                0,
+                0,
+                0,
+                _DOS_DATE,
+                member.crc,
+                member.size,
+                member.size,
+                len(encoded),
+                len(extra),
+                0,
+                0,
+                0,
+                0,
+                min(offset, _MAX32),
+            )
+            + encoded
+            + extra
+        )
         offset += member.entry_bytes
     directory = b"".join(parts)
     at, size, count = offset, len(directory), len(members)

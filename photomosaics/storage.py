@@ -18,9 +18,11 @@ from dal.stores import Stores
 from photomosaics.local.azurite import AzuriteError, embedded_or_configured
 
 DATA_DIR_OPTION = click.option(
-    "--data-dir", type=click.Path(file_okay=False), default=None,
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
     help="The data folder of `photomosaics run`, used when no connection string is set [default: .data].",
-)  # fmt: skip
+)
 
 
 @contextlib.contextmanager

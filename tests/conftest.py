@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, StorageClients
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from tests.support.prereqs import require
-
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT, StorageClients, expand_connection_string
+from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,9 +95,11 @@ def test_on_disk_persistence_keeps_a_blob_across_restart(tmp_path: Path) -> None
         blob = StorageClients(second.connection_string, profile="probe").blob_service.get_blob_client("keep", "b.txt")
         assert blob.download_blob().readall() == b"still here"
     with Azurite() as in_memory:  # and memory is not disk
-        assert not StorageClients(in_memory.connection_string, profile="probe").blob_service.get_container_client(
-            "keep"
-        ).exists()
+        assert (
+            not StorageClients(in_memory.connection_string, profile="probe")
+            .blob_service.get_container_client("keep")
+            .exists()
+        )
 
 
 def test_a_running_azurite_on_a_data_folder_is_reused_not_started_twice(tmp_path: Path) -> None:

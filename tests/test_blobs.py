@@ -98,7 +98,9 @@ def test_listing_follows_continuation_past_5000(storage: StorageClients, unique:
         counted.blob_service.delete_container(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
 
 
-def upload_many(store: BlobStore, container: str, items: dict[str, bytes], *, content_type: str, workers: int = 8) -> None:
+def upload_many(
+    store: BlobStore, container: str, items: dict[str, bytes], *, content_type: str, workers: int = 8
+) -> None:
     """Upload many small blobs concurrently (per-request latency dominates): set-up for listing tests."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(lambda kv: store.upload(container, kv[0], kv[1], content_type=content_type), items.items()))
@@ -150,7 +152,9 @@ def test_delete_prefix_counts_a_blob_already_gone_and_raises_for_one_it_could_no
 
 def _counted_store(storage: StorageClients, unique: str) -> tuple[BlobStore, TransactionCounter]:
     counter = TransactionCounter()
-    store = BlobStore(StorageClients(storage.connection_string, profile="probe", response_hook=counter), prefix=f"t{unique}")
+    store = BlobStore(
+        StorageClients(storage.connection_string, profile="probe", response_hook=counter), prefix=f"t{unique}"
+    )
     store.ensure_containers()
     counter.reset()
     return store, counter
@@ -168,10 +172,14 @@ def _pieces(data: bytes, seed: int) -> list[bytes]:
     return [data[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
-def test_a_stream_past_its_first_block_is_staged_block_by_block_and_committed_once(storage: StorageClients, unique: str) -> None:
+def test_a_stream_past_its_first_block_is_staged_block_by_block_and_committed_once(
+    storage: StorageClients, unique: str
+) -> None:
     blobs, counter = _counted_store(storage, unique)
     data = np.random.default_rng(7).bytes(5_500)
-    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "big.zip", content_type="application/zip", block_bytes=1_000) as writer:
+    with blobs.open_writer(
+        IMAGE_OUTPUT_CONTAINER, "big.zip", content_type="application/zip", block_bytes=1_000
+    ) as writer:
         for piece in _pieces(data, seed=1):
             assert writer.write(piece) == len(piece)
     assert writer.staged_blocks == 6  # five full blocks and the last 500 bytes
@@ -188,7 +196,9 @@ def test_a_stream_holds_a_few_blocks_never_the_whole_blob(blobs: BlobStore) -> N
     piece = np.random.default_rng(3).bytes(10_000)
     tracemalloc.start()
     try:
-        with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "long.zip", content_type="application/zip", block_bytes=block) as writer:
+        with blobs.open_writer(
+            IMAGE_OUTPUT_CONTAINER, "long.zip", content_type="application/zip", block_bytes=block
+        ) as writer:
             for _ in range(total // len(piece)):
                 writer.write(piece)
         peak = tracemalloc.get_traced_memory()[1]
@@ -203,7 +213,9 @@ def test_a_stream_holds_a_few_blocks_never_the_whole_blob(blobs: BlobStore) -> N
 def test_a_stream_within_its_first_block_is_one_put_blob(storage: StorageClients, unique: str, size: int) -> None:
     blobs, counter = _counted_store(storage, unique)
     data = np.random.default_rng(size).bytes(size)
-    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "small.zip", content_type="application/zip", block_bytes=1_000) as writer:
+    with blobs.open_writer(
+        IMAGE_OUTPUT_CONTAINER, "small.zip", content_type="application/zip", block_bytes=1_000
+    ) as writer:
         for piece in _pieces(data, seed=2):
             writer.write(piece)
     assert counter.counts() == {"blob PutBlob": 1}  # as BlobStore.upload: what a small job's pyramid costs
@@ -212,16 +224,21 @@ def test_a_stream_within_its_first_block_is_one_put_blob(storage: StorageClients
         writer.write(b"x")
 
 
-def test_a_failed_stage_is_raised_by_the_next_write_and_leaves_the_old_blob(blobs: BlobStore, storage: StorageClients) -> None:
+def test_a_failed_stage_is_raised_by_the_next_write_and_leaves_the_old_blob(
+    blobs: BlobStore, storage: StorageClients
+) -> None:
     # A real fault: someone else holds a lease on the blob, so Azure refuses Put Block (412).
     blobs.upload(IMAGE_OUTPUT_CONTAINER, "leased.zip", b"old", content_type="text/plain")
     container = storage.blob_service.get_container_client(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
     lease = container.get_blob_client("leased.zip").acquire_lease(lease_duration=-1)
     written = 0
     try:
-        with pytest.raises(HttpResponseError) as raised, \
-                blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "leased.zip", content_type="application/zip",
-                                  block_bytes=1_000) as writer:  # fmt: skip
+        with (
+            pytest.raises(HttpResponseError) as raised,
+            blobs.open_writer(
+                IMAGE_OUTPUT_CONTAINER, "leased.zip", content_type="application/zip", block_bytes=1_000
+            ) as writer,
+        ):
             for _ in range(10_000):  # 3 MB, were the failure never noticed
                 writer.write(b"x" * 300)
                 written += 300
@@ -231,8 +248,10 @@ def test_a_failed_stage_is_raised_by_the_next_write_and_leaves_the_old_blob(blob
         assert writer.staged_blocks == 0
         assert _writer_threads() == []
         # The small path (one Put Blob at close) fails the same way.
-        with pytest.raises(HttpResponseError), blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "leased.zip",
-                                                                   content_type="application/zip") as writer:  # fmt: skip
+        with (
+            pytest.raises(HttpResponseError),
+            blobs.open_writer(IMAGE_OUTPUT_CONTAINER, "leased.zip", content_type="application/zip") as writer,
+        ):
             writer.write(b"new")
     finally:
         lease.release()
@@ -245,8 +264,10 @@ def test_a_stream_whose_container_is_deleted_midway_raises_blob_missing_and_stor
     blobs = BlobStore(storage)
     container = f"w{unique}"
     storage.blob_service.create_container(container)
-    with pytest.raises(BlobMissingError, match="does not exist"), \
-            blobs.open_writer(container, "gone.zip", content_type="application/zip", block_bytes=1_000) as writer:  # fmt: skip
+    with (
+        pytest.raises(BlobMissingError, match="does not exist"),
+        blobs.open_writer(container, "gone.zip", content_type="application/zip", block_bytes=1_000) as writer,
+    ):
         writer.write(b"x" * 2_500)  # two blocks staged (or on their way)
         storage.blob_service.delete_container(container)
         for _ in range(1_000):

@@ -19,8 +19,6 @@ from tests.support.pipelines import Pipeline, RoleProcess, assert_jobs_pixel_ide
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
-
-
 def wait_until(probe: Callable[[], object], *, seconds: float, what: str, pipe: Pipeline) -> None:
     deadline = time.monotonic() + seconds
     while not probe():
@@ -110,7 +108,9 @@ def test_garbage_on_every_queue_goes_to_poison_and_jobs_keep_flowing(pipe: Pipel
     finished = pipe.wait([rid], timeout=60)
     assert_jobs_pixel_identical(pipe, finished, {rid: image}, tile=8, slices=2)
     for queue in queues:
-        wait_until(lambda q=queue: q.poison.approximate_depth() >= 2, seconds=20, what=f"{queue.poison.name}", pipe=pipe)
+        wait_until(
+            lambda q=queue: q.poison.approximate_depth() >= 2, seconds=20, what=f"{queue.poison.name}", pipe=pipe
+        )
         entries = queue.poison.peek()
         assert len(entries) == 2, entries
         assert all(e.reason and e.queue == queue.name for e in entries)
@@ -129,8 +129,11 @@ def test_jobs_that_cannot_succeed_end_failed_with_their_reason(pipe: Pipeline) -
     too_many = pipe.submit(good, library_uri=pipe.library_uri, tile_size=8, slices=31)  # 30 rows of tiles
 
     finished = pipe.wait([corrupt, no_library, too_many], timeout=60)
-    expected = {corrupt: "could not be read as a picture", no_library: "does not exist",
-                too_many: "has only 30 rows of tiles"}  # fmt: skip
+    expected = {
+        corrupt: "could not be read as a picture",
+        no_library: "does not exist",
+        too_many: "has only 30 rows of tiles",
+    }
     for rid, text in expected.items():
         job = finished[rid]
         assert job.status == "failed" and job.error is not None and text in job.error, (job.status, job.error)
@@ -143,8 +146,12 @@ def test_a_slice_that_keeps_failing_fails_its_job_after_the_poison_threshold(pip
     env = {"PHOTOMOSAICS_POISON_THRESHOLD": "2"}
     roles = [pipe.start("controller", env=env), pipe.start("processor", env=env)]
     # Every role creates missing containers at start-up: let both finish that first.
-    wait_until(lambda: all("role.start" in r.log_path.read_text(errors="replace") for r in roles), seconds=30,
-               what="the roles to start", pipe=pipe)  # fmt: skip
+    wait_until(
+        lambda: all("role.start" in r.log_path.read_text(errors="replace") for r in roles),
+        seconds=30,
+        what="the roles to start",
+        pipe=pipe,
+    )
     # Every render now fails to store its result: a transient-looking error that never heals.
     # (A one-slice job's processor writes the final output itself, so both containers go.)
     for container in (SLICE_RESPONSE_CONTAINER, IMAGE_OUTPUT_CONTAINER):

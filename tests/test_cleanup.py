@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from dal.operations.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
 from dal.config import (
     Settings,
     StorageClients,
 )
 from dal.jobs.model import Job
 from dal.jobs.store import JobStore
+from dal.operations.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
 from tests.support.stored_jobs import CLIENT, leftovers, make_job, world  # noqa: F401 (a fixture)
 from workers.listener import QueueListener
 
@@ -42,8 +42,9 @@ def test_a_crash_mid_cleanup_leaves_nothing_after_redelivery(world: dict[str, An
 
         delete_job_everywhere(blobs, jobs, received.message.client_id, received.message.request_id, after_step=after)
 
-    listener = QueueListener(queue, handler, name="cleanup-test", poll_min=0.05, poll_max=0.2, retry_delay=1.0,
-                             grace=10.0)  # fmt: skip
+    listener = QueueListener(
+        queue, handler, name="cleanup-test", poll_min=0.05, poll_max=0.2, retry_delay=1.0, grace=10.0
+    )
     listener.run(max_messages=2)  # the crashed delivery, then its redelivery
 
     assert deliveries == [1, 2]
@@ -76,13 +77,39 @@ def test_5001_events_and_jobs_are_listed_and_deleted_through_continuation_tokens
     jobs = JobStore(counted, prefix=f"n{unique}")
     jobs.ensure_tables()
     rid = str(uuid.uuid4())
-    jobs.create(Job(client_id=CLIENT, request_id=rid, status="done", library="lib", tile_size=8, slices=1,
-                    tiles_across=1, tiles_down=1, output_width=8, output_height=8, input_name=f"{rid}.png"))  # fmt: skip
+    jobs.create(
+        Job(
+            client_id=CLIENT,
+            request_id=rid,
+            status="done",
+            library="lib",
+            tile_size=8,
+            slices=1,
+            tiles_across=1,
+            tiles_down=1,
+            output_width=8,
+            output_height=8,
+            input_name=f"{rid}.png",
+        )
+    )
     table = counted.table_service.get_table_client(jobs.events_table)
     for start in range(0, 5_001, 100):  # entity-group transactions of 100: fast to write
-        table.submit_transaction([("create", {"PartitionKey": rid, "RowKey": f"{i:020d}-000000000000", "kind": "x",
-                                              "actor": "t", "message": "m", "at": NOW})
-                                  for i in range(start, min(start + 100, 5_001))])  # fmt: skip
+        table.submit_transaction(
+            [
+                (
+                    "create",
+                    {
+                        "PartitionKey": rid,
+                        "RowKey": f"{i:020d}-000000000000",
+                        "kind": "x",
+                        "actor": "t",
+                        "message": "m",
+                        "at": NOW,
+                    },
+                )
+                for i in range(start, min(start + 100, 5_001))
+            ]
+        )
     list_calls.clear()
     assert len(jobs.events(rid)) == 5_001
     assert len(list_calls) >= 5  # the service handed back continuation tokens and they were followed
@@ -120,8 +147,9 @@ def test_the_cleaner_deletes_jobs_and_libraries_from_the_one_queue(storage: Stor
     request_library_cleanup(queue, CLIENT, "theirs")  # not CLIENT's: nothing is deleted
 
     cleaner = JobCleaner(services)
-    listener = QueueListener(queue, cleaner.handle_job_cleanup, name="cleanup-test", poll_min=0.05, poll_max=0.2,
-                             retry_delay=1.0, grace=10.0)
+    listener = QueueListener(
+        queue, cleaner.handle_job_cleanup, name="cleanup-test", poll_min=0.05, poll_max=0.2, retry_delay=1.0, grace=10.0
+    )
     listener.run(max_messages=3)
 
     assert leftovers(services.blobs, services.jobs, rid) == []

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner, Result
 from PIL import Image
 
-from dal.config import CONNECTION_STRING_ENV, StorageClients
 from dal.blobs.libraries import LibraryStore
+from dal.config import CONNECTION_STRING_ENV, StorageClients
 from photomosaics.cli import main
 from tests.support.prereqs import require
 
@@ -53,8 +53,9 @@ def test_create_then_list(configured: str, photos: Path, storage: StorageClients
     assert LibraryStore(storage, prefix=configured).load("family").atlas.shape[0] == 5
 
 
-def test_an_operators_library_is_shared_unless_private_and_the_mark_can_change(configured: str, photos: Path,
-                                                                               storage: StorageClients) -> None:
+def test_an_operators_library_is_shared_unless_private_and_the_mark_can_change(
+    configured: str, photos: Path, storage: StorageClients
+) -> None:
     store = LibraryStore(storage, prefix=configured)
     assert run("create", "open", str(photos)).exit_code == 0
     assert run("create", "closed", str(photos), "--private").exit_code == 0
@@ -75,7 +76,9 @@ def test_list_with_no_libraries_says_how_to_make_one(configured: str) -> None:
     assert result.exit_code == 0 and "library create" in result.output
 
 
-def test_bad_input_is_a_clear_error_and_creates_nothing(configured: str, photos: Path, tmp_path: Path, storage: StorageClients) -> None:
+def test_bad_input_is_a_clear_error_and_creates_nothing(
+    configured: str, photos: Path, tmp_path: Path, storage: StorageClients
+) -> None:
     bad_name = run("create", "Family_Photos", str(photos))
     assert bad_name.exit_code == 2 and "lowercase letters" in bad_name.output
     missing = run("create", "family", str(tmp_path / "nowhere"))

@@ -10,10 +10,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from azure.core.exceptions import HttpResponseError
 
+from dal.availability.health import check_storage
 from dal.config import (
     CONNECTION_STRING_ENV,
     DEVSTORE_KEY,
@@ -23,7 +25,6 @@ from dal.config import (
     describe_connection_string,
 )
 from dal.errors import StorageConfigurationError
-from dal.availability.health import check_storage
 
 
 def test_settings_read_the_environment() -> None:
@@ -144,7 +145,7 @@ def test_unknown_account_is_a_configuration_error(azurite_connection_string: str
 class _AlwaysBusy(http.server.BaseHTTPRequestHandler):
     """A fake endpoint for a fault Azurite cannot produce on demand: 503 Server Busy, always."""
 
-    requests_seen: list[str] = []
+    requests_seen: ClassVar[list[str]] = []
 
     def _busy(self) -> None:
         self.requests_seen.append(self.path)

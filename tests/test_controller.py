@@ -18,27 +18,25 @@ from dal.jobs.model import JobStatus
 from dal.jobs.store import Job
 from dal.queues.messages import ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
-from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
-from workers.controller import JobController
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.images import open_image
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
+from workers import slicing
+from workers.controller import JobController
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.responder import Responder
-from workers import slicing
 from workers.services import RoleServices
 from workers.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
 
 pytestmark = pytest.mark.timeout(120)
 
 
-
-
 def controller(pipe: Pipeline, name: str = "ctl-a", **kwargs: float) -> JobController:
     return JobController(RoleServices(pipe.services.storage, pipe.settings, name), **kwargs)
 
 
-def receive_all(queue, expected: int) -> list[ReceivedMessage]:  # noqa: ANN001
+def receive_all(queue, expected: int) -> list[ReceivedMessage]:
     got: list[ReceivedMessage] = []
     for _ in range(50):
         got += queue.accept_messages(32, visibility_timeout=30)
@@ -56,7 +54,9 @@ def submit_and_slice(pipe: Pipeline, *, slices: int, width: int = 48, height: in
 
 
 @pytest.mark.parametrize("carried", ["inline", "blob"])
-def test_image_request_writes_bands_then_fans_out(pipe: Pipeline, carried: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_image_request_writes_bands_then_fans_out(
+    pipe: Pipeline, carried: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if carried == "blob":  # a band over the inline limit (a big job's) is a blob; these are small
         monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)
     ctl = controller(pipe)
@@ -67,7 +67,11 @@ def test_image_request_writes_bands_then_fans_out(pipe: Pipeline, carried: str, 
     assert job is not None and job.status == "rendering"
     grid = plan_grid(48, 36, tile_size=8, max_output_pixels=pipe.settings.max_output_pixels)
     assert (job.tiles_across, job.tiles_down, job.output_width, job.output_height) == (
-        grid.tiles_across, grid.tiles_down, grid.output_width, grid.output_height)  # fmt: skip
+        grid.tiles_across,
+        grid.tiles_down,
+        grid.output_width,
+        grid.output_height,
+    )
     names = sorted(pipe.services.blobs.list_names(SLICE_REQUEST_CONTAINER, f"{rid}/"))
     expected_names = [f"{rid}/{seq}.png" for seq in range(3)]
     assert names == (expected_names if carried == "blob" else [])  # an inline band writes no blob
@@ -76,12 +80,22 @@ def test_image_request_writes_bands_then_fans_out(pipe: Pipeline, carried: str, 
     assert [r.message.slice_sequence for r in requests] == [0, 1, 2]  # type: ignore[attr-defined]
     # slice_uri names the band's blob address either way (where a blob band is, or would be).
     assert [r.message.slice_uri for r in requests] == [  # type: ignore[attr-defined]
-        pipe.services.blobs.blob_url(SLICE_REQUEST_CONTAINER, n) for n in expected_names]  # fmt: skip
+        pipe.services.blobs.blob_url(SLICE_REQUEST_CONTAINER, n) for n in expected_names
+    ]
     assert all((r.message.band is None) == (carried == "blob") for r in requests)  # type: ignore[attr-defined]
 
     # The bands hold exactly the controller's cell image, cut at the planned rows.
-    bands = [decode_band(slicing.band_bytes(r.message.band, lambda n=n: pipe.services.blobs.download(  # type: ignore[attr-defined]
-        SLICE_REQUEST_CONTAINER, n))) for r, n in zip(requests, expected_names)]  # fmt: skip
+    bands = [
+        decode_band(
+            slicing.band_bytes(
+                r.message.band,
+                lambda n=n: pipe.services.blobs.download(  # type: ignore[attr-defined]
+                    SLICE_REQUEST_CONTAINER, n
+                ),
+            )
+        )
+        for r, n in zip(requests, expected_names)
+    ]
     rows = plan_bands(grid.tiles_down, 3)
     assert [(b.sequence, b.first_row, b.rows) for b in bands] == [(i, r.start, len(r)) for i, r in enumerate(rows)]
     expected = cell_image(open_image(image), grid)
@@ -114,12 +128,16 @@ def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: st
         image = image[: len(image) // 3]
     if setup == "missing_library":
         library = library.rstrip("/") + "-gone"
-    rid = pipe.submit(image, library_uri=library, tile_size=8, slices=slices, tiles_across=6 if setup == "too_many_slices" else None)
+    rid = pipe.submit(
+        image, library_uri=library, tile_size=8, slices=slices, tiles_across=6 if setup == "too_many_slices" else None
+    )
     [request] = receive_all(pipe.services.queues.image_request, 1)
     with pytest.raises(PermanentJobError) as caught:
         ctl.handle_image_request(request)
     # What the listener does next: poison the message, then fail its job through the hook.
-    poison_hook(pipe.services.jobs, actor="ctl-a", what="slicing the picture")(request, caught.value.reason, permanent=True)
+    poison_hook(pipe.services.jobs, actor="ctl-a", what="slicing the picture")(
+        request, caught.value.reason, permanent=True
+    )
     job = pipe.job(rid)
     assert job is not None and job.status == "failed"
     assert job.error is not None and expected in job.error
@@ -160,8 +178,14 @@ def dispatched_with_rendered_slices(pipe: Pipeline, slices: int) -> tuple[JobCon
 def send_responses(pipe: Pipeline, rid: str, sequences: list[int]) -> None:
     queue = pipe.services.queues.slice_response
     url = pipe.services.blobs.blob_url(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
-    queue.submit([SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid,
-                                       slice_uri=url, slice_sequence=s) for s in sequences])  # fmt: skip
+    queue.submit(
+        [
+            SliceResponseMessage(
+                queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url, slice_sequence=s
+            )
+            for s in sequences
+        ]
+    )
 
 
 def test_slices_are_recorded_idempotently_and_stitched_once(pipe: Pipeline) -> None:
@@ -215,8 +239,14 @@ def _left_stitched(pipe: Pipeline) -> tuple[str, Job]:
 
 def _image_response(pipe: Pipeline, rid: str) -> ReceivedMessage:
     queue = pipe.services.queues.image_response
-    queue.submit(ImageResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid,
-                                      image_uri=pipe.services.blobs.blob_url("imageoutput", f"{rid}.jpg")))  # fmt: skip
+    queue.submit(
+        ImageResponseMessage(
+            queue_uri=queue.url,
+            client_id=CLIENT_ID,
+            request_id=rid,
+            image_uri=pipe.services.blobs.blob_url("imageoutput", f"{rid}.jpg"),
+        )
+    )
     [response] = receive_all(queue, 1)
     return response
 
@@ -269,7 +299,7 @@ def test_two_controllers_racing_on_every_slice_stitch_exactly_once(pipe: Pipelin
         start.wait()
         try:
             controllers[i % 2].handle_slice_response(received[i])
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(14)]
@@ -288,7 +318,7 @@ def test_two_controllers_racing_on_every_slice_stitch_exactly_once(pipe: Pipelin
 
 def test_the_stitch_claim_is_the_completing_write_retaken_by_its_own_message_and_when_stale(pipe: Pipeline) -> None:
     """No claim blob: the write that completes the slices names its message as the stitcher."""
-    ctl, rid, _ = dispatched_with_rendered_slices(pipe, 2)
+    _, rid, _ = dispatched_with_rendered_slices(pipe, 2)
     send_responses(pipe, rid, [0, 1])
     first, last = sorted(receive_all(pipe.services.queues.slice_response, 2), key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
     completed = [False]
@@ -317,7 +347,7 @@ def test_the_stitch_claim_is_the_completing_write_retaken_by_its_own_message_and
 
 
 def test_a_controller_that_died_mid_stitch_is_replaced_by_its_redelivered_message(pipe: Pipeline) -> None:
-    ctl, rid, mosaic = dispatched_with_rendered_slices(pipe, 1)
+    _, rid, mosaic = dispatched_with_rendered_slices(pipe, 1)
     send_responses(pipe, rid, [0])
     [first] = receive_all(pipe.services.queues.slice_response, 1)
     # Controller A records the slice, which claims the stitch, then "dies" before stitching.
@@ -363,10 +393,17 @@ def test_a_band_carries_its_rows_of_a_fair_use_choice_and_a_damaged_one_is_refus
     read = [decode_band(encode_band(b)) for b in bands]
     assert np.array_equal(np.concatenate([b.choice for b in read]), choice)  # type: ignore[misc]
     assert decode_band(encode_band(replace(bands[0], choice=None))).choice is None
-    damaged = encode_png(bands[0].cells, text={
-        "photomosaics:sequence": "0", "photomosaics:first_row": "0", "photomosaics:rows": "3",
-        "photomosaics:tiles_across": "3", "photomosaics:tiles_down": "5", "photomosaics:choice": "bm90IHpsaWI=",
-    })  # fmt: skip
+    damaged = encode_png(
+        bands[0].cells,
+        text={
+            "photomosaics:sequence": "0",
+            "photomosaics:first_row": "0",
+            "photomosaics:rows": "3",
+            "photomosaics:tiles_across": "3",
+            "photomosaics:tiles_down": "5",
+            "photomosaics:choice": "bm90IHpsaWI=",
+        },
+    )
     with pytest.raises(BandFormatError, match="tile choice is unreadable"):
         decode_band(damaged)
 
@@ -379,18 +416,31 @@ def test_small_and_big_bands_read_back_exactly_with_their_grid_and_choice(width:
     assert (height * width > COMPACT_PNG_MAX_PIXELS) == (width > 64)
     rng = np.random.default_rng(width)
     rows, across = height // 4, width // 4
-    band = Band(sequence=2, first_row=7, rows=rows, tiles_across=across, tiles_down=rows + 9,
-                cells=rng.integers(0, 256, (height, width, 3), dtype=np.uint8),
-                choice=rng.integers(0, 5000, (rows, across), dtype=np.int32))  # fmt: skip
+    band = Band(
+        sequence=2,
+        first_row=7,
+        rows=rows,
+        tiles_across=across,
+        tiles_down=rows + 9,
+        cells=rng.integers(0, 256, (height, width, 3), dtype=np.uint8),
+        choice=rng.integers(0, 5000, (rows, across), dtype=np.int32),
+    )
     encoded = encode_band(band)
     assert encoded.startswith(b"\x89PNG\r\n\x1a\n")
     read = decode_band(encoded)
-    assert (read.sequence, read.first_row, read.rows, read.tiles_across, read.tiles_down) == (2, 7, rows, across, rows + 9)
+    assert (read.sequence, read.first_row, read.rows, read.tiles_across, read.tiles_down) == (
+        2,
+        7,
+        rows,
+        across,
+        rows + 9,
+    )
     assert np.array_equal(read.cells, band.cells) and np.array_equal(read.choice, band.choice)  # type: ignore[arg-type]
 
 
 def test_the_stitchs_jpeg_streams_to_its_blob_byte_for_byte_and_a_failed_write_stops_the_encode(
-        pipe: Pipeline, tmp_path: Path) -> None:  # fmt: skip
+    pipe: Pipeline, tmp_path: Path
+) -> None:
     import pyvips
 
     from workers.stitching import save_jpeg

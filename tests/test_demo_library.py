@@ -34,7 +34,9 @@ def demo_rgb(demo_tiles: list[tuple[str, bytes]]) -> np.ndarray:
 def _mean_lab(tiles: list[tuple[str, bytes]]) -> np.ndarray:
     from skimage.color import rgb2lab
 
-    means = [np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=np.float64).mean(axis=(0, 1)) for _, data in tiles]
+    means = [
+        np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=np.float64).mean(axis=(0, 1)) for _, data in tiles
+    ]
     return rgb2lab(np.array(means)[None] / 255.0)[0]
 
 
@@ -76,8 +78,9 @@ def test_colour_coverage_reaches_dark_and_saturated_colours(demo_rgb: np.ndarray
     assert colour_coverage(mean_lab(demo_rgb[:400]))["all"] < share["all"]  # more tiles, more reach
 
 
-def test_graded_tiles_are_a_minority_and_keep_their_crop_s_detail(demo_tiles: list[tuple[str, bytes]],
-                                                                demo_rgb: np.ndarray) -> None:
+def test_graded_tiles_are_a_minority_and_keep_their_crop_s_detail(
+    demo_tiles: list[tuple[str, bytes]], demo_rgb: np.ndarray
+) -> None:
     """A graded tile is a real crop recoloured: its light and dark follow the crop's, its colour does not."""
     graded = [i for i, (name, _) in enumerate(demo_tiles) if name.endswith("-graded")]
     assert 0 < len(graded) <= GRADED_SHARE * len(demo_tiles)

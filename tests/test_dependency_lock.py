@@ -58,7 +58,11 @@ def test_floors_are_past_the_advisories() -> None:
         spec = requirements[name].specifier
         assert spec.contains(floor), f"{name}{spec} refuses {floor}"
         below = Version(floor)
-        older = f"{below.major}.{below.minor}.{max(below.micro - 1, 0)}" if below.micro else f"{below.major}.{below.minor - 1}.99"
+        older = (
+            f"{below.major}.{below.minor}.{max(below.micro - 1, 0)}"
+            if below.micro
+            else f"{below.major}.{below.minor - 1}.99"
+        )
         assert not spec.contains(older, prereleases=True), f"{name}{spec} admits {older}, which has an advisory"
         for version in _pins("dev.lock")[name]:
             assert Version(version) >= below

@@ -38,7 +38,9 @@ def test_the_project_has_the_errors_we_expect() -> None:
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: f"{cls.__module__}.{cls.__name__}")
 def test_every_error_is_rooted_and_drawn(cls: type[BaseException]) -> None:
     assert issubclass(cls, PhotoMosaicsError), f"{cls.__module__}.{cls.__name__} is not a PhotoMosaicsError"
-    assert f" {cls.__name__} " in f"{mosaic.errors.__doc__} ", f"{cls.__name__} is missing from the tree in mosaic/errors.py"
+    assert f" {cls.__name__} " in f"{mosaic.errors.__doc__} ", (
+        f"{cls.__name__} is missing from the tree in mosaic/errors.py"
+    )
 
 
 def test_storage_unavailable_is_a_documented_alias_of_azures_error_outside_the_tree() -> None:

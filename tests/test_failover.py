@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
-from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
 from dal.availability.failover import (
     SECONDARY_CONNECTION_STRING_ENV,
     FailoverSender,
@@ -27,15 +25,17 @@ from dal.availability.failover import (
     primary_failed,
     secondary_from_env,
 )
-from dal.queues.messages import ImageRequestMessage
+from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
 from dal.observability.transactions import TransactionCounter
-from dal.queues.work_queue import QueueAccessor
-from dal.stores import Stores
-from dal.retry import RETRY_SCALE_ENV
 from dal.operations.syphon import Syphon
-from tests.support.prereqs import require
+from dal.queues.messages import ImageRequestMessage
+from dal.queues.work_queue import QueueAccessor
+from dal.retry import RETRY_SCALE_ENV
+from dal.stores import Stores
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
+from tests.support.prereqs import require
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
@@ -56,9 +56,13 @@ def secondary_connection_string() -> Iterator[str]:
 def request(queues: QueueAccessor, n: int) -> ImageRequestMessage:
     rid = str(uuid.uuid4())
     return ImageRequestMessage(
-        queue_uri=queues.image_request.url, client_id="alice", request_id=rid,
-        image_uri=f"http://127.0.0.1/acct/imageinput/{rid}.jpg", image_library_uri="http://127.0.0.1/acct/flowers",
-        tile_size=8, slices=n % 3 + 1,
+        queue_uri=queues.image_request.url,
+        client_id="alice",
+        request_id=rid,
+        image_uri=f"http://127.0.0.1/acct/imageinput/{rid}.jpg",
+        image_library_uri="http://127.0.0.1/acct/flowers",
+        tile_size=8,
+        slices=n % 3 + 1,
     )
 
 
@@ -100,8 +104,11 @@ def test_cut_primary_fails_over_to_backlog_and_the_syphon_drains_it_once(
         parked = [request(primary, n) for n in range(1, 11)]
         assert [sender.submit(m) for m in parked] == ["secondary"] * 10
         assert syphon.run_once() == 0
-        backlogged = [parse_backlog_envelope(t.text) for q in backlog_queues(secondary, prefix, 3)
-                      for t in q.take_texts(32, visibility_timeout=1)]
+        backlogged = [
+            parse_backlog_envelope(t.text)
+            for q in backlog_queues(secondary, prefix, 3)
+            for t in q.take_texts(32, visibility_timeout=1)
+        ]
         assert sorted(payload for _, payload in backlogged) == sorted(m.payload() for m in parked)
         assert {queue for queue, _ in backlogged} == {primary.image_request.name}
         time.sleep(1.2)  # the peek above hid them for 1 s
@@ -167,14 +174,23 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
     pipe.create_library("tiles", library)
     secondary = StorageClients(secondary_connection_string, profile="probe")
     with faulty_account(azurite_connection_string, faults={"reset": 1.0}) as account:
-        env = {CONNECTION_STRING_ENV: account.connection_string,
-               SECONDARY_CONNECTION_STRING_ENV: secondary_connection_string,
-               "PHOTOMOSAICS_SYPHON_INTERVAL": "0.5", RETRY_SCALE_ENV: "0.05"}  # fmt: skip
+        env = {
+            CONNECTION_STRING_ENV: account.connection_string,
+            SECONDARY_CONNECTION_STRING_ENV: secondary_connection_string,
+            "PHOTOMOSAICS_SYPHON_INTERVAL": "0.5",
+            RETRY_SCALE_ENV: "0.05",
+        }
         for role in ("controller", "processor", "responder", "syphon"):
             pipe.start(role, env=env)
-        app = create_app({"SECRET_KEY": "failover-test-secret-key-of-32-chars", "TESTING": True, "SETTINGS": pipe.settings,
-                          "CONNECTION_STRING": account.connection_string,
-                          "SECONDARY_CONNECTION_STRING": secondary_connection_string})  # fmt: skip
+        app = create_app(
+            {
+                "SECRET_KEY": "failover-test-secret-key-of-32-chars",
+                "TESTING": True,
+                "SETTINGS": pipe.settings,
+                "CONNECTION_STRING": account.connection_string,
+                "SECONDARY_CONNECTION_STRING": secondary_connection_string,
+            }
+        )
         client = app.test_client()
         try:
             # Healthy: a job goes the usual way (and proves every role is up before the cut).
@@ -195,7 +211,9 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
             for rid in ids:
                 body = client.get(f"/api/jobs/{rid}").get_json()
                 assert (body["status"], body["waiting_for_storage"]) == ("queued", True), body
-            listed = {j["request_id"]: j["waiting_for_storage"] for j in client.get("/api/jobs?limit=50").get_json()["jobs"]}
+            listed = {
+                j["request_id"]: j["waiting_for_storage"] for j in client.get("/api/jobs?limit=50").get_json()["jobs"]
+            }
             assert all(listed.get(rid) is True for rid in ids), listed
             time.sleep(2)  # the workers keep failing on the primary meanwhile; nothing may be lost
 
@@ -213,8 +231,14 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
     for rid, body in finished.items():
         image, slices = plan[rid]
         assert body["status"] == "done", body
-        expected = render(open_image(image), library, tile_size=8, slices=slices, seed=rid,
-                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        expected = render(
+            open_image(image),
+            library,
+            tile_size=8,
+            slices=slices,
+            seed=rid,
+            max_output_pixels=pipe.settings.max_output_pixels,
+        )
         direct = client_free_job(pipe, rid)
         assert pipe.output_bytes(direct) == encode_output(expected), f"job {rid}: output differs from the render"
         kinds = [e["kind"] for e in body["events"]]
@@ -245,7 +269,9 @@ def test_run_starts_a_syphon_only_when_a_secondary_is_configured(monkeypatch: py
     from photomosaics.commands.run import children
 
     monkeypatch.delenv(SECONDARY_CONNECTION_STRING_ENV, raising=False)
-    common = dict(connection_string="UseDevelopmentStorage=true", secret_key="k", host="127.0.0.1", port=1, processors=1)
+    common = dict(
+        connection_string="UseDevelopmentStorage=true", secret_key="k", host="127.0.0.1", port=1, processors=1
+    )
     assert "syphon" not in [c.name for c in children(**common)]  # type: ignore[arg-type]
     paired = children(**common, shared={SECONDARY_CONNECTION_STRING_ENV: "UseDevelopmentStorage=true"})  # type: ignore[arg-type]
     syphon = [c for c in paired if c.name == "syphon"]

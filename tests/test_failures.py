@@ -57,9 +57,14 @@ def submit_job(queue: ImageProcessingQueue, jobs: JobStore) -> ImageRequestMessa
 
 def run_listener(queue: ImageProcessingQueue, jobs: JobStore, handler: object) -> QueueListener:
     subject = QueueListener(
-        queue, handler, name="failures", poll_min=0.05, poll_max=0.2, retry_delay=0.0,  # type: ignore[arg-type]
+        queue,
+        handler,
+        name="failures",
+        poll_min=0.05,
+        poll_max=0.2,
+        retry_delay=0.0,  # type: ignore[arg-type]
         on_poison=poison_hook(jobs, actor="ctl-test", what="slicing the picture"),
-    )  # fmt: skip
+    )
     subject.run(burst=True)
     return subject
 

@@ -28,11 +28,21 @@ SLICES = 2
 
 def _send(pipe: Pipeline, services: RoleServices, client: str) -> str:
     request_id = str(uuid.uuid4())
-    url = services.blobs.upload(IMAGE_INPUT_CONTAINER, f"{request_id}.png", sample_photo(48, 32, seed=3),
-                                content_type="image/png")  # fmt: skip
+    url = services.blobs.upload(
+        IMAGE_INPUT_CONTAINER, f"{request_id}.png", sample_photo(48, 32, seed=3), content_type="image/png"
+    )
     queue = services.queues.image_request
-    queue.submit(ImageRequestMessage(queue_uri=queue.url, client_id=client, request_id=request_id, image_uri=url,
-                                     image_library_uri=pipe.library_uri, tile_size=8, slices=SLICES))  # fmt: skip
+    queue.submit(
+        ImageRequestMessage(
+            queue_uri=queue.url,
+            client_id=client,
+            request_id=request_id,
+            image_uri=url,
+            image_library_uri=pipe.library_uri,
+            tile_size=8,
+            slices=SLICES,
+        )
+    )
     return request_id
 
 

@@ -26,13 +26,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from mosaic.deepzoom import DZI_TILE_SIZE
 from mosaic.grid import cell_image, plan_grid
 from mosaic.pieces import job_plan, render_piece
-from tests.support.prereqs import require
+from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from tests.support.giant_job import LIBRARY_SIZE, ROLES, TILE, cpu_seconds, peak_rss_bytes, run_giant_job
 from tests.support.pipelines import sample_photo, synthetic_library
+from tests.support.prereqs import require
 
 LIMIT = 1.5e9
 MEGAPIXELS = 400
@@ -69,8 +69,14 @@ def _engine_first_band(request_id: str, megapixels: float, slices: int) -> np.nd
     plan = job_plan(grid, slices)
     assert plan is not None, "a giant job is planned in pieces"
     first, sub = plan.piece(0).cells, cells.shape[0] // grid.tiles_down
-    return render_piece(cells[first.start * sub : first.stop * sub], synthetic_library(LIBRARY_SIZE), tile_size=TILE,
-                        seed=request_id, rows=first, cuts=plan.cuts)
+    return render_piece(
+        cells[first.start * sub : first.stop * sub],
+        synthetic_library(LIBRARY_SIZE),
+        tile_size=TILE,
+        seed=request_id,
+        rows=first,
+        cuts=plan.cuts,
+    )
 
 
 @pytest.mark.slow
@@ -87,16 +93,20 @@ def check_giant_job(megapixels: float, *, slices: int = 1) -> None:
     with tempfile.TemporaryDirectory(prefix="giant-job-") as folder:
         tmp = Path(folder)
         with Azurite(location=tmp / "azurite") as azurite:
-            result = run_giant_job(azurite.connection_string, tmp, megapixels=megapixels, processors=2,
-                                   slices=slices, timeout=600)  # fmt: skip
+            result = run_giant_job(
+                azurite.connection_string, tmp, megapixels=megapixels, processors=2, slices=slices, timeout=600
+            )
             served, peaks = result["served"], result["peak_rss"]
-            print(f"\n{megapixels:.0f} MP job: {result['output']}, {result['slices']} slices, {result['seconds']:.0f} s to done, "
-                  f"{result['serve_seconds']:.0f} s of serving; peak RSS "
-                  + ", ".join(f"{r} {peaks[r] / 2**20:.0f} MB" for r in ROLES)
-                  + f" (Azurite {peak_rss_bytes(azurite.pid) / 2**20:.0f} MB)"  # type: ignore[arg-type]
-                  + "; CPU seconds " + ", ".join(f"{r} {c:.0f}" for r, c in result["cpu_seconds"].items())
-                  + f", Azurite {cpu_seconds(azurite.pid):.0f}"  # type: ignore[arg-type]
-                  + f"\nstitch stages (s): {result['stitch_stages']}\nslice stages (s): {result['slice_stages']}")  # fmt: skip
+            print(
+                f"\n{megapixels:.0f} MP job: {result['output']}, {result['slices']} slices, {result['seconds']:.0f} s to done, "
+                f"{result['serve_seconds']:.0f} s of serving; peak RSS "
+                + ", ".join(f"{r} {peaks[r] / 2**20:.0f} MB" for r in ROLES)
+                + f" (Azurite {peak_rss_bytes(azurite.pid) / 2**20:.0f} MB)"  # type: ignore[arg-type]
+                + "; CPU seconds "
+                + ", ".join(f"{r} {c:.0f}" for r, c in result["cpu_seconds"].items())
+                + f", Azurite {cpu_seconds(azurite.pid):.0f}"  # type: ignore[arg-type]
+                + f"\nstitch stages (s): {result['stitch_stages']}\nslice stages (s): {result['slice_stages']}"
+            )
 
             # A real 400 MP job, cut into slices of at most 50 MP.
             width, height = result["output"]

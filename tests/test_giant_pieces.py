@@ -49,8 +49,9 @@ def _whole_render(pipe: Pipeline, rid: str, photo: bytes) -> tuple[np.ndarray, n
     plan = job_plan(grid, 3)
     assert plan is not None and plan.bands == 3
     library = pipe.services.libraries.load(pipe.library_uri)
-    return render_with_placement(image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=3,
-                                 cuts=plan.cuts)
+    return render_with_placement(
+        image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=3, cuts=plan.cuts
+    )
 
 
 def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pipeline) -> None:
@@ -68,8 +69,12 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
         processor.handle_slice_request(received)
     blobs = pipe.services.blobs
     # Staged, not committed: nobody sees an output before the stitch.
-    assert not blobs.exists(IMAGE_OUTPUT_CONTAINER, f"{rid}.jpg") and not blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
-    assert not any(blobs.exists(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, s)) for s in range(3)), "no raw pixels move"
+    assert not blobs.exists(IMAGE_OUTPUT_CONTAINER, f"{rid}.jpg") and not blobs.exists(
+        IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid)
+    )
+    assert not any(blobs.exists(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, s)) for s in range(3)), (
+        "no raw pixels move"
+    )
     manifests = [blobs.download(SLICE_RESPONSE_CONTAINER, pieces_blob_name(rid, s)) for s in range(3)]
 
     # A redelivered band stages the same blocks and writes the same manifest.
@@ -86,7 +91,9 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
     library = pipe.services.libraries.load(pipe.library_uri)
     which, mirrored = placed_tiles(choice, library)
     tile_map = pipe.tile_map(job)
-    assert [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()] == [library.names[w] for w in which.ravel()]
+    assert [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()] == [
+        library.names[w] for w in which.ravel()
+    ]
     assert np.array_equal(tile_map.cells & 1, mirrored)
     jpeg = pipe.output_bytes(job)
     assert jpeg == encode_output(mosaic), "the assembled JPEG is the single encode, byte for byte"
@@ -105,8 +112,13 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
 def _last(pipe: Pipeline, rid: str) -> SliceResponseMessage:
     """The last band's response, as the stitcher's message carried it."""
     queue = pipe.services.queues.slice_response
-    return SliceResponseMessage(queue_uri=queue.url, client_id="c", request_id=rid, slice_sequence=2,
-                                slice_uri=pipe.services.blobs.blob_url(SLICE_RESPONSE_CONTAINER, pieces_blob_name(rid, 2)))
+    return SliceResponseMessage(
+        queue_uri=queue.url,
+        client_id="c",
+        request_id=rid,
+        slice_sequence=2,
+        slice_uri=pipe.services.blobs.blob_url(SLICE_RESPONSE_CONTAINER, pieces_blob_name(rid, 2)),
+    )
 
 
 def test_a_band_whose_piece_plan_does_not_match_its_rows_is_refused() -> None:
@@ -117,7 +129,12 @@ def test_a_band_whose_piece_plan_does_not_match_its_rows_is_refused() -> None:
     rows = [p.cells for p in plan.pieces()]
     bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, plan=plan)
     assert decode_band(encode_band(bands[1])).piece == plan.piece(1)
-    shifted = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across,
-                        rows=[range(r.start + 1, r.stop) for r in rows], plan=plan)
+    shifted = cut_bands(
+        cells,
+        tiles_down=grid.tiles_down,
+        tiles_across=grid.tiles_across,
+        rows=[range(r.start + 1, r.stop) for r in rows],
+        plan=plan,
+    )
     with pytest.raises(BandFormatError, match="piece plan does not match"):
         decode_band(encode_band(shifted[1]))

@@ -14,14 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, FanoutHintChannel, LocalHintChannel, make_channel, short_hint_dir
+from dal.hints.channel import (
+    HINT_DIR_ENV,
+    HINTS_URL_ENV,
+    FanoutHintChannel,
+    LocalHintChannel,
+    make_channel,
+    short_hint_dir,
+)
 from dal.hints.pubsub import RedisHintChannel
 from dal.queues.work_queue import QueueAccessor, ReceivedMessage
-from tests.support.prereqs import require
-from tests.support.pipelines import Pipeline, sample_photo
 from tests.support.listeners import in_thread, listener, message
+from tests.support.pipelines import (
+    SLOW_POLLS,
+    Pipeline,
+    assert_job_pixel_identical,
+    log_lines,
+    sample_photo,
+    woken_queues,
+)
+from tests.support.prereqs import require
 from tests.support.waiting import wait_for
-from tests.support.pipelines import SLOW_POLLS, assert_job_pixel_identical, log_lines, woken_queues
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +72,9 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
     account = pipe.services.storage.account_name
     sender = RedisHintChannel(valkey.url, namespace=account)
     queues = pipe.services.queues
-    names = [q.hint_name for q in (queues.image_request, queues.slice_request, queues.slice_response,
-                                   queues.image_response)]  # fmt: skip
+    names = [
+        q.hint_name for q in (queues.image_request, queues.slice_request, queues.slice_response, queues.image_response)
+    ]
     # Every listener is subscribed on the server (one connection each), and made its first receive.
     wait_for(lambda: all(valkey.subscribers(sender.channel(n)) == 1 for n in names) or None, seconds=60)
     wait_for(lambda: len(log_lines(pipe, "listener.start")) == 5 or None)
@@ -132,7 +146,9 @@ def test_a_taken_notice_reaches_the_peers_that_asked_and_is_no_hint(tmp_path: Pa
         channel = RedisHintChannel(request.getfixturevalue("valkey").url, namespace="taken")
     hints: list[tuple[int | None, int | None]] = []
     taken: list[tuple[int, str]] = []
-    peer = channel.subscribe("q", lambda count, lane: hints.append((count, lane)), lambda n, who: taken.append((n, who)))
+    peer = channel.subscribe(
+        "q", lambda count, lane: hints.append((count, lane)), lambda n, who: taken.append((n, who))
+    )
     older = channel.subscribe("q", lambda count, lane: hints.append((count, lane)))  # asked for no notices
     try:
         wait_for(lambda: channel.publish("q", 3, taken_by="peer-a.1") == 2 or None)  # both subscribed

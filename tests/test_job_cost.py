@@ -78,8 +78,9 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
         assert queue.accept_messages(1) == []  # a running role has read each queue's settings once
     counter.reset()
     # The client: upload + send (what the web app does), through the counted clients.
-    rid = Pipeline.submit(_Counted(pipe, services), image, library_uri=pipe.library_uri, tile_size=16,
-                          slices=SLICES, tiles_across=60)  # fmt: skip
+    rid = Pipeline.submit(
+        _Counted(pipe, services), image, library_uri=pipe.library_uri, tile_size=16, slices=SLICES, tiles_across=60
+    )
     handle(queues.image_request, controller.handle_image_request)
     for _ in range(SLICES):
         handle(queues.slice_request, processor.handle_slice_request)
@@ -92,8 +93,15 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
     assert job is not None and job.status == "done", job
     assert (job.output_width, job.output_height) == (960, 752)
     library = pipe.services.libraries.load(pipe.library_uri)
-    expected = render(open_image(image), library, tile_size=16, tiles_across=60, slices=SLICES, seed=rid,
-                      max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+    expected = render(
+        open_image(image),
+        library,
+        tile_size=16,
+        tiles_across=60,
+        slices=SLICES,
+        seed=rid,
+        max_output_pixels=pipe.settings.max_output_pixels,
+    )
     assert np.array_equal(pipe.slice_outputs(job), expected)
     assert pipe.output_bytes(job) == encode_output(expected)
 
@@ -115,7 +123,9 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
     assert sorted(e.slice for e in rendered) == list(range(SLICES)), rendered  # type: ignore[type-var]
     assert all(e.stages and e.stages.get("render", -1) >= 0 and e.seconds is not None for e in rendered), rendered
     # Small bands travel inside their SliceRequest: no band blob written or read.
-    assert operations.get("blob PutBlob", 0) == 1 + 2 * SLICES + 2, operations  # photo, slices and their maps, JPEG, pyramid
+    assert operations.get("blob PutBlob", 0) == 1 + 2 * SLICES + 2, (
+        operations
+    )  # photo, slices and their maps, JPEG, pyramid
 
 
 class _Counted:

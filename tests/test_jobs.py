@@ -144,9 +144,7 @@ def test_concurrent_updates_lose_nothing(store: JobStore) -> None:
     job = store.create(make_job(slices=64))
 
     def add(slice_number: int) -> None:
-        store.update(
-            job.client_id, job.request_id, lambda j: replace(j, slices_done=j.slices_done | {slice_number})
-        )
+        store.update(job.client_id, job.request_id, lambda j: replace(j, slices_done=j.slices_done | {slice_number}))
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(add, range(32)))

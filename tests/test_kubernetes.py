@@ -33,8 +33,12 @@ DEFAULT_GRACE = 30.0
 def _render(overlay: str) -> list[dict[str, Any]]:
     kubectl = shutil.which("kubectl")
     require(kubectl is not None, "kubectl is not installed (.ci/run installs Debian's kubernetes-client)")
-    done = subprocess.run([kubectl, "kustomize", str(KUBE / "overlays" / overlay)],  # type: ignore[list-item]
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [kubectl, "kustomize", str(KUBE / "overlays" / overlay)],  # type: ignore[list-item]
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, f"kubectl kustomize {overlay} failed:\n{done.stderr}"
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
@@ -85,7 +89,9 @@ def test_core_objects_validate_against_the_kubernetes_schemas(rendered: tuple[st
             pytest.fail(f"{overlay}: {doc['kind']} {doc['metadata']['name']} is invalid: {exc.message}")
 
 
-def test_every_role_and_the_web_app_is_deployed_from_the_project_image(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+def test_every_role_and_the_web_app_is_deployed_from_the_project_image(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
     _, docs = rendered
     deployments = _by_kind(docs, "Deployment")
     for name in ("web", *ROLES):
@@ -96,7 +102,9 @@ def test_every_role_and_the_web_app_is_deployed_from_the_project_image(rendered:
         assert connection == {"secretKeyRef": {"name": "photomosaics-storage", "key": "connection"}}, name
 
 
-def test_hints_go_through_the_demo_valkey_and_are_optional_elsewhere(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+def test_hints_go_through_the_demo_valkey_and_are_optional_elsewhere(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
     """Every sender and listener reads PHOTOMOSAICS_HINTS_URL from an optional Secret (the URL may
     carry a password); the demo overlay fills it with its valkey Service and the password that
     Valkey requires, from the same Secret; the others leave it out (polling only)."""
@@ -160,7 +168,8 @@ def test_every_pod_runs_unprivileged_on_a_read_only_root(rendered: tuple[str, li
 
 def _policies_for(docs: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
     return [
-        p for p in _by_kind(docs, "NetworkPolicy").values()
+        p
+        for p in _by_kind(docs, "NetworkPolicy").values()
         if all(labels.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())
     ]
 
@@ -170,13 +179,27 @@ def _ports(rules: list[dict[str, Any]]) -> set[Any]:
 
 
 # What each role may reach (besides DNS): storage over HTTPS, and Redis/Valkey for the hints.
-ROLE_EGRESS = {"web": {443, 6379, 6380}, "controller": {443, 6379, 6380}, "processor": {443, 6379, 6380},
-               "responder": {443, 6379, 6380}, "retention": {443}, "syphon": {443}}
-ROLE_INGRESS = {"web": {"http"}, "controller": {"metrics"}, "processor": {"metrics"}, "responder": {"metrics"},
-                "retention": set(), "syphon": set()}
+ROLE_EGRESS = {
+    "web": {443, 6379, 6380},
+    "controller": {443, 6379, 6380},
+    "processor": {443, 6379, 6380},
+    "responder": {443, 6379, 6380},
+    "retention": {443},
+    "syphon": {443},
+}
+ROLE_INGRESS = {
+    "web": {"http"},
+    "controller": {"metrics"},
+    "processor": {"metrics"},
+    "responder": {"metrics"},
+    "retention": set(),
+    "syphon": set(),
+}
 
 
-def test_each_role_has_a_network_policy_that_allows_only_what_it_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+def test_each_role_has_a_network_policy_that_allows_only_what_it_needs(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
     overlay, docs = rendered
     for name, pod in _pods(docs).items():
         labels = pod["metadata"]["labels"]
@@ -196,7 +219,9 @@ def test_each_role_has_a_network_policy_that_allows_only_what_it_needs(rendered:
         assert ROLE_INGRESS[role] <= named, f"{role}: a policy port names no container port"
 
 
-def test_several_web_replicas_share_a_required_key_and_trust_the_ingress(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+def test_several_web_replicas_share_a_required_key_and_trust_the_ingress(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
     overlay, docs = rendered
     web = _by_kind(docs, "Deployment")["web"]
     env = _env(_container(web))
@@ -235,7 +260,9 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
     assert _shards(deployments["controller"]) == shards, f"{overlay}: controller and processors disagree on the shards"
     prefix = _env(_container(deployments["processor"])).get("PHOTOMOSAICS_NAME_PREFIX") or ""
     # one trigger per shard of each lane, each waking the pool from zero
-    assert [t["metadata"]["queueName"] for t in processor["triggers"]] == _slice_queues(prefix, deployments["processor"])
+    assert [t["metadata"]["queueName"] for t in processor["triggers"]] == _slice_queues(
+        prefix, deployments["processor"]
+    )
     assert {t["metadata"]["activationQueueLength"] for t in processor["triggers"]} == {"0"}
     controller = scaled["controller"]["spec"]
     assert controller["minReplicaCount"] >= 1
@@ -296,7 +323,9 @@ def test_a_daily_cronjob_runs_the_retention_sweep(rendered: tuple[str, list[dict
     (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     args = container["args"]
     assert args[:2] == ["photomosaics", "retention"], args
-    assert _env(container)["AZURE_STORAGE_CONNECTION_STRING"] == {"secretKeyRef": {"name": "photomosaics-storage", "key": "connection"}}
+    assert _env(container)["AZURE_STORAGE_CONNECTION_STRING"] == {
+        "secretKeyRef": {"name": "photomosaics-storage", "key": "connection"}
+    }
     # The options are ones the command really has (an unknown one fails the parse; --help stops there).
     result = CliRunner().invoke(main, [*args[1:], "--help"])
     assert result.exit_code == 0, result.output

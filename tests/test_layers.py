@@ -137,7 +137,9 @@ def room_violations() -> list[str]:
                 continue
             allowed = ROOMS.get(mine, set())
             if mine in FOUNDATION or other not in allowed:
-                found.append(f"{module}:{line} imports {target} ({mine} may use only {sorted(allowed) or 'the foundation'})")
+                found.append(
+                    f"{module}:{line} imports {target} ({mine} may use only {sorted(allowed) or 'the foundation'})"
+                )
     return found
 
 
@@ -273,7 +275,9 @@ def test_first_party_imports_are_at_the_top():
 
 
 def test_the_hidden_import_checker_sees_one(tmp_path):
-    (tmp_path / "a.py").write_text("import json\n\ndef f():\n    import dal.jobs.store\n    from . import b\n    import os\n")
+    (tmp_path / "a.py").write_text(
+        "import json\n\ndef f():\n    import dal.jobs.store\n    from . import b\n    import os\n"
+    )
     assert hidden_imports({"dal.a": tmp_path / "a.py"}) == ["dal.a:4 dal.jobs.store", "dal.a:5 ."]
     assert hidden_imports({"photomosaics.commands.a": tmp_path / "a.py"}) == []
 
@@ -291,7 +295,11 @@ def test_the_checker_sees_imports_inside_functions_and_relative_ones(tmp_path):
     (tmp_path / "dal" / "__init__.py").write_text("")
     (tmp_path / "dal" / "a.py").write_text("def f():\n    from workers import b\n    from . import c\n")
     (tmp_path / "dal" / "c.py").write_text("from .a import f\n")
-    modules = {"dal": tmp_path / "dal" / "__init__.py", "dal.a": tmp_path / "dal" / "a.py", "dal.c": tmp_path / "dal" / "c.py"}
+    modules = {
+        "dal": tmp_path / "dal" / "__init__.py",
+        "dal.a": tmp_path / "dal" / "a.py",
+        "dal.c": tmp_path / "dal" / "c.py",
+    }
     assert imports(modules)["dal.a"] == [("workers", 2), ("dal.c", 3)]
     assert imports(modules)["dal.c"] == [("dal.a", 1)]
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from dal.config import StorageClients
 from dal.blobs.libraries import (
     INDEX_BLOB,
     TILE_PREFIX,
@@ -20,9 +19,20 @@ from dal.blobs.libraries import (
     LibraryStore,
     validate_library_name,
 )
+from dal.config import StorageClients
 
-COLOURS = [(220, 40, 40), (40, 200, 60), (30, 60, 210), (240, 220, 40), (20, 20, 20), (245, 245, 245),
-           (200, 120, 30), (120, 40, 160), (40, 190, 200), (128, 128, 128)]  # fmt: skip
+COLOURS = [
+    (220, 40, 40),
+    (40, 200, 60),
+    (30, 60, 210),
+    (240, 220, 40),
+    (20, 20, 20),
+    (245, 245, 245),
+    (200, 120, 30),
+    (120, 40, 160),
+    (40, 190, 200),
+    (128, 128, 128),
+]
 
 
 def photo(colour: tuple[int, int, int], *, size: tuple[int, int] = (80, 60), fmt: str = "JPEG") -> bytes:
@@ -145,7 +155,9 @@ def test_load_downloads_the_index_once_then_answers_from_cache(
 ) -> None:
     uri = store.create_from_images("cached", "", [(f"c{i}.jpg", photo(c)) for i, c in enumerate(COLOURS)])
     log = RequestLog()
-    reader = LibraryStore(StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix)
+    reader = LibraryStore(
+        StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix
+    )
     first = reader.load("cached")
     second = reader.load(uri)
     assert second is first
@@ -157,7 +169,9 @@ def test_load_downloads_the_index_once_then_answers_from_cache(
 def test_a_fresh_check_is_trusted_for_fresh_for_seconds(store: LibraryStore, azurite_connection_string: str) -> None:
     store.create_from_images("fresh", "", [(f"f{i}.jpg", photo(c)) for i, c in enumerate(COLOURS)])
     log = RequestLog()
-    reader = LibraryStore(StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix)
+    reader = LibraryStore(
+        StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix
+    )
     first = reader.load("fresh", fresh_for=60)
     assert reader.load("fresh", fresh_for=60) is first and reader.load("fresh", fresh_for=60) is first
     assert (log.downloads(), log.unchanged()) == (1, 0)  # no request while the check is fresh
@@ -170,9 +184,13 @@ def test_replacing_a_library_changes_its_version_and_refreshes_caches(
 ) -> None:
     store.create_from_images("swap", "old", [(f"a{i}.jpg", photo(c)) for i, c in enumerate(COLOURS)])
     log = RequestLog()
-    reader = LibraryStore(StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix)
+    reader = LibraryStore(
+        StorageClients(azurite_connection_string, profile="probe", response_hook=log), prefix=store.prefix
+    )
     old = reader.load("swap")
-    new_created = store.create_from("swap", "new", [(f"b{i}.png", photo(c, fmt="PNG")) for i, c in enumerate(COLOURS[:3])])
+    new_created = store.create_from(
+        "swap", "new", [(f"b{i}.png", photo(c, fmt="PNG")) for i, c in enumerate(COLOURS[:3])]
+    )
     new = reader.load("swap")
     assert new.version == new_created.version != old.version
     assert len(new.names) == 3

@@ -12,10 +12,11 @@ import pytest
 
 from dal.config import StorageClients
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
-from workers.errors import PermanentJobError, RetryLater
 from tests.support.listeners import in_thread, listener, message
 from tests.support.waiting import wait_for
+from workers.errors import PermanentJobError, RetryLater
 from workers.listener import QueueListener, poll_delay, retry_delay_for
+
 
 @pytest.fixture
 def queue(storage: StorageClients, unique: str) -> Iterator[ImageProcessingQueue]:
@@ -227,8 +228,15 @@ def test_backoff_schedule_doubles_with_jitter_and_saturates_at_the_maximum() -> 
 
 def test_retry_delay_grows_with_the_dequeue_count() -> None:
     assert [retry_delay_for(n, retry_delay=5, max_retry_delay=300) for n in range(1, 9)] == [
-        5, 10, 20, 40, 80, 160, 300, 300,
-    ]  # fmt: skip
+        5,
+        10,
+        20,
+        40,
+        80,
+        160,
+        300,
+        300,
+    ]
 
 
 def test_an_idle_listener_backs_off_and_a_new_message_resets_it(queue: ImageProcessingQueue) -> None:
@@ -286,10 +294,17 @@ def test_work_on_one_queue_of_a_role_wakes_its_other_listeners(storage: StorageC
     try:
         wait_for(lambda: slow.stats["empty_receives"] >= 1)  # the slow one sleeps 30 s now
         sleepy.submit(message(sleepy))
-        busy.submit(SliceRequestMessage(
-            queue_uri=busy.url, client_id="tester", request_id=str(uuid.uuid4()), tile_size=8, slice_sequence=0,
-            image_library_uri="http://127.0.0.1/devstoreaccount1/lib", slice_uri="http://127.0.0.1/devstoreaccount1/s/0.png",
-        ))  # fmt: skip
+        busy.submit(
+            SliceRequestMessage(
+                queue_uri=busy.url,
+                client_id="tester",
+                request_id=str(uuid.uuid4()),
+                tile_size=8,
+                slice_sequence=0,
+                image_library_uri="http://127.0.0.1/devstoreaccount1/lib",
+                slice_uri="http://127.0.0.1/devstoreaccount1/s/0.png",
+            )
+        )
         assert done.wait(timeout=15)  # picked up after the nudge, not after 30 s
     finally:
         role.stop()

@@ -36,10 +36,19 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="
 
 @pytest.fixture
 def web_process(azurite_connection_string: str, unique: str) -> Iterator[dict[str, Any]]:
-    env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": azurite_connection_string,
-           "PHOTOMOSAICS_NAME_PREFIX": f"m{unique}", "PYTHONPATH": str(ROOT)}  # fmt: skip
-    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "web_process.py")], env=env,
-                               stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    env = {
+        **os.environ,
+        "AZURE_STORAGE_CONNECTION_STRING": azurite_connection_string,
+        "PHOTOMOSAICS_NAME_PREFIX": f"m{unique}",
+        "PYTHONPATH": str(ROOT),
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "support" / "web_process.py")],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline())
@@ -83,8 +92,10 @@ def test_a_zip_bomb_library_is_413_and_the_web_process_stays_small(web_process: 
     response = _post_library(web_process["url"], "bombed", files)
 
     peak = peak_rss(web_process["pid"])
-    print(f"{zips} zips x 10 x 50 MB of zeros ({sent / MIB:.1f} MiB sent, {zips * 10 * ZEROS_MEMBER / 1e9:.0f} GB "
-          f"unpacked): {response.status_code}, web peak RSS {peak / MIB:.0f} MiB (bound {WEB_PEAK_BOUND // MIB})")  # fmt: skip
+    print(
+        f"{zips} zips x 10 x 50 MB of zeros ({sent / MIB:.1f} MiB sent, {zips * 10 * ZEROS_MEMBER / 1e9:.0f} GB "
+        f"unpacked): {response.status_code}, web peak RSS {peak / MIB:.0f} MiB (bound {WEB_PEAK_BOUND // MIB})"
+    )
     assert response.status_code == 413 and response.json()["error"] == "too_large", response.text
     assert "unpack" in response.json()["detail"]
     assert peak < WEB_PEAK_BOUND
@@ -104,7 +115,9 @@ def test_large_photos_in_a_zip_are_decoded_one_at_a_time(web_process: dict[str, 
     response = _post_library(web_process["url"], "bigphotos", [("big.zip", out.getvalue())])
 
     peak = peak_rss(web_process["pid"])
-    print(f"8 x 30 MP PNG in one zip: {response.status_code}, web peak RSS {peak / MIB:.0f} MiB (bound {WEB_PEAK_BOUND // MIB})")
+    print(
+        f"8 x 30 MP PNG in one zip: {response.status_code}, web peak RSS {peak / MIB:.0f} MiB (bound {WEB_PEAK_BOUND // MIB})"
+    )
     assert response.status_code == 201, response.text
     assert response.json()["tile_count"] == 8
     assert peak < WEB_PEAK_BOUND
@@ -136,11 +149,19 @@ def test_a_16_bit_60_mp_photo_converts_without_a_float64_copy(tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-c", _WRITE_16_BIT, str(photo)], check=True, env=env, cwd=ROOT)
 
-    done = subprocess.run([sys.executable, "-c", _DECODE_16_BIT, str(photo)], check=True, env=env, cwd=ROOT,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _DECODE_16_BIT, str(photo)],
+        check=True,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
 
     before, peak, pixels = done.stdout.split(maxsplit=2)
-    print(f"60 MP 16-bit PNG to RGB: peak RSS {int(peak) / MIB:.0f} MiB (bound {DECODE_PEAK_BOUND // MIB}; "
-          f"before decoding {int(before) / MIB:.0f} MiB)")
+    print(
+        f"60 MP 16-bit PNG to RGB: peak RSS {int(peak) / MIB:.0f} MiB (bound {DECODE_PEAK_BOUND // MIB}; "
+        f"before decoding {int(before) / MIB:.0f} MiB)"
+    )
     assert pixels.split() == ["(0,", "0,", "0)", "(255,", "255,", "255)"]  # black to white: scaled, not clipped
     assert int(peak) < DECODE_PEAK_BOUND

@@ -12,19 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dal import errors
-from dal.queues.wire import MAX_ENCODED_MESSAGE_BYTES
-from workers.slicing import INLINE_BAND_MAX_BYTES
 from dal.queues.messages import (
     MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
-    LibraryCleanupMessage,
     ImageRequestMessage,
     ImageResponseMessage,
+    LibraryCleanupMessage,
     QueueMessage,
     QueueMessageFormatException,
     SliceRequestMessage,
     SliceResponseMessage,
 )
+from dal.queues.wire import MAX_ENCODED_MESSAGE_BYTES
+from workers.slicing import INLINE_BAND_MAX_BYTES
 
 PROPERTY = settings(max_examples=200, deadline=None)
 
@@ -51,12 +51,19 @@ EXAMPLES: list[QueueMessage] = [
     image_request(),
     image_request(tiles_across=None),
     SliceRequestMessage(
-        queue_uri=Q + "slicerequest", client_id="c", request_id=RID,
-        image_library_uri="https://acct.blob.core.windows.net/flowers", slice_uri="https://x/s/0.png",
-        slice_sequence=0, tile_size=64,
+        queue_uri=Q + "slicerequest",
+        client_id="c",
+        request_id=RID,
+        image_library_uri="https://acct.blob.core.windows.net/flowers",
+        slice_uri="https://x/s/0.png",
+        slice_sequence=0,
+        tile_size=64,
     ),
     SliceResponseMessage(
-        queue_uri=Q + "sliceresponse", client_id="c-1", request_id=RID, slice_uri="https://x/r/3.png",
+        queue_uri=Q + "sliceresponse",
+        client_id="c-1",
+        request_id=RID,
+        slice_uri="https://x/r/3.png",
         slice_sequence=3,
     ),
     ImageResponseMessage(queue_uri=Q + "imageresponse", client_id="Z", request_id=RID, image_uri="https://x/o.png"),
@@ -106,8 +113,12 @@ def test_an_inline_band_is_written_only_when_set_and_checked() -> None:
     # The biggest band the controller inlines still fits the queue's 64 KiB after the wire's Base64.
     biggest = dataclasses.replace(plain, band=base64.b64encode(bytes(INLINE_BAND_MAX_BYTES)).decode())
     assert len(base64.b64encode(biggest.payload().encode())) < MAX_ENCODED_MESSAGE_BYTES - 4096
-    for bad, why in (("not base64!", "padded Base64"), ("", "padded Base64"), (7, "Base64 string"),
-                     ("A" * (MAX_INLINE_BAND_CHARS + 4), "padded Base64")):  # fmt: skip
+    for bad, why in (
+        ("not base64!", "padded Base64"),
+        ("", "padded Base64"),
+        (7, "Base64 string"),
+        ("A" * (MAX_INLINE_BAND_CHARS + 4), "padded Base64"),
+    ):
         with pytest.raises(QueueMessageFormatException, match=why):
             QueueMessage.parse(json.dumps({**body, "band": bad}))
 
@@ -115,7 +126,7 @@ def test_an_inline_band_is_written_only_when_set_and_checked() -> None:
 @pytest.mark.parametrize("kind", [ImageRequestMessage, SliceRequestMessage])
 def test_the_colour_correction_is_written_only_when_set_and_checked(kind: type[QueueMessage]) -> None:
     plain = next(m for m in EXAMPLES if type(m) is kind)
-    assert getattr(plain, "correction") is None and "correction" not in json.loads(plain.payload())
+    assert plain.correction is None and "correction" not in json.loads(plain.payload())
     for value in (0, 35, 100):
         chosen = dataclasses.replace(plain, correction=value)  # type: ignore[call-arg]
         body = json.loads(chosen.payload())
@@ -130,16 +141,26 @@ def test_a_slice_report_is_written_only_when_set_and_checked() -> None:
     """A SliceResponse may carry its slice's log line (the controller keeps it in the job row)."""
     plain = next(m for m in EXAMPLES if isinstance(m, SliceResponseMessage))
     assert plain.report is None and "report" not in json.loads(plain.payload())  # byte for byte as before
-    report = {"actor": "processor-1", "message": "slice 1 rendered (960x188 px) in 0.05 s",
-              "at": "2026-11-23T21:00:00.123456+00:00", "seconds": 0.05, "stages": {"render": 0.04, "slice_upload": 0.01}}
+    report = {
+        "actor": "processor-1",
+        "message": "slice 1 rendered (960x188 px) in 0.05 s",
+        "at": "2026-11-23T21:00:00.123456+00:00",
+        "seconds": 0.05,
+        "stages": {"render": 0.04, "slice_upload": 0.01},
+    }
     reported = dataclasses.replace(plain, report=report)
     assert QueueMessage.parse(reported.payload()) == reported
     body = json.loads(reported.payload())
-    for bad, why in (([], "must be an object"), ({**report, "extra": 1}, "unexpected field"),
-                     ({**report, "actor": ""}, "report.actor"), ({**report, "message": "x" * 301}, "report.message"),
-                     ({**report, "at": "yesterday"}, "ISO 8601"), ({**report, "seconds": -1}, "report.seconds"),
-                     ({**report, "stages": {"render": "fast"}}, "report.stages"),
-                     ({**report, "stages": {f"s{i}": 0 for i in range(33)}}, "report.stages")):  # fmt: skip
+    for bad, why in (
+        ([], "must be an object"),
+        ({**report, "extra": 1}, "unexpected field"),
+        ({**report, "actor": ""}, "report.actor"),
+        ({**report, "message": "x" * 301}, "report.message"),
+        ({**report, "at": "yesterday"}, "ISO 8601"),
+        ({**report, "seconds": -1}, "report.seconds"),
+        ({**report, "stages": {"render": "fast"}}, "report.stages"),
+        ({**report, "stages": {f"s{i}": 0 for i in range(33)}}, "report.stages"),
+    ):
         with pytest.raises(QueueMessageFormatException, match=why):
             QueueMessage.parse(json.dumps({**body, "report": bad}))
 
@@ -196,9 +217,15 @@ def mutated(change: dict[str, object], *, drop: str | None = None, base: QueueMe
         (mutated({}, drop="type"), "missing field 'type'"),
         (mutated({"version": 3}), "unknown payload version 3"),
         (mutated({"version": 2}), "a version 2 payload, and only that, carries a traceparent"),
-        (mutated({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}), "a version 2 payload, and only that, carries a traceparent"),
+        (
+            mutated({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+            "a version 2 payload, and only that, carries a traceparent",
+        ),
         (mutated({"version": 2, "traceparent": "00-abc-def-01"}), "traceparent must be a W3C traceparent"),
-        (mutated({"version": 2, "traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}), "must be a W3C traceparent"),
+        (
+            mutated({"version": 2, "traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}),
+            "must be a W3C traceparent",
+        ),
         (mutated({"version": 2, "traceparent": None}), "traceparent must be a W3C traceparent"),
         (mutated({"version": "1"}), "unknown payload version '1'"),
         (mutated({}, drop="version"), "missing field 'version'"),
@@ -243,24 +270,37 @@ common = dict(
     client_id=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
     request_id=st.uuids().map(str),
     # Absent (version 1, what every untraced sender writes) or a W3C traceparent (version 2).
-    traceparent=st.none() | st.from_regex(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}", fullmatch=True).filter(
-        lambda t: t[3:35] != "0" * 32 and t[36:52] != "0" * 16),
+    traceparent=st.none()
+    | st.from_regex(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}", fullmatch=True).filter(
+        lambda t: t[3:35] != "0" * 32 and t[36:52] != "0" * 16
+    ),
 )
 messages = st.one_of(
     st.builds(
-        ImageRequestMessage, **common, image_uri=uris, image_library_uri=uris,
-        tile_size=st.integers(1, 64), slices=st.integers(1, 10**6),
+        ImageRequestMessage,
+        **common,
+        image_uri=uris,
+        image_library_uri=uris,
+        tile_size=st.integers(1, 64),
+        slices=st.integers(1, 10**6),
         tiles_across=st.none() | st.integers(1, 10**9),
     ),
     st.builds(
-        SliceRequestMessage, **common, image_library_uri=uris, slice_uri=uris,
-        slice_sequence=st.integers(0, 10**6), tile_size=st.integers(1, 64),
+        SliceRequestMessage,
+        **common,
+        image_library_uri=uris,
+        slice_uri=uris,
+        slice_sequence=st.integers(0, 10**6),
+        tile_size=st.integers(1, 64),
         band=st.none() | st.binary(min_size=1, max_size=300).map(lambda b: base64.b64encode(b).decode()),
     ),
     st.builds(SliceResponseMessage, **common, slice_uri=uris, slice_sequence=st.integers(0, 10**6)),
     st.builds(ImageResponseMessage, **common, image_uri=uris),
-    st.builds(LibraryCleanupMessage, **common,
-              library=st.from_regex(r"[a-z0-9]{1,20}(-[a-z0-9]{1,20}){0,2}", fullmatch=True).filter(lambda n: len(n) >= 3)),
+    st.builds(
+        LibraryCleanupMessage,
+        **common,
+        library=st.from_regex(r"[a-z0-9]{1,20}(-[a-z0-9]{1,20}){0,2}", fullmatch=True).filter(lambda n: len(n) >= 3),
+    ),
 )
 
 
@@ -305,8 +345,22 @@ json_values = st.recursive(
     base=messages,
     type_tag=st.sampled_from([*MESSAGE_TYPES, "Other"]),
     changes=st.dictionaries(
-        st.sampled_from(["queue_uri", "client_id", "request_id", "tile_size", "slices", "tiles_across",
-                         "slice_sequence", "slice_uri", "image_uri", "library", "version", "extra"]),
+        st.sampled_from(
+            [
+                "queue_uri",
+                "client_id",
+                "request_id",
+                "tile_size",
+                "slices",
+                "tiles_across",
+                "slice_sequence",
+                "slice_uri",
+                "image_uri",
+                "library",
+                "version",
+                "extra",
+            ]
+        ),
         json_values,
         max_size=3,
     ),

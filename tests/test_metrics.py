@@ -66,11 +66,17 @@ def test_blob_and_table_operations_are_named_and_failures_counted(azurite_connec
     table = storage.table_service.create_table(f"m{unique}")
     table.create_entity({"PartitionKey": "p", "RowKey": "r", "n": 1})
     entity = table.get_entity("p", "r")
-    table.update_entity({"PartitionKey": "p", "RowKey": "r", "n": 2}, etag=entity.metadata["etag"],
-                        match_condition=MatchConditions.IfNotModified)  # fmt: skip
+    table.update_entity(
+        {"PartitionKey": "p", "RowKey": "r", "n": 2},
+        etag=entity.metadata["etag"],
+        match_condition=MatchConditions.IfNotModified,
+    )
     with pytest.raises(ResourceModifiedError):  # the stale ETag loses: a 412 is still a billable transaction
-        table.update_entity({"PartitionKey": "p", "RowKey": "r", "n": 3}, etag=entity.metadata["etag"],
-                            match_condition=MatchConditions.IfNotModified)  # fmt: skip
+        table.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "n": 3},
+            etag=entity.metadata["etag"],
+            match_condition=MatchConditions.IfNotModified,
+        )
     table.upsert_entity({"PartitionKey": "p", "RowKey": "s"})
     list(table.query_entities("PartitionKey eq 'p'"))
     table.delete_entity("p", "r")

@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from dal.admission.quotas import QuotaStore
+from dal.admission.render_rates import RenderRates
+from dal.availability.failover import backlog_queues
+from dal.blobs.libraries import LibraryStore
 from dal.blobs.store import BlobStore
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
@@ -14,13 +18,9 @@ from dal.config import (
     StorageClients,
     azurite_connection_string,
 )
-from dal.availability.failover import backlog_queues
 from dal.jobs.store import JobStore
-from dal.blobs.libraries import LibraryStore
 from dal.names import longest_logical, prefixed, unprefixed
 from dal.queues.work_queue import QueueAccessor
-from dal.admission.quotas import QuotaStore
-from dal.admission.render_rates import RenderRates
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dal", "workers", "webapp", "photomosaics", "mosaic")
@@ -76,14 +76,29 @@ def prefix_gluing(paths: list[Path], *, root: Path = ROOT) -> list[str]:
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             glued = (
-                (isinstance(node, ast.JoinedStr) and len(node.values) > 1 and isinstance(node.values[0], ast.FormattedValue)
-                 and _names_prefix(node.values[0].value))
+                (
+                    isinstance(node, ast.JoinedStr)
+                    and len(node.values) > 1
+                    and isinstance(node.values[0], ast.FormattedValue)
+                    and _names_prefix(node.values[0].value)
+                )
                 or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _names_prefix(node.left))
-                or (isinstance(node, ast.Slice) and isinstance(node.lower, ast.Call) and isinstance(node.lower.func, ast.Name)
-                    and node.lower.func.id == "len" and node.lower.args and _names_prefix(node.lower.args[0]))
-                or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "removeprefix"
-                    and node.args and _names_prefix(node.args[0]))
-            )  # fmt: skip
+                or (
+                    isinstance(node, ast.Slice)
+                    and isinstance(node.lower, ast.Call)
+                    and isinstance(node.lower.func, ast.Name)
+                    and node.lower.func.id == "len"
+                    and node.lower.args
+                    and _names_prefix(node.lower.args[0])
+                )
+                or (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "removeprefix"
+                    and node.args
+                    and _names_prefix(node.args[0])
+                )
+            )
             if glued:
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
     return found

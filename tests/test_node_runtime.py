@@ -76,10 +76,45 @@ def test_the_embedded_azurite_runs_on_a_node_new_enough_for_it() -> None:
 
 # The newcomer's machine -----------------------------------------------------------------
 
-_TOOLS = (
-    "make sh bash env cat cp mv ln rm mkdir rmdir touch test [ ls chmod dirname basename readlink "
-    "realpath head tail sort tr uname id date sleep true false echo printf expr wc cut tee mktemp"
-).split()
+_TOOLS = [
+    "make",
+    "sh",
+    "bash",
+    "env",
+    "cat",
+    "cp",
+    "mv",
+    "ln",
+    "rm",
+    "mkdir",
+    "rmdir",
+    "touch",
+    "test",
+    "[",
+    "ls",
+    "chmod",
+    "dirname",
+    "basename",
+    "readlink",
+    "realpath",
+    "head",
+    "tail",
+    "sort",
+    "tr",
+    "uname",
+    "id",
+    "date",
+    "sleep",
+    "true",
+    "false",
+    "echo",
+    "printf",
+    "expr",
+    "wc",
+    "cut",
+    "tee",
+    "mktemp",
+]
 
 
 def _python_only_path(bin_dir: Path) -> Path:
@@ -96,10 +131,16 @@ def _python_only_path(bin_dir: Path) -> Path:
 
 def _copy_project(target: Path) -> None:
     """The files a clean clone has: what git tracks (as they are in the work tree)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():
@@ -120,7 +161,9 @@ def test_a_clean_clone_on_a_machine_without_node_installs_and_runs(tmp_path: Pat
     clone = tmp_path / "clone"
     _copy_project(clone)
     bin_dir = _python_only_path(tmp_path / "bin")
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "AZURE_STORAGE_CONNECTION_STRING"}}
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "AZURE_STORAGE_CONNECTION_STRING"}
+    }
     env["PATH"] = str(bin_dir)
     for name in ("node", "npm", "npx"):
         assert shutil.which(name, path=env["PATH"]) is None
@@ -134,9 +177,15 @@ def test_a_clean_clone_on_a_machine_without_node_installs_and_runs(tmp_path: Pat
     assert sorted(p.name for p in bin_dir.iterdir()) == sorted({"python3", *(t for t in _TOOLS if shutil.which(t))})
 
     run = subprocess.Popen(
-        ["make", "run"], cwd=clone, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_reset_sigint,
-    )  # fmt: skip
+        ["make", "run"],
+        cwd=clone,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_reset_sigint,
+    )
     lines: list[str] = []
     try:
         assert run.stdout is not None

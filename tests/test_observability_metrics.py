@@ -11,8 +11,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-
-
 from photomosaics.commands.run import choose_port
 from tests.support.metrics import samples, value_of
 from tests.support.pipelines import Pipeline, sample_photo

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.support.pipelines import Pipeline, sample_photo
 from mosaic.images import open_image
 from mosaic.render import placed_tiles, render_with_placement
+from tests.support.pipelines import Pipeline, sample_photo
 from workers.slicing import encode_output
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -43,8 +43,6 @@ def rotated_jpeg(width: int, height: int, *, seed: int) -> bytes:
 def decoded(data: bytes) -> np.ndarray:
     with Image.open(io.BytesIO(data)) as image:
         return np.asarray(image.convert("RGB"))
-
-
 
 
 def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline) -> None:
@@ -69,8 +67,14 @@ def test_eighteen_jobs_through_real_processes_are_pixel_identical(pipe: Pipeline
     for rid, (label, image, slices, tile) in jobs.items():
         job = finished[rid]
         assert job.status == "done", f"{label}, {slices} slices, tile {tile}: {job.status} {job.error}"
-        expected, choice = render_with_placement(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
-                                                 max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        expected, choice = render_with_placement(
+            open_image(image),
+            library,
+            tile_size=tile,
+            slices=slices,
+            seed=rid,
+            max_output_pixels=pipe.settings.max_output_pixels,
+        )
         which, mirrored = placed_tiles(choice, library)
         tile_map = pipe.tile_map(job)
         reported = [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()]

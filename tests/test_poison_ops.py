@@ -10,27 +10,46 @@ from click.testing import CliRunner
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
 from dal.jobs.model import Job
 from dal.jobs.store import JobStore
-from dal.queues.messages import SliceRequestMessage
 from dal.operations.poison import list_poison, purge, requeue
+from dal.queues.messages import SliceRequestMessage
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 from photomosaics.cli import main
 
 
 def _poison_one(queue: ImageProcessingQueue, request_id: str, seq: int = 0) -> None:
     """A valid slice request that a worker gave up on: in poison with a reason."""
-    queue.submit(SliceRequestMessage(
-        queue_uri=queue.url, client_id="operator-test", request_id=request_id,
-        image_library_uri="http://127.0.0.1/devstoreaccount1/lib", slice_uri=f"http://127.0.0.1/x/{seq}.png",
-        slice_sequence=seq, tile_size=8,
-    ))  # fmt: skip
+    queue.submit(
+        SliceRequestMessage(
+            queue_uri=queue.url,
+            client_id="operator-test",
+            request_id=request_id,
+            image_library_uri="http://127.0.0.1/devstoreaccount1/lib",
+            slice_uri=f"http://127.0.0.1/x/{seq}.png",
+            slice_sequence=seq,
+            tile_size=8,
+        )
+    )
     (received,) = queue.accept_messages(1)
     queue.move_to_poison(received, "handler kept crashing")
 
 
 def _failed_job(jobs: JobStore, request_id: str) -> None:
-    jobs.create(Job(client_id="operator-test", request_id=request_id, status="failed", library="lib", tile_size=8,
-                    slices=2, tiles_across=4, tiles_down=4, output_width=32, output_height=32, input_name="x.png",
-                    error="slice 1: handler kept crashing"))  # fmt: skip
+    jobs.create(
+        Job(
+            client_id="operator-test",
+            request_id=request_id,
+            status="failed",
+            library="lib",
+            tile_size=8,
+            slices=2,
+            tiles_across=4,
+            tiles_down=4,
+            output_width=32,
+            output_height=32,
+            input_name="x.png",
+            error="slice 1: handler kept crashing",
+        )
+    )
 
 
 @pytest.fixture
@@ -67,7 +86,9 @@ def test_requeue_one_by_id_gives_a_fresh_message_reopens_the_job_and_notes_it(
     assert "handler kept crashing" in event.message and queue.poison.name in event.message
 
 
-def test_requeue_all_leaves_garbage_and_purge_empties(world: tuple[QueueAccessor, JobStore], storage: StorageClients) -> None:
+def test_requeue_all_leaves_garbage_and_purge_empties(
+    world: tuple[QueueAccessor, JobStore], storage: StorageClients
+) -> None:
     accessor, jobs = world
     queue = accessor.slice_request
     for seq in range(3):
@@ -86,7 +107,9 @@ def test_requeue_all_leaves_garbage_and_purge_empties(world: tuple[QueueAccessor
 
 
 def test_cli_lists_ids_requeues_and_purges(
-    world: tuple[QueueAccessor, JobStore], azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch,
+    world: tuple[QueueAccessor, JobStore],
+    azurite_connection_string: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     accessor, _ = world
     queue = accessor.slice_request

@@ -30,10 +30,10 @@ from dal.queues.messages import (
     SliceResponseMessage,
 )
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
-from tests.support.prereqs import require
 from tests.support.junk import JUNK, put_junk
-from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 from tests.support.listeners import in_thread, listener
+from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
+from tests.support.prereqs import require
 from tests.support.waiting import wait_for
 from workers.observability import ListenerCollector
 
@@ -46,11 +46,13 @@ def _request(queue: ImageProcessingQueue, rid: str) -> QueueMessage:
     blob = "http://127.0.0.1:10000/devstoreaccount1/x"
     kind = queue.logical_name
     if kind == "imagerequest":
-        return ImageRequestMessage(**common, image_uri=f"{blob}/in.png", image_library_uri=f"{blob}/lib", tile_size=8,
-                                   slices=2)  # fmt: skip
+        return ImageRequestMessage(
+            **common, image_uri=f"{blob}/in.png", image_library_uri=f"{blob}/lib", tile_size=8, slices=2
+        )
     if kind == "slicerequest":
-        return SliceRequestMessage(**common, image_library_uri=f"{blob}/lib", slice_uri=f"{blob}/0.png", slice_sequence=0,
-                                   tile_size=8)  # fmt: skip
+        return SliceRequestMessage(
+            **common, image_library_uri=f"{blob}/lib", slice_uri=f"{blob}/0.png", slice_sequence=0, tile_size=8
+        )
     if kind == "sliceresponse":
         return SliceResponseMessage(**common, slice_uri=f"{blob}/0.png", slice_sequence=0)
     return ImageResponseMessage(**common, image_uri=f"{blob}/out.jpg")
@@ -129,7 +131,9 @@ def _idle_listener(case: Case, hints: Hints, handler: Callable[[ReceivedMessage]
     """A listener as a role runs it (one at a time, hints on, the 60 s cap), idle and covered."""
     subject = listener(case.consumer, handler, hints=hints.channel, poll_max_hinted=CAP, **options)
     thread = in_thread(subject.run)
-    wait_for(lambda: subject.hint_covered and subject.stats["idle_waits"] >= 1 or None)  # QueueEmpty: waits for a hint
+    wait_for(
+        lambda: (subject.hint_covered and subject.stats["idle_waits"] >= 1) or None
+    )  # QueueEmpty: waits for a hint
     case.target.hints = hints.channel
     return subject, thread
 
@@ -165,8 +169,11 @@ def test_junk_at_the_head_of_a_queue_does_not_delay_the_message_behind_it(
     assert at_handling["empty_receives"] == before["empty_receives"]  # poison-only receives are not empty ones
     assert at_handling["poison_receives"] >= 1 and at_handling["poisoned"] == junk
     assert subject.stats["hint_pickups"] == 1 and subject.stats["poll_pickups"] == 0
-    metrics = {sample.name: sample.value for family in ListenerCollector("role", [subject]).collect()
-               for sample in family.samples}  # fmt: skip
+    metrics = {
+        sample.name: sample.value
+        for family in ListenerCollector("role", [subject]).collect()
+        for sample in family.samples
+    }
     assert metrics["photomosaics_messages_poisoned_total"] == junk  # what an operator's dashboard counts
     assert metrics["photomosaics_queue_poison_receives_total"] >= 1
 
@@ -185,8 +192,9 @@ def test_a_message_past_its_dequeue_count_does_not_delay_the_next_one(
     def on_poison(received: ReceivedMessage, reason: str, *, permanent: bool = False) -> None:
         told.append((received.message.request_id, permanent))
 
-    subject, thread = _idle_listener(case, hints, lambda r: handled.append((r.message, dict(subject.stats))),
-                                     on_poison=on_poison)  # fmt: skip
+    subject, thread = _idle_listener(
+        case, hints, lambda r: handled.append((r.message, dict(subject.stats))), on_poison=on_poison
+    )
     try:
         wait_for(lambda: case.target.peek(1) or None)  # visible again, unannounced, at the head
         before = dict(subject.stats)
@@ -223,8 +231,11 @@ def test_the_junk_is_what_the_test_says_it_is(storage: StorageClients, unique: s
 
 # The roles poll every 30 s, and wait up to 300 s when hints cover them: a job held up by one
 # idle wait could not finish within ``ROLES_SOON``.
-SLOW = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "30", "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
-        "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "300"}  # fmt: skip
+SLOW = {
+    "PHOTOMOSAICS_POLL_MIN_SECONDS": "30",
+    "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
+    "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "300",
+}
 ROLES_SOON = 45.0
 
 
@@ -237,8 +248,12 @@ def test_junk_in_every_work_queue_does_not_delay_a_job_through_the_roles(
     try:
         pipe.library_uri = pipe.create_library("tiles", synthetic_library())
         queues = pipe.services.queues
-        consumed = [*queues.image_request_lanes, *queues.slice_request_queues(), queues.slice_response,
-                    queues.image_response]  # fmt: skip
+        consumed = [
+            *queues.image_request_lanes,
+            *queues.slice_request_queues(),
+            queues.slice_response,
+            queues.image_response,
+        ]
         env = {**SLOW, **hints.env, "PHOTOMOSAICS_SLICE_SHARDS": "2"}
         for role in ("controller", "processor", "responder"):
             pipe.start(role, env=env)
@@ -260,8 +275,9 @@ def test_junk_in_every_work_queue_does_not_delay_a_job_through_the_roles(
     # Every queue on the job's way was drained of its junk first (lane 1 may keep some: nothing
     # sent there, so nobody had a reason to look).
     on_the_way = [queues.image_request, *queues.slice_request_shards, queues.slice_response, queues.image_response]
-    assert {q.short_name: q.poison.approximate_depth() for q in on_the_way} == {q.short_name: junk[q.short_name]
-                                                                                for q in on_the_way}  # fmt: skip
+    assert {q.short_name: q.poison.approximate_depth() for q in on_the_way} == {
+        q.short_name: junk[q.short_name] for q in on_the_way
+    }
     detected = _log_lines(pipe, "listener.work_detected")
     assert detected and all("by=hint" in line for line in detected), detected
     stopped = _log_lines(pipe, "listener.stop")
@@ -269,8 +285,12 @@ def test_junk_in_every_work_queue_does_not_delay_a_job_through_the_roles(
 
 
 def _log_lines(pipe: Pipeline, *needles: str) -> list[str]:
-    return [line for r in pipe.roles for line in r.log_path.read_text(errors="replace").splitlines()
-            if all(n in line for n in needles)]  # fmt: skip
+    return [
+        line
+        for r in pipe.roles
+        for line in r.log_path.read_text(errors="replace").splitlines()
+        if all(n in line for n in needles)
+    ]
 
 
 def _stat(line: str, key: str) -> int:

@@ -8,23 +8,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.blobs.libraries import INDEX_BLOB
+from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.queues.work_queue import ReceivedMessage
-from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
-from workers.controller import JobController
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
+from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers import slicing
-from workers.slicing import band_bytes, decode_band
+from workers.controller import JobController
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.processor import ImageProcessor
 from workers.services import RoleServices
+from workers.slicing import band_bytes, decode_band
 
 pytestmark = pytest.mark.timeout(120)
-
-
 
 
 def receive_all(queue: Any, expected: int) -> list[ReceivedMessage]:
@@ -37,7 +35,9 @@ def receive_all(queue: Any, expected: int) -> list[ReceivedMessage]:
     return got
 
 
-def dispatch(pipe: Pipeline, image: bytes, *, slices: int, tile: int = 8, library: str | None = None) -> tuple[str, list[ReceivedMessage]]:
+def dispatch(
+    pipe: Pipeline, image: bytes, *, slices: int, tile: int = 8, library: str | None = None
+) -> tuple[str, list[ReceivedMessage]]:
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
@@ -64,19 +64,29 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
 
     job = pipe.job(rid)
     assert job is not None
-    expected = render(open_image(image), pipe.services.libraries.load(pipe.library_uri), tile_size=16,
-                      slices=3, seed=rid, max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+    expected = render(
+        open_image(image),
+        pipe.services.libraries.load(pipe.library_uri),
+        tile_size=16,
+        slices=3,
+        seed=rid,
+        max_output_pixels=pipe.settings.max_output_pixels,
+    )
     assert np.array_equal(pipe.slice_outputs(job), expected)
     responses = receive_all(pipe.services.queues.slice_response, 4)
     assert sorted(r.message.slice_sequence for r in responses) == [0, 0, 1, 2]  # type: ignore[attr-defined]
     # Each response carries its slice's log line (the controller keeps it in the job row); the
     # processor writes no event row of its own.
     reports = [r.message.report for r in responses]  # type: ignore[attr-defined]
-    assert all(r is not None and r["actor"] == "proc-1" and r["stages"].get("render", -1) >= 0 for r in reports), reports
+    assert all(r is not None and r["actor"] == "proc-1" and r["stages"].get("render", -1) >= 0 for r in reports), (
+        reports
+    )
     assert [e.kind for e in pipe.services.jobs.events(rid)].count("slice_done") == 0
 
     index_reads = [c for c in calls if c[0] == "GET" and c[1].endswith(f"/{INDEX_BLOB}")]
-    assert [status for *_, status in index_reads] == [206, 304, 304, 304], "the index is fetched once, then revalidated (304)"
+    assert [status for *_, status in index_reads] == [206, 304, 304, 304], (
+        "the index is fetched once, then revalidated (304)"
+    )
     assert not [c for c in calls if "/tiles/" in c[1]], "no tile is downloaded one by one"
     # First deliveries (dequeue count 1) do not read the job row; only a redelivery pays that.
     job_reads = [c for c in calls if c[0] == "GET" and "jobs" in c[1].split("?")[0].rsplit("/", 1)[-1]]
@@ -101,24 +111,29 @@ def test_a_fair_use_job_is_assigned_once_and_its_slices_together_respect_max_use
     assert np.bincount(choice.ravel() % len(library)).max() <= 3  # the bands together, mirror images included
     job = pipe.job(rid)
     assert job is not None
-    expected = render(open_image(image), library, tile_size=16, tiles_across=12, slices=3, seed=rid,
-                      options=RenderOptions(max_uses=3))  # fmt: skip
+    expected = render(
+        open_image(image), library, tile_size=16, tiles_across=12, slices=3, seed=rid, options=RenderOptions(max_uses=3)
+    )
     assert np.array_equal(pipe.slice_outputs(job), expected)
 
 
 def test_a_fair_use_job_that_the_library_cannot_cover_fails_with_the_reason(pipe: Pipeline) -> None:
-    rid = pipe.submit(sample_photo(48, 36, seed=5), library_uri=pipe.library_uri, tile_size=16, slices=2,
-                      tiles_across=12, max_uses=2)  # fmt: skip
+    rid = pipe.submit(
+        sample_photo(48, 36, seed=5), library_uri=pipe.library_uri, tile_size=16, slices=2, tiles_across=12, max_uses=2
+    )
     [request] = receive_all(pipe.services.queues.image_request, 1)
-    with pytest.raises(PermanentJobError, match="108 cells need more than 48 tiles x 2 uses: raise max_uses to at least 3"):
+    with pytest.raises(
+        PermanentJobError, match="108 cells need more than 48 tiles x 2 uses: raise max_uses to at least 3"
+    ):
         JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     assert pipe.services.queues.slice_request.accept_messages(32, visibility_timeout=1) == []
     assert rid
 
 
 @pytest.mark.parametrize("damage", ["missing_library", "undecodable_band", "undecodable_band_blob"])
-def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, damage: str,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(
+    pipe: Pipeline, damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     library = pipe.library_uri.rstrip("/") + "-gone" if damage == "missing_library" else None
     if damage == "undecodable_band_blob":  # bands over the inline limit are blobs
         monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)
@@ -132,10 +147,16 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(pipe: Pipeline, 
     with pytest.raises(PermanentJobError) as caught:
         processor.handle_slice_request(requests[1])
     # What the listener does next: poison the message, then fail its job through the hook.
-    poison_hook(pipe.services.jobs, actor="proc-1", what="rendering a slice")(requests[1], caught.value.reason, permanent=True)
+    poison_hook(pipe.services.jobs, actor="proc-1", what="rendering a slice")(
+        requests[1], caught.value.reason, permanent=True
+    )
     job = pipe.job(rid)
     assert job is not None and job.status == "failed" and job.error
-    assert ("library" in job.error) if damage == "missing_library" else ("slice 2 of the picture cannot be read" in job.error)
+    assert (
+        ("library" in job.error)
+        if damage == "missing_library"
+        else ("slice 2 of the picture cannot be read" in job.error)
+    )
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/1.png")
     # The job is failed: the other slice, delivered again, is not even rendered. (A first
     # delivery does not read the job row, to save a transaction on every slice of every job:
@@ -170,11 +191,13 @@ def test_a_processor_renders_on_one_blas_thread_unless_the_operator_chose(chosen
     assert probe.stdout.strip() == expected
 
 
-def expected_placement(image: bytes, library: Any, *, rid: str, slices: int, options: RenderOptions,
-                       tiles_across: int | None = None) -> tuple[np.ndarray, list[tuple[str, bool]]]:  # fmt: skip
+def expected_placement(
+    image: bytes, library: Any, *, rid: str, slices: int, options: RenderOptions, tiles_across: int | None = None
+) -> tuple[np.ndarray, list[tuple[str, bool]]]:
     """The in-process render's pixels and, per cell in row order, (library tile name, mirrored)."""
-    pixels, choice = render_with_placement(open_image(image), library, tile_size=16, slices=slices, seed=rid,
-                                           tiles_across=tiles_across, options=options)  # fmt: skip
+    pixels, choice = render_with_placement(
+        open_image(image), library, tile_size=16, slices=slices, seed=rid, tiles_across=tiles_across, options=options
+    )
     which, mirrored = placed_tiles(choice, library)
     return pixels, [(library.names[w], bool(m)) for w, m in zip(which.ravel(), mirrored.ravel(), strict=True)]
 

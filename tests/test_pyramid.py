@@ -18,11 +18,11 @@ from azure.core.exceptions import HttpResponseError
 from PIL import Image
 
 from dal.blobs.names import pyramid_blob_name
-from dal.operations.cleanup import delete_job_everywhere
-from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.queues.messages import SliceResponseMessage
 from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
 from dal.blobs.rendered import encode_rendered, slice_output_name
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.operations.cleanup import delete_job_everywhere
+from dal.queues.messages import SliceResponseMessage
 from mosaic.grid import plan_bands
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
@@ -39,14 +39,23 @@ def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int) -> tup
     assert job is not None
     mosaic = np.random.default_rng(1).integers(0, 256, (job.output_height, job.output_width, 3), dtype=np.uint8)
     urls = [
-        pipe.services.blobs.upload(SLICE_RESPONSE_CONTAINER, slice_output_name(rid, seq),
-                                   encode_rendered(mosaic[band.start * 8 : band.stop * 8]),
-                                   content_type="application/octet-stream")  # fmt: skip
+        pipe.services.blobs.upload(
+            SLICE_RESPONSE_CONTAINER,
+            slice_output_name(rid, seq),
+            encode_rendered(mosaic[band.start * 8 : band.stop * 8]),
+            content_type="application/octet-stream",
+        )
         for seq, band in enumerate(plan_bands(job.tiles_down, slices))
     ]
     queue = pipe.services.queues.slice_response
-    queue.submit([SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url,
-                                       slice_sequence=s) for s, url in enumerate(urls)])  # fmt: skip
+    queue.submit(
+        [
+            SliceResponseMessage(
+                queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url, slice_sequence=s
+            )
+            for s, url in enumerate(urls)
+        ]
+    )
     for _ in range(slices):
         [received] = queue.accept_messages(1, visibility_timeout=30)
         ctl.handle_slice_response(received)
@@ -93,7 +102,9 @@ def _pyramid_size(pipe: Pipeline, rid: str) -> tuple[str, str]:
     return re.findall(r'Width="(\d+)"', dzi)[0], re.findall(r'Height="(\d+)"', dzi)[0]
 
 
-def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_controller_builds_none(pipe: Pipeline) -> None:
+def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_controller_builds_none(
+    pipe: Pipeline,
+) -> None:
     from workers.processor import ImageProcessor
 
     ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
@@ -129,11 +140,13 @@ def test_a_one_slice_job_of_an_older_processor_that_wrote_only_the_jpeg_gets_its
     [_band] = pipe.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
     # What a processor of the previous release does: the JPEG, its response, no pyramid.
     pixels = np.random.default_rng(5).integers(0, 256, (job.output_height, job.output_width, 3), dtype=np.uint8)
-    url = pipe.services.blobs.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encode_output(pixels),
-                                     content_type=OUTPUT_CONTENT_TYPE)  # fmt: skip
+    url = pipe.services.blobs.upload(
+        IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encode_output(pixels), content_type=OUTPUT_CONTENT_TYPE
+    )
     queue = pipe.services.queues.slice_response
-    queue.submit(SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url,
-                                      slice_sequence=0))  # fmt: skip
+    queue.submit(
+        SliceResponseMessage(queue_uri=queue.url, client_id=CLIENT_ID, request_id=rid, slice_uri=url, slice_sequence=0)
+    )
     [response] = queue.accept_messages(1, visibility_timeout=30)
     ctl.handle_slice_response(response)
     job = pipe.job(rid)
@@ -141,10 +154,14 @@ def test_a_one_slice_job_of_an_older_processor_that_wrote_only_the_jpeg_gets_its
     assert _pyramid_size(pipe, rid) == (str(job.output_width), str(job.output_height))
     [stitched] = [e for e in pipe.services.jobs.events(rid) if e.kind == "stitched"]
     assert "pyramid built here" in stitched.message
-    assert stitched.stages is not None and {"output_download", "pyramid_build", "pyramid_upload"} <= set(stitched.stages)
+    assert stitched.stages is not None and {"output_download", "pyramid_build", "pyramid_upload"} <= set(
+        stitched.stages
+    )
 
 
-def test_members_are_read_by_range_from_a_cached_index_and_a_replaced_zip_is_reindexed(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001
+def test_members_are_read_by_range_from_a_cached_index_and_a_replaced_zip_is_reindexed(
+    pipe: Pipeline, tmp_path
+) -> None:
     blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000a.dzi.zip"
     pixels = np.random.default_rng(2).integers(0, 256, (600, 700, 3), dtype=np.uint8)
 
@@ -183,7 +200,6 @@ def test_deleting_a_job_deletes_its_pyramid(pipe: Pipeline) -> None:
     assert not list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, rid))
 
 
-
 def _zip_members(data: bytes) -> dict[str, bytes]:
     """The members of a pyramid zip but libvips' properties file (it carries the time it was made)."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -191,12 +207,16 @@ def _zip_members(data: bytes) -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist() if not name.endswith("vips-properties.xml")}
 
 
-def test_a_pyramid_streams_to_its_blob_in_blocks_as_it_is_built_and_reads_like_the_file(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001
+def test_a_pyramid_streams_to_its_blob_in_blocks_as_it_is_built_and_reads_like_the_file(
+    pipe: Pipeline, tmp_path
+) -> None:
     blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000b.dzi.zip"
     pixels = np.random.default_rng(6).integers(0, 256, (900, 1200, 3), dtype=np.uint8)
     save_pyramid_pixels(pixels, tmp_path / "mosaic.zip")
     writes: list[int] = []
-    with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=64 * 1024) as zipped:
+    with blobs.open_writer(
+        IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=64 * 1024
+    ) as zipped:
 
         def write(chunk: bytes) -> None:
             writes.append(zipped.staged_blocks)
@@ -214,7 +234,7 @@ def test_a_pyramid_streams_to_its_blob_in_blocks_as_it_is_built_and_reads_like_t
     assert reader.read(blobs, IMAGE_OUTPUT_CONTAINER, name, tile_name(top, 2, 1)) == members[tile_name(top, 2, 1)]
 
 
-def test_a_pyramid_whose_upload_fails_stops_its_build_and_stores_nothing(pipe: Pipeline, tmp_path) -> None:  # noqa: ANN001
+def test_a_pyramid_whose_upload_fails_stops_its_build_and_stores_nothing(pipe: Pipeline, tmp_path) -> None:
     blobs, name = pipe.services.blobs, "00000000-0000-4000-8000-00000000000c.dzi.zip"
     pixels = np.random.default_rng(8).integers(0, 256, (900, 1200, 3), dtype=np.uint8)
     full: list[int] = []
@@ -223,8 +243,12 @@ def test_a_pyramid_whose_upload_fails_stops_its_build_and_stores_nothing(pipe: P
     lease = _lease(pipe, name)  # a real fault: Put Block is refused (412) while someone holds the lease
     writes: list[int] = []
     try:
-        with pytest.raises(HttpResponseError) as raised, \
-                blobs.open_writer(IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=32 * 1024) as zipped:  # fmt: skip
+        with (
+            pytest.raises(HttpResponseError) as raised,
+            blobs.open_writer(
+                IMAGE_OUTPUT_CONTAINER, name, content_type="application/zip", block_bytes=32 * 1024
+            ) as zipped,
+        ):
 
             def write(chunk: bytes) -> None:
                 writes.append(len(chunk))

@@ -11,7 +11,6 @@ from typing import TypeVar
 import pytest
 
 from dal.config import CLAIM_CHECK_CONTAINER, Settings, StorageClients
-from dal.queues.stored_queue import StoredQueue
 from dal.errors import QueueMessageFormatException
 from dal.queues.messages import (
     ImageRequestMessage,
@@ -20,7 +19,7 @@ from dal.queues.messages import (
     SliceRequestMessage,
     SliceResponseMessage,
 )
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.stored_queue import StoredQueue
 from dal.queues.wire import (
     MAX_ENCODED_MESSAGE_BYTES,
     ClaimCheck,
@@ -30,6 +29,7 @@ from dal.queues.wire import (
     parse_claim_check,
     poison_envelope,
 )
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 
 T = TypeVar("T")
 RID = "5d0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -55,8 +55,14 @@ def queues(storage: StorageClients, unique: str) -> QueueAccessor:
 
 def image_request(queue: ImageProcessingQueue, **changes: object) -> ImageRequestMessage:
     fields: dict[str, object] = dict(
-        queue_uri=queue.url, client_id="alice", request_id=RID, image_uri=f"{BLOB}/imageinput/{RID}.jpg",
-        image_library_uri=f"{BLOB}/flowers", tile_size=8, slices=3, tiles_across=90,
+        queue_uri=queue.url,
+        client_id="alice",
+        request_id=RID,
+        image_uri=f"{BLOB}/imageinput/{RID}.jpg",
+        image_library_uri=f"{BLOB}/flowers",
+        tile_size=8,
+        slices=3,
+        tiles_across=90,
     )
     fields.update(changes)
     return ImageRequestMessage(**fields)  # type: ignore[arg-type]
@@ -66,10 +72,17 @@ def one_of_each(queues: QueueAccessor) -> list[QueueMessage]:
     common = dict(client_id="bob", request_id=str(uuid.uuid4()))
     return [
         image_request(queues.image_request, tiles_across=None, **common),  # type: ignore[arg-type]
-        SliceRequestMessage(queue_uri=queues.slice_request.url, image_library_uri=f"{BLOB}/flowers",
-                            slice_uri=f"{BLOB}/slicerequest/x/0.png", slice_sequence=0, tile_size=64, **common),
-        SliceResponseMessage(queue_uri=queues.slice_response.url, slice_uri=f"{BLOB}/sliceresponse/x/2.png",
-                             slice_sequence=2, **common),
+        SliceRequestMessage(
+            queue_uri=queues.slice_request.url,
+            image_library_uri=f"{BLOB}/flowers",
+            slice_uri=f"{BLOB}/slicerequest/x/0.png",
+            slice_sequence=0,
+            tile_size=64,
+            **common,
+        ),
+        SliceResponseMessage(
+            queue_uri=queues.slice_response.url, slice_uri=f"{BLOB}/sliceresponse/x/2.png", slice_sequence=2, **common
+        ),
         ImageResponseMessage(queue_uri=queues.image_response.url, image_uri=f"{BLOB}/imageoutput/x.jpg", **common),
     ]
 
@@ -125,8 +138,15 @@ def test_batches_are_bounded_and_fan_out_is_complete(queues: QueueAccessor) -> N
         with pytest.raises(ValueError, match="1..32"):
             queue.accept_messages(bad)
     fan_out = [
-        SliceRequestMessage(queue_uri=queue.url, client_id="c", request_id=RID, image_library_uri=f"{BLOB}/l",
-                            slice_uri=f"{BLOB}/slicerequest/{RID}/{seq}.png", slice_sequence=seq, tile_size=4)
+        SliceRequestMessage(
+            queue_uri=queue.url,
+            client_id="c",
+            request_id=RID,
+            image_library_uri=f"{BLOB}/l",
+            slice_uri=f"{BLOB}/slicerequest/{RID}/{seq}.png",
+            slice_sequence=seq,
+            tile_size=4,
+        )
         for seq in range(40)
     ]
     queue.submit(fan_out)
@@ -257,8 +277,10 @@ def test_garbage_in_a_queue_lands_in_poison_with_the_reason(queues: QueueAccesso
         b64(b"\xff\xfe\x00"): ("not Base64 of UTF-8", "wire"),
         b64(b"hello, world"): ("payload is not JSON", "text"),
         b64(one_of_each(queues)[1].payload().encode()): ("belongs in queue 'slicerequest'", "text"),
-        b64(image_request(queue).payload().replace('"tile_size":8', '"tile_size":99').encode()):
-            ("tile_size must be 1..64", "text"),
+        b64(image_request(queue).payload().replace('"tile_size":8', '"tile_size":99').encode()): (
+            "tile_size must be 1..64",
+            "text",
+        ),
     }
     for text in garbage:
         client.send_message(text)
@@ -287,7 +309,12 @@ def test_claim_check_envelope_functions() -> None:
     text = poison_envelope(reason="r", dequeue_count=6, queue="q", payload="p\x00é", message_id="m")
     entry = PoisonEntry.from_text(text)
     assert (entry.reason, entry.dequeue_count, entry.queue, entry.payload, entry.message_id) == (
-        "r", 6, "q", "p\x00é", "m")
+        "r",
+        6,
+        "q",
+        "p\x00é",
+        "m",
+    )
 
 
 def test_large_payload_travels_as_a_claim_check_and_its_blob_goes_with_the_message(
@@ -302,7 +329,8 @@ def test_large_payload_travels_as_a_claim_check_and_its_blob_goes_with_the_messa
     [raw] = raw_client(queue).peek_messages()
     reference = base64.b64decode(raw.content).decode()
     assert parse_claim_check(reference) == ClaimCheck(
-        container=container.container_name, blob=blob_name, length=len(big.payload()))
+        container=container.container_name, blob=blob_name, length=len(big.payload())
+    )
     [peeked] = queue.peek()
     assert peeked.message == big
     [held] = queue.accept_messages()
@@ -349,7 +377,9 @@ def test_a_large_message_moved_to_poison_keeps_its_whole_payload(
     assert list(container.list_blobs()) == []
 
 
-def test_a_stored_queue_puts_takes_and_deletes_plain_texts_with_claim_checks(storage: StorageClients, unique: str) -> None:
+def test_a_stored_queue_puts_takes_and_deletes_plain_texts_with_claim_checks(
+    storage: StorageClients, unique: str
+) -> None:
     """The public text surface the failover backlog uses: any size, claim checks cleaned up."""
     queue = StoredQueue(storage, f"t{unique}-texts", claim_container=f"t{unique}{CLAIM_CHECK_CONTAINER}")
     assert queue.take_texts(1, visibility_timeout=5) == []  # no queue yet: nothing, no error

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from dal.admission.render_rates import FRESH_SECONDS, RateMeter, RenderRates
 from dal.config import StorageClients
 from dal.observability.transactions import TransactionCounter
-from dal.admission.render_rates import FRESH_SECONDS, RateMeter, RenderRates
 
 
 def test_a_meter_writes_its_average_at_most_once_per_interval(azurite_connection_string: str, unique: str) -> None:
     counter = TransactionCounter()
-    rates = RenderRates(StorageClients(azurite_connection_string, profile="probe", response_hook=counter),
-                        prefix=f"r{unique}")  # fmt: skip
+    rates = RenderRates(
+        StorageClients(azurite_connection_string, profile="probe", response_hook=counter), prefix=f"r{unique}"
+    )
     rates.ensure_table()
     meter = RateMeter(rates, "processor@host:1", interval=30)
     before = counter.total()

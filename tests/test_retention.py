@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.queues.messages import JobCleanupMessage
 from dal.operations.retention import _Lease, sweep
+from dal.queues.messages import JobCleanupMessage
 from photomosaics.cli import main
 from tests.support.stored_jobs import CLIENT, leftovers, make_job, world  # noqa: F401 (a fixture)
 
 
-def test_sweep_queues_expired_jobs_and_deletes_orphans_only(world: dict[str, Any]) -> None:  # noqa: F811
+def test_sweep_queues_expired_jobs_and_deletes_orphans_only(world: dict[str, Any]) -> None:
     blobs, jobs, queue = world["blobs"], world["jobs"], world["queues"].job_cleanup
     finished = make_job(blobs, jobs)
     running = make_job(blobs, jobs)
@@ -38,8 +38,11 @@ def test_sweep_queues_expired_jobs_and_deletes_orphans_only(world: dict[str, Any
     assert len(leftovers(blobs, jobs, running)) > 5 and len(leftovers(blobs, jobs, finished)) > 5
 
 
-def test_one_sweeper_at_a_time(world: dict[str, Any], azurite_connection_string: str,  # noqa: F811
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_sweeper_at_a_time(
+    world: dict[str, Any],
+    azurite_connection_string: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     blobs, jobs, queue = world["blobs"], world["jobs"], world["queues"].job_cleanup
     holder = _Lease(blobs)
     assert holder.acquire()

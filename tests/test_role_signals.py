@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.queues.messages import SliceResponseMessage
 from dal.observability.transactions import COUNT_ENV
+from dal.queues.messages import SliceResponseMessage
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,22 +43,47 @@ def queue(storage: StorageClients, prefix: str) -> Iterator[ImageProcessingQueue
 
 
 def send(queue: ImageProcessingQueue, count: int) -> None:
-    queue.submit([
-        SliceResponseMessage(queue_uri=queue.url, client_id="signals", request_id=str(uuid.uuid4()),
-                             slice_uri=f"http://127.0.0.1/devstoreaccount1/sliceresponse/x/{i}.png", slice_sequence=i)
-        for i in range(count)
-    ])  # fmt: skip
+    queue.submit(
+        [
+            SliceResponseMessage(
+                queue_uri=queue.url,
+                client_id="signals",
+                request_id=str(uuid.uuid4()),
+                slice_uri=f"http://127.0.0.1/devstoreaccount1/sliceresponse/x/{i}.png",
+                slice_sequence=i,
+            )
+            for i in range(count)
+        ]
+    )
 
 
 def start_role(
-    connection_string: str, prefix: str, markers: Path, *, seconds: float, prefetch: int = 0, grace: float = 20.0,
+    connection_string: str,
+    prefix: str,
+    markers: Path,
+    *,
+    seconds: float,
+    prefetch: int = 0,
+    grace: float = 20.0,
     counts: Path | None = None,
 ) -> subprocess.Popen[str]:
     env = {**os.environ, CONNECTION_STRING_ENV: connection_string, "PYTHONPATH": str(ROOT)}
     if counts is not None:
         env[COUNT_ENV] = str(counts)
-    argv = [sys.executable, str(ROLE), "--prefix", prefix, "--markers", str(markers), "--seconds", str(seconds),
-            "--prefetch", str(prefetch), "--grace", str(grace)]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(ROLE),
+        "--prefix",
+        prefix,
+        "--markers",
+        str(markers),
+        "--seconds",
+        str(seconds),
+        "--prefetch",
+        str(prefetch),
+        "--grace",
+        str(grace),
+    ]
     return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

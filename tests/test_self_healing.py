@@ -23,10 +23,13 @@ import pytest
 
 from dal.availability.storage_status import read_status
 from dal.config import StorageClients
-from photomosaics.local.azurite import Azurite
 from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from photomosaics.local.azurite import Azurite
+from photomosaics.local.storage_keeper import AzuriteKeeper
+from photomosaics.local.supervisor import ChildSpec, Supervisor
+from tests.support.listeners import in_thread, listener, message
 from tests.support.pipelines import (
     SLOW_POLLS,
     Pipeline,
@@ -36,11 +39,9 @@ from tests.support.pipelines import (
     synthetic_library,
     woken_queues,
 )
-from tests.support.listeners import in_thread, listener, message
 from tests.support.waiting import wait_for
 from workers.leases import LEASE_DIR_ENV
-from photomosaics.local.storage_keeper import AzuriteKeeper
-from photomosaics.local.supervisor import ChildSpec, Supervisor
+
 
 def _channels(tmp_path: Path) -> dict[str, str]:
     hints = short_hint_dir(tmp_path / "hints")
@@ -87,7 +88,9 @@ def hinted(storage, unique: str, tmp_path: Path) -> Iterator[tuple[ImageProcessi
         queue.poison._client.delete_queue()
 
 
-def test_a_lost_hint_costs_one_poll_at_the_cap(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
+def test_a_lost_hint_costs_one_poll_at_the_cap(
+    hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path
+) -> None:
     queue, channel = hinted
     handled: list[ReceivedMessage] = []
     # Subscribed to hints, so its idle cap is poll_max_hinted; the send below publishes none.
@@ -109,7 +112,9 @@ def test_a_lost_hint_costs_one_poll_at_the_cap(hinted: tuple[ImageProcessingQueu
         thread.join(timeout=15)
 
 
-def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
+def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(
+    hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path
+) -> None:
     """QueueEmpty with push (seed 001): no 0.1, 0.2, 0.4 s ramp after the work, one poll and then
     the 60 s safety net; but a message this listener released with a retry delay is fetched when due."""
     queue, channel = hinted
@@ -135,14 +140,17 @@ def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(
         thread.join(timeout=15)
 
 
-def test_hint_credit_no_receive_after_the_announced_messages_were_taken(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
+def test_hint_credit_no_receive_after_the_announced_messages_were_taken(
+    hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path
+) -> None:
     """A hint says how many messages its send added: one at a time, the listener takes them and
     then waits for the next hint, with no empty receive after each (a small job's trailing empty
     receives); a hint with no count (a hand-back) still polls until the queue is empty."""
     queue, channel = hinted
     handled: list[ReceivedMessage] = []
-    consumer = listener(queue, handled.append, hints=channel, batch_size=1, poll_min=0.05, poll_max=0.2,
-                        poll_max_hinted=60.0)  # fmt: skip
+    consumer = listener(
+        queue, handled.append, hints=channel, batch_size=1, poll_min=0.05, poll_max=0.2, poll_max_hinted=60.0
+    )
     thread = in_thread(consumer.run)
     try:
         wait_for(lambda: consumer.stats["empty_receives"] >= 1 or None)
@@ -164,7 +172,9 @@ def test_hint_credit_no_receive_after_the_announced_messages_were_taken(hinted: 
         thread.join(timeout=15)
 
 
-def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_in_vain(hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path) -> None:
+def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_in_vain(
+    hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path
+) -> None:
     """Two listeners hear the same "4 sent": each tells the other what it took (a taken notice on
     the hint channel, no storage call), so neither receives again after the fourth is taken."""
     queue, channel = hinted
@@ -174,8 +184,19 @@ def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_
         time.sleep(0.3)
         handled.append(received)
 
-    consumers = [listener(queue, slow, name=f"peer-{i}", hints=channel, batch_size=1, poll_min=0.05, poll_max=0.2,
-                          poll_max_hinted=60.0) for i in range(2)]  # fmt: skip
+    consumers = [
+        listener(
+            queue,
+            slow,
+            name=f"peer-{i}",
+            hints=channel,
+            batch_size=1,
+            poll_min=0.05,
+            poll_max=0.2,
+            poll_max_hinted=60.0,
+        )
+        for i in range(2)
+    ]
     threads = [in_thread(c.run) for c in consumers]
     try:
         wait_for(lambda: all(c.stats["empty_receives"] >= 1 for c in consumers) or None)  # subscribed, idle
@@ -183,7 +204,9 @@ def test_competing_consumers_tell_each_other_what_they_took_so_neither_receives_
         queue.hints = channel
         queue.submit([message(queue, seq) for seq in range(4)])  # one hint: "4 messages"
         # Both done and both waiting for the next hint: no receive until one comes.
-        wait_for(lambda: sum(c.stats["succeeded"] for c in consumers) == 4 and all(c.stats["waiting"] for c in consumers))
+        wait_for(
+            lambda: sum(c.stats["succeeded"] for c in consumers) == 4 and all(c.stats["waiting"] for c in consumers)
+        )
         assert [c.stats["empty_receives"] for c in consumers] == empty_before, [c.stats for c in consumers]
         assert sum(c.stats["peer_taken"] for c in consumers) == 4  # each heard the other's notices, not its own
         assert sorted(r.message.slice_sequence for r in handled) == [0, 1, 2, 3]  # type: ignore[attr-defined]
@@ -206,8 +229,8 @@ def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: st
     from dataclasses import replace as _replace
 
     from dal.config import Settings, StorageClients
-    from dal.queues.lanes import PriorityLanes
     from dal.observability.transactions import TransactionCounter
+    from dal.queues.lanes import PriorityLanes
 
     counter = TransactionCounter()
     counted = StorageClients(storage.connection_string, response_hook=counter)
@@ -226,10 +249,17 @@ def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: st
     def send(lane: int) -> None:
         queue = queues.slice_lanes[lane][0]
         queue.hints = None
-        queue.put_text(SliceRequestMessage(queue_uri=queue.url, client_id="tester", request_id=str(uuid.uuid4()),
-                                           image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
-                                           slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
-                                           slice_sequence=0, tile_size=8).payload())  # fmt: skip
+        queue.put_text(
+            SliceRequestMessage(
+                queue_uri=queue.url,
+                client_id="tester",
+                request_id=str(uuid.uuid4()),
+                image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
+                slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
+                slice_sequence=0,
+                tile_size=8,
+            ).payload()
+        )
 
     try:
         assert receive() == ([], 2)  # nothing known: both lanes tried
@@ -254,7 +284,9 @@ def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: st
             lane.poison._client.delete_queue()
 
 
-def test_a_handed_back_lane_message_is_announced_where_the_listeners_listen(storage, unique: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_handed_back_lane_message_is_announced_where_the_listeners_listen(
+    storage, unique: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """A dead processor held a slice of lane 1 (``slicerequest-lane1``): the hand-back makes it
     visible and hints under the name the processors subscribe to, the one every send uses."""
     from dataclasses import replace as _replace
@@ -269,10 +301,17 @@ def test_a_handed_back_lane_message_is_announced_where_the_listeners_listen(stor
     lane1 = queues.slice_lanes[1][0]
     try:
         lane1.hints = None
-        lane1.put_text(SliceRequestMessage(queue_uri=lane1.url, client_id="tester", request_id=str(uuid.uuid4()),
-                                           image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
-                                           slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
-                                           slice_sequence=0, tile_size=8).payload())  # fmt: skip
+        lane1.put_text(
+            SliceRequestMessage(
+                queue_uri=lane1.url,
+                client_id="tester",
+                request_id=str(uuid.uuid4()),
+                image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
+                slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
+                slice_sequence=0,
+                tile_size=8,
+            ).payload()
+        )
         held = lanes.accept_messages(1, visibility_timeout=300)
         assert len(held) == 1 and held[0].queue_name == lane1.name != lanes.name
         dead_pid = 2**22 + 7  # past pid_max's default: no live process has it
@@ -337,8 +376,7 @@ def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pip
         handed.append((name, before))
 
     argv = [sys.executable, "-c", "from photomosaics.cli import main; main()", "processor"]
-    spec = ChildSpec(name="processor-1", argv=argv,
-                     env={**pipe.env, **env, "PHOTOMOSAICS_TEST_SLICE_DELAY": "1.5"})  # fmt: skip
+    spec = ChildSpec(name="processor-1", argv=argv, env={**pipe.env, **env, "PHOTOMOSAICS_TEST_SLICE_DELAY": "1.5"})
     supervisor = Supervisor([spec], grace=10, backoff_min=0.2, backoff_max=1.0, poll_interval=0.05, on_exit=on_exit)
     thread = threading.Thread(target=supervisor.run, daemon=True)
     thread.start()
@@ -373,7 +411,9 @@ def test_a_child_that_died_before_journaling_gets_its_queues_announced_once_its_
     channel = LocalHintChannel(channels[HINT_DIR_ENV])
     names = {q.hint_name for q in QueueAccessor(StorageClients(azurite_connection_string)).monitored()}
     heard: dict[str, list[int | None]] = {name: [] for name in names}
-    subscriptions = [channel.subscribe(name, lambda count, lane, name=name: heard[name].append(count)) for name in names]
+    subscriptions = [
+        channel.subscribe(name, lambda count, lane, name=name: heard[name].append(count)) for name in names
+    ]
     try:
         on_exit = hand_back_on_exit(azurite_connection_string, channels, hints_url="", lease_seconds=1)
         on_exit("processor-1", 2**22 + 7, -9)  # no journal: it died before writing one
@@ -433,8 +473,12 @@ def test_healthz_says_what_happened_to_the_embedded_azurite(tmp_path: Path, monk
     from dal.config import azurite_connection_string
 
     status_file = tmp_path / "status.json"
-    write_status(status_file, state="restarting", restarts=0,
-                 message="the embedded Azurite started by `photomosaics run` exited (code -9)")  # fmt: skip
+    write_status(
+        status_file,
+        state="restarting",
+        restarts=0,
+        message="the embedded Azurite started by `photomosaics run` exited (code -9)",
+    )
     monkeypatch.setenv("PHOTOMOSAICS_STORAGE_STATUS_FILE", str(status_file))
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite_connection_string("127.0.0.1", 9, 9, 9))
     monkeypatch.setenv("PHOTOMOSAICS_SECRET_KEY", uuid.uuid4().hex)

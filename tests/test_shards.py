@@ -11,16 +11,22 @@ import pytest
 
 from dal.config import Settings, StorageClients
 from dal.queues.messages import SliceRequestMessage
-from dal.queues.work_queue import QueueAccessor
 from dal.queues.shards import ShardedQueue
+from dal.queues.work_queue import QueueAccessor
 from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 
 
 def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMessage:
     shard = queues.slice_request_shard(rid, seq)
-    return SliceRequestMessage(queue_uri=shard.url, client_id="shards", request_id=rid, slice_sequence=seq,
-                               image_library_uri="http://127.0.0.1/devstoreaccount1/lib",
-                               slice_uri=f"http://127.0.0.1/x/{seq}.png", tile_size=8)  # fmt: skip
+    return SliceRequestMessage(
+        queue_uri=shard.url,
+        client_id="shards",
+        request_id=rid,
+        slice_sequence=seq,
+        image_library_uri="http://127.0.0.1/devstoreaccount1/lib",
+        slice_uri=f"http://127.0.0.1/x/{seq}.png",
+        tile_size=8,
+    )
 
 
 def test_one_shard_is_the_plain_queue(storage: StorageClients, unique: str) -> None:
@@ -37,9 +43,14 @@ def test_producers_spread_and_consumers_rotate_over_three_shards(storage: Storag
     shards = queues.slice_request_shards
     assert [q.short_name for q in shards] == ["slicerequest", "slicerequest-1", "slicerequest-2"]
     assert [q.short_name for q in queues.monitored()][4:] == [
-        "slicerequest-1", "slicerequest-2", "slicerequest-lane1", "slicerequest-lane1-1", "slicerequest-lane1-2",
-        "imagerequest-lane1", "jobcleanup",
-    ]  # fmt: skip
+        "slicerequest-1",
+        "slicerequest-2",
+        "slicerequest-lane1",
+        "slicerequest-lane1-1",
+        "slicerequest-lane1-2",
+        "imagerequest-lane1",
+        "jobcleanup",
+    ]
     rid = str(uuid.uuid4())
     for seq in range(6):
         message = slice_request(queues, rid, seq)

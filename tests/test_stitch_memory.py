@@ -47,8 +47,13 @@ def slices_on_disk(folder: Path, *, width: int, height: int, count: int) -> list
 
 
 def peak_rss_of_stitch(paths: list[Path], width: int, height: int) -> int:
-    result = subprocess.run([sys.executable, "-c", STITCH, str(width), str(height), *map(str, paths)],
-                            capture_output=True, text=True, timeout=240, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", STITCH, str(width), str(height), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return int(result.stdout.split()[-1])
 
@@ -58,5 +63,7 @@ def test_the_stitch_does_not_hold_the_mosaic(tmp_path: Path) -> None:
     small = peak_rss_of_stitch(slices_on_disk(tmp_path / "small", width=7744, height=1296, count=4), 7744, 1296)
     large = peak_rss_of_stitch(slices_on_disk(tmp_path / "large", width=7744, height=5184, count=4), 7744, 5184)
     added_pixels = 7744 * (5184 - 1296) * 3  # 90 MB
-    assert large - small < added_pixels / 4, f"peak RSS {small / 2**20:.0f} MB at 10 MP, {large / 2**20:.0f} MB at 40 MP"
+    assert large - small < added_pixels / 4, (
+        f"peak RSS {small / 2**20:.0f} MB at 10 MP, {large / 2**20:.0f} MB at 40 MP"
+    )
     assert (tmp_path / "large" / "mosaic.zip").stat().st_size > 0

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from photomosaics.local.azurite import AzuriteError, find_azurite_script
+from photomosaics.local.supervisor import ChildSpec, Supervisor, restart_delay
 from tests.support.prereqs import require
 from tests.support.waiting import wait_for
-from photomosaics.local.supervisor import ChildSpec, Supervisor, restart_delay
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB = ROOT / "tests" / "support" / "supervise_stub.py"
@@ -47,8 +47,9 @@ def test_a_crashing_child_is_restarted_and_a_healthy_one_left_alone(tmp_path: Pa
         env={"STARTS": str(starts)},
     )
     steady = ChildSpec(name="steady", argv=[PY, "-c", "import time; time.sleep(600)"])
-    supervisor = Supervisor([crasher, steady], grace=5, backoff_min=0.1, backoff_max=0.4, stable_after=60,
-                            poll_interval=0.05)  # fmt: skip
+    supervisor = Supervisor(
+        [crasher, steady], grace=5, backoff_min=0.1, backoff_max=0.4, stable_after=60, poll_interval=0.05
+    )
     thread = threading.Thread(target=supervisor.run, daemon=True)
     thread.start()
     try:
@@ -69,8 +70,13 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) 
     ignoring = tmp_path / "ignoring-sigterm"
     stubborn = ChildSpec(
         name="stubborn",
-        argv=[PY, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-              "open(sys.argv[1], 'w').close(); time.sleep(600)", str(ignoring)],
+        argv=[
+            PY,
+            "-c",
+            "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "open(sys.argv[1], 'w').close(); time.sleep(600)",
+            str(ignoring),
+        ],
     )
     supervisor = Supervisor([stubborn], grace=0.5, poll_interval=0.05)
     thread = threading.Thread(target=supervisor.run, daemon=True)
@@ -95,15 +101,23 @@ def test_sigterm_to_the_supervisor_leaves_no_child_and_no_node(tmp_path: Path) -
     polite = {"name": "polite", "argv": [PY, "-c", "import time; time.sleep(600)"]}
     parent = {"name": "parent", "argv": ["sh", "-c", "sleep 600 & wait"]}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    stub = subprocess.Popen([PY, str(STUB), str(pidfile), "3", json.dumps(polite), json.dumps(parent)],
-                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    stub = subprocess.Popen(
+        [PY, str(STUB), str(pidfile), "3", json.dumps(polite), json.dumps(parent)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_until(pidfile.exists, seconds=40)
         pids = json.loads(pidfile.read_text())
         grandchildren = [
-            int(p) for p in Path(f"/proc/{pids['children']['parent']}/task/{pids['children']['parent']}/children")
-            .read_text().split()
-        ]  # fmt: skip
+            int(p)
+            for p in Path(f"/proc/{pids['children']['parent']}/task/{pids['children']['parent']}/children")
+            .read_text()
+            .split()
+        ]
         watched = [pids["azurite"], *pids["children"].values(), *grandchildren]
         assert all(alive(pid) for pid in watched)
         stub.send_signal(signal.SIGTERM)
@@ -154,8 +168,20 @@ def test_photomosaics_run_serves_the_app_and_ctrl_c_stops_everything(tmp_path: P
         require(False, str(exc))
     data_dir = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k != "AZURE_STORAGE_CONNECTION_STRING"}
-    argv = [PY, "-c", "from photomosaics.cli import main; main()", "run", "--port", "0", "--processors", "1",
-            "--data-dir", str(data_dir), "--grace", "10"]  # fmt: skip
+    argv = [
+        PY,
+        "-c",
+        "from photomosaics.cli import main; main()",
+        "run",
+        "--port",
+        "0",
+        "--processors",
+        "1",
+        "--data-dir",
+        str(data_dir),
+        "--grace",
+        "10",
+    ]
     run = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     url: list[str] = []

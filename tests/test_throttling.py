@@ -21,7 +21,6 @@ from dal.observability.transactions import COUNT_ENV, TransactionCounter
 from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import Pipeline, assert_jobs_pixel_identical, sample_photo
-
 from workers.services import RoleServices
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -63,8 +62,9 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
     with faulty_account(pipe.connection_string, faults=faults) as account:
         # The same pipeline (prefix) seen through the proxy: roles and the submitter use it.
         proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
-        proxied.services = RoleServices(StorageClients(account.connection_string, profile="worker"),
-                                    proxied.settings, "tests")  # fmt: skip
+        proxied.services = RoleServices(
+            StorageClients(account.connection_string, profile="worker"), proxied.settings, "tests"
+        )
         library_uri = account.through(pipe.library_uri)
         env = {RETRY_SCALE_ENV: "0.05", SERVER_BUSY_ENV: "4", COUNT_ENV: str(counts_dir)}
         account.set_active(True)

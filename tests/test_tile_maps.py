@@ -89,4 +89,8 @@ def test_a_placement_of_more_than_32767_distinct_photos_is_stored_in_wider_numbe
     assert b'"dtype":"<i4"' in __import__("gzip").decompress(data)[:200]
     tile_map = TileMap.decode(data)
     assert [tile_map.at(c, r)[0::2] for c, r in [(0, 0), (39_999, 0), (0, 1), (12_345, 1)]] == [
-        ("p0.jpg", False), ("p39999.jpg", False), ("p0.jpg", True), ("p12345.jpg", True)]
+        ("p0.jpg", False),
+        ("p39999.jpg", False),
+        ("p0.jpg", True),
+        ("p12345.jpg", True),
+    ]

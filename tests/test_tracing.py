@@ -38,7 +38,7 @@ class _Receiver(ThreadingHTTPServer):
 class _OtlpHandler(BaseHTTPRequestHandler):
     server: _Receiver
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         request = ExportTraceServiceRequest()
         request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
         for resource_spans in request.resource_spans:
@@ -46,9 +46,16 @@ class _OtlpHandler(BaseHTTPRequestHandler):
             for scope in resource_spans.scope_spans:
                 for span in scope.spans:
                     attributes = {a.key: a.value.string_value or a.value.int_value for a in span.attributes}
-                    self.server.spans.append({"trace": span.trace_id.hex(), "id": span.span_id.hex(),
-                                              "parent": span.parent_span_id.hex() or None, "name": span.name,
-                                              "service": service, "attributes": attributes})  # fmt: skip
+                    self.server.spans.append(
+                        {
+                            "trace": span.trace_id.hex(),
+                            "id": span.span_id.hex(),
+                            "parent": span.parent_span_id.hex() or None,
+                            "name": span.name,
+                            "service": service,
+                            "attributes": attributes,
+                        }
+                    )
         body = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
@@ -56,7 +63,7 @@ class _OtlpHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -80,20 +87,26 @@ def in_memory() -> Iterator[InMemorySpanExporter]:
     tracing.disable_tracing()
 
 
-def test_a_job_is_one_connected_trace_across_the_roles(pipe: Pipeline, receiver: _Receiver,
-                                                        in_memory: InMemorySpanExporter) -> None:  # fmt: skip
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_address[1]}",
-           "OTEL_BSP_SCHEDULE_DELAY": "100"}  # fmt: skip
+def test_a_job_is_one_connected_trace_across_the_roles(
+    pipe: Pipeline, receiver: _Receiver, in_memory: InMemorySpanExporter
+) -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_address[1]}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
     for role in ("controller", "processor", "responder"):
         pipe.start(role, env=env)
-    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": pipe.settings,
-                      "CONNECTION_STRING": pipe.connection_string})  # fmt: skip
+    app = create_app(
+        {"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": pipe.settings, "CONNECTION_STRING": pipe.connection_string}
+    )
     client = app.test_client()
     slices = 3
     response = client.post(
-        "/api/jobs", headers={CSRF_HEADER: CSRF_VALUE}, content_type="multipart/form-data",
+        "/api/jobs",
+        headers={CSRF_HEADER: CSRF_VALUE},
+        content_type="multipart/form-data",
         data={"library": "tiles", "tile_size": "8", "slices": str(slices), "image": (_photo(), "photo.png")},
-    )  # fmt: skip
+    )
     assert response.status_code == 202, response.get_json()
     rid = response.get_json()["request_id"]
     status_url = response.get_json()["status_url"]
@@ -103,13 +116,28 @@ def test_a_job_is_one_connected_trace_across_the_roles(pipe: Pipeline, receiver:
         time.sleep(0.2)
     assert client.get(status_url).get_json()["status"] == "done"
 
-    web = [{"trace": format(s.context.trace_id, "032x"), "id": format(s.context.span_id, "016x"),
-            "parent": format(s.parent.span_id, "016x") if s.parent else None, "name": s.name,
-            "service": "photomosaics-web", "attributes": dict(s.attributes or {})}
-           for s in in_memory.get_finished_spans()]  # fmt: skip
-    expected = {"send imagerequest": 1, "process imagerequest": 1, "send slicerequest": 1,
-                "process slicerequest": slices, "send sliceresponse": slices, "process sliceresponse": slices,
-                "send imageresponse": 1, "process imageresponse": 1, "stitch": 1}  # fmt: skip
+    web = [
+        {
+            "trace": format(s.context.trace_id, "032x"),
+            "id": format(s.context.span_id, "016x"),
+            "parent": format(s.parent.span_id, "016x") if s.parent else None,
+            "name": s.name,
+            "service": "photomosaics-web",
+            "attributes": dict(s.attributes or {}),
+        }
+        for s in in_memory.get_finished_spans()
+    ]
+    expected = {
+        "send imagerequest": 1,
+        "process imagerequest": 1,
+        "send slicerequest": 1,
+        "process slicerequest": slices,
+        "send sliceresponse": slices,
+        "process sliceresponse": slices,
+        "send imageresponse": 1,
+        "process imageresponse": 1,
+        "stitch": 1,
+    }
     spans: list[Span] = []
     deadline = time.monotonic() + 20  # the roles' batch processors export every 0.1 s
     while True:
@@ -137,7 +165,9 @@ def test_a_job_is_one_connected_trace_across_the_roles(pipe: Pipeline, receiver:
         assert attributes["messaging.system"] == tracing.MESSAGING_SYSTEM
         assert attributes["messaging.destination.name"] == span["name"].split(" ", 1)[1]
         assert attributes["messaging.operation.type"] == span["name"].split(" ", 1)[0]
-    assert {s["service"] for s in spans} == {f"photomosaics-{r}" for r in ("web", "controller", "processor", "responder")}
+    assert {s["service"] for s in spans} == {
+        f"photomosaics-{r}" for r in ("web", "controller", "processor", "responder")
+    }
     send_slices = next(s for s in spans if s["name"] == "send slicerequest")
     assert send_slices["attributes"]["messaging.batch.message_count"] == slices
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from flask import Flask
 
-from dal.config import CONNECTION_STRING_ENV, Settings
 from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
+from dal.config import CONNECTION_STRING_ENV, Settings
 from webapp.api_libraries import MAX_LIBRARY_FILES
 from webapp.decode_budget import DECODES
 
@@ -33,12 +33,9 @@ _MULTIPART_SLACK = 64 * 1024
 _FORM_FIELDS = 16  # room for the non-file fields of any form (name, description, ...)
 
 
-def create_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """Build the app; refuses to start without a secret key (cookies could be forged)."""
-    app = Flask(__name__)
-    overrides = dict(test_config or {})
-    settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
-    app.config.from_mapping(
+def _defaults(settings: Settings) -> dict[str, Any]:
+    """The app's configuration before a test's overrides: from ``settings`` and the environment."""
+    return dict(
         SECRET_KEY=os.environ.get(SECRET_KEY_ENV) or None,
         CONNECTION_STRING=settings.connection_string or Settings.from_env().connection_string,
         SETTINGS=settings,
@@ -65,6 +62,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         # The paired secondary account (dal.availability.failover); None: no failover, today's behaviour.
         SECONDARY_CONNECTION_STRING=os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip() or None,
     )
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app; refuses to start without a secret key (cookies could be forged)."""
+    app = Flask(__name__)
+    overrides = dict(test_config or {})
+    settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
+    app.config.from_mapping(_defaults(settings))
     app.config.update(overrides)
     from webapp import ingress
 
@@ -76,7 +81,25 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         )
 
     DECODES.configure(settings.web_decode_megapixels, wait_seconds=float(app.config["DECODE_WAIT_SECONDS"]))
-    from webapp import api_jobs, api_libraries, api_poison, api_print, api_pyramid, api_tiles, clients, csrf, errors, health, metrics, pages, security, services, spec, streams, vendor
+    from webapp import (
+        api_jobs,
+        api_libraries,
+        api_poison,
+        api_print,
+        api_pyramid,
+        api_tiles,
+        clients,
+        csrf,
+        errors,
+        health,
+        metrics,
+        pages,
+        security,
+        services,
+        spec,
+        streams,
+        vendor,
+    )
 
     services.init_app(app)
     ingress.init_app(app, trusted_proxies=settings.trusted_proxies)

@@ -17,23 +17,29 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
+from dal.blobs.libraries import validate_library_name
+from dal.blobs.names import (
+    input_blob_name,
+    output_blob_name,
+    pieces_blob_name,
+    pyramid_blob_name,
+    slice_blob_candidates,
+)
+from dal.blobs.rendered import decode_rendered
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.errors import BlobMissingError
+from dal.errors import BlobMissingError, InvalidLibraryNameError, QuotaExceeded, ServiceBusy
 from dal.jobs.model import TERMINAL_STATUSES, JobStatus
 from dal.jobs.store import Job
-from dal.errors import InvalidLibraryNameError
-from dal.blobs.libraries import validate_library_name
-from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage
-from dal.blobs.names import input_blob_name, output_blob_name, pieces_blob_name, pyramid_blob_name, slice_blob_candidates
-from dal.errors import ServiceBusy
+from dal.operations.cleanup import delete_job_everywhere, request_cleanup
 from dal.queues.lanes import lane_for
-from dal.errors import QuotaExceeded
-from dal.blobs.rendered import decode_rendered
+from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage
+from mosaic.errors import TileBudgetError
+from mosaic.fair import check_budget, check_grid
 from mosaic.grid import Grid
 from webapp import planning, streams
 from webapp.clients import client_id
@@ -43,9 +49,6 @@ from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pyramid_preview, r
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
 from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
-from dal.operations.cleanup import delete_job_everywhere, request_cleanup
-from mosaic.errors import TileBudgetError
-from mosaic.fair import check_budget, check_grid
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -83,7 +86,11 @@ def find_library(name: str) -> str:
     400 for an impossible name, 404 when there is none for this client."""
     libraries, paired, me = services().libraries, services().failover, client_id()
     try:
-        found = (libraries.info(name) or False) if paired is None else paired.ask_primary(lambda: libraries.info(name) or False, None)
+        found = (
+            (libraries.info(name) or False)
+            if paired is None
+            else paired.ask_primary(lambda: libraries.info(name) or False, None)
+        )
         if found is None:  # the primary is down: only the name can be checked; the controller checks the rest
             validate_library_name(name)
             return libraries.uri(name)
@@ -130,8 +137,17 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         _check_tile_budget(library, grid, max_uses)
     _check_backlog()
     admitted = _admit(client_id())
-    return _submit(photo, library_uri=library_uri, library=library, tile_size=tile_size, slices=slices, grid=grid,
-                   admitted=admitted, max_uses=max_uses, correction=correction)  # fmt: skip
+    return _submit(
+        photo,
+        library_uri=library_uri,
+        library=library,
+        tile_size=tile_size,
+        slices=slices,
+        grid=grid,
+        admitted=admitted,
+        max_uses=max_uses,
+        correction=correction,
+    )
 
 
 def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
@@ -212,7 +228,13 @@ def _lane_for(owner: str) -> Any:
 
 
 def _submit(
-    photo: ValidImage, *, library_uri: str, library: str, tile_size: int, slices: int, grid: Grid,
+    photo: ValidImage,
+    *,
+    library_uri: str,
+    library: str,
+    tile_size: int,
+    slices: int,
+    grid: Grid,
     admitted: bool = True,
     max_uses: int | None = None,
     correction: int | None = None,
@@ -226,8 +248,9 @@ def _submit(
     if paired is None:
         image_uri = svc.blobs.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type)
     else:
-        image_uri, parked = paired.upload(IMAGE_INPUT_CONTAINER, input_name, photo.data,
-                                          content_type=photo.content_type)  # fmt: skip
+        image_uri, parked = paired.upload(
+            IMAGE_INPUT_CONTAINER, input_name, photo.data, content_type=photo.content_type
+        )
     queue = _lane_for(owner)
     try:
         message = ImageRequestMessage(
@@ -303,8 +326,11 @@ def get_job(request_id: str) -> Response:
     body = job_json(job, waiting_for_storage=waiting)
     svc = services()
     # With the row: its slices' log lines live in it (Job.slice_events), merged in time order.
-    events = (svc.jobs.events(request_id, job=job) if svc.failover is None
-              else svc.failover.events(request_id, on_secondary=waiting, job=job))  # fmt: skip
+    events = (
+        svc.jobs.events(request_id, job=job)
+        if svc.failover is None
+        else svc.failover.events(request_id, on_secondary=waiting, job=job)
+    )
     body["events"] = [event_json(e) for e in events]
     return jsonify(body)
 
@@ -449,8 +475,10 @@ def job_slice(request_id: str, sequence: int) -> Response:
         raise ApiError(404, "not_found", "that image is not there (yet)")
 
     data = PREVIEWS.get((request_id, "slice", str(sequence)), make)
-    headers = {"Cache-Control": "private, max-age=86400",
-               "Content-Disposition": f'inline; filename="{request_id}-slice-{sequence}.jpg"'}  # fmt: skip
+    headers = {
+        "Cache-Control": "private, max-age=86400",
+        "Content-Disposition": f'inline; filename="{request_id}-slice-{sequence}.jpg"',
+    }
     return Response(data, mimetype="image/jpeg", headers=headers)
 
 
@@ -462,7 +490,9 @@ def job_preview(request_id: str) -> Response:
     side = snap_side(int_field(request.args, "size", low=64, high=SLICE_PREVIEW_SIDE, default=THUMB_SIDE))
     if job.status == JobStatus.DONE:
         return _preview((request_id, "result", str(side)), lambda: _result_preview(job, side))
-    return _preview((request_id, "source", str(side)), lambda: _stored_preview(IMAGE_INPUT_CONTAINER, job.input_name, side))
+    return _preview(
+        (request_id, "source", str(side)), lambda: _stored_preview(IMAGE_INPUT_CONTAINER, job.input_name, side)
+    )
 
 
 @bp.delete("/jobs/<request_id>")

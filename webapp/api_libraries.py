@@ -20,7 +20,6 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from dal.blobs.libraries import (
     EmptyLibraryError,
     InvalidLibraryNameError,
@@ -28,6 +27,7 @@ from dal.blobs.libraries import (
     LibraryNotFoundError,
     validate_library_name,
 )
+from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from mosaic.errors import SourceLimitError, TileSourceError
 from mosaic.sources import SourceLimits
 from webapp import planning
@@ -164,7 +164,9 @@ def create_library() -> tuple[Response, int]:
     # The uploads stay where werkzeug spooled them; each file is read when it is decoded.
     files = [(upload.filename or "upload", upload.stream) for upload in uploads]
     try:
-        created = libraries.create_from(name, description, files, owner=client_id(), limits=LIBRARY_LIMITS, guard=DECODES.reserve)
+        created = libraries.create_from(
+            name, description, files, owner=client_id(), limits=LIBRARY_LIMITS, guard=DECODES.reserve
+        )
     except EmptyLibraryError as exc:
         raise ApiError(422, "no_usable_images", str(exc)) from None
     except SourceLimitError as exc:
@@ -200,6 +202,7 @@ def plan() -> Response:
     )
     body = planning.describe(grid, limit=limits.max_slices)
     body["max_output_pixels"] = limits.max_output_pixels
-    body["max_tiles_across"] = planning.largest(width=width, height=height, tile_size=tile_size,
-                                                max_output_pixels=limits.max_output_pixels).tiles_across  # fmt: skip
+    body["max_tiles_across"] = planning.largest(
+        width=width, height=height, tile_size=tile_size, max_output_pixels=limits.max_output_pixels
+    ).tiles_across
     return jsonify(body)

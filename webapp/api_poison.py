@@ -59,8 +59,12 @@ def list_poison(name: str) -> Response:
     require_admin()
     _, queue = _queue(name)
     rows = [
-        {"id": item.id, "moved_at": item.entry.moved_at.isoformat(), "dequeue_count": item.entry.dequeue_count,
-         "reason": item.entry.reason}
+        {
+            "id": item.id,
+            "moved_at": item.entry.moved_at.isoformat(),
+            "dequeue_count": item.entry.dequeue_count,
+            "reason": item.entry.reason,
+        }
         for item in poison_ops.list_poison(queue)
     ]
     return jsonify({"queue": name, "depth": queue.poison.approximate_depth(), "messages": rows})

@@ -57,8 +57,12 @@ def plan_for_paper_width() -> Response:
         raise ApiError(400, "missing_field", "width_cm is required: the print's width in centimetres")
     plan = plan_for_paper(_width_cm(width), dpi, tile_size)
     if plan.tiles_across > planning.MAX_TILES_ACROSS:
-        raise ApiError(422, "invalid_plan", f"that print needs {plan.tiles_across:,} tiles across; at most "
-                                            f"{planning.MAX_TILES_ACROSS:,} are possible: choose bigger tiles or a lower DPI")  # fmt: skip
+        raise ApiError(
+            422,
+            "invalid_plan",
+            f"that print needs {plan.tiles_across:,} tiles across; at most "
+            f"{planning.MAX_TILES_ACROSS:,} are possible: choose bigger tiles or a lower DPI",
+        )
     return _answer(plan, dpi)
 
 
@@ -71,5 +75,12 @@ def plan_for_grid() -> Response:
 
 
 def _answer(plan: PrintPlan, dpi: int) -> Response:
-    return jsonify({"tiles_across": plan.tiles_across, "tile_size": plan.tile_size, "dpi": dpi,
-                    "width_px": plan.width_px, "width_cm": round(plan.width_cm, 2)})  # fmt: skip
+    return jsonify(
+        {
+            "tiles_across": plan.tiles_across,
+            "tile_size": plan.tile_size,
+            "dpi": dpi,
+            "width_px": plan.width_px,
+            "width_cm": round(plan.width_cm, 2),
+        }
+    )

@@ -17,10 +17,10 @@ from __future__ import annotations
 from flask import Blueprint, Response
 
 from dal.blobs.names import pyramid_blob_name
+from dal.blobs.pyramid import DZI_NAME, tile_name
 from dal.config import IMAGE_OUTPUT_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs.model import JobStatus
-from dal.blobs.pyramid import DZI_NAME, tile_name
 from webapp.api_jobs import own_job, stream_blob
 from webapp.errors import ApiError
 from webapp.previews import PYRAMIDS
@@ -63,7 +63,12 @@ def job_pyramid(request_id: str) -> Response:
     if job.status != JobStatus.DONE:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
     try:
-        return stream_blob(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), content_type="application/zip",
-                           filename=f"mosaic-{request_id[:8]}-deepzoom.zip", attachment=True)  # fmt: skip
+        return stream_blob(
+            IMAGE_OUTPUT_CONTAINER,
+            pyramid_blob_name(request_id),
+            content_type="application/zip",
+            filename=f"mosaic-{request_id[:8]}-deepzoom.zip",
+            attachment=True,
+        )
     except ApiError as exc:
         raise ApiError(404, "result_missing", "this mosaic has no Deep Zoom pyramid") from exc

@@ -14,11 +14,10 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from dal.errors import BlobMissingError
+from dal.blobs.tile_maps import CSV_HEADER, TileMap, load_job_map
+from dal.errors import BlobMissingError, TileMapFormatError
 from dal.jobs.model import JobStatus
 from dal.jobs.store import Job
-from dal.errors import TileMapFormatError
-from dal.blobs.tile_maps import CSV_HEADER, TileMap, load_job_map
 from webapp.api_jobs import own_job
 from webapp.errors import ApiError
 from webapp.previews import PREVIEWS

@@ -27,7 +27,9 @@ RETRY_AFTER_SECONDS = 5
 class DecodeBudget:
     """A weighted semaphore counted in pixels, shared by every thread of the process."""
 
-    def __init__(self, megapixels: int = DEFAULT_BUDGET_MEGAPIXELS, *, wait_seconds: float = DEFAULT_WAIT_SECONDS) -> None:
+    def __init__(
+        self, megapixels: int = DEFAULT_BUDGET_MEGAPIXELS, *, wait_seconds: float = DEFAULT_WAIT_SECONDS
+    ) -> None:
         self._condition = threading.Condition()
         self._in_use = 0
         self.configure(megapixels, wait_seconds=wait_seconds)

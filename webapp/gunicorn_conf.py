@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+
 from dal.queues.tracing import configure_tracing
 
 bind = "127.0.0.1:8080"

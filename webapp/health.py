@@ -11,8 +11,8 @@ import logging
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from dal.availability.storage_status import read_status
 from dal.availability.health import check_storage
+from dal.availability.storage_status import read_status
 from dal.names import unprefixed
 from webapp.operator_gate import require_operator
 from webapp.services import WebServices
@@ -32,7 +32,7 @@ def healthz() -> Response:
     probe = _services().probe
     try:
         check_storage(probe)
-    except Exception as exc:  # noqa: BLE001 - any failure is "unavailable" to the client
+    except Exception as exc:
         log.error("health check failed: %s: %s", type(exc).__name__, exc)
         account = probe.account_name or "?"
         detail = f"storage unavailable (account {account})"

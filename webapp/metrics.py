@@ -47,8 +47,13 @@ def _registry(app: Flask) -> CollectorRegistry:
         multiprocess.MultiProcessCollector(registry)
     else:
         registry.register(_ProcessRegistry())
-    registry.register(StorageStateCollector(lambda: services().queues.monitored(), jobs=lambda: services().jobs,
-                                            max_age=float(app.config.get("METRICS_CACHE_SECONDS", 15.0))))
+    registry.register(
+        StorageStateCollector(
+            lambda: services().queues.monitored(),
+            jobs=lambda: services().jobs,
+            max_age=float(app.config.get("METRICS_CACHE_SECONDS", 15.0)),
+        )
+    )
     app.extensions[_EXTENSION] = registry
     return registry
 

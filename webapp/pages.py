@@ -12,8 +12,8 @@ from flask import Blueprint, abort, render_template
 
 from dal.queues.messages import REQUEST_ID_PATTERN
 from mosaic.render import DEFAULT_OPTIONS
-from webapp.services import settings
 from webapp.admin import admin_enabled
+from webapp.services import settings
 
 bp = Blueprint("pages", __name__)
 _UUID = re.compile(f"^{REQUEST_ID_PATTERN}$")

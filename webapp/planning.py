@@ -60,8 +60,13 @@ def max_slices(grid: Grid, limit: int) -> int:
 
 def largest(*, width: int, height: int, tile_size: int, max_output_pixels: int) -> Grid:
     """The most tiles across this photo may have under the hard limit (the detail slider's end)."""
-    return plan(width=width, height=height, tile_size=tile_size, tiles_across=MAX_TILES_ACROSS,
-                max_output_pixels=max_output_pixels)  # fmt: skip
+    return plan(
+        width=width,
+        height=height,
+        tile_size=tile_size,
+        tiles_across=MAX_TILES_ACROSS,
+        max_output_pixels=max_output_pixels,
+    )
 
 
 def describe(grid: Grid, *, limit: int) -> dict[str, Any]:

@@ -13,9 +13,7 @@ from flask import url_for
 
 from dal.jobs.model import Job, JobEvent, JobStatus
 from mosaic.grid import Grid
-
 from webapp import planning
-
 
 _MAX_REASON = 300
 
@@ -56,8 +54,11 @@ def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
         "tiles_down": job.tiles_down,
         "output_width": job.output_width,
         "output_height": job.output_height,
-        "bands": planning.job_bands(Grid(job.tiles_across, job.tiles_down, job.output_width, job.output_height,
-                                         job.tile_size), job.slices) if job.tiles_down >= job.slices else [],
+        "bands": planning.job_bands(
+            Grid(job.tiles_across, job.tiles_down, job.output_width, job.output_height, job.tile_size), job.slices
+        )
+        if job.tiles_down >= job.slices
+        else [],
         "error": public_text(job.error),
         "created_at": _iso(job.created_at),
         "updated_at": _iso(job.updated_at),

@@ -15,8 +15,8 @@ from functools import cached_property
 from flask import Flask, current_app
 
 from dal.config import Settings, StorageClients
-from dal.stores import Stores
 from dal.observability.prometheus import StorageRequestMetrics
+from dal.stores import Stores
 
 _EXTENSION = "photomosaics"
 
@@ -29,8 +29,9 @@ class WebServices(Stores):
     _ready: bool = False
 
     @classmethod
-    def connect(cls, connection_string: str, settings: Settings, *, profile: str = "interactive",
-                secondary: str | None = None) -> WebServices:  # fmt: skip
+    def connect(
+        cls, connection_string: str, settings: Settings, *, profile: str = "interactive", secondary: str | None = None
+    ) -> WebServices:
 
         # StorageClients is itself lazy: nothing touches the network until a store is used.
         # Every storage call is counted for /metrics (webapp/metrics.py).

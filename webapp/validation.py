@@ -109,7 +109,9 @@ def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, defaul
     # and other scripts' digits, which no client means and the schema does not allow.
     if not WHOLE_NUMBER.fullmatch(text):
         shown = raw if len(str(raw)) <= 40 else f"{str(raw)[:20]}... ({len(str(raw)):,} characters)"
-        raise ApiError(400, "invalid_field", f"{name} must be a whole number of at most {MAX_DIGITS} digits, got {shown!r}")
+        raise ApiError(
+            400, "invalid_field", f"{name} must be a whole number of at most {MAX_DIGITS} digits, got {shown!r}"
+        )
     value = int(text)
     if not low <= value <= high:
         raise ApiError(400, "invalid_field", f"{name} must be between {low} and {high}, got {value}")

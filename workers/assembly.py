@@ -34,12 +34,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dal.blobs.names import pieces_blob_name, pyramid_blob_name
+from dal.blobs.rendered import slice_blob_candidates
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.errors import BlobMissingError
+from dal.errors import BlobMissingError, RenderedFormatError
 from dal.jobs.store import Job
 from dal.queues.messages import SliceResponseMessage
-from dal.errors import RenderedFormatError
-from dal.blobs.rendered import slice_blob_candidates
 from mosaic.deepzoom import descriptor_xml, write_dzi_zip
 from mosaic.stored_zip import central_directory, local_entries
 from workers.band_pieces import MANIFEST_KEY, Manifest, stage_all
@@ -48,8 +47,18 @@ from workers.jpeg_segments import full_header
 from workers.services import RoleServices
 from workers.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
 from workers.stages import Stopwatch
-from workers.stitching import (JPEG_MAX_SIDE, PYRAMID_CONTENT_TYPE, Streamed, fits_jpeg, from_pixels, join_slices,
-                               open_jpeg, open_slice, save_jpeg, save_pyramid)
+from workers.stitching import (
+    JPEG_MAX_SIDE,
+    PYRAMID_CONTENT_TYPE,
+    Streamed,
+    fits_jpeg,
+    from_pixels,
+    join_slices,
+    open_jpeg,
+    open_slice,
+    save_jpeg,
+    save_pyramid,
+)
 
 if TYPE_CHECKING:
     from dal.blobs.store import BlobStore
@@ -107,8 +116,12 @@ class Stitcher:
         with ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="assemble") as pool:
             jpeg_name = output_blob_name(rid)
             head = [f.result() for f in stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, jpeg_name, "header", [header])]
-            blobs.commit_blocks(IMAGE_OUTPUT_CONTAINER, jpeg_name, head + [b for m in manifests for b in m.jpeg_blocks],
-                                content_type=OUTPUT_CONTENT_TYPE)
+            blobs.commit_blocks(
+                IMAGE_OUTPUT_CONTAINER,
+                jpeg_name,
+                head + [b for m in manifests for b in m.jpeg_blocks],
+                content_type=OUTPUT_CONTENT_TYPE,
+            )
             clock.lap("jpeg_commit")
             files = _top_levels(manifests, job.output_width, job.output_height)
             clock.lap("pyramid_top_levels")
@@ -117,8 +130,12 @@ class Stitcher:
             tail = entries + central_directory([*bands, *members])
             zip_name = pyramid_blob_name(rid)
             own = [f.result() for f in stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, zip_name, "top", [tail])]
-            blobs.commit_blocks(IMAGE_OUTPUT_CONTAINER, zip_name, [b for m in manifests for b in m.zip_blocks] + own,
-                                content_type=PYRAMID_CONTENT_TYPE)
+            blobs.commit_blocks(
+                IMAGE_OUTPUT_CONTAINER,
+                zip_name,
+                [b for m in manifests for b in m.zip_blocks] + own,
+                content_type=PYRAMID_CONTENT_TYPE,
+            )
             clock.lap("pyramid_commit")
         return f"{job.slices} bands' JPEG rows and pyramid tiles assembled"
 
@@ -149,8 +166,9 @@ class Stitcher:
         """Build the pyramid zip from a fresh pass over ``open_()``, streamed to its blob as it is
         made (``BlobStore.open_writer``: no file), and commit it; the commit's seconds. Laps:
         ``pyramid_build`` (the build and its streamed upload), ``pyramid_upload`` (the commit)."""
-        with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid),
-                                             content_type=PYRAMID_CONTENT_TYPE) as zipped:
+        with self.services.blobs.open_writer(
+            IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), content_type=PYRAMID_CONTENT_TYPE
+        ) as zipped:
             mosaic = open_()
             try:
                 save_pyramid(mosaic, zipped.write)
@@ -169,8 +187,9 @@ class Stitcher:
         """Encode the JPEG from a fresh pass over the slice files, streamed to its blob as it is
         encoded (``BlobStore.open_writer``: no file), and commit it; the encode's seconds (the
         rest, the commit's tail, is the upload's)."""
-        with self.services.blobs.open_writer(IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id),
-                                             content_type=OUTPUT_CONTENT_TYPE) as jpeg:
+        with self.services.blobs.open_writer(
+            IMAGE_OUTPUT_CONTAINER, output_blob_name(job.request_id), content_type=OUTPUT_CONTENT_TYPE
+        ) as jpeg:
             started = time.perf_counter()
             mosaic = self._join(job, paths)
             try:
@@ -240,13 +259,11 @@ class Stitcher:
             raise
 
 
-
 def _is_blob(blobs: BlobStore, url: str, container: str, name: str) -> bool:
     try:
         return blobs.parse_blob_url(url) == (blobs.container_name(container), name)
     except ValueError:
         return False
-
 
 
 def _top_levels(manifests: list[Manifest], width: int, height: int) -> list[tuple[str, bytes]]:

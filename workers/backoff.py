@@ -39,7 +39,7 @@ def poll_delay(empty_polls: int, *, poll_min: float, poll_max: float, rng: rando
 def retry_delay_for(dequeue_count: int, *, retry_delay: float, max_retry_delay: float) -> int:
     """Whole seconds of invisibility for a failed message: doubles with each attempt."""
     exponent = min(max(dequeue_count, 1) - 1, 30)
-    return int(math.ceil(min(max_retry_delay, retry_delay * (2.0**exponent))))
+    return math.ceil(min(max_retry_delay, retry_delay * (2.0**exponent)))
 
 
 class RetrySchedule:

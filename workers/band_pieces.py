@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from dal.blobs.store import BlobStore
     from workers.stages import Stopwatch
 
-__all__ = ["BLOCK_BYTES", "block_id", "stage_all", "make_pieces", "Manifest", "MANIFEST_KEY"]
+__all__ = ["BLOCK_BYTES", "MANIFEST_KEY", "Manifest", "block_id", "make_pieces", "stage_all"]
 
 BLOCK_BYTES = 4 * 1024 * 1024
 MANIFEST_KEY = "photomosaics:manifest"
@@ -55,8 +55,9 @@ def block_id(name: str, part: str, index: int, data: bytes) -> str:
     return hashlib.sha256(f"{name}|{part}|{index}|".encode() + data).hexdigest()[:48]
 
 
-def stage_all(blobs: BlobStore, pool: ThreadPoolExecutor, container: str, name: str, part: str,
-              chunks: Iterable[bytes]) -> Iterator[Any]:
+def stage_all(
+    blobs: BlobStore, pool: ThreadPoolExecutor, container: str, name: str, part: str, chunks: Iterable[bytes]
+) -> Iterator[Any]:
     """Stage ``chunks`` (re-cut into ``BLOCK_BYTES`` blocks) on ``name``; futures of the ids, in order."""
     buffer, index = bytearray(), 0
 
@@ -88,20 +89,34 @@ class Manifest:
     reduced: np.ndarray
 
     def text(self) -> str:
-        return json.dumps({"index": self.index, "splits": list(self.splits),
-                           "jpeg_header": base64.b64encode(self.jpeg_header).decode(), "jpeg_blocks": self.jpeg_blocks,
-                           "zip_blocks": self.zip_blocks, "members": [[m.name, m.size, m.crc] for m in self.members]})
+        return json.dumps(
+            {
+                "index": self.index,
+                "splits": list(self.splits),
+                "jpeg_header": base64.b64encode(self.jpeg_header).decode(),
+                "jpeg_blocks": self.jpeg_blocks,
+                "zip_blocks": self.zip_blocks,
+                "members": [[m.name, m.size, m.crc] for m in self.members],
+            }
+        )
 
     @classmethod
     def parse(cls, text: str, reduced: np.ndarray) -> Manifest:
         raw = json.loads(text)
-        return cls(int(raw["index"]), tuple(int(s) for s in raw["splits"]), base64.b64decode(raw["jpeg_header"]),
-                   [str(b) for b in raw["jpeg_blocks"]], [str(b) for b in raw["zip_blocks"]],
-                   [Member(str(n), int(s), int(c)) for n, s, c in raw["members"]], reduced)
+        return cls(
+            int(raw["index"]),
+            tuple(int(s) for s in raw["splits"]),
+            base64.b64decode(raw["jpeg_header"]),
+            [str(b) for b in raw["jpeg_blocks"]],
+            [str(b) for b in raw["zip_blocks"]],
+            [Member(str(n), int(s), int(c)) for n, s, c in raw["members"]],
+            reduced,
+        )
 
 
-def _tile_entries(pixels: np.ndarray, piece: Piece, first_row: int, members: list[Member],
-                  reduced: list[np.ndarray]) -> Iterator[bytes]:
+def _tile_entries(
+    pixels: np.ndarray, piece: Piece, first_row: int, members: list[Member], reduced: list[np.ndarray]
+) -> Iterator[bytes]:
     """The band's tiles as zip local entries, encoded as they are consumed."""
     tiles, rows = band_tiles(pixels, piece, first_row=first_row)
     reduced.append(rows)
@@ -111,8 +126,9 @@ def _tile_entries(pixels: np.ndarray, piece: Piece, first_row: int, members: lis
         yield entry
 
 
-def make_pieces(blobs: BlobStore, rid: str, pixels: np.ndarray, piece: Piece, splits: tuple[int, ...],
-                clock: Stopwatch) -> tuple[bytes, str]:
+def make_pieces(
+    blobs: BlobStore, rid: str, pixels: np.ndarray, piece: Piece, splits: tuple[int, ...], clock: Stopwatch
+) -> tuple[bytes, str]:
     """Stage the band's JPEG rows and pyramid tiles; (the manifest PNG, its blob name). Laps:
     ``jpeg_segment`` (encode), ``pyramid_tiles`` (tiles encoded and staged), ``blocks_staged``."""
     first = piece.rendered.start
@@ -120,18 +136,35 @@ def make_pieces(blobs: BlobStore, rid: str, pixels: np.ndarray, piece: Piece, sp
     last = piece.index == len(splits) - 2
     members: list[Member] = []
     reduced: list[np.ndarray] = []
-    with ThreadPoolExecutor(max_workers=_UPLOADS, thread_name_prefix="stage") as pool, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment") as side:
+    with (
+        ThreadPoolExecutor(max_workers=_UPLOADS, thread_name_prefix="stage") as pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment") as side,
+    ):
         rows = pixels[piece.jpeg.start - first : piece.jpeg.stop - first]
         segment = side.submit(encode_segment, rows, last=last)
-        zip_staged = list(stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, zip_name, f"zip{piece.index}",
-                                    _tile_entries(pixels, piece, first, members, reduced)))
+        zip_staged = list(
+            stage_all(
+                blobs,
+                pool,
+                IMAGE_OUTPUT_CONTAINER,
+                zip_name,
+                f"zip{piece.index}",
+                _tile_entries(pixels, piece, first, members, reduced),
+            )
+        )
         clock.lap("pyramid_tiles")
         header, scan = segment.result()
         clock.lap("jpeg_segment")
         jpeg_staged = list(stage_all(blobs, pool, IMAGE_OUTPUT_CONTAINER, jpeg_name, f"jpeg{piece.index}", [scan]))
-        manifest = Manifest(piece.index, splits, header, [f.result() for f in jpeg_staged],
-                            [f.result() for f in zip_staged], members, reduced[0])
+        manifest = Manifest(
+            piece.index,
+            splits,
+            header,
+            [f.result() for f in jpeg_staged],
+            [f.result() for f in zip_staged],
+            members,
+            reduced[0],
+        )
     clock.lap("blocks_staged")
     png = encode_png(manifest.reduced, text={MANIFEST_KEY: manifest.text()})
     return png, pieces_blob_name(rid, piece.index)

@@ -52,39 +52,36 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dal.queues import tracing
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER
-from dal.errors import BlobMissingError
-from dal.jobs.model import JobEvent, JobStatus, slice_event, utcnow
-from dal.queues.lanes import lane_for
-from dal.errors import JobExistsError, JobNotFoundError
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER
+from dal.errors import BlobMissingError, InvalidLibraryNameError, JobExistsError, JobNotFoundError
+from dal.jobs.model import JobEvent, JobStatus, library_name, slice_event, utcnow
 from dal.jobs.store import TERMINAL_STATUSES, Job
-from dal.errors import InvalidLibraryNameError
-from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceRequestMessage, SliceResponseMessage
+from dal.queues import tracing
+from dal.queues.lanes import lane_for
+from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
+from mosaic.errors import TileBudgetError
+from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
+from mosaic.images import ImageDecodeError, open_image
+from mosaic.library import LibraryFormatError
+from mosaic.pieces import PiecePlan, job_plan
+from mosaic.render import assign_fair
+from workers.assembly import Stitcher
+from workers.dispatch import dispatch_slices, store_bands
 from workers.errors import PermanentJobError
 from workers.job_options import job_options
-from dal.jobs.model import library_name
 from workers.services import RoleServices
-from workers.slicing import Band, band_blob_name, cut_bands, encode_band, inline_band, output_blob_name
-from workers.assembly import Stitcher
+from workers.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.stages import Stopwatch
-from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
-from mosaic.pieces import PiecePlan, job_plan
-from mosaic.images import ImageDecodeError, open_image
-from mosaic.errors import TileBudgetError
-from mosaic.library import LibraryFormatError
-from mosaic.render import assign_fair
 
 if TYPE_CHECKING:
     from PIL import Image
 
     from mosaic.grid import Grid
 
-__all__ = ["JobController", "band_blob_name", "output_blob_name", "slice_output_name"]
+__all__ = ["JobController", "band_blob_name", "output_blob_name"]
 
 log = logging.getLogger(__name__)
-_IO_THREADS = 8
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 
 
@@ -115,12 +112,19 @@ class JobController:
 
         settings = self.services.settings
         if message.slices > settings.max_slices:
-            raise PermanentJobError(f"{message.slices} slices were asked for; at most {settings.max_slices} are allowed")
+            raise PermanentJobError(
+                f"{message.slices} slices were asked for; at most {settings.max_slices} are allowed"
+            )
         clock = Stopwatch()
         image = self._read_image(message, clock)
         try:
-            grid = plan_grid(image.width, image.height, tile_size=message.tile_size, tiles_across=message.tiles_across,
-                             max_output_pixels=settings.max_output_pixels)
+            grid = plan_grid(
+                image.width,
+                image.height,
+                tile_size=message.tile_size,
+                tiles_across=message.tiles_across,
+                max_output_pixels=settings.max_output_pixels,
+            )
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
         plan, rows = _plan_slices(message, grid)
@@ -135,51 +139,18 @@ class JobController:
         if message.max_uses is not None:
             choice = self._assign_fair(message, cells, grid)
             clock.lap("fair_assignment")
-        bands = cut_bands(cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice,
-                          plan=plan)
+        bands = cut_bands(
+            cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice, plan=plan
+        )
         clock.lap("slicing")
-        stored = _store_bands(self.services, rid, bands)
+        stored = store_bands(self.services, rid, bands)
         clock.lap("band_encode_upload")
         # Every band is written: only now may a processor hear of them. One write records the
         # grid and "rendering" (a job that is not giant never shows "slicing": a transaction less).
         job = self._record_job(message, grid, job, slices=slices, status=JobStatus.RENDERING)
         self._written.remember(job)
         clock.lap("job_record")
-        queues = self.services.queues
-        pending = [
-            SliceRequestMessage(
-                queue_uri=queues.slice_request_shard(rid, band.sequence, lane).url,
-                client_id=message.client_id,
-                request_id=rid,
-                image_library_uri=message.image_library_uri,
-                slice_uri=url,
-                slice_sequence=band.sequence,
-                tile_size=message.tile_size,
-                band=inline,
-                correction=message.correction,
-            )
-            for band, (url, inline) in zip(bands, stored, strict=True)
-            if band.sequence not in job.slices_done
-        ]
-        for shard in queues.slice_lanes[lane]:  # one shard when unsharded (dal.queues.shards)
-            mine = [m for m in pending if m.queue_uri == shard.url]
-            if mine:
-                self.services.send(mine)
-        clock.lap("dispatch")
-        events = [
-            dict(
-                kind="dispatched",
-                actor=self.name,
-                slice=(band := bands[request.slice_sequence]).sequence,
-                message=f"slice {band.sequence + 1} of {len(bands)} (tile rows {band.first_row}..{band.first_row + band.rows - 1}) dispatched"
-                + (f" in lane {lane} ({ahead} of this client's jobs ahead)" if lane else ""),
-            )
-            for request in pending
-        ]
-        if events:  # one transaction for all of them (one partition), timings on the first
-            events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
-        jobs.add_events(rid, events)
-        log.info("job %s: %d slices dispatched to lane %d (%d of the client's jobs ahead)", rid, len(pending), lane, ahead)
+        dispatch_slices(self.services, self.name, message, job, bands, stored, lane=lane, ahead=ahead, clock=clock)
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
@@ -195,7 +166,9 @@ class JobController:
             options = job_options(correction=message.correction, max_uses=message.max_uses)
             return assign_fair(cells, library, tile_size=grid.tile_size, options=options)
         except TileBudgetError as exc:
-            raise PermanentJobError(f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}") from None
+            raise PermanentJobError(
+                f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}"
+            ) from None
 
     def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
         """The job's photo, decoded, once its tile library is known to exist; PermanentJobError
@@ -235,8 +208,9 @@ class JobController:
             self._libraries_seen[uri] = now
         return found
 
-    def _record_job(self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int,
-                    status: JobStatus) -> Job:  # fmt: skip
+    def _record_job(
+        self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int, status: JobStatus
+    ) -> Job:
         """The job row with its grid and ``status`` (created if a CLI producer made none); a row
         already past slicing (a redelivery) is left as it is and returned as stored."""
         jobs, rid = self.services.jobs, message.request_id
@@ -285,8 +259,13 @@ class JobController:
             # The write that completes the set is also the stitch claim: it names this message
             # (its id survives redeliveries) as the stitcher. The ETag lets exactly one such write
             # succeed, so exactly one controller stitches, and no claim blob is written.
-            return replace(j, slices_done=done, status=JobStatus.STITCHING if complete else j.status,
-                           slice_events=events, stitcher=received.id if complete else j.stitcher)  # fmt: skip
+            return replace(
+                j,
+                slices_done=done,
+                status=JobStatus.STITCHING if complete else j.status,
+                slice_events=events,
+                stitcher=received.id if complete else j.stitcher,
+            )
 
         # One ETag write per slice, usually without a read: the row this controller last wrote
         # for the job (at dispatch, or the previous slice) is the first guess, and a stale guess
@@ -350,6 +329,7 @@ class JobController:
         rid, clock = job.request_id, Stopwatch()
         with tracing.stitch_span(rid, job.slices):
             name, how = self._stitcher.stitch(job, last, clock)
+
         # The outputs are stored: the write that records them also marks the job done, so the
         # person waiting does not wait for one more queue hop and the responder's read and
         # write (the responder still finishes jobs a controller of an older release stitched).
@@ -361,10 +341,19 @@ class JobController:
         job, finished = self.services.jobs.update(job.client_id, rid, finish, current=job)
         self._written.forget(rid)  # ended: nothing more to guess
         seconds = sum(clock.stages.values())
-        events = [dict(kind="stitched", actor=self.name, seconds=seconds, stages=clock.stages,
-                       message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid")]
+        events = [
+            dict(
+                kind="stitched",
+                actor=self.name,
+                seconds=seconds,
+                stages=clock.stages,
+                message=f"{how} into a {job.output_width}x{job.output_height} mosaic and its Deep Zoom pyramid",
+            )
+        ]
         if finished:
-            events.append(dict(kind="done", actor=self.name, message=f"mosaic ready: {job.output_width}x{job.output_height} px"))
+            events.append(
+                dict(kind="done", actor=self.name, message=f"mosaic ready: {job.output_width}x{job.output_height} px")
+            )
         # The log lines (one transaction) beside the response, not before it (as the processor's slice_done).
         logged = self._log_pool.submit(contextvars.copy_context().run, self.services.jobs.add_events, rid, events)
         log.info("job %s: stitched in %.2f s", rid, seconds)
@@ -436,20 +425,6 @@ def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | 
             f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
             f"tiles; ask for at most {grid.tiles_down} slices"
         ) from None
-
-
-def _store_bands(services: RoleServices, rid: str, bands: list[Band]) -> list[tuple[str, str | None]]:
-    """Each band's (slice_uri, inline band): a small band rides in its message, a big one is a
-    blob (uploaded to the secondary account when the primary fails: dal.availability.failover)."""
-
-    def store(band: Band) -> tuple[str, str | None]:
-        encoded, name = encode_band(band), band_blob_name(rid, band.sequence)
-        if (inline := inline_band(encoded, services.settings.inline_band_bytes)) is not None:
-            return services.blobs.blob_url(SLICE_REQUEST_CONTAINER, name), inline
-        return services.upload(SLICE_REQUEST_CONTAINER, name, encoded, content_type="image/png"), None
-
-    with ThreadPoolExecutor(max_workers=min(_IO_THREADS, len(bands))) as pool:
-        return list(pool.map(store, bands))
 
 
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:

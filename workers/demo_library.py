@@ -48,16 +48,16 @@ import functools
 import importlib.util
 import io
 import logging
-from dataclasses import dataclass
 from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from dal.blobs.libraries import LibraryStore
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
-from dal.blobs.libraries import LibraryStore
 from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 from mosaic.sources import fingerprint
 
@@ -154,8 +154,9 @@ def demo_source_key(count: int = DEMO_TILES) -> str:
     of the installed sample photos, with this module's code, NumPy's version and ``count``. For
     a disk cache of the built library (``photomosaics render --library demo``: building it takes
     seconds)."""
-    return fingerprint([(str(path), path) for _, path in demo_photo_files()],
-                       salt=f"demo\0{count}\0{np.__version__}", code=[__file__])  # fmt: skip
+    return fingerprint(
+        [(str(path), path) for _, path in demo_photo_files()], salt=f"demo\0{count}\0{np.__version__}", code=[__file__]
+    )
 
 
 def demo_photo_files(*, exclude: Collection[str] = ()) -> list[tuple[str, Path]]:
@@ -237,7 +238,9 @@ def _grid_neighbours(step: float, radius: float) -> np.ndarray:
     index[inside] = np.arange(int(inside.sum()))
     reach = int(radius // step)
     span = range(-reach, reach + 1)
-    offsets = [(i, j, k) for i in span for j in span for k in span if (i * i + j * j + k * k) * step * step <= radius * radius]
+    offsets = [
+        (i, j, k) for i in span for j in span for k in span if (i * i + j * j + k * k) * step * step <= radius * radius
+    ]
     padded = np.pad(index, reach, constant_values=-1)
     where = np.argwhere(inside) + reach
     return np.stack([padded[where[:, 0] + i, where[:, 1] + j, where[:, 2] + k] for i, j, k in offsets], axis=1)
@@ -249,7 +252,9 @@ def mean_lab(rgb: np.ndarray) -> np.ndarray:
     return srgb_to_lab(means)
 
 
-def colour_coverage(means: np.ndarray, radius: float = COVERAGE_RADIUS, step: float = COVERAGE_STEP) -> dict[str, float]:
+def colour_coverage(
+    means: np.ndarray, radius: float = COVERAGE_RADIUS, step: float = COVERAGE_STEP
+) -> dict[str, float]:
     """Shares of the in-gamut CIELAB grid within ``radius`` (ΔE76) of one of ``means`` ``(n, 3)``:
     ``all``, ``dark`` (L* <= 30) and ``saturated`` (chroma >= 50)."""
     grid = in_gamut_grid(step)
@@ -345,7 +350,9 @@ def _signatures(thumbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     quads = thumbs.reshape(n, 2, half, 2, half, 3).transpose(0, 1, 3, 2, 4, 5).reshape(n * 4, half, half, 3)
     layout = mean_lab(quads).reshape(n, 4, 3)
     mean = mean_lab(thumbs)
-    features = np.concatenate([mean * _COLOUR_WEIGHTS, (layout - mean[:, None, :]).reshape(n, 12) * _LAYOUT_WEIGHT], axis=1)
+    features = np.concatenate(
+        [mean * _COLOUR_WEIGHTS, (layout - mean[:, None, :]).reshape(n, 12) * _LAYOUT_WEIGHT], axis=1
+    )
     return mean, features
 
 
@@ -456,7 +463,9 @@ def _plan(count: int, exclude: frozenset[str]) -> tuple[_Crop, ...]:
     real = real[: count - len(graded)]
     tiles = [crops[row] for row in real] + [_Crop(crops[row].photo, crops[row].box, grade) for row, grade in graded]
     if graded:
-        graded_means, graded_features = _signatures(np.stack([apply_grade(thumbs[row], grade) for row, grade in graded]))
+        graded_means, graded_features = _signatures(
+            np.stack([apply_grade(thumbs[row], grade) for row, grade in graded])
+        )
         means = np.concatenate([means[real], graded_means])
         features = np.concatenate([features[real], graded_features])
     else:
@@ -464,7 +473,9 @@ def _plan(count: int, exclude: frozenset[str]) -> tuple[_Crop, ...]:
     return tuple(tiles[i] for i in _order(means, features, len(tiles)))
 
 
-def demo_tile_images(count: int = DEMO_TILES, *, quality: int = 90, exclude: Collection[str] = ()) -> list[tuple[str, bytes]]:
+def demo_tile_images(
+    count: int = DEMO_TILES, *, quality: int = 90, exclude: Collection[str] = ()
+) -> list[tuple[str, bytes]]:
     """``count`` varied square JPEG tiles of 64 px, as (name, bytes), deterministic.
 
     A ``count`` up to ``DEMO_TILES`` gives the first ``count`` tiles of the default library.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dal.errors import PhotoMosaicsError
 
-__all__ = ["WorkerError", "PermanentJobError", "RetryLater"]
+__all__ = ["PermanentJobError", "RetryLater", "WorkerError"]
 
 
 class WorkerError(PhotoMosaicsError):

@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from dal.jobs.model import JobStatus, library_name
 from dal.errors import JobNotFoundError
+from dal.jobs.model import JobStatus, library_name
 from dal.jobs.store import TERMINAL_STATUSES, Job, JobStore
 from dal.queues.messages import ImageRequestMessage, QueueMessage
 from dal.queues.work_queue import PoisonHook, ReceivedMessage

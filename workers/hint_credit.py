@@ -100,7 +100,12 @@ class HintSubscriber:
     """
 
     def __init__(
-        self, channel: HintChannel | None, queue_name: str, *, listener: str, stats: Counters,
+        self,
+        channel: HintChannel | None,
+        queue_name: str,
+        *,
+        listener: str,
+        stats: Counters,
         on_hint: Callable[[int | None], None],
     ) -> None:
         self.channel, self.queue_name, self.listener = channel, queue_name, listener

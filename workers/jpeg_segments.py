@@ -21,7 +21,7 @@ import numpy as np
 
 from workers.stitching import from_pixels, jpeg_options
 
-__all__ = ["encode_segment", "split_jpeg", "full_header"]
+__all__ = ["encode_segment", "full_header", "split_jpeg"]
 
 _SOS, _SOF0, _EOI, _RST7 = 0xDA, 0xC0, b"\xff\xd9", b"\xff\xd7"
 

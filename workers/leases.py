@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
 from dal.queues.work_queue import make_visible_now
 
 if TYPE_CHECKING:

@@ -21,7 +21,6 @@ runtime is described in docs/architecture.md ("The queue runtime").
 from __future__ import annotations
 
 import logging
-import math
 import random
 import threading
 import time
@@ -44,9 +43,31 @@ __all__ = ["MAX_BATCH", "Handler", "PoisonHook", "QueueListener", "poll_delay", 
 
 log = logging.getLogger(__name__)
 _DEFAULTS = Settings()  # the listener's defaults are the application's, written once in dal.config
-STATS = ("receives", "empty_receives", "poison_receives", "idle_waits", "waiting", "received", "handled", "succeeded",
-         "failed", "poisoned", "released", "renewed", "lost", "hints", "hint_pickups", "poll_pickups",
-         "depth_checks", "scale_ups", "scale_downs", "peak_concurrency", "running", "peak_running", "peer_taken")
+STATS = (
+    "receives",
+    "empty_receives",
+    "poison_receives",
+    "idle_waits",
+    "waiting",
+    "received",
+    "handled",
+    "succeeded",
+    "failed",
+    "poisoned",
+    "released",
+    "renewed",
+    "lost",
+    "hints",
+    "hint_pickups",
+    "poll_pickups",
+    "depth_checks",
+    "scale_ups",
+    "scale_downs",
+    "peak_concurrency",
+    "running",
+    "peak_running",
+    "peer_taken",
+)
 
 
 class QueueListener:
@@ -80,13 +101,15 @@ class QueueListener:
         journal: LeaseJournal | None = None,
     ) -> None:
         min_concurrency = concurrency if min_concurrency is None else min_concurrency
-        _check_options(batch_size, concurrency, prefetch, poll_min, poll_max, min_concurrency, poll_max_hinted,
-                       visibility_timeout)
+        _check_options(
+            batch_size, concurrency, prefetch, poll_min, poll_max, min_concurrency, poll_max_hinted, visibility_timeout
+        )
         self.queue, self.name, self.hints = queue, name, hints
         self.batch_size, self.concurrency, self.prefetch = batch_size, concurrency, prefetch
         self.poll_min, self.poll_max, self.grace = poll_min, poll_max, grace
-        self.poll_max_hinted = poll_max_hinted if poll_max_hinted is not None else max(
-            poll_max, _DEFAULTS.poll_max_hinted_interval)
+        self.poll_max_hinted = (
+            poll_max_hinted if poll_max_hinted is not None else max(poll_max, _DEFAULTS.poll_max_hinted_interval)
+        )
         self.visibility_timeout = visibility_timeout
         self.stats = Counters(STATS)
         self.pool = ElasticPool(low=min_concurrency, high=concurrency, name=name, stats=self.stats)
@@ -95,9 +118,19 @@ class QueueListener:
         self._changed = threading.Event()  # a handler finished, or stop was requested
         self._wake = threading.Event()  # ends an idle wait early: stop(), nudge() or a hint
         self.held = HeldMessages(listener=name, queue_name=queue.name, journal=journal, on_change=self._changed.set)
-        self.runner = MessageRunner(queue, handler, name=name, held=self.held, stats=self.stats, retries=self.retries,
-                                    retry_delay=retry_delay, max_retry_delay=max_retry_delay, on_poison=on_poison,
-                                    on_retry=self._wake.set, freed=self._changed)
+        self.runner = MessageRunner(
+            queue,
+            handler,
+            name=name,
+            held=self.held,
+            stats=self.stats,
+            retries=self.retries,
+            retry_delay=retry_delay,
+            max_retry_delay=max_retry_delay,
+            on_poison=on_poison,
+            on_retry=self._wake.set,
+            freed=self._changed,
+        )
         self._rng = rng or random.Random()
         self._stopping = threading.Event()
         self._immediate = threading.Event()
@@ -105,7 +138,7 @@ class QueueListener:
         self._poll_asked = False  # nudge() since the last receive started
         self._on_credit = False  # the next receive was decided on the hint credit alone
         self._was_idle = False  # the last receive came back empty (nudges do not change it)
-        self._idle_polls = 0
+        self.idle_polls = 0  # consecutive empty receives; 0 right after a message arrived
         # Called (in the receive thread) whenever a batch arrived; ``Role`` uses it to nudge the
         # process's other listeners: work on one queue predicts work on the others.
         self.on_activity: Callable[[], None] | None = None
@@ -123,7 +156,7 @@ class QueueListener:
     def nudge(self) -> None:
         """Poll now and restart the idle back-off from ``poll_min`` (thread-safe)."""
         self._poll_asked = True
-        self._idle_polls = 0
+        self.idle_polls = 0
         self._wake.set()
 
     @property
@@ -141,11 +174,6 @@ class QueueListener:
         """The idle cap: far out while hints cover the queue, ``poll_max`` otherwise."""
         return self.poll_max_hinted if self.hint_covered else self.poll_max
 
-    @property
-    def idle_polls(self) -> int:
-        """Consecutive empty receives so far; 0 right after a message arrived."""
-        return self._idle_polls
-
     def held_count(self) -> int:
         return len(self.held)
 
@@ -153,16 +181,21 @@ class QueueListener:
         """Receive and handle until stopped (or empty with ``burst``, or ``max_messages``)."""
         timeout = self.visibility_timeout or self.queue.timeout
         self.wakeups.subscribe()
-        log.info(kv("listener.start", listener=self.name, queue=self.queue.name, batch=self.batch_size,
-                    concurrency=f"{self.pool.low}..{self.pool.high}", visibility_timeout=timeout,
-                    poll_min=self.poll_min, poll_max=self.effective_poll_max, hints=self.wakeups.subscribed))
+        _log_start(self, timeout)
         executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"{self.name}-handler")
-        renewer = LeaseKeeper(self.queue, self.held.records, timeout=timeout, name=f"{self.name}-renewer",
-                              on_result=self.runner.lease_result)
+        renewer = LeaseKeeper(
+            self.queue,
+            self.held.records,
+            timeout=timeout,
+            name=f"{self.name}-renewer",
+            on_result=self.runner.lease_result,
+        )
         renewer.start()
         try:
             self._receive_loop(executor, timeout, burst=burst, max_messages=max_messages)
-            self._finish()
+            self.runner.finish(
+                stopping=self._stopping, immediate=self._immediate, changed=self._changed, grace=self.grace
+            )
         finally:
             self.wakeups.close()
             renewer.stop()
@@ -175,13 +208,15 @@ class QueueListener:
         """A wake-up hint was counted (in the hint channel's thread): wake the loop."""
         self.queue.hinted(lane)  # priority lanes: that lane is worth a call again
         self._woken_by_hint = True
-        self._idle_polls = 0
+        self.idle_polls = 0
         self._wake.set()  # not nudge(): a hint of 0 messages asks for no poll (the credit decides)
 
     # -- the loop ---------------------------------------------------------------------
 
-    def _receive_loop(self, executor: ThreadPoolExecutor, timeout: int, *, burst: bool, max_messages: int | None) -> None:
-        self._idle_polls = 0
+    def _receive_loop(
+        self, executor: ThreadPoolExecutor, timeout: int, *, burst: bool, max_messages: int | None
+    ) -> None:
+        self.idle_polls = 0
         while not self._stopping.is_set():
             if max_messages is not None and self.stats["received"] >= max_messages:
                 return
@@ -206,7 +241,7 @@ class QueueListener:
                 # Nothing but poison: not an empty receive. No credit spent, no idle wait: receive
                 # again at once, as after a message we handled (the work may be right behind it).
                 self.stats.add("poison_receives")
-                self._idle_polls = 0
+                self.idle_polls = 0
                 self._woken_by_hint = self._woken_by_hint or by_hint  # the pickup still owes the hint
             elif batch:
                 self._take(executor, batch, want, leased_at, by_hint=by_hint, burst=burst)
@@ -226,8 +261,14 @@ class QueueListener:
         try:
             batch = self.queue.accept_messages(want, visibility_timeout=timeout, on_poison=self.runner.on_poison)
         except Exception as exc:  # storage trouble the SDK's retries did not ride out
-            log.error(kv("listener.receive_failed", listener=self.name, queue=self.queue.name,
-                         error=f"{type(exc).__name__}: {exc}"))
+            log.error(
+                kv(
+                    "listener.receive_failed",
+                    listener=self.name,
+                    queue=self.queue.name,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            )
             batch, failed = Accepted(), True
         self.wakeups.credit.settle(len(batch), want, failed=failed, poisoned=batch.poisoned)
         self.stats.add("receives")
@@ -236,16 +277,23 @@ class QueueListener:
             self.stats.add("empty_receives")
         return by_hint, batch, leased_at
 
-    def _take(self, executor: ThreadPoolExecutor, batch: Accepted, want: int, leased_at: float, *,
-              by_hint: bool, burst: bool) -> None:
+    def _take(
+        self, executor: ThreadPoolExecutor, batch: Accepted, want: int, leased_at: float, *, by_hint: bool, burst: bool
+    ) -> None:
         """Start a batch's handlers, then receive again or wait for announced work."""
         self.wakeups.tell_peers(len(batch))
         work_detected, self._was_idle = self._was_idle, False
         if work_detected:  # after idle polls, work is here
             self.stats.add("hint_pickups" if by_hint else "poll_pickups")
-            log.info(kv("listener.work_detected", listener=self.name, queue=self.queue.name,
-                        by="hint" if by_hint else "poll"))
-        self._idle_polls = 0
+            log.info(
+                kv(
+                    "listener.work_detected",
+                    listener=self.name,
+                    queue=self.queue.name,
+                    by="hint" if by_hint else "poll",
+                )
+            )
+        self.idle_polls = 0
         for received in batch:
             self._start(executor, received, leased_at)
         self.held.write_journal()
@@ -272,11 +320,11 @@ class QueueListener:
             self._changed.wait(timeout=1.0)
             self._changed.clear()
             return False
-        self._idle_polls += 1
+        self.idle_polls += 1
         if not self._stopping.is_set():  # a stop between our clear() and here set _stopping first
             self.stats.add("idle_waits")
             self.stats.add("waiting")  # 1 while in an idle wait: no receive until it ends
-            self._wake.wait(self._idle_delay())
+            self._wake.wait(self.idle_delay())
             self.stats.add("waiting", -1)
         self._wake.clear()
         return False
@@ -286,10 +334,6 @@ class QueueListener:
         if not self._was_idle:
             log.info(kv("listener.idle", listener=self.name, queue=self.queue.name, why=why))
         self._was_idle = True
-
-    def idle_delay(self) -> float:
-        """How long an idle wait starting now would last (seconds, jittered)."""
-        return self._idle_delay()
 
     def _expects_more(self) -> bool:
         """After a batch: receive again at once? Yes without a healthy hint subscription (no
@@ -305,7 +349,7 @@ class QueueListener:
         self.stats.add("waiting")
         try:
             while not self._stopping.is_set():
-                if not self._wake.wait(self._idle_delay()):
+                if not self._wake.wait(self.idle_delay()):
                     return  # the cap, or the retry it waited for: poll
                 self._wake.clear()
                 if self._poll_asked or self._expects_more():
@@ -313,11 +357,11 @@ class QueueListener:
         finally:
             self.stats.add("waiting", -1)
 
-    def _idle_delay(self) -> float:
+    def idle_delay(self) -> float:
         """How long to wait after an empty receive: while hints cover the queue, until a hint,
         a released message is due, or the safety-net cap; otherwise the exponential ramp."""
         if not self.hint_covered:
-            return poll_delay(self._idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
+            return poll_delay(self.idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
         capped = poll_delay(61, poll_min=self.poll_min, poll_max=self.poll_max_hinted, rng=self._rng)
         return min(capped, max(self.poll_min, self.retries.next_due() + 0.05))
 
@@ -327,28 +371,21 @@ class QueueListener:
         self.stats.add("received")
         record.future = executor.submit(self.runner.run, record)
 
-    # -- stop -------------------------------------------------------------------------
 
-    def _finish(self) -> None:
-        """After receiving ends: hand back unstarted messages, wait for running ones."""
-        deadline = math.inf  # burst / max_messages: wait for the work, until a stop comes
-        while self.held_count() and not self._immediate.is_set():
-            if self._stopping.is_set() and deadline == math.inf:
-                self._hand_back_unstarted()
-                deadline = time.monotonic() + self.grace
-            if time.monotonic() >= deadline:
-                break
-            self._changed.wait(timeout=min(0.5, deadline - time.monotonic()))
-            self._changed.clear()
-        for record in self.held.records():  # grace ran out (or immediate stop): make them visible again
-            reason = "immediate stop" if self._immediate.is_set() else f"still running after {self.grace:.0f} s grace"
-            self.runner.release(record, delay=0, why=reason)
-
-    def _hand_back_unstarted(self) -> None:
-        for record in self.held.records():  # not started yet: cancel and release at once
-            if record.future is not None and record.future.cancel():
-                self.runner.release(record, delay=0, why="not started before stop")
-                self.held.forget(record)
+def _log_start(listener: QueueListener, timeout: int) -> None:
+    log.info(
+        kv(
+            "listener.start",
+            listener=listener.name,
+            queue=listener.queue.name,
+            batch=listener.batch_size,
+            concurrency=f"{listener.pool.low}..{listener.pool.high}",
+            visibility_timeout=timeout,
+            poll_min=listener.poll_min,
+            poll_max=listener.effective_poll_max,
+            hints=listener.wakeups.subscribed,
+        )
+    )
 
 
 def _notify(hook: Callable[[], None] | None, name: str) -> None:
@@ -369,8 +406,16 @@ def _visible_left(queue: Consumable) -> bool:
         return False
 
 
-def _check_options(batch_size: int, concurrency: int, prefetch: int, poll_min: float, poll_max: float,
-                   min_concurrency: int, poll_max_hinted: float | None, visibility_timeout: int | None) -> None:
+def _check_options(
+    batch_size: int,
+    concurrency: int,
+    prefetch: int,
+    poll_min: float,
+    poll_max: float,
+    min_concurrency: int,
+    poll_max_hinted: float | None,
+    visibility_timeout: int | None,
+) -> None:
     if not 1 <= batch_size <= MAX_BATCH:
         raise ValueError(f"batch_size must be 1..{MAX_BATCH}, got {batch_size}")
     if concurrency < 1 or prefetch < 0:

@@ -15,10 +15,14 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
-__all__ = ["kv", "message_context", "current_context", "KeyValueFormatter", "configure_logging"]
+__all__ = ["KeyValueFormatter", "configure_logging", "current_context", "kv", "message_context"]
 
-_CONTEXT: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar("photomosaics_log_context", default={})
+# The default is an immutable empty mapping: contexts are replaced, never mutated.
+_CONTEXT: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
+    "photomosaics_log_context", default=MappingProxyType({})
+)
 
 
 def _value(value: object) -> str:

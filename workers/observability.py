@@ -31,14 +31,22 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
 from dal.observability.prometheus import StorageStateCollector
-from workers.logfmt import kv
 from dal.queues.tracing import process_span
+from workers.logfmt import kv
 
 if TYPE_CHECKING:
     from dal.queues.work_queue import ReceivedMessage
     from workers.listener import QueueListener
 
-__all__ = ["METRICS_HOST_ENV", "METRICS_PORT_ENV", "serve_role_metrics", "timed", "traced", "ListenerCollector", "Liveness"]
+__all__ = [
+    "METRICS_HOST_ENV",
+    "METRICS_PORT_ENV",
+    "ListenerCollector",
+    "Liveness",
+    "serve_role_metrics",
+    "timed",
+    "traced",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +67,17 @@ _STATS = {
     "handled": ("photomosaics_messages_processed_total", "Messages a handler finished (success or not)."),
     "succeeded": ("photomosaics_messages_succeeded_total", "Messages handled and deleted."),
     "failed": ("photomosaics_messages_failed_total", "Handler failures (the message is retried later or poisoned)."),
-    "poisoned": ("photomosaics_messages_poisoned_total",
-                 "Messages moved to the poison queue (junk or over-delivered at receive, or by a handler)."),
+    "poisoned": (
+        "photomosaics_messages_poisoned_total",
+        "Messages moved to the poison queue (junk or over-delivered at receive, or by a handler).",
+    ),
     "released": ("photomosaics_messages_released_total", "Messages handed back unfinished (shutdown)."),
     "receives": ("photomosaics_queue_receives_total", "GetMessages calls."),
     "empty_receives": ("photomosaics_queue_empty_receives_total", "GetMessages calls that returned nothing."),
-    "poison_receives": ("photomosaics_queue_poison_receives_total",
-                        "GetMessages calls that yielded only poison (no empty receive: the listener received again)."),
+    "poison_receives": (
+        "photomosaics_queue_poison_receives_total",
+        "GetMessages calls that yielded only poison (no empty receive: the listener received again).",
+    ),
 }
 
 
@@ -137,7 +149,7 @@ class Liveness:
 
 def _handler(registry: CollectorRegistry, liveness: Liveness) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
@@ -155,7 +167,7 @@ def _handler(registry: CollectorRegistry, liveness: Liveness) -> type[BaseHTTPRe
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 scrapes are not news
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     return Handler
@@ -176,8 +188,9 @@ def metrics_address(environ: dict[str, str] | None = None) -> tuple[str, int] | 
     return env.get(METRICS_HOST_ENV, "").strip() or "127.0.0.1", port
 
 
-def serve_role_metrics(role: str, listeners: Sequence[QueueListener], *,
-                       address: tuple[str, int] | None = None) -> ThreadingHTTPServer | None:  # fmt: skip
+def serve_role_metrics(
+    role: str, listeners: Sequence[QueueListener], *, address: tuple[str, int] | None = None
+) -> ThreadingHTTPServer | None:
     """Start the role's /metrics and /healthz server (None when no address is configured)."""
     address = address or metrics_address()
     if address is None:

@@ -53,21 +53,22 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from dal.blobs.libraries import tile_blob_names
 from dal.blobs.names import pyramid_blob_name, slice_tile_map_name, tile_map_name
+from dal.blobs.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
+from dal.jobs.model import library_name
 from dal.jobs.store import TERMINAL_STATUSES
 from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
+from mosaic.library import LibraryFormatError
+from mosaic.pieces import choose_piece
+from mosaic.render import choose_tiles, render_band
+from workers.band_pieces import make_pieces
 from workers.errors import PermanentJobError
-from dal.jobs.model import library_name
-from dal.blobs.libraries import tile_blob_names
-from dal.blobs.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
 from workers.job_options import job_options
 from workers.services import RoleServices
-from workers.stages import Stopwatch
-from workers.band_pieces import make_pieces
-from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,
     Band,
@@ -79,15 +80,14 @@ from workers.slicing import (
     output_blob_name,
     slice_output_name,
 )
-from mosaic.library import LibraryFormatError
-from mosaic.pieces import choose_piece
-from mosaic.render import choose_tiles, render_band
+from workers.stages import Stopwatch
+from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from dal.blobs.store import BlobStore
     from dal.admission.render_rates import RateMeter
+    from dal.blobs.store import BlobStore
     from mosaic.library import TileLibrary
 
 __all__ = ["ImageProcessor"]
@@ -141,35 +141,8 @@ class ImageProcessor:
                 return
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
-        try:
-            # The band rides in the message when it is small; else the blob (either account when paired).
-            data = band_bytes(message.band, lambda: self.services.download_url(message.slice_uri))
-            clock.lap("band_download")
-            band = decode_band(data)
-            clock.lap("band_decode")
-        except BlobMissingError:
-            raise PermanentJobError(f"slice {seq + 1} of the picture is missing from storage") from None
-        except (BandFormatError, ValueError) as exc:
-            raise PermanentJobError(f"slice {seq + 1} of the picture cannot be read: {exc}") from None
-        if self.slice_delay > 0:
-            time.sleep(self.slice_delay)
-            clock.lap("test_delay")
-
-        options = job_options(correction=message.correction)
-        try:
-            # A fair-use job's band carries the controller's choice for the whole grid.
-            choice = band.choice
-            size, first = message.tile_size, band.first_row
-            if choice is None and band.plan is not None:  # a giant band: its choice segments, as its neighbours choose them
-                rows = range(first, first + band.rows)
-                choice = choose_piece(band.cells, library, tile_size=size, seed=rid, rows=rows, cuts=band.plan.cuts,
-                                      options=options)
-            elif choice is None:
-                choice = choose_tiles(band.cells, library, tile_size=size, seed=rid, row_offset=first, options=options)
-            pixels = render_band(band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice,
-                                 options=options)
-        except (ValueError, IndexError) as exc:
-            raise PermanentJobError(f"slice {seq + 1} cannot be rendered: {exc}") from None
+        band = self._read_band(message, clock)
+        pixels, choice = _render(message, band, library)
         seconds = clock.lap("render")
         store = self.services  # upload: to the secondary account when the primary fails (dal.availability.failover)
         whole, pyramid = band.first_row == 0 and band.rows == band.tiles_down, False
@@ -199,18 +172,46 @@ class ImageProcessor:
         report = {
             "actor": self.name[:100],
             "message": f"slice {seq + 1} rendered ({pixels.shape[1]}x{pixels.shape[0]} px) in {seconds:.2f} s"
-            + (", its JPEG and Deep Zoom pyramid stored" if pyramid else ", its JPEG stored" if whole else
-               ", its JPEG rows and pyramid tiles staged" if band.piece is not None else ""),
+            + (
+                ", its JPEG and Deep Zoom pyramid stored"
+                if pyramid
+                else ", its JPEG stored"
+                if whole
+                else ", its JPEG rows and pyramid tiles staged"
+                if band.piece is not None
+                else ""
+            ),
             "at": datetime.now(UTC).isoformat(),
             "seconds": round(seconds, 4),
             "stages": {name: round(value, 4) for name, value in list(clock.stages.items())[:MAX_REPORT_STAGES]},
         }
         self.services.send(
             SliceResponseMessage(
-                queue_uri=queue.url, client_id=message.client_id, request_id=rid, slice_uri=url, slice_sequence=seq,
+                queue_uri=queue.url,
+                client_id=message.client_id,
+                request_id=rid,
+                slice_uri=url,
+                slice_sequence=seq,
                 report=report,
             )
         )
+
+    def _read_band(self, message: SliceRequestMessage, clock: Stopwatch) -> Band:
+        """The slice's band: inside the message when small, else its blob (either account when paired)."""
+        seq = message.slice_sequence
+        try:
+            data = band_bytes(message.band, lambda: self.services.download_url(message.slice_uri))
+            clock.lap("band_download")
+            band = decode_band(data)
+            clock.lap("band_decode")
+        except BlobMissingError:
+            raise PermanentJobError(f"slice {seq + 1} of the picture is missing from storage") from None
+        except (BandFormatError, ValueError) as exc:
+            raise PermanentJobError(f"slice {seq + 1} of the picture cannot be read: {exc}") from None
+        if self.slice_delay > 0:
+            time.sleep(self.slice_delay)
+            clock.lap("test_delay")
+        return band
 
     def _store_tile_map(
         self, message: SliceRequestMessage, library: TileLibrary, choice: np.ndarray, first_row: int, *, whole: bool
@@ -237,13 +238,19 @@ class ImageProcessor:
         streamed upload, took beyond them: the rest ran meanwhile) and ``pyramid_upload`` (the
         commit: the last block and the block list, or a small pyramid's one Put Blob)."""
         store, blobs = self.services, self.services.blobs  # the JPEG: to the secondary account when the primary fails
-        with blobs.open_writer(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), content_type=PYRAMID_CONTENT_TYPE) as zipped, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool:  # fmt: skip
+        with (
+            blobs.open_writer(
+                IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), content_type=PYRAMID_CONTENT_TYPE
+            ) as zipped,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool,
+        ):
             building = pool.submit(save_pyramid_pixels, pixels, zipped.write)
             try:
                 encoded = encode_output(pixels)
                 clock.lap("output_encode")
-                url = store.upload(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE)
+                url = store.upload(
+                    IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE
+                )
                 clock.lap("output_upload")
             finally:
                 error = building.exception()  # the build has ended, and its writes, before the writer closes
@@ -256,8 +263,11 @@ class ImageProcessor:
                 except Exception as exc:  # the controller builds it instead: slower, never lost
                     error = exc
             zipped.abort()  # nothing committed: the name keeps what it had (nothing, for a new job)
-            log.warning("job %s: pyramid left to the controller (%s)", rid,
-                        f"{type(error).__name__}: {error}" if error else "JPEG on the secondary account")  # fmt: skip
+            log.warning(
+                "job %s: pyramid left to the controller (%s)",
+                rid,
+                f"{type(error).__name__}: {error}" if error else "JPEG on the secondary account",
+            )
             return url, False
 
     def _library(self, uri: str) -> TileLibrary:
@@ -269,7 +279,6 @@ class ImageProcessor:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:
             raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
-
 
 
 def _on_account(blobs: BlobStore, url: str) -> bool:
@@ -291,3 +300,24 @@ def _owned_choice(band: Band, choice: np.ndarray) -> tuple[np.ndarray, int]:
     size = band.piece.tile_size
     start, stop = -(-band.piece.jpeg.start // size), -(-band.piece.jpeg.stop // size)
     return choice[start - band.first_row : stop - band.first_row], start
+
+
+def _render(message: SliceRequestMessage, band: Band, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:
+    """The band's pixels and the tile placed in each of its cells, with the job's options."""
+    options = job_options(correction=message.correction)
+    size, first, rid = message.tile_size, band.first_row, message.request_id
+    try:
+        choice = band.choice  # a fair-use job's band carries the controller's choice for the whole grid
+        if choice is None and band.plan is not None:  # a giant band: its segments, as its neighbours choose them
+            rows = range(first, first + band.rows)
+            choice = choose_piece(
+                band.cells, library, tile_size=size, seed=rid, rows=rows, cuts=band.plan.cuts, options=options
+            )
+        elif choice is None:
+            choice = choose_tiles(band.cells, library, tile_size=size, seed=rid, row_offset=first, options=options)
+        pixels = render_band(
+            band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice, options=options
+        )
+    except (ValueError, IndexError) as exc:
+        raise PermanentJobError(f"slice {message.slice_sequence + 1} cannot be rendered: {exc}") from None
+    return pixels, choice

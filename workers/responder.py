@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from dal.jobs.model import JobStatus
 from dal.errors import JobNotFoundError
+from dal.jobs.model import JobStatus
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageResponseMessage
 from dal.queues.work_queue import ReceivedMessage

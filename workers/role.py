@@ -24,13 +24,13 @@ from typing import NoReturn
 
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
 from dal.errors import StorageConfigurationError
+from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
+from dal.observability.transactions import counter_from_env, dump_installed_counter
+from dal.queues.tracing import flush
 from workers.listener import QueueListener
 from workers.logfmt import configure_logging, kv
-from dal.observability.transactions import counter_from_env, dump_installed_counter
-from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
-from dal.queues.tracing import flush
 
-__all__ = ["Role", "run_role", "storage_from_env", "exit_role", "configure_role_logging"]
+__all__ = ["Role", "configure_role_logging", "exit_role", "run_role", "storage_from_env"]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,15 @@ class Role:
         name = signal.Signals(signum).name
         if len(self.signals) == 1:
             grace = max(listener.grace for listener in self.listeners)
-            log.warning(kv("role.stopping", role=self.name, signal=name, grace=grace,
-                           note="finishing in-flight work; signal again to stop at once"))  # fmt: skip
+            log.warning(
+                kv(
+                    "role.stopping",
+                    role=self.name,
+                    signal=name,
+                    grace=grace,
+                    note="finishing in-flight work; signal again to stop at once",
+                )
+            )
             self.stop()
         else:
             log.warning(kv("role.stopping_now", role=self.name, signal=name))
@@ -115,7 +122,9 @@ class Role:
         ]
         for thread in threads:
             thread.start()
-        log.info(kv("role.start", role=self.name, pid=os.getpid(), listeners=",".join(l.name for l in self.listeners)))
+        log.info(
+            kv("role.start", role=self.name, pid=os.getpid(), listeners=",".join(lsn.name for lsn in self.listeners))
+        )
         while any(thread.is_alive() for thread in threads):
             for thread in threads:
                 thread.join(timeout=0.2)  # short joins keep the main thread responsive to signals
@@ -132,9 +141,7 @@ class Role:
 _current: Role | None = None  # the role of this process, for its exit report
 
 
-def run_role(
-    role: Role, *, burst: bool = False, max_messages: int | None = None, install_signals: bool = True
-) -> int:
+def run_role(role: Role, *, burst: bool = False, max_messages: int | None = None, install_signals: bool = True) -> int:
     """Install SIGTERM/SIGINT handlers (main thread only) and run the role."""
     global _current
     _current = role
@@ -151,8 +158,7 @@ def write_counts(**extra: object) -> None:
     """Write this process's transaction counts and listener statistics, if counting is on."""
     import time
 
-
-    stats = {l.name: dict(l.stats) for l in _current.listeners} if _current is not None else {}
+    stats = {lsn.name: dict(lsn.stats) for lsn in _current.listeners} if _current is not None else {}
     dump_installed_counter(listeners=stats, written_at=time.time(), **extra)
 
 

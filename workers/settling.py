@@ -139,7 +139,7 @@ class MessageRunner:
             delay = retry_delay_for(
                 record.received.dequeue_count, retry_delay=self.retry_delay, max_retry_delay=self.max_retry_delay
             )
-        wait = int(math.ceil(max(0.0, delay)))
+        wait = math.ceil(max(0.0, delay))
         self.queue.release(current, delay=wait)
         self.retries.add(wait)  # an idle wait covered by hints must still end when this is visible again
         self._on_retry()
@@ -152,10 +152,18 @@ class MessageRunner:
             return
         if not lost:
             self.stats.add("lost")
-        log.warning(kv("message.lost", **fields, seconds=seconds,
-                       note="lease lost before delete; another worker redoes it (idempotent)"))
+        log.warning(
+            kv(
+                "message.lost",
+                **fields,
+                seconds=seconds,
+                note="lease lost before delete; another worker redoes it (idempotent)",
+            )
+        )
 
-    def _notify_poison(self, received: ReceivedMessage, reason: str, fields: dict[str, Any], *, permanent: bool) -> None:
+    def _notify_poison(
+        self, received: ReceivedMessage, reason: str, fields: dict[str, Any], *, permanent: bool
+    ) -> None:
         if self.on_poison is None:
             return
         try:
@@ -190,3 +198,27 @@ class MessageRunner:
             log.warning(kv("message.lease_lost", **fields))
         else:
             log.warning(kv("message.renew_failed", **fields, error=error))
+
+    def finish(
+        self, *, stopping: threading.Event, immediate: threading.Event, changed: threading.Event, grace: float
+    ) -> None:
+        """After receiving ends: hand back unstarted messages at a stop, wait up to ``grace`` for
+        running ones, then make what is left visible again (an immediate stop: all at once)."""
+        deadline = math.inf  # burst / max_messages: wait for the work, until a stop comes
+        while len(self.held) and not immediate.is_set():
+            if stopping.is_set() and deadline == math.inf:
+                self._hand_back_unstarted()
+                deadline = time.monotonic() + grace
+            if time.monotonic() >= deadline:
+                break
+            changed.wait(timeout=min(0.5, deadline - time.monotonic()))
+            changed.clear()
+        for record in self.held.records():  # grace ran out (or immediate stop): make them visible again
+            reason = "immediate stop" if immediate.is_set() else f"still running after {grace:.0f} s grace"
+            self.release(record, delay=0, why=reason)
+
+    def _hand_back_unstarted(self) -> None:
+        for record in self.held.records():  # not started yet: cancel and release at once
+            if record.future is not None and record.future.cancel():
+                self.release(record, delay=0, why="not started before stop")
+                self.held.forget(record)

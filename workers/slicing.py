@@ -43,32 +43,32 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 
 from dal.blobs.names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
+from dal.blobs.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 from dal.errors import PhotoMosaicsError
 from mosaic.pieces import Piece, PiecePlan
-from dal.blobs.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 from workers.stitching import encode_jpeg, from_pixels
 
 __all__ = [
+    "INLINE_BAND_MAX_BYTES",
+    "OUTPUT_CONTENT_TYPE",
+    "OUTPUT_EXTENSION",
+    "RENDERED_EXTENSION",
     "Band",
     "BandFormatError",
-    "OUTPUT_EXTENSION",
-    "OUTPUT_CONTENT_TYPE",
-    "cut_bands",
-    "encode_band",
-    "decode_band",
-    "INLINE_BAND_MAX_BYTES",
-    "inline_band",
-    "band_bytes",
-    "encode_png",
-    "decode_png",
     "band_blob_name",
-    "slice_output_name",
-    "output_blob_name",
-    "encode_rendered",
+    "band_bytes",
+    "cut_bands",
+    "decode_band",
+    "decode_png",
     "decode_rendered",
-    "RENDERED_EXTENSION",
-    "stitch",
+    "encode_band",
     "encode_output",
+    "encode_png",
+    "encode_rendered",
+    "inline_band",
+    "output_blob_name",
+    "slice_output_name",
+    "stitch",
 ]
 
 OUTPUT_CONTENT_TYPE = "image/jpeg"
@@ -110,8 +110,15 @@ class Band:
         return None if self.plan is None else self.plan.piece(self.sequence)
 
 
-def cut_bands(cells: np.ndarray, *, tiles_down: int, tiles_across: int, rows: Sequence[range],
-              choice: np.ndarray | None = None, plan: PiecePlan | None = None) -> list[Band]:
+def cut_bands(
+    cells: np.ndarray,
+    *,
+    tiles_down: int,
+    tiles_across: int,
+    rows: Sequence[range],
+    choice: np.ndarray | None = None,
+    plan: PiecePlan | None = None,
+) -> list[Band]:
     """Split the cell image (and a whole-grid ``choice``) into the bands ``rows`` (from ``plan_bands``,
     or the cell rows of a ``plan``'s pieces, which overlap by their margins)."""
     if cells.ndim != 3 or cells.shape[0] % tiles_down or cells.shape[1] % tiles_across:
@@ -187,8 +194,15 @@ def encode_band(band: Band) -> bytes:
     }
     if band.plan is not None:
         plan = band.plan
-        text[f"{_PREFIX}pieces"] = json.dumps({"width": plan.width, "height": plan.height, "tile_size": plan.tile_size,
-                                               "levels": plan.levels, "splits": list(plan.splits)})
+        text[f"{_PREFIX}pieces"] = json.dumps(
+            {
+                "width": plan.width,
+                "height": plan.height,
+                "tile_size": plan.tile_size,
+                "levels": plan.levels,
+                "splits": list(plan.splits),
+            }
+        )
     if band.choice is not None:
         raw = np.ascontiguousarray(band.choice, dtype="<i4").tobytes()
         text[f"{_PREFIX}choice"] = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
@@ -229,7 +243,9 @@ def decode_band(data: bytes) -> Band:
     """Read a band PNG back; BandFormatError says what is wrong with it."""
     pixels, text = decode_png(data)
     try:
-        fields = {k: int(text[f"{_PREFIX}{k}"]) for k in ("sequence", "first_row", "rows", "tiles_across", "tiles_down")}
+        fields = {
+            k: int(text[f"{_PREFIX}{k}"]) for k in ("sequence", "first_row", "rows", "tiles_across", "tiles_down")
+        }
     except (KeyError, ValueError):
         raise BandFormatError("the PNG does not say where it sits in the job's grid (missing text chunks)") from None
     rows, across = fields["rows"], fields["tiles_across"]
@@ -248,8 +264,13 @@ def _decode_plan(text: str, fields: dict[str, int]) -> PiecePlan:
     """The band's piece plan, checked against the band it came with."""
     try:
         raw = json.loads(text)
-        plan = PiecePlan(int(raw["width"]), int(raw["height"]), int(raw["tile_size"]), int(raw["levels"]),
-                         tuple(int(s) for s in raw["splits"]))
+        plan = PiecePlan(
+            int(raw["width"]),
+            int(raw["height"]),
+            int(raw["tile_size"]),
+            int(raw["levels"]),
+            tuple(int(s) for s in raw["splits"]),
+        )
         piece = plan.piece(fields["sequence"])
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise BandFormatError(f"the band's piece plan is unreadable: {exc}") from None

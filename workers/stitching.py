@@ -41,8 +41,22 @@ from dal.errors import RenderedFormatError
 from mosaic.deepzoom import stream_save, write_dzi_zip
 from mosaic.limits import JPEG_MAX_SIDE  # libjpeg's 65,500: a mosaic over it has only its pyramid
 
-__all__ = ["Streamed", "from_pixels", "JPEG_MAX_SIDE", "JPEG_OPTIONS", "jpeg_options", "fits_jpeg", "open_slice", "open_jpeg", "join_slices", "save_jpeg",
-           "encode_jpeg", "save_pyramid", "save_pyramid_pixels", "PYRAMID_CONTENT_TYPE"]  # fmt: skip
+__all__ = [
+    "JPEG_MAX_SIDE",
+    "JPEG_OPTIONS",
+    "PYRAMID_CONTENT_TYPE",
+    "Streamed",
+    "encode_jpeg",
+    "fits_jpeg",
+    "from_pixels",
+    "join_slices",
+    "jpeg_options",
+    "open_jpeg",
+    "open_slice",
+    "save_jpeg",
+    "save_pyramid",
+    "save_pyramid_pixels",
+]
 
 PYRAMID_CONTENT_TYPE = "application/zip"
 # Quality 90, 4:2:0 chroma (libvips would keep full chroma at Q >= 90: a third bigger for
@@ -59,6 +73,8 @@ JPEG_MCU = 16
 def jpeg_options(width: int) -> dict[str, Any]:
     """``JPEG_OPTIONS`` with the restart interval of an image ``width`` px wide (one MCU row)."""
     return {**JPEG_OPTIONS, "restart_interval": -(-width // JPEG_MCU)}
+
+
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -132,10 +148,17 @@ def _tiff_header(width: int, height: int) -> bytes:
     counts_at = offsets_at + 4 * strips
     data_at = counts_at + 4 * strips
     entries = [  # (tag, type, count, value or offset); types: 3 SHORT, 4 LONG
-        (256, 4, 1, width), (257, 4, 1, height), (258, 3, 3, bits_at), (259, 3, 1, 1), (262, 3, 1, 2),
-        (273, 4, strips, offsets_at if strips > 1 else data_at), (277, 3, 1, 3), (278, 4, 1, _ROWS_PER_STRIP),
-        (279, 4, strips, counts_at if strips > 1 else row * height), (284, 3, 1, 1),
-    ]  # fmt: skip
+        (256, 4, 1, width),
+        (257, 4, 1, height),
+        (258, 3, 3, bits_at),
+        (259, 3, 1, 1),
+        (262, 3, 1, 2),
+        (273, 4, strips, offsets_at if strips > 1 else data_at),
+        (277, 3, 1, 3),
+        (278, 4, 1, _ROWS_PER_STRIP),
+        (279, 4, strips, counts_at if strips > 1 else row * height),
+        (284, 3, 1, 1),
+    ]
     out = bytearray(b"II*\0" + struct.pack("<I", ifd) + struct.pack("<H", tags))
     for tag, kind, count, value in entries:
         packed = struct.pack("<HH", value, 0) if kind == 3 and count == 1 else struct.pack("<I", value)
@@ -185,7 +208,9 @@ def join_slices(opened: Sequence[Streamed], *, width: int, height: int) -> Strea
     slices = [s.image for s in opened]
     for i, image in enumerate(slices):
         if image.width != width or image.bands != 3:
-            raise ValueError(f"slice {i} is {image.width}x{image.height}x{image.bands}, expected width {width}, 3 bands")
+            raise ValueError(
+                f"slice {i} is {image.width}x{image.height}x{image.bands}, expected width {width}, 3 bands"
+            )
     total = sum(image.height for image in slices)
     if total != height:
         raise ValueError(f"slices add up to {total} rows, expected {height}")

@@ -34,8 +34,8 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, Re
 from azure.data.tables import UpdateMode
 
 from dal.config import CLIENT_QUOTAS_TABLE, StorageClients
-from dal.names import prefixed
 from dal.errors import QuotaExceeded
+from dal.names import prefixed
 
 __all__ = ["AddressBuckets", "network_key"]
 
@@ -127,8 +127,12 @@ class AddressBuckets:
             if entity is None:
                 self._table.create_entity(row)
             else:
-                self._table.update_entity(row, mode=UpdateMode.REPLACE, etag=entity.metadata["etag"],
-                                          match_condition=MatchConditions.IfNotModified)  # type: ignore[attr-defined]
+                self._table.update_entity(
+                    row,
+                    mode=UpdateMode.REPLACE,
+                    etag=entity.metadata["etag"],
+                    match_condition=MatchConditions.IfNotModified,
+                )  # type: ignore[attr-defined]
         except (ResourceModifiedError, ResourceExistsError):
             return False
         return True

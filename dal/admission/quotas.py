@@ -99,8 +99,13 @@ class QuotaStore:
                         "wait for one to finish (or delete one)",
                         retry_after=UNFINISHED_RETRY_AFTER,
                     )
-            new = {"PartitionKey": client_id, "RowKey": _ROW, "unfinished": unfinished + 1,
-                   "minute": minute, "in_minute": in_minute + 1}  # fmt: skip
+            new = {
+                "PartitionKey": client_id,
+                "RowKey": _ROW,
+                "unfinished": unfinished + 1,
+                "minute": minute,
+                "in_minute": in_minute + 1,
+            }
             try:
                 if entity is None:
                     self._table.create_entity(new)
@@ -113,8 +118,9 @@ class QuotaStore:
 
     def _replace_if_unchanged(self, entity: dict, *, etag: str) -> None:
         """Write the row only if nobody wrote it since we read it (412 -> ResourceModifiedError)."""
-        self._table.update_entity(entity, mode=UpdateMode.REPLACE, etag=etag,
-                                  match_condition=MatchConditions.IfNotModified)  # fmt: skip
+        self._table.update_entity(
+            entity, mode=UpdateMode.REPLACE, etag=etag, match_condition=MatchConditions.IfNotModified
+        )
 
     def release(self, client_id: str) -> None:
         """Give back the slot of a submission that was not stored after all (best effort)."""

@@ -66,10 +66,15 @@ class RenderRates:
 
     def record(self, worker: str, *, seconds_per_slice: float, slices: int, now: datetime | None = None) -> None:
         """Write one processor's current average (one upsert)."""
-        self._table.upsert_entity({
-            "PartitionKey": _PARTITION, "RowKey": worker, "seconds_per_slice": float(seconds_per_slice),
-            "slices": int(slices), "updated": now or datetime.now(UTC),
-        })  # fmt: skip
+        self._table.upsert_entity(
+            {
+                "PartitionKey": _PARTITION,
+                "RowKey": worker,
+                "seconds_per_slice": float(seconds_per_slice),
+                "slices": int(slices),
+                "updated": now or datetime.now(UTC),
+            }
+        )
 
     def capacity(self, *, now: datetime | None = None) -> Capacity:
         """Sum of the fresh processors' rates (one query)."""

@@ -47,10 +47,10 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError, Servic
 
 from dal.config import CLAIM_CHECK_CONTAINER, RetryProfile, StorageClients
 from dal.errors import BlobMissingError, StorageConfigurationError
-from dal.queues.messages import QueueMessage
 from dal.names import prefixed
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.messages import QueueMessage
 from dal.queues.stored_queue import StoredQueue
+from dal.queues.work_queue import QueueAccessor
 
 if TYPE_CHECKING:
     from dal.blobs.store import BlobStore
@@ -58,12 +58,12 @@ if TYPE_CHECKING:
     from dal.jobs.store import Job, JobEvent, JobStore
 
 __all__ = [
-    "SECONDARY_CONNECTION_STRING_ENV",
     "BACKLOG_PREFIX",
     "DEFAULT_BACKLOG_COUNT",
     "DEFAULT_STAY_ON_SECONDARY",
-    "FailoverState",
+    "SECONDARY_CONNECTION_STRING_ENV",
     "FailoverSender",
+    "FailoverState",
     "PairedAccount",
     "backlog_envelope",
     "backlog_queues",
@@ -83,8 +83,12 @@ DEFAULT_BACKLOG_COUNT = 3  # senders spread over a few backlog queues
 DEFAULT_STAY_ON_SECONDARY = 60.0  # = Settings.failover_stay_seconds (PHOTOMOSAICS_FAILOVER_STAY_SECONDS)
 
 
-def secondary_from_env(environ: Mapping[str, str] | None = None, *, profile: RetryProfile = "worker",
-                       response_hook: Callable[[Any], None] | None = None) -> StorageClients | None:  # fmt: skip
+def secondary_from_env(
+    environ: Mapping[str, str] | None = None,
+    *,
+    profile: RetryProfile = "worker",
+    response_hook: Callable[[Any], None] | None = None,
+) -> StorageClients | None:
     """The secondary account's clients, or None when ``PHOTOMOSAICS_SECONDARY_CONNECTION_STRING`` is unset."""
     value = (os.environ if environ is None else environ).get(SECONDARY_CONNECTION_STRING_ENV, "").strip()
     return StorageClients(value, profile=profile, response_hook=response_hook) if value else None
@@ -109,8 +113,10 @@ def primary_failed(exc: BaseException) -> bool:
 
 def backlog_queues(storage: StorageClients, prefix: str, count: int) -> list[StoredQueue]:
     claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
-    return [StoredQueue(storage, prefixed(prefix, f"{BACKLOG_PREFIX}-{i}"), claim_container=claim_container)
-            for i in range(count)]
+    return [
+        StoredQueue(storage, prefixed(prefix, f"{BACKLOG_PREFIX}-{i}"), claim_container=claim_container)
+        for i in range(count)
+    ]
 
 
 def backlog_envelope(queue_name: str, payload: str) -> str:
@@ -158,8 +164,9 @@ class FailoverState:
     def mark_down(self) -> None:
         self._down_until = time.monotonic() + self.stay_on_secondary
 
-    def attempt(self, on_primary: Callable[[], T], on_secondary: Callable[[], T], *, what: str,
-                force_secondary: bool = False) -> tuple[T, bool]:  # fmt: skip
+    def attempt(
+        self, on_primary: Callable[[], T], on_secondary: Callable[[], T], *, what: str, force_secondary: bool = False
+    ) -> tuple[T, bool]:
         """``(result, True if it was written on the secondary)``; the primary first unless known down."""
         if not force_secondary and not self.primary_down():
             try:
@@ -217,8 +224,9 @@ class FailoverSender:
                 self.primary.for_message(message)  # the same checks as a primary send
                 random.choice(backlogs).put_text(backlog_envelope(queue.name, message.payload()))
 
-        _, parked = self.state.attempt(lambda: queue.submit(batch), park, what=f"send to {queue.name}",
-                                       force_secondary=force_secondary)  # fmt: skip
+        _, parked = self.state.attempt(
+            lambda: queue.submit(batch), park, what=f"send to {queue.name}", force_secondary=force_secondary
+        )
         return "secondary" if parked else "primary"
 
     def _backlog(self) -> list[StoredQueue]:
@@ -240,8 +248,14 @@ class PairedAccount:
     names) on the paired account. Built by ``Stores.failover`` only when a secondary is configured.
     """
 
-    def __init__(self, primary: Stores, secondary: Stores, *, backlog_count: int = DEFAULT_BACKLOG_COUNT,
-                 stay_on_secondary: float = DEFAULT_STAY_ON_SECONDARY) -> None:  # fmt: skip
+    def __init__(
+        self,
+        primary: Stores,
+        secondary: Stores,
+        *,
+        backlog_count: int = DEFAULT_BACKLOG_COUNT,
+        stay_on_secondary: float = DEFAULT_STAY_ON_SECONDARY,
+    ) -> None:
         self.primary = primary
         self.secondary = secondary
         self.state = FailoverState(stay_on_secondary)
@@ -264,21 +278,25 @@ class PairedAccount:
     def send(self, messages: QueueMessage | Sequence[QueueMessage], *, force_secondary: bool = False) -> str:
         return self.sender.submit(messages, force_secondary=force_secondary)
 
-    def upload(self, container: str, name: str, data: bytes, *, content_type: str,
-               force_secondary: bool = False) -> tuple[str, bool]:  # fmt: skip
+    def upload(
+        self, container: str, name: str, data: bytes, *, content_type: str, force_secondary: bool = False
+    ) -> tuple[str, bool]:
         """``(blob URL, on the secondary?)``: the URL is that of the account that holds the blob."""
         return self.state.attempt(
             lambda: self.primary.blobs.upload(container, name, data, content_type=content_type),
             lambda: self._secondary_ready().blobs.upload(container, name, data, content_type=content_type),
-            what=f"upload of {container}/{name}", force_secondary=force_secondary,
-        )  # fmt: skip
+            what=f"upload of {container}/{name}",
+            force_secondary=force_secondary,
+        )
 
     def create_job(self, job: Job, *, force_secondary: bool = False) -> bool:
         """Store a new job row; True if it went to the secondary (the job then waits for the primary)."""
         _, on_secondary = self.state.attempt(
-            lambda: self.primary.jobs.create(job), lambda: self._secondary_ready().jobs.create(job),
-            what=f"job {job.request_id}", force_secondary=force_secondary,
-        )  # fmt: skip
+            lambda: self.primary.jobs.create(job),
+            lambda: self._secondary_ready().jobs.create(job),
+            what=f"job {job.request_id}",
+            force_secondary=force_secondary,
+        )
         return on_secondary
 
     def ask_primary(self, call: Callable[[], T], default: T) -> T:

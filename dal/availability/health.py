@@ -50,9 +50,7 @@ def check_storage(storage: StorageClients, *, throttled_ok: bool = False) -> Non
             client = make_client()
             endpoint = _endpoint(client)
         except ValueError:  # a malformed connection string
-            raise StorageConfigurationError(
-                f"{CONNECTION_STRING_ENV} is malformed for the {service} service"
-            ) from None
+            raise StorageConfigurationError(f"{CONNECTION_STRING_ENV} is malformed for the {service} service") from None
         where = f"{service} service of storage account {account!r} at {endpoint}"
         try:
             _first_page(list_one(client))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+import numpy as np
 from azure.core import MatchConditions
 from azure.core.exceptions import (
     ResourceExistsError,
@@ -48,7 +49,6 @@ from azure.core.exceptions import (
     ResourceNotModifiedError,
 )
 from azure.storage.blob import ContentSettings
-import numpy as np
 from PIL import Image
 
 from dal.blobs.store import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
@@ -237,14 +237,16 @@ class LibraryStore:
         kept = container.get_container_properties().metadata.items()
         ours = {LIBRARY_METADATA_KEY, OWNER_KEY, SHARED_KEY, SAMPLES_KEY}
         metadata = {k: v for k, v in kept if k.lower() not in ours}
-        metadata.update({
-            LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE),
-            VERSION_KEY: library.version,
-            TILE_COUNT_KEY: str(len(blob_names)),
-            SAMPLES_KEY: ",".join(b.removeprefix(TILE_PREFIX) for b in _spread(blob_names, SAMPLES_KEPT)),
-            **({OWNER_KEY: owner} if owner else {}),
-            **({SHARED_KEY: "true"} if shared else {}),
-        })  # fmt: skip
+        metadata.update(
+            {
+                LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE),
+                VERSION_KEY: library.version,
+                TILE_COUNT_KEY: str(len(blob_names)),
+                SAMPLES_KEY: ",".join(b.removeprefix(TILE_PREFIX) for b in _spread(blob_names, SAMPLES_KEPT)),
+                **({OWNER_KEY: owner} if owner else {}),
+                **({SHARED_KEY: "true"} if shared else {}),
+            }
+        )
         container.set_container_metadata(metadata)  # the mark: now it is a library
         self._forget(container_name)
         return str(container.url)

@@ -153,4 +153,3 @@ class PyramidReader:
             while len(self._indexes) > self.max_indexes:
                 self._indexes.popitem(last=False)
         return index
-

@@ -26,10 +26,10 @@ from dal.errors import RenderedFormatError
 __all__ = [
     "RENDERED_EXTENSION",
     "RenderedFormatError",
-    "slice_output_name",
-    "slice_blob_candidates",
-    "encode_rendered",
     "decode_rendered",
+    "encode_rendered",
+    "slice_blob_candidates",
+    "slice_output_name",
 ]
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

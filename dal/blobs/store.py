@@ -140,7 +140,9 @@ class BlobStore:
         settings = downloader.properties.content_settings
         return Blob(data=data, content_type=settings.content_type, metadata=dict(downloader.properties.metadata))
 
-    def open_stream(self, container: str, name: str, *, chunk_size: int = STREAM_CHUNK_BYTES) -> tuple[int, Iterator[bytes]]:
+    def open_stream(
+        self, container: str, name: str, *, chunk_size: int = STREAM_CHUNK_BYTES
+    ) -> tuple[int, Iterator[bytes]]:
         """``(size, chunks)`` of a blob, to pass on without holding it whole in memory.
 
         One range read per ``chunk_size`` chunk, each conditional on the first one's ETag (a
@@ -193,13 +195,18 @@ class BlobStore:
             ) from exc
         return str(client.url)
 
-    def open_writer(self, container: str, name: str, *, content_type: str,
-                    block_bytes: int = WRITER_BLOCK_BYTES) -> BlobWriter:  # fmt: skip
+    def open_writer(
+        self, container: str, name: str, *, content_type: str, block_bytes: int = WRITER_BLOCK_BYTES
+    ) -> BlobWriter:
         """A stream into one blob, uploaded while it is written (``dal.blobs.writer``): one Put
         Blob when it ends within ``block_bytes``, else blocks staged as they fill and one commit.
         Use it as a context manager (commit on a clean exit, nothing stored on an exception)."""
-        return BlobWriter(self._blob(container, name), container=self.container_name(container),
-                          content_type=content_type, block_bytes=block_bytes)  # fmt: skip
+        return BlobWriter(
+            self._blob(container, name),
+            container=self.container_name(container),
+            content_type=content_type,
+            block_bytes=block_bytes,
+        )
 
     def stage_block(self, container: str, name: str, block_id: str, data: bytes) -> None:
         """Stage one block of ``name`` (invisible until a commit names it; any process may commit

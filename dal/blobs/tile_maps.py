@@ -34,7 +34,7 @@ from dal.blobs.names import slice_tile_map_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, TileMapFormatError
 
-__all__ = ["TILE_MAP_CONTENT_TYPE", "CSV_HEADER", "TileMapFormatError", "TileMap", "join_bands", "load_job_map"]
+__all__ = ["CSV_HEADER", "TILE_MAP_CONTENT_TYPE", "TileMap", "TileMapFormatError", "join_bands", "load_job_map"]
 
 TILE_MAP_CONTENT_TYPE = "application/gzip"
 CSV_HEADER = "col,row,tile,mirrored"
@@ -113,7 +113,7 @@ class TileMap:
             raw = gzip.decompress(data)
         except (OSError, EOFError, ValueError) as exc:
             raise TileMapFormatError(f"not a gzip tile map: {exc}") from None
-        line, _, rest = raw[: _MAX_HEADER + 1].partition(b"\n")
+        line, _, _ = raw[: _MAX_HEADER + 1].partition(b"\n")
         try:
             header = json.loads(line)
             rows, columns, tiles = int(header["rows"]), int(header["columns"]), header["tiles"]

@@ -47,7 +47,7 @@ from azure.storage.blob import ContentSettings
 
 from dal.errors import BlobMissingError
 
-__all__ = ["BlobWriter", "WRITER_BLOCK_BYTES", "WRITER_QUEUED_BLOCKS"]
+__all__ = ["WRITER_BLOCK_BYTES", "WRITER_QUEUED_BLOCKS", "BlobWriter"]
 
 # The SDK's own block size (max_block_size): 50,000 blocks make 195 GiB. A bigger block costs
 # fewer transactions and a longer tail after the last write (the last block goes up then).
@@ -59,8 +59,15 @@ _END = None  # the queue's last item
 class BlobWriter:
     """A write-only stream into one block blob (see the module docstring)."""
 
-    def __init__(self, client: Any, *, container: str, content_type: str, block_bytes: int = WRITER_BLOCK_BYTES,
-                 queued_blocks: int = WRITER_QUEUED_BLOCKS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: Any,
+        *,
+        container: str,
+        content_type: str,
+        block_bytes: int = WRITER_BLOCK_BYTES,
+        queued_blocks: int = WRITER_QUEUED_BLOCKS,
+    ) -> None:
         if block_bytes < 1 or queued_blocks < 1:
             raise ValueError(f"block_bytes and queued_blocks must be positive, got {block_bytes}, {queued_blocks}")
         self._client = client
@@ -138,8 +145,9 @@ class BlobWriter:
 
     def _send(self, block: bytes) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._context.run, args=(self._upload_blocks,),
-                                            name="blob-writer", daemon=True)  # fmt: skip
+            self._thread = threading.Thread(
+                target=self._context.run, args=(self._upload_blocks,), name="blob-writer", daemon=True
+            )
             self._thread.start()
         self._blocks.put(block)  # waits while the uploader is queued_blocks behind: bounded memory
 
@@ -152,7 +160,7 @@ class BlobWriter:
             block_id = f"{uuid4().int:048d}"  # the SDK's own format (it base64-encodes it)
             try:
                 self._client.stage_block(block_id, block, length=len(block), validate_content=True)
-            except BaseException as exc:  # noqa: BLE001 -- raised in the writer's thread by write() or close()
+            except BaseException as exc:
                 self._error = exc
             else:
                 self._ids.append(block_id)

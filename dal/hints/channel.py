@@ -52,9 +52,20 @@ from dal.hints.payload import OnHint, OnTaken, hint_count, hint_lane, hint_paylo
 from dal.hints.pubsub import RedisHintChannel
 
 __all__ = [
-    "HINTS_URL_ENV", "HINT_DIR_ENV", "FanoutHintChannel", "HintChannel", "HintSubscription", "LocalHintChannel",
-    "OnHint", "Subscription", "channel_from_env", "hint_count", "hint_payload", "make_channel", "short_hint_dir",
-]  # fmt: skip
+    "HINTS_URL_ENV",
+    "HINT_DIR_ENV",
+    "FanoutHintChannel",
+    "HintChannel",
+    "HintSubscription",
+    "LocalHintChannel",
+    "OnHint",
+    "Subscription",
+    "channel_from_env",
+    "hint_count",
+    "hint_payload",
+    "make_channel",
+    "short_hint_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +98,9 @@ class HintChannel(Protocol):
 
     def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> HintSubscription: ...
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
-                taken_by: str | None = None) -> int: ...  # fmt: skip
+    def publish(
+        self, queue_name: str, count: int | None = None, lane: int | None = None, *, taken_by: str | None = None
+    ) -> int: ...
 
 
 class Subscription:
@@ -129,9 +141,9 @@ class Subscription:
         if self._closed.is_set():
             return
         self._closed.set()
-        with contextlib.suppress(OSError):  # wake the blocked recv
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as poke:
-                poke.sendto(b"close", str(self.path))
+        # wake the blocked recv
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as poke:
+            poke.sendto(b"close", str(self.path))
         self._thread.join(timeout=2)
         self._sock.close()
         with contextlib.suppress(FileNotFoundError):
@@ -153,13 +165,16 @@ class LocalHintChannel:
     def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> Subscription:
         path = self.folder / f"{queue_name}.{os.getpid()}.{next(_counter)}{_SUFFIX}"
         if len(str(path)) > _MAX_PATH + 7:
-            raise ValueError(f"hint socket path too long ({len(str(path))} bytes): {path}; use a shorter {HINT_DIR_ENV}")
+            raise ValueError(
+                f"hint socket path too long ({len(str(path))} bytes): {path}; use a shorter {HINT_DIR_ENV}"
+            )
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         return Subscription(path, on_hint, on_taken)
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
-                taken_by: str | None = None) -> int:  # fmt: skip
+    def publish(
+        self, queue_name: str, count: int | None = None, lane: int | None = None, *, taken_by: str | None = None
+    ) -> int:
         """Tell every listener of ``queue_name`` on this machine (that ``count`` messages were
         sent, to ``lane``, if given; with ``taken_by``, that this listener took ``count``);
         returns how many were told."""
@@ -221,8 +236,9 @@ class FanoutHintChannel:
             raise
         return _FanoutSubscription(parts)
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
-                taken_by: str | None = None) -> int:  # fmt: skip
+    def publish(
+        self, queue_name: str, count: int | None = None, lane: int | None = None, *, taken_by: str | None = None
+    ) -> int:
         # On both channels a peer hears a local hint twice (one empty receive at worst) and a
         # taken notice twice: the listener counts each notice once (its "<sender>.<n>" name).
         return sum(channel.publish(queue_name, count, lane, taken_by=taken_by) for channel in self.channels)
@@ -242,7 +258,6 @@ def make_channel(*, folder: str = "", url: str = "", namespace: str = "") -> Hin
         except OSError as exc:
             log.warning("hint folder %s is unusable (%s); polling only", folder, exc)
     if url:
-
         channels.append(RedisHintChannel(url, namespace=namespace))
     if len(channels) > 1:
         return FanoutHintChannel(channels)

@@ -138,8 +138,11 @@ class RedisSubscription:
                     break
                 if self._subscribed.is_set() or not warned:
                     warned = True
-                    log.warning("hint server unreachable (%s: %s); polling with the short cap until it is back",
-                                type(exc).__name__, exc)  # fmt: skip
+                    log.warning(
+                        "hint server unreachable (%s: %s); polling with the short cap until it is back",
+                        type(exc).__name__,
+                        exc,
+                    )
                 self._tried.set()
                 if self._subscribed.is_set():
                     self._subscribed.clear()
@@ -151,7 +154,7 @@ class RedisSubscription:
                     if part is not None:
                         try:
                             part.close()
-                        except Exception:  # noqa: S110 - closing a broken connection
+                        except Exception:
                             pass
 
     def close(self) -> None:
@@ -191,8 +194,9 @@ class RedisHintChannel:
     def subscribe(self, queue_name: str, on_hint: OnHint, on_taken: OnTaken | None = None) -> RedisSubscription:
         return RedisSubscription(self.url, self.channel(queue_name), on_hint, on_taken)
 
-    def publish(self, queue_name: str, count: int | None = None, lane: int | None = None, *,
-                taken_by: str | None = None) -> int:  # fmt: skip
+    def publish(
+        self, queue_name: str, count: int | None = None, lane: int | None = None, *, taken_by: str | None = None
+    ) -> int:
         """PUBLISH the hint; returns how many subscribers the server reached (0 when down)."""
         self.published += 1
         if time.monotonic() < self._paused_until:

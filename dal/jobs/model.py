@@ -233,8 +233,13 @@ def job_to_entity(job: Job) -> dict[str, Any]:
 def _event_dict(event: JobEvent, *, stages: bool) -> dict[str, Any]:
     at = to_utc(event.at)
     assert at is not None
-    row: dict[str, Any] = {"slice": event.slice, "actor": event.actor, "message": event.message,
-                           "at": at.isoformat(), "seconds": event.seconds}  # fmt: skip
+    row: dict[str, Any] = {
+        "slice": event.slice,
+        "actor": event.actor,
+        "message": event.message,
+        "at": at.isoformat(),
+        "seconds": event.seconds,
+    }
     if stages and event.stages:
         row["stages"] = event.stages
     return row
@@ -263,10 +268,16 @@ def encode_slice_events(events: tuple[JobEvent, ...]) -> str | None:
 def slice_event(request_id: str, row: Any) -> JobEvent:
     """A ``slice_done`` line from its dict form: a row of the stored slice log, or a processor's
     ``report`` (``dal.queues.messages``) with its ``slice`` added."""
-    return JobEvent(request_id=request_id, kind="slice_done", actor=str(row["actor"]), message=str(row["message"]),
-                    at=to_utc(datetime.fromisoformat(row["at"])) or utcnow(), slice=row.get("slice"),
-                    seconds=row.get("seconds"),
-                    stages={str(k): float(v) for k, v in row["stages"].items()} if row.get("stages") else None)  # fmt: skip
+    return JobEvent(
+        request_id=request_id,
+        kind="slice_done",
+        actor=str(row["actor"]),
+        message=str(row["message"]),
+        at=to_utc(datetime.fromisoformat(row["at"])) or utcnow(),
+        slice=row.get("slice"),
+        seconds=row.get("seconds"),
+        stages={str(k): float(v) for k, v in row["stages"].items()} if row.get("stages") else None,
+    )
 
 
 def decode_slice_events(request_id: str, text: str | None) -> tuple[JobEvent, ...]:

@@ -58,8 +58,6 @@ from azure.data.tables import TableTransactionError, UpdateMode
 
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import JobExistsError, JobNotFoundError, JobUpdateConflictError, StorageConfigurationError
-from dal.queues.messages import ID_PATTERN
-from dal.names import prefixed
 from dal.jobs.model import (
     INDEX_MARK,
     JOB_STATUSES,
@@ -76,9 +74,12 @@ from dal.jobs.model import (
     utcnow,
     validate_key,
 )
+from dal.names import prefixed
+from dal.queues.messages import ID_PATTERN
 
 __all__ = [
     "JOB_STATUSES",
+    "TERMINAL_STATUSES",
     "Job",
     "JobEvent",
     "JobExistsError",
@@ -87,7 +88,6 @@ __all__ = [
     "JobStore",
     "JobUpdate",
     "JobUpdateConflictError",
-    "TERMINAL_STATUSES",
     "decode_slices",
     "encode_slices",
     "validate_key",
@@ -238,9 +238,7 @@ class JobStore:
             except ResourceNotFoundError:
                 raise JobNotFoundError(f"job {client_id}/{request_id} was deleted during the update") from None
             return JobUpdate(replace(changed, etag=metadata.get("etag")), True)
-        raise JobUpdateConflictError(
-            f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times"
-        )
+        raise JobUpdateConflictError(f"job {client_id}/{request_id}: update lost the race {_MAX_UPDATE_ATTEMPTS} times")
 
     def unfinished_ahead(self, client_id: str, request_id: str) -> tuple[Job | None, int]:
         """The job as stored (None if it is not) and how many of the same client's unfinished
@@ -318,7 +316,9 @@ class JobStore:
             self._raise_if_table_missing(exc, self.jobs_table)
             return False
         with self._tables_exist():
-            events = [dict(e) for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id})]
+            events = [
+                dict(e) for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id})
+            ]
         for start in range(0, len(events), _BATCH):
             other._events.submit_transaction([("upsert", e) for e in events[start : start + _BATCH]])
         index = {"PartitionKey": client_id, "RowKey": entity["index_key"], "request_id": request_id}

@@ -26,14 +26,14 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dal.observability.transactions import operation_name
 from dal.jobs.model import JOB_STATUSES
+from dal.observability.transactions import operation_name
 
 if TYPE_CHECKING:
     from dal.jobs.store import JobStore
     from dal.queues.work_queue import ImageProcessingQueue
 
-__all__ = ["StorageRequestMetrics", "StorageStateCollector", "chain_hooks", "RETRIED_STATUSES", "THROTTLED_STATUSES"]
+__all__ = ["RETRIED_STATUSES", "THROTTLED_STATUSES", "StorageRequestMetrics", "StorageStateCollector", "chain_hooks"]
 
 # azure-core's RetryPolicy retries these (plus connection errors, which have no response).
 RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -114,8 +114,13 @@ def chain_hooks(*hooks: Callable[[Any], None] | None) -> Callable[[Any], None] |
 class StorageStateCollector(Collector):
     """Queue depths (and jobs by status when ``jobs`` is given), refreshed at most every ``max_age`` s."""
 
-    def __init__(self, queues: Callable[[], Iterable[ImageProcessingQueue]], *, jobs: Callable[[], JobStore] | None = None,
-                 max_age: float = 15.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        queues: Callable[[], Iterable[ImageProcessingQueue]],
+        *,
+        jobs: Callable[[], JobStore] | None = None,
+        max_age: float = 15.0,
+    ) -> None:
         self._queues = queues
         self._jobs = jobs
         self._max_age = max_age
@@ -133,10 +138,14 @@ class StorageStateCollector(Collector):
 
     def _read(self) -> list[GaugeMetricFamily]:
         depth = GaugeMetricFamily(
-            "photomosaics_queue_messages", "Approximate messages in a work queue (visible and invisible).", labels=["queue"]
+            "photomosaics_queue_messages",
+            "Approximate messages in a work queue (visible and invisible).",
+            labels=["queue"],
         )
         poison = GaugeMetricFamily(
-            "photomosaics_poison_queue_messages", "Approximate messages in a work queue's poison queue.", labels=["queue"]
+            "photomosaics_poison_queue_messages",
+            "Approximate messages in a work queue's poison queue.",
+            labels=["queue"],
         )
         up = GaugeMetricFamily("photomosaics_storage_up", "1 when the last read of queue depths succeeded.")
         families = [depth, poison, up]

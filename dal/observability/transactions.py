@@ -32,10 +32,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 __all__ = [
     "COUNT_ENV",
     "TransactionCounter",
-    "operation_name",
     "counter_from_env",
     "dump_installed_counter",
     "merge_counts",
+    "operation_name",
 ]
 
 COUNT_ENV = "PHOTOMOSAICS_COUNT_TRANSACTIONS"
@@ -80,9 +80,14 @@ def _blob_operation(method: str, segments: list[str], query: dict[str, list[str]
     if len(segments) <= 1:
         return "ListContainers" if comp == "list" else f"{method} account comp={comp or '-'}"
     if comp:
-        named = {("PUT", "block"): "PutBlock", ("PUT", "blocklist"): "PutBlockList",
-                 ("PUT", "metadata"): "SetBlobMetadata", ("GET", "metadata"): "GetBlobMetadata",
-                 ("PUT", "properties"): "SetBlobProperties", ("GET", "blocklist"): "GetBlockList"}  # fmt: skip
+        named = {
+            ("PUT", "block"): "PutBlock",
+            ("PUT", "blocklist"): "PutBlockList",
+            ("PUT", "metadata"): "SetBlobMetadata",
+            ("GET", "metadata"): "GetBlobMetadata",
+            ("PUT", "properties"): "SetBlobProperties",
+            ("GET", "blocklist"): "GetBlockList",
+        }
         return named.get((method, comp), f"{method} blob comp={comp}")
     if method == "PUT":
         return "CopyBlob" if "x-ms-copy-source" in headers else "PutBlob"

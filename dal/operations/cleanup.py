@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dal.blobs.libraries import LibraryStore
 from dal.blobs.names import job_file_prefix, job_folder_prefix
 from dal.blobs.store import BlobStore
 from dal.config import (
@@ -38,17 +39,16 @@ from dal.config import (
 from dal.errors import BlobMissingError
 from dal.jobs.model import validate_key
 from dal.jobs.store import JobStore
-from dal.blobs.libraries import LibraryStore
 from dal.queues.messages import JobCleanupMessage, LibraryCleanupMessage
 from dal.queues.work_queue import ImageProcessingQueue
 
 __all__ = [
     "CLEANUP_STEPS",
     "CleanupReport",
-    "request_cleanup",
     "delete_job_everywhere",
-    "request_library_cleanup",
     "delete_library_everywhere",
+    "request_cleanup",
+    "request_library_cleanup",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,9 @@ def delete_job_everywhere(
 
 def request_library_cleanup(queue: ImageProcessingQueue, client_id: str, name: str) -> None:
     """Enqueue the durable intent to delete ``client_id``'s library ``name``."""
-    message = LibraryCleanupMessage(queue_uri=queue.url, client_id=client_id, request_id=str(uuid.uuid4()), library=name)
+    message = LibraryCleanupMessage(
+        queue_uri=queue.url, client_id=client_id, request_id=str(uuid.uuid4()), library=name
+    )
     queue.submit(message)
 
 

@@ -22,16 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dal.config import IMAGE_REQUEST_QUEUE, IMAGE_RESPONSE_QUEUE
-from dal.errors import QueueMessageFormatException
+from dal.errors import JobNotFoundError, QueueMessageFormatException
 from dal.jobs.model import Job, JobStatus
-from dal.errors import JobNotFoundError
 from dal.jobs.store import JobStore
 from dal.queues.messages import QueueMessage
-from dal.queues.work_queue import ImageProcessingQueue
 from dal.queues.stored_queue import MAX_BATCH, TakenPoison
 from dal.queues.wire import PoisonEntry
+from dal.queues.work_queue import ImageProcessingQueue
 
-__all__ = ["PoisonListing", "PoisonActionResult", "list_poison", "requeue", "purge"]
+__all__ = ["PoisonActionResult", "PoisonListing", "list_poison", "purge", "requeue"]
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +175,8 @@ def _note_requeue(
         pass
     reason = taken.entry.reason if taken.entry is not None else "?"
     jobs.add_event(
-        message.request_id, "requeued", actor=actor,
+        message.request_id,
+        "requeued",
+        actor=actor,
         message=f"message requeued from {queue.poison.name} by {actor} (it was moved aside: {reason}){reopened}",
     )

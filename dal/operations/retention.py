@@ -33,11 +33,11 @@ from dal.blobs.store import BlobStore
 from dal.config import OPERATIONS_CONTAINER, WORKFLOW_CONTAINERS
 from dal.jobs.model import INDEX_MARK
 from dal.jobs.store import JobStore
-from dal.queues.messages import REQUEST_ID_PATTERN, JobCleanupMessage
 from dal.names import prefixed
+from dal.queues.messages import REQUEST_ID_PATTERN, JobCleanupMessage
 from dal.queues.work_queue import ImageProcessingQueue
 
-__all__ = ["DEFAULT_RETENTION_DAYS", "DEFAULT_ORPHAN_GRACE", "SweepReport", "sweep"]
+__all__ = ["DEFAULT_ORPHAN_GRACE", "DEFAULT_RETENTION_DAYS", "SweepReport", "sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +126,9 @@ def sweep(
         )
         batch: list[JobCleanupMessage] = []
         for row in expired:  # the pager follows continuation tokens
-            batch.append(JobCleanupMessage(queue_uri=cleanup.url, client_id=row["PartitionKey"],
-                                           request_id=row["RowKey"]))  # fmt: skip
+            batch.append(
+                JobCleanupMessage(queue_uri=cleanup.url, client_id=row["PartitionKey"], request_id=row["RowKey"])
+            )
             if len(batch) == 100:
                 cleanup.submit(batch)
                 report.jobs_expired += len(batch)
@@ -137,8 +138,10 @@ def sweep(
             cleanup.submit(batch)
             report.jobs_expired += len(batch)
 
-        live = {row["RowKey"] for row in table.query_entities(
-            "RowKey lt @mark", parameters={"mark": INDEX_MARK}, select=["RowKey"])}  # fmt: skip
+        live = {
+            row["RowKey"]
+            for row in table.query_entities("RowKey lt @mark", parameters={"mark": INDEX_MARK}, select=["RowKey"])
+        }
         lease.keep()
         old = now - orphan_grace
         for logical in WORKFLOW_CONTAINERS:
@@ -157,6 +160,9 @@ def sweep(
                 lease.keep()
     finally:
         lease.release()
-    log.info("retention sweep: %d expired job(s) queued for cleanup, %d orphaned blob(s) deleted",
-             report.jobs_expired, report.orphans_deleted)
+    log.info(
+        "retention sweep: %d expired job(s) queued for cleanup, %d orphaned blob(s) deleted",
+        report.jobs_expired,
+        report.orphans_deleted,
+    )
     return report

@@ -31,15 +31,15 @@ import dataclasses
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from dal.availability.failover import BACKLOG_PREFIX, DEFAULT_BACKLOG_COUNT, parse_backlog_envelope, primary_failed
 from dal.config import CLAIM_CHECK_CONTAINER, StorageClients
 from dal.errors import BlobMissingError, QueueMessageFormatException, StorageConfigurationError
-from dal.availability.failover import BACKLOG_PREFIX, DEFAULT_BACKLOG_COUNT, parse_backlog_envelope, primary_failed
-from dal.queues.messages import ImageRequestMessage, QueueMessage
 from dal.names import prefixed
+from dal.queues.messages import ImageRequestMessage, QueueMessage
 from dal.queues.stored_queue import StoredQueue, TakenText
 from dal.stores import Stores
 
@@ -173,8 +173,13 @@ class Syphon:
                 if not self.primary.blobs.exists(container, name):
                     continue  # gone from both: the handler reports it as it always does
             else:
-                self.primary.blobs.upload(container, name, blob.data, content_type=blob.content_type or
-                                          "application/octet-stream", metadata=blob.metadata or None)  # fmt: skip
+                self.primary.blobs.upload(
+                    container,
+                    name,
+                    blob.data,
+                    content_type=blob.content_type or "application/octet-stream",
+                    metadata=blob.metadata or None,
+                )
                 copied.append((container, name))
                 self._count("blobs_moved")
             changes[f.name] = self.primary.blobs.blob_url(container, name)

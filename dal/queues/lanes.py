@@ -45,8 +45,16 @@ from typing import Any
 from dal.queues.shards import ShardedQueue, shard_names
 from dal.queues.stored_queue import Accepted
 
-__all__ = ["KNOWN_EMPTY_SECONDS", "LANE_SUFFIX", "MAX_LANES", "REVERSE_EVERY", "PriorityLanes", "lane_for", "lane_name",
-           "slice_queue_names"]  # fmt: skip
+__all__ = [
+    "KNOWN_EMPTY_SECONDS",
+    "LANE_SUFFIX",
+    "MAX_LANES",
+    "REVERSE_EVERY",
+    "PriorityLanes",
+    "lane_for",
+    "lane_name",
+    "slice_queue_names",
+]
 
 MAX_LANES = 8
 LANE_SUFFIX = "lane"
@@ -78,7 +86,9 @@ class PriorityLanes(ShardedQueue):
         self.lanes = list(lanes)
         self._receives = 0
         self._count_lock = threading.Lock()
-        self._lane_of = {shard.name: i for i, lane in enumerate(self.lanes) for shard in getattr(lane, "shards", [lane])}
+        self._lane_of = {
+            shard.name: i for i, lane in enumerate(self.lanes) for shard in getattr(lane, "shards", [lane])
+        }
         # Skipping lanes known to be empty is only safe while hints announce new work: the
         # listener sets this before each receive (False: every receive tries every lane).
         self.skip_known_empty = False
@@ -103,8 +113,9 @@ class PriorityLanes(ShardedQueue):
         if lane is not None:
             with self._count_lock:
                 self._empty_at.pop(lane, None)
-                self._not_before[lane] = max(self._not_before.get(lane, 0.0),
-                                             time.monotonic() + delay + KNOWN_EMPTY_SECONDS)  # fmt: skip
+                self._not_before[lane] = max(
+                    self._not_before.get(lane, 0.0), time.monotonic() + delay + KNOWN_EMPTY_SECONDS
+                )
         return super().release(received, delay=delay)
 
     def accept_messages(self, max_messages: int = 16, **options: Any) -> Accepted:
@@ -116,10 +127,15 @@ class PriorityLanes(ShardedQueue):
             self._receives += 1
             reverse = self._receives % REVERSE_EVERY == 0
             now = time.monotonic()
-            skip = {
-                i for i, at in self._empty_at.items()
-                if now - at < KNOWN_EMPTY_SECONDS and now >= self._not_before.get(i, 0.0)
-            } if self.skip_known_empty else set()  # fmt: skip
+            skip = (
+                {
+                    i
+                    for i, at in self._empty_at.items()
+                    if now - at < KNOWN_EMPTY_SECONDS and now >= self._not_before.get(i, 0.0)
+                }
+                if self.skip_known_empty
+                else set()
+            )
             if len(skip) >= len(self.lanes):  # the listener polls anyway (its cap, a nudge): try them all
                 skip = set()
             hints = list(self._hints)

@@ -35,26 +35,26 @@ from dal.errors import QueueMessageFormatException
 from mosaic.limits import MAX_TILE_SIZE
 
 __all__ = [
-    "PAYLOAD_VERSION",
-    "TRACED_PAYLOAD_VERSION",
-    "MAX_TILE_SIZE",
-    "MAX_INLINE_BAND_CHARS",
-    "MAX_REPORT_STAGES",
-    "REPORT_FIELDS",
-    "MAX_ID_LENGTH",
     "ID_CHARS",
     "ID_PATTERN",
+    "LIBRARY_NAME_PATTERN",
+    "MAX_ID_LENGTH",
+    "MAX_INLINE_BAND_CHARS",
+    "MAX_REPORT_STAGES",
+    "MAX_TILE_SIZE",
+    "MESSAGE_TYPES",
+    "PAYLOAD_VERSION",
+    "REPORT_FIELDS",
     "REQUEST_ID_PATTERN",
-    "QueueMessage",
+    "TRACED_PAYLOAD_VERSION",
     "ImageRequestMessage",
-    "SliceRequestMessage",
-    "SliceResponseMessage",
     "ImageResponseMessage",
     "JobCleanupMessage",
     "LibraryCleanupMessage",
-    "LIBRARY_NAME_PATTERN",
+    "QueueMessage",
     "QueueMessageFormatException",
-    "MESSAGE_TYPES",
+    "SliceRequestMessage",
+    "SliceResponseMessage",
 ]
 
 PAYLOAD_VERSION = 1
@@ -166,9 +166,10 @@ def _check_report(value: object) -> None:
         raise _fail("report.seconds must be a number >= 0")
     stages = value.get("stages")
     if stages is not None and not (
-        isinstance(stages, dict) and len(stages) <= MAX_REPORT_STAGES
+        isinstance(stages, dict)
+        and len(stages) <= MAX_REPORT_STAGES
         and all(isinstance(k, str) and 0 < len(k) <= 40 and _number(v) for k, v in stages.items())
-    ):  # fmt: skip
+    ):
         raise _fail(f"report.stages must map at most {MAX_REPORT_STAGES} step names to seconds >= 0")
 
 
@@ -182,6 +183,8 @@ def _check_band(value: object) -> None:
 def _check_traceparent(value: object) -> None:
     if not isinstance(value, str) or not _TRACEPARENT.fullmatch(value):
         raise _fail(f"traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got {str(value)[:80]!r}")
+
+
 _STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_library_uri", "slice_uri", "library"}
 
 
@@ -281,8 +284,10 @@ class QueueMessage:
             raise _fail("missing field 'version'")
         version = body["version"]
         if type(version) is not int or version not in (PAYLOAD_VERSION, TRACED_PAYLOAD_VERSION):
-            raise _fail(f"unknown payload version {version!r} (this release reads versions "
-                        f"{PAYLOAD_VERSION} and {TRACED_PAYLOAD_VERSION})")  # fmt: skip
+            raise _fail(
+                f"unknown payload version {version!r} (this release reads versions "
+                f"{PAYLOAD_VERSION} and {TRACED_PAYLOAD_VERSION})"
+            )
         if ("traceparent" in body) != (version == TRACED_PAYLOAD_VERSION):
             raise _fail(f"a version {TRACED_PAYLOAD_VERSION} payload, and only that, carries a traceparent")
         if version == TRACED_PAYLOAD_VERSION:  # null would not round-trip: no traceparent is version 1
@@ -426,6 +431,12 @@ class LibraryCleanupMessage(QueueMessage):
 
 MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
     cls.TYPE: cls
-    for cls in (ImageRequestMessage, SliceRequestMessage, SliceResponseMessage, ImageResponseMessage,
-                JobCleanupMessage, LibraryCleanupMessage)
+    for cls in (
+        ImageRequestMessage,
+        SliceRequestMessage,
+        SliceResponseMessage,
+        ImageResponseMessage,
+        JobCleanupMessage,
+        LibraryCleanupMessage,
+    )
 }

@@ -29,8 +29,17 @@ from dal.queues.wire import (
     parse_claim_check,
 )
 
-__all__ = ["MAX_BATCH", "MAX_VISIBILITY", "Accepted", "StoredQueue", "PoisonQueue", "TakenPoison",
-           "owned_by_someone_else", "check_batch", "check_visibility"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_VISIBILITY",
+    "Accepted",
+    "PoisonQueue",
+    "StoredQueue",
+    "TakenPoison",
+    "check_batch",
+    "check_visibility",
+    "owned_by_someone_else",
+]
 
 MAX_BATCH = 32
 MAX_VISIBILITY = 7 * 24 * 3600
@@ -116,8 +125,9 @@ class StoredQueue:
 
     def _store_claim(self, text: str) -> ClaimCheck:
         data = text.encode("utf-8")
-        check = ClaimCheck(container=self._claim_container, blob=f"{self.name}/{uuid.uuid4().hex}.json",
-                           length=len(data))
+        check = ClaimCheck(
+            container=self._claim_container, blob=f"{self.name}/{uuid.uuid4().hex}.json", length=len(data)
+        )
         container = self._container()
         settings = ContentSettings(content_type="application/json; charset=utf-8")
         try:
@@ -249,8 +259,9 @@ class PoisonQueue(StoredQueue):
                 error = None
             except (ClaimCheckMissingError, ValueError, KeyError, TypeError) as exc:
                 check, entry, error = None, None, f"not a poison envelope: {exc}"
-            taken.append(TakenPoison(id=raw.id, pop_receipt=raw.pop_receipt, entry=entry, error=error,
-                                     claim_check=check))
+            taken.append(
+                TakenPoison(id=raw.id, pop_receipt=raw.pop_receipt, entry=entry, error=error, claim_check=check)
+            )
         return taken
 
     def remove(self, taken: TakenPoison) -> bool:

@@ -40,7 +40,16 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from dal.queues.messages import QueueMessage
 
-__all__ = ["configure_tracing", "disable_tracing", "tracing_requested", "traced_submit", "process_span", "stitch_span", "flush", "MESSAGING_SYSTEM"]
+__all__ = [
+    "MESSAGING_SYSTEM",
+    "configure_tracing",
+    "disable_tracing",
+    "flush",
+    "process_span",
+    "stitch_span",
+    "traced_submit",
+    "tracing_requested",
+]
 
 MESSAGING_SYSTEM = "azure_storage_queues"
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -140,8 +149,9 @@ def traced_submit(submit: F) -> F:
         if len(batch) > 1:
             attributes["messaging.batch.message_count"] = len(batch)
         attributes["photomosaics.request_id"] = batch[0].request_id
-        with _tracer.start_as_current_span(f"send {self.logical_name}", context=_parent_for(batch),
-                                           kind=SpanKind.PRODUCER, attributes=attributes) as span:  # fmt: skip
+        with _tracer.start_as_current_span(
+            f"send {self.logical_name}", context=_parent_for(batch), kind=SpanKind.PRODUCER, attributes=attributes
+        ) as span:
             traceparent = _traceparent(span) if span.is_recording() else None
             if traceparent is not None:
                 batch = [dataclasses.replace(m, traceparent=traceparent) for m in batch]
@@ -168,11 +178,21 @@ def process_span(received: Any, *, queue: str) -> Iterator[trace.Span]:
     """
     message = received.message
     attributes = _attributes(queue, "process")
-    attributes.update({"messaging.message.id": received.id, "photomosaics.request_id": message.request_id,
-                       "photomosaics.dequeue_count": received.dequeue_count})  # fmt: skip
-    with _tracer.start_as_current_span(f"process {queue}", context=_context_of(message.traceparent),
-                                       kind=SpanKind.CONSUMER, attributes=attributes,
-                                       record_exception=False, set_status_on_exception=False) as span:  # fmt: skip
+    attributes.update(
+        {
+            "messaging.message.id": received.id,
+            "photomosaics.request_id": message.request_id,
+            "photomosaics.dequeue_count": received.dequeue_count,
+        }
+    )
+    with _tracer.start_as_current_span(
+        f"process {queue}",
+        context=_context_of(message.traceparent),
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         try:
             yield span
         except BaseException as exc:

@@ -19,20 +19,20 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy
 
 __all__ = [
     "MAX_ENCODED_MESSAGE_BYTES",
+    "ClaimCheck",
+    "PoisonEntry",
     "TextBase64EncodePolicy",
     "TolerantBase64DecodePolicy",
     "Undecodable",
-    "ClaimCheck",
-    "PoisonEntry",
-    "encoded_length",
     "claim_check_reference",
+    "encoded_length",
     "parse_claim_check",
     "poison_envelope",
 ]
@@ -80,8 +80,13 @@ class ClaimCheck:
 def claim_check_reference(check: ClaimCheck) -> str:
     """The message text that stands in for a payload stored as a blob."""
     return json.dumps(
-        {"type": CLAIM_CHECK_TYPE, "version": 1, "container": check.container, "blob": check.blob,
-         "length": check.length},
+        {
+            "type": CLAIM_CHECK_TYPE,
+            "version": 1,
+            "container": check.container,
+            "blob": check.blob,
+            "length": check.length,
+        },
         separators=(",", ":"),
     )
 
@@ -137,7 +142,7 @@ def poison_envelope(
     moved_at: datetime | None = None,
 ) -> str:
     """The text of a poison copy; ``PoisonEntry.from_text`` reads it back."""
-    when = moved_at or datetime.now(timezone.utc)
+    when = moved_at or datetime.now(UTC)
     return json.dumps(
         {
             "reason": reason,

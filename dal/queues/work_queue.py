@@ -38,9 +38,11 @@ from dal.config import (
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
 from dal.hints.channel import HintChannel, channel_from_env
-from dal.queues.consumable import Consumable, PeekedMessage, PoisonHook, ReceivedMessage
-from dal.queues.messages import QueueMessage
 from dal.names import prefixed
+from dal.queues.consumable import Consumable, PeekedMessage, PoisonHook, ReceivedMessage
+from dal.queues.lanes import MAX_LANES, PriorityLanes, lane_name
+from dal.queues.messages import QueueMessage
+from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
 from dal.queues.stored_queue import (
     MAX_BATCH,
     MAX_VISIBILITY,
@@ -53,20 +55,18 @@ from dal.queues.stored_queue import (
 )
 from dal.queues.tracing import traced_submit
 from dal.queues.wire import Undecodable, poison_envelope
-from dal.queues.lanes import MAX_LANES, PriorityLanes, lane_name
-from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
 
 __all__ = [
     "MAX_BATCH",
+    "POISON_THRESHOLD_KEY",
+    "TIMEOUT_KEY",
     "Accepted",
-    "ReceivedMessage",
-    "PeekedMessage",
     "ImageProcessingQueue",
+    "PeekedMessage",
     "PoisonHook",
     "PoisonQueue",
     "QueueAccessor",
-    "POISON_THRESHOLD_KEY",
-    "TIMEOUT_KEY",
+    "ReceivedMessage",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,12 @@ class ImageProcessingQueue(StoredQueue):
     skip_known_empty = False  # one queue: nothing to skip
 
     def __init__(
-        self, storage: StorageClients, name: str, *, settings: Settings | None = None, prefix: str = "",
+        self,
+        storage: StorageClients,
+        name: str,
+        *,
+        settings: Settings | None = None,
+        prefix: str = "",
         shard: int = 0,
         lane: int = 0,
     ) -> None:
@@ -98,7 +103,9 @@ class ImageProcessingQueue(StoredQueue):
         self.settings = settings or Settings()
         claim_container = prefixed(prefix, CLAIM_CHECK_CONTAINER)
         super().__init__(storage, prefixed(prefix, self.short_name), claim_container=claim_container)
-        self.poison = PoisonQueue(storage, prefixed(prefix, f"{self.short_name}{POISON_SUFFIX}"), claim_container=claim_container)
+        self.poison = PoisonQueue(
+            storage, prefixed(prefix, f"{self.short_name}{POISON_SUFFIX}"), claim_container=claim_container
+        )
         # Hints name the unsharded queue, so one listener over every shard hears them all.
         self.hint_name = prefixed(prefix, name)
         self._metadata: dict[str, str] | None = None
@@ -260,8 +267,12 @@ class ImageProcessingQueue(StoredQueue):
         log.warning("queue %s: message %s moved to %s: %s", self.name, message_id, self.poison.name, reason)
         self.poison.add(
             poison_envelope(
-                reason=reason, dequeue_count=dequeue_count, queue=self.name, payload=payload,
-                payload_encoding=encoding, message_id=message_id,
+                reason=reason,
+                dequeue_count=dequeue_count,
+                queue=self.name,
+                payload=payload,
+                payload_encoding=encoding,
+                message_id=message_id,
             )
         )
 
@@ -278,9 +289,7 @@ class ImageProcessingQueue(StoredQueue):
         updated = self._update(received, seconds)
         if updated is None:
             return None
-        return dataclasses.replace(
-            received, pop_receipt=updated.pop_receipt, next_visible_on=updated.next_visible_on
-        )
+        return dataclasses.replace(received, pop_receipt=updated.pop_receipt, next_visible_on=updated.next_visible_on)
 
     def release(self, received: ReceivedMessage, *, delay: int = 0) -> bool:
         """Hand a message back: visible again after ``delay`` seconds (0: at once)."""
@@ -298,12 +307,16 @@ class ImageProcessingQueue(StoredQueue):
     def move_to_poison(self, received: ReceivedMessage, reason: str) -> None:
         """Move a message aside now (a permanent error): copy with the reason, then delete."""
         self._send_to_poison(
-            reason=reason, dequeue_count=received.dequeue_count, payload=received.message.payload(),
-            encoding="text", message_id=received.id,
+            reason=reason,
+            dequeue_count=received.dequeue_count,
+            payload=received.message.payload(),
+            encoding="text",
+            message_id=received.id,
         )
         if not self.delete(received):
-            log.warning("queue %s: message %s was poisoned but is owned by another consumer now",
-                        self.name, received.id)
+            log.warning(
+                "queue %s: message %s was poisoned but is owned by another consumer now", self.name, received.id
+            )
 
     # --- send and inspect -------------------------------------------------------------
 
@@ -318,7 +331,7 @@ class ImageProcessingQueue(StoredQueue):
             raise ValueError(f"ttl must be a positive number of seconds or -1 (never), got {ttl!r}")
         texts = []
         for message in batch:
-            if not isinstance(message, QueueMessage) or message.QUEUE != self.logical_name:
+            if not isinstance(message, QueueMessage) or self.logical_name != message.QUEUE:
                 kind = getattr(message, "TYPE", type(message).__name__)
                 raise QueueMessageFormatException(f"a {kind} message does not belong in queue {self.name!r}")
             texts.append(message.payload())
@@ -349,20 +362,20 @@ class ImageProcessingQueue(StoredQueue):
 
     def peek(self, max_messages: int = 32) -> list[PeekedMessage]:
         """Look at the front of the queue without taking anything (no dequeue count change)."""
-        peeked = []
-        for raw in self._peek_raw(max_messages):
-            message, error = None, None
-            if isinstance(raw.content, Undecodable):
-                error = raw.content.reason
-            else:
-                try:
-                    text, _ = self._resolve(raw.content or "")
-                    message = QueueMessage.parse(text, queue_name=self.logical_name)
-                except (QueueMessageFormatException, ClaimCheckMissingError) as exc:
-                    error = str(exc)
-            peeked.append(PeekedMessage(message=message, id=raw.id, dequeue_count=raw.dequeue_count,
-                                        inserted_on=raw.inserted_on, expires_on=raw.expires_on, error=error))
-        return peeked
+        return [self._peeked(raw) for raw in self._peek_raw(max_messages)]
+
+    def _peeked(self, raw: Any) -> PeekedMessage:
+        message, error = None, None
+        if isinstance(raw.content, Undecodable):
+            error = raw.content.reason
+        else:
+            try:
+                text, _ = self._resolve(raw.content or "")
+                message = QueueMessage.parse(text, queue_name=self.logical_name)
+            except (QueueMessageFormatException, ClaimCheckMissingError) as exc:
+                error = str(exc)
+        times = {"inserted_on": raw.inserted_on, "expires_on": raw.expires_on}
+        return PeekedMessage(message=message, id=raw.id, dequeue_count=raw.dequeue_count, error=error, **times)
 
 
 class QueueAccessor:
@@ -388,11 +401,16 @@ class QueueAccessor:
             raise ValueError(f"fair_lanes must be 1..{MAX_LANES}, got {lanes!r}")
         # slice_lanes[lane][shard]: lane 0 shard 0 is slicerequest itself (dal.queues.lanes, dal.queues.shards).
         self.slice_lanes = [
-            [self.slice_request if (lane, i) == (0, 0) else
-             ImageProcessingQueue(storage, SLICE_REQUEST_QUEUE, settings=settings, prefix=prefix, shard=i, lane=lane)
-             for i in range(shards)]
+            [
+                self.slice_request
+                if (lane, i) == (0, 0)
+                else ImageProcessingQueue(
+                    storage, SLICE_REQUEST_QUEUE, settings=settings, prefix=prefix, shard=i, lane=lane
+                )
+                for i in range(shards)
+            ]
             for lane in range(lanes)
-        ]  # fmt: skip
+        ]
         self.slice_request_shards = self.slice_lanes[0]
         # imagerequest has lanes too (no shards): the web app sends a client's later jobs lower, so
         # the controller slices a newcomer's job before another client's backlog.

@@ -23,8 +23,12 @@ def library() -> None:
 @click.argument("name")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-d", "--description", default=None, help="Shown in the web page's library list [default: from SOURCE].")
-@click.option("--shared/--private", default=True, show_default=True,
-              help="Shared: every web client sees it. Private: no client does until `library share`.")
+@click.option(
+    "--shared/--private",
+    default=True,
+    show_default=True,
+    help="Shared: every web client sees it. Private: no client does until `library share`.",
+)
 @DATA_DIR_OPTION
 def create(name: str, source: Path, description: str | None, shared: bool, data_dir: str | None) -> None:
     """Create (or replace) library NAME from SOURCE, a folder or zip of photos.
@@ -32,8 +36,8 @@ def create(name: str, source: Path, description: str | None, shared: bool, data_
     NAME: 3-63 lowercase letters, digits and single hyphens (a container name). A library made
     here is the operator's: no web client owns it, and it is shared unless --private.
     """
-    from dal.errors import LibraryError
     from dal.blobs.libraries import validate_library_name
+    from dal.errors import LibraryError
     from mosaic.sources import TileSourceError
 
     try:
@@ -43,8 +47,9 @@ def create(name: str, source: Path, description: str | None, shared: bool, data_
     with command_stores(data_dir) as stores:
         store = stores.libraries
         try:
-            created = store.create_from(name, description if description is not None else f"Photos from {source.name}",
-                                        source, shared=shared)
+            created = store.create_from(
+                name, description if description is not None else f"Photos from {source.name}", source, shared=shared
+            )
         except (LibraryError, TileSourceError) as exc:
             raise click.ClickException(str(exc)) from None
     for skipped_name, reason in created.skipped[:20]:

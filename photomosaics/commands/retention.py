@@ -18,11 +18,21 @@ from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
 @main.command()
-@click.option("--retention-days", type=click.IntRange(min=1), default=DEFAULT_RETENTION_DAYS, show_default=True,
-              envvar="PHOTOMOSAICS_RETENTION_DAYS", help="Delete finished jobs older than this many days.")
-@click.option("--orphan-grace-minutes", type=click.IntRange(min=1),
-              default=int(DEFAULT_ORPHAN_GRACE.total_seconds() // 60), show_default=True,
-              help="Delete a blob without a job only when it is older than this.")
+@click.option(
+    "--retention-days",
+    type=click.IntRange(min=1),
+    default=DEFAULT_RETENTION_DAYS,
+    show_default=True,
+    envvar="PHOTOMOSAICS_RETENTION_DAYS",
+    help="Delete finished jobs older than this many days.",
+)
+@click.option(
+    "--orphan-grace-minutes",
+    type=click.IntRange(min=1),
+    default=int(DEFAULT_ORPHAN_GRACE.total_seconds() // 60),
+    show_default=True,
+    help="Delete a blob without a job only when it is older than this.",
+)
 @DATA_DIR_OPTION
 def retention(retention_days: int, orphan_grace_minutes: int, data_dir: str | None) -> None:
     """Sweep once: expire old finished jobs and delete orphaned blobs."""
@@ -30,10 +40,17 @@ def retention(retention_days: int, orphan_grace_minutes: int, data_dir: str | No
 
     with command_stores(data_dir) as stores:
         stores.queues.job_cleanup.ensure_exists()
-        report = sweep(stores.blobs, stores.jobs, stores.queues.job_cleanup, retention_days=retention_days,
-                       orphan_grace=timedelta(minutes=orphan_grace_minutes))  # fmt: skip
+        report = sweep(
+            stores.blobs,
+            stores.jobs,
+            stores.queues.job_cleanup,
+            retention_days=retention_days,
+            orphan_grace=timedelta(minutes=orphan_grace_minutes),
+        )
     if report.skipped:
         click.echo("another retention sweep is running; nothing done")
         return
-    click.echo(f"{report.jobs_expired} job(s) older than {retention_days} days queued for cleanup; "
-               f"{report.orphans_deleted} orphaned blob(s) deleted")
+    click.echo(
+        f"{report.jobs_expired} job(s) older than {retention_days} days queued for cleanup; "
+        f"{report.orphans_deleted} orphaned blob(s) deleted"
+    )

@@ -28,7 +28,10 @@ _max_messages = click.option(
     "--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many messages per queue."
 )
 _grace = click.option(
-    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
     help="Seconds to finish in-flight work after SIGTERM before releasing it.",
 )
 
@@ -43,22 +46,28 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
 
     def decorate(f: Callable) -> Callable:  # type: ignore[type-arg]
         f = click.option(
-            "--min-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+            "--min-concurrency",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
             help="Messages handled at once per queue when it is quiet (elastic lower bound).",
-        )(f)  # fmt: skip
+        )(f)
         return click.option(
-            "--concurrency", type=click.IntRange(min=1), default=default, show_default=True,
+            "--concurrency",
+            type=click.IntRange(min=1),
+            default=default,
+            show_default=True,
             help="Most messages handled at once per queue (elastic upper bound).",
-        )(f)  # fmt: skip
+        )(f)
 
     return decorate
 
 
 def _services_for(role: str) -> RoleServices:
-    from dal.config import Settings, StorageClients
-    from dal.errors import StorageConfigurationError
     from dal.availability.failover import secondary_from_env
     from dal.availability.health import check_storage
+    from dal.config import Settings, StorageClients
+    from dal.errors import StorageConfigurationError
     from workers.role import configure_role_logging, storage_from_env
     from workers.services import RoleServices, worker_name
 
@@ -66,7 +75,9 @@ def _services_for(role: str) -> RoleServices:
     try:
         settings = Settings.from_env()
         # The paired secondary (PHOTOMOSAICS_SECONDARY_CONNECTION_STRING): sends and uploads fail over to it.
-        services = RoleServices(storage_from_env(role=role), settings, worker_name(role), secondary=secondary_from_env())
+        services = RoleServices(
+            storage_from_env(role=role), settings, worker_name(role), secondary=secondary_from_env()
+        )
         # A wrong key or account fails here in seconds, not after the worker profile's retries.
         # A throttled account (5xx) is no configuration error: the role starts and its retries wait.
         check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
@@ -87,11 +98,19 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
 
     services = _services_for("controller")
     ctl = JobController(services)
-    _run(services, "controller", [
-        ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.queues.lanes)
-        ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
-    ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
-       max_messages=max_messages)  # fmt: skip
+    _run(
+        services,
+        "controller",
+        [
+            ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.queues.lanes)
+            ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
+        ],
+        concurrency=concurrency,
+        min_concurrency=min_concurrency,
+        grace=grace,
+        burst=burst,
+        max_messages=max_messages,
+    )
 
 
 @main.command()
@@ -108,9 +127,16 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     services = _services_for("processor")
     meter = RateMeter(services.render_rates, services.name)  # backpressure's measured capacity
     worker = ImageProcessor(services, rate_meter=meter)
-    _run(services, "processor", [("slice_requests", worker.handle_slice_request, "rendering a slice")],
-         concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
-         max_messages=max_messages)  # fmt: skip
+    _run(
+        services,
+        "processor",
+        [("slice_requests", worker.handle_slice_request, "rendering a slice")],
+        concurrency=concurrency,
+        min_concurrency=min_concurrency,
+        grace=grace,
+        burst=burst,
+        max_messages=max_messages,
+    )
 
 
 @main.command()
@@ -126,11 +152,19 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     services = _services_for("responder")
     worker = Responder(services)
     cleaner = JobCleaner(services)
-    _run(services, "responder", [
-        ("image_response", worker.handle_image_response, "finishing the job"),
-        ("job_cleanup", cleaner.handle_job_cleanup, None),
-    ], concurrency=concurrency, min_concurrency=min_concurrency, grace=grace, burst=burst,
-        max_messages=max_messages)  # fmt: skip
+    _run(
+        services,
+        "responder",
+        [
+            ("image_response", worker.handle_image_response, "finishing the job"),
+            ("job_cleanup", cleaner.handle_job_cleanup, None),
+        ],
+        concurrency=concurrency,
+        min_concurrency=min_concurrency,
+        grace=grace,
+        burst=burst,
+        max_messages=max_messages,
+    )
 
 
 @main.command()
@@ -163,8 +197,17 @@ def syphon(*, once: bool) -> None:
     run_syphon(worker, interval=interval, stop=stopping.wait)
 
 
-def _run(services: RoleServices, role: str, bindings: list[Binding], *, concurrency: int, min_concurrency: int,
-         grace: float, burst: bool, max_messages: int | None) -> None:  # fmt: skip
+def _run(
+    services: RoleServices,
+    role: str,
+    bindings: list[Binding],
+    *,
+    concurrency: int,
+    min_concurrency: int,
+    grace: float,
+    burst: bool,
+    max_messages: int | None,
+) -> None:
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
 
     Hints (``PHOTOMOSAICS_HINT_DIR``) and the lease journal (``PHOTOMOSAICS_LEASE_DIR``) are
@@ -172,10 +215,10 @@ def _run(services: RoleServices, role: str, bindings: list[Binding], *, concurre
     of ``PHOTOMOSAICS_LEASE_SECONDS`` (60) and the queue's own default timeout.
     """
     from dal.hints.channel import channel_from_env
+    from dal.queues.tracing import configure_tracing
     from workers.failures import poison_hook
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
-    from dal.queues.tracing import configure_tracing
     from workers.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.role import Role, exit_role, run_role
 
@@ -185,8 +228,10 @@ def _run(services: RoleServices, role: str, bindings: list[Binding], *, concurre
     listeners = [
         QueueListener(
             getattr(services.queues, queue_attr),
-            traced(timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
-                   queue=getattr(services.queues, queue_attr).logical_name),
+            traced(
+                timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
+                queue=getattr(services.queues, queue_attr).logical_name,
+            ),
             name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
             batch_size=settings.batch_size,
             concurrency=max(concurrency, min_concurrency),

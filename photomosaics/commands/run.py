@@ -63,7 +63,7 @@ def read_or_create_secret_key(data_dir: Path, name: str = SECRET_KEY_FILE) -> st
 def choose_port(host: str, wanted: int) -> int:
     """``wanted`` if it is free on ``host``, else one the kernel picks (0 always picks)."""
     bind_host = "127.0.0.1" if host in ("", "0.0.0.0", "localhost") else host
-    for port in ((wanted, 0) if wanted else (0,)):
+    for port in (wanted, 0) if wanted else (0,):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -85,8 +85,8 @@ def photomosaics_argv() -> list[str]:
 @contextlib.contextmanager
 def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
     """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
-    from photomosaics.local.azurite import Azurite, AzuriteError
     from dal.config import CONNECTION_STRING_ENV, Settings, expand_connection_string
+    from photomosaics.local.azurite import Azurite, AzuriteError
 
     configured = Settings.from_env().connection_string
     if configured:
@@ -111,8 +111,8 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
 @contextlib.contextmanager
 def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]:
     """The paired secondary account (dal.availability.failover): configured, a second embedded Azurite, or none."""
-    from photomosaics.local.azurite import Azurite, AzuriteError
     from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
+    from photomosaics.local.azurite import Azurite, AzuriteError
 
     configured = os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip()
     if configured or not embedded:
@@ -135,8 +135,8 @@ def prepare_storage(connection_string: str) -> None:
 
     Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
     ``Stores.ensure`` is the one list of what the app needs to exist."""
-    from dal.config import Settings, StorageClients
     from dal.availability.health import check_storage
+    from dal.config import Settings, StorageClients
     from dal.stores import Stores
     from workers.demo_library import ensure_demo_library
 
@@ -151,11 +151,19 @@ def prepare_storage(connection_string: str) -> None:
         click.echo(f"demo tile library created in {time.monotonic() - started:.0f} s")
 
 
-def children(*, connection_string: str, secret_key: str, host: str, port: int, processors: int,
-             shared: dict[str, str] | None = None, web_extra: dict[str, str] | None = None,
-             metrics_ports: dict[str, int] | None = None):  # -> list[ChildSpec]  # fmt: skip
-    from dal.config import CONNECTION_STRING_ENV
+def children(
+    *,
+    connection_string: str,
+    secret_key: str,
+    host: str,
+    port: int,
+    processors: int,
+    shared: dict[str, str] | None = None,
+    web_extra: dict[str, str] | None = None,
+    metrics_ports: dict[str, int] | None = None,
+):  # -> list[ChildSpec]
     from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
+    from dal.config import CONNECTION_STRING_ENV
     from photomosaics.local.supervisor import ChildSpec
 
     base = photomosaics_argv()
@@ -171,8 +179,10 @@ def children(*, connection_string: str, secret_key: str, host: str, port: int, p
         ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller")),
         ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder")),
     ]
-    specs += [ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
-              for i in range(processors)]  # fmt: skip
+    specs += [
+        ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
+        for i in range(processors)
+    ]
     if env.get(SECONDARY_CONNECTION_STRING_ENV) or os.environ.get(SECONDARY_CONNECTION_STRING_ENV):
         # A paired secondary account (dal.availability.failover): one syphon moves its backlog back (dal.operations.syphon).
         specs.append(ChildSpec(name="syphon", argv=[*base, "syphon"], env=env))
@@ -191,8 +201,13 @@ def local_channels(data: Path) -> dict[str, str]:
     return {HINT_DIR_ENV: str(hint_dir), LEASE_DIR_ENV: str(lease_dir)}
 
 
-def hand_back_on_exit(connection_string: str, channels: dict[str, str], *, hints_url: str | None = None,
-                      lease_seconds: float | None = None) -> Callable[[str, int, int | None], None]:  # fmt: skip
+def hand_back_on_exit(
+    connection_string: str,
+    channels: dict[str, str],
+    *,
+    hints_url: str | None = None,
+    lease_seconds: float | None = None,
+) -> Callable[[str, int, int | None], None]:
     """The supervisor's ``on_exit``: hand back what a dead child held, and announce it.
 
     A child killed between a receive and its lease journal's write (a few milliseconds) held
@@ -279,25 +294,56 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface for the web app.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-              help="Web port; a free one is picked if it is busy (0: always pick).")  # fmt: skip
-@click.option("--processors", type=click.IntRange(min=1), default=None,
-              help="ImageProcessor processes [default: CPU count].")  # fmt: skip
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Local data folder (Azurite's files, the secret key) [default: .data].")  # fmt: skip
-@click.option("--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="Seconds children get to finish in-flight work on Ctrl-C.")  # fmt: skip
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="First port of the roles' Prometheus endpoints on 127.0.0.1 (0: free ports).")  # fmt: skip
-@click.option("--secondary-azurite", is_flag=True,
-              help="Start a second embedded Azurite as the paired secondary account (failover demo).")  # fmt: skip
-def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, grace: float,
-        metrics_port: int, secondary_azurite: bool) -> None:  # fmt: skip
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Web port; a free one is picked if it is busy (0: always pick).",
+)
+@click.option(
+    "--processors", type=click.IntRange(min=1), default=None, help="ImageProcessor processes [default: CPU count]."
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Local data folder (Azurite's files, the secret key) [default: .data].",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds children get to finish in-flight work on Ctrl-C.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="First port of the roles' Prometheus endpoints on 127.0.0.1 (0: free ports).",
+)
+@click.option(
+    "--secondary-azurite",
+    is_flag=True,
+    help="Start a second embedded Azurite as the paired secondary account (failover demo).",
+)
+def run(
+    *,
+    host: str,
+    port: int,
+    processors: int | None,
+    data_dir: Path | None,
+    grace: float,
+    metrics_port: int,
+    secondary_azurite: bool,
+) -> None:
     """Run everything: Azurite, web app, controller, responder and processors."""
     from dal.config import Settings
     from dal.errors import StorageConfigurationError
-    from workers.logfmt import configure_logging
     from photomosaics.local.supervisor import Supervisor, supervise
+    from workers.logfmt import configure_logging
 
     configure_logging(role="run")
     data = (data_dir or Path(Settings.from_env().data_dir)).resolve()
@@ -307,8 +353,10 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
     chosen = choose_port(host, port)
     if port and chosen != port:
         click.echo(f"port {port} is busy; using {chosen}")
-    with storage_account(data) as (connection_string, embedded), \
-            secondary_account(data, embedded=secondary_azurite) as secondary:
+    with (
+        storage_account(data) as (connection_string, embedded),
+        secondary_account(data, embedded=secondary_azurite) as secondary,
+    ):
         try:
             prepare_storage(connection_string)
         except StorageConfigurationError as exc:
@@ -333,10 +381,19 @@ def run(*, host: str, port: int, processors: int | None, data_dir: Path | None, 
         roles = ["controller", "responder", *(f"processor-{i + 1}" for i in range(count))]
         ports = metrics_ports([*roles, "web"], metrics_port)
         web_extra.update(_operator_access(data, ports["web"]))
-        specs = children(connection_string=connection_string, secret_key=secret_key, host=host, port=chosen,
-                         processors=count, shared=channels, web_extra=web_extra, metrics_ports=ports)  # fmt: skip
-        supervisor = Supervisor(specs, grace=grace, on_exit=hand_back_on_exit(connection_string, channels),
-                                on_tick=on_tick)  # fmt: skip
+        specs = children(
+            connection_string=connection_string,
+            secret_key=secret_key,
+            host=host,
+            port=chosen,
+            processors=count,
+            shared=channels,
+            web_extra=web_extra,
+            metrics_ports=ports,
+        )
+        supervisor = Supervisor(
+            specs, grace=grace, on_exit=hand_back_on_exit(connection_string, channels), on_tick=on_tick
+        )
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
         click.echo("metrics: " + ", ".join(f"{name} http://127.0.0.1:{p}/metrics" for name, p in ports.items()))
         stop_announcer = threading.Event()

@@ -174,24 +174,62 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
 @main.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--library", "-l", required=True, help="Tile library name (see `photomosaics library list`).")
-@click.option("--tile-size", type=click.IntRange(1, MAX_TILE_SIZE), default=16, show_default=True, help="Tile side in the output, in pixels.")
+@click.option(
+    "--tile-size",
+    type=click.IntRange(1, MAX_TILE_SIZE),
+    default=16,
+    show_default=True,
+    help="Tile side in the output, in pixels.",
+)
 @click.option("--slices", type=click.IntRange(min=1), default=4, show_default=True, help="Bands rendered in parallel.")
-@click.option("--tiles-across", type=click.IntRange(min=1), default=None, help="Mosaic width in tiles [default: the planner's].")
-@click.option("--correction", type=click.IntRange(0, 100), default=None,
-              help="Tiles <-> photo: how far (percent) each tile's colour moves toward its spot of the photo, "
-                   "the tile moved as a whole [default: the server's engine default].")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-              help="Where to save the mosaic [default: IMAGE-mosaic.jpg].")  # fmt: skip
-@click.option("--url", default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL), show_default=DEFAULT_URL,
-              callback=_base_url, help="Base URL of the web app (env PHOTOMOSAICS_URL).")  # fmt: skip
-@click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True, help="Give up after this many seconds.")
-@click.option("--retry-for", type=click.FloatRange(min=0), default=600.0, show_default=True,
-              help="Keep retrying a submission refused with 429 (quota) or 503 (busy) for this many seconds, "
-                   "waiting as the server's Retry-After says; 0: do not retry.")  # fmt: skip
+@click.option(
+    "--tiles-across", type=click.IntRange(min=1), default=None, help="Mosaic width in tiles [default: the planner's]."
+)
+@click.option(
+    "--correction",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="Tiles <-> photo: how far (percent) each tile's colour moves toward its spot of the photo, "
+    "the tile moved as a whole [default: the server's engine default].",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Where to save the mosaic [default: IMAGE-mosaic.jpg].",
+)
+@click.option(
+    "--url",
+    default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL),
+    show_default=DEFAULT_URL,
+    callback=_base_url,
+    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True, help="Give up after this many seconds."
+)
+@click.option(
+    "--retry-for",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Keep retrying a submission refused with 429 (quota) or 503 (busy) for this many seconds, "
+    "waiting as the server's Retry-After says; 0: do not retry.",
+)
 def submit(
-    *, image: Path, library: str, tile_size: int, slices: int, tiles_across: int | None, correction: int | None,
-    output: Path | None, url: str, timeout: float, retry_for: float,
-) -> None:  # fmt: skip
+    *,
+    image: Path,
+    library: str,
+    tile_size: int,
+    slices: int,
+    tiles_across: int | None,
+    correction: int | None,
+    output: Path | None,
+    url: str,
+    timeout: float,
+    retry_for: float,
+) -> None:
     """Make a mosaic of IMAGE through the web app's API and save it."""
     started = time.monotonic()
     deadline = started + timeout
@@ -213,9 +251,10 @@ def submit(
     )
     done = 0
     with click.progressbar(length=job["slices"], label="slices", show_pos=True, file=sys.stderr) as bar:
-        for job in _follow(api, job, deadline=deadline):
-            bar.update(len(job["slices_done"]) - done)
-            done = len(job["slices_done"])
+        for state in _follow(api, job, deadline=deadline):
+            bar.update(len(state["slices_done"]) - done)
+            done = len(state["slices_done"])
+            job = state  # the last state seen decides below
     if job["status"] == "failed":
         raise click.ClickException(f"job {job['request_id']} failed: {job.get('error') or 'no reason given'}")
     if job["status"] != "done":

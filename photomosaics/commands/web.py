@@ -73,17 +73,23 @@ def _multiprocess_metrics() -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 in a container).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes [default: from gunicorn_conf].")
-@click.option("--demo-library/--no-demo-library", default=False, show_default=True,
-              help="Create the demo tile library at start-up if it is missing (needs scikit-image).")  # fmt: skip
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="Worker processes [default: from gunicorn_conf]."
+)
+@click.option(
+    "--demo-library/--no-demo-library",
+    default=False,
+    show_default=True,
+    help="Create the demo tile library at start-up if it is missing (needs scikit-image).",
+)
 def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> None:
     """Serve the web app and its JSON API with gunicorn."""
     _multiprocess_metrics()
     from gunicorn.app.base import BaseApplication
 
+    from dal.availability.health import check_storage
     from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
     from dal.errors import StorageConfigurationError
-    from dal.availability.health import check_storage
     from webapp import SECRET_KEY_ENV, create_app
     from webapp.ingress import check_secret_key, required_secret_key
 

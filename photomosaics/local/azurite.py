@@ -26,9 +26,9 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from photomosaics.local import node_runtime
-from dal.errors import PhotoMosaicsError
 from dal.config import CONNECTION_STRING_ENV, Settings, azurite_connection_string, expand_connection_string
+from dal.errors import PhotoMosaicsError
+from photomosaics.local import node_runtime
 
 _LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^:]+:(\d+)")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -120,12 +120,24 @@ class Azurite:
         self.runtime = runtime
         blob, queue, table = self.requested_ports
         cmd = [
-            str(runtime.node), str(find_azurite_script()),
-            "--silent", "--skipApiVersionCheck", "--disableTelemetry",
-            "--blobHost", self.host, "--blobPort", str(blob),
-            "--queueHost", self.host, "--queuePort", str(queue),
-            "--tableHost", self.host, "--tablePort", str(table),
-        ]  # fmt: skip
+            str(runtime.node),
+            str(find_azurite_script()),
+            "--silent",
+            "--skipApiVersionCheck",
+            "--disableTelemetry",
+            "--blobHost",
+            self.host,
+            "--blobPort",
+            str(blob),
+            "--queueHost",
+            self.host,
+            "--queuePort",
+            str(queue),
+            "--tableHost",
+            self.host,
+            "--tablePort",
+            str(table),
+        ]
         if self.location is None:
             cmd.append("--inMemoryPersistence")
         else:
@@ -252,9 +264,7 @@ def _running_on(location: Path) -> str | None:
     """The connection string of a live Azurite announced in ``location``, else None."""
     try:
         connection_string = (location / ANNOUNCEMENT_FILE).read_text().strip()
-        blob_endpoint = dict(
-            part.split("=", 1) for part in connection_string.split(";") if "=" in part
-        )["BlobEndpoint"]
+        blob_endpoint = dict(part.split("=", 1) for part in connection_string.split(";") if "=" in part)["BlobEndpoint"]
         urllib.request.urlopen(f"{blob_endpoint}?comp=list", timeout=2).close()
     except urllib.error.HTTPError:
         return connection_string  # it answered (403 without a signature): it is serving

@@ -124,8 +124,7 @@ def ensure(need: int | None = None) -> NodeRuntime:
     if runtime is not None:
         return runtime
     requirement = wheel_requirement()
-    print(f"no Node.js {need}+ with npm on PATH: installing {requirement} from PyPI into {sys.prefix}",
-          file=sys.stderr)  # fmt: skip
+    print(f"no Node.js {need}+ with npm on PATH: installing {requirement} from PyPI into {sys.prefix}", file=sys.stderr)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", requirement]
     )

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dal.availability.storage_status import write_status
 from photomosaics.local.azurite import Azurite, AzuriteError
-from workers.logfmt import kv
 from photomosaics.local.supervisor import restart_delay
+from workers.logfmt import kv
 
 __all__ = ["AzuriteKeeper"]
 
@@ -34,14 +34,21 @@ log = logging.getLogger(__name__)
 
 
 def _clock() -> str:
-    return datetime.now(timezone.utc).strftime("%H:%M:%S UTC")
+    return datetime.now(UTC).strftime("%H:%M:%S UTC")
 
 
 class AzuriteKeeper:
     """Restart ``azurite`` on its ports and data when it dies; see the module docstring."""
 
-    def __init__(self, azurite: Azurite, status_file: Path, *, backoff_min: float = 1.0, backoff_max: float = 60.0,
-                 on_restart: Callable[[str], None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        azurite: Azurite,
+        status_file: Path,
+        *,
+        backoff_min: float = 1.0,
+        backoff_max: float = 60.0,
+        on_restart: Callable[[str], None] | None = None,
+    ):
         self.azurite = azurite
         self.on_restart = on_restart
         self.status_file = status_file
@@ -68,9 +75,14 @@ class AzuriteKeeper:
         now = time.monotonic()
         if self._down_since is None:
             self._down_since = now
-            log.error(kv("azurite.exited", pid=self.azurite.pid, code=code, note="restarting on the same ports and data"))
-            self._status("restarting", f"the embedded Azurite started by `photomosaics run` exited (code {code}) at "
-                                       f"{_clock()}; the supervisor is restarting it on the same ports and data")  # fmt: skip
+            log.error(
+                kv("azurite.exited", pid=self.azurite.pid, code=code, note="restarting on the same ports and data")
+            )
+            self._status(
+                "restarting",
+                f"the embedded Azurite started by `photomosaics run` exited (code {code}) at "
+                f"{_clock()}; the supervisor is restarting it on the same ports and data",
+            )
         if now < self._next_try:
             return
         self.azurite.stop()  # reap the dead process, close its pipe
@@ -83,8 +95,11 @@ class AzuriteKeeper:
             self._next_try = now + delay
             self.azurite = replacement
             log.error(kv("azurite.restart_failed", error=str(exc)[:300], retry_in=delay))
-            self._status("failed", f"the embedded Azurite died and could not be restarted ({str(exc)[:200]}); "
-                                   f"trying again in {delay:.0f} s")  # fmt: skip
+            self._status(
+                "failed",
+                f"the embedded Azurite died and could not be restarted ({str(exc)[:200]}); "
+                f"trying again in {delay:.0f} s",
+            )
             return
         self.azurite = replacement
         self.restarts += 1
@@ -95,7 +110,10 @@ class AzuriteKeeper:
         if self.on_restart is not None:
             try:  # recreate what the unsaved last seconds may have lost; roles retry meanwhile
                 self.on_restart(replacement.connection_string)
-            except Exception as exc:  # noqa: BLE001 - a failed repair must not stop the supervisor
+            except Exception as exc:
                 log.error(kv("azurite.repair_failed", error=str(exc)[:300]))
-        self._status("running", f"the embedded Azurite was restarted at {_clock()} after it exited "
-                                f"(restart {self.restarts}); it is running again (pid {replacement.pid})")  # fmt: skip
+        self._status(
+            "running",
+            f"the embedded Azurite was restarted at {_clock()} after it exited "
+            f"(restart {self.restarts}); it is running again (pid {replacement.pid})",
+        )

@@ -33,7 +33,7 @@ from types import FrameType
 
 from workers.logfmt import kv
 
-__all__ = ["ChildSpec", "Supervisor", "supervise", "restart_delay"]
+__all__ = ["ChildSpec", "Supervisor", "restart_delay", "supervise"]
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,9 @@ class Supervisor:
             self.stop()
 
     def pids(self) -> dict[str, int | None]:
-        return {c.spec.name: (c.process.pid if c.process and c.process.poll() is None else None) for c in self._children}
+        return {
+            c.spec.name: (c.process.pid if c.process and c.process.poll() is None else None) for c in self._children
+        }
 
     def restarts(self) -> dict[str, int]:
         return {c.spec.name: c.restarts for c in self._children}
@@ -145,9 +147,12 @@ class Supervisor:
         env = {**os.environ, **child.spec.env}
         try:
             child.process = subprocess.Popen(
-                list(child.spec.argv), env=env, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
+                list(child.spec.argv),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         except OSError as exc:
             delay = self._schedule_restart(child, time.monotonic())
             log.error(kv("child.spawn_failed", child=child.spec.name, error=str(exc), restart_in=delay))

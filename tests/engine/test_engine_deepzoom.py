@@ -64,7 +64,10 @@ def test_levels_and_tile_counts_follow_the_dzi_definition(tmp_path: Path, width:
             assert last.size == (w - left + (1 if cols > 1 else 0), h - top + (1 if rows > 1 else 0))
             # The geometry helpers (for readers of a pyramid) agree with what libvips wrote.
             assert tile_origin(cols - 1, rows - 1, tile_size=tile) == (left - (cols > 1), top - (rows > 1))
-        assert (level_size(width, height, level), level_tiles(width, height, level, tile_size=tile)) == ((w, h), (cols, rows))
+        assert (level_size(width, height, level), level_tiles(width, height, level, tile_size=tile)) == (
+            (w, h),
+            (cols, rows),
+        )
     assert top_level(width, height) == len(levels) - 1
     covering = level_covering(width, height, 300)
     assert max(levels[covering][:2]) >= 300 or covering == len(levels) - 1
@@ -89,8 +92,16 @@ def test_a_name_without_dzi_is_refused(tmp_path: Path) -> None:
         write_dzi(np.zeros((4, 4, 3), dtype=np.uint8), tmp_path / "m.jpg")
 
 
-@pytest.mark.parametrize("data", [b"", b"<Image/>", b"not xml", b'<Image TileSize="0" Overlap="1"><Size Width="5" Height="5"/></Image>',
-                                  b'<Image TileSize="x" Overlap="1"><Size Width="5" Height="5"/></Image>'])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"<Image/>",
+        b"not xml",
+        b'<Image TileSize="0" Overlap="1"><Size Width="5" Height="5"/></Image>',
+        b'<Image TileSize="x" Overlap="1"><Size Width="5" Height="5"/></Image>',
+    ],
+)
 def test_read_descriptor_refuses_what_is_not_a_descriptor(data: bytes) -> None:
     with pytest.raises(ValueError, match="not a Deep Zoom descriptor"):
         read_descriptor(data)

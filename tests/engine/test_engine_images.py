@@ -17,7 +17,9 @@ from .conftest import encode
 
 def _gradient_rgb(width: int = 40, height: int = 30) -> Image.Image:
     x = np.linspace(0, 255, width, dtype=np.uint8)
-    array = np.stack([np.tile(x, (height, 1)), np.full((height, width), 100, np.uint8), np.tile(x[::-1], (height, 1))], -1)
+    array = np.stack(
+        [np.tile(x, (height, 1)), np.full((height, width), 100, np.uint8), np.tile(x[::-1], (height, 1))], -1
+    )
     return Image.fromarray(array)
 
 
@@ -132,8 +134,16 @@ def _matrix_profile(description: str, primaries: tuple[tuple[float, float, float
     text = description.encode("ascii") + b"\0"
     desc = b"desc\0\0\0\0" + struct.pack(">I", len(text)) + text + b"\0" * 4 + b"\0" * 4 + b"\0" * 3 + b"\0" * 67
     curve = b"curv\0\0\0\0" + struct.pack(">IH", 1, round(gamma * 256)) + b"\0\0"
-    tags = [(b"desc", desc), (b"wtpt", xyz((0.9642, 1.0, 0.8249))), (b"rXYZ", xyz(primaries[0])),
-            (b"gXYZ", xyz(primaries[1])), (b"bXYZ", xyz(primaries[2])), (b"rTRC", curve), (b"gTRC", curve), (b"bTRC", curve)]  # fmt: skip
+    tags = [
+        (b"desc", desc),
+        (b"wtpt", xyz((0.9642, 1.0, 0.8249))),
+        (b"rXYZ", xyz(primaries[0])),
+        (b"gXYZ", xyz(primaries[1])),
+        (b"bXYZ", xyz(primaries[2])),
+        (b"rTRC", curve),
+        (b"gTRC", curve),
+        (b"bTRC", curve),
+    ]
     offset = 128 + 4 + 12 * len(tags)
     table, body = b"", b""
     for signature, data in tags:
@@ -141,8 +151,18 @@ def _matrix_profile(description: str, primaries: tuple[tuple[float, float, float
         table += signature + struct.pack(">II", offset + len(body), len(data))
         body += data
     size = offset + len(body)
-    header = (struct.pack(">I", size) + b"lcms" + bytes([2, 0x10, 0, 0]) + b"mntrRGB XYZ " + b"\0" * 12 + b"acsp"
-              + b"\0" * 24 + struct.pack(">I", 0) + xyz((0.9642, 1.0, 0.8249))[8:] + b"\0" * 48)  # fmt: skip
+    header = (
+        struct.pack(">I", size)
+        + b"lcms"
+        + bytes([2, 0x10, 0, 0])
+        + b"mntrRGB XYZ "
+        + b"\0" * 12
+        + b"acsp"
+        + b"\0" * 24
+        + struct.pack(">I", 0)
+        + xyz((0.9642, 1.0, 0.8249))[8:]
+        + b"\0" * 48
+    )
     return header + struct.pack(">I", len(tags)) + table + body
 
 

@@ -21,12 +21,22 @@ def _grid(width: int, height: int, tile: int) -> Grid:
     return Grid(width // tile, height // tile, width // tile * tile, height // tile * tile, tile)
 
 
-@pytest.mark.parametrize(("width", "height", "tile", "slices", "limit"), [
-    (2608, 4112, 16, 3, 50e6), (3008, 2000, 16, 1, 2.5e6), (1600, 1072, 16, 3, 50e6), (4096, 4288, 64, 2, 8e6),
-    (1104, 4096 + 64, 16, 4, 50e6), (1104, 2048 + 48, 16, 4, 50e6), (1104, 1536 + 16, 16, 3, 50e6), (1104, 1536, 16, 2, 50e6),
-])
+@pytest.mark.parametrize(
+    ("width", "height", "tile", "slices", "limit"),
+    [
+        (2608, 4112, 16, 3, 50e6),
+        (3008, 2000, 16, 1, 2.5e6),
+        (1600, 1072, 16, 3, 50e6),
+        (4096, 4288, 64, 2, 8e6),
+        (1104, 4096 + 64, 16, 4, 50e6),
+        (1104, 2048 + 48, 16, 4, 50e6),
+        (1104, 1536 + 16, 16, 3, 50e6),
+        (1104, 1536, 16, 2, 50e6),
+    ],
+)
 def test_every_tile_is_made_once_by_one_band_and_the_jpeg_rows_partition_the_image(
-        width: int, height: int, tile: int, slices: int, limit: float) -> None:
+    width: int, height: int, tile: int, slices: int, limit: float
+) -> None:
     grid = _grid(width, height, tile)
     plan = plan_pieces(grid, slices, max_slice_pixels=int(limit))
     assert plan is not None and plan.bands >= max(2, slices)
@@ -43,13 +53,16 @@ def test_every_tile_is_made_once_by_one_band_and_the_jpeg_rows_partition_the_ima
     pixels = np.zeros((grid.output_height, grid.output_width, 3), np.uint8)
     made: list[tuple[int, int, int]] = []
     for p in pieces:
-        tiles, reduced = band_tiles(pixels[p.rendered.start : p.rendered.stop], p, first_row=p.rendered.start)
+        tiles, _ = band_tiles(pixels[p.rendered.start : p.rendered.stop], p, first_row=p.rendered.start)
         made += [(level, c, r) for level, c, r, _ in tiles]
     assert len(made) == len(set(made))
     top = top_level(grid.output_width, grid.output_height)
-    expected = {(level, c, r) for level in range(top - plan.levels + 1, top + 1)
-                for c in range(level_tiles(grid.output_width, grid.output_height, level)[0])
-                for r in range(level_tiles(grid.output_width, grid.output_height, level)[1])}
+    expected = {
+        (level, c, r)
+        for level in range(top - plan.levels + 1, top + 1)
+        for c in range(level_tiles(grid.output_width, grid.output_height, level)[0])
+        for r in range(level_tiles(grid.output_width, grid.output_height, level)[1])
+    }
     assert set(made) == expected
 
 
@@ -71,8 +84,10 @@ def test_band_tiles_and_the_reduced_bands_give_dzsaves_pyramid_byte_for_byte() -
         write_dzi(pixels, Path(folder) / "w.dzi")
         for tile in (Path(folder) / "r_files").rglob("*.jpg"):
             made[int(tile.parent.name), *map(int, tile.stem.split("_"))] = tile.read_bytes()
-        whole = {(int(t.parent.name), *map(int, t.stem.split("_"))): t.read_bytes()
-                 for t in (Path(folder) / "w_files").rglob("*.jpg")}
+        whole = {
+            (int(t.parent.name), *map(int, t.stem.split("_"))): t.read_bytes()
+            for t in (Path(folder) / "w_files").rglob("*.jpg")
+        }
     assert made.keys() == whole.keys()
     assert [k for k in whole if whole[k] != made[k]] == []
 
@@ -82,7 +97,7 @@ def test_shrink_is_the_rounded_two_by_two_mean_with_the_edge_repeated() -> None:
     assert shrink(a)[..., 0].tolist() == [[(0 + 1 + 2 + 2 + 2) // 4, 9], [4, 4]]
 
 
-def test_bands_that_share_rows_choose_the_same_tiles_there(library200, photo) -> None:  # noqa: ANN001
+def test_bands_that_share_rows_choose_the_same_tiles_there(library200, photo) -> None:
     grid = Grid(100, 67, 1600, 1072, 16)
     plan = job_plan(grid, 3)
     assert plan is not None
@@ -90,8 +105,14 @@ def test_bands_that_share_rows_choose_the_same_tiles_there(library200, photo) ->
     k = cells.shape[0] // grid.tiles_down
     whole = render_piece(cells, library200, tile_size=16, seed="s", rows=range(grid.tiles_down), cuts=plan.cuts)
     for p in plan.pieces():
-        band = render_piece(cells[p.cells.start * k : p.cells.stop * k], library200, tile_size=16, seed="s", rows=p.cells,
-                            cuts=plan.cuts)
+        band = render_piece(
+            cells[p.cells.start * k : p.cells.stop * k],
+            library200,
+            tile_size=16,
+            seed="s",
+            rows=p.cells,
+            cuts=plan.cuts,
+        )
         assert np.array_equal(band, whole[p.rendered.start : p.rendered.stop]), p.index
 
 

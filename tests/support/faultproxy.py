@@ -29,8 +29,16 @@ from urllib.parse import urlsplit
 
 from dal.config import azurite_connection_string, expand_connection_string
 
-_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-               "proxy-authorization", "proxy-authenticate"}  # fmt: skip
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+}
 
 _BODIES = {
     "503": (503, "ServerBusy", "Operations per second is over the account limit."),
@@ -41,8 +49,9 @@ _BODIES = {
 class FaultProxy:
     """One listening port forwarding to ``upstream_port``; faults chosen per request."""
 
-    def __init__(self, upstream_port: int, *, faults: dict[str, float] | None = None, slow_seconds: float = 2.0,
-                 seed: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self, upstream_port: int, *, faults: dict[str, float] | None = None, slow_seconds: float = 2.0, seed: int = 1
+    ) -> None:
         self.upstream_port = upstream_port
         self.faults = dict(faults or {})  # kind -> share of requests, e.g. {"503": 0.2}
         self.slow_seconds = slow_seconds
@@ -55,7 +64,7 @@ class FaultProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
             def _any(self) -> None:
@@ -64,8 +73,10 @@ class FaultProxy:
                 fault = proxy._choose()
                 if fault in _BODIES:
                     status, code, message = _BODIES[fault]
-                    payload = (f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
-                               f"<Message>{message}</Message></Error>").encode()  # fmt: skip
+                    payload = (
+                        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
+                        f"<Message>{message}</Message></Error>"
+                    ).encode()
                     self.send_response(status, message)
                     self.send_header("x-ms-error-code", code)
                     self.send_header("Content-Type", "application/xml")
@@ -139,8 +150,10 @@ class FaultyAccount:
     def __init__(self, connection_string: str, **kwargs: object) -> None:
         parts = dict(p.split("=", 1) for p in expand_connection_string(connection_string).strip(";").split(";"))
         ports = [urlsplit(parts[f"{s}Endpoint"]).port for s in ("Blob", "Queue", "Table")]
-        self.proxies = [FaultProxy(int(port or 0), seed=n, **kwargs).start()  # type: ignore[arg-type]
-                        for n, port in enumerate(ports)]  # fmt: skip
+        self.proxies = [
+            FaultProxy(int(port or 0), seed=n, **kwargs).start()  # type: ignore[arg-type]
+            for n, port in enumerate(ports)
+        ]
         self.connection_string = azurite_connection_string("127.0.0.1", *(p.port for p in self.proxies))
         self._upstream_blob = f"127.0.0.1:{ports[0]}"
 

@@ -69,8 +69,9 @@ def _free_port() -> int:
 
 def _start_web(pipe: Pipeline) -> tuple[RoleProcess, str]:
     port = _free_port()
-    web = pipe.start("web", "--port", str(port), "--workers", "1",
-                     env={**GIANT_ENV, "PHOTOMOSAICS_SECRET_KEY": os.urandom(16).hex()})  # fmt: skip
+    web = pipe.start(
+        "web", "--port", str(port), "--workers", "1", env={**GIANT_ENV, "PHOTOMOSAICS_SECRET_KEY": os.urandom(16).hex()}
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -115,22 +116,36 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
     top = math.ceil(math.log2(max(width, height)))
     tiles: dict[tuple[int, int, int], bytes] = {}
     wanted = [(level, 0, 0) for level in range(top + 1)]  # the first tile of every level
-    wanted += [(level, c, r) for level in range(top - 4, top - 2)  # two screen-size levels, whole
-               for c in range(math.ceil(math.ceil(width / 2 ** (top - level)) / DZI_TILE_SIZE))
-               for r in range(math.ceil(math.ceil(height / 2 ** (top - level)) / DZI_TILE_SIZE))]  # fmt: skip
-    wanted += [(top, c, r) for c in range(0, width // DZI_TILE_SIZE, 17) for r in range(min(8, height // DZI_TILE_SIZE))]  # full size
+    wanted += [
+        (level, c, r)
+        for level in range(top - 4, top - 2)  # two screen-size levels, whole
+        for c in range(math.ceil(math.ceil(width / 2 ** (top - level)) / DZI_TILE_SIZE))
+        for r in range(math.ceil(math.ceil(height / 2 ** (top - level)) / DZI_TILE_SIZE))
+    ]
+    wanted += [
+        (top, c, r) for c in range(0, width // DZI_TILE_SIZE, 17) for r in range(min(8, height // DZI_TILE_SIZE))
+    ]  # full size
     for level, column, row in wanted:
         answer = get(f"/api/jobs/{rid}/dzi_files/{level}/{column}_{row}.jpg")
         assert answer.status_code == 200, (level, column, row, answer.text[:300])
         tiles[level, column, row] = answer.content
     result_bytes, result_head, result_tail, result_declared, result_sha256 = _download(
-        session, f"{base}{job['result_url']}?download=1")
+        session, f"{base}{job['result_url']}?download=1"
+    )
     zip_path = tmp / "pyramid.zip"
     zip_bytes, *_ = _download(session, f"{base}{job['pyramid_url']}", zip_path)
-    return {"dzi": dzi, "previews": previews, "tiles": tiles, "result_bytes": result_bytes, "result_head": result_head,
-            "result_tail": result_tail, "result_declared": result_declared, "result_sha256": result_sha256,
-            "pyramid_zip": zip_path,
-            "pyramid_bytes": zip_bytes}  # fmt: skip
+    return {
+        "dzi": dzi,
+        "previews": previews,
+        "tiles": tiles,
+        "result_bytes": result_bytes,
+        "result_head": result_head,
+        "result_tail": result_tail,
+        "result_declared": result_declared,
+        "result_sha256": result_sha256,
+        "pyramid_zip": zip_path,
+        "pyramid_bytes": zip_bytes,
+    }
 
 
 def _serial_seconds(session: requests.Session, base: str, job: dict[str, Any]) -> tuple[float, float]:
@@ -142,8 +157,9 @@ def _serial_seconds(session: requests.Session, base: str, job: dict[str, Any]) -
     return (min(at("dispatched")) - created).total_seconds(), (max(at("done")) - max(at("slice_done"))).total_seconds()
 
 
-def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, processors: int = 2, slices: int = 1,
-                  timeout: float = 900) -> dict[str, Any]:  # fmt: skip
+def run_giant_job(
+    connection_string: str, tmp: Path, *, megapixels: float, processors: int = 2, slices: int = 1, timeout: float = 900
+) -> dict[str, Any]:
     """Run one ``megapixels`` job (3:2) to done through the web role, then look at it through the web.
 
     ``slices`` is the number asked for: the controller makes it at least enough for bands of 50 MP.
@@ -161,9 +177,12 @@ def run_giant_job(connection_string: str, tmp: Path, *, megapixels: float, proce
         session.headers.update(_CSRF)
         across = int(math.sqrt(megapixels * 1e6 * 1.5)) // TILE
         started = time.perf_counter()
-        created = session.post(f"{base}/api/jobs", files={"image": ("photo.png", sample_photo(300, 200, seed=13))},
-                               data={"library": "tiles", "tile_size": TILE, "slices": slices, "tiles_across": across},
-                               timeout=60)  # fmt: skip
+        created = session.post(
+            f"{base}/api/jobs",
+            files={"image": ("photo.png", sample_photo(300, 200, seed=13))},
+            data={"library": "tiles", "tile_size": TILE, "slices": slices, "tiles_across": across},
+            timeout=60,
+        )
         assert created.status_code == 202, created.text
         status_url = f"{base}{created.json()['status_url']}"
         deadline = time.monotonic() + timeout

@@ -46,8 +46,21 @@ class ValkeyProcess:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, *, timeout: float = 10.0) -> None:
-        argv = [str(self.binary), "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"]  # fmt: skip
+        argv = [
+            str(self.binary),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "warning",
+        ]
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -57,7 +70,9 @@ class ValkeyProcess:
                 if s.recv(16).startswith(b"+PONG"):
                     return
             if self._process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"valkey-server did not start on port {self.port}: {self.log_path.read_text()[-500:]}")
+                raise RuntimeError(
+                    f"valkey-server did not start on port {self.port}: {self.log_path.read_text()[-500:]}"
+                )
             time.sleep(0.05)
 
     def kill(self) -> None:

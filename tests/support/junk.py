@@ -15,12 +15,19 @@ from typing import Any
 
 __all__ = ["JUNK", "put_junk"]
 
-_SLICE_REQUEST_V99 = json.dumps({
-    "type": "SliceRequest", "version": 99, "queue_uri": "http://127.0.0.1:10001/devstoreaccount1/slicerequest",
-    "client_id": "stranger", "request_id": "00000000-0000-0000-0000-000000000099",
-    "image_library_uri": "http://127.0.0.1/lib", "slice_uri": "http://127.0.0.1/x/0.png", "slice_sequence": 0,
-    "tile_size": 8,
-})
+_SLICE_REQUEST_V99 = json.dumps(
+    {
+        "type": "SliceRequest",
+        "version": 99,
+        "queue_uri": "http://127.0.0.1:10001/devstoreaccount1/slicerequest",
+        "client_id": "stranger",
+        "request_id": "00000000-0000-0000-0000-000000000099",
+        "image_library_uri": "http://127.0.0.1/lib",
+        "slice_uri": "http://127.0.0.1/x/0.png",
+        "slice_sequence": 0,
+        "tile_size": 8,
+    }
+)
 
 # (what it is, the text as it goes on the wire: Base64 already where it should be)
 JUNK: list[tuple[str, str]] = [

@@ -21,7 +21,9 @@ def message(queue: ImageProcessingQueue, seq: int = 0) -> SliceResponseMessage:
     )
 
 
-def listener(queue: ImageProcessingQueue, handler: Callable[[ReceivedMessage], None], **options: object) -> QueueListener:
+def listener(
+    queue: ImageProcessingQueue, handler: Callable[[ReceivedMessage], None], **options: object
+) -> QueueListener:
     defaults: dict[str, object] = {"name": "test", "poll_min": 0.05, "poll_max": 0.2, "retry_delay": 1.0, "grace": 10.0}
     return QueueListener(queue, handler, **{**defaults, **options})  # type: ignore[arg-type]
 

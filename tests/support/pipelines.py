@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from dal.blobs.tile_maps import TileMap
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageRequestMessage
-from dal.blobs.tile_maps import TileMap
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
 from mosaic.render import render
@@ -145,8 +145,12 @@ class Pipeline:
     library_uri: str = ""
 
     def __post_init__(self) -> None:
-        env = {**os.environ, **TEST_ENV, CONNECTION_STRING_ENV: self.connection_string,
-               "PHOTOMOSAICS_NAME_PREFIX": self.prefix}  # fmt: skip
+        env = {
+            **os.environ,
+            **TEST_ENV,
+            CONNECTION_STRING_ENV: self.connection_string,
+            "PHOTOMOSAICS_NAME_PREFIX": self.prefix,
+        }
         self.env = env
         self.settings = Settings.from_env(env)
         self.services = RoleServices(StorageClients(self.connection_string, profile="probe"), self.settings, "tests")
@@ -172,9 +176,18 @@ class Pipeline:
     def create_library(self, name: str, library: TileLibrary) -> str:
         return self.services.libraries.create(name, "test tiles", library, shared=True)
 
-    def submit(self, image: bytes, *, library_uri: str, tile_size: int, slices: int,
-               tiles_across: int | None = None, ext: str = "png", max_uses: int | None = None,
-               correction: int | None = None) -> str:  # fmt: skip
+    def submit(
+        self,
+        image: bytes,
+        *,
+        library_uri: str,
+        tile_size: int,
+        slices: int,
+        tiles_across: int | None = None,
+        ext: str = "png",
+        max_uses: int | None = None,
+        correction: int | None = None,
+    ) -> str:
         """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
         request_id = str(uuid.uuid4())
         url = self.services.blobs.upload(
@@ -183,11 +196,18 @@ class Pipeline:
         queue = self.services.queues.image_request
         queue.submit(
             ImageRequestMessage(
-                queue_uri=queue.url, client_id=CLIENT_ID, request_id=request_id, image_uri=url,
-                image_library_uri=library_uri, tile_size=tile_size, slices=slices, tiles_across=tiles_across,
-                max_uses=max_uses, correction=correction,
+                queue_uri=queue.url,
+                client_id=CLIENT_ID,
+                request_id=request_id,
+                image_uri=url,
+                image_library_uri=library_uri,
+                tile_size=tile_size,
+                slices=slices,
+                tiles_across=tiles_across,
+                max_uses=max_uses,
+                correction=correction,
             )
-        )  # fmt: skip
+        )
         return request_id
 
     def job(self, request_id: str) -> Job | None:
@@ -202,8 +222,10 @@ class Pipeline:
         while pending:
             for rid in list(pending):
                 job = self.job(rid)
-                if job is not None and job.status in TERMINAL_STATUSES and any(
-                    event.kind == job.status for event in self.services.jobs.events(rid)
+                if (
+                    job is not None
+                    and job.status in TERMINAL_STATUSES
+                    and any(event.kind == job.status for event in self.services.jobs.events(rid))
                 ):
                     finished[rid] = job
                     pending.discard(rid)
@@ -243,7 +265,9 @@ class Pipeline:
 
         assert job.slices > 1, "a one-slice job has no rendered slices in storage"
         bands = [
-            decode_rendered(self.services.blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(job.request_id, seq)))
+            decode_rendered(
+                self.services.blobs.download(SLICE_RESPONSE_CONTAINER, slice_output_name(job.request_id, seq))
+            )
             for seq in range(job.slices)
         ]
         return np.concatenate(bands, axis=0)
@@ -257,8 +281,11 @@ class Pipeline:
 
 
 # Polling so slow that only a hint (or a hand-back with its hint) explains a prompt pickup.
-SLOW_POLLS = {"PHOTOMOSAICS_POLL_MIN_SECONDS": "30", "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
-              "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "60"}  # fmt: skip
+SLOW_POLLS = {
+    "PHOTOMOSAICS_POLL_MIN_SECONDS": "30",
+    "PHOTOMOSAICS_POLL_MAX_SECONDS": "30",
+    "PHOTOMOSAICS_POLL_MAX_HINTED_SECONDS": "60",
+}
 
 
 def log_lines(pipe: Pipeline, needle: str) -> list[str]:
@@ -280,8 +307,14 @@ def assert_job_pixel_identical(pipe: Pipeline, rid: str, image: bytes, *, tile: 
     job = pipe.job(rid)
     assert job is not None and job.status == "done", (job, pipe.logs())
     library = pipe.services.libraries.load(pipe.library_uri)
-    expected = render(open_image(image), library, tile_size=tile, slices=slices, seed=rid,
-                      max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+    expected = render(
+        open_image(image),
+        library,
+        tile_size=tile,
+        slices=slices,
+        seed=rid,
+        max_output_pixels=pipe.settings.max_output_pixels,
+    )
     assert np.array_equal(pipe.slice_outputs(job), expected)
     assert np.array_equal(pipe.output_pixels(job), decoded_rgb(encode_output(expected)))
 
@@ -291,8 +324,14 @@ def assert_jobs_pixel_identical(pipe: Pipeline, finished: dict, images: dict, *,
     library = pipe.services.libraries.load(pipe.library_uri)
     for rid, job in finished.items():
         assert job.status == "done", f"{rid}: {job.status} {job.error}"
-        expected = render(open_image(images[rid]), library, tile_size=tile, slices=slices, seed=rid,
-                          max_output_pixels=pipe.settings.max_output_pixels)  # fmt: skip
+        expected = render(
+            open_image(images[rid]),
+            library,
+            tile_size=tile,
+            slices=slices,
+            seed=rid,
+            max_output_pixels=pipe.settings.max_output_pixels,
+        )
         if slices > 1:
             assert np.array_equal(pipe.slice_outputs(job), expected), rid
         assert pipe.output_bytes(job) == encode_output(expected), rid

@@ -36,8 +36,9 @@ def main() -> None:
         time.sleep(args.seconds)  # ordinary handler code: it does not know about signals
         (args.markers / f"done-{seq}").touch()
 
-    listener = QueueListener(queue, handle, name="sleeper", concurrency=args.concurrency,
-                             prefetch=args.prefetch, poll_min=0.05, poll_max=0.5)  # fmt: skip
+    listener = QueueListener(
+        queue, handle, name="sleeper", concurrency=args.concurrency, prefetch=args.prefetch, poll_min=0.05, poll_max=0.5
+    )
     exit_role(run_role(Role("sleeper", [listener], grace=args.grace)))
 
 

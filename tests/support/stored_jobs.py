@@ -39,9 +39,23 @@ def world(storage: StorageClients, unique: str) -> dict[str, Any]:
 def make_job(blobs: BlobStore, jobs: JobStore, *, slices: int = 3, events: int = 3) -> str:
     """A finished job with everything a real one leaves: photo, bands, slices and their tile maps, output and its tile map, rows."""
     rid = str(uuid.uuid4())
-    jobs.create(Job(client_id=CLIENT, request_id=rid, status="done", library="lib", tile_size=8, slices=slices,
-                    tiles_across=4, tiles_down=4, output_width=32, output_height=32, input_name=f"{rid}.png",
-                    output_name=f"{rid}.jpg", finished_at=datetime.now(UTC)))  # fmt: skip
+    jobs.create(
+        Job(
+            client_id=CLIENT,
+            request_id=rid,
+            status="done",
+            library="lib",
+            tile_size=8,
+            slices=slices,
+            tiles_across=4,
+            tiles_down=4,
+            output_width=32,
+            output_height=32,
+            input_name=f"{rid}.png",
+            output_name=f"{rid}.jpg",
+            finished_at=datetime.now(UTC),
+        )
+    )
     blobs.upload(IMAGE_INPUT_CONTAINER, f"{rid}.png", b"photo", content_type="image/png")
     for seq in range(slices):
         blobs.upload(SLICE_REQUEST_CONTAINER, f"{rid}/{seq}.png", b"band", content_type="image/png")
@@ -55,8 +69,11 @@ def make_job(blobs: BlobStore, jobs: JobStore, *, slices: int = 3, events: int =
 
 
 def leftovers(blobs: BlobStore, jobs: JobStore, rid: str) -> list[str]:
-    found = [f"{c}/{n}" for c in (IMAGE_INPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER,
-                                  IMAGE_OUTPUT_CONTAINER) for n in blobs.list_names(c, rid)]  # fmt: skip
+    found = [
+        f"{c}/{n}"
+        for c in (IMAGE_INPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, IMAGE_OUTPUT_CONTAINER)
+        for n in blobs.list_names(c, rid)
+    ]
     if jobs.get(CLIENT, rid) is not None:
         found.append("job row")
     found += [f"event {e.kind}" for e in jobs.events(rid)]

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from photomosaics.local.azurite import Azurite
-from workers.logfmt import configure_logging
 from photomosaics.local.supervisor import ChildSpec, Supervisor, supervise
+from workers.logfmt import configure_logging
 
 
 def main() -> None:

@@ -29,7 +29,9 @@ OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}  # reads /api/queues an
 LIBRARY = "webtiles"
 
 
-def png_bytes(width: int = 64, height: int = 48, *, fmt: str = "PNG", colour: tuple[int, int, int] | None = None) -> bytes:
+def png_bytes(
+    width: int = 64, height: int = 48, *, fmt: str = "PNG", colour: tuple[int, int, int] | None = None
+) -> bytes:
     """A small photo-like image (a gradient) in the given format."""
     image = Image.new("RGB", (width, height), colour or (0, 0, 0))
     if colour is None:
@@ -91,7 +93,9 @@ def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
 
     colours = [(r, g, b) for r in (0, 120, 240) for g in (0, 120, 240) for b in (0, 240)]
     tiles = [(f"c{i:02d}.png", png_bytes(64, 64, colour=c)) for i, c in enumerate(colours)]
-    LibraryStore(web_storage, prefix=web_prefix).create_from(LIBRARY, "Flat colours for the web tests", tiles, shared=True)
+    LibraryStore(web_storage, prefix=web_prefix).create_from(
+        LIBRARY, "Flat colours for the web tests", tiles, shared=True
+    )
     return LIBRARY
 
 
@@ -143,8 +147,13 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     pipeline.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.7"})
     pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(150), shared=True)
     app = create_app(
-        {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
-         "SSE_POLL_SECONDS": 0.2, "ADMIN_TOKEN": OPERATOR_TOKEN}  # fmt: skip
+        {
+            "SECRET_KEY": SECRET,
+            "SETTINGS": pipeline.settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "SSE_POLL_SECONDS": 0.2,
+            "ADMIN_TOKEN": OPERATOR_TOKEN,
+        }
     )
     try:
         with served(app) as url:

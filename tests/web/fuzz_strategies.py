@@ -63,11 +63,10 @@ def register() -> None:
 
 
 def _judge_multipart_as_sent(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    import jsonschema_rs
     from schemathesis.core.parameters import ParameterLocation
     from schemathesis.generation import GenerationMode
     from schemathesis.generation.meta import ComponentInfo
-
-    import jsonschema_rs
 
     meta, body = case.meta, case.body
     if meta is None or not isinstance(body, dict) or case.media_type != "multipart/form-data":
@@ -100,5 +99,6 @@ def _as_received(value: Any, schema: dict[str, Any]) -> Any:
     if schema.get("type") == "integer" and WHOLE_NUMBER.fullmatch(text.strip()):
         return int(text.strip())
     return text
+
 
 register()

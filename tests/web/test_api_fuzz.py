@@ -100,11 +100,17 @@ def _seed_poison(pipe: Any, library_uri: str, count: int) -> None:
 
     queue = pipe.services.queues.monitored()[0]
     for _ in range(count):
-        queue.submit(ImageRequestMessage(
-            queue_uri=queue.url, client_id="fuzz-poison", request_id=str(uuid.uuid4()),
-            image_uri=f"{queue.url}/missing.png", image_library_uri=library_uri,
-            tile_size=8, slices=1,
-        ))  # fmt: skip
+        queue.submit(
+            ImageRequestMessage(
+                queue_uri=queue.url,
+                client_id="fuzz-poison",
+                request_id=str(uuid.uuid4()),
+                image_uri=f"{queue.url}/missing.png",
+                image_library_uri=library_uri,
+                tile_size=8,
+                slices=1,
+            )
+        )
     for received in queue.accept_messages(32):
         queue.move_to_poison(received, "kept failing (seeded by the fuzz test)")
 
@@ -119,11 +125,17 @@ def _top_up_poison(pipe: Any, count: int) -> None:
     queue = pipe.services.queues.monitored()[0]
     missing = count - queue.poison.approximate_depth()
     for _ in range(max(missing, 0)):
-        queue.submit(ImageRequestMessage(
-            queue_uri=queue.url, client_id="fuzz-poison", request_id=str(uuid.uuid4()),
-            image_uri=f"{queue.url}/missing.png", image_library_uri=pipe.library_uri,
-            tile_size=8, slices=pipe.settings.max_slices + 1,
-        ))  # fmt: skip
+        queue.submit(
+            ImageRequestMessage(
+                queue_uri=queue.url,
+                client_id="fuzz-poison",
+                request_id=str(uuid.uuid4()),
+                image_uri=f"{queue.url}/missing.png",
+                image_library_uri=pipe.library_uri,
+                tile_size=8,
+                slices=pipe.settings.max_slices + 1,
+            )
+        )
     for _ in range(300):  # the controller is real: bounded by attempts, not asserted in time
         if queue.poison.approximate_depth() >= count:
             return
@@ -136,8 +148,14 @@ def served(pipeline: Any, azurite_connection_string: str) -> Iterator[str]:
     from webapp import create_app
 
     app = create_app(
-        {"SECRET_KEY": SECRET, "SETTINGS": pipeline.settings, "CONNECTION_STRING": azurite_connection_string,
-         "SSE_POLL_SECONDS": 0.05, "SSE_MAX_SECONDS": 5.0, "ADMIN_TOKEN": ADMIN_TOKEN}  # fmt: skip
+        {
+            "SECRET_KEY": SECRET,
+            "SETTINGS": pipeline.settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "SSE_POLL_SECONDS": 0.05,
+            "SSE_MAX_SECONDS": 5.0,
+            "ADMIN_TOKEN": ADMIN_TOKEN,
+        }
         # SSE_MAX_SECONDS: a stream on a job still rendering ends after 5 s (a client reconnects);
         # the walks do not wait 30 s on each such job
     )
@@ -172,8 +190,8 @@ def client_session() -> requests.Session:
 
 
 def _valid_library_name(name: str) -> bool:
-    from dal.errors import InvalidLibraryNameError
     from dal.blobs.libraries import validate_library_name
+    from dal.errors import InvalidLibraryNameError
 
     try:
         validate_library_name(name)
@@ -228,11 +246,24 @@ WORKFLOWS = {
     # every operation of a job, Deep Zoom included: whether a short random walk gets past the
     # submission to a finished job depends on the roles' timing, so its reach is proven by the
     # deterministic link walk below; this machine proves the contract along the links
-    "jobs": ["listLibraries", "submitJob", "listJobs", "getJob", "getJobEvents", "getJobPreview",
-             "getJobSlice", "getJobResult", "deleteJob", "getJobDzi", "getJobDziTile", "getJobPyramid", "getJobTiles"],
+    "jobs": [
+        "listLibraries",
+        "submitJob",
+        "listJobs",
+        "getJob",
+        "getJobEvents",
+        "getJobPreview",
+        "getJobSlice",
+        "getJobResult",
+        "deleteJob",
+        "getJobDzi",
+        "getJobDziTile",
+        "getJobPyramid",
+        "getJobTiles",
+    ],
     "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "deleteLibrary"],
     "poison": ["listQueues", "getPoison", "requeuePoison", "purgePoison"],
-}  # fmt: skip
+}
 
 
 def test_the_workflows_cover_every_operation_with_ids(served: str) -> None:
@@ -310,8 +341,11 @@ def test_the_links_of_a_finished_job_reach_every_job_operation_with_2xx(served: 
     library = session.get(f"{served}/api/libraries").json()["libraries"][0]["name"]
     photo = io.BytesIO()
     Image.new("RGB", (48, 32), (120, 80, 40)).save(photo, "PNG")
-    submitted = session.post(f"{served}/api/jobs", files={"image": ("p.png", photo.getvalue(), "image/png")},
-                             data={"library": library, "tile_size": "8", "slices": "2"})  # fmt: skip
+    submitted = session.post(
+        f"{served}/api/jobs",
+        files={"image": ("p.png", photo.getvalue(), "image/png")},
+        data={"library": library, "tile_size": "8", "slices": "2"},
+    )
     assert submitted.status_code == 202, submitted.text
     request_id = submitted.json()["request_id"]
     for _ in range(600):  # the roles are real: bounded by attempts, not asserted in time
@@ -320,10 +354,22 @@ def test_the_links_of_a_finished_job_reach_every_job_operation_with_2xx(served: 
             break
         time.sleep(0.2)
     assert job["status"] == "done", job
-    links = {**raw["paths"]["/api/jobs"]["post"]["responses"]["202"]["links"],
-             **raw["paths"]["/api/jobs/{request_id}"]["get"]["responses"]["200"]["links"]}  # fmt: skip
-    assert {"getJob", "getJobResult", "getJobSlice", "getJobPreview", "getJobEvents", "getJobDzi",
-            "getJobDziTile", "getJobPyramid", "getJobTiles", "deleteJob"} <= {link["operationId"] for link in links.values()}  # fmt: skip
+    links = {
+        **raw["paths"]["/api/jobs"]["post"]["responses"]["202"]["links"],
+        **raw["paths"]["/api/jobs/{request_id}"]["get"]["responses"]["200"]["links"],
+    }
+    assert {
+        "getJob",
+        "getJobResult",
+        "getJobSlice",
+        "getJobPreview",
+        "getJobEvents",
+        "getJobDzi",
+        "getJobDziTile",
+        "getJobPyramid",
+        "getJobTiles",
+        "deleteJob",
+    } <= {link["operationId"] for link in links.values()}
     deleting = {name: link for name, link in links.items() if link["operationId"] == "deleteJob"}
     reading = {name: link for name, link in links.items() if name not in deleting}
     answered = {}
@@ -333,13 +379,24 @@ def test_the_links_of_a_finished_job_reach_every_job_operation_with_2xx(served: 
     assert all(200 <= status < 300 for status in statuses.values()), statuses
 
 
-def _follow(raw: dict[str, Any], links: dict[str, Any], *, response: Any, path_params: dict[str, str],
-            session: requests.Session, base: str) -> dict[str, Any]:
+def _follow(
+    raw: dict[str, Any],
+    links: dict[str, Any],
+    *,
+    response: Any,
+    path_params: dict[str, str],
+    session: requests.Session,
+    base: str,
+) -> dict[str, Any]:
     """Follow each link as a generated client would: resolve its runtime expressions
     (``$response.body#/pointer``, ``$request.path.name``) against the response and the request
     that got it, call the operation, and return the responses by operationId."""
-    where = {op["operationId"]: (path, method) for path, item in raw["paths"].items()
-             for method, op in item.items() if isinstance(op, dict) and "operationId" in op}  # fmt: skip
+    where = {
+        op["operationId"]: (path, method)
+        for path, item in raw["paths"].items()
+        for method, op in item.items()
+        if isinstance(op, dict) and "operationId" in op
+    }
     body = response.json()
 
     def resolve(value: Any) -> Any:
@@ -369,24 +426,40 @@ def test_the_links_of_a_new_library_reach_every_library_operation_with_2xx(serve
     photo = io.BytesIO()
     Image.new("RGB", (40, 40), (30, 90, 160)).save(photo, "PNG")
     name = f"walk{uuid.uuid4().hex[:10]}"
-    created = session.post(f"{served}/api/libraries", data={"name": name},
-                           files=[("files", ("a.png", photo.getvalue(), "image/png"))])  # fmt: skip
+    created = session.post(
+        f"{served}/api/libraries", data={"name": name}, files=[("files", ("a.png", photo.getvalue(), "image/png"))]
+    )
     assert created.status_code == 201, created.text
     post_links = raw["paths"]["/api/libraries"]["post"]["responses"]["201"]["links"]
     list_links = raw["paths"]["/api/libraries"]["get"]["responses"]["200"]["links"]
-    answered = _follow(raw, {k: v for k, v in post_links.items() if v["operationId"] != "submitJob"},
-                       response=created, path_params={}, session=session, base=served)  # fmt: skip
+    answered = _follow(
+        raw,
+        {k: v for k, v in post_links.items() if v["operationId"] != "submitJob"},
+        response=created,
+        path_params={},
+        session=session,
+        base=served,
+    )
     listing = session.get(f"{served}/api/libraries")
-    answered |= {f"{op} (from the listing)": r for op, r in _follow(
-        raw, {k: v for k, v in list_links.items() if v["operationId"] != "submitJob"},
-        response=listing, path_params={}, session=session, base=served).items()}  # fmt: skip
+    answered |= {
+        f"{op} (from the listing)": r
+        for op, r in _follow(
+            raw,
+            {k: v for k, v in list_links.items() if v["operationId"] != "submitJob"},
+            response=listing,
+            path_params={},
+            session=session,
+            base=served,
+        ).items()
+    }
     assert {"getLibrary", "getLibraryTile", "deleteLibrary"} <= set(answered)
     statuses = {op: r.status_code for op, r in answered.items()}
     assert all(200 <= status < 300 for status in statuses.values()), statuses
 
 
-def test_the_links_of_the_poison_queues_reach_requeue_and_purge_with_2xx(served: str, pipeline: Any,
-                                                                        api_schema: Any) -> None:  # fmt: skip
+def test_the_links_of_the_poison_queues_reach_requeue_and_purge_with_2xx(
+    served: str, pipeline: Any, api_schema: Any
+) -> None:
     """List the queues, follow the link to the first one's poison messages, then its links to
     requeue one message and (from a fresh listing) purge another, by the ids the server gave."""
     _top_up_poison(pipeline, 2)
@@ -400,28 +473,47 @@ def test_the_links_of_the_poison_queues_reach_requeue_and_purge_with_2xx(served:
     poison_links = raw["paths"]["/api/queues/{name}/poison"]["get"]["responses"]["200"]["links"]
     requeue_link = {k: v for k, v in poison_links.items() if v["operationId"] == "requeuePoison"}
     purge_link = {k: v for k, v in poison_links.items() if v["operationId"] == "purgePoison"}
-    requeued = _follow(raw, requeue_link, response=poison, path_params={"name": name}, session=session,
-                       base=served)["requeuePoison"]  # fmt: skip
+    requeued = _follow(raw, requeue_link, response=poison, path_params={"name": name}, session=session, base=served)[
+        "requeuePoison"
+    ]
     again = session.get(f"{served}/api/queues/{name}/poison")
-    purged = _follow(raw, purge_link, response=again, path_params={"name": name}, session=session,
-                     base=served)["purgePoison"]  # fmt: skip
-    statuses = {"getPoison": poison.status_code, "requeuePoison": requeued.status_code, "purgePoison": purged.status_code}
+    purged = _follow(raw, purge_link, response=again, path_params={"name": name}, session=session, base=served)[
+        "purgePoison"
+    ]
+    statuses = {
+        "getPoison": poison.status_code,
+        "requeuePoison": requeued.status_code,
+        "purgePoison": purged.status_code,
+    }
     assert all(200 <= status < 300 for status in statuses.values()), (statuses, requeued.text, purged.text)
 
 
 def _labels(schema: Any, operation_ids: list[str]) -> set[str]:
     raw = schema.raw_schema
-    return {f"{method.upper()} {path}" for path, item in raw["paths"].items() for method, op in item.items()
-            if isinstance(op, dict) and op.get("operationId") in operation_ids}  # fmt: skip
+    return {
+        f"{method.upper()} {path}"
+        for path, item in raw["paths"].items()
+        for method, op in item.items()
+        if isinstance(op, dict) and op.get("operationId") in operation_ids
+    }
 
 
 def operations_with_ids(schema: Any) -> set[str]:
     """Every operation that takes a server-issued id: in its path, or in a body a link fills."""
     raw = schema.raw_schema
-    by_id = {op.get("operationId"): f"{method.upper()} {path}" for path, item in raw["paths"].items()
-             for method, op in item.items() if isinstance(op, dict) and "operationId" in op}  # fmt: skip
-    labels = {f"{method.upper()} {path}" for path, item in raw["paths"].items() if "{" in path
-              for method in item if method in {"get", "post", "put", "patch", "delete"}}  # fmt: skip
+    by_id = {
+        op.get("operationId"): f"{method.upper()} {path}"
+        for path, item in raw["paths"].items()
+        for method, op in item.items()
+        if isinstance(op, dict) and "operationId" in op
+    }
+    labels = {
+        f"{method.upper()} {path}"
+        for path, item in raw["paths"].items()
+        if "{" in path
+        for method in item
+        if method in {"get", "post", "put", "patch", "delete"}
+    }
     for item in raw["paths"].values():
         for op in item.values():
             for response in (op.get("responses", {}) if isinstance(op, dict) else {}).values():
@@ -435,4 +527,3 @@ def test_the_pipeline_roles_kept_running(pipeline: Any) -> None:
     """The fuzzing must not have killed a role (a crash would leave jobs half-done)."""
     dead = [r.role for r in pipeline.roles if not r.alive()]
     assert dead == [], f"roles died during the fuzz: {dead}\n{pipeline.logs()}"
-

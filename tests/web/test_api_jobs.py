@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from dal.blobs.rendered import encode_rendered
 from dal.blobs.store import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
 from dal.queues.messages import ImageRequestMessage
 from dal.queues.work_queue import QueueAccessor
-from dal.blobs.rendered import encode_rendered
-from tests.web.conftest import LIBRARY, png_bytes, submit
 from mosaic.grid import plan_grid
+from tests.web.conftest import LIBRARY, png_bytes, submit
 
 
 def png_header_only(width: int, height: int) -> bytes:
@@ -61,7 +61,9 @@ def finish(stores: dict[str, Any], owner: str, request_id: str, *, slices: int =
     """Do what the workers do, straight in storage: slice mosaics, the stitched result, status done."""
     mosaic = png_bytes(96, 64, fmt="JPEG")
     for n in range(slices):
-        stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/{n}.png", png_bytes(96, 32), content_type="image/png")
+        stores["blobs"].upload(
+            SLICE_RESPONSE_CONTAINER, f"{request_id}/{n}.png", png_bytes(96, 32), content_type="image/png"
+        )
     stores["blobs"].upload(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg", mosaic, content_type="image/jpeg")
     stores["jobs"].update(
         owner,
@@ -110,14 +112,28 @@ def test_the_event_log_shows_each_rendered_slice_kept_in_the_job_row(client: Any
 
     request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)
-    lines = tuple(JobEvent(request_id=request_id, kind="slice_done", actor="processor-x", at=utcnow(), slice=n,
-                           seconds=0.25, stages={"render": 0.2}, message=f"slice {n + 1} rendered")
-                  for n in (1, 0))  # fmt: skip
+    lines = tuple(
+        JobEvent(
+            request_id=request_id,
+            kind="slice_done",
+            actor="processor-x",
+            at=utcnow(),
+            slice=n,
+            seconds=0.25,
+            stages={"render": 0.2},
+            message=f"slice {n + 1} rendered",
+        )
+        for n in (1, 0)
+    )
     stores["jobs"].update(owner, request_id, lambda j: replace(j, slices_done=frozenset({0, 1}), slice_events=lines))
     stores["jobs"].add_event(request_id, "stitched", actor="controller-x", message="stitched")
     events = client.get(f"/api/jobs/{request_id}").json["events"]
-    assert [(e["kind"], e["slice"]) for e in events] == [("submitted", None), ("slice_done", 1), ("slice_done", 0),
-                                                         ("stitched", None)]  # fmt: skip
+    assert [(e["kind"], e["slice"]) for e in events] == [
+        ("submitted", None),
+        ("slice_done", 1),
+        ("slice_done", 0),
+        ("stitched", None),
+    ]
     assert [e["seconds"] for e in events if e["kind"] == "slice_done"] == [0.25, 0.25]
     assert events[1]["actor"] == "processor-x" and events[1]["message"] == "slice 2 rendered"
 
@@ -132,7 +148,9 @@ def test_max_uses_travels_in_the_request_message(client: Any, stores: dict[str, 
 
 
 @pytest.mark.parametrize("correction", ["0", "35", "100"])
-def test_the_colour_correction_travels_in_the_request_message(client: Any, stores: dict[str, Any], correction: str) -> None:
+def test_the_colour_correction_travels_in_the_request_message(
+    client: Any, stores: dict[str, Any], correction: str
+) -> None:
     response = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", correction=correction)
     assert response.status_code == 202, response.json
     request_id = response.json["request_id"]
@@ -303,8 +321,12 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     assert client.get(f"{base}/slices/0").status_code == 409  # not rendered yet
     # Today's processors write raw .npy slices (slice 1 above is a PNG of an older processor).
     pixels = np.zeros((32, 96, 3), dtype=np.uint8)
-    stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/0.npy", encode_rendered(pixels),
-                           content_type="application/octet-stream")  # fmt: skip
+    stores["blobs"].upload(
+        SLICE_RESPONSE_CONTAINER,
+        f"{request_id}/0.npy",
+        encode_rendered(pixels),
+        content_type="application/octet-stream",
+    )
     stores["jobs"].update(owner, request_id, lambda j: replace(j, slices_done=frozenset({0, 1})))
     piece = client.get(f"{base}/slices/0")
     assert piece.status_code == 200 and Image.open(io.BytesIO(piece.data)).size == (96, 32)

@@ -12,9 +12,9 @@ import pytest
 from flask import Flask
 from PIL import Image
 
+from mosaic.grid import plan_grid
 from tests.web.conftest import LIBRARY, SECRET, png_bytes, submit
 from webapp import create_app
-from mosaic.grid import plan_grid
 
 
 def upload_library(client: Any, name: str, files: list[tuple[str, bytes]], **extra: Any) -> Any:
@@ -125,7 +125,14 @@ def test_plan_matches_the_engine(client: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ["", "width=10&height=10", "width=10&height=10&tile_size=0", "width=0&height=5&tile_size=4", "width=9&height=9&tile_size=4&tiles_across=-2"]
+    "query",
+    [
+        "",
+        "width=10&height=10",
+        "width=10&height=10&tile_size=0",
+        "width=0&height=5&tile_size=4",
+        "width=9&height=9&tile_size=4&tiles_across=-2",
+    ],
 )
 def test_plan_rejects_bad_parameters(client: Any, query: str) -> None:
     response = client.get(f"/api/plan?{query}")
@@ -141,7 +148,10 @@ def test_healthz_and_queues(client: Any, operator: dict[str, str]) -> None:
     assert work <= set(queues)
     # besides them only fair-scheduling lanes and shards of the two request queues (e.g. imagerequest-lane1)
     extra = set(queues) - work
-    assert all(n.split("-")[0] in {"imagerequest", "slicerequest"} and "-lane" in n or n.startswith("slicerequest-") for n in extra), extra
+    assert all(
+        (n.split("-")[0] in {"imagerequest", "slicerequest"} and "-lane" in n) or n.startswith("slicerequest-")
+        for n in extra
+    ), extra
     assert queues["imagerequest"]["depth"] >= 1
     assert all(isinstance(q["poison_depth"], int) for q in queues.values())
 
@@ -152,7 +162,9 @@ def test_healthz_reports_unreachable_storage_without_the_key(web_settings: Any) 
     from dal.config import DEVSTORE_KEY, azurite_connection_string
 
     dead = azurite_connection_string("127.0.0.1", 9, 9, 9)  # the discard port: nothing listens
-    app: Flask = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": replace(web_settings, connection_string=dead)})
+    app: Flask = create_app(
+        {"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": replace(web_settings, connection_string=dead)}
+    )
     response = app.test_client().get("/healthz")
     assert response.status_code == 503 and response.json["error"] == "storage_unavailable"
     assert DEVSTORE_KEY not in response.get_data(as_text=True)

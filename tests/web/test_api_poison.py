@@ -12,8 +12,8 @@ from flask import Flask
 from dal.config import Settings, StorageClients
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.work_queue import QueueAccessor
-from webapp import create_app
 from tests.web.conftest import SECRET, ApiClient
+from webapp import create_app
 
 TOKEN = "operator-token-for-tests"
 
@@ -21,8 +21,15 @@ TOKEN = "operator-token-for-tests"
 @pytest.fixture
 def admin_app(web_settings: Settings, azurite_connection_string: str, unique: str) -> Flask:
     settings = Settings(connection_string=azurite_connection_string, name_prefix=f"a{unique}")
-    flask_app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": settings,
-                            "CONNECTION_STRING": azurite_connection_string, "ADMIN_TOKEN": TOKEN})  # fmt: skip
+    flask_app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "SETTINGS": settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "ADMIN_TOKEN": TOKEN,
+        }
+    )
     flask_app.test_client_class = ApiClient
     return flask_app
 
@@ -32,11 +39,17 @@ def _poison(storage: StorageClients, prefix: str, count: int) -> QueueAccessor:
     accessor.ensure_all()
     queue = accessor.slice_request
     for seq in range(count):
-        queue.submit(SliceRequestMessage(
-            queue_uri=queue.url, client_id="web-operator", request_id=str(uuid.uuid4()),
-            image_library_uri="http://127.0.0.1/devstoreaccount1/lib", slice_uri=f"http://127.0.0.1/x/{seq}.png",
-            slice_sequence=seq, tile_size=8,
-        ))  # fmt: skip
+        queue.submit(
+            SliceRequestMessage(
+                queue_uri=queue.url,
+                client_id="web-operator",
+                request_id=str(uuid.uuid4()),
+                image_library_uri="http://127.0.0.1/devstoreaccount1/lib",
+                slice_uri=f"http://127.0.0.1/x/{seq}.png",
+                slice_sequence=seq,
+                tile_size=8,
+            )
+        )
     for received in queue.accept_messages(32):
         queue.move_to_poison(received, "kept failing")
     return accessor
@@ -45,8 +58,9 @@ def _poison(storage: StorageClients, prefix: str, count: int) -> QueueAccessor:
 def test_without_a_configured_token_operator_calls_are_403_and_the_page_has_no_buttons(client: Any) -> None:
     for response in (
         client.get("/api/queues/slicerequest/poison"),
-        client.post("/api/queues/slicerequest/poison/requeue", json={"all": True},
-                    headers={"Authorization": "Bearer anything"}),
+        client.post(
+            "/api/queues/slicerequest/poison/requeue", json={"all": True}, headers={"Authorization": "Bearer anything"}
+        ),
         client.post("/api/queues/slicerequest/poison/purge", json={"all": True}),
     ):
         assert response.status_code == 403 and response.json["error"] == "forbidden"

@@ -17,8 +17,8 @@ from dal.blobs.names import pyramid_blob_name
 from dal.blobs.store import BlobStore
 from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
-from tests.web.conftest import png_bytes, submit
 from mosaic.deepzoom import DZI_TILE_SIZE, write_dzi_zip
+from tests.web.conftest import png_bytes, submit
 from workers.stitching import open_slice, save_pyramid
 
 
@@ -27,9 +27,14 @@ def blobs(web_storage: StorageClients, web_settings: Settings) -> BlobStore:
     return BlobStore(web_storage, prefix=web_settings.name_prefix)
 
 
-def test_a_done_job_serves_its_descriptor_tiles_and_zip(client: Any, other_client: Any, blobs: BlobStore,
-                                                         web_storage: StorageClients, web_settings: Settings,
-                                                         tmp_path: Path) -> None:  # fmt: skip
+def test_a_done_job_serves_its_descriptor_tiles_and_zip(
+    client: Any,
+    other_client: Any,
+    blobs: BlobStore,
+    web_storage: StorageClients,
+    web_settings: Settings,
+    tmp_path: Path,
+) -> None:
     request_id = submit(client, image=png_bytes(64, 48), slices="1").json["request_id"]
     base = f"/api/jobs/{request_id}"
     assert client.get(f"{base}/dzi").status_code == 409  # not done yet
@@ -37,7 +42,9 @@ def test_a_done_job_serves_its_descriptor_tiles_and_zip(client: Any, other_clien
     assert client.get(f"{base}/pyramid").status_code == 409
 
     jobs = JobStore(web_storage, prefix=web_settings.name_prefix)
-    owner = next(m.message.client_id for m in _image_requests(web_storage, web_settings) if m.message.request_id == request_id)
+    owner = next(
+        m.message.client_id for m in _image_requests(web_storage, web_settings) if m.message.request_id == request_id
+    )
     jobs.update(owner, request_id, lambda j: replace(j, status="done", output_name=f"{request_id}.jpg"))
     assert client.get(f"{base}/dzi").json["error"] == "result_missing"  # done, but no pyramid (an older job)
 
@@ -70,9 +77,18 @@ def client_of(app: Flask, cookie: str) -> str:
     return str(app.session_interface.get_signing_serializer(app).loads(cookie)["cid"])  # type: ignore[attr-defined]
 
 
-def finish_with_pyramid(owner: str, request_id: str, web_storage: StorageClients, web_settings: Settings,
-                        tmp_path: Path, *, width: int, height: int, output_name: str,
-                        tile_size: int = DZI_TILE_SIZE) -> None:  # fmt: skip
+def finish_with_pyramid(
+    owner: str,
+    request_id: str,
+    web_storage: StorageClients,
+    web_settings: Settings,
+    tmp_path: Path,
+    *,
+    width: int,
+    height: int,
+    output_name: str,
+    tile_size: int = DZI_TILE_SIZE,
+) -> None:
     """Make a submitted job done straight in storage: a gradient ``width`` x ``height`` pyramid
     (red along x, green along y) of ``tile_size`` px tiles, and no other output blob."""
     import pyvips
@@ -83,14 +99,25 @@ def finish_with_pyramid(owner: str, request_id: str, web_storage: StorageClients
     zipped.parent.mkdir()
     write_dzi_zip(gradient.copy(interpretation="srgb"), zipped, tile_size=tile_size)
     BlobStore(web_storage, prefix=web_settings.name_prefix).upload(
-        IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), zipped.read_bytes(), content_type="application/zip")
-    JobStore(web_storage, prefix=web_settings.name_prefix).update(owner, request_id, lambda j: replace(
-        j, status="done", slices_done=frozenset(range(j.slices)), output_width=width, output_height=height,
-        output_name=output_name.format(request_id)))
+        IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(request_id), zipped.read_bytes(), content_type="application/zip"
+    )
+    JobStore(web_storage, prefix=web_settings.name_prefix).update(
+        owner,
+        request_id,
+        lambda j: replace(
+            j,
+            status="done",
+            slices_done=frozenset(range(j.slices)),
+            output_width=width,
+            output_height=height,
+            output_name=output_name.format(request_id),
+        ),
+    )
 
 
-def _done_with_pyramid(app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path,
-                       **size: Any) -> str:  # fmt: skip
+def _done_with_pyramid(
+    app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path, **size: Any
+) -> str:
     request_id = submit(client, image=png_bytes(64, 48), slices="1").json["request_id"]
     owner = client_of(app, client.get_cookie(app.config["SESSION_COOKIE_NAME"]).value)
     finish_with_pyramid(owner, request_id, web_storage, web_settings, tmp_path, **size)
@@ -98,12 +125,22 @@ def _done_with_pyramid(app: Flask, client: Any, web_storage: StorageClients, web
 
 
 @pytest.mark.parametrize("tile_size", [DZI_TILE_SIZE, 254])  # 254: a job stored before the tiles grew to 510
-def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, web_storage: StorageClients,
-                                                      web_settings: Settings, tmp_path: Path, tile_size: int) -> None:  # fmt: skip
+def test_a_done_jobs_preview_is_made_from_its_pyramid(
+    app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path, tile_size: int
+) -> None:
     # The job's JPEG is not even there: the preview reads only the pyramid's tiles, cut as its
     # descriptor says.
-    request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=2000, height=1500,
-                                    output_name="{}.jpg", tile_size=tile_size)  # fmt: skip
+    request_id = _done_with_pyramid(
+        app,
+        client,
+        web_storage,
+        web_settings,
+        tmp_path,
+        width=2000,
+        height=1500,
+        output_name="{}.jpg",
+        tile_size=tile_size,
+    )
     for size in (480, 1600):  # level 9 (500 x 375) and level 11 (the full size: 4 x 3 tiles of 510, 8 x 6 of 254)
         answer = client.get(f"/api/jobs/{request_id}/preview?size={size}")
         assert answer.status_code == 200 and answer.mimetype == "image/jpeg"
@@ -118,10 +155,12 @@ def test_a_done_jobs_preview_is_made_from_its_pyramid(app: Flask, client: Any, w
 
 
 def test_a_mosaic_too_big_for_a_jpeg_has_a_preview_and_its_zip_as_the_result(
-        app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path) -> None:  # fmt: skip
+    app: Flask, client: Any, web_storage: StorageClients, web_settings: Settings, tmp_path: Path
+) -> None:
     # Over JPEG's 65,500 px a side: the controller stores only the pyramid, as the result too.
-    request_id = _done_with_pyramid(app, client, web_storage, web_settings, tmp_path, width=65_600, height=64,
-                                    output_name="{}.dzi.zip")  # fmt: skip
+    request_id = _done_with_pyramid(
+        app, client, web_storage, web_settings, tmp_path, width=65_600, height=64, output_name="{}.dzi.zip"
+    )
     job = client.get(f"/api/jobs/{request_id}").json
     assert job["preview_url"] and job["result_url"] and job["pyramid_url"]
     preview = client.get(job["preview_url"])

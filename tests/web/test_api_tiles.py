@@ -10,20 +10,22 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dal.blobs.libraries import LibraryStore, tile_blob_names
 from dal.blobs.names import slice_tile_map_name
 from dal.blobs.store import BlobStore
+from dal.blobs.tile_maps import TileMap
 from dal.config import SLICE_RESPONSE_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
-from dal.blobs.libraries import LibraryStore, tile_blob_names
 from dal.queues.work_queue import QueueAccessor
-from dal.blobs.tile_maps import TileMap
 from tests.web.conftest import LIBRARY, png_bytes, submit
 
 
 @pytest.fixture
 def finished(client: Any, web_storage: StorageClients, web_settings: Settings) -> dict[str, Any]:
     """A 2-slice job marked done, its processors' band maps not stored yet."""
-    request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", tiles_across="16").json["request_id"]
+    request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", tiles_across="16").json[
+        "request_id"
+    ]
     requests = QueueAccessor(web_storage, settings=web_settings, prefix=web_settings.name_prefix).image_request.peek(32)
     owner = next(m.message.client_id for m in requests if m.message.request_id == request_id)
     jobs = JobStore(web_storage, prefix=web_settings.name_prefix)
@@ -31,16 +33,28 @@ def finished(client: Any, web_storage: StorageClients, web_settings: Settings) -
     return {"id": request_id, "job": job, "base": f"/api/jobs/{request_id}/tiles"}
 
 
-def store_band_maps(finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings) -> tuple[np.ndarray, list[str]]:
+def store_band_maps(
+    finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings
+) -> tuple[np.ndarray, list[str]]:
     library = LibraryStore(web_storage, prefix=web_settings.name_prefix).load(LIBRARY)
     job = finished["job"]
     choice = np.random.default_rng(3).integers(0, 2 * len(library), (job.tiles_down, job.tiles_across)).astype(np.int32)
     blobs = BlobStore(web_storage, prefix=web_settings.name_prefix)
     bounds = np.linspace(0, job.tiles_down, job.slices + 1).astype(int)
     for seq, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        band = TileMap.from_choice(choice[start:stop], names=library.names, blobs=tile_blob_names(library.names),
-                                   library=LIBRARY, first_row=int(start))  # fmt: skip
-        blobs.upload(SLICE_RESPONSE_CONTAINER, slice_tile_map_name(finished["id"], seq), band.encode(), content_type="application/gzip")
+        band = TileMap.from_choice(
+            choice[start:stop],
+            names=library.names,
+            blobs=tile_blob_names(library.names),
+            library=LIBRARY,
+            first_row=int(start),
+        )
+        blobs.upload(
+            SLICE_RESPONSE_CONTAINER,
+            slice_tile_map_name(finished["id"], seq),
+            band.encode(),
+            content_type="application/gzip",
+        )
     return choice, list(library.names)
 
 
@@ -65,16 +79,27 @@ def test_the_map_is_there_once_the_job_is_done_and_its_bands_are_stored(
     listed = list(csv.reader(io.StringIO(client.get(summary["csv_url"]).get_data(as_text=True))))
     assert listed[0] == ["col", "row", "tile", "mirrored"] and len(listed) == 1 + rows * cols
     assert all(
-        (tile, mirrored) == (names[int(choice[int(r), int(c)]) % len(names)], str(int(choice[int(r), int(c)] >= len(names))))
+        (tile, mirrored)
+        == (names[int(choice[int(r), int(c)]) % len(names)], str(int(choice[int(r), int(c)] >= len(names))))
         for c, r, tile, mirrored in listed[1:]
     )
 
 
 @pytest.mark.parametrize(
     "query",
-    ["col=16&row=0", "col=0&row=12", "col=-1&row=0", "x=128&y=0", "y=96&x=0", "col=1", "col=a&row=1",
-     "col=1&row=1&x=1&y=1", "format=csv&col=0&row=0", "format=xml"],
-)  # fmt: skip
+    [
+        "col=16&row=0",
+        "col=0&row=12",
+        "col=-1&row=0",
+        "x=128&y=0",
+        "y=96&x=0",
+        "col=1",
+        "col=a&row=1",
+        "col=1&row=1&x=1&y=1",
+        "format=csv&col=0&row=0",
+        "format=xml",
+    ],
+)
 def test_a_cell_outside_the_grid_or_a_muddled_question_is_400(
     client: Any, finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings, query: str
 ) -> None:

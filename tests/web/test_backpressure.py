@@ -19,15 +19,23 @@ import pytest
 from click.testing import CliRunner
 from flask import Flask
 
+from dal.admission.render_rates import RenderRates
+from dal.blobs.libraries import LibraryStore
 from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.model import JobStatus
 from dal.jobs.store import JobStore
-from dal.blobs.libraries import LibraryStore
 from dal.queues.work_queue import QueueAccessor
-from dal.admission.render_rates import RenderRates
 from photomosaics.cli import main
 from tests.web.conftest import (
-    LIBRARY, OPERATOR, OPERATOR_TOKEN, SECRET, ApiClient, enter_operator_token, png_bytes, served, submit,
+    LIBRARY,
+    OPERATOR,
+    OPERATOR_TOKEN,
+    SECRET,
+    ApiClient,
+    enter_operator_token,
+    png_bytes,
+    served,
+    submit,
 )
 from tests.web.test_browser import browser_context, shot, wait_until  # noqa: F401 - browser_context is a fixture
 from webapp import create_app
@@ -39,10 +47,21 @@ SECONDS_PER_SLICE = 2.0  # 0.5 slices/s: 6 waiting slices are a 12 s wait, over 
 @pytest.fixture
 def busy(azurite_connection_string: str, unique: str, storage: StorageClients) -> Iterator[dict[str, Any]]:
     prefix = f"b{unique}"
-    settings = Settings(connection_string=azurite_connection_string, name_prefix=prefix,
-                        backpressure_max_wait_seconds=MAX_WAIT, backlog_cache_seconds=0)  # fmt: skip
-    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": settings,
-                      "CONNECTION_STRING": azurite_connection_string, "SSE_POLL_SECONDS": 0.1})  # fmt: skip
+    settings = Settings(
+        connection_string=azurite_connection_string,
+        name_prefix=prefix,
+        backpressure_max_wait_seconds=MAX_WAIT,
+        backlog_cache_seconds=0,
+    )
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "SETTINGS": settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "SSE_POLL_SECONDS": 0.1,
+        }
+    )
     app.test_client_class = ApiClient
     colours = [(0, 0, 0), (255, 255, 255), (200, 30, 30), (30, 200, 30), (30, 30, 200)]
     tiles = [(f"c{i}.png", png_bytes(32, 32, colour=c)) for i, c in enumerate(colours)]
@@ -51,8 +70,14 @@ def busy(azurite_connection_string: str, unique: str, storage: StorageClients) -
     queues.ensure_all()
     rates = RenderRates(storage, prefix=prefix)
     rates.ensure_table()
-    yield {"app": app, "prefix": prefix, "queues": queues, "rates": rates,
-           "jobs": JobStore(storage, prefix=prefix), "settings": settings}  # fmt: skip
+    yield {
+        "app": app,
+        "prefix": prefix,
+        "queues": queues,
+        "rates": rates,
+        "jobs": JobStore(storage, prefix=prefix),
+        "settings": settings,
+    }
 
 
 def _fill(queues: QueueAccessor, count: int) -> None:
@@ -84,8 +109,14 @@ def test_a_backlog_over_the_measured_capacity_answers_503_and_stores_nothing(
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
     backlog = client.get("/api/queues", headers=OPERATOR).get_json()["backlog"]
     # 6 slices + 4 for the image request not yet sliced, at 0.5 slices/s
-    assert backlog == {"waiting_slices": 10, "processors": 1, "slices_per_second": 0.5,
-                       "estimated_wait_seconds": 20.0, "max_wait_seconds": MAX_WAIT, "busy": True}  # fmt: skip
+    assert backlog == {
+        "waiting_slices": 10,
+        "processors": 1,
+        "slices_per_second": 0.5,
+        "estimated_wait_seconds": 20.0,
+        "max_wait_seconds": MAX_WAIT,
+        "busy": True,
+    }
     inputs = _inputs(storage, busy["prefix"])
     depth = queues.image_request.approximate_depth()
 
@@ -105,8 +136,15 @@ def test_a_backlog_over_the_measured_capacity_answers_503_and_stores_nothing(
 
 def test_backpressure_can_be_turned_off(busy: dict[str, Any]) -> None:
     settings = replace(busy["settings"], backpressure_max_wait_seconds=0)
-    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": settings,
-                      "CONNECTION_STRING": settings.connection_string, "ADMIN_TOKEN": OPERATOR_TOKEN})  # fmt: skip
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "SETTINGS": settings,
+            "CONNECTION_STRING": settings.connection_string,
+            "ADMIN_TOKEN": OPERATOR_TOKEN,
+        }
+    )
     app.test_client_class = ApiClient
     _fill(busy["queues"], 50)
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
@@ -122,8 +160,11 @@ def _fail_the_job_once_stored(jobs: JobStore, prefix: str, stop: threading.Event
         rows = [r for r in table.query_entities("RowKey lt '~'", select=["PartitionKey", "RowKey", "status"])]
         for row in rows:
             if row["status"] != JobStatus.FAILED:
-                jobs.update(row["PartitionKey"], row["RowKey"],
-                            lambda j: replace(j, status=JobStatus.FAILED, error="stopped by the test"))  # fmt: skip
+                jobs.update(
+                    row["PartitionKey"],
+                    row["RowKey"],
+                    lambda j: replace(j, status=JobStatus.FAILED, error="stopped by the test"),
+                )
                 return
 
 
@@ -151,8 +192,23 @@ def test_the_cli_waits_out_a_busy_service_and_then_submits(busy: dict[str, Any],
         helper.start()
         try:
             result = CliRunner().invoke(
-                main, ["submit", str(photo), "--library", LIBRARY, "--tile-size", "8", "--slices", "2",
-                       "--url", url, "--timeout", "60"], catch_exceptions=False)  # fmt: skip
+                main,
+                [
+                    "submit",
+                    str(photo),
+                    "--library",
+                    LIBRARY,
+                    "--tile-size",
+                    "8",
+                    "--slices",
+                    "2",
+                    "--url",
+                    url,
+                    "--timeout",
+                    "60",
+                ],
+                catch_exceptions=False,
+            )
         finally:
             stop.set()
             helper.join(timeout=10)
@@ -169,8 +225,9 @@ def test_the_cli_gives_up_when_told_not_to_wait(busy: dict[str, Any], tmp_path: 
     _fill(busy["queues"], 6)
     busy["rates"].record("processor@test:1", seconds_per_slice=SECONDS_PER_SLICE, slices=3)
     with served(busy["app"]) as url:
-        result = CliRunner().invoke(main, ["submit", str(photo), "--library", LIBRARY, "--url", url,
-                                           "--retry-for", "0"], catch_exceptions=False)  # fmt: skip
+        result = CliRunner().invoke(
+            main, ["submit", str(photo), "--library", LIBRARY, "--url", url, "--retry-for", "0"], catch_exceptions=False
+        )
     assert result.exit_code == 1
     assert "(HTTP 503 service_busy); gave up after 1 attempt(s)" in result.output
     assert "retrying" not in result.output
@@ -240,13 +297,17 @@ def test_the_cli_retries_a_quota_refusal_and_reports_it(
 
     helper = threading.Thread(target=raise_the_limit, daemon=True)
     with served(app) as url:
-        gave_up = CliRunner().invoke(main, ["submit", str(photo), "--library", LIBRARY, "--url", url,
-                                            "--retry-for", "0"], catch_exceptions=False)  # fmt: skip
+        gave_up = CliRunner().invoke(
+            main, ["submit", str(photo), "--library", LIBRARY, "--url", url, "--retry-for", "0"], catch_exceptions=False
+        )
         refused.clear()  # the helper waits for the next run's 429
         helper.start()
         try:
-            result = CliRunner().invoke(main, ["submit", str(photo), "--library", LIBRARY, "--tile-size", "8",
-                                               "--url", url, "--timeout", "60"], catch_exceptions=False)  # fmt: skip
+            result = CliRunner().invoke(
+                main,
+                ["submit", str(photo), "--library", LIBRARY, "--tile-size", "8", "--url", url, "--timeout", "60"],
+                catch_exceptions=False,
+            )
         finally:
             stop.set()
             helper.join(timeout=10)

@@ -25,9 +25,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 LAPTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -41,9 +47,13 @@ def browser_context(tmp_path: Path) -> Iterator[Any]:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport=LAPTOP, accept_downloads=True,
-        )  # fmt: skip
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport=LAPTOP,
+            accept_downloads=True,
+        )
         # The app's Content-Security-Policy is on: any violation Chromium reports fails the test.
         context.violations = []
         context.expose_binding("reportCspViolation", lambda _source, text: context.violations.append(text))
@@ -188,7 +198,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     # (by the element: the viewer took the focus on the drag, and the page scrolled to it)
     page.locator("#viewport").click(position={"x": box["width"] * 0.4, "y": box["height"] * 0.45})
     page.locator("#tile-info").wait_for(state="visible")
-    wait_until(page, "document.getElementById('tile-photo').complete && document.getElementById('tile-photo').naturalWidth > 0")
+    wait_until(
+        page, "document.getElementById('tile-photo').complete && document.getElementById('tile-photo').naturalWidth > 0"
+    )
     where = page.locator("#tile-where").inner_text()
     col, row = (int(n) - 1 for n in where.removeprefix("tile ").split(" (")[0].split(", "))
     from dal.blobs.tile_maps import TileMap, load_job_map
@@ -220,7 +232,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     shot(page, "06-gallery")
     page.goto(base + "/libraries")
     page.locator('.library-cards [data-library="demo"] img').first.wait_for()
-    wait_until(page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
+    wait_until(
+        page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
     assert page.locator('.library-cards [data-library="demo"] img').count() == 24
     shot(page, "07-libraries")
     photos = []
@@ -236,7 +250,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#lib-ok").wait_for(state="visible")
     assert "4 tiles" in page.locator("#lib-ok").inner_text()
     page.locator('.library-cards [data-library="holiday"] img').first.wait_for()
-    wait_until(page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)")
+    wait_until(
+        page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
     shot(page, "07b-library-created")
     page.goto(base + "/queues")
     enter_operator_token(page)
@@ -264,9 +280,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
 
 
-def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(app: Any, browser_context: Any,
-                                                                       web_storage: Any, web_settings: Any,
-                                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(
+    app: Any, browser_context: Any, web_storage: Any, web_settings: Any, tmp_path: Path
+) -> None:
     """A panorama over JPEG's 65,500 px a side (only its pyramid exists): its page opens the
     viewer and offers the zip as the download and a reduced JPEG, never a JPEG that cannot be."""
     from tests.web.conftest import LIBRARY, png_bytes, served
@@ -278,14 +294,29 @@ def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(app: Any,
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(base + "/jobs")  # the browser gets its client-id cookie
-        created = page.request.post(f"{base}/api/jobs", headers={CSRF_HEADER: CSRF_VALUE}, multipart={
-            "image": {"name": "photo.png", "mimeType": "image/png", "buffer": png_bytes(64, 48)},
-            "library": LIBRARY, "tile_size": "8", "slices": "1"})  # fmt: skip
+        created = page.request.post(
+            f"{base}/api/jobs",
+            headers={CSRF_HEADER: CSRF_VALUE},
+            multipart={
+                "image": {"name": "photo.png", "mimeType": "image/png", "buffer": png_bytes(64, 48)},
+                "library": LIBRARY,
+                "tile_size": "8",
+                "slices": "1",
+            },
+        )
         assert created.status == 202, created.text()
         request_id = created.json()["request_id"]
         cookie = next(c["value"] for c in browser_context.cookies() if c["name"] == app.config["SESSION_COOKIE_NAME"])
-        finish_with_pyramid(client_of(app, cookie), request_id, web_storage, web_settings, tmp_path,
-                            width=65_600, height=640, output_name="{}.dzi.zip")  # fmt: skip
+        finish_with_pyramid(
+            client_of(app, cookie),
+            request_id,
+            web_storage,
+            web_settings,
+            tmp_path,
+            width=65_600,
+            height=640,
+            output_name="{}.dzi.zip",
+        )
 
         page.goto(f"{base}/jobs/{request_id}")
         page.locator("#viewer-card").wait_for(state="visible")

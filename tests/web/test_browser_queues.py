@@ -24,8 +24,14 @@ def operator_app(azurite_connection_string: str, unique: str) -> Iterator[dict[s
 
     prefix = f"q{unique}"
     settings = Settings(connection_string=azurite_connection_string, name_prefix=prefix)
-    app = create_app({"SECRET_KEY": SECRET, "SETTINGS": settings, "CONNECTION_STRING": azurite_connection_string,
-                      "ADMIN_TOKEN": TOKEN})  # fmt: skip
+    app = create_app(
+        {
+            "SECRET_KEY": SECRET,
+            "SETTINGS": settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "ADMIN_TOKEN": TOKEN,
+        }
+    )
     with served(app) as url:
         yield {"url": url, "prefix": prefix}
 

@@ -55,8 +55,13 @@ def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
         command, ctx = resolve(services[name]["command"])
         seen[name] = command
         assert ctx.params is not None
-    assert seen == {"web": "web", "controller": "controller", "responder": "responder", "processor": "processor",
-                    "syphon": "syphon"}
+    assert seen == {
+        "web": "web",
+        "controller": "controller",
+        "responder": "responder",
+        "processor": "processor",
+        "syphon": "syphon",
+    }
     _, web = resolve(services["web"]["command"])
     assert (web.params["host"], web.params["port"]) == ("0.0.0.0", 8080)
     assert services["web"]["ports"] == [f"127.0.0.1:{web.params['port']}:8080"]  # never published beyond loopback

@@ -26,8 +26,16 @@ from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
 
 def _app(settings: Settings, connection_string: str, **config: Any) -> Flask:
-    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": settings,
-                      "CONNECTION_STRING": connection_string, "SSE_POLL_SECONDS": 0.05, **config})
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "SETTINGS": settings,
+            "CONNECTION_STRING": connection_string,
+            "SSE_POLL_SECONDS": 0.05,
+            **config,
+        }
+    )
     app.test_client_class = ApiClient
     return app
 
@@ -38,8 +46,9 @@ def _events_url(client: Any) -> str:
     return f"{created.get_json()['status_url']}/events"
 
 
-def test_a_client_gets_a_few_streams_and_a_429_beyond(web_settings: Settings, azurite_connection_string: str,
-                                                    tile_library: str) -> None:
+def test_a_client_gets_a_few_streams_and_a_429_beyond(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
     app = _app(web_settings, azurite_connection_string)
     client = app.test_client()
     url = _events_url(client)
@@ -56,11 +65,14 @@ def test_a_client_gets_a_few_streams_and_a_429_beyond(web_settings: Settings, az
         response.close()
 
 
-def test_the_process_cap_holds_across_clients(web_settings: Settings, azurite_connection_string: str,
-                                              tile_library: str) -> None:
+def test_the_process_cap_holds_across_clients(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
     from dataclasses import replace
 
-    app = _app(replace(web_settings, event_streams_per_process=4, event_streams_per_client=2), azurite_connection_string)
+    app = _app(
+        replace(web_settings, event_streams_per_process=4, event_streams_per_client=2), azurite_connection_string
+    )
     clients = [app.test_client() for _ in range(3)]
     urls = [_events_url(c) for c in clients]
     answers = [c.get(u) for c, u in zip(clients, urls) for _ in range(2)]
@@ -70,8 +82,9 @@ def test_the_process_cap_holds_across_clients(web_settings: Settings, azurite_co
         response.close()
 
 
-def test_a_stream_ends_in_time_with_a_reconnect_hint(web_settings: Settings, azurite_connection_string: str,
-                                                     tile_library: str) -> None:
+def test_a_stream_ends_in_time_with_a_reconnect_hint(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
     app = _app(web_settings, azurite_connection_string, SSE_MAX_SECONDS=0.3)
     client = app.test_client()
     response = client.get(_events_url(client))
@@ -92,22 +105,36 @@ def test_healthz_answers_while_40_streams_are_held(azurite_connection_string: st
     prefix = "s" + uuid.uuid4().hex[:8]
     tiles = [(f"t{i}.png", png_bytes(64, 64, colour=(i * 40, 255 - i * 40, 90))) for i in range(6)]
     LibraryStore(StorageClients(azurite_connection_string, profile="probe"), prefix=prefix).create_from(
-        "streamtiles", "tiles", tiles, shared=True)
+        "streamtiles", "tiles", tiles, shared=True
+    )
     port = free_port()
-    env = {**os.environ, CONNECTION_STRING_ENV: azurite_connection_string, "PHOTOMOSAICS_SECRET_KEY": SECRET,
-           "PHOTOMOSAICS_NAME_PREFIX": prefix, "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT": "40"}
+    env = {
+        **os.environ,
+        CONNECTION_STRING_ENV: azurite_connection_string,
+        "PHOTOMOSAICS_SECRET_KEY": SECRET,
+        "PHOTOMOSAICS_NAME_PREFIX": prefix,
+        "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT": "40",
+    }
     log_path = tmp_path / "web.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-c", "from photomosaics.cli import main; main()", "web",
-                                    "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from photomosaics.cli import main; main()", "web", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     session = requests.Session()
     session.headers[CSRF_HEADER] = CSRF_VALUE
     streams: list[Any] = []
     try:
         _wait_until_up(base, process, log_path)
-        created = session.post(f"{base}/api/jobs", data={"library": "streamtiles", "tile_size": "8", "slices": "1"},
-                               files={"image": ("p.png", png_bytes())}, timeout=30)
+        created = session.post(
+            f"{base}/api/jobs",
+            data={"library": "streamtiles", "tile_size": "8", "slices": "1"},
+            files={"image": ("p.png", png_bytes())},
+            timeout=30,
+        )
         assert created.status_code == 202, created.text
         url = f"{base}{created.json()['status_url']}/events"
         with ThreadPoolExecutor(max_workers=40) as pool:

@@ -22,8 +22,14 @@ _NOT_A_JOB = "/api/jobs/00000000-0000-4000-8000-000000000000"
 
 
 def _app(settings: Settings, connection_string: str, *, proxies: int) -> Flask:
-    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "CONNECTION_STRING": connection_string,
-                      "SETTINGS": replace(settings, trusted_proxies=proxies)})
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "CONNECTION_STRING": connection_string,
+            "SETTINGS": replace(settings, trusted_proxies=proxies),
+        }
+    )
     app.test_client_class = ApiClient
     return app
 
@@ -32,7 +38,9 @@ def _via_proxy(proto: str) -> dict[str, str]:
     return {"X-Forwarded-For": "203.0.113.5", "X-Forwarded-Proto": proto, "X-Forwarded-Host": HOST}
 
 
-def test_behind_a_trusted_proxy_the_clients_https_is_what_counts(web_settings: Settings, azurite_connection_string: str) -> None:
+def test_behind_a_trusted_proxy_the_clients_https_is_what_counts(
+    web_settings: Settings, azurite_connection_string: str
+) -> None:
     client = _app(web_settings, azurite_connection_string, proxies=1).test_client()
     listed = client.get("/api/jobs", headers=_via_proxy("https"), environ_base={"REMOTE_ADDR": "10.0.0.9"})
     assert listed.status_code == 200
@@ -46,7 +54,9 @@ def test_behind_a_trusted_proxy_the_clients_https_is_what_counts(web_settings: S
     assert foreign.status_code == 403
 
 
-def test_without_trusted_proxies_forwarded_headers_are_ignored(web_settings: Settings, azurite_connection_string: str) -> None:
+def test_without_trusted_proxies_forwarded_headers_are_ignored(
+    web_settings: Settings, azurite_connection_string: str
+) -> None:
     client = _app(web_settings, azurite_connection_string, proxies=0).test_client()
     listed = client.get("/api/jobs", headers=_via_proxy("https"))
     assert "Strict-Transport-Security" not in listed.headers
@@ -55,7 +65,9 @@ def test_without_trusted_proxies_forwarded_headers_are_ignored(web_settings: Set
     assert spoofed.status_code == 403
 
 
-def test_a_direct_https_request_gets_a_secure_cookie_and_hsts(web_settings: Settings, azurite_connection_string: str) -> None:
+def test_a_direct_https_request_gets_a_secure_cookie_and_hsts(
+    web_settings: Settings, azurite_connection_string: str
+) -> None:
     client = _app(web_settings, azurite_connection_string, proxies=0).test_client()
     listed = client.get("/api/jobs", base_url="https://localhost")
     assert listed.headers["Strict-Transport-Security"] == HSTS
@@ -63,22 +75,33 @@ def test_a_direct_https_request_gets_a_secure_cookie_and_hsts(web_settings: Sett
 
 
 @pytest.mark.parametrize("key", [None, "", "short-key"])
-def test_a_missing_or_short_secret_key_stops_the_app(web_settings: Settings, azurite_connection_string: str, key: str | None) -> None:
+def test_a_missing_or_short_secret_key_stops_the_app(
+    web_settings: Settings, azurite_connection_string: str, key: str | None
+) -> None:
     with pytest.raises(RuntimeError, match="PHOTOMOSAICS_SECRET_KEY .*secrets.token_urlsafe"):
         create_app({"SECRET_KEY": key, "SETTINGS": web_settings, "CONNECTION_STRING": azurite_connection_string})
     assert len(SECRET) >= MIN_SECRET_KEY_LENGTH
 
 
-@pytest.mark.parametrize(("replicas", "key", "message"), [
-    ("2", None, "PHOTOMOSAICS_SECRET_KEY is required: 2 web replicas"),
-    ("1", "x" * 12, "PHOTOMOSAICS_SECRET_KEY has 12 characters"),
-])
+@pytest.mark.parametrize(
+    ("replicas", "key", "message"),
+    [
+        ("2", None, "PHOTOMOSAICS_SECRET_KEY is required: 2 web replicas"),
+        ("1", "x" * 12, "PHOTOMOSAICS_SECRET_KEY has 12 characters"),
+    ],
+)
 def test_the_web_command_refuses_to_start_without_a_shareable_key(replicas: str, key: str | None, message: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PHOTOMOSAICS_SECRET_KEY"}
     env.update({CONNECTION_STRING_ENV: "UseDevelopmentStorage=true", "PHOTOMOSAICS_WEB_REPLICAS": replicas})
     if key is not None:
         env["PHOTOMOSAICS_SECRET_KEY"] = key
-    done = subprocess.run([sys.executable, "-c", "from photomosaics.cli import main; main()", "web", "--port", "0"], env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", "from photomosaics.cli import main; main()", "web", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0
     assert message in done.stderr, done.stderr

@@ -19,8 +19,14 @@ def finished_job(client: Any, web_storage: StorageClients, prefix: str) -> str:
     request_id = submit(client, slices="1").json["request_id"]
     jobs = JobStore(web_storage, prefix=prefix)
     owner = next(j.client_id for j in _all_jobs(jobs) if j.request_id == request_id)
-    BlobStore(web_storage, prefix=prefix).upload(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg", png_bytes(fmt="JPEG"), content_type="image/jpeg")
-    jobs.update(owner, request_id, lambda j: replace(j, status="done", slices_done=frozenset({0}), output_name=f"{request_id}.jpg"))
+    BlobStore(web_storage, prefix=prefix).upload(
+        IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg", png_bytes(fmt="JPEG"), content_type="image/jpeg"
+    )
+    jobs.update(
+        owner,
+        request_id,
+        lambda j: replace(j, status="done", slices_done=frozenset({0}), output_name=f"{request_id}.jpg"),
+    )
     return request_id
 
 
@@ -63,7 +69,10 @@ def test_cookie_is_signed_httponly_and_samesite(client: Any, other_client: Any) 
 
 
 def test_no_key_in_any_response_or_log_line(
-    client: Any, web_storage: StorageClients, web_settings: Any, caplog: pytest.LogCaptureFixture,
+    client: Any,
+    web_storage: StorageClients,
+    web_settings: Any,
+    caplog: pytest.LogCaptureFixture,
     operator: dict[str, str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -101,13 +110,22 @@ def test_storage_outage_is_503_without_the_key(web_settings: Any, caplog: pytest
     from webapp import create_app
 
     dead = azurite_connection_string("127.0.0.1", 9, 9, 9)  # the discard port: nothing listens
-    app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "STORAGE_PROFILE": "probe",
-                      "SETTINGS": replace_settings(web_settings, connection_string=dead)})  # fmt: skip
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "STORAGE_PROFILE": "probe",
+            "SETTINGS": replace_settings(web_settings, connection_string=dead),
+        }
+    )
     app.test_client_class = ApiClient
     client = app.test_client()
     for response in [client.get("/api/jobs"), submit(client, slices="1")]:
         assert response.status_code == 503
-        assert response.json == {"error": "storage_unavailable", "detail": "the storage service did not answer; try again shortly"}
+        assert response.json == {
+            "error": "storage_unavailable",
+            "detail": "the storage service did not answer; try again shortly",
+        }
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "storage request failed" in logged
     assert DEVSTORE_KEY not in logged and "AccountKey" not in logged

@@ -39,11 +39,13 @@ def _assembled(pixels: np.ndarray, cuts: list[int]) -> bytes:
     return full_header(parts[0][0], pixels.shape[0]) + b"".join(scan for _, scan in parts)
 
 
-def test_segments_concatenate_into_the_single_encode_and_decode_in_djpeg_pillow_libvips_and_chromium(tmp_path: Path) -> None:
+def test_segments_concatenate_into_the_single_encode_and_decode_in_djpeg_pillow_libvips_and_chromium(
+    tmp_path: Path,
+) -> None:
     pixels = _photo_like(1100, 1333)  # odd sizes: partial MCUs at the right and the bottom
     jpeg = _assembled(pixels, [0, 128, 512, 1024, 1100])
     assert jpeg == encode_output(pixels)
-    header, scan = split_jpeg(jpeg)
+    _, scan = split_jpeg(jpeg)
     assert scan.count(b"\xff\xd0") + scan.count(b"\xff\xd7") > 0, "restart markers in the scan"
 
     with Image.open(io.BytesIO(jpeg)) as decoded:

@@ -12,12 +12,12 @@ import pytest
 from flask import Flask
 
 import dal.config
-from dal.operations.cleanup import delete_library_everywhere
+from dal.blobs.libraries import LibraryStore, validate_library_name
 from dal.config import Settings, StorageClients
 from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
-from dal.blobs.libraries import LibraryStore, validate_library_name
-from dal.queues.messages import LibraryCleanupMessage
 from dal.observability.transactions import TransactionCounter
+from dal.operations.cleanup import delete_library_everywhere
+from dal.queues.messages import LibraryCleanupMessage
 from dal.queues.work_queue import QueueAccessor
 from tests.web.conftest import LIBRARY, png_bytes, submit
 from tests.web.test_api_libraries import new_name, upload_library
@@ -45,8 +45,11 @@ def test_a_library_is_its_creators_and_the_shared_ones_are_everyones(client: Any
     assert theirs[LIBRARY]["shared"] is True and theirs[LIBRARY]["owned"] is False
     tile_url = mine[name]["samples"][0]
     assert client.get(tile_url).headers["Cache-Control"].startswith("private")
-    for response in (other_client.get(f"/api/libraries/{name}"), other_client.get(tile_url),
-                     other_client.delete(f"/api/libraries/{name}")):
+    for response in (
+        other_client.get(f"/api/libraries/{name}"),
+        other_client.get(tile_url),
+        other_client.delete(f"/api/libraries/{name}"),
+    ):
         assert response.status_code == 404
     refused = submit(other_client, library=name)
     assert refused.status_code == 404 and refused.get_json()["error"] == "library_not_found"
@@ -103,7 +106,12 @@ def test_listing_costs_the_same_storage_calls_for_one_library_or_many(storage: S
     for i in range(5):
         store.create_from(f"more-{i}", "", TILES[:2], shared=i % 2 == 0)
     assert listing_cost() == one == 1
-    assert {info.name for info in store.list() if info.visible_to("someone")} == {"only-one", "more-0", "more-2", "more-4"}
+    assert {info.name for info in store.list() if info.visible_to("someone")} == {
+        "only-one",
+        "more-0",
+        "more-2",
+        "more-4",
+    }
 
 
 def test_the_libraries_endpoint_makes_one_storage_call_however_many_libraries(
@@ -122,6 +130,7 @@ def test_the_libraries_endpoint_makes_one_storage_call_however_many_libraries(
 
 def _internal_containers() -> set[str]:
     from dal.operations import retention
+
     names = {v for k, v in vars(dal.config).items() if k.endswith("_CONTAINER") and isinstance(v, str)}
     return names | set(dal.config.WORKFLOW_CONTAINERS) | {retention.LOCK_CONTAINER}
 

@@ -54,8 +54,11 @@ def test_every_operation_documents_its_responses(spec: dict[str, Any]) -> None:
                     schema = refs[ref]["content"]["application/json"]["schema"]
                     assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, code)
             declared = {p["name"] for p in item.get("parameters", []) + operation.get("parameters", []) if "name" in p}
-            declared |= {spec["components"]["parameters"][p["$ref"].rsplit("/", 1)[-1]]["name"]
-                         for p in item.get("parameters", []) if "$ref" in p}  # fmt: skip
+            declared |= {
+                spec["components"]["parameters"][p["$ref"].rsplit("/", 1)[-1]]["name"]
+                for p in item.get("parameters", [])
+                if "$ref" in p
+            }
             for name in re.findall(r"{(\w+)}", path):
                 assert name in declared, (path, name)
 
@@ -80,31 +83,66 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
         ("/api/jobs/{request_id}/slices/{sequence}", "get", lambda: client.get(f"/api/jobs/{request_id}/slices/0")),
         ("/api/jobs/{request_id}/dzi", "get", lambda: client.get(f"/api/jobs/{request_id}/dzi")),
         ("/api/jobs/{request_id}/dzi", "get", lambda: client.get(f"/api/jobs/{missing}/dzi")),
-        ("/api/jobs/{request_id}/dzi_files/{level}/{column}_{row}.jpg", "get",
-         lambda: client.get(f"/api/jobs/{request_id}/dzi_files/0/0_0.jpg")),
+        (
+            "/api/jobs/{request_id}/dzi_files/{level}/{column}_{row}.jpg",
+            "get",
+            lambda: client.get(f"/api/jobs/{request_id}/dzi_files/0/0_0.jpg"),
+        ),
         ("/api/jobs/{request_id}/pyramid", "get", lambda: client.get(f"/api/jobs/{request_id}/pyramid")),
         ("/api/jobs/{request_id}/preview", "get", lambda: client.get(f"/api/jobs/{request_id}/preview")),
         ("/api/jobs/{request_id}/preview", "get", lambda: client.get(f"/api/jobs/{request_id}/preview?size=2")),
         ("/api/libraries", "get", lambda: client.get("/api/libraries")),
-        ("/api/libraries", "post", lambda: client.post("/api/libraries", data={"name": LIBRARY, "files": [(io.BytesIO(png_bytes()), "a.png")]})),
+        (
+            "/api/libraries",
+            "post",
+            lambda: client.post(
+                "/api/libraries", data={"name": LIBRARY, "files": [(io.BytesIO(png_bytes()), "a.png")]}
+            ),
+        ),
         ("/api/libraries/{name}", "get", lambda: client.get(f"/api/libraries/{LIBRARY}")),
         ("/api/libraries/{name}", "get", lambda: client.get("/api/libraries/nosuchlibrary")),
-        ("/api/libraries/{name}/tiles/{tile}", "get", lambda: client.get(f"/api/libraries/{LIBRARY}/tiles/tiles/x.jpg")),
+        (
+            "/api/libraries/{name}/tiles/{tile}",
+            "get",
+            lambda: client.get(f"/api/libraries/{LIBRARY}/tiles/tiles/x.jpg"),
+        ),
         ("/api/libraries/{name}", "delete", lambda: client.delete(f"/api/libraries/{LIBRARY}")),
         ("/api/libraries/{name}", "delete", lambda: client.delete("/api/libraries/nosuchlibrary")),
         ("/api/plan", "get", lambda: client.get("/api/plan?width=10&height=10&tile_size=4")),
         ("/api/plan", "get", lambda: client.get("/api/plan")),
-        ("/api/print-plan/for-paper", "get", lambda: client.get("/api/print-plan/for-paper?tile_size=16&dpi=300&width_cm=21")),
+        (
+            "/api/print-plan/for-paper",
+            "get",
+            lambda: client.get("/api/print-plan/for-paper?tile_size=16&dpi=300&width_cm=21"),
+        ),
         ("/api/print-plan/for-paper", "get", lambda: client.get("/api/print-plan/for-paper?tile_size=16&dpi=300")),
-        ("/api/print-plan/for-paper", "get", lambda: client.get("/api/print-plan/for-paper?tile_size=1&dpi=2400&width_cm=1000")),
-        ("/api/print-plan/for-grid", "get", lambda: client.get("/api/print-plan/for-grid?tile_size=16&dpi=300&tiles_across=738")),
-        ("/api/print-plan/for-grid", "get", lambda: client.get("/api/print-plan/for-grid?tile_size=16&dpi=300&tiles_across=10001")),
+        (
+            "/api/print-plan/for-paper",
+            "get",
+            lambda: client.get("/api/print-plan/for-paper?tile_size=1&dpi=2400&width_cm=1000"),
+        ),
+        (
+            "/api/print-plan/for-grid",
+            "get",
+            lambda: client.get("/api/print-plan/for-grid?tile_size=16&dpi=300&tiles_across=738"),
+        ),
+        (
+            "/api/print-plan/for-grid",
+            "get",
+            lambda: client.get("/api/print-plan/for-grid?tile_size=16&dpi=300&tiles_across=10001"),
+        ),
         ("/api/queues", "get", lambda: client.get("/api/queues")),
         ("/api/queues/{name}/poison", "get", lambda: client.get("/api/queues/slicerequest/poison")),
-        ("/api/queues/{name}/poison/requeue", "post",
-         lambda: client.post("/api/queues/slicerequest/poison/requeue", json={"all": True})),
-        ("/api/queues/{name}/poison/purge", "post",
-         lambda: client.post("/api/queues/slicerequest/poison/purge", json={"all": True})),
+        (
+            "/api/queues/{name}/poison/requeue",
+            "post",
+            lambda: client.post("/api/queues/slicerequest/poison/requeue", json={"all": True}),
+        ),
+        (
+            "/api/queues/{name}/poison/purge",
+            "post",
+            lambda: client.post("/api/queues/slicerequest/poison/purge", json={"all": True}),
+        ),
         ("/healthz", "get", lambda: client.get("/healthz")),
     ]
     for path, method, call in calls:
@@ -117,8 +155,8 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
 
 def test_served_spec_states_the_name_length_the_prefix_leaves(client: Any, app: Flask, web_prefix: str) -> None:
     """/openapi.yaml gives library names the maxLength this deployment's prefix really leaves."""
-    from dal.errors import InvalidLibraryNameError
     from dal.blobs.libraries import LibraryStore
+    from dal.errors import InvalidLibraryNameError
 
     answer = client.get("/openapi.yaml")
     assert answer.status_code == 200 and answer.mimetype == "application/yaml"

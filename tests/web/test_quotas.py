@@ -16,20 +16,24 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from dal.admission.quotas import QuotaStore
 from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
+from dal.errors import QuotaExceeded
 from dal.jobs.model import JobStatus
 from dal.jobs.store import JobStore
 from dal.queues.work_queue import QueueAccessor
-from dal.errors import QuotaExceeded
-from dal.admission.quotas import QuotaStore
 from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, submit
 from webapp import create_app
 
 
 def _app(settings: Settings, connection_string: str, **limits: int) -> Flask:
     app = create_app(
-        {"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": replace(settings, **limits),
-         "CONNECTION_STRING": connection_string}  # fmt: skip
+        {
+            "TESTING": True,
+            "SECRET_KEY": SECRET,
+            "SETTINGS": replace(settings, **limits),
+            "CONNECTION_STRING": connection_string,
+        }
     )
     app.test_client_class = ApiClient
     return app
@@ -126,8 +130,13 @@ def test_the_rate_window_moves_on_and_a_lost_etag_race_is_retried(
 
 def _post_from(client: Any, address: str, **headers: str) -> Any:
     form = {"library": LIBRARY, "tile_size": "8", "slices": "1", "image": (io.BytesIO(png_bytes()), "p.png")}
-    return client.post("/api/jobs", data=form, content_type="multipart/form-data", headers=headers,
-                       environ_base={"REMOTE_ADDR": address})
+    return client.post(
+        "/api/jobs",
+        data=form,
+        content_type="multipart/form-data",
+        headers=headers,
+        environ_base={"REMOTE_ADDR": address},
+    )
 
 
 def test_cookieless_submissions_from_one_address_stop_at_the_address_quota(
@@ -135,8 +144,12 @@ def test_cookieless_submissions_from_one_address_stop_at_the_address_quota(
 ) -> None:
     """Every cookieless request is a new client, so only the address's bucket can stop them."""
     defaults = Settings()
-    app = _app(web_settings, azurite_connection_string, address_burst=defaults.address_burst,
-               address_submissions_per_hour=defaults.address_submissions_per_hour)
+    app = _app(
+        web_settings,
+        azurite_connection_string,
+        address_burst=defaults.address_burst,
+        address_submissions_per_hour=defaults.address_submissions_per_hour,
+    )
     address = f"198.51.100.{uuid.uuid4().int % 250 + 1}"
     answers = [_post_from(app.test_client(use_cookies=False), address) for _ in range(30)]
 
@@ -144,7 +157,9 @@ def test_cookieless_submissions_from_one_address_stop_at_the_address_quota(
     refused = [r for r in answers if r.status_code == 429]
     assert len(accepted) + len(refused) == 30, sorted({r.status_code for r in answers})
     assert 1 <= len(accepted) <= defaults.address_burst <= 10
-    assert all(r.get_json()["error"] == "quota_exceeded" and "network address" in r.get_json()["detail"] for r in refused)
+    assert all(
+        r.get_json()["error"] == "quota_exceeded" and "network address" in r.get_json()["detail"] for r in refused
+    )
     assert all(1 <= int(r.headers["Retry-After"]) <= 3600 // defaults.address_submissions_per_hour + 1 for r in refused)
     # Another address has its own bucket; the same /64 of IPv6 shares one.
     other = f"198.51.100.{(uuid.uuid4().int % 250) + 1}"
@@ -189,9 +204,13 @@ def test_forwarded_for_counts_only_through_trusted_proxies(
     spoofed = _post_from(untrusted.test_client(use_cookies=False), proxy, **{"X-Forwarded-For": "203.0.113.2"})
     assert (first.status_code, spoofed.status_code) == (202, 429)
 
-    behind = _app(web_settings, azurite_connection_string, address_burst=1, address_submissions_per_hour=1, trusted_proxies=1)
+    behind = _app(
+        web_settings, azurite_connection_string, address_burst=1, address_submissions_per_hour=1, trusted_proxies=1
+    )
     base = uuid.uuid4().int % 200 + 1
     clients = [f"10.{base}.0.1", f"10.{base}.0.2"]
-    answers = [_post_from(behind.test_client(use_cookies=False), proxy, **{"X-Forwarded-For": f"6.6.6.6, {c}"})
-               for c in (*clients, clients[0])]
+    answers = [
+        _post_from(behind.test_client(use_cookies=False), proxy, **{"X-Forwarded-For": f"6.6.6.6, {c}"})
+        for c in (*clients, clients[0])
+    ]
     assert [r.status_code for r in answers] == [202, 202, 429]

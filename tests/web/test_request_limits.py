@@ -41,7 +41,9 @@ def test_the_decoding_budget_answers_503_with_retry_after_when_full(app: Flask, 
             refused = submit(client, image=png_bytes(64, 48))
             assert refused.status_code == 503, refused.get_json()
             assert refused.get_json()["error"] == "busy_decoding" and int(refused.headers["Retry-After"]) >= 1
-            library = client.post("/api/libraries", data={"name": "budgeted", "files": [(io.BytesIO(png_bytes()), "a.png")]})
+            library = client.post(
+                "/api/libraries", data={"name": "budgeted", "files": [(io.BytesIO(png_bytes()), "a.png")]}
+            )
             assert library.status_code == 503 and library.headers["Retry-After"]
         assert client.get("/api/jobs").get_json()["jobs"] == []  # nothing was stored
         assert submit(client, image=png_bytes(64, 48)).status_code == 202  # room again
@@ -74,7 +76,9 @@ def test_a_decode_waits_for_room_and_a_larger_one_than_the_budget_runs_alone() -
             pass
 
 
-def test_library_limits_hold_across_every_file_and_zip_of_a_request(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_library_limits_hold_across_every_file_and_zip_of_a_request(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def zip_of(count: int, size: int = 64) -> bytes:
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w") as archive:
@@ -85,8 +89,11 @@ def test_library_limits_hold_across_every_file_and_zip_of_a_request(client: Any,
     # Bytes unpacked: each zip alone is under the limit, the two together are not.
     one = zip_of(3)
     unpacked = sum(i.file_size for i in zipfile.ZipFile(io.BytesIO(one)).infolist())
-    monkeypatch.setattr(api_libraries, "LIBRARY_LIMITS",
-                        api_libraries.SourceLimits(max_files=100, max_unpacked_bytes=unpacked + 10, max_pixels=10**9))  # fmt: skip
+    monkeypatch.setattr(
+        api_libraries,
+        "LIBRARY_LIMITS",
+        api_libraries.SourceLimits(max_files=100, max_unpacked_bytes=unpacked + 10, max_pixels=10**9),
+    )
     files = [(io.BytesIO(one), "a.zip"), (io.BytesIO(one), "b.zip")]
     response = client.post("/api/libraries", data={"name": "twozips", "files": files})
     assert response.status_code == 413 and "unpack" in response.get_json()["detail"], response.get_json()
@@ -195,7 +202,9 @@ def test_a_failed_preview_fails_its_waiters_and_is_tried_again_later() -> None:
 def test_operations_data_needs_the_metrics_port_or_the_token(web_settings: Any, tile_library: str) -> None:
     from webapp import create_app
 
-    app = create_app({"SECRET_KEY": SECRET, "SETTINGS": web_settings, "CONNECTION_STRING": web_settings.connection_string})
+    app = create_app(
+        {"SECRET_KEY": SECRET, "SETTINGS": web_settings, "CONNECTION_STRING": web_settings.connection_string}
+    )
     app.test_client_class = ApiClient
     import urllib.error
     import urllib.request
@@ -229,7 +238,10 @@ def test_healthz_names_the_account_and_nothing_else(web_settings: Any) -> None:
     app = create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": replace(web_settings, connection_string=dead)})
     response = app.test_client().get("/healthz")
     assert response.status_code == 503
-    assert response.get_json() == {"error": "storage_unavailable", "detail": "storage unavailable (account devstoreaccount1)"}
+    assert response.get_json() == {
+        "error": "storage_unavailable",
+        "detail": "storage unavailable (account devstoreaccount1)",
+    }
 
 
 def test_settings_and_storage_clients_never_show_the_key_in_repr() -> None:

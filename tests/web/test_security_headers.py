@@ -50,10 +50,12 @@ def test_405_names_the_allowed_methods_and_options_answers(client: FlaskClient) 
 
 def test_results_previews_and_tiles_have_exact_types_and_dispositions(
     client: FlaskClient,
-    stores: dict[str, Any],  # noqa: F811
+    stores: dict[str, Any],
 ) -> None:
     request_id = submit(client).get_json()["request_id"]
-    owner = next(m.message.client_id for m in stores["queues"].image_requests.peek(32) if m.message.request_id == request_id)
+    owner = next(
+        m.message.client_id for m in stores["queues"].image_requests.peek(32) if m.message.request_id == request_id
+    )
     finish(stores, owner, request_id)
 
     inline = client.get(f"/api/jobs/{request_id}/result")

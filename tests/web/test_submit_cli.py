@@ -54,8 +54,23 @@ def idle_app(web_settings: Settings, azurite_connection_string: str, tile_librar
 
 def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jpg"
-    result = run(str(photo), "--library", "demo", "--tile-size", "8", "--slices", "3", "--tiles-across", "30",
-                 "--correction", "35", "-o", str(out), "--url", live_app["url"])  # fmt: skip
+    result = run(
+        str(photo),
+        "--library",
+        "demo",
+        "--tile-size",
+        "8",
+        "--slices",
+        "3",
+        "--tiles-across",
+        "30",
+        "--correction",
+        "35",
+        "-o",
+        str(out),
+        "--url",
+        live_app["url"],
+    )
     assert result.exit_code == 0, result.output
     request_id = re.search(r"job ([0-9a-f-]{36})", result.output).group(1)  # type: ignore[union-attr]
     submitted = next(e for e in live_app["pipeline"].services.jobs.events(request_id) if e.kind == "submitted")
@@ -112,8 +127,19 @@ def test_unreachable_app(photo: Path) -> None:
 def test_failed_job_and_timeout_exit_1(
     idle_app: str, photo: Path, tmp_path: Path, web_storage: StorageClients, web_settings: Settings
 ) -> None:
-    timed_out = run(str(photo), "--library", LIBRARY, "--slices", "1", "--url", idle_app, "--timeout", "1",
-                    "-o", str(tmp_path / "never.jpg"))  # fmt: skip
+    timed_out = run(
+        str(photo),
+        "--library",
+        LIBRARY,
+        "--slices",
+        "1",
+        "--url",
+        idle_app,
+        "--timeout",
+        "1",
+        "-o",
+        str(tmp_path / "never.jpg"),
+    )
     assert timed_out.exit_code == 1 and "is still queued after 1 s" in timed_out.output
     assert not (tmp_path / "never.jpg").exists()
 
@@ -124,7 +150,11 @@ def test_failed_job_and_timeout_exit_1(
         table = web_storage.table_service.get_table_client(jobs.jobs_table)
         while not stop.is_set():
             for entity in table.query_entities("status eq 'queued'"):
-                jobs.update(entity["PartitionKey"], entity["RowKey"], lambda j: replace(j, status="failed", error="the library went away"))
+                jobs.update(
+                    entity["PartitionKey"],
+                    entity["RowKey"],
+                    lambda j: replace(j, status="failed", error="the library went away"),
+                )
             time.sleep(0.2)
 
     failer = threading.Thread(target=fail_new_jobs, daemon=True)
@@ -138,7 +168,6 @@ def test_failed_job_and_timeout_exit_1(
     assert "failed: the library went away" in failed.output
 
 
-
 def test_a_missing_output_folder_is_refused_before_the_job_runs(photo: Path, tmp_path: Path) -> None:
     # No app at the default URL is needed: the folder is checked before any request.
     result = run(str(photo), "--library", LIBRARY, "-o", str(tmp_path / "nowhere" / "out.jpg"))
@@ -149,8 +178,21 @@ def test_a_mosaic_too_large_for_a_jpeg_is_saved_as_its_zip(live_app: dict[str, A
     tall = tmp_path / "tall.png"  # 1 px tiles, one across: a 1 x 66,000 px mosaic, over JPEG's 65,500
     Image.new("RGB", (1, 66_000), (200, 80, 40)).save(tall)
     out = tmp_path / "tall.jpg"
-    result = run(str(tall), "--library", "demo", "--tile-size", "1", "--tiles-across", "1", "--slices", "1",
-                 "-o", str(out), "--url", live_app["url"])  # fmt: skip
+    result = run(
+        str(tall),
+        "--library",
+        "demo",
+        "--tile-size",
+        "1",
+        "--tiles-across",
+        "1",
+        "--slices",
+        "1",
+        "-o",
+        str(out),
+        "--url",
+        live_app["url"],
+    )
     assert result.exit_code == 0, result.output
     saved = tmp_path / "tall.zip"
     assert not out.exists() and zipfile.is_zipfile(saved)
@@ -160,8 +202,12 @@ def test_a_mosaic_too_large_for_a_jpeg_is_saved_as_its_zip(live_app: dict[str, A
 
 @pytest.mark.parametrize("streams_per_client", [3, 0], ids=["streams-end-and-reconnect", "streams-refused"])
 def test_submit_follows_the_job_across_ended_and_refused_streams(
-    web_settings: Settings, azurite_connection_string: str, tile_library: str, photo: Path,
-    web_storage: StorageClients, streams_per_client: int,
+    web_settings: Settings,
+    azurite_connection_string: str,
+    tile_library: str,
+    photo: Path,
+    web_storage: StorageClients,
+    streams_per_client: int,
 ) -> None:
     """Streams that end after SSE_MAX_SECONDS (event: reconnect) are opened again; refused ones
     (429) are replaced by polling; either way submit sees the job finish (here: fail)."""
@@ -171,8 +217,15 @@ def test_submit_follows_the_job_across_ended_and_refused_streams(
     from webapp import create_app
 
     settings = replace(web_settings, event_streams_per_client=streams_per_client)
-    app = create_app({"SECRET_KEY": SECRET, "SETTINGS": settings, "CONNECTION_STRING": azurite_connection_string,
-                      "SSE_POLL_SECONDS": 0.05, "SSE_MAX_SECONDS": 0.3})
+    app = create_app(
+        {
+            "SECRET_KEY": SECRET,
+            "SETTINGS": settings,
+            "CONNECTION_STRING": azurite_connection_string,
+            "SSE_POLL_SECONDS": 0.05,
+            "SSE_MAX_SECONDS": 0.3,
+        }
+    )
     answers: list[int] = []
 
     @app.after_request
@@ -189,8 +242,11 @@ def test_submit_follows_the_job_across_ended_and_refused_streams(
         while not stop.is_set():
             if len(answers) >= 3:
                 for entity in table.query_entities("status eq 'queued'"):
-                    jobs.update(entity["PartitionKey"], entity["RowKey"],
-                                lambda j: replace(j, status="failed", error="followed to the end"))
+                    jobs.update(
+                        entity["PartitionKey"],
+                        entity["RowKey"],
+                        lambda j: replace(j, status="failed", error="followed to the end"),
+                    )
             time.sleep(0.1)
 
     failer = threading.Thread(target=fail_jobs_once_followed, daemon=True)

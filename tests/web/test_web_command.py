@@ -46,13 +46,28 @@ def free_port() -> int:
 @pytest.mark.slow
 def test_serves_under_gunicorn_and_stops_on_sigterm(azurite_connection_string: str, tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, CONNECTION_STRING_ENV: azurite_connection_string, "PHOTOMOSAICS_SECRET_KEY": "k" * 32,
-           "PHOTOMOSAICS_NAME_PREFIX": "g" + os.urandom(4).hex()}  # fmt: skip
+    env = {
+        **os.environ,
+        CONNECTION_STRING_ENV: azurite_connection_string,
+        "PHOTOMOSAICS_SECRET_KEY": "k" * 32,
+        "PHOTOMOSAICS_NAME_PREFIX": "g" + os.urandom(4).hex(),
+    }
     log = (tmp_path / "web.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-c", "from photomosaics.cli import main; main()", "web", "--port", str(port), "--workers", "1"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from photomosaics.cli import main; main()",
+            "web",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
