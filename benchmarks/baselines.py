@@ -54,7 +54,9 @@ def prepare_metapixel_library(tile_dir: Path, library_dir: Path, tile_size: int)
     library_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         ["metapixel-prepare", f"--width={tile_size}", f"--height={tile_size}", str(tile_dir), str(library_dir)],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
@@ -66,8 +68,17 @@ def run_metapixel(
     ``options``: metapixel's own (default ``-d 0``: tiles may repeat next to each other;
     ``()`` its default distance, 5; ``--cheat=N`` overlays N % of the target)."""
     command = [
-        "metapixel", "--metapixel", "-w", str(tile_size), "-h", str(tile_size),
-        "-l", str(library_dir), *options, str(target), str(output),
+        "metapixel",
+        "--metapixel",
+        "-w",
+        str(tile_size),
+        "-h",
+        str(tile_size),
+        "-l",
+        str(library_dir),
+        *options,
+        str(target),
+        str(output),
     ]
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

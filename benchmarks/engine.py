@@ -200,8 +200,13 @@ def child_per_cell(target: str, index: str, tile: int, save: str | None) -> dict
     delta_e, ssim = scores(out, Image.open(io.BytesIO(data)), tile)
     if save:
         Path(f"{save}-per_cell.jpg").write_bytes(jpeg)
-    return {"seconds": seconds, "peak_mib": peak, "delta_e": delta_e, "ssim": ssim,
-            "megapixels": out.shape[0] * out.shape[1] / 1e6}
+    return {
+        "seconds": seconds,
+        "peak_mib": peak,
+        "delta_e": delta_e,
+        "ssim": ssim,
+        "megapixels": out.shape[0] * out.shape[1] / 1e6,
+    }
 
 
 def child_floor(target: str) -> dict[str, Any]:
@@ -226,8 +231,13 @@ def child_metapixel(target: str, library_dir: str, tile: int, save: str | None, 
     delta_e, ssim = scores(out, Image.open(target), tile)
     if save:
         Path(f"{save}-metapixel.jpg").write_bytes(jpeg)
-    result = {"seconds": seconds, "peak_mib": peak, "delta_e": delta_e, "ssim": ssim,
-              "megapixels": out.shape[0] * out.shape[1] / 1e6}
+    result = {
+        "seconds": seconds,
+        "peak_mib": peak,
+        "delta_e": delta_e,
+        "ssim": ssim,
+        "megapixels": out.shape[0] * out.shape[1] / 1e6,
+    }
     if index:
         from mosaic import TileLibrary
 
@@ -257,12 +267,18 @@ def _coverage_line(sources: list[tuple[str, bytes]]) -> str:
     """How much of the colour space the tiles' mean colours reach (``workers.demo_library``'s measure)."""
     from workers.demo_library import COVERAGE_RADIUS, colour_coverage, mean_lab
 
-    rgb = np.stack([np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize((16, 16), Image.Resampling.BOX))
-                    for _, data in sources])  # fmt: skip
+    rgb = np.stack(
+        [
+            np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize((16, 16), Image.Resampling.BOX))
+            for _, data in sources
+        ]
+    )
     share = colour_coverage(mean_lab(rgb))
-    return (f"colour coverage of {len(sources)} tiles: {share['all']:.1%} of the in-gamut CIELAB grid within "
-            f"ΔE76 {COVERAGE_RADIUS:.0f} of a tile's mean (dark L* <= 30: {share['dark']:.1%}, "
-            f"saturated C* >= 50: {share['saturated']:.1%})")
+    return (
+        f"colour coverage of {len(sources)} tiles: {share['all']:.1%} of the in-gamut CIELAB grid within "
+        f"ΔE76 {COVERAGE_RADIUS:.0f} of a tile's mean (dark L* <= 30: {share['dark']:.1%}, "
+        f"saturated C* >= 50: {share['saturated']:.1%})"
+    )
 
 
 def coverage_main() -> int:
@@ -275,18 +291,30 @@ def coverage_main() -> int:
     return 0
 
 
-def _row(table: list[list[str]], target: str, tile: int, name: str, r: dict[str, Any],
-         per_cell: float | None, floor: float | None) -> None:
+def _row(
+    table: list[list[str]],
+    target: str,
+    tile: int,
+    name: str,
+    r: dict[str, Any],
+    per_cell: float | None,
+    floor: float | None,
+) -> None:
     megapixels = r.get("megapixels")
-    table.append([
-        target, str(tile), name, f"{r['seconds']:.3f}",
-        f"{megapixels / r['seconds']:.1f}" if megapixels else "",
-        f"{r['peak_mib']:.0f}",
-        f"{r['delta_e']:.2f}" if "delta_e" in r else "",
-        f"{r['ssim']:.3f}" if "ssim" in r else "",
-        f"{per_cell / r['seconds']:.1f}" if per_cell else "",
-        f"{r['seconds'] / floor:.2f}" if floor else "",
-    ])
+    table.append(
+        [
+            target,
+            str(tile),
+            name,
+            f"{r['seconds']:.3f}",
+            f"{megapixels / r['seconds']:.1f}" if megapixels else "",
+            f"{r['peak_mib']:.0f}",
+            f"{r['delta_e']:.2f}" if "delta_e" in r else "",
+            f"{r['ssim']:.3f}" if "ssim" in r else "",
+            f"{per_cell / r['seconds']:.1f}" if per_cell else "",
+            f"{r['seconds'] / floor:.2f}" if floor else "",
+        ]
+    )
 
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:
@@ -306,7 +334,7 @@ def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     sources, origin = _library_tiles()
-    library, skipped = build_library(sources)
+    library, _ = build_library(sources)
     index = work / "library.zip"
     index.write_bytes(library.to_bytes())
     print(f"library: {len(library)} tiles from the {origin}; targets: '{TARGET_PHOTO}' photo as JPEG q90")
@@ -319,8 +347,18 @@ def main() -> int:
     if not has_metapixel:
         print("note: metapixel is not installed (apt install metapixel): its rows are skipped")
     all_results: dict[str, Any] = {}
-    header = ["target", "tile", "implementation", "seconds", "MP/s", "peak MiB", "ΔE00", "SSIM",
-              "x per-cell", "x floor"]
+    header = [
+        "target",
+        "tile",
+        "implementation",
+        "seconds",
+        "MP/s",
+        "peak MiB",
+        "ΔE00",
+        "SSIM",
+        "x per-cell",
+        "x floor",
+    ]
     table: list[list[str]] = []
     for label, size in TARGETS:
         target = work / f"target-{size[0]}x{size[1]}.jpg"
@@ -374,13 +412,22 @@ def _library_scaling(work: Path, sources: list[tuple[str, bytes]]) -> dict[str, 
     big_index.write_bytes(big.to_bytes())
     target = work / "target-3968x2976.jpg"
     rows, out = [], {}
-    small = _in_fresh_process(child_engine, str(target), str(work / "library-640.zip"), 16, ["engine default", "engine plain"], None)
+    small = _in_fresh_process(
+        child_engine, str(target), str(work / "library-640.zip"), 16, ["engine default", "engine plain"], None
+    )
     large = _in_fresh_process(child_engine, str(target), str(big_index), 16, ["engine default", "engine plain"], None)
     for name in ("engine default", "engine plain"):
         ratio = large[name]["seconds"] / small[name]["seconds"]
-        rows.append([name, f"{small[name]['seconds']:.3f}", f"{large[name]['seconds']:.3f}", f"{ratio:.2f}",
-                     f"{small[name]['delta_e']:.2f} / {large[name]['delta_e']:.2f}",
-                     f"{small[name]['ssim']:.3f} / {large[name]['ssim']:.3f}"])
+        rows.append(
+            [
+                name,
+                f"{small[name]['seconds']:.3f}",
+                f"{large[name]['seconds']:.3f}",
+                f"{ratio:.2f}",
+                f"{small[name]['delta_e']:.2f} / {large[name]['delta_e']:.2f}",
+                f"{small[name]['ssim']:.3f} / {large[name]['ssim']:.3f}",
+            ]
+        )
         out[name] = {"640": small[name], "10000": large[name], "ratio": ratio}
     print("\nlibrary size, 12 MP target at tile 16 (warm, best of 3):")
     _print_table(["implementation", "640 tiles s", "10,000 tiles s", "ratio", "ΔE00 640/10k", "SSIM 640/10k"], rows)
@@ -410,9 +457,9 @@ def _matching_methods(work: Path) -> dict[str, float]:
     for label, path in (("640", work / "library-640.zip"), ("10,000", work / "library-10k.zip")):
         library = TileLibrary.from_bytes(path.read_bytes())
         candidates = tile_features(library, 16, options)
-        blas = min(_timed(lambda: nearest(wanted, candidates)) for _ in range(REPEATS))
+        blas = min(_timed(lambda c=candidates: nearest(wanted, c)) for _ in range(REPEATS))
         tree = cKDTree(candidates.astype(np.float64))
-        kd = min(_timed(lambda: tree.query(wanted.astype(np.float64), k=1)) for _ in range(REPEATS))
+        kd = min(_timed(lambda t=tree: t.query(wanted.astype(np.float64), k=1)) for _ in range(REPEATS))
         rows.append([label, str(candidates.shape[0]), f"{blas:.3f}", f"{kd:.3f}"])
         out[f"{label} blas"], out[f"{label} kdtree"] = blas, kd
     print(f"\nmatching only ({wanted.shape[0]} cells, {wanted.shape[1]} features, mirrored candidates):")
@@ -427,28 +474,34 @@ def _timed(function: Any) -> float:
 
 
 def _print_quality(results: dict[str, Any]) -> None:
-    """Issue 11's table: ours at the defaults against metapixel -d 0, each number beside its goal."""
-    rows, met, total = [], 0, 0
+    """Ours at the defaults beside metapixel -d 0 on this benchmark's two scores, for reference.
+
+    SSIM at a quarter of the output resolution sees the 4×4 sub-cells of a tile at tile 16:
+    it rewarded painting the target over the tiles, so it is no longer a goal. The goals
+    (both promises of a mosaic, from afar and up close) are ``benchmarks.fidelity``'s."""
+    rows = []
     for key, job in results.items():
         meta = job.get("metapixel")
         for name in ("engine default", "engine max-uses", "metapixel -d 0"):
             r = meta if name == "metapixel -d 0" else job["engine"].get(name)
             if not r:
                 continue
-            goal = ""
-            if name == "engine default" and meta:
-                ok = (r["delta_e"] < meta["delta_e"] and r["ssim"] > meta["ssim"]
-                      and r["window_share"] <= MAX_WINDOW_SHARE and r["repeats"] == 0)
-                met, total = met + ok, total + 1
-                goal = "met" if ok else "MISSED"
-            rows.append([key, name, f"{r['delta_e']:.2f}", f"{r['ssim']:.3f}",
-                         f"{r['window_share']:.3f}" if "window_share" in r else "",
-                         str(r["repeats"]) if "repeats" in r else "", f"{r['seconds']:.2f}", goal])
-    print(f"\nquality (issue 11): goal for the defaults: ΔE00 < metapixel's, SSIM > metapixel's, "
-          f"max 8x8 window share <= {MAX_WINDOW_SHARE:.2f}, 0 repeats within {RADIUS} cells")
-    _print_table(["job", "implementation", "ΔE00", "SSIM", "window share", "repeats", "seconds", "goal"], rows)
-    if total:
-        print(f"  defaults meet every quality goal in {met} of {total} jobs")
+            rows.append(
+                [
+                    key,
+                    name,
+                    f"{r['delta_e']:.2f}",
+                    f"{r['ssim']:.3f}",
+                    f"{r['window_share']:.3f}" if "window_share" in r else "",
+                    str(r["repeats"]) if "repeats" in r else "",
+                    f"{r['seconds']:.2f}",
+                ]
+            )
+    print(
+        f"\nscores for reference (goals: python -m benchmarks.fidelity); max 8x8 window share goal "
+        f"<= {MAX_WINDOW_SHARE:.2f}, 0 repeats within {RADIUS} cells"
+    )
+    _print_table(["job", "implementation", "ΔE00", "SSIM ¼", "window share", "repeats", "seconds"], rows)
 
 
 def _print_verdicts(results: dict[str, Any]) -> None:
@@ -459,9 +512,11 @@ def _print_verdicts(results: dict[str, Any]) -> None:
     for name in ("engine default", "engine plain"):
         r = engine.get(name)
         if r and floor and per_cell:
-            print(f"  12 MP, tile 16, {name}: {r['seconds']:.3f} s (target <= 0.3), "
-                  f"{r['seconds'] / floor['seconds']:.2f}x the codec floor (<= 2), "
-                  f"{per_cell['seconds'] / r['seconds']:.0f}x faster than per-cell (>= 25)")
+            print(
+                f"  12 MP, tile 16, {name}: {r['seconds']:.3f} s (target <= 0.3), "
+                f"{r['seconds'] / floor['seconds']:.2f}x the codec floor (<= 2), "
+                f"{per_cell['seconds'] / r['seconds']:.0f}x faster than per-cell (>= 25)"
+            )
     wins = losses = 0
     for key, job in results.items():
         meta, plain = job.get("metapixel") if isinstance(job, dict) else None, None
@@ -471,10 +526,14 @@ def _print_verdicts(results: dict[str, Any]) -> None:
         ok = plain["delta_e"] <= meta["delta_e"] and plain["ssim"] >= meta["ssim"]
         wins, losses = wins + ok, losses + (not ok)
         if not ok:
-            print(f"  {key}: engine plain ΔE00 {plain['delta_e']:.2f} / SSIM {plain['ssim']:.3f} vs "
-                  f"metapixel {meta['delta_e']:.2f} / {meta['ssim']:.3f}: not better on both")
+            print(
+                f"  {key}: engine plain ΔE00 {plain['delta_e']:.2f} / SSIM {plain['ssim']:.3f} vs "
+                f"metapixel {meta['delta_e']:.2f} / {meta['ssim']:.3f}: not better on both"
+            )
     if wins or losses:
-        print(f"  quality vs metapixel -d 0 (variety and blend off): better on both scores in {wins} of {wins + losses} runs")
+        print(
+            f"  quality vs metapixel -d 0 (variety and blend off): better on both scores in {wins} of {wins + losses} runs"
+        )
     colour = [(k, j) for k, j in results.items() if isinstance(j, dict) and j.get("per_cell")]
     better = sum(j["engine"]["engine colour-first"]["delta_e"] <= j["per_cell"]["delta_e"] for _, j in colour)
     print(f"  colour-first ΔE00 at least as good as per-cell mean-colour: {better} of {len(colour)} runs")

@@ -154,7 +154,9 @@ def identify(mosaic: np.ndarray, candidates: np.ndarray, *, shortlist: int = 8) 
     return short[np.arange(len(cells)), np.argmax(r, axis=1)]
 
 
-def job_scores(mosaic: np.ndarray, target: Image.Image, candidates: np.ndarray, choice: np.ndarray | None) -> dict[str, Any]:
+def job_scores(
+    mosaic: np.ndarray, target: Image.Image, candidates: np.ndarray, choice: np.ndarray | None
+) -> dict[str, Any]:
     """Every figure of one job. ``choice``: the placement ``(rows, cols)`` of candidate indices
     (None: another program's output, identified per cell)."""
     tile = candidates.shape[1]
@@ -202,15 +204,18 @@ class Job:
         self.target = Image.open(self.path).convert("RGB")
 
     def ours(self, library: Any, **changes: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        import dataclasses
+
         from mosaic import SUB, open_image, plan_grid
         from mosaic.render import DEFAULT_OPTIONS, candidate_tiles, render_with_placement
-        import dataclasses
 
         options = dataclasses.replace(DEFAULT_OPTIONS, **changes)
         width, height = self.target.size
         grid = plan_grid(width, height, tile_size=self.tile, tiles_across=width // self.tile)
         image = open_image(self.path.read_bytes(), min_size=(grid.tiles_across * SUB, grid.tiles_down * SUB))
-        pixels, choice = render_with_placement(image, library, tile_size=self.tile, grid=grid, seed="bench", options=options)
+        pixels, choice = render_with_placement(
+            image, library, tile_size=self.tile, grid=grid, seed="bench", options=options
+        )
         return pixels, job_scores(pixels, self.target, candidate_tiles(library, self.tile, options), choice)
 
     def metapixel(self, library: Any, library_dir: Any, options: tuple[str, ...]) -> tuple[np.ndarray, dict[str, Any]]:
@@ -231,8 +236,19 @@ def _fmt(value: float, kind: str) -> str:
 
 
 COLUMNS = ("delta_e", "ssim", "edges", "recognisable", "contrast", "colour_moved", "window_share", "distinct")
-HEADER = ("job", "implementation", "far ΔE00", "far SSIM", "far edges r", "recognisable", "contrast",
-          "colour moved", "window share", "distinct", "goals")
+HEADER = (
+    "job",
+    "implementation",
+    "far ΔE00",
+    "far SSIM",
+    "far edges r",
+    "recognisable",
+    "contrast",
+    "colour moved",
+    "window share",
+    "distinct",
+    "goals",
+)
 
 
 def _print_table(rows: list[list[str]]) -> None:
@@ -261,8 +277,10 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
             if value > best:
                 best, where = value, (top, left)
     top, left = where
-    views = [np.asarray(Image.fromarray(a).resize((ours.shape[1], ours.shape[0]))) if a.shape != ours.shape else a
-             for a in (reference, ours, theirs)]
+    views = [
+        np.asarray(Image.fromarray(a).resize((ours.shape[1], ours.shape[0]))) if a.shape != ours.shape else a
+        for a in (reference, ours, theirs)
+    ]
     crops = [v[top : top + CROP, left : left + CROP] for v in views]
     gap = np.full((crops[0].shape[0], 8, 3), 255, np.uint8)
     strip = np.concatenate([crops[0], gap, crops[1], gap, crops[2]], axis=1)
@@ -274,7 +292,9 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
     whole.save(folder / f"{stem}-ours-screen.jpg", quality=92)
 
 
-def run(photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, views: bool = True, unseen: bool = True) -> int:
+def run(
+    photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, views: bool = True, unseen: bool = True
+) -> int:
     """The goals table for every photo × target size × tile size, the metapixel anchors beside
     each job, and the frontier for the first photo's smallest target at each tile size.
 
@@ -317,8 +337,14 @@ def run(photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, vi
                 checks = goal_checks(ours, anchors["metapixel -d 0"][1])
                 met, total = met + all(checks.values()), total + 1
                 missed = [k for k, ok in checks.items() if not ok]
-                rows.append([job.name, "ours (defaults)", *(_fmt(ours[k], k) for k in COLUMNS),
-                             "met" if not missed else "MISSED " + ",".join(missed)])
+                rows.append(
+                    [
+                        job.name,
+                        "ours (defaults)",
+                        *(_fmt(ours[k], k) for k in COLUMNS),
+                        "met" if not missed else "MISSED " + ",".join(missed),
+                    ]
+                )
                 for name, (_, scores) in anchors.items():
                     rows.append([job.name, name, *(_fmt(scores[k], k) for k in COLUMNS), ""])
                 if views:
@@ -349,10 +375,17 @@ def _frontier(job: Job, library: Any, library_dir: Any) -> list[list[str]]:
         mine = ours[level]
         better = mine["delta_e"] < varied["delta_e"] and mine["recognisable"] >= varied["recognisable"]
         beaten_by = [k for k, o in ours.items() if _at_least_as_good(o, repeating)]
-        rows.append([job.name, f"{level}", f"{mine['delta_e']:.2f} / {mine['recognisable']:.1%}",
-                     f"{varied['delta_e']:.2f} / {varied['recognisable']:.1%}", "better" if better else "NOT better",
-                     f"{repeating['delta_e']:.2f} / {repeating['recognisable']:.1%}",
-                     f"ours at {beaten_by[0]} %" if beaten_by else "none of ours"])
+        rows.append(
+            [
+                job.name,
+                f"{level}",
+                f"{mine['delta_e']:.2f} / {mine['recognisable']:.1%}",
+                f"{varied['delta_e']:.2f} / {varied['recognisable']:.1%}",
+                "better" if better else "NOT better",
+                f"{repeating['delta_e']:.2f} / {repeating['recognisable']:.1%}",
+                f"ours at {beaten_by[0]} %" if beaten_by else "none of ours",
+            ]
+        )
     return rows
 
 
@@ -361,11 +394,20 @@ def _at_least_as_good(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
 
 
 def _print_frontier(rows: list[list[str]]) -> None:
-    header = ["job", "level %", "ours ΔE00 / recognisable", "metapixel --cheat ΔE00 / recognisable",
-              "same level", "metapixel -d 0 --cheat", "at least as good on both"]
+    header = [
+        "job",
+        "level %",
+        "ours ΔE00 / recognisable",
+        "metapixel --cheat ΔE00 / recognisable",
+        "same level",
+        "metapixel -d 0 --cheat",
+        "at least as good on both",
+    ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("\nfrontier: far ΔE00 against the share recognisable, our --correction against metapixel's --cheat "
-          "(goal: ours better at every level)")
+    print(
+        "\nfrontier: far ΔE00 against the share recognisable, our --correction against metapixel's --cheat "
+        "(goal: ours better at every level)"
+    )
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))

@@ -23,14 +23,20 @@ reader can lift it out whole. Its errors and limits are its own:
 
 from __future__ import annotations
 
-from .errors import MosaicError, NoUsableImageError, PhotoMosaicsError, TileSourceError
+from .compose import compose
+from .errors import (
+    ImageDecodeError,
+    LibraryFormatError,
+    MosaicError,
+    NoUsableImageError,
+    PhotoMosaicsError,
+    TileSourceError,
+)
 from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
-from .errors import ImageDecodeError, LibraryFormatError
 from .images import open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, TileLibrary, build_library
-from .compose import compose
-from .render import DEFAULT_OPTIONS, RenderOptions, placed_tiles, render, render_band, render_with_placement
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
+from .render import DEFAULT_OPTIONS, RenderOptions, placed_tiles, render, render_band, render_with_placement
 from .signatures import SUB, cell_pixels
 from .sources import SourceLimits, build_library_from, open_tile_sources
 
@@ -38,33 +44,33 @@ __all__ = [
     "ATLAS_SIZE",
     "DEFAULT_MAX_INPUT_PIXELS",
     "DEFAULT_MAX_OUTPUT_PIXELS",
-    "MAX_TILE_SIZE",
-    "MosaicError",
-    "PhotoMosaicsError",
-    "TileSourceError",
-    "NoUsableImageError",
-    "open_tile_sources",
-    "SourceLimits",
-    "build_library_from",
     "DEFAULT_OPTIONS",
+    "MAX_TILE_SIZE",
     "SUB",
     "Grid",
     "ImageDecodeError",
     "LibraryFormatError",
+    "MosaicError",
+    "NoUsableImageError",
+    "PhotoMosaicsError",
     "RenderOptions",
+    "SourceLimits",
     "TileLibrary",
+    "TileSourceError",
     "band_cells",
     "build_library",
-    "cell_pixels",
+    "build_library_from",
     "cell_image",
+    "cell_pixels",
     "compose",
     "open_image",
+    "open_tile_sources",
+    "placed_tiles",
     "plan_bands",
     "plan_grid",
     "probe_size",
     "render",
     "render_band",
     "render_with_placement",
-    "placed_tiles",
     "to_rgb",
 ]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from .blend import _saturating_add
-from .compose import compose
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
@@ -59,9 +58,7 @@ def cell_means(cell_sub: np.ndarray) -> np.ndarray:
     return ((2 * total + count) // (2 * count)).astype(np.uint8)
 
 
-def offsets(
-    targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, percent: int
-) -> np.ndarray:
+def offsets(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, percent: int) -> np.ndarray:
     """``(n, 3) int16``: the offset of each placed tile.
 
     ``targets``: each cell's mean colour ``(n, 3) uint8``; ``means``, ``low``, ``high``:
@@ -76,20 +73,12 @@ def offsets(
     return np.clip(shift, low, high).astype(np.int16)
 
 
-def offsets_rgb(
-    targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, percent: int
-) -> np.ndarray:
+def offsets_rgb(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, percent: int) -> np.ndarray:
     """``offsets`` interpolated in sRGB, in exact integers: for tiles of 1–3 pixels (up to
     40 M cells, no layout to keep), where a Lab round trip per cell would cost seconds."""
     diff = targets.astype(np.int32) - means
     shift = (2 * percent * diff + 100) // 200
     return np.clip(shift, low, high).astype(np.int16)
-
-
-def compose_corrected(choice: np.ndarray, tiles: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """``tiles[choice]`` placed on the grid, each moved by its cell's ``shift`` (``(rows, cols, 3)``),
-    saturating: ``(rows*s, cols*s, 3) uint8``."""
-    return add_shift(compose(choice, tiles), shift)
 
 
 def add_shift(out: np.ndarray, shift: np.ndarray) -> np.ndarray:

@@ -18,12 +18,12 @@ from PIL import Image
 from . import detail
 from .blend import blend_toward
 from .compose import compose
-from .correction import add_shift, cell_means, compose_corrected, offsets, offsets_rgb, shift_sub_cells, tile_colours
+from .correction import add_shift, cell_means, offsets, offsets_rgb, shift_sub_cells, tile_colours
+from .fair import assign
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
 from .matching import nearest
 from .signatures import SUB, cell_pixels, colour_features, features, with_texture
-from .fair import assign
 from .tile_index import TileIndex, build_index, nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
@@ -109,8 +109,10 @@ def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) 
         ("features", tile_size, structure, colour, _mirror(options, tile_size)),
         lambda: with_texture(
             features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
-            candidate_tiles(library, tile_size, options), candidate_sub_cells(library, tile_size, options),
-            structure=structure, colour=colour,
+            candidate_tiles(library, tile_size, options),
+            candidate_sub_cells(library, tile_size, options),
+            structure=structure,
+            colour=colour,
         ),
     )
 
@@ -180,8 +182,16 @@ def choose_tiles(
         wanted = features(_sub_cells(cells[start * SUB : stop * SUB]), structure=structure, colour=colour)
         if graph is not None:
             choice[start:stop] = choose_varied(
-                wanted, candidates, rows=stop - start, cols=cols, row_offset=row_offset + start,
-                distance=options.variety, seed=seed, distinct=len(library), graph=graph, index=index,
+                wanted,
+                candidates,
+                rows=stop - start,
+                cols=cols,
+                row_offset=row_offset + start,
+                distance=options.variety,
+                seed=seed,
+                distinct=len(library),
+                graph=graph,
+                index=index,
             )
         else:
             choice[start:stop] = nearest_tiles(wanted, candidates, index).reshape(stop - start, cols)
@@ -288,15 +298,19 @@ def render_band(
     return paint(cells, choice, library, tile_size=tile_size, options=options)
 
 
-def paint(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions) -> np.ndarray:
+def paint(
+    cells: np.ndarray, choice: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions
+) -> np.ndarray:
     """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid."""
     rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
     shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
     if not options.overlay:
-        return compose(choice, tiles) if shift is None else compose_corrected(choice, tiles, shift)
+        return compose(choice, tiles) if shift is None else add_shift(compose(choice, tiles), shift)
     if cell_pixels(tile_size) == 1:
-        means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))[choice % len(library)]
+        means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))[
+            choice % len(library)
+        ]
         out = compose(choice, tiles)
         if shift is not None:
             add_shift(out, shift)
@@ -318,7 +332,9 @@ def paint(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, *, tile_s
     return blend_toward(out, cells, placed, options.overlay, local, cell=SUB)
 
 
-def _shifts(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
+def _shifts(
+    cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
+) -> np.ndarray:
     """``(rows, cols, 3) int16``: the whole-tile correction of every placed tile (``correction``)."""
     means, low, high = library.cached(("tile-colours", tile_size), lambda: tile_colours(library.tiles(tile_size)))
     which = choice.ravel() % len(library)  # a mirror image has its tile's colours
@@ -327,7 +343,7 @@ def _shifts(cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_si
     else:
         targets = cell_means(_sub_cells(cells))
         shift = offsets(targets, means[which], low[which], high[which], options.correction)
-    return shift.reshape(choice.shape + (3,))
+    return shift.reshape((*choice.shape, 3))
 
 
 def _compose_matched(
@@ -385,8 +401,17 @@ def render(
     ``progress(done_rows, total_rows)`` is called after each band (for a progress bar).
     """
     pixels, _ = render_with_placement(
-        image, library, tile_size=tile_size, slices=slices, tiles_across=tiles_across, seed=seed,
-        options=options, max_output_pixels=max_output_pixels, grid=grid, progress=progress, cuts=cuts,
+        image,
+        library,
+        tile_size=tile_size,
+        slices=slices,
+        tiles_across=tiles_across,
+        seed=seed,
+        options=options,
+        max_output_pixels=max_output_pixels,
+        grid=grid,
+        progress=progress,
+        cuts=cuts,
     )
     return pixels
 
@@ -413,7 +438,10 @@ def render_with_placement(
     """
     if grid is None:
         grid = plan_grid(
-            image.width, image.height, tile_size=tile_size, tiles_across=tiles_across,
+            image.width,
+            image.height,
+            tile_size=tile_size,
+            tiles_across=tiles_across,
             max_output_pixels=max_output_pixels,
         )
     elif grid.tile_size != tile_size:
@@ -424,10 +452,14 @@ def render_with_placement(
         whole = assign_fair(cells, library, tile_size=tile_size, options=options)
     elif cuts is not None:  # a giant job's choice segments (mosaic.pieces), each chosen on its own
         k = cells.shape[0] // grid.tiles_down
-        whole = np.concatenate([
-            choose_tiles(cells[a * k : b * k], library, tile_size=tile_size, seed=seed, row_offset=a, options=options)
-            for a, b in zip(cuts, cuts[1:])
-        ])
+        whole = np.concatenate(
+            [
+                choose_tiles(
+                    cells[a * k : b * k], library, tile_size=tile_size, seed=seed, row_offset=a, options=options
+                )
+                for a, b in zip(cuts, cuts[1:])
+            ]
+        )
     parts, choices = [], []
     for band in plan_bands(grid.tiles_down, slices):
         part = band_cells(cells, band, tile_size=tile_size)

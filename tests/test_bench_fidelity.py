@@ -45,6 +45,13 @@ def test_window_share_and_goals() -> None:
     assert fidelity.window_share(tiles) == 1 / 64
     tiles[:8, :8] = 7
     assert fidelity.window_share(tiles) == 1.0
-    good = {"recognisable": 1.0, "contrast": 1.0, "colour_moved": 3.0, "window_share": 0.06, "delta_e": 3.0, "ssim": 0.9}
+    good = {
+        "recognisable": 1.0,
+        "contrast": 1.0,
+        "colour_moved": 3.0,
+        "window_share": 0.06,
+        "delta_e": 3.0,
+        "ssim": 0.9,
+    }
     assert all(fidelity.goal_checks(good, {"delta_e": 5.0, "ssim": 0.8}).values())
     assert not fidelity.goal_checks({**good, "colour_moved": 6.0}, None)["colour_moved"]

@@ -14,8 +14,16 @@ from PIL import Image
 from dal.config import CONNECTION_STRING_ENV, StorageClients
 from photomosaics.cli import main
 
-COLOURS = [(220, 40, 40), (40, 200, 60), (30, 60, 210), (240, 220, 40), (20, 20, 20), (245, 245, 245),
-           (200, 120, 30), (120, 40, 160)]  # fmt: skip
+COLOURS = [
+    (220, 40, 40),
+    (40, 200, 60),
+    (30, 60, 210),
+    (240, 220, 40),
+    (20, 20, 20),
+    (245, 245, 245),
+    (200, 120, 30),
+    (120, 40, 160),
+]
 
 
 def _jpeg(colour: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> bytes:
@@ -66,7 +74,9 @@ def assert_clean_failure(result: Result, *fragments: str) -> None:
 
 def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.png"
-    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
+    result = run(
+        "render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out)
+    )
     assert result.exit_code == 0, result.output
     assert "skipped 1 file" in result.output
     with Image.open(out) as mosaic:
@@ -92,7 +102,9 @@ def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, 
 
 def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "mosaic.dzi"
-    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
+    result = run(
+        "render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out)
+    )
     assert result.exit_code == 0, result.output
     assert 'Width="96"' in out.read_text() and 'Height="64"' in out.read_text()
     files = tmp_path / "mosaic_files"
@@ -106,8 +118,22 @@ def test_render_to_dzi_writes_the_deep_zoom_layout(target: Path, tiles_dir: Path
 
 def test_several_outputs_come_from_one_render(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     jpeg, dzi, png = tmp_path / "m.jpg", tmp_path / "m.dzi", tmp_path / "m.png"
-    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24",
-                 "-o", str(jpeg), "-o", str(dzi), "-o", str(png))  # fmt: skip
+    result = run(
+        "render",
+        str(target),
+        "--library",
+        str(tiles_dir),
+        "--tile-size",
+        "4",
+        "--tiles-across",
+        "24",
+        "-o",
+        str(jpeg),
+        "-o",
+        str(dzi),
+        "-o",
+        str(png),
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("wrote ") == 3 and result.output.count("tiles of 4 px") == 1
     with Image.open(jpeg) as j, Image.open(png) as lossless, Image.open(tmp_path / "m_files" / "7" / "0_0.jpg") as top:
@@ -118,7 +144,9 @@ def test_several_outputs_come_from_one_render(target: Path, tiles_dir: Path, tmp
 
 
 def test_an_unknown_second_output_type_fails_before_rendering(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
-    result = run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "m.jpg"), "-o", str(tmp_path / "m.gif"))
+    result = run(
+        "render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "m.jpg"), "-o", str(tmp_path / "m.gif")
+    )
     assert_clean_failure(result, "unknown image type '.gif'")
     assert not (tmp_path / "m.jpg").exists()
 
@@ -132,8 +160,20 @@ def test_a_mosaic_too_large_for_its_format_is_refused_before_rendering(
     tall = tmp_path / "tall.png"
     Image.new("RGB", (1, side), (90, 90, 90)).save(tall)
     out = tmp_path / f"m{suffix}"
-    result = run("render", str(tall), "--library", str(tiles_dir), "--tile-size", "1", "--tiles-across", "1",
-                 "-o", str(out), "-o", str(tmp_path / "m.png"))  # fmt: skip
+    result = run(
+        "render",
+        str(tall),
+        "--library",
+        str(tiles_dir),
+        "--tile-size",
+        "1",
+        "--tiles-across",
+        "1",
+        "-o",
+        str(out),
+        "-o",
+        str(tmp_path / "m.png"),
+    )
     assert_clean_failure(result, f"1x{side:,} px", "at most")
     assert "rendering" not in result.output
     assert not out.exists() and not (tmp_path / "m.png").exists()
@@ -173,7 +213,9 @@ def test_a_cached_library_is_rebuilt_when_the_code_reading_photos_changes(
     assert library_cache.source_key(tiles_dir) != before
 
 
-def test_the_demo_library_is_cached_under_a_key_of_its_code_and_photos(target: Path, tmp_path: Path, private_cache: Path) -> None:
+def test_the_demo_library_is_cached_under_a_key_of_its_code_and_photos(
+    target: Path, tmp_path: Path, private_cache: Path
+) -> None:
     from workers.demo_library import demo_source_key
 
     args = ["render", str(target), "--library", "demo", "-t", "4", "--tiles-across", "24"]
@@ -193,8 +235,24 @@ def test_render_with_a_zip_library_in_slices_to_jpeg(target: Path, tmp_path: Pat
             archive.writestr(f"photos/sub{i % 2}/t{i}.jpg", _jpeg(colour))
         archive.writestr("__MACOSX/photos/._t0.jpg", b"\0\5\26\7")
     out = tmp_path / "out.jpg"
-    result = run("render", str(target), "-l", str(archive_path), "-t", "8", "--tiles-across", "12", "--slices", "3",
-                 "--variety", "0", "--correction", "0", "-o", str(out))  # fmt: skip
+    result = run(
+        "render",
+        str(target),
+        "-l",
+        str(archive_path),
+        "-t",
+        "8",
+        "--tiles-across",
+        "12",
+        "--slices",
+        "3",
+        "--variety",
+        "0",
+        "--correction",
+        "0",
+        "-o",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     with Image.open(out) as mosaic:
         assert (mosaic.format, mosaic.size) == ("JPEG", (96, 64))
@@ -223,9 +281,14 @@ def test_render_with_the_demo_library(target: Path, tmp_path: Path) -> None:
 
 
 def test_render_with_a_library_in_storage(
-    target: Path, tiles_dir: Path, tmp_path: Path, storage: StorageClients, unique: str,
-    azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    target: Path,
+    tiles_dir: Path,
+    tmp_path: Path,
+    storage: StorageClients,
+    unique: str,
+    azurite_connection_string: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from dal.blobs.libraries import LibraryStore
 
     LibraryStore(storage, prefix=f"t{unique}").create_from("colours", "test", tiles_dir)
@@ -250,16 +313,23 @@ def test_render_with_a_library_in_storage(
         (["--overlay", "150"], "150 is not in the range 0<=x<=100"),
         (["--correction", "101"], "101 is not in the range 0<=x<=100"),
         (["--max-uses", "0"], "0 is not in the range x>=1"),
-        (["--max-uses", "2", "--tiles-across", "12"], "96 cells need more than 8 tiles x 2 uses: raise max_uses to at least 12"),
+        (
+            ["--max-uses", "2", "--tiles-across", "12"],
+            "96 cells need more than 8 tiles x 2 uses: raise max_uses to at least 12",
+        ),
     ],
 )
-def test_bad_options_are_clear_errors(target: Path, tiles_dir: Path, tmp_path: Path, extra: list[str], message: str) -> None:
+def test_bad_options_are_clear_errors(
+    target: Path, tiles_dir: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
     result = run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.png"), *extra)
     assert_clean_failure(result, message)
     assert not (tmp_path / "o.png").exists()
 
 
-def test_slices_are_limited_by_the_setting(target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slices_are_limited_by_the_setting(
+    target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PHOTOMOSAICS_MAX_SLICES", "2")
     result = run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.png"), "--slices", "3")
     assert_clean_failure(result, "at most 2 slices (PHOTOMOSAICS_MAX_SLICES), got 3")
@@ -270,15 +340,21 @@ def test_missing_and_broken_inputs_are_clear_errors(
     target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = str(tmp_path / "o.png")
-    assert_clean_failure(run("render", str(tmp_path / "nope.jpg"), "--library", str(tiles_dir), "-o", out), "does not exist")
+    assert_clean_failure(
+        run("render", str(tmp_path / "nope.jpg"), "--library", str(tiles_dir), "-o", out), "does not exist"
+    )
     not_image = tmp_path / "notes.jpg"
     not_image.write_text("hello")
     assert_clean_failure(run("render", str(not_image), "--library", str(tiles_dir), "-o", out), "not an image")
     truncated = tmp_path / "cut.jpg"
     truncated.write_bytes(target.read_bytes()[:300])
     assert_clean_failure(run("render", str(truncated), "--library", str(tiles_dir), "-o", out), "cut.jpg")
-    assert_clean_failure(run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.bmpx")), "unknown image type")
-    assert_clean_failure(run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "no" / "o.png")), "does not exist")
+    assert_clean_failure(
+        run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "o.bmpx")), "unknown image type"
+    )
+    assert_clean_failure(
+        run("render", str(target), "--library", str(tiles_dir), "-o", str(tmp_path / "no" / "o.png")), "does not exist"
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "a.txt").write_text("no photos")
@@ -288,9 +364,22 @@ def test_missing_and_broken_inputs_are_clear_errors(
     assert not Path(out).exists()
 
 
-def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(
+    target: Path, tiles_dir: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "fair.png"
-    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--tiles-across", "4", "--correction", "0"]
+    args = [
+        "render",
+        str(target),
+        "--library",
+        str(tiles_dir),
+        "--tile-size",
+        "8",
+        "--tiles-across",
+        "4",
+        "--correction",
+        "0",
+    ]
     result = run(*args, "--max-uses", "1", "--slices", "2", "-o", str(out))  # 4 x 3 = 12 cells, 8 tiles x 1 use
     assert_clean_failure(result, "12 cells need more than 8 tiles x 1 uses")
     assert run(*args, "--max-uses", "2", "--slices", "2", "-o", str(out)).exit_code == 0
@@ -300,8 +389,9 @@ def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(target: Pa
     assert counts.max() <= 2 and counts.sum() == 12
 
 
-def test_a_giant_render_writes_the_pipelines_bytes_through_its_pieces_plan(target: Path, tiles_dir: Path,
-                                                                           tmp_path: Path) -> None:
+def test_a_giant_render_writes_the_pipelines_bytes_through_its_pieces_plan(
+    target: Path, tiles_dir: Path, tmp_path: Path
+) -> None:
     from mosaic.deepzoom import write_dzi
     from mosaic.grid import plan_grid
     from mosaic.pieces import job_plan
@@ -310,31 +400,59 @@ def test_a_giant_render_writes_the_pipelines_bytes_through_its_pieces_plan(targe
     from workers.slicing import encode_output
 
     out = tmp_path / "m.jpg"
-    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "16", "--tiles-across", "100",
-                 "--slices", "3", "--seed", "s", "-o", str(out), "-o", str(tmp_path / "m.dzi"))
+    result = run(
+        "render",
+        str(target),
+        "--library",
+        str(tiles_dir),
+        "--tile-size",
+        "16",
+        "--tiles-across",
+        "100",
+        "--slices",
+        "3",
+        "--seed",
+        "s",
+        "-o",
+        str(out),
+        "-o",
+        str(tmp_path / "m.dzi"),
+    )
     assert result.exit_code == 0, result.output
     assert "it needs about" in result.output and "GB of memory" in result.output
     image = Image.open(target).convert("RGB")
     grid = plan_grid(image.width, image.height, tile_size=16, tiles_across=100)
     plan = job_plan(grid, 3)
     assert plan is not None and plan.bands == 3, "a mosaic the pipeline cuts into pieces"
-    mosaic = render(image, load_library(str(tiles_dir), echo=False), tile_size=16, tiles_across=100, seed="s",
-                    slices=3, cuts=plan.cuts)
+    mosaic = render(
+        image,
+        load_library(str(tiles_dir), echo=False),
+        tile_size=16,
+        tiles_across=100,
+        seed="s",
+        slices=3,
+        cuts=plan.cuts,
+    )
     assert out.read_bytes() == encode_output(mosaic), "the pipeline's JPEG encoder and options"
     write_dzi(mosaic, tmp_path / "e.dzi")
     for tile in (tmp_path / "e_files").rglob("*.jpg"):
         assert (tmp_path / "m_files" / tile.relative_to(tmp_path / "e_files")).read_bytes() == tile.read_bytes()
 
 
-def test_a_render_too_big_for_memory_is_refused_before_any_work(target: Path, tiles_dir: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_render_too_big_for_memory_is_refused_before_any_work(
+    target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from photomosaics.commands import render as command
 
     monkeypatch.setattr(command, "RENDER_BYTES_PER_PIXEL", 1e15)
     out = tmp_path / "m.jpg"
-    result = run("render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out))
+    result = run(
+        "render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out)
+    )
     assert_clean_failure(result, "needs about", "through the pipeline", "photomosaics run")
     assert not out.exists()
+
+
 def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     import csv
 
@@ -343,14 +461,26 @@ def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, t
     from photomosaics.commands.render import load_library
 
     out, tile_map = tmp_path / "m.png", tmp_path / "map.csv"
-    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "16", "--tiles-across", "12", "--slices", "3"]
+    args = [
+        "render",
+        str(target),
+        "--library",
+        str(tiles_dir),
+        "--tile-size",
+        "16",
+        "--tiles-across",
+        "12",
+        "--slices",
+        "3",
+    ]
     result = run(*args, "--seed", "s", "-o", str(out), "--tile-map", str(tile_map))
     assert result.exit_code == 0, result.output
     assert "wrote " + str(tile_map) + " (12x8 cells" in result.output
 
     library = load_library(str(tiles_dir))
-    pixels, choice = render_with_placement(open_image(target.read_bytes()), library, tile_size=16, tiles_across=12,
-                                           slices=3, seed="s")  # fmt: skip
+    pixels, choice = render_with_placement(
+        open_image(target.read_bytes()), library, tile_size=16, tiles_across=12, slices=3, seed="s"
+    )
     with Image.open(out) as image:
         assert np.array_equal(np.asarray(image.convert("RGB")), pixels)
     which, mirrored = placed_tiles(choice, library)
@@ -360,4 +490,6 @@ def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, t
     for col, row, name, flipped in rows[1:]:
         c, r = int(col), int(row)
         assert (name, flipped) == (library.names[which[r, c]], str(int(mirrored[r, c])))
-    assert_clean_failure(run(*args, "-o", str(out), "--tile-map", str(tmp_path / "nowhere" / "map.csv")), "does not exist")
+    assert_clean_failure(
+        run(*args, "-o", str(out), "--tile-map", str(tmp_path / "nowhere" / "map.csv")), "does not exist"
+    )

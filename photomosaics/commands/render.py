@@ -64,7 +64,10 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
             param_hint="--library",
         )
     if echo and skipped:
-        click.echo(f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]} ({skipped[0][1]})", err=True)
+        click.echo(
+            f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]} ({skipped[0][1]})",
+            err=True,
+        )
     return library
 
 
@@ -85,9 +88,9 @@ def _demo(*, use_cache: bool) -> Any:
 
 
 def _load_stored(name: str) -> Any:
+    from dal.blobs.libraries import LibraryStore
     from dal.config import Settings, StorageClients
     from dal.errors import LibraryError
-    from dal.blobs.libraries import LibraryStore
 
     settings = Settings.from_env()
     assert settings.connection_string is not None
@@ -123,37 +126,91 @@ def _render_options(
 
 @main.command()
 @click.argument("target", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-l", "--library", "library_spec", required=True, metavar="DIR_OR_NAME",
-              help="A folder or zip of photos, 'demo', or a library name in storage (needs AZURE_STORAGE_CONNECTION_STRING).")
-@click.option("-t", "--tile-size", type=click.IntRange(1, MAX_TILE_SIZE), default=16, show_default=True,
-              help="Pixels per tile side in the output.")
-@click.option("--tiles-across", type=click.IntRange(min=1), default=None,
-              help="Mosaic width in tiles [default: one tile per target pixel, within the output limit].")
-@click.option("--slices", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Render in this many bands, as the workers would (same pixels); "
-                   f"at most PHOTOMOSAICS_MAX_SLICES ({Settings().max_slices}).")
-@click.option("--variety", type=click.IntRange(0, 16), default=None,
-              help="No tile repeats within this many cells, 0 = off [default: the engine's].")
-@click.option("--correction", type=click.IntRange(0, 100), default=None,
-              help="Move each whole tile this far toward its cell's colour, in percent; the tile stays "
-                   "the photo it is (0 = tiles untouched) [default: the engine's].")
-@click.option("--overlay", type=click.IntRange(0, 100), default=None,
-              help="Paint the target over the tiles at sub-cell resolution, in percent (a fake mosaic: "
-                   "up close the tiles stop being photographs) [default: 0, off].")
-@click.option("--match-contrast", is_flag=True,
-              help="With --overlay: hold each tile's contrast to its cell's and raise the overlay where the target is flat.")
+@click.option(
+    "-l",
+    "--library",
+    "library_spec",
+    required=True,
+    metavar="DIR_OR_NAME",
+    help="A folder or zip of photos, 'demo', or a library name in storage (needs AZURE_STORAGE_CONNECTION_STRING).",
+)
+@click.option(
+    "-t",
+    "--tile-size",
+    type=click.IntRange(1, MAX_TILE_SIZE),
+    default=16,
+    show_default=True,
+    help="Pixels per tile side in the output.",
+)
+@click.option(
+    "--tiles-across",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Mosaic width in tiles [default: one tile per target pixel, within the output limit].",
+)
+@click.option(
+    "--slices",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Render in this many bands, as the workers would (same pixels); "
+    f"at most PHOTOMOSAICS_MAX_SLICES ({Settings().max_slices}).",
+)
+@click.option(
+    "--variety",
+    type=click.IntRange(0, 16),
+    default=None,
+    help="No tile repeats within this many cells, 0 = off [default: the engine's].",
+)
+@click.option(
+    "--correction",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="Move each whole tile this far toward its cell's colour, in percent; the tile stays "
+    "the photo it is (0 = tiles untouched) [default: the engine's].",
+)
+@click.option(
+    "--overlay",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="Paint the target over the tiles at sub-cell resolution, in percent (a fake mosaic: "
+    "up close the tiles stop being photographs) [default: 0, off].",
+)
+@click.option(
+    "--match-contrast",
+    is_flag=True,
+    help="With --overlay: hold each tile's contrast to its cell's and raise the overlay where the target is flat.",
+)
 @click.option("--colour-first", is_flag=True, help="Match mean colours only, ignoring the layout inside a cell.")
-@click.option("--max-uses", type=click.IntRange(min=1), default=None,
-              help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].")
+@click.option(
+    "--max-uses",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].",
+)
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
-@click.option("--max-output-pixels", type=click.IntRange(min=1), default=None,
-              help="Largest output in pixels for an explicit --tiles-across [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 400 MP; without --tiles-across at most 40 MP].")
-@click.option("-o", "--output", "outputs", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=True,
-              multiple=True,
-              help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: "
-                   "name.dzi and name_files/). Repeat it for several outputs of one render, written at once (-o m.jpg -o m.dzi).")
-@click.option("--tile-map", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-              help="Also write which library photo is in which cell, as CSV: col,row,tile,mirrored (mirrored 0 or 1).")
+@click.option(
+    "--max-output-pixels",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Largest output in pixels for an explicit --tiles-across [default: PHOTOMOSAICS_MAX_OUTPUT_PIXELS or 400 MP; without --tiles-across at most 40 MP].",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    required=True,
+    multiple=True,
+    help="Output image; the format follows the extension (.jpg, .png, .webp, .tif; .dzi writes a Deep Zoom pyramid: "
+    "name.dzi and name_files/). Repeat it for several outputs of one render, written at once (-o m.jpg -o m.dzi).",
+)
+@click.option(
+    "--tile-map",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Also write which library photo is in which cell, as CSV: col,row,tile,mirrored (mirrored 0 or 1).",
+)
 @click.option("--no-cache", is_flag=True, help="Rebuild a folder or zip library instead of using its cached index.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG/WebP quality.")
 def render(
@@ -174,10 +231,10 @@ def render(
     tile_map: Path | None,
     no_cache: bool,
     quality: int,
-) -> None:  # fmt: skip
+) -> None:
     """Render TARGET as a mosaic of library tiles, offline, into each OUTPUT."""
     from dal.config import Settings
-    from mosaic.grid import min_slices, plan_bands, plan_grid
+    from mosaic.grid import min_slices
     from mosaic.images import ImageDecodeError, open_image
     from mosaic.pieces import job_plan
     from mosaic.render import render_with_placement
@@ -187,36 +244,26 @@ def render(
         raise click.BadParameter(f"folder {tile_map.parent} does not exist", param_hint="--tile-map")
     settings = Settings.from_env()
     if slices > settings.max_slices:
-        raise click.BadParameter(f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices")
+        raise click.BadParameter(
+            f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices"
+        )
     try:
         image = open_image(target.read_bytes(), max_pixels=settings.max_input_pixels)
     except ImageDecodeError as exc:
         raise click.BadParameter(f"{target}: {exc}", param_hint="TARGET") from None
     options = _render_options(
-        variety=variety, correction=correction, overlay=overlay, match_contrast=match_contrast,
-        colour_first=colour_first, max_uses=max_uses,
+        variety=variety,
+        correction=correction,
+        overlay=overlay,
+        match_contrast=match_contrast,
+        colour_first=colour_first,
+        max_uses=max_uses,
     )
     limit = max_output_pixels or settings.max_output_pixels
-    try:
-        grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=limit)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--tile-size") from None
-    try:
-        plan_bands(grid.tiles_down, slices)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--slices") from None
-    for output, fmt in formats.items():  # refused now, not after the whole render
-        _check_fits(output, fmt, grid.output_width, grid.output_height)
-    _check_memory(grid.output_width * grid.output_height)
-    library = load_library(library_spec, use_cache=not no_cache)
-    if max_uses is not None:
-        from mosaic.fair import check_budget
-        from mosaic.errors import TileBudgetError
-
-        try:
-            check_budget(grid.tiles_across * grid.tiles_down, len(library.names), max_uses)
-        except TileBudgetError as exc:
-            raise click.BadParameter(str(exc), param_hint="--max-uses") from None
+    grid = _plan(image, tile_size=tile_size, tiles_across=tiles_across, slices=slices, limit=limit, formats=formats)
+    library = _library_for(
+        library_spec, use_cache=not no_cache, max_uses=max_uses, cells=grid.tiles_across * grid.tiles_down
+    )
     click.echo(
         f"{grid.tiles_across}x{grid.tiles_down} tiles of {tile_size} px, {len(library.names)} in the library -> "
         f"{grid.output_width}x{grid.output_height} px",
@@ -231,12 +278,61 @@ def render(
         # choice segments, so the offline outputs are the pipeline's, byte for byte.
         plan = job_plan(grid, slices)
         mosaic, placement = render_with_placement(
-            image, library, tile_size=tile_size, slices=max(slices, min_slices(grid)), tiles_across=tiles_across,
-            seed=seed, options=options, max_output_pixels=limit, progress=advance,
+            image,
+            library,
+            tile_size=tile_size,
+            slices=max(slices, min_slices(grid)),
+            tiles_across=tiles_across,
+            seed=seed,
+            options=options,
+            max_output_pixels=limit,
+            progress=advance,
             cuts=None if plan is None else plan.cuts,
         )
-    # Several outputs of one render are written at once: libvips (the pyramid) and Pillow's
-    # encoders work outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid.
+    _write_all(mosaic, formats, quality)
+    if tile_map is not None:
+        _write_tile_map(placement, library, library_spec, tile_map)
+
+
+def _library_for(library_spec: str, *, use_cache: bool, max_uses: int | None, cells: int) -> Any:
+    """The tile library; with ``max_uses``, refused when it cannot cover ``cells`` cells."""
+    library = load_library(library_spec, use_cache=use_cache)
+    if max_uses is not None:
+        from mosaic.errors import TileBudgetError
+        from mosaic.fair import check_budget
+
+        try:
+            check_budget(cells, len(library.names), max_uses)
+        except TileBudgetError as exc:
+            raise click.BadParameter(str(exc), param_hint="--max-uses") from None
+    return library
+
+
+def _plan(
+    image: Any, *, tile_size: int, tiles_across: int | None, slices: int, limit: int, formats: dict[Path, str]
+) -> Any:
+    """The job's grid, refused with a usage error before any work when it cannot be made."""
+    from mosaic.grid import plan_bands, plan_grid
+
+    try:
+        grid = plan_grid(
+            image.width, image.height, tile_size=tile_size, tiles_across=tiles_across, max_output_pixels=limit
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tile-size") from None
+    try:
+        plan_bands(grid.tiles_down, slices)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--slices") from None
+    for output, fmt in formats.items():  # refused now, not after the whole render
+        _check_fits(output, fmt, grid.output_width, grid.output_height)
+    _check_memory(grid.output_width * grid.output_height)
+    return grid
+
+
+def _write_all(mosaic: Any, formats: dict[Path, str], quality: int) -> None:
+    """Every output of one render at once: libvips (the pyramid) and Pillow's encoders work
+    outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=len(formats)) as pool:
@@ -245,8 +341,6 @@ def render(
         future.result()
     for output in formats:
         click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
-    if tile_map is not None:
-        _write_tile_map(placement, library, library_spec, tile_map)
 
 
 def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path) -> None:
@@ -268,7 +362,9 @@ def _output_format(output: Path) -> str:
     """The format an output's extension asks for; a clear error for an unknown one or a missing folder."""
     fmt = "DZI" if output.suffix.lower() == ".dzi" else _FORMATS.get(output.suffix.lower())
     if fmt is None:
-        raise click.BadParameter(f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}, .dzi", param_hint="--output")
+        raise click.BadParameter(
+            f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}, .dzi", param_hint="--output"
+        )
     if not output.parent.is_dir():
         raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
     return fmt

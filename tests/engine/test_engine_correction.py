@@ -6,9 +6,19 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mosaic import RenderOptions, TileLibrary, placed_tiles, render, render_with_placement
-from mosaic.correction import compose_corrected, offsets, tile_colours
-from mosaic import band_cells, cell_image, plan_bands, plan_grid
+from mosaic import (
+    RenderOptions,
+    TileLibrary,
+    band_cells,
+    cell_image,
+    compose,
+    placed_tiles,
+    plan_bands,
+    plan_grid,
+    render,
+    render_with_placement,
+)
+from mosaic.correction import add_shift, offsets, tile_colours
 from mosaic.render import candidate_tiles, choose_tiles
 
 from .conftest import flat_library, random_library
@@ -31,7 +41,9 @@ def _luma_r(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("tile_size", [8, 16, 32])
-def test_the_default_correction_keeps_every_tile_the_photo_it_is(photo: Image.Image, library200: TileLibrary, tile_size: int) -> None:
+def test_the_default_correction_keeps_every_tile_the_photo_it_is(
+    photo: Image.Image, library200: TileLibrary, tile_size: int
+) -> None:
     out, choice = render_with_placement(photo, library200, tile_size=tile_size, tiles_across=24, seed="c")
     placed = candidate_tiles(library200, tile_size, RenderOptions())[choice.ravel()]
     r = _luma_r(_cells(out, tile_size), placed)
@@ -66,7 +78,9 @@ def test_the_placement_is_each_band_s_own_choice(photo: Image.Image, library200:
 
 
 @pytest.mark.parametrize(("slices", "tile_size"), [(3, 8), (5, 16), (4, 12), (3, 2)])
-def test_corrected_bands_rendered_alone_equal_the_whole(photo: Image.Image, library200: TileLibrary, slices: int, tile_size: int) -> None:
+def test_corrected_bands_rendered_alone_equal_the_whole(
+    photo: Image.Image, library200: TileLibrary, slices: int, tile_size: int
+) -> None:
     kwargs = {"tile_size": tile_size, "tiles_across": 30, "seed": "req", "slices": slices}
     for options in (RenderOptions(), RenderOptions(correction=80, overlay=40, match_contrast=True)):
         whole = render(photo, library200, options=options, **kwargs)
@@ -105,7 +119,9 @@ def test_the_overlay_paints_the_target_over_the_tiles_and_breaks_them() -> None:
     """On, the overlay moves every sub-cell toward the target: the tiles stop being photographs."""
     library = random_library(80, seed=3)
     rng = np.random.default_rng(1)
-    target = Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).resize((96, 96), Image.Resampling.NEAREST)
+    target = Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).resize(
+        (96, 96), Image.Resampling.NEAREST
+    )
     kwargs = {"tile_size": 16, "tiles_across": 6, "seed": "o"}
     off, choice = render_with_placement(target, library, **kwargs)
     on, same = render_with_placement(target, library, options=RenderOptions(overlay=100), **kwargs)
@@ -130,4 +146,4 @@ def test_placing_corrected_tiles_is_the_plain_saturating_sum(tile_size: int, lar
     shift = rng.integers(-largest, largest + 1, (9, 11, 3)).astype(np.int16)
     plain = np.clip(tiles[choice].astype(np.int16) + shift[:, :, None, None, :], 0, 255).astype(np.uint8)
     expected = plain.transpose(0, 2, 1, 3, 4).reshape(9 * tile_size, 11 * tile_size, 3)
-    assert np.array_equal(compose_corrected(choice, tiles, shift), expected)
+    assert np.array_equal(add_shift(compose(choice, tiles), shift), expected)

@@ -26,14 +26,25 @@ def test_max_uses_is_never_exceeded_even_across_bands(photo: Image.Image, max_us
     whole = assign_fair(cells, library, tile_size=8, options=options)
     assert np.bincount(whole.ravel() % len(library)).max() <= max_uses  # a mirror image is the same tile
     # The pipeline's way: one assignment, each band composes its own rows of it.
-    stitched = np.concatenate([
-        render_band(band_cells(cells, band, tile_size=8), library, tile_size=8, seed="s", row_offset=band.start,
-                    options=options, choice=whole[band.start : band.stop])
-        for band in plan_bands(grid.tiles_down, slices)
-    ])
+    stitched = np.concatenate(
+        [
+            render_band(
+                band_cells(cells, band, tile_size=8),
+                library,
+                tile_size=8,
+                seed="s",
+                row_offset=band.start,
+                options=options,
+                choice=whole[band.start : band.stop],
+            )
+            for band in plan_bands(grid.tiles_down, slices)
+        ]
+    )
     out = render(photo, library, tile_size=8, tiles_across=12, slices=slices, seed="s", options=options)
     assert np.array_equal(out, stitched)
-    assert np.array_equal(out, render(photo, library, tile_size=8, tiles_across=12, slices=slices, seed="t", options=options))
+    assert np.array_equal(
+        out, render(photo, library, tile_size=8, tiles_across=12, slices=slices, seed="t", options=options)
+    )
 
 
 def test_fair_use_on_a_flat_target_spreads_the_cells_over_distinct_tiles() -> None:
@@ -64,7 +75,9 @@ def test_the_assignment_is_the_exact_optimum_on_a_small_problem() -> None:
 
 def test_a_budget_too_small_for_the_cells_is_refused_clearly(library200: TileLibrary) -> None:
     target = Image.new("RGB", (21, 10), (90, 90, 90))
-    with pytest.raises(TileBudgetError, match="210 cells need more than 200 tiles x 1 uses: raise max_uses to at least 2"):
+    with pytest.raises(
+        TileBudgetError, match="210 cells need more than 200 tiles x 1 uses: raise max_uses to at least 2"
+    ):
         render(target, library200, tile_size=4, options=RenderOptions(max_uses=1))
     assert render(target, library200, tile_size=4, options=RenderOptions(max_uses=2)).shape == (40, 84, 3)
 
@@ -77,5 +90,7 @@ def test_max_uses_must_be_a_positive_integer(bad: object) -> None:
 
 def test_a_grid_too_big_to_assign_fairly_is_refused_before_any_work() -> None:
     check_budget(MAX_FAIR_CELLS, MAX_FAIR_CELLS, 1)  # the limit itself is allowed
-    with pytest.raises(TileBudgetError, match=f"at most {MAX_FAIR_CELLS:,} cells and this one has {MAX_FAIR_CELLS + 1:,}"):
+    with pytest.raises(
+        TileBudgetError, match=f"at most {MAX_FAIR_CELLS:,} cells and this one has {MAX_FAIR_CELLS + 1:,}"
+    ):
         check_budget(MAX_FAIR_CELLS + 1, MAX_FAIR_CELLS + 1, 1)  # enough tiles, but too many cells

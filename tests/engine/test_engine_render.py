@@ -77,18 +77,34 @@ def test_mirror_images_of_tiles_are_candidates_too() -> None:
     target = Image.fromarray(atlas[0, :, ::-1].copy())  # dark on the right
     out = render(target, library, tile_size=16, tiles_across=1, options=PLAIN)
     assert np.array_equal(out, library.tiles(16)[0, :, ::-1])
-    plain = render(target, library, tile_size=16, tiles_across=1, options=RenderOptions(variety=0, correction=0, mirror=False))
+    plain = render(
+        target, library, tile_size=16, tiles_across=1, options=RenderOptions(variety=0, correction=0, mirror=False)
+    )
     assert np.array_equal(plain, library.tiles(16)[0])
 
 
-def _stitch(image: Image.Image, library: TileLibrary, *, tile_size: int, slices: int, seed: str,
-            options: RenderOptions, tiles_across: int) -> np.ndarray:
+def _stitch(
+    image: Image.Image,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    slices: int,
+    seed: str,
+    options: RenderOptions,
+    tiles_across: int,
+) -> np.ndarray:
     """What the pipeline does: the controller cuts cells into bands, workers render each alone."""
     grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across)
     cells = cell_image(image, grid)
     parts = [
-        render_band(band_cells(cells, band, tile_size=tile_size).copy(), library, tile_size=tile_size, seed=seed,
-                    row_offset=band.start, options=options)
+        render_band(
+            band_cells(cells, band, tile_size=tile_size).copy(),
+            library,
+            tile_size=tile_size,
+            seed=seed,
+            row_offset=band.start,
+            options=options,
+        )
         for band in reversed(plan_bands(grid.tiles_down, slices))  # any order, any process
     ]
     return np.concatenate(parts[::-1], axis=0)
@@ -137,10 +153,14 @@ def test_variety_never_repeats_a_tile_within_the_distance_even_across_bands(dist
     options = RenderOptions(variety=distance, correction=0)
     grid = plan_grid(24, 20, tile_size=4)
     cells = cell_image(target, grid)
-    choice = np.concatenate([
-        choose_tiles(band_cells(cells, band), library, tile_size=4, seed="s", row_offset=band.start, options=options)
-        for band in plan_bands(grid.tiles_down, slices)
-    ])
+    choice = np.concatenate(
+        [
+            choose_tiles(
+                band_cells(cells, band), library, tile_size=4, seed="s", row_offset=band.start, options=options
+            )
+            for band in plan_bands(grid.tiles_down, slices)
+        ]
+    )
     assert choice.shape == (20, 24)
     assert _repeats_within(choice % len(library), distance) == 0  # a mirror image is the same tile
     plain = choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN)
@@ -160,10 +180,12 @@ def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_tar
     target = Image.new("RGB", (30, 26), (120, 140, 160))
     grid = plan_grid(30, 26, tile_size=4)
     cells = cell_image(target, grid)
-    choice = np.concatenate([
-        choose_tiles(band_cells(cells, band), library, tile_size=4, seed="s", row_offset=band.start)
-        for band in plan_bands(grid.tiles_down, slices)
-    ]) % len(library)
+    choice = np.concatenate(
+        [
+            choose_tiles(band_cells(cells, band), library, tile_size=4, seed="s", row_offset=band.start)
+            for band in plan_bands(grid.tiles_down, slices)
+        ]
+    ) % len(library)
     assert _repeats_within(choice, RenderOptions().variety) == 0
     assert _max_window_share(choice) <= 0.10
     plain = choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN) % len(library)
@@ -205,10 +227,8 @@ def test_one_by_one_target(library200: TileLibrary) -> None:
 
 @pytest.mark.parametrize("mode", ["L", "P", "RGBA", "I;16", "CMYK"])
 def test_inputs_of_any_mode_render(photo: Image.Image, library200: TileLibrary, mode: str) -> None:
-    if mode == "I;16":
-        source = Image.fromarray((np.asarray(photo.convert("L"), np.uint16) * 257))
-    else:
-        source = photo.convert(mode)
+    grey16 = mode == "I;16"
+    source = Image.fromarray(np.asarray(photo.convert("L"), np.uint16) * 257) if grey16 else photo.convert(mode)
     fmt = "JPEG" if mode == "CMYK" else "PNG"
     image = open_image(encode(source, fmt))
     out = render(image, library200, tile_size=4, tiles_across=20, seed="m")
@@ -255,9 +275,9 @@ def test_many_small_cells_go_through_the_colour_table(library200: TileLibrary) -
     rng = np.random.default_rng(2)
     cells = rng.integers(0, 256, (300, 300, 3), dtype=np.uint8)
     choice = choose_tiles(cells, library200, tile_size=1, seed="", options=PLAIN)
-    small = np.concatenate([
-        choose_tiles(cells[r : r + 100], library200, tile_size=1, seed="", options=PLAIN) for r in range(0, 300, 100)
-    ])
+    small = np.concatenate(
+        [choose_tiles(cells[r : r + 100], library200, tile_size=1, seed="", options=PLAIN) for r in range(0, 300, 100)]
+    )
     assert np.array_equal(choice, small)
 
 
@@ -276,11 +296,14 @@ def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
     assert np.array_equal(whole, _stitch(photo, library200, **kwargs))
     grid = plan_grid(photo.width, photo.height, tile_size=4, tiles_across=40)
     cells = cell_image(photo, grid)
-    choice = np.concatenate([
-        choose_tiles(band_cells(cells, band), library200, tile_size=4, seed="strips", row_offset=band.start,
-                     options=options)
-        for band in plan_bands(grid.tiles_down, 3)
-    ])
+    choice = np.concatenate(
+        [
+            choose_tiles(
+                band_cells(cells, band), library200, tile_size=4, seed="strips", row_offset=band.start, options=options
+            )
+            for band in plan_bands(grid.tiles_down, 3)
+        ]
+    )
     assert _repeats_within(choice % len(library200), 2) == 0
 
 

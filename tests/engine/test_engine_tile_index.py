@@ -78,7 +78,9 @@ def test_ranking_around_a_tile_matches_the_dense_ranking(features: tuple[np.ndar
     tiles, cells = features
     tiles, cells = tiles[:800], cells[:500]
     graph = tile_graph(tiles, 20)
-    assert np.array_equal(ranked_around(cells, tiles, nearest(cells, tiles), graph), ranked_neighbours(cells, tiles, graph))
+    assert np.array_equal(
+        ranked_around(cells, tiles, nearest(cells, tiles), graph), ranked_neighbours(cells, tiles, graph)
+    )
 
 
 @pytest.fixture
@@ -96,11 +98,19 @@ def test_indexed_bands_equal_the_whole_render(photo: Image.Image, indexed, optio
     assert indexed.cached(("index", 8, *structure_colour, options.mirror), lambda: None) is not None  # it was used
     grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=36)
     cells = cell_image(photo, grid)
-    stitched = np.concatenate([
-        render_band(band_cells(cells, band, tile_size=8).copy(), indexed, tile_size=8, seed="idx",
-                    row_offset=band.start, options=options)
-        for band in plan_bands(grid.tiles_down, 4)
-    ])
+    stitched = np.concatenate(
+        [
+            render_band(
+                band_cells(cells, band, tile_size=8).copy(),
+                indexed,
+                tile_size=8,
+                seed="idx",
+                row_offset=band.start,
+                options=options,
+            )
+            for band in plan_bands(grid.tiles_down, 4)
+        ]
+    )
     assert np.array_equal(whole, stitched)
     assert np.array_equal(whole, render(photo, indexed, slices=4, **kwargs))  # redelivery: same pixels
 
@@ -108,10 +118,12 @@ def test_indexed_bands_equal_the_whole_render(photo: Image.Image, indexed, optio
 def test_indexed_variety_never_repeats_within_the_distance(photo: Image.Image, indexed) -> None:
     grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=30)
     cells = cell_image(photo, grid)
-    choice = np.concatenate([
-        choose_tiles(band_cells(cells, band, tile_size=8), indexed, tile_size=8, seed="v", row_offset=band.start)
-        for band in plan_bands(grid.tiles_down, 3)
-    ]) % len(indexed)
+    choice = np.concatenate(
+        [
+            choose_tiles(band_cells(cells, band, tile_size=8), indexed, tile_size=8, seed="v", row_offset=band.start)
+            for band in plan_bands(grid.tiles_down, 3)
+        ]
+    ) % len(indexed)
     rows, cols = choice.shape
     d = RenderOptions().variety
     assert feasible_distance(d, len(indexed)) == d
