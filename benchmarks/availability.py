@@ -3,7 +3,7 @@
 One Azurite, two isolated pipelines (name prefixes), each with a controller, a responder and
 two processors whose storage goes through ``tests/support/faultproxy.py``: one proxy injects nothing,
 the other answers 20 % of requests with 503 ServerBusy (plus 3 % 500 OperationTimedOut and
-2 % resets) for the whole run, as in issue 9 ("20 % injected 503s for a minute"). Retry waits
+2 % resets) for the whole run, ("20 % injected 503s for a minute"). Retry waits
 are the product's (ServerBusy: 10 s) unless ``PHOTOMOSAICS_RETRY_SCALE`` is set.
 
 Prints, for each: wall time for the batch, jobs lost (goal 0), storage transactions, retries

@@ -54,7 +54,7 @@ LIBRARY_TILES = 640  # the fallback crops' count, and the small library of the 1
 BIG_LIBRARY_TILES = 10_000
 REPEATS = 3
 RADIUS = 3  # the default variety radius (RenderOptions().variety): repeats are counted within it
-MAX_WINDOW_SHARE = 0.10  # issue 11: no tile on more than 10 % of any 8x8-cell window
+MAX_WINDOW_SHARE = 0.10  # no tile on more than 10 % of any 8x8-cell window
 RESULTS = Path("bench-results")
 ARTIFACTS = Path("artifacts") / "bench"
 
@@ -506,7 +506,7 @@ def _print_quality(results: dict[str, Any]) -> None:
 
 def _print_verdicts(results: dict[str, Any]) -> None:
     """The issue's targets, checked against this run's numbers."""
-    print("\ntargets (issue 3):")
+    print("\ntargets:")
     job = results.get("12 MP t16", {})
     engine, per_cell, floor = job.get("engine", {}), job.get("per_cell"), job.get("floor")
     for name in ("engine default", "engine plain"):

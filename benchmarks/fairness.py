@@ -1,9 +1,9 @@
-"""Fair scheduling between clients (issue 16): client A queues 20 jobs, then client B one.
+"""Fair scheduling between clients: client A queues 20 jobs, then client B one.
 
 Real role processes (controller, responder and two processors, as ``make run`` starts them
 on 2 cores) on a fresh in-memory Azurite, once per setting, side by side in one run:
 
-- ``PHOTOMOSAICS_FAIR_LANES=1``: first come, first served (the pipeline before issue 16);
+- ``PHOTOMOSAICS_FAIR_LANES=1``: first come, first served (one lane);
 - ``PHOTOMOSAICS_FAIR_LANES=2``: the default (``dal/queues/lanes.py``).
 
 Each run times one job alone first (after a warm-up job: libraries loaded), then sends A's

@@ -1,6 +1,6 @@
 """Where a job's time and transactions go: the hand-offs between roles, before and after.
 
-Two jobs from issue 8, on a warm set of real role processes (controller, responder, two
+Two jobs, on a warm set of real role processes (controller, responder, two
 processors, as ``make run`` starts them) and a fresh in-memory Azurite:
 
 - **small**: a 960 × 752 mosaic (60 tiles across at tile 16) in 4 slices, submit → done,
@@ -8,7 +8,7 @@ processors, as ``make run`` starts them) and a fresh in-memory Azurite:
   status polls (goal ≤ 8 × slices + 20 = 52);
 - **large**: a 1 MP photo at tile 16 (a 40 MP mosaic) in 1 slice, pipeline ÷ the offline
   render of the same job (goal ≤ 1.3×). The pipeline's job makes a JPEG *and* a Deep Zoom
-  pyramid (every job has one since issue 13), so the same job offline is ``open_image`` +
+  pyramid (every job has one), so the same job offline is ``open_image`` +
   ``render`` + both outputs from the in-memory pixels at once (``offline_outputs``, what
   ``photomosaics render -o x.jpg -o x.dzi`` does: the fastest way offline). Beside it, for
   reference, the ratio to the issue's first baseline, the JPEG alone (``encode_output``), which
@@ -30,7 +30,7 @@ queue pickup and table writes ("waits").
 
 **Before and after, side by side in one run**: the same jobs also run on the roles of an
 older commit (``PHOTOMOSAICS_BENCH_BEFORE``, default ``BEFORE_REF``: the pipeline before
-issue 8), checked out with ``git archive`` into a temporary folder and started with the
+the queue runtime's wake-up hints), checked out with ``git archive`` into a temporary folder and started with the
 same interpreter; set it to ``none`` to skip. Roles run as ``make run`` starts them: default
 polling (0.1 s doubling to 2 s) and a shared hint folder (``PHOTOMOSAICS_HINT_DIR``; roles of
 a tree without hints ignore it and poll), so the transactions counted are a user's, empty
@@ -55,7 +55,7 @@ from typing import Any
 
 from benchmarks import pipeline as pl
 
-BEFORE_REF = "4320be1"  # main before issue 8 ("merge main" after the poison operations)
+BEFORE_REF = "4320be1"  # the pipeline before wake-up hints and hand-back ("merge main" after the poison operations)
 BEFORE_ENV = "PHOTOMOSAICS_BENCH_BEFORE"
 SMALL = {"size": (960, 752), "tile": 16, "tiles_across": 60, "slices": 4}
 LARGE = {"size": (1152, 864), "tile": 16, "tiles_across": None, "slices": 1}
@@ -347,7 +347,7 @@ def report(results: dict[str, Any], ref: str) -> None:
         if os.environ.get("PHOTOMOSAICS_BENCH_FAST_POLL")
         else "default polling and hints, as make run"
     )
-    print(f"\nIssue 8 hand-offs (before = {ref}, after = this checkout; 2 processors, {polling}):")
+    print(f"\nhand-offs (before = {ref}, after = this checkout; 2 processors, {polling}):")
     print("| measure | goal | " + " | ".join(labels) + " |")
     print("|---|---:|" + "---:|" * len(labels))
     print(

@@ -1,4 +1,4 @@
-"""The queue runtime of issue 8: wake-ups, idle cost, crash recovery, elastic dequeue.
+"""The queue runtime: wake-ups, idle cost, crash recovery, elastic dequeue.
 
 One run, a fresh in-memory Azurite, each figure beside the issue's goal and the figure
 before the change (2 s idle cap and no hints, 300 s lease, no hand-back, fixed concurrency):

@@ -166,7 +166,7 @@ def _wait_done(client: Any, ids: list[str], pipe: Pipeline, *, timeout: float) -
 def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
     azurite_connection_string: str, secondary_connection_string: str, tmp_path: Path
 ) -> None:
-    """Issue 9: cut the primary, submit 10 jobs (all 202, shown as waiting for storage), restore it:
+    """Cut the primary, submit 10 jobs (all 202, shown as waiting for storage), restore it:
     all 10 finish pixel-identical to the offline render, each stitched once, the backlog and the
     secondary end empty, and every job row is back on the primary."""
     pipe = Pipeline(azurite_connection_string, tmp_path)

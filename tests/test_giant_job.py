@@ -1,5 +1,5 @@
 """A 400 MP job through the whole pipeline: it completes, its pyramid is right, and no role's
-peak memory reaches 1.5 GB (issue 13). Memory is asserted, time never (``make bench`` prints it).
+peak memory reaches 1.5 GB. Memory is asserted, time never (``make bench`` prints it).
 
 Its own Azurite, on disk in a temporary folder removed afterwards: the job writes about 2 GB
 of blobs (bands, 1.2 GB of rendered slices, the JPEG, the pyramid zip), which would stay in

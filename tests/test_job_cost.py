@@ -30,8 +30,8 @@ from workers.slicing import encode_output
 pytestmark = pytest.mark.timeout(120)
 
 SLICES = 4
-# The issue's goal is 8 x slices + 20 (52 for 4 slices; 124 with idle polls before issue 8,
-# 94 by this count, then 80, 73, 61, 59, 55, 54, 53, 52). What a job costs today with one receive per message (the
+# The budget was 8 x slices + 20 (52 for 4 slices), plus one tile map per slice. What a job
+# costs with one receive per message (the
 # breakdown is in the assertion message): 6 queue calls per slice, 2 blob calls per slice
 # (rendered slice up/down: a small band rides inside its SliceRequest, no blob), 1 table call
 # per slice (the controller's ETag write, started from the row it wrote last: no read; it
@@ -40,7 +40,7 @@ SLICES = 4
 # and checks its library's ETag at most every 10 s, the controller its library's existence
 # likewise (warm here: no check). Per job: the grid and "rendering" in one write (no "slicing"
 # write unless the mosaic is giant; the write that completes the slices is the stitch claim: no
-# claim blob). The Deep Zoom pyramid is one blob (one zip: issue 13). The controller marks the
+# claim blob). The Deep Zoom pyramid is one blob (one zip). The controller marks the
 # job done in the write that records its outputs, its "stitched" and "done" lines in one batch;
 # the responder only reads the row. Each slice stores its tile map (which library photo is in
 # which cell, ``dal.blobs.tile_maps``): one small blob per slice, joined only when someone asks.

@@ -1,4 +1,4 @@
-"""Issue 8's self-healing pipeline, with real processes and real Azurite.
+"""The self-healing pipeline, with real processes and real Azurite.
 
 Work-detected hints (``dal.hints.channel``) wake idle listeners; a lost hint costs one poll (the
 cap); elastic concurrency grows with depth and shrinks back; a SIGKILLed processor's slice
@@ -115,7 +115,7 @@ def test_a_lost_hint_costs_one_poll_at_the_cap(
 def test_covered_by_hints_an_empty_queue_is_not_polled_again_except_for_a_retry(
     hinted: tuple[ImageProcessingQueue, LocalHintChannel], tmp_path: Path
 ) -> None:
-    """QueueEmpty with push (seed 001): no 0.1, 0.2, 0.4 s ramp after the work, one poll and then
+    """QueueEmpty with push: no 0.1, 0.2, 0.4 s ramp after the work, one poll and then
     the 60 s safety net; but a message this listener released with a retry delay is fetched when due."""
     queue, channel = hinted
     attempts: list[int] = []
