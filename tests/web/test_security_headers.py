@@ -8,7 +8,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.web.conftest import LIBRARY, submit
-from tests.web.test_api_jobs import finish, stores  # noqa: F401 (fixture)
+from tests.web.test_api_jobs import client_id_of, finish, stores  # noqa: F401 (fixture)
 from webapp.security import CONTENT_SECURITY_POLICY
 
 
@@ -53,9 +53,7 @@ def test_results_previews_and_tiles_have_exact_types_and_dispositions(
     stores: dict[str, Any],
 ) -> None:
     request_id = submit(client).get_json()["request_id"]
-    owner = next(
-        m.message.client_id for m in stores["queues"].image_requests.peek(32) if m.message.request_id == request_id
-    )
+    owner = client_id_of(client, stores, request_id)
     finish(stores, owner, request_id)
 
     inline = client.get(f"/api/jobs/{request_id}/result")
