@@ -44,6 +44,7 @@ from benchmarks.baselines import (
     prepare_per_cell_tiles,
     run_metapixel,
 )
+from benchmarks.fidelity import window_share
 from benchmarks.photos import crop_tiles, target_jpeg, tile_files
 from benchmarks.quality import scores
 
@@ -101,20 +102,6 @@ def identify_tiles(mosaic: np.ndarray, atlas: np.ndarray, tile: int) -> np.ndarr
     tiles = np.concatenate([atlas, atlas[:, :, ::-1]])
     found = nearest(signature(cells.reshape(-1, tile, tile, 3)), signature(tiles)) % atlas.shape[0]
     return found.reshape(rows, cols)
-
-
-def window_share(tiles: np.ndarray, size: int = 8) -> float:
-    """The largest share of one tile among the cells of any ``size`` × ``size`` window."""
-    if tiles.shape[0] < size or tiles.shape[1] < size:
-        size = min(tiles.shape)
-    windows = np.lib.stride_tricks.sliding_window_view(tiles, (size, size)).reshape(-1, size * size)
-    ordered = np.sort(windows, axis=1)
-    run = np.ones(windows.shape[0], np.int64)
-    longest = run.copy()
-    for j in range(1, size * size):
-        run = np.where(ordered[:, j] == ordered[:, j - 1], run + 1, 1)
-        np.maximum(longest, run, out=longest)
-    return float(longest.max()) / (size * size)
 
 
 def repeats_within(tiles: np.ndarray, distance: int) -> int:
