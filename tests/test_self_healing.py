@@ -43,6 +43,21 @@ from tests.support.waiting import wait_for
 from workers.leases import LEASE_DIR_ENV
 
 
+def _put_unannounced(queue: ImageProcessingQueue) -> None:
+    """A slice request sent with no wake-up hint (as another machine without pub/sub sends)."""
+    queue.hints = None
+    message = SliceRequestMessage(
+        queue_uri=queue.url,
+        client_id="tester",
+        request_id=str(uuid.uuid4()),
+        image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
+        slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
+        slice_sequence=0,
+        tile_size=8,
+    )
+    queue.put_text(message.payload())
+
+
 def _channels(tmp_path: Path) -> dict[str, str]:
     hints = short_hint_dir(tmp_path / "hints")
     return {HINT_DIR_ENV: str(hints), LEASE_DIR_ENV: str(tmp_path / "leases")}
@@ -248,18 +263,7 @@ def test_a_lane_found_empty_is_skipped_until_a_hint_names_it(storage, unique: st
 
     def send(lane: int) -> None:
         queue = queues.slice_lanes[lane][0]
-        queue.hints = None
-        queue.put_text(
-            SliceRequestMessage(
-                queue_uri=queue.url,
-                client_id="tester",
-                request_id=str(uuid.uuid4()),
-                image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
-                slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
-                slice_sequence=0,
-                tile_size=8,
-            ).payload()
-        )
+        _put_unannounced(queue)
 
     try:
         assert receive() == ([], 2)  # nothing known: both lanes tried
@@ -300,18 +304,7 @@ def test_a_handed_back_lane_message_is_announced_where_the_listeners_listen(
     lanes = queues.slice_requests
     lane1 = queues.slice_lanes[1][0]
     try:
-        lane1.hints = None
-        lane1.put_text(
-            SliceRequestMessage(
-                queue_uri=lane1.url,
-                client_id="tester",
-                request_id=str(uuid.uuid4()),
-                image_library_uri="http://127.0.0.1:10000/devstoreaccount1/lib",
-                slice_uri="http://127.0.0.1:10000/devstoreaccount1/x/0.png",
-                slice_sequence=0,
-                tile_size=8,
-            ).payload()
-        )
+        _put_unannounced(lane1)
         held = lanes.accept_messages(1, visibility_timeout=300)
         assert len(held) == 1 and held[0].queue_name == lane1.name != lanes.name
         dead_pid = 2**22 + 7  # past pid_max's default: no live process has it
