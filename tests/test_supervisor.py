@@ -35,8 +35,8 @@ def wait_until(probe, *, seconds: float = 20.0) -> None:  # type: ignore[no-unty
     wait_for(probe, seconds=seconds, step=0.05)
 
 
-def test_restart_delay_doubles_and_is_capped() -> None:
-    assert [restart_delay(n, backoff_min=1, backoff_max=60) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+def test_restart_delay_is_none_then_doubles_and_is_capped() -> None:
+    assert [restart_delay(n, backoff_min=1, backoff_max=60) for n in range(9)] == [0, 1, 2, 4, 8, 16, 32, 60, 60]
 
 
 def test_a_crashing_child_is_restarted_and_a_healthy_one_left_alone(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ the rest), wait up to ``grace``, SIGKILL the process group of any child still th
 second signal sends SIGTERM again (the roles' "stop at once") and shortens the wait.
 Children also get a parent-death signal, so even a SIGKILLed supervisor leaves no orphan.
 
-A child that exits while the supervisor is running is restarted after a back-off that
-doubles from ``backoff_min`` to ``backoff_max`` and resets once the child has stayed up
-for ``stable_after`` seconds: a crash loop costs little, a rare crash is fixed at once.
+A child that exits while the supervisor is running is restarted at once the first time,
+then after a back-off that doubles from ``backoff_min`` to ``backoff_max``; the count
+resets once the child has stayed up for ``stable_after`` seconds: a crash loop costs
+little, and a rare crash (a killed pod, an out-of-memory kill) costs only the start-up.
 
 Two hooks make it the place where the machine heals itself: ``on_exit(name, pid, code)``
 runs as soon as a child is seen dead, before its restart (``photomosaics run`` hands back
@@ -50,8 +51,11 @@ class ChildSpec:
 
 
 def restart_delay(failures: int, *, backoff_min: float, backoff_max: float) -> float:
-    """Seconds before restart number ``failures + 1`` of a child that keeps crashing."""
-    return min(backoff_max, backoff_min * 2.0 ** min(failures, 30))
+    """Seconds before restart number ``failures + 1`` of a child: none after a stable run
+    (every second waited is a second the child's queues wait), doubling after that."""
+    if failures <= 0:
+        return 0.0
+    return min(backoff_max, backoff_min * 2.0 ** min(failures - 1, 30))
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
