@@ -6,33 +6,48 @@ first. This correction keeps both: every pixel of a placed tile gets the same of
 its layout and its contrast are the photo's own, and only its mean colour moves.
 
 The move is made in CIELAB, where distance follows perceived colour difference: the
-tile's mean chroma (a*, b*) goes ``percent`` % of the way to its cell's mean, its mean
-lightness (L*) ``LIGHTNESS`` times as far (capped at all the way), and the sRGB offset
-between the tile's mean and that colour is added to every pixel (gamma-encoded sRGB,
-where a uniform offset keeps the tile's luma layout exactly). Lightness counts more
-because from afar the eye reads the photo's structure from it (measured at 50 %: moving
-lightness 75 % instead of 50 % raised SSIM at the cell grid from below a repeating
-program's to above it on the photos tried, 87.5 % also on coffee's pale cup and table, for
-about 1 ΔE00 more colour moved), while a tile's hue is what up close says "recoloured". The offset is bounded
-per channel by the tile's own range (its ``TAIL``-th darkest and brightest pixels), so
-at most a sliver of highlights or shadows clips: a bright tile in a black cell stops
-where it would lose its highlights, and the matcher prefers tiles that fit
+tile's mean lightness (L*) goes ``LIGHTNESS`` × ``percent`` % of the way to its cell's
+mean (at most all the way), its mean chroma (a*, b*) ``percent`` %, but the chroma only
+as far as a budget allows: the whole move stays within ``budget(percent)`` ΔE00 (``BUDGET``,
+4.5, at the default 50 %), lightness kept whole (``within_budget``). The sRGB offset
+between the tile's mean and that colour is added to every pixel (gamma-encoded sRGB, where
+a uniform offset keeps the tile's luma layout exactly).
+
+Why lightness and chroma differ. From afar the eye reads the photo's structure from
+lightness, so it moves furthest (measured at 50 %: moving lightness 87.5 % instead of 50 %
+raised SSIM at the cell grid from below a repeating program's to above it), and a tile made
+darker or lighter is still the same photograph. Hue and saturation are what up close says
+"recoloured", and where the library has no tile near a cell's colour they are what would
+move far: a deep-blue night sky rendered from a library with no blue photos moved its
+tiles 8.7 ΔE00 halfway (the median), tinted copies rather than photos. The budget keeps
+the median tile within 5 ΔE00 of its photograph there too; cutting lightness instead, or
+the whole move along its line, lost the far structure to a program that repeats one tile
+(``docs/engine.md``).
+
+The offset is bounded per channel by the tile's own range (its ``TAIL``-th darkest and
+brightest pixels), so at most a sliver of highlights or shadows clips: a bright tile in a
+black cell stops where it would lose its highlights, and the matcher prefers tiles that fit
 (``signatures``: the cost of a candidate counts what the correction cannot fix).
 
 Everything reads only the cell's own pixels and its tile, and the Lab round trip is
-lookup tables and elementwise IEEE arithmetic: a band corrected alone equals the band
-within the whole render, on every machine.
+lookup tables and elementwise arithmetic: a band corrected alone equals the band within the
+whole render.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .blend import _saturating_add
+from .colour_difference import ciede2000
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
 TAIL = 0.03  # share of a tile's pixels per side that may clip under the offset
+BUDGET = 4.5  # ΔE00 a tile's mean colour may move at the default 50 %: its own colours, seen side by side
+REFINE = 3  # steps that bring a chroma move onto the budget (ΔE00² is nearly quadratic in its share)
 CORRECT_BYTES = 1 << 20  # output bytes corrected per step: the strip stays in cache
 
 
@@ -68,9 +83,69 @@ def offsets(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.nd
         return np.zeros(targets.shape, np.int16)
     start = srgb_to_lab(means.astype(np.uint8))
     share = np.array([min(1.0, LIGHTNESS * percent / 100.0), percent / 100.0, percent / 100.0])
-    goal = start + share * (srgb_to_lab(targets) - start)
+    goal = within_budget(start, start + share * (srgb_to_lab(targets) - start), budget(percent))
     shift = lab_to_srgb(goal).astype(np.int32) - means
     return np.clip(shift, low, high).astype(np.int16)
+
+
+def budget(percent: int) -> float:
+    """The most (ΔE00) a tile's mean colour moves at ``percent``: ``BUDGET`` at 50 %, a third
+    of it at 25 %, three times at 75 %, no limit at 100 % (the photo wins)."""
+    return math.inf if percent >= 100 else BUDGET * percent / (100 - percent)
+
+
+def within_budget(start: np.ndarray, goal: np.ndarray, limit: float) -> np.ndarray:
+    """``goal`` ``(n, 3)`` Lab with each row's chroma move (a*, b*) cut so that the whole move
+    from ``start`` is at most ``limit`` ΔE00, its lightness move kept whole.
+
+    Lightness is the photo's structure seen from afar and a tile darkened or lightened is
+    still the same photograph: cutting it (tried) lost the structure SSIM reads at the cell
+    grid to a program that repeats one tile. Hue and saturation are what up close says
+    "recoloured", and where the library has no tile near a cell's colour (a deep-blue sky
+    from a library without blue photos) they are what would move far: the budget keeps
+    them. A tile whose lightness move alone is over the budget keeps its own chroma.
+    """
+    full = ciede2000(start, goal)
+    over = np.flatnonzero(full > limit)
+    if over.size == 0:
+        return goal
+    s, move = start[over], goal[over] - start[over]
+    base = s + move * [1.0, 0.0, 0.0]  # the lightness move, whole
+    chroma = move * [0.0, 1.0, 1.0]
+    alone = _lightness_difference(s[:, 0], move[:, 0])
+    spare = np.maximum(limit**2 - alone**2, 0.0)
+    # ΔE00² ≈ lightness² + u² · chroma²: solve for u, then correct it on the real formula.
+    u = np.sqrt(spare / np.maximum(full[over] ** 2 - alone**2, 1e-12))
+    for _ in range(REFINE):
+        now = ciede2000(s, base + u[:, None] * chroma)
+        u = u * np.sqrt(spare / np.maximum(now**2 - alone**2, 1e-12))
+    u = np.minimum(u, 1.0)
+    astray = np.flatnonzero((ciede2000(s, base + u[:, None] * chroma) > limit + 0.01) & (alone < limit))
+    if astray.size:  # a move through grey, where hue flips: halve the interval instead
+        u[astray] = _bisect(s[astray], base[astray], chroma[astray], limit)
+    return _put(goal, over, base + u[:, None] * chroma)
+
+
+def _bisect(start: np.ndarray, base: np.ndarray, chroma: np.ndarray, limit: float) -> np.ndarray:
+    """The largest share ``u`` of ``chroma`` (to 2⁻³⁰) with ``base + u · chroma`` within ``limit``."""
+    low, high = np.zeros(len(start)), np.ones(len(start))
+    for _ in range(30):
+        mid = (low + high) / 2
+        fits = ciede2000(start, base + mid[:, None] * chroma) <= limit
+        low, high = np.where(fits, mid, low), np.where(fits, high, mid)
+    return low
+
+
+def _put(goal: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    out = goal.copy()
+    out[rows] = values
+    return out
+
+
+def _lightness_difference(lightness: np.ndarray, move: np.ndarray) -> np.ndarray:
+    """ΔE00 of a lightness move alone (chroma and hue kept): ``|ΔL| / S_L``."""
+    mean = lightness + move / 2 - 50
+    return np.abs(move) / (1 + 0.015 * mean**2 / np.sqrt(20 + mean**2))
 
 
 def offsets_rgb(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, percent: int) -> np.ndarray:

@@ -42,11 +42,12 @@ class RenderOptions:
                    every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
                    cells apart, so each 4×4 quarter of the window holds at most one.
     correction:    0–100 %: how far each placed tile's mean colour moves toward its cell's
-                   mean colour (CIELAB: chroma this share, lightness 1.75 times it), the tile
-                   moved as a whole: every pixel gets the same offset, so its layout and
-                   contrast stay the photo's own (``correction``). The default, 50, keeps the
-                   median tile within 5 ΔE00 of the library photo and beats a program
-                   that repeats its nearest tile from afar (``docs/engine.md``).
+                   mean colour (CIELAB: lightness 1.75 times this share, chroma this share
+                   but only within a budget of ΔE00 for the whole move, 4.5 at 50 %), the
+                   tile moved as a whole: every pixel gets the same offset, so its layout
+                   and contrast stay the photo's own (``correction``). The default, 50,
+                   keeps the median tile within 5 ΔE00 of the library photo and beats a
+                   program that repeats its nearest tile from afar (``docs/engine.md``).
     overlay:       0–100 % of the target painted over the tiles at sub-cell resolution (4×4
                    patches per tile), the tiles' detail kept: the target photo with a tile
                    texture on top. Off (0) by default. When on it scores better on pixel

@@ -18,8 +18,10 @@ from mosaic import (
     render,
     render_with_placement,
 )
+from mosaic.colour_difference import ciede2000
 from mosaic.correction import add_shift, offsets, tile_colours
 from mosaic.render import candidate_tiles, choose_tiles
+from mosaic.signatures import srgb_to_lab
 
 from .conftest import flat_library, random_library
 from .test_engine_render import _stitch
@@ -93,8 +95,9 @@ def test_more_correction_brings_each_cell_closer_to_its_target_colour() -> None:
     errors = []
     for correction in (0, 25, 50, 75, 100):
         out = render(target, library, tile_size=8, options=RenderOptions(variety=0, correction=correction))
-        errors.append(np.abs(out.reshape(-1, 3).mean(axis=0) - (120, 100, 130)).max())
-    assert all(a > b for a, b in zip(errors, errors[1:]))
+        mean = np.round(out.reshape(-1, 3).mean(axis=0)).astype(np.uint8)
+        errors.append(float(ciede2000(srgb_to_lab(mean), srgb_to_lab(np.array([120, 100, 130], np.uint8)))))
+    assert all(a > b for a, b in zip(errors, errors[1:]))  # in ΔE00, the unit the correction moves in
     assert errors[-1] <= 1.0  # 100 %: the tile's mean is the cell's
 
 
