@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dal.blobs.libraries import INDEX_BLOB
+from dal.blobs.names import slice_output_name
 from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
@@ -165,6 +166,26 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
     assert pipe.services.queues.slice_response.approximate_depth() == 0
     assert CLIENT_ID  # the helper's client id owns the job
+
+
+def test_a_redelivered_slice_that_is_done_already_is_not_rendered_again(pipe: Pipeline) -> None:
+    """The copy of a hedged slice that comes back after its lease (``workers.stragglers``) while
+    another processor finished the slice: the job read a redelivery pays anyway finds the slice in
+    ``slices_done``, and nothing is rendered, written or sent."""
+    rid, requests = dispatch(pipe, sample_photo(48, 36, seed=6), slices=2)
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    processor.handle_slice_request(requests[0])
+    [response] = receive_all(pipe.services.queues.slice_response, 1)
+    JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_slice_response(response)
+    assert pipe.services.queues.slice_response.delete(response)
+    job = pipe.job(rid)
+    assert job is not None and job.status == "rendering" and job.slices_done == {0}
+    rendered = slice_output_name(rid, 0)
+    assert pipe.services.blobs.delete(SLICE_RESPONSE_CONTAINER, rendered)  # a render would write it again
+
+    processor.handle_slice_request(replace(requests[0], dequeue_count=2))
+    assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, rendered)
+    assert pipe.services.queues.slice_response.approximate_depth() == 0
 
 
 _BLAS_PROBE = (

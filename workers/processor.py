@@ -133,11 +133,14 @@ class ImageProcessor:
         jobs = self.services.jobs
         # A job can only have ended before its slice's first delivery in rare cases (a sibling
         # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
-        # fresh slice of an ended job is rendered and then ignored by the controller.
+        # fresh slice of an ended job is rendered and then ignored by the controller. The same
+        # read skips a slice already recorded as done: the copy that comes back after its lease
+        # when the controller hedged it (workers.stragglers) and another processor finished it.
         if received.dequeue_count > 1:
             job = jobs.get(message.client_id, rid)
-            if job is not None and job.status in TERMINAL_STATUSES:
-                log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
+            if job is not None and (job.status in TERMINAL_STATUSES or seq in job.slices_done):
+                why = "it is done already" if seq in job.slices_done else f"the job is {job.status}"
+                log.info("job %s: slice %d not rendered (%s)", rid, seq, why)
                 return
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
