@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dal.blobs.libraries import INDEX_BLOB
-from dal.blobs.names import slice_output_name
-from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
+from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, tile_map_name
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
@@ -186,6 +186,27 @@ def test_a_redelivered_slice_that_is_done_already_is_not_rendered_again(pipe: Pi
     processor.handle_slice_request(replace(requests[0], dequeue_count=2))
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, rendered)
     assert pipe.services.queues.slice_response.approximate_depth() == 0
+
+
+def test_a_late_duplicate_of_a_one_slice_job_leaves_its_outputs_alone(pipe: Pipeline) -> None:
+    """A one-slice job's JPEG, pyramid and tile map are written once: the slow first holder of a
+    hedged slice (a first delivery: no job read) renders again and replaces nothing, so a download
+    of the finished mosaic in progress goes on (same ETags)."""
+    rid, [request] = dispatch(pipe, sample_photo(48, 36, seed=7), slices=1)
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    outputs = [output_blob_name(rid), pyramid_blob_name(rid), tile_map_name(rid)]
+
+    def versions() -> list[str]:
+        return [pipe.services.blobs.read_range(IMAGE_OUTPUT_CONTAINER, name, 0, 1).etag for name in outputs]
+
+    processor.handle_slice_request(request)
+    first = versions()
+    processor.handle_slice_request(request)  # the late duplicate, mid-handler when the job finished
+    assert versions() == first
+    responses = receive_all(pipe.services.queues.slice_response, 2)
+    assert {r.message.slice_uri for r in responses} == {  # type: ignore[attr-defined]
+        pipe.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid))
+    }
 
 
 _BLAS_PROBE = (
