@@ -100,9 +100,7 @@ class JobController:
     def __init__(self, services: RoleServices, *, stragglers: StragglerWatcher | None = None) -> None:
         self.services = services
         self.name = services.name
-        # Hedged slices (workers.stragglers): told of every dispatch and every response; the
-        # controller role starts its thread (None: nothing is watched, as for a handler in a test).
-        self.stragglers = stragglers
+        self.stragglers = stragglers  # told of dispatches and responses (None: not watched, as in a test)
         self._written = _RecentRows()
         self._stitcher = Stitcher(services)
         self._log_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-log")
@@ -261,8 +259,6 @@ class JobController:
         assert isinstance(message, SliceResponseMessage), message
         jobs, rid, seq = self.services.jobs, message.request_id, message.slice_sequence
         logged = _slice_event(message)
-        if self.stragglers is not None:  # in: its time out is what "late" is measured against
-            self.stragglers.arrived(rid, seq)
 
         def record(j: Job) -> Job | None:
             if j.status in TERMINAL_STATUSES:
@@ -293,14 +289,12 @@ class JobController:
         try:
             job = jobs.update(message.client_id, rid, record, current=self._written.get(message.client_id, rid)).job
         except JobNotFoundError:
-            self._written.forget(rid)
-            if self.stragglers is not None:
-                self.stragglers.forget(rid)
+            self._written.forget(rid)  # (a watched slice of it: the watcher's row read finds it gone)
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
         self._written.remember(job)
-        if self.stragglers is not None:  # the row says what is done, by any controller, and whether it ended
-            self.stragglers.recorded(job)
+        if self.stragglers is not None:  # back, and what the row says is done (by any controller) or ended
+            self.stragglers.recorded(job, seq)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
         if job.output_name is not None:

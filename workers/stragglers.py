@@ -305,7 +305,7 @@ class SliceClock:
 class StragglerWatcher:
     """The controller's daemon thread that sends late slices again (see the module docstring).
 
-    The controller calls ``dispatched``, ``arrived``, ``recorded`` and ``forget``; ``start`` and ``stop``
+    The controller calls ``dispatched`` and ``recorded``; ``start`` and ``stop``
     belong to the controller role. ``check`` is one look, for the thread (and for tests).
     """
 
@@ -326,15 +326,11 @@ class StragglerWatcher:
     def dispatched(self, client_id: str, messages: Sequence[SliceRequestMessage], cells: Mapping[int, int]) -> None:
         self.clock.dispatched(client_id, messages, cells)
 
-    def arrived(self, request_id: str, sequence: int) -> None:
-        self.clock.arrived(request_id, sequence)
-
-    def forget(self, request_id: str) -> None:
-        self.clock.forget(request_id)
-
-    def recorded(self, job: Job) -> None:
-        """The job's row as a response left it: its done slices leave the watch, and an ended or
-        complete job goes altogether."""
+    def recorded(self, job: Job, sequence: int) -> None:
+        """Slice ``sequence``'s response came in and left the job's row as ``job``: the slice's
+        time out is learnt, the slices the row lists as done (by any controller) leave the
+        watch, and an ended or complete job goes altogether."""
+        self.clock.arrived(job.request_id, sequence)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) >= job.slices:
             self.clock.forget(job.request_id)
         else:
