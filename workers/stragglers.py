@@ -22,7 +22,9 @@ slice. Nothing else has to change, because a slice is handled idempotently end t
   one-slice job's JPEG, pyramid and tile map are written once (``keep_existing``), so a
   finished mosaic never changes under a reader;
 - the first copy's message, if its lease runs out, comes back with a dequeue count of 2: the
-  job read a redelivery makes anyway finds the slice done, and it is not rendered again.
+  job read a redelivery makes anyway finds the slice done, and it is not rendered again;
+- a late copy of a job already deleted writes blobs nobody reads: the retention sweep deletes
+  such orphans after its grace (``dal.operations.retention``), and its response is ignored.
 
 **When is a slice late?** (``late_after``) When it has been out longer than ``max(floor,
 factor x expected)``. *Expected* scales the median seconds per cell of its siblings that
@@ -30,7 +32,7 @@ came back (the bands of a job are the same size, give or take a row) to its own 
 any sibling came back (a one-slice job) it uses the median seconds per cell of the last
 slices this controller saw; with neither, nothing is late, since a guess could hedge every
 slice of a big first job. Defaults: floor 2 s (``PHOTOMOSAICS_HEDGE_FLOOR_SECONDS``), because
-a calm small job takes less than that from submission to done (1.8 s at the soak's calm p99),
+a calm small job takes less than that from submission to done (the reliability soak's calm p99),
 so below it a second copy would only duplicate healthy work; factor 3
 (``PHOTOMOSAICS_HEDGE_FACTOR``), because the bands of a job take about the same time and pickup
 order and hints spread them by far less than 3x, while a paused processor holds its slice for
