@@ -166,6 +166,11 @@ class Settings:
     retry_delay: float = 5.0
     # The controller: a slice response older than this (seconds) no longer holds the stitch claim.
     stitch_timeout: float = 600.0
+    # Hedged slices (workers.stragglers): the controller sends a slice again when it is out longer than
+    # max(floor, factor x what its siblings took), at most this many times per slice; 0 turns it off.
+    hedge_floor_seconds: float = 2.0
+    hedge_factor: float = 3.0
+    hedges_per_slice: int = 1
     # Tests only: a processor sleeps this long before each slice (a slow worker on demand).
     test_slice_delay: float = 0.0
     # A processor trusts its in-memory tile library this long after the last check of the index's
@@ -232,6 +237,9 @@ class Settings:
             "lease_seconds": "PHOTOMOSAICS_LEASE_SECONDS",
             "retry_delay": "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
             "stitch_timeout": "PHOTOMOSAICS_STITCH_TIMEOUT",
+            "hedge_floor_seconds": "PHOTOMOSAICS_HEDGE_FLOOR_SECONDS",
+            "hedge_factor": "PHOTOMOSAICS_HEDGE_FACTOR",
+            "hedges_per_slice": "PHOTOMOSAICS_HEDGES_PER_SLICE",
             "test_slice_delay": "PHOTOMOSAICS_TEST_SLICE_DELAY",
             "library_revalidate_seconds": "PHOTOMOSAICS_LIBRARY_REVALIDATE_SECONDS",
             "inline_band_bytes": "PHOTOMOSAICS_INLINE_BAND_BYTES",

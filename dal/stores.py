@@ -110,11 +110,14 @@ class Stores:
             self.queues.for_message(batch[0]).submit(batch)
         return "primary"
 
-    def upload(self, container: str, name: str, data: bytes, *, content_type: str) -> str:
-        """Write a workflow blob; its URL names the account that holds it (the secondary after a failover)."""
+    def upload(self, container: str, name: str, data: bytes, *, content_type: str, keep_existing: bool = False) -> str:
+        """Write a workflow blob; its URL names the account that holds it (the secondary after a failover).
+        ``keep_existing``: only if it does not exist yet (``BlobStore.upload``)."""
         if self.failover is not None:
-            return self.failover.upload(container, name, data, content_type=content_type)[0]
-        return self.blobs.upload(container, name, data, content_type=content_type)
+            return self.failover.upload(container, name, data, content_type=content_type, keep_existing=keep_existing)[
+                0
+            ]
+        return self.blobs.upload(container, name, data, content_type=content_type, keep_existing=keep_existing)
 
     def download_url(self, url: str) -> bytes:
         """A blob a message refers to, by absolute URL (of either account when paired)."""

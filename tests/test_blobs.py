@@ -279,3 +279,34 @@ def test_a_stream_whose_container_is_deleted_midway_raises_blob_missing_and_stor
         assert not blobs.exists(container, "gone.zip")
     finally:
         storage.blob_service.delete_container(container)
+
+
+@pytest.mark.parametrize("size", [500, 2_500])  # one Put Blob; blocks and a commit
+def test_a_final_output_is_written_once_and_a_late_duplicate_leaves_it_alone(
+    storage: StorageClients, unique: str, size: int
+) -> None:
+    """``keep_existing``: the first write stores the blob; a later one (a hedged slice's slow first
+    holder) stores nothing, in the same one request, and a reader's stream of it goes on."""
+    blobs, counter = _counted_store(storage, unique)
+    first, late = np.random.default_rng(1).bytes(size), np.random.default_rng(2).bytes(size)
+    with blobs.open_writer(
+        IMAGE_OUTPUT_CONTAINER, "out.zip", content_type="application/zip", block_bytes=1_000, keep_existing=True
+    ) as writer:
+        writer.write(first)
+    assert not writer.kept
+    _, chunks = blobs.open_stream(IMAGE_OUTPUT_CONTAINER, "out.zip", chunk_size=100)
+    assert next(chunks) == first[:100]  # a download in progress
+    counter.reset()
+    with blobs.open_writer(
+        IMAGE_OUTPUT_CONTAINER, "out.zip", content_type="application/zip", block_bytes=1_000, keep_existing=True
+    ) as writer:
+        writer.write(late)
+    assert writer.kept
+    stores = counter.counts().get("blob PutBlob", 0) + counter.counts().get("blob PutBlockList", 0)
+    assert stores == 1  # the one conditional store, refused
+    url = blobs.upload(IMAGE_OUTPUT_CONTAINER, "out.zip", late, content_type="application/zip", keep_existing=True)
+    assert url == blobs.blob_url(IMAGE_OUTPUT_CONTAINER, "out.zip")
+    assert first[:100] + b"".join(chunks) == first  # never replaced under the reader
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, "out.zip") == first
+    assert blobs.upload(IMAGE_OUTPUT_CONTAINER, "new.jpg", late, content_type="image/jpeg", keep_existing=True)
+    assert blobs.download(IMAGE_OUTPUT_CONTAINER, "new.jpg") == late  # absent: written as usual

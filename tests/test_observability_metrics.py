@@ -41,6 +41,8 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
         env = {"PHOTOMOSAICS_METRICS_PORT": str(port)}
         if role == "processor":
             env["PHOTOMOSAICS_TEST_SLICE_DELAY"] = "0.4"  # slow enough to be seen mid-job
+        if role == "controller":  # exact counts below: no hedged copy (workers.stragglers) if a render stalls
+            env["PHOTOMOSAICS_HEDGES_PER_SLICE"] = "0"
         pipe.start(role, env=env)
     url = {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}
     for role in ports:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from dal.blobs.libraries import INDEX_BLOB
-from dal.config import SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
+from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, tile_map_name
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
@@ -165,6 +166,47 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(
     assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, f"{rid}/0.png")
     assert pipe.services.queues.slice_response.approximate_depth() == 0
     assert CLIENT_ID  # the helper's client id owns the job
+
+
+def test_a_redelivered_slice_that_is_done_already_is_not_rendered_again(pipe: Pipeline) -> None:
+    """The copy of a hedged slice that comes back after its lease (``workers.stragglers``) while
+    another processor finished the slice: the job read a redelivery pays anyway finds the slice in
+    ``slices_done``, and nothing is rendered, written or sent."""
+    rid, requests = dispatch(pipe, sample_photo(48, 36, seed=6), slices=2)
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    processor.handle_slice_request(requests[0])
+    [response] = receive_all(pipe.services.queues.slice_response, 1)
+    JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_slice_response(response)
+    assert pipe.services.queues.slice_response.delete(response)
+    job = pipe.job(rid)
+    assert job is not None and job.status == "rendering" and job.slices_done == {0}
+    rendered = slice_output_name(rid, 0)
+    assert pipe.services.blobs.delete(SLICE_RESPONSE_CONTAINER, rendered)  # a render would write it again
+
+    processor.handle_slice_request(replace(requests[0], dequeue_count=2))
+    assert not pipe.services.blobs.exists(SLICE_RESPONSE_CONTAINER, rendered)
+    assert pipe.services.queues.slice_response.approximate_depth() == 0
+
+
+def test_a_late_duplicate_of_a_one_slice_job_leaves_its_outputs_alone(pipe: Pipeline) -> None:
+    """A one-slice job's JPEG, pyramid and tile map are written once: the slow first holder of a
+    hedged slice (a first delivery: no job read) renders again and replaces nothing, so a download
+    of the finished mosaic in progress goes on (same ETags)."""
+    rid, [request] = dispatch(pipe, sample_photo(48, 36, seed=7), slices=1)
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    outputs = [output_blob_name(rid), pyramid_blob_name(rid), tile_map_name(rid)]
+
+    def versions() -> list[str]:
+        return [pipe.services.blobs.read_range(IMAGE_OUTPUT_CONTAINER, name, 0, 1).etag for name in outputs]
+
+    processor.handle_slice_request(request)
+    first = versions()
+    processor.handle_slice_request(request)  # the late duplicate, mid-handler when the job finished
+    assert versions() == first
+    responses = receive_all(pipe.services.queues.slice_response, 2)
+    assert {r.message.slice_uri for r in responses} == {  # type: ignore[attr-defined]
+        pipe.services.blobs.blob_url(IMAGE_OUTPUT_CONTAINER, output_blob_name(rid))
+    }
 
 
 _BLAS_PROBE = (

@@ -10,6 +10,7 @@ import re
 import threading
 import time
 import zipfile
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,12 +21,14 @@ from PIL import Image
 from dal.blobs.names import pyramid_blob_name
 from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
 from dal.blobs.rendered import encode_rendered, slice_output_name
-from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
+from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.operations.cleanup import delete_job_everywhere
-from dal.queues.messages import SliceResponseMessage
+from dal.queues.messages import SliceRequestMessage, SliceResponseMessage
 from mosaic.grid import plan_bands
+from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
+from workers.services import RoleServices
 from workers.stitching import open_slice, save_pyramid, save_pyramid_pixels
 
 
@@ -270,23 +273,32 @@ def _lease(pipe: Pipeline, name: str) -> Any:
 
 
 def test_a_one_slice_jobs_processor_whose_pyramid_upload_fails_leaves_it_to_the_controller(pipe: Pipeline) -> None:
+    """The processor's storage answers 500 to every write of the pyramid blob (a fault proxy in
+    front of Azurite: the outputs are written once, so a blob already there would be kept, not
+    refused): the JPEG is stored and answered, the pyramid is left to the controller."""
     from workers.processor import ImageProcessor
 
-    ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
+    ctl = JobController(pipe.services)
     rid = _one_slice_job(pipe, ctl)
     blobs, name = pipe.services.blobs, pyramid_blob_name(rid)
-    blobs.upload(IMAGE_OUTPUT_CONTAINER, name, b"old", content_type="application/zip")
-    lease = _lease(pipe, name)
-    try:
-        [band] = pipe.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
-        processor.handle_slice_request(band)  # the JPEG is stored and answered; the pyramid is refused
-    finally:
-        lease.release()
-    assert blobs.download(IMAGE_OUTPUT_CONTAINER, name) == b"old"
+    with faulty_account(pipe.connection_string, faults={"500": 1.0}, paths=(".dzi.zip",)) as account:
+        account.set_active(True)
+        faulty = StorageClients(account.connection_string, profile="probe")
+        processor = ImageProcessor(RoleServices(faulty, pipe.settings, "proc-1"))
+        [band] = processor.services.queues.slice_request_shards[0].accept_messages(1, visibility_timeout=30)
+        request = band.message
+        assert isinstance(request, SliceRequestMessage)
+        seen = replace(request, image_library_uri=account.through(request.image_library_uri))  # its account's URL
+        processor.handle_slice_request(replace(band, message=seen))  # the JPEG stored and answered, the pyramid refused
+        assert account.counts()["500"] >= 1
+    assert not blobs.exists(IMAGE_OUTPUT_CONTAINER, name)
     assert not [t for t in threading.enumerate() if t.name in ("blob-writer", "pyramid_0")]
-    blobs.delete(IMAGE_OUTPUT_CONTAINER, name)  # (the stale blob of an earlier attempt would pass the check)
     [response] = pipe.services.queues.slice_response.accept_messages(1, visibility_timeout=30)
-    ctl.handle_slice_response(response)
+    message = response.message
+    assert isinstance(message, SliceResponseMessage)
+    ctl.handle_slice_response(
+        replace(response, message=replace(message, slice_uri=account.upstream(message.slice_uri)))
+    )
     job = pipe.job(rid)
     assert job is not None and job.output_name == f"{rid}.jpg"
     assert _pyramid_size(pipe, rid) == (str(job.output_width), str(job.output_height))

@@ -191,6 +191,21 @@ def test_release_makes_it_visible_at_once(queues: QueueAccessor) -> None:
     assert again.id == held.id and again.dequeue_count == 2
 
 
+def test_a_queue_whose_messages_are_all_in_flight_has_none_visible_though_its_count_says_one(
+    queues: QueueAccessor,
+) -> None:
+    """What the straggler watcher asks before it hedges (``workers.stragglers``): is a message
+    waiting? The approximate count cannot say (it counts messages in a worker's hands); a peek can."""
+    queue = queues.image_request
+    assert queue.has_visible() is False
+    queue.submit(image_request(queue))
+    assert queue.has_visible() is True
+    [held] = queue.accept_messages(visibility_timeout=300)
+    assert queue.has_visible() is False and queue.approximate_depth() == 1
+    assert queue.release(held)
+    assert queue.has_visible() is True
+
+
 def test_ttl_expiry(queues: QueueAccessor) -> None:
     queue = queues.image_response
     queue.submit(one_of_each(queues)[3], ttl=1)

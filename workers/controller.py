@@ -38,6 +38,14 @@ and the zip is one blob written once. Jobs writes reuse the row just read or wri
 (``JobStore.update(current=...)``; a slice's update starts from the row the controller wrote
 last for that job, ``_RecentRows``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
+
+Stragglers (``workers.stragglers``, on unless ``PHOTOMOSAICS_HEDGES_PER_SLICE=0``): the
+controller role runs a ``StragglerWatcher`` thread, which this handler tells of every dispatch
+and every slice response (in memory, no storage call). A slice out far longer than its
+siblings took, while no slice waits in the queues (a backlog is never hedged), is sent again
+once, the same ``SliceRequestMessage`` to the same queue: a paused processor (SIGSTOP, a frozen
+VM) no longer holds its job for a whole lease. The first copy to finish counts; the other
+changes nothing (the ETag'd ``slices_done``, the one stitch claim, outputs written once).
 """
 
 from __future__ import annotations
@@ -73,6 +81,7 @@ from workers.job_options import job_options
 from workers.services import RoleServices
 from workers.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.stages import Stopwatch
+from workers.stragglers import StragglerWatcher
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -88,9 +97,10 @@ _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: RoleServices) -> None:
+    def __init__(self, services: RoleServices, *, stragglers: StragglerWatcher | None = None) -> None:
         self.services = services
         self.name = services.name
+        self.stragglers = stragglers  # told of dispatches and responses (None: not watched, as in a test)
         self._written = _RecentRows()
         self._stitcher = Stitcher(services)
         self._log_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-log")
@@ -150,7 +160,11 @@ class JobController:
         job = self._record_job(message, grid, job, slices=slices, status=JobStatus.RENDERING)
         self._written.remember(job)
         clock.lap("job_record")
-        dispatch_slices(self.services, self.name, message, job, bands, stored, lane=lane, ahead=ahead, clock=clock)
+        sent = dispatch_slices(
+            self.services, self.name, message, job, bands, stored, lane=lane, ahead=ahead, clock=clock
+        )
+        if self.stragglers is not None:
+            self.stragglers.dispatched(message.client_id, sent, {b.sequence: b.rows * b.tiles_across for b in bands})
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
@@ -275,10 +289,12 @@ class JobController:
         try:
             job = jobs.update(message.client_id, rid, record, current=self._written.get(message.client_id, rid)).job
         except JobNotFoundError:
-            self._written.forget(rid)
+            self._written.forget(rid)  # (a watched slice of it: the watcher's row read finds it gone)
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
         self._written.remember(job)
+        if self.stragglers is not None:  # back, and what the row says is done (by any controller) or ended
+            self.stragglers.recorded(job, seq)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
         if job.output_name is not None:

@@ -48,8 +48,8 @@ def dispatch_slices(
     lane: int,
     ahead: int,
     clock: Stopwatch,
-) -> None:
-    """Send the SliceRequests of the bands the job has not done yet, and record them."""
+) -> list[SliceRequestMessage]:
+    """Send the SliceRequests of the bands the job has not done yet, and record them; the requests sent."""
     rid, jobs = message.request_id, services.jobs
     queues = services.queues
     pending = [
@@ -86,3 +86,4 @@ def dispatch_slices(
         events[0].update(seconds=sum(clock.stages.values()), stages=clock.stages)
     jobs.add_events(rid, events)
     log.info("job %s: %d slices dispatched to lane %d (%d of the client's jobs ahead)", rid, len(pending), lane, ahead)
+    return pending

@@ -17,8 +17,11 @@ JPEG (libvips works outside the GIL), streams the zip to its blob as it is built
 finds it there and builds nothing (without it, the controller would download the JPEG,
 decode it and cut its tiles from a second JPEG generation). A pyramid that fails here (its
 upload, on a failed-over account) is only logged: the controller builds it from the JPEG,
-as it does for a processor of an older release that writes the JPEG alone. A redelivery
-renders the same pixels into the same blobs either way (``encode_output`` and the pyramid are deterministic).
+as it does for a processor of an older release that writes the JPEG alone. These final outputs
+are written once (``keep_existing``): a redelivery, or the slow first holder of a slice the
+controller hedged (``workers.stragglers``), renders the same pixels and leaves what is stored
+alone, so a finished job's JPEG and pyramid never change under a reader (a new version would
+break a download in progress). Its slice blob, an intermediate, is rewritten with the same bytes.
 
 A giant job's band (planned on Deep Zoom units: the band PNG carries the plan, ``mosaic.pieces``)
 sends back no pixels: the processor renders its rows (``render_piece``: the plan's choice
@@ -133,11 +136,14 @@ class ImageProcessor:
         jobs = self.services.jobs
         # A job can only have ended before its slice's first delivery in rare cases (a sibling
         # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
-        # fresh slice of an ended job is rendered and then ignored by the controller.
+        # fresh slice of an ended job is rendered and then ignored by the controller. The same
+        # read skips a slice already recorded as done: the copy that comes back after its lease
+        # when the controller hedged it (workers.stragglers) and another processor finished it.
         if received.dequeue_count > 1:
             job = jobs.get(message.client_id, rid)
-            if job is not None and job.status in TERMINAL_STATUSES:
-                log.info("job %s is %s: slice %d not rendered", rid, job.status, seq)
+            if job is not None and (job.status in TERMINAL_STATUSES or seq in job.slices_done):
+                why = "it is done already" if seq in job.slices_done else f"the job is {job.status}"
+                log.info("job %s: slice %d not rendered (%s)", rid, seq, why)
                 return
         library = self._library(message.image_library_uri)
         clock = Stopwatch()
@@ -223,11 +229,13 @@ class ImageProcessor:
         name = library_name(message.image_library_uri)
         tile_map = TileMap.from_choice(choice, names=library.names, blobs=blobs, library=name, first_row=first_row)
         rid = message.request_id
-        if whole:
+        if whole:  # a final output: written once, as the JPEG and the pyramid (_final_outputs)
             container, blob = IMAGE_OUTPUT_CONTAINER, tile_map_name(rid)
         else:
             container, blob = SLICE_RESPONSE_CONTAINER, slice_tile_map_name(rid, message.slice_sequence)
-        self.services.upload(container, blob, tile_map.encode(), content_type=TILE_MAP_CONTENT_TYPE)
+        self.services.upload(
+            container, blob, tile_map.encode(), content_type=TILE_MAP_CONTENT_TYPE, keep_existing=whole
+        )
 
     def _final_outputs(self, rid: str, pixels: np.ndarray, clock: Stopwatch) -> tuple[str, bool]:
         """Store the job's JPEG and, built beside it, its pyramid; (the JPEG's URL, pyramid stored?).
@@ -238,9 +246,12 @@ class ImageProcessor:
         streamed upload, took beyond them: the rest ran meanwhile) and ``pyramid_upload`` (the
         commit: the last block and the block list, or a small pyramid's one Put Blob)."""
         store, blobs = self.services, self.services.blobs  # the JPEG: to the secondary account when the primary fails
+        # Written once (keep_existing): a late duplicate of this slice (a redelivery, or the slow
+        # first holder of a hedged slice, workers.stragglers) leaves a finished job's outputs as
+        # they are, instead of replacing them under a download in progress with a new ETag.
         with (
             blobs.open_writer(
-                IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), content_type=PYRAMID_CONTENT_TYPE
+                IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid), content_type=PYRAMID_CONTENT_TYPE, keep_existing=True
             ) as zipped,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyramid") as pool,
         ):
@@ -249,7 +260,11 @@ class ImageProcessor:
                 encoded = encode_output(pixels)
                 clock.lap("output_encode")
                 url = store.upload(
-                    IMAGE_OUTPUT_CONTAINER, output_blob_name(rid), encoded, content_type=OUTPUT_CONTENT_TYPE
+                    IMAGE_OUTPUT_CONTAINER,
+                    output_blob_name(rid),
+                    encoded,
+                    content_type=OUTPUT_CONTENT_TYPE,
+                    keep_existing=True,
                 )
                 clock.lap("output_upload")
             finally:

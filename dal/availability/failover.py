@@ -279,12 +279,24 @@ class PairedAccount:
         return self.sender.submit(messages, force_secondary=force_secondary)
 
     def upload(
-        self, container: str, name: str, data: bytes, *, content_type: str, force_secondary: bool = False
+        self,
+        container: str,
+        name: str,
+        data: bytes,
+        *,
+        content_type: str,
+        force_secondary: bool = False,
+        keep_existing: bool = False,
     ) -> tuple[str, bool]:
-        """``(blob URL, on the secondary?)``: the URL is that of the account that holds the blob."""
+        """``(blob URL, on the secondary?)``: the URL is that of the account that holds the blob.
+        ``keep_existing``: written only where it does not exist yet (``BlobStore.upload``)."""
         return self.state.attempt(
-            lambda: self.primary.blobs.upload(container, name, data, content_type=content_type),
-            lambda: self._secondary_ready().blobs.upload(container, name, data, content_type=content_type),
+            lambda: self.primary.blobs.upload(
+                container, name, data, content_type=content_type, keep_existing=keep_existing
+            ),
+            lambda: self._secondary_ready().blobs.upload(
+                container, name, data, content_type=content_type, keep_existing=keep_existing
+            ),
             what=f"upload of {container}/{name}",
             force_secondary=force_secondary,
         )

@@ -114,13 +114,19 @@ class BlobStore:
         *,
         content_type: str,
         metadata: dict[str, str] | None = None,
+        keep_existing: bool = False,
     ) -> str:
-        """Write (or overwrite: handlers are idempotent) one blob; return its URL."""
+        """Write (or overwrite: handlers are idempotent) one blob; return its URL.
+
+        ``keep_existing``: write only if the blob does not exist yet (``If-None-Match: *``, the
+        same one request), else leave it as it is. For a job's final outputs, which a late
+        duplicate (a hedged slice's slow first holder) must not replace under a reader: the
+        bytes would be the same, but the new ETag breaks a download in progress."""
         client = self._blob(container, name)
         try:
             client.upload_blob(
                 data,
-                overwrite=True,
+                overwrite=not keep_existing,
                 content_settings=ContentSettings(content_type=content_type),
                 metadata=metadata,
             )
@@ -128,6 +134,9 @@ class BlobStore:
             raise BlobMissingError(
                 f"container {self.container_name(container)!r} does not exist (ensure_containers creates it)"
             ) from exc
+        except ResourceExistsError:
+            if not keep_existing:
+                raise
         return str(client.url)
 
     def fetch(self, container: str, name: str) -> Blob:
@@ -196,16 +205,25 @@ class BlobStore:
         return str(client.url)
 
     def open_writer(
-        self, container: str, name: str, *, content_type: str, block_bytes: int = WRITER_BLOCK_BYTES
+        self,
+        container: str,
+        name: str,
+        *,
+        content_type: str,
+        block_bytes: int = WRITER_BLOCK_BYTES,
+        keep_existing: bool = False,
     ) -> BlobWriter:
         """A stream into one blob, uploaded while it is written (``dal.blobs.writer``): one Put
         Blob when it ends within ``block_bytes``, else blocks staged as they fill and one commit.
-        Use it as a context manager (commit on a clean exit, nothing stored on an exception)."""
+        Use it as a context manager (commit on a clean exit, nothing stored on an exception).
+        ``keep_existing``: as for ``upload``, the store (Put Blob or commit) happens only if the
+        blob does not exist yet (the writer's ``kept`` says so afterwards)."""
         return BlobWriter(
             self._blob(container, name),
             container=self.container_name(container),
             content_type=content_type,
             block_bytes=block_bytes,
+            keep_existing=keep_existing,
         )
 
     def stage_block(self, container: str, name: str, block_id: str, data: bytes) -> None:

@@ -20,6 +20,9 @@ Contract:
   uncommitted blocks after a week (or at the blob's next commit). Block ids are random, the
   SDK's format, so two writers of one name (a redelivered message) never commit each other's
   blocks.
+- **Write once, if asked** (``keep_existing``): the Put Blob or the commit carries
+  ``If-None-Match: *``, so a blob that exists is left as it is (``kept``) and no reader of it
+  sees a new version; the staged blocks of such a writer go the way of any uncommitted block.
 - **Failures surface at once.** A failed stage is raised by the next ``write`` (the caller's
   producer then stops: libvips ends the build) or by ``close()``; the upload thread has
   ended by the time either returns or raises, and ``abort()`` ends it without committing. As a
@@ -42,7 +45,8 @@ from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 
 from dal.errors import BlobMissingError
@@ -67,6 +71,7 @@ class BlobWriter:
         content_type: str,
         block_bytes: int = WRITER_BLOCK_BYTES,
         queued_blocks: int = WRITER_QUEUED_BLOCKS,
+        keep_existing: bool = False,
     ) -> None:
         if block_bytes < 1 or queued_blocks < 1:
             raise ValueError(f"block_bytes and queued_blocks must be positive, got {block_bytes}, {queued_blocks}")
@@ -82,6 +87,8 @@ class BlobWriter:
         self._done = False
         self._thread: threading.Thread | None = None
         self._context = contextvars.copy_context()  # the uploads stay in the caller's trace
+        self._keep_existing = keep_existing
+        self.kept = False  # keep_existing, and the blob existed: nothing was stored
         self.url = str(client.url)
 
     @property
@@ -105,17 +112,23 @@ class BlobWriter:
         """Store the blob: one Put Blob, or the last block and the commit; raise if it failed."""
         self._check_open()
         self._done = True
+        keep = self._keep_existing
         try:
             if self._thread is None:
-                self._client.upload_blob(bytes(self._buffer), overwrite=True, content_settings=self._settings)
+                self._client.upload_blob(bytes(self._buffer), overwrite=not keep, content_settings=self._settings)
             else:
                 if self._buffer:
                     self._send(bytes(self._buffer))
                 self._finish_thread()
                 self._raise_failure()
-                self._client.commit_block_list(self._ids, content_settings=self._settings)
+                only_new = {"match_condition": MatchConditions.IfMissing} if keep else {}
+                self._client.commit_block_list(self._ids, content_settings=self._settings, **only_new)
         except ResourceNotFoundError as exc:
             raise self._missing() from exc
+        except ResourceExistsError:
+            if not keep:
+                raise
+            self.kept = True  # the staged blocks are discarded by the blob's next commit, or after a week
         finally:
             self._buffer = bytearray()
             self._finish_thread()

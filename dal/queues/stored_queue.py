@@ -90,6 +90,12 @@ class StoredQueue:
         """The service's approximate count (visible and invisible messages)."""
         return int(self._client.get_queue_properties().approximate_message_count or 0)
 
+    def has_visible(self) -> bool:
+        """Whether a message is waiting to be received now: one Peek Messages call (the payload
+        is not read). Unlike ``approximate_depth``, messages in flight (received, invisible)
+        do not count, so a queue whose every message is in a worker's hands answers False."""
+        return bool(self._peek_raw(1))
+
     def clear(self) -> None:
         """Drop every message and the claim-check blobs of this queue."""
         try:

@@ -8,8 +8,8 @@ and ``--max-messages`` make a run end by itself, for tests and one-off draining.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import click
 
@@ -22,6 +22,14 @@ if TYPE_CHECKING:
 # (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons;
 # None when the message is not a job's work, so there is no job to fail)
 Binding = tuple[str, Callable[["ReceivedMessage"], None], str | None]
+
+
+class Companion(Protocol):
+    """A role's background part besides its listeners (``workers.stragglers.StragglerWatcher``)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
 
 _burst = click.option("--burst", is_flag=True, help="Stop once the queues are empty (tests, draining).")
 _max_messages = click.option(
@@ -95,9 +103,15 @@ def _services_for(role: str) -> RoleServices:
 def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
     from workers.controller import JobController
+    from workers.stragglers import StragglerWatcher
 
     services = _services_for("controller")
-    ctl = JobController(services)
+    # Hedged slices (workers.stragglers): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
+    try:
+        watcher = StragglerWatcher(services) if services.settings.hedges_per_slice > 0 else None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    ctl = JobController(services, stragglers=watcher)
     _run(
         services,
         "controller",
@@ -110,6 +124,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
         grace=grace,
         burst=burst,
         max_messages=max_messages,
+        companions=[watcher] if watcher is not None else [],
     )
 
 
@@ -207,8 +222,12 @@ def _run(
     grace: float,
     burst: bool,
     max_messages: int | None,
+    companions: Sequence[Companion] = (),
 ) -> None:
     """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
+
+    ``companions`` (the controller's straggler watcher) start before the listeners and stop
+    after they ended, before the process exits.
 
     Hints (``PHOTOMOSAICS_HINT_DIR``) and the lease journal (``PHOTOMOSAICS_LEASE_DIR``) are
     on when ``photomosaics run`` (or another supervisor) sets them; the lease is the shorter
@@ -252,4 +271,11 @@ def _run(
         serve_role_metrics(role, listeners, address=metrics_address())
     except (ValueError, OSError) as exc:  # a bad or busy port is a start-up error, not a crash later
         raise click.ClickException(f"metrics server: {exc}") from None
-    exit_role(run_role(Role(role, listeners), burst=burst, max_messages=max_messages))
+    for companion in companions:
+        companion.start()
+    try:
+        code = run_role(Role(role, listeners), burst=burst, max_messages=max_messages)
+    finally:
+        for companion in companions:
+            companion.stop()
+    exit_role(code)

@@ -9,6 +9,8 @@ and for a share of them (``rate``) while ``active`` answers instead, as Azure do
 - ``reset``: closes the connection without an answer (RST), before forwarding
 - ``slow``: waits ``slow_seconds``, then forwards
 
+``paths`` narrows the faults to requests whose path holds one of its texts (the one blob an
+upload failure should hit: ``.dzi.zip``); every other request is forwarded untouched.
 Injected faults never reach Azurite, so a faulted request changed nothing: what the app
 then does is all its retry policy's doing. ``counts`` says what was injected.
 """
@@ -50,10 +52,17 @@ class FaultProxy:
     """One listening port forwarding to ``upstream_port``; faults chosen per request."""
 
     def __init__(
-        self, upstream_port: int, *, faults: dict[str, float] | None = None, slow_seconds: float = 2.0, seed: int = 1
+        self,
+        upstream_port: int,
+        *,
+        faults: dict[str, float] | None = None,
+        slow_seconds: float = 2.0,
+        seed: int = 1,
+        paths: tuple[str, ...] = (),
     ) -> None:
         self.upstream_port = upstream_port
         self.faults = dict(faults or {})  # kind -> share of requests, e.g. {"503": 0.2}
+        self.paths = paths
         self.slow_seconds = slow_seconds
         self.active = threading.Event()
         self.counts: Counter[str] = Counter()
@@ -70,7 +79,7 @@ class FaultProxy:
             def _any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                fault = proxy._choose()
+                fault = proxy._choose(self.path)
                 if fault in _BODIES:
                     status, code, message = _BODIES[fault]
                     payload = (
@@ -122,10 +131,10 @@ class FaultProxy:
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def _choose(self) -> str | None:
+    def _choose(self, path: str) -> str | None:
         with self._lock:
             self.counts["requests"] += 1
-            if not self.active.is_set():
+            if not self.active.is_set() or (self.paths and not any(part in path for part in self.paths)):
                 return None
             roll = self._random.random()
             for kind, share in self.faults.items():
@@ -160,6 +169,10 @@ class FaultyAccount:
     def through(self, url: str) -> str:
         """A blob URL of the upstream account, as seen through the proxy."""
         return url.replace(self._upstream_blob, f"127.0.0.1:{self.proxies[0].port}", 1)
+
+    def upstream(self, url: str) -> str:
+        """A blob URL seen through the proxy, as the upstream account names it (``through``'s inverse)."""
+        return url.replace(f"127.0.0.1:{self.proxies[0].port}", self._upstream_blob, 1)
 
     def set_active(self, active: bool) -> None:
         for proxy in self.proxies:
