@@ -33,6 +33,7 @@ import json
 import math
 import os
 import random
+import secrets
 import signal
 import statistics
 import sys
@@ -85,7 +86,7 @@ class Service:
         self.storage = StorageClients(cs, profile="probe")
         self.services = RoleServices(StorageClients(cs, profile="worker"), Settings.from_env({}), "soak")
         self.services.ensure()
-        self.services.libraries.create("tiles", "soak tiles", synthetic_library())
+        self.services.libraries.create("tiles", "soak tiles", synthetic_library(), shared=True)
         hints, leases = short_hint_dir(self.tmp / "hints"), self.tmp / "leases"
         leases.mkdir(parents=True, exist_ok=True)
         shared = {
@@ -97,10 +98,17 @@ class Service:
             # a load generator is not what the per-client quotas are for
             "PHOTOMOSAICS_MAX_UNFINISHED_JOBS": "100000",
             "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE": "100000",
+            "PHOTOMOSAICS_ADDRESS_BURST": "100000",  # every client is 127.0.0.1 here
+            "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR": "100000",
         }
         port = choose_port("127.0.0.1", 0)
         specs = children(
-            connection_string=cs, secret_key="soak", host="127.0.0.1", port=port, processors=2, shared=shared
+            connection_string=cs,
+            secret_key=secrets.token_urlsafe(32),
+            host="127.0.0.1",
+            port=port,
+            processors=2,
+            shared=shared,
         )
         logs = self.tmp / "logs"
         logs.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ processor's slice hedged, a backlog left alone) is ``tests/test_hedged_slices.py
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -117,6 +118,41 @@ def test_a_backlog_restarts_every_clock_and_is_reported_once_per_slice() -> None
     assert watch.quiet(looked_at=time.t) == []  # late by its clock, but not out half an allowance since taken
     time.t += 0.1
     assert late_seqs(watch.quiet(looked_at=time.t)) == [1, 2]
+
+
+def test_a_slice_overtaken_by_a_later_one_is_hedged_even_while_messages_wait() -> None:
+    """A queue hands out its oldest messages first: when a slice sent later to the same queue
+    came back, an earlier one still out was taken, and is held, whatever waits behind it."""
+    time = Time()
+    watch = clock(time)
+    watch.dispatched("tester", requests(RID, 2), {0: 100, 1: 100})
+    time.t += 0.5
+    watch.dispatched("tester", requests(OTHER, 1), {0: 100})
+    time.t += 0.5
+    watch.arrived(RID, 1)  # took 1 s: slice 0's allowance is max(2, 3 x 1) = 3 s
+    watch.arrived(OTHER, 0)  # sent after slice 0, back before it: slice 0 was taken by now
+    assert watch.overtaken_late() == []  # out 1 s
+    time.t += 1.0
+    watch.busy()  # a new job's slices wait in the queue: the clocks restart...
+    time.t += 1.0
+    [late] = watch.overtaken_late()  # ...but out 3 s, and 2 s (half its allowance) since overtaken
+    assert (late.request_id, late.message.slice_sequence) == (RID, 0)
+    watch.hedged(RID, 0)
+    assert watch.overtaken_late() == []
+
+
+def test_a_slice_is_not_overtaken_by_one_sent_with_it_or_to_another_queue() -> None:
+    time = Time()
+    watch = clock(time)
+    watch.dispatched("tester", requests(RID, 2), {0: 100, 1: 100})
+    time.t += 0.5
+    elsewhere = [dataclasses.replace(m, queue_uri=m.queue_uri + "-1") for m in requests(OTHER, 1)]
+    watch.dispatched("tester", elsewhere, {0: 100})
+    time.t += 0.5
+    watch.arrived(RID, 1)  # its sibling, sent at the same moment
+    watch.arrived(OTHER, 0)  # later, but on another lane
+    time.t += 10.0
+    assert watch.overtaken_late() == []
 
 
 def test_a_slice_dispatched_during_a_look_is_not_taken_for_taken() -> None:

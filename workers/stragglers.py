@@ -54,6 +54,13 @@ was seen taken, so a slice picked up just as a backlog drained is not hedged for
 waited. In calm operation the look comes at half the allowance and the hedge at the allowance
 after dispatch; a slice that comes back within half its allowance costs nothing at all.
 
+**Overtaken.** A queue hands out its oldest messages first, so when a slice sent later to
+the same queue comes back while an earlier one is still out, the earlier one was taken and
+is held (``overtaken``). Such a slice is hedged once it is late by its clock and has stayed
+out half its allowance since it was overtaken, even while other messages wait: under a
+steady stream of jobs the queues are rarely empty at the moment of a look, and a paused
+processor's slice would otherwise wait for its lease.
+
 **At most once** per slice (``PHOTOMOSAICS_HEDGES_PER_SLICE``, 1; 0 turns hedging off), and
 only after a read of the job row says the job is not over and the slice not done (its
 response may have gone to another controller). A hedge is a log line ``slice.hedged``, the
@@ -121,6 +128,7 @@ class _Slice:
     sent: float  # monotonic time it was dispatched
     since: float  # the latest time it may still have been waiting in its queue
     taken_by: float | None = None  # a look found no message waiting then: it was taken by this time
+    overtaken: float | None = None  # a slice sent after it to the same queue came back then: it was taken
     back: bool = False  # its response came in, or the job row lists it as done
     took: float | None = None  # seconds out, when it came back on its own (not hedged): what siblings learn from
     hedges: int = 0
@@ -207,7 +215,21 @@ class SliceClock:
             if piece.hedges == 0:
                 piece.took = now - piece.sent
                 self._rates.append(piece.took / max(piece.cells, 1))
+                self._overtake(piece, now)
             self._settle(request_id, job)
+
+    def _overtake(self, back: _Slice, now: float) -> None:
+        """``back`` came back: every slice sent before it to the same queue was taken by now
+        (a queue hands out its oldest messages first), whatever waits in the queues since."""
+        for job in self._jobs.values():
+            for piece in job.slices.values():
+                if (
+                    not piece.back
+                    and piece.overtaken is None
+                    and piece.sent < back.sent
+                    and piece.message.queue_uri == back.message.queue_uri
+                ):
+                    piece.overtaken = now
 
     def done(self, request_id: str, sequences: Iterable[int]) -> None:
         """These slices are done (found in the job row): out of the watch, with no time to learn from."""
@@ -257,6 +279,17 @@ class SliceClock:
                     late.append(LateSlice(rid, job.client_id, piece.message, now - piece.sent, allowance))
         return late
 
+    def overtaken_late(self) -> list[LateSlice]:
+        """Slices a later slice overtook, late by their allowance and out half of it since:
+        held by a paused or dead processor even while other messages wait (no look needed)."""
+        now, late = self.now(), []
+        with self._lock:
+            for rid, job, piece, allowance in self._hedgeable(now):
+                overtaken = piece.overtaken
+                if overtaken is not None and now - piece.sent >= allowance and now - overtaken >= allowance / 2:
+                    late.append(LateSlice(rid, job.client_id, piece.message, now - piece.sent, allowance))
+        return late
+
     def hedged(self, request_id: str, sequence: int) -> None:
         """A slice was sent again: its clock restarts, and one hedge of its allowance is spent."""
         now = self.now()
@@ -266,7 +299,7 @@ class SliceClock:
             if job is None or piece is None:
                 return
             piece.hedges += 1
-            piece.since, piece.taken_by, piece.withheld = now, None, False
+            piece.since, piece.taken_by, piece.withheld, piece.overtaken = now, None, False, None
             self._settle(request_id, job)
 
     def seconds_per_cell(self) -> float | None:
@@ -364,9 +397,11 @@ class StragglerWatcher:
                 log.warning(kv("stragglers.check_failed", error=f"{type(exc).__name__}: {exc}"))
 
     def check(self) -> int:
-        """One look when one is due: hedge what is late, unless messages are waiting. Slices sent."""
+        """One look when one is due: hedge what is late, unless messages are waiting (then only
+        the slices later ones overtook). Slices sent."""
+        overtaken = self.clock.overtaken_late()
         if not self.clock.needs_look():
-            return 0
+            return self._hedge_all(overtaken)
         looked_at = self.clock.now()
         waiting = self._waiting_queue()
         if waiting is not None:
@@ -381,11 +416,14 @@ class StragglerWatcher:
                         queue=waiting,
                     )
                 )
-            return 0
-        by_job: dict[str, list[LateSlice]] = {}
-        for late in self.clock.quiet(looked_at):
-            by_job.setdefault(late.request_id, []).append(late)
-        return sum(self._hedge(slices) for slices in by_job.values())
+            return self._hedge_all(overtaken)
+        return self._hedge_all([*overtaken, *self.clock.quiet(looked_at)])
+
+    def _hedge_all(self, late: list[LateSlice]) -> int:
+        by_job: dict[str, dict[int, LateSlice]] = {}
+        for piece in late:
+            by_job.setdefault(piece.request_id, {})[piece.message.slice_sequence] = piece
+        return sum(self._hedge(list(slices.values())) for slices in by_job.values())
 
     def _waiting_queue(self) -> str | None:
         """The name of a slice queue with a message waiting (lanes in priority order), or None."""
