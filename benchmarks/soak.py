@@ -1,18 +1,22 @@
-"""Reliability soak: a steady stream of small jobs while faults are injected at random.
+"""Reliability soak: a steady stream of jobs while faults are injected at random.
 
 The service is the one ``photomosaics run`` starts (``photomosaics.commands.run.children``):
 the web app, a controller, a responder and two processors as supervised child processes
 (``photomosaics.local.supervisor``; a dead child's leases are handed back at once), its own Azurite on
 disk, and hints through the local folder and a real Valkey server together (``make run``
 pointed at a shared server). Several clients (own sessions, so own client ids) each POST a
-small job (40x30, tile 8, 2 slices) every few seconds, jittered.
+job every few seconds, jittered: by default the job a person makes with the create page's
+defaults (a 1 MP photo, 32 px tiles, 100 across, 4 slices; every ``BENCH_SOAK_INTERVAL``, 8 s,
+per client), or with ``BENCH_SOAK_JOB=small`` a 40x30 photo at tile 8 in 2 slices (every
+2.5 s). The small job is done in a fraction of a second, so its p99 under faults is the
+faults' own length: no job in flight finishes while storage is frozen for 2-5 s.
 
 Two phases of the same load and length, one after the other: calm, then with faults. One
 fault every 4-12 s (seeded), of five kinds: a worker role SIGKILLed (the supervisor restarts
 it); storage frozen (Azurite SIGSTOPped for 2-5 s, then SIGCONT); junk in a work queue
 (``tests/support/junk.py``); the Valkey server killed and started again 3-10 s later; a processor
-SIGSTOPped past its lease, then resumed (the lease is ``LEASE`` s here: the default 60 s would
-make each pause a minute).
+SIGSTOPped past its lease, then resumed (the lease is ``LEASE`` s here, the pause longer; the
+controller hedges the paused processor's slice long before, ``workers.stragglers``).
 
 After each phase every accepted job is waited for. Printed beside the goals: accepted (202),
 refused, done, failed and why, lost (accepted, never finished: goal 0), stitched twice (more
@@ -20,7 +24,7 @@ than one ``stitched`` event in the job's log, or ``stitched in`` line in the con
 log: goal 0), p50/p99 from the job's own
 ``created_at`` to ``finished_at`` (goal: p99 with faults at most twice the calm one), and the
 faults injected. ``python -m benchmarks soak``; ``BENCH_SOAK_SECONDS`` (180 per phase),
-``BENCH_SOAK_CLIENTS`` (3) and ``BENCH_SOAK_INTERVAL`` (2.5 s per client) size it;
+``BENCH_SOAK_CLIENTS`` (3), ``BENCH_SOAK_JOB`` and ``BENCH_SOAK_INTERVAL`` size it;
 ``BENCH_SOAK_SEED`` (1) picks the clients' and the faults' random draws; ``BENCH_SOAK_DIR``
 keeps the children's logs (in ``<dir>/logs``) instead of a temporary folder. The run fails
 (exit 1) when an accepted job is lost, failed or stitched twice.
@@ -48,12 +52,19 @@ from typing import Any
 
 SECONDS = float(os.environ.get("BENCH_SOAK_SECONDS", "180"))
 CLIENTS = int(os.environ.get("BENCH_SOAK_CLIENTS", "3"))
-INTERVAL = float(os.environ.get("BENCH_SOAK_INTERVAL", "2.5"))
+# What each client sends: the job a person makes with the create page's defaults (a 1 MP
+# photo, 32 px tiles, 100 across, 4 slices), or a tiny one that shows the faults' own length.
+JOBS = {
+    "default": ((1152, 864), {"library": "tiles", "tile_size": "32", "tiles_across": "100", "slices": "4"}, 8.0),
+    "small": ((40, 30), {"library": "tiles", "tile_size": "8", "slices": "2"}, 2.5),
+}
+JOB = os.environ.get("BENCH_SOAK_JOB", "default")
+PHOTO_SIZE, FORM, _INTERVAL = JOBS[JOB]
+INTERVAL = float(os.environ.get("BENCH_SOAK_INTERVAL", str(_INTERVAL)))
 SEED = int(os.environ.get("BENCH_SOAK_SEED", "1"))
 LEASE = 15
 DRAIN = 300.0  # after a phase, how long accepted jobs may take to finish before they count as lost
 FAULT_GAP = (4.0, 12.0)
-FORM = {"library": "tiles", "tile_size": "8", "slices": "2"}
 RESULTS = Path("bench-results")
 ROLES = ("controller", "responder", "processor-1", "processor-2")
 
@@ -209,7 +220,7 @@ class Clients:
         from tests.support.pipelines import sample_photo
 
         rng = random.Random(self.seed * 100 + n)
-        session, image = self.session(n), sample_photo(40, 30, seed=self.seed * 100 + n)
+        session, image = self.session(n), sample_photo(*PHOTO_SIZE, seed=self.seed * 100 + n)
         while not stop.wait(rng.uniform(0.5, 1.5) * INTERVAL):
             try:
                 answer = session.post(f"{self.base}/api/jobs", data=FORM, files={"image": ("p.png", image)}, timeout=30)
@@ -430,7 +441,7 @@ def _warm_up(service: Service) -> None:
     clients = Clients(service.base, seed=0)
     session = clients.session(0)
     answer = session.post(
-        f"{service.base}/api/jobs", data=FORM, files={"image": ("p.png", sample_photo(40, 30, seed=1))}, timeout=60
+        f"{service.base}/api/jobs", data=FORM, files={"image": ("p.png", sample_photo(*PHOTO_SIZE, seed=1))}, timeout=60
     )
     if answer.status_code != 202:
         raise RuntimeError(f"warm-up job refused: {answer.status_code} {answer.text[:300]}")
@@ -442,7 +453,8 @@ def _warm_up(service: Service) -> None:
 
 def _print(calm: dict[str, Any], faulty: dict[str, Any]) -> None:
     print(
-        f"{CLIENTS} clients, a 40x30 job (tile 8, 2 slices) every ~{INTERVAL:g} s each, {SECONDS:.0f} s per phase; "
+        f"{CLIENTS} clients, a {PHOTO_SIZE[0]}x{PHOTO_SIZE[1]} job ({json.dumps(FORM)}) every ~{INTERVAL:g} s each, "
+        f"{SECONDS:.0f} s per phase; "
         f"lease {LEASE} s; 2 processors"
     )
     print(
