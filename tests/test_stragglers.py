@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -153,6 +154,33 @@ def test_a_slice_is_not_overtaken_by_one_sent_with_it_or_to_another_queue() -> N
     watch.arrived(OTHER, 0)  # later, but on another lane
     time.t += 10.0
     assert watch.overtaken_late() == []
+
+
+def test_messages_waiting_behind_a_slice_do_not_hold_back_its_hedge() -> None:
+    """A queue hands out its oldest messages first: a slice sent before the oldest message
+    waiting in its queue was taken, however many wait behind it."""
+    time, wall = Time(), [datetime(2026, 1, 1, tzinfo=UTC)]
+    watch = SliceClock(floor=2.0, factor=3.0, now=time, wall=lambda: wall[0])
+    queue = requests(RID, 1)[0].queue_uri
+    watch.dispatched("tester", requests(RID, 2), {0: 100, 1: 100})
+    time.t += 1.0
+    watch.arrived(RID, 1)  # slice 0's allowance: 3 s
+    time.t += 0.5
+    waiting_since = {queue: wall[0] + timedelta(seconds=30)}  # a later job waits: not ahead of slice 0
+    late, told = watch.look(waiting_since, looked_at=time.t)
+    assert (late, told) == ([], [])  # taken by now, not late yet
+    time.t += 1.5
+    [late_one], told = watch.look(waiting_since, looked_at=time.t)
+    assert late_one.message.slice_sequence == 0 and told == []
+    watch.hedged(RID, 0)
+    # The same wait with a message older than the slice (within the clock skew) is a backlog.
+    watch.dispatched("tester", requests(OTHER, 2), {0: 100, 1: 100})
+    time.t += 1.0
+    watch.arrived(OTHER, 1)
+    time.t += 0.5
+    late, told = watch.look({queue: wall[0] + timedelta(seconds=1)}, looked_at=time.t)
+    assert [(t.request_id, t.message.slice_sequence) for t in told] == [(OTHER, 0)]
+    assert all(t.request_id != OTHER for t in late)
 
 
 def test_a_slice_dispatched_during_a_look_is_not_taken_for_taken() -> None:

@@ -41,13 +41,13 @@ a whole lease (20x and more).
 **Never into a backlog.** The time since dispatch includes the time a slice waited in its
 queue, and a slice waiting behind others is no straggler: the processors are busy, and a
 second copy would only add to their work. So the watcher looks at the slice queues before
-it calls a slice late (``StoredQueue.has_visible``: one Peek per queue, every lane and shard,
-stopping at the first message; the approximate count cannot tell, it counts the messages in
-flight too):
+it calls a slice late: one Peek per lane and shard tells when the oldest message waiting
+there was put in (``StoredQueue.oldest_visible``; the approximate count cannot tell, it
+counts the messages in flight too). A queue hands out its oldest messages first, so:
 
-- a message waiting anywhere: nothing is hedged, and every watched slice's clock restarts
-  (``since``), for it may have been waiting until now;
-- no message waiting: every slice out was taken by then (``taken_by``).
+- a slice sent before that message (by more than ``CLOCK_SKEW``, the service's clock against
+  ours) is no longer in its queue: it was taken (``taken_by``), whatever waits behind it;
+- otherwise it may still be waiting: it is not hedged, and its clock restarts (``since``).
 
 A slice is hedged when it is late by its clock *and* has stayed out half its allowance since it
 was seen taken, so a slice picked up just as a backlog drained is not hedged for the time it
@@ -83,6 +83,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client import Counter
 
@@ -103,6 +104,9 @@ SLICES_HEDGED = Counter(
 MAX_JOBS = 512
 MAX_BAND_BYTES = 16 * 1024 * 1024  # inline bands kept to be sent again (at most 32 KiB each)
 _RECENT = 64  # slices behind the seconds-per-cell estimate
+# How far the storage service's clock (a message's insertion time) may be from ours: a slice
+# sent this much before the oldest waiting message is taken for taken.
+CLOCK_SKEW = timedelta(seconds=2)
 
 
 def late_after(
@@ -126,6 +130,7 @@ class _Slice:
     message: SliceRequestMessage
     cells: int
     sent: float  # monotonic time it was dispatched
+    sent_at: datetime  # the same moment by the wall clock, to compare with a queue's insertion times
     since: float  # the latest time it may still have been waiting in its queue
     taken_by: float | None = None  # a look found no message waiting then: it was taken by this time
     overtaken: float | None = None  # a slice sent after it to the same queue came back then: it was taken
@@ -169,6 +174,7 @@ class SliceClock:
         max_jobs: int = MAX_JOBS,
         max_band_bytes: int = MAX_BAND_BYTES,
         now: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if floor < 0 or factor <= 0 or hedges_per_slice < 0:
             raise ValueError(
@@ -177,7 +183,7 @@ class SliceClock:
             )
         self.floor, self.factor, self.hedges_per_slice = floor, factor, hedges_per_slice
         self.max_jobs, self.max_band_bytes = max_jobs, max_band_bytes
-        self.now = now
+        self.now, self.wall = now, wall
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._band_bytes = 0
         self._rates: deque[float] = deque(maxlen=_RECENT)  # seconds per cell of recent slices
@@ -193,8 +199,11 @@ class SliceClock:
         """The slices of one job were sent (a redelivered request: watched afresh)."""
         if not messages or self.hedges_per_slice == 0:
             return
-        now, rid = self.now(), messages[0].request_id
-        slices = {m.slice_sequence: _Slice(m, cells.get(m.slice_sequence, 1), sent=now, since=now) for m in messages}
+        now, wall, rid = self.now(), self.wall(), messages[0].request_id
+        slices = {
+            m.slice_sequence: _Slice(m, cells.get(m.slice_sequence, 1), sent=now, sent_at=wall, since=now)
+            for m in messages
+        }
         job = _Job(client_id, slices, band_bytes=sum(len(m.band or "") for m in messages))
         with self._lock:
             self._drop(rid)
@@ -255,29 +264,43 @@ class SliceClock:
             return any(self._looks_due(piece, allowance, now) for _, _, piece, allowance in self._hedgeable(now))
 
     def busy(self) -> list[LateSlice]:
-        """A look found messages waiting: every slice's clock restarts. Returns the slices that
-        were due for a look and are told so for the first time (``slice.not_hedged``)."""
-        now, withheld = self.now(), []
-        with self._lock:
-            for rid, job, piece, allowance in self._hedgeable(now):
-                if self._looks_due(piece, allowance, now) and not piece.withheld:
-                    piece.withheld = True
-                    withheld.append(LateSlice(rid, job.client_id, piece.message, now - piece.sent, allowance))
-                piece.since, piece.taken_by = now, None
-        return withheld
+        """A look found messages waiting ahead of every slice: every slice's clock restarts.
+        Returns the slices that were due for a look and are told so for the first time
+        (``slice.not_hedged``)."""
+        return self._review(lambda piece: True, self.now())[1]
 
     def quiet(self, looked_at: float) -> list[LateSlice]:
         """A look that started at ``looked_at`` found no message waiting: every slice sent before
         it was taken by then. Returns the late ones."""
-        now, late = self.now(), []
+        return self._review(lambda piece: False, looked_at)[0]
+
+    def look(self, fronts: Mapping[str, datetime | None], looked_at: float) -> tuple[list[LateSlice], list[LateSlice]]:
+        """A look that started at ``looked_at`` found, for each queue (by URL), when its oldest
+        waiting message was put in (None: nothing waits). A slice sent before that message (by
+        more than ``CLOCK_SKEW``) is no longer in its queue, which hands out its oldest first:
+        it was taken, whatever waits behind it. Returns (late slices, slices told "backlog")."""
+
+        def may_wait(piece: _Slice) -> bool:
+            front = fronts.get(piece.message.queue_uri)
+            return front is not None and front <= piece.sent_at + CLOCK_SKEW
+
+        return self._review(may_wait, looked_at)
+
+    def _review(self, may_wait: Callable[[_Slice], bool], looked_at: float) -> tuple[list[LateSlice], list[LateSlice]]:
+        now, late, withheld = self.now(), [], []
         with self._lock:
             for rid, job, piece, allowance in self._hedgeable(now):
-                if piece.taken_by is None:
+                if may_wait(piece):  # it may still be waiting: the processors are busy, nobody straggles
+                    if self._looks_due(piece, allowance, now) and not piece.withheld:
+                        piece.withheld = True
+                        withheld.append(LateSlice(rid, job.client_id, piece.message, now - piece.sent, allowance))
+                    piece.since, piece.taken_by = now, None
+                elif piece.taken_by is None:
                     if piece.since <= looked_at:  # not one dispatched during the look
                         piece.taken_by = looked_at
                 elif now - piece.since >= allowance and now - piece.taken_by >= allowance / 2:
                     late.append(LateSlice(rid, job.client_id, piece.message, now - piece.sent, allowance))
-        return late
+        return late, withheld
 
     def overtaken_late(self) -> list[LateSlice]:
         """Slices a later slice overtook, late by their allowance and out half of it since:
@@ -403,21 +426,19 @@ class StragglerWatcher:
         if not self.clock.needs_look():
             return self._hedge_all(overtaken)
         looked_at = self.clock.now()
-        waiting = self._waiting_queue()
-        if waiting is not None:
-            for late in self.clock.busy():
-                log.info(
-                    kv(
-                        "slice.not_hedged",
-                        request_id=late.request_id,
-                        seq=late.message.slice_sequence,
-                        waited=round(late.waited, 3),
-                        why="backlog",
-                        queue=waiting,
-                    )
+        late, withheld = self.clock.look(self._fronts(), looked_at)
+        for held in withheld:
+            log.info(
+                kv(
+                    "slice.not_hedged",
+                    request_id=held.request_id,
+                    seq=held.message.slice_sequence,
+                    waited=round(held.waited, 3),
+                    why="backlog",
+                    queue=held.message.queue_uri.rstrip("/").rsplit("/", 1)[-1],
                 )
-            return self._hedge_all(overtaken)
-        return self._hedge_all([*overtaken, *self.clock.quiet(looked_at)])
+            )
+        return self._hedge_all([*overtaken, *late])
 
     def _hedge_all(self, late: list[LateSlice]) -> int:
         by_job: dict[str, dict[int, LateSlice]] = {}
@@ -425,12 +446,10 @@ class StragglerWatcher:
             by_job.setdefault(piece.request_id, {})[piece.message.slice_sequence] = piece
         return sum(self._hedge(list(slices.values())) for slices in by_job.values())
 
-    def _waiting_queue(self) -> str | None:
-        """The name of a slice queue with a message waiting (lanes in priority order), or None."""
-        for queue in self.services.queues.slice_request_queues():
-            if queue.has_visible():
-                return queue.name
-        return None
+    def _fronts(self) -> dict[str, datetime | None]:
+        """For every lane and shard of slicerequest (by URL), when its oldest waiting message
+        was put in, or None: one Peek each."""
+        return {queue.url: queue.oldest_visible() for queue in self.services.queues.slice_request_queues()}
 
     def _hedge(self, slices: list[LateSlice]) -> int:
         """Send one job's late slices again, once its row says they are still to do."""

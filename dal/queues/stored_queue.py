@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -95,6 +96,12 @@ class StoredQueue:
         is not read). Unlike ``approximate_depth``, messages in flight (received, invisible)
         do not count, so a queue whose every message is in a worker's hands answers False."""
         return bool(self._peek_raw(1))
+
+    def oldest_visible(self) -> datetime | None:
+        """When the message at the front of the queue (the oldest one waiting to be received)
+        was put in, by the service's clock; None when nothing waits. One Peek Messages call."""
+        raw = self._peek_raw(1)
+        return raw[0].inserted_on if raw else None
 
     def clear(self) -> None:
         """Drop every message and the claim-check blobs of this queue."""
