@@ -104,3 +104,39 @@ def test_slices_waiting_behind_a_busy_processor_are_not_hedged(pipe: Pipeline) -
     assert withheld and all("why=backlog" in line for line in withheld), withheld  # the rule was asked, and held
     assert log_lines(pipe, "slice.hedged") == []
     assert "hedged" not in [e.kind for e in pipe.services.jobs.events(rid)]
+
+
+def test_a_slice_queue_whose_oldest_message_waits_unclaimed_is_announced_again(
+    pipe: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message that waits at the front of a slice queue was announced to a listener that
+    cannot take it (paused with the slice prefetched), and its peers' credit was spent by that
+    listener's taken notice: the watcher announces the queue again, so a peer receives it."""
+    from datetime import timedelta
+
+    from dal.hints.channel import LocalHintChannel, short_hint_dir
+    from tests.support.junk import put_junk
+    from workers import stragglers
+    from workers.stragglers import StragglerWatcher
+
+    channel = LocalHintChannel(short_hint_dir(tmp_path / "h"))
+    queues = pipe.services.queues.slice_request_queues()
+    for queue in queues:
+        queue.hints = channel
+    heard: list[int | None] = []
+    subscription = channel.subscribe(queues[0].hint_name, lambda count, lane=None: heard.append(count))
+    try:
+        watcher = StragglerWatcher(pipe.services)
+        watcher.reannounce(watcher.fronts())
+        assert watcher.reannounced == 0 and heard == []  # nothing waits: nothing to say
+        put_junk(queues[0])  # waiting, never announced
+        monkeypatch.setattr(stragglers, "STALE_WAIT", timedelta(hours=1))
+        watcher.reannounce(watcher.fronts())
+        assert watcher.reannounced == 0  # it has not waited long
+        monkeypatch.setattr(stragglers, "STALE_WAIT", timedelta(0))
+        watcher.reannounce(watcher.fronts())
+        assert watcher.reannounced == 1
+        wait_for(lambda: heard or None)
+        assert heard == [None]  # an unknown count: a listener receives until the queue is empty
+    finally:
+        subscription.close()

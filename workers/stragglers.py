@@ -54,6 +54,13 @@ was seen taken, so a slice picked up just as a backlog drained is not hedged for
 waited. In calm operation the look comes at half the allowance and the hedge at the allowance
 after dispatch; a slice that comes back within half its allowance costs nothing at all.
 
+**A stale front is announced again.** A message waiting at the front of a slice queue for
+more than ``STALE_WAIT`` (4 s) is not being taken: its wake-up hint went to a listener that
+cannot take it (paused with the slice prefetched, or deaf), and that listener's taken notice
+spent its peers' hint credit, so they would wait for the safety-net poll. The look that
+finds it publishes the queue's hint again (``slice_queue.reannounced``; no storage
+transaction), and a peer receives it.
+
 **Overtaken.** A queue hands out its oldest messages first, so when a slice sent later to
 the same queue comes back while an earlier one is still out, the earlier one was taken and
 is held (``overtaken``). Such a slice is hedged once it is late by its clock and has stayed
@@ -107,6 +114,9 @@ _RECENT = 64  # slices behind the seconds-per-cell estimate
 # How far the storage service's clock (a message's insertion time) may be from ours: a slice
 # sent this much before the oldest waiting message is taken for taken.
 CLOCK_SKEW = timedelta(seconds=2)
+# A message waiting this long at the front of a slice queue (clock skew included) is not being
+# taken: the watcher announces the queue again (``StragglerWatcher.reannounce``).
+STALE_WAIT = timedelta(seconds=4)
 
 
 def late_after(
@@ -378,6 +388,7 @@ class StragglerWatcher:
         # Looks are due at half an allowance (at least half the floor): a tick well inside that.
         self.tick = tick if tick is not None else min(1.0, max(0.1, settings.hedge_floor_seconds / 4))
         self.hedges = 0  # slices sent again by this watcher
+        self.reannounced = 0  # slice queues announced again because their front message went stale
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -426,7 +437,9 @@ class StragglerWatcher:
         if not self.clock.needs_look():
             return self._hedge_all(overtaken)
         looked_at = self.clock.now()
-        late, withheld = self.clock.look(self._fronts(), looked_at)
+        fronts = self.fronts()
+        self.reannounce(fronts)
+        late, withheld = self.clock.look(fronts, looked_at)
         for held in withheld:
             log.info(
                 kv(
@@ -446,7 +459,22 @@ class StragglerWatcher:
             by_job.setdefault(piece.request_id, {})[piece.message.slice_sequence] = piece
         return sum(self._hedge(list(slices.values())) for slices in by_job.values())
 
-    def _fronts(self) -> dict[str, datetime | None]:
+    def reannounce(self, fronts: Mapping[str, datetime | None]) -> None:
+        """Announce again every slice queue whose oldest waiting message has waited longer than
+        ``STALE_WAIT``: its hint was spent on a listener that cannot take it (paused with the
+        slice prefetched, or deaf), and the others, their credit spent by its taken notice,
+        would wait for the safety-net poll. A hint costs no storage transaction."""
+        now = datetime.now(UTC)
+        for queue in self.services.queues.slice_request_queues():
+            front = fronts.get(queue.url)
+            if front is not None and now - front > STALE_WAIT:
+                queue.announce()
+                self.reannounced += 1
+                log.info(
+                    kv("slice_queue.reannounced", queue=queue.name, waited=round((now - front).total_seconds(), 3))
+                )
+
+    def fronts(self) -> dict[str, datetime | None]:
         """For every lane and shard of slicerequest (by URL), when its oldest waiting message
         was put in, or None: one Peek each."""
         return {queue.url: queue.oldest_visible() for queue in self.services.queues.slice_request_queues()}
