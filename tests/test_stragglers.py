@@ -252,24 +252,3 @@ def test_memory_is_bounded_by_jobs_and_by_the_bands_kept_to_send_again() -> None
 def test_settings_that_make_no_sense_are_refused(floor: float, factor: float, hedges: int) -> None:
     with pytest.raises(ValueError, match="hedging needs"):
         SliceClock(floor=floor, factor=factor, hedges_per_slice=hedges)
-
-
-def test_siblings_teach_the_seconds_their_processor_reports_not_their_wait_in_the_queue() -> None:
-    """Siblings that waited 5 s behind a backlog and rendered in 0.5 s: the last slice is late
-    after max(2, 3 x 0.5) s once taken, not after 3 x 5.5 s (by then its lease has run out)."""
-    time = Time()
-    watch = clock(time)
-    watch.dispatched("tester", requests(RID, 2), {0: 100, 1: 100})
-    time.t += 5.5
-    watch.arrived(RID, 1, seconds=0.5)
-    assert watch.quiet(looked_at=time.t) == []  # taken by now
-    time.t += 1.0
-    [late] = watch.quiet(looked_at=time.t)
-    assert late.allowance == pytest.approx(2.0)
-    # Without a report (an older processor) the time out is what is known.
-    watch.dispatched("tester", requests(OTHER, 2), {0: 100, 1: 100})
-    time.t += 5.5
-    watch.arrived(OTHER, 1)
-    assert all(t.request_id != OTHER for t in watch.quiet(looked_at=time.t))
-    time.t += 1.0
-    assert all(t.request_id != OTHER for t in watch.quiet(looked_at=time.t))  # 3 x 5.5 s: not yet

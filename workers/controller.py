@@ -294,7 +294,7 @@ class JobController:
             return
         self._written.remember(job)
         if self.stragglers is not None:  # back, and what the row says is done (by any controller) or ended
-            self.stragglers.recorded(job, seq, _render_seconds(message))
+            self.stragglers.recorded(job, seq)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
         if job.output_name is not None:
@@ -441,14 +441,6 @@ def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | 
             f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
             f"tiles; ask for at most {grid.tiles_down} slices"
         ) from None
-
-
-def _render_seconds(message: SliceResponseMessage) -> float | None:
-    """The seconds the processor reports for rendering the slice, if it sent a sane number."""
-    seconds = (message.report or {}).get("seconds")
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < 86_400:
-        return float(seconds)
-    return None
 
 
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:

@@ -28,9 +28,7 @@ slice. Nothing else has to change, because a slice is handled idempotently end t
 
 **When is a slice late?** (``late_after``) When it has been out longer than ``max(floor,
 factor x expected)``. *Expected* scales the median seconds per cell of its siblings that
-came back (the bands of a job are the same size, give or take a row) to its own cells: the
-seconds their processors report rendering them (``report``), not their time out, which
-counts any wait in the queue; before
+came back (the bands of a job are the same size, give or take a row) to its own cells; before
 any sibling came back (a one-slice job) it uses the median seconds per cell of the last
 slices this controller saw; with neither, nothing is late, since a guess could hedge every
 slice of a big first job. Defaults: floor 2 s (``PHOTOMOSAICS_HEDGE_FLOOR_SECONDS``), because
@@ -224,10 +222,8 @@ class SliceClock:
             while self._jobs and (len(self._jobs) > self.max_jobs or self._band_bytes > self.max_band_bytes):
                 self._drop(next(iter(self._jobs)))
 
-    def arrived(self, request_id: str, sequence: int, seconds: float | None = None) -> None:
-        """A slice's response came in; unless it was hedged, what it took feeds the estimates:
-        the ``seconds`` its processor reports rendering it, or else its time out (which counts
-        the time it waited in its queue: behind a backlog, an allowance three times that is long)."""
+    def arrived(self, request_id: str, sequence: int) -> None:
+        """A slice's response came in; its time out feeds the estimates unless it was hedged."""
         now = self.now()
         with self._lock:
             job = self._jobs.get(request_id)
@@ -236,7 +232,7 @@ class SliceClock:
                 return
             piece.back = True
             if piece.hedges == 0:
-                piece.took = seconds if seconds is not None else now - piece.sent
+                piece.took = now - piece.sent
                 self._rates.append(piece.took / max(piece.cells, 1))
                 self._overtake(piece, now)
             self._settle(request_id, job)
@@ -399,11 +395,11 @@ class StragglerWatcher:
     def dispatched(self, client_id: str, messages: Sequence[SliceRequestMessage], cells: Mapping[int, int]) -> None:
         self.clock.dispatched(client_id, messages, cells)
 
-    def recorded(self, job: Job, sequence: int, seconds: float | None = None) -> None:
+    def recorded(self, job: Job, sequence: int) -> None:
         """Slice ``sequence``'s response came in and left the job's row as ``job``: the slice's
         time out is learnt, the slices the row lists as done (by any controller) leave the
         watch, and an ended or complete job goes altogether."""
-        self.clock.arrived(job.request_id, sequence, seconds)
+        self.clock.arrived(job.request_id, sequence)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) >= job.slices:
             self.clock.forget(job.request_id)
         else:
