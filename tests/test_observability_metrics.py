@@ -11,9 +11,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from photomosaics.commands.run import choose_port
 from tests.support.metrics import samples, value_of
 from tests.support.pipelines import Pipeline, sample_photo
+from tests.support.waiting import wait_for
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -36,16 +36,18 @@ def _wait_for(url: str, timeout: float = 30.0) -> None:
 
 
 def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) -> None:
-    ports = {role: choose_port("127.0.0.1", 0) for role in ("controller", "processor", "responder")}
-    for role, port in ports.items():
-        env = {"PHOTOMOSAICS_METRICS_PORT": str(port)}
+    # Port 0: each role binds a free port itself and logs it (a port chosen here could be taken
+    # by another test's process before the role binds it).
+    roles = {}
+    for role in ("controller", "processor", "responder"):
+        env = {"PHOTOMOSAICS_METRICS_PORT": "0"}
         if role == "processor":
             env["PHOTOMOSAICS_TEST_SLICE_DELAY"] = "0.4"  # slow enough to be seen mid-job
         if role == "controller":  # exact counts below: no hedged copy (workers.stragglers) if a render stalls
             env["PHOTOMOSAICS_HEDGES_PER_SLICE"] = "0"
-        pipe.start(role, env=env)
-    url = {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}
-    for role in ports:
+        roles[role] = pipe.start(role, env=env)
+    url = {role: _metrics_url(process) for role, process in roles.items()}
+    for role in roles:
         _wait_for(url[role] + "/healthz")
     before = _scrape(url["processor"] + "/metrics")
     assert value_of(before, "photomosaics_messages_received_total", role="processor", queue="slicerequest") == 0
@@ -127,3 +129,15 @@ def test_a_bad_metrics_port_is_a_clear_error() -> None:
     for bad in ("http", "70000", "-1"):
         with pytest.raises(ValueError, match="PHOTOMOSAICS_METRICS_PORT must be"):
             metrics_address({"PHOTOMOSAICS_METRICS_PORT": bad})
+
+
+def _metrics_url(process: Any) -> str:
+    """The base URL a role logged for its metrics server (``role.metrics ... url=.../metrics``)."""
+
+    def logged() -> str | None:
+        for line in process.log_path.read_text(errors="replace").splitlines():
+            if "role.metrics" in line and "url=" in line:
+                return line.split("url=", 1)[1].split()[0].removesuffix("/metrics")
+        return None
+
+    return wait_for(logged)
