@@ -123,7 +123,9 @@ def within_budget(start: np.ndarray, goal: np.ndarray, limit: float) -> np.ndarr
     astray = np.flatnonzero((ciede2000(s, base + u[:, None] * chroma) > limit + 0.01) & (alone < limit))
     if astray.size:  # a move through grey, where hue flips: halve the interval instead
         u[astray] = _bisect(s[astray], base[astray], chroma[astray], limit)
-    return _put(goal, over, base + u[:, None] * chroma)
+    pulled = goal.copy()
+    pulled[over] = base + u[:, None] * chroma
+    return pulled
 
 
 def _bisect(start: np.ndarray, base: np.ndarray, chroma: np.ndarray, limit: float) -> np.ndarray:
@@ -134,12 +136,6 @@ def _bisect(start: np.ndarray, base: np.ndarray, chroma: np.ndarray, limit: floa
         fits = ciede2000(start, base + mid[:, None] * chroma) <= limit
         low, high = np.where(fits, mid, low), np.where(fits, high, mid)
     return low
-
-
-def _put(goal: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-    out = goal.copy()
-    out[rows] = values
-    return out
 
 
 def _lightness_difference(lightness: np.ndarray, move: np.ndarray) -> np.ndarray:

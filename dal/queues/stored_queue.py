@@ -95,7 +95,7 @@ class StoredQueue:
         """Whether a message is waiting to be received now: one Peek Messages call (the payload
         is not read). Unlike ``approximate_depth``, messages in flight (received, invisible)
         do not count, so a queue whose every message is in a worker's hands answers False."""
-        return bool(self._peek_raw(1))
+        return self.oldest_visible() is not None
 
     def oldest_visible(self) -> datetime | None:
         """When the message at the front of the queue (the oldest one waiting to be received)
