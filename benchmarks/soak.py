@@ -16,7 +16,9 @@ fault every 4-12 s (seeded), of five kinds: a worker role SIGKILLed (the supervi
 it); storage frozen (Azurite SIGSTOPped for 2-5 s, then SIGCONT); junk in a work queue
 (``tests/support/junk.py``); the Valkey server killed and started again 3-10 s later; a processor
 SIGSTOPped past its lease, then resumed (the lease is ``LEASE`` s here, the pause longer; the
-controller hedges the paused processor's slice long before, ``workers.stragglers``).
+controller hedges the paused processor's slice long before, ``workers.stragglers``). One
+processor is paused at a time: with both stopped no job could move until one resumes, an
+outage of the whole stage rather than a hung worker.
 
 After each phase every accepted job is waited for. Printed beside the goals: accepted (202),
 refused, done, failed and why, lost (accepted, never finished: goal 0), stitched twice (more
@@ -238,6 +240,26 @@ class Clients:
             )
 
 
+PROCESSORS = ("processor-1", "processor-2")
+
+
+@dataclass
+class Fault:
+    """One fault injected: what, when, and until when (``end == start`` for a kill or junk)."""
+
+    what: str
+    start: float
+    end: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.end = max(self.end, self.start)
+
+    def describe(self, since: float) -> str:
+        """``what@+1.2s`` (from ``since``), and for how long when it lasted."""
+        lasted = f" for {self.end - self.start:.1f}s" if self.end > self.start else ""
+        return f"{self.what}@{self.start - since:+.1f}s{lasted}"
+
+
 class Faults:
     """One random fault every ``FAULT_GAP`` seconds until ``end``; what a fault stopped is resumed by a timer."""
 
@@ -247,7 +269,7 @@ class Faults:
         self.service = service
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
-        self.timeline: list[tuple[float, str]] = []  # (when, kind) of every fault injected
+        self.timeline: list[Fault] = []  # every fault injected, with what it hit and for how long
         self._undo: dict[str, Callable[[], None]] = {}  # what is stopped right now -> how to resume it
         self._timers: list[threading.Timer] = []
         self._lock = threading.Lock()
@@ -257,9 +279,9 @@ class Faults:
         while not self._stop.wait(self.rng.uniform(*FAULT_GAP)):
             kind = self.rng.choice(self.KINDS)
             try:
-                if getattr(self, f"_{kind}")():
+                if (fault := getattr(self, f"_{kind}")()) is not None:
                     self.injected[kind] += 1
-                    self.timeline.append((time.time(), kind))
+                    self.timeline.append(fault)
             except Exception as exc:  # a fault that could not be injected is reported, not fatal
                 self.injected[f"{kind} (failed: {type(exc).__name__})"] += 1
 
@@ -275,13 +297,15 @@ class Faults:
         with self._lock:
             return key in self._undo
 
-    def _until(self, key: str, seconds: float, undo: Callable[[], None]) -> None:
+    def _until(self, key: str, seconds: float, undo: Callable[[], None], what: str) -> Fault:
         with self._lock:
             self._undo[key] = undo
         timer = threading.Timer(seconds, self._resume, (key,))
         timer.daemon = True
         self._timers.append(timer)
         timer.start()
+        now = time.time()
+        return Fault(what, now, now + seconds)
 
     def _resume(self, key: str) -> None:
         with self._lock:
@@ -290,53 +314,52 @@ class Faults:
             with contextlib.suppress(ProcessLookupError):
                 undo()
 
-    def _kill_role(self) -> bool:
+    def _kill_role(self) -> Fault | None:
         name = self.rng.choice([n for n in ROLES if not self._stopped(n)])
         pid = self.service.pid(name)
         if pid is None:  # being restarted already
-            return False
+            return None
         os.kill(pid, signal.SIGKILL)
-        return True
+        return Fault(f"killed {name}", time.time())
 
-    def _freeze_storage(self) -> bool:
+    def _freeze_storage(self) -> Fault | None:
         pid = self.service.azurite.pid
         if pid is None or self._stopped("azurite"):
-            return False
+            return None
         os.kill(pid, signal.SIGSTOP)
-        self._until("azurite", self.rng.uniform(2.0, 5.0), lambda: os.kill(pid, signal.SIGCONT))
-        return True
+        return self._until(
+            "azurite", self.rng.uniform(2.0, 5.0), lambda: os.kill(pid, signal.SIGCONT), "storage frozen"
+        )
 
-    def _junk(self) -> bool:
+    def _junk(self) -> Fault | None:
         from tests.support.junk import put_junk
 
         queues = self.service.services.queues
-        put_junk(
-            self.rng.choice(
-                [
-                    *queues.image_request_lanes,
-                    *queues.slice_request_queues(),
-                    queues.slice_response,
-                    queues.image_response,
-                ]
-            )
+        queue = self.rng.choice(
+            [*queues.image_request_lanes, *queues.slice_request_queues(), queues.slice_response, queues.image_response]
         )
-        return True
+        put_junk(queue)
+        return Fault(f"junk in {queue.name}", time.time())
 
-    def _hints_down(self) -> bool:
+    def _hints_down(self) -> Fault | None:
         if self._stopped("valkey"):
-            return False
+            return None
         self.service.valkey.kill()
-        self._until("valkey", self.rng.uniform(3.0, 10.0), self.service.valkey.start)
-        return True
+        return self._until("valkey", self.rng.uniform(3.0, 10.0), self.service.valkey.start, "Valkey down")
 
-    def _pause_processor(self) -> bool:
-        name = self.rng.choice(["processor-1", "processor-2"])
+    def _pause_processor(self) -> Fault | None:
+        # One processor at a time: the fault is a hung processor, and its peer takes its work
+        # (hedged). With every processor stopped no job can move, whatever the code does.
+        if any(self._stopped(name) for name in PROCESSORS):
+            return None
+        name = self.rng.choice(PROCESSORS)
         pid = self.service.pid(name)
-        if pid is None or self._stopped(name):
-            return False
+        if pid is None:
+            return None
         os.kill(pid, signal.SIGSTOP)
-        self._until(name, LEASE + self.rng.uniform(3.0, 8.0), lambda: os.kill(pid, signal.SIGCONT))
-        return True
+        return self._until(
+            name, LEASE + self.rng.uniform(3.0, 8.0), lambda: os.kill(pid, signal.SIGCONT), f"{name} paused"
+        )
 
 
 def _phase(service: Service, label: str, seed: int, *, faults: bool) -> dict[str, Any]:
@@ -412,8 +435,8 @@ def _stitch_count(service: Service, rid: str) -> int:
     return sum(1 for event in service.services.jobs.events(rid) if event.kind == "stitched")
 
 
-def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[tuple[float, str]], count: int = 3) -> list[str]:
-    """The slowest jobs, each with the faults injected while it ran (from 1 s before it was created)."""
+def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[Fault], count: int = 3) -> list[str]:
+    """The slowest jobs, each with the faults in effect while it ran (from 1 s before it was created)."""
     from datetime import datetime
 
     rows = []
@@ -421,7 +444,7 @@ def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[tuple[float, str]],
     for job in sorted(done, key=lambda j: -j["elapsed_seconds"])[:count]:
         start = datetime.fromisoformat(job["created_at"].replace("Z", "+00:00")).timestamp()
         end = datetime.fromisoformat(job["finished_at"].replace("Z", "+00:00")).timestamp()
-        during = [f"{kind}@{at - start:+.1f}s" for at, kind in timeline if start - 1 <= at <= end]
+        during = [fault.describe(start) for fault in timeline if fault.start <= end and fault.end >= start - 1]
         rows.append(f"{job['request_id'][:8]} {job['elapsed_seconds']:.2f} s: {', '.join(during) or 'no fault'}")
     return rows
 
