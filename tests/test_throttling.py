@@ -56,6 +56,31 @@ def test_a_server_busy_send_waits_then_succeeds_once(
     direct.delete_queue()
 
 
+@pytest.mark.parametrize("resets", [1, 2])
+def test_a_dropped_connection_is_retried_at_once_then_with_back_off(
+    azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch, resets: int
+) -> None:
+    monkeypatch.setenv(RETRY_SCALE_ENV, "0.05")
+    name = f"reset{uuid.uuid4().hex[:10]}"
+    direct = StorageClients(azurite_connection_string, profile="probe").queue_service.get_queue_client(name)
+    direct.create_queue()
+    direct.send_message("hello")
+    with faulty_account(azurite_connection_string, faults={"reset": 1.0}, max_faults=resets) as account:
+        counter = TransactionCounter()
+        queue = StorageClients(account.connection_string, profile="worker", response_hook=counter)
+        account.set_active(True)
+        peeked = queue.queue_service.get_queue_client(name).peek_messages()
+
+    assert [m.content for m in peeked] == ["hello"]
+    assert account.counts()["reset"] == resets
+    assert counter.retries() == {"connection": resets}, counter.snapshot()
+    if resets == 1:  # a fresh connection at once: no back-off at all
+        assert counter.backoff_seconds() == 0
+    else:  # the second failure in a row waits the profile's back-off (3 s ± 1, scaled)
+        assert counter.backoff_seconds() >= 2 * 0.05
+    direct.delete_queue()
+
+
 def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline) -> None:
     counts_dir = pipe.tmp_path / "counts"
     faults = {"503": 0.2, "500": 0.03, "reset": 0.02}

@@ -9,6 +9,7 @@ and for a share of them (``rate``) while ``active`` answers instead, as Azure do
 - ``reset``: closes the connection without an answer (RST), before forwarding
 - ``slow``: waits ``slow_seconds``, then forwards
 
+``max_faults`` stops injecting after that many (one reset, then a healthy server).
 ``paths`` narrows the faults to requests whose path holds one of its texts (the one blob an
 upload failure should hit: ``.dzi.zip``); every other request is forwarded untouched.
 Injected faults never reach Azurite, so a faulted request changed nothing: what the app
@@ -59,8 +60,10 @@ class FaultProxy:
         slow_seconds: float = 2.0,
         seed: int = 1,
         paths: tuple[str, ...] = (),
+        max_faults: int | None = None,
     ) -> None:
         self.upstream_port = upstream_port
+        self.max_faults = max_faults  # after this many faults, forward everything
         self.faults = dict(faults or {})  # kind -> share of requests, e.g. {"503": 0.2}
         self.paths = paths
         self.slow_seconds = slow_seconds
@@ -135,6 +138,9 @@ class FaultProxy:
         with self._lock:
             self.counts["requests"] += 1
             if not self.active.is_set() or (self.paths and not any(part in path for part in self.paths)):
+                return None
+            injected = sum(self.counts[kind] for kind in self.faults)
+            if self.max_faults is not None and injected >= self.max_faults:
                 return None
             roll = self._random.random()
             for kind, share in self.faults.items():
