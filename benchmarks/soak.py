@@ -24,8 +24,9 @@ After each phase every accepted job is waited for. Printed beside the goals: acc
 refused, done, failed and why, lost (accepted, never finished: goal 0), stitched twice (more
 than one ``stitched`` event in the job's log, or ``stitched in`` line in the controllers'
 log: goal 0), p50/p99 from the job's own
-``created_at`` to ``finished_at`` (goal: p99 with faults at most twice the calm one), and the
-faults injected. ``python -m benchmarks soak``; ``BENCH_SOAK_SECONDS`` (180 per phase),
+``created_at`` to ``finished_at`` (goal: p99 with faults at most twice the calm one), the p99
+with faults less the time storage was frozen under each job (what the code adds to a paused
+dependency: nothing moves while storage is stopped), and the faults injected. ``python -m benchmarks soak``; ``BENCH_SOAK_SECONDS`` (180 per phase),
 ``BENCH_SOAK_CLIENTS`` (3), ``BENCH_SOAK_JOB`` and ``BENCH_SOAK_INTERVAL`` size it;
 ``BENCH_SOAK_SEED`` (1) picks the clients' and the faults' random draws; ``BENCH_SOAK_DIR``
 keeps the children's logs (in ``<dir>/logs``) instead of a temporary folder. The run fails
@@ -241,6 +242,7 @@ class Clients:
 
 
 PROCESSORS = ("processor-1", "processor-2")
+FROZEN = "storage frozen"
 
 
 @dataclass
@@ -327,9 +329,7 @@ class Faults:
         if pid is None or self._stopped("azurite"):
             return None
         os.kill(pid, signal.SIGSTOP)
-        return self._until(
-            "azurite", self.rng.uniform(2.0, 5.0), lambda: os.kill(pid, signal.SIGCONT), "storage frozen"
-        )
+        return self._until("azurite", self.rng.uniform(2.0, 5.0), lambda: os.kill(pid, signal.SIGCONT), FROZEN)
 
     def _junk(self) -> Fault | None:
         from tests.support.junk import put_junk
@@ -380,6 +380,9 @@ def _phase(service: Service, label: str, seed: int, *, faults: bool) -> dict[str
     accepted = [s for s in clients.submitted if s.status == 202]
     done = [j for j in jobs.values() if j["status"] == "done"]
     latencies = sorted(j["elapsed_seconds"] for j in done)
+    frozen = [f for f in (injector.timeline if injector else []) if f.what == FROZEN]
+    # The same latencies less the time storage was frozen under each job: what the code adds.
+    unfrozen = sorted(j["elapsed_seconds"] - _overlap(j, frozen) for j in done)
     logged = service.stitches_logged()
     stitches = {rid: max(_stitch_count(service, rid), logged[rid]) for rid in jobs}
     return {
@@ -396,6 +399,7 @@ def _phase(service: Service, label: str, seed: int, *, faults: bool) -> dict[str
         "p50": statistics.median(latencies) if latencies else float("nan"),
         "p99": _percentile(latencies, 0.99),
         "max": latencies[-1] if latencies else float("nan"),
+        "p99_unfrozen": _percentile(unfrozen, 0.99),
         "faults": dict(injector.injected) if injector else {},
         "slowest": _slowest(jobs, injector.timeline if injector else []),
         "handed_back": service.handed_back,
@@ -435,15 +439,25 @@ def _stitch_count(service: Service, rid: str) -> int:
     return sum(1 for event in service.services.jobs.events(rid) if event.kind == "stitched")
 
 
-def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[Fault], count: int = 3) -> list[str]:
-    """The slowest jobs, each with the faults in effect while it ran (from 1 s before it was created)."""
+def _overlap(job: dict[str, Any], faults: list[Fault]) -> float:
+    """Seconds of the job's life (``created_at`` to ``finished_at``) that the faults lasted."""
+    start, end = _life(job)
+    return sum(max(0.0, min(end, f.end) - max(start, f.start)) for f in faults)
+
+
+def _life(job: dict[str, Any]) -> tuple[float, float]:
     from datetime import datetime
 
+    created, finished = (job[key].replace("Z", "+00:00") for key in ("created_at", "finished_at"))
+    return datetime.fromisoformat(created).timestamp(), datetime.fromisoformat(finished).timestamp()
+
+
+def _slowest(jobs: dict[str, dict[str, Any]], timeline: list[Fault], count: int = 3) -> list[str]:
+    """The slowest jobs, each with the faults in effect while it ran (from 1 s before it was created)."""
     rows = []
     done = [j for j in jobs.values() if j["status"] == "done" and j.get("finished_at")]
     for job in sorted(done, key=lambda j: -j["elapsed_seconds"])[:count]:
-        start = datetime.fromisoformat(job["created_at"].replace("Z", "+00:00")).timestamp()
-        end = datetime.fromisoformat(job["finished_at"].replace("Z", "+00:00")).timestamp()
+        start, end = _life(job)
         during = [fault.describe(start) for fault in timeline if fault.start <= end and fault.end >= start - 1]
         rows.append(f"{job['request_id'][:8]} {job['elapsed_seconds']:.2f} s: {', '.join(during) or 'no fault'}")
     return rows
@@ -492,6 +506,11 @@ def _print(calm: dict[str, Any], faulty: dict[str, Any]) -> None:
         )
     ratio = faulty["p99"] / calm["p99"] if calm["p99"] else float("nan")
     print(f"p99 with faults / calm: x{ratio:.2f} (goal <= 2)")
+    unfrozen = faulty["p99_unfrozen"] / calm["p99"] if calm["p99"] else float("nan")
+    print(
+        f"p99 with faults less the time storage was frozen under each job: {faulty['p99_unfrozen']:.2f} s, "
+        f"x{unfrozen:.2f} the calm p99 (what the faults cost beyond storage's own pause)"
+    )
     print(
         f"faults injected: {json.dumps(faulty['faults'])}; restarts {json.dumps(faulty['restarts'])}; "
         f"messages in dead children's lease journals (handed back): {faulty['handed_back']}"
