@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mosaic.colour_difference import ciede2000
+from mosaic.colour_difference import chroma_difference, ciede2000
 from mosaic.correction import BUDGET, budget, offsets, tile_colours, within_budget
 from mosaic.signatures import srgb_to_lab
 
@@ -35,6 +35,26 @@ def test_ciede2000_agrees_with_scikit_image_on_random_colours() -> None:
     first = np.c_[rng.uniform(0, 100, 5000), rng.uniform(-100, 100, (5000, 2))]
     second = first + rng.normal(0, 8, first.shape)
     assert np.allclose(ciede2000(first, second), deltaE_ciede2000(first, second), atol=1e-9)
+
+
+def test_the_chroma_part_is_ciede2000_of_colours_of_one_lightness() -> None:
+    """The budget's fast path: float32, no hue angles, yet the published formula's value, also
+    for grey, near-grey, far and nearly opposite hues."""
+    rng = np.random.default_rng(11)
+    first = np.c_[rng.uniform(0, 100, 6000), rng.uniform(-110, 110, (6000, 2))]
+    first[:500, 1:] = 0  # grey
+    first[500:1500, 1:] *= 0.02  # near grey
+    second = np.concatenate(
+        [
+            first[:2000] + rng.normal(0, 6, (2000, 3)),
+            first[2000:4000] * [1, -1, -1] * rng.uniform(0.2, 1.5, (2000, 1)) + rng.normal(0, 1, (2000, 3)),
+            np.c_[first[4000:, 0], rng.uniform(-110, 110, (2000, 2))],
+        ]
+    )
+    second[:, 0] = first[:, 0]
+    fast = chroma_difference(first[:, 1:], second[:, 1:])
+    assert fast.dtype == np.float32
+    assert np.allclose(fast, ciede2000(first, second), rtol=2e-5, atol=1e-4)
 
 
 def _random_pairs(seed: int, share: float) -> tuple[np.ndarray, np.ndarray]:
