@@ -41,13 +41,14 @@ import math
 import numpy as np
 
 from .blend import _saturating_add
-from .colour_difference import ciede2000
+from .colour_difference import BLOCK, chroma_difference
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
 TAIL = 0.03  # share of a tile's pixels per side that may clip under the offset
 BUDGET = 4.5  # ΔE00 a tile's mean colour may move at the default 50 %: its own colours, seen side by side
-REFINE = 3  # steps that bring a chroma move onto the budget (ΔE00² is nearly quadratic in its share)
+SLACK = 0.01  # ΔE00 a chroma move may end above the budget before it is bisected onto it
+SETTLED = 0.005  # a chroma move may end this share of its whole chroma ΔE00 short of the budget before it is bisected
 CORRECT_BYTES = 1 << 20  # output bytes corrected per step: the strip stays in cache
 
 
@@ -104,36 +105,75 @@ def within_budget(start: np.ndarray, goal: np.ndarray, limit: float) -> np.ndarr
     "recoloured", and where the library has no tile near a cell's colour (a deep-blue sky
     from a library without blue photos) they are what would move far: the budget keeps
     them. A tile whose lightness move alone is over the budget keeps its own chroma.
+
+    ΔE00² is the lightness term² plus a chroma-and-hue part² that does not depend on L*
+    (``chroma_difference``), so the chroma may spend ``√(limit² - lightness term²)`` of that
+    part, and rows whose lightness spends it all need no ΔE00 at all.
     """
-    full = ciede2000(start, goal)
-    over = np.flatnonzero(full > limit)
-    if over.size == 0:
-        return goal
-    s, move = start[over], goal[over] - start[over]
-    base = s + move * [1.0, 0.0, 0.0]  # the lightness move, whole
-    chroma = move * [0.0, 1.0, 1.0]
-    alone = _lightness_difference(s[:, 0], move[:, 0])
-    spare = np.maximum(limit**2 - alone**2, 0.0)
-    # ΔE00² ≈ lightness² + u² · chroma²: solve for u, then correct it on the real formula.
-    u = np.sqrt(spare / np.maximum(full[over] ** 2 - alone**2, 1e-12))
-    for _ in range(REFINE):
-        now = ciede2000(s, base + u[:, None] * chroma)
-        u = u * np.sqrt(spare / np.maximum(now**2 - alone**2, 1e-12))
-    u = np.minimum(u, 1.0)
-    astray = np.flatnonzero((ciede2000(s, base + u[:, None] * chroma) > limit + 0.01) & (alone < limit))
-    if astray.size:  # a move through grey, where hue flips: halve the interval instead
-        u[astray] = _bisect(s[astray], base[astray], chroma[astray], limit)
     pulled = goal.copy()
-    pulled[over] = base + u[:, None] * chroma
+    if not len(start):
+        return pulled
+    found = [_over_budget(start, goal, pulled, limit, slice(i, i + BLOCK)) for i in range(0, len(start), BLOCK)]
+    rows, whole, alone = (np.concatenate(part) for part in zip(*found))
+    if rows.size:
+        ab = np.take(start, rows, axis=0)[:, 1:]
+        chroma = np.take(goal, rows, axis=0)[:, 1:] - ab
+        ceiling = np.sqrt((limit + SLACK) ** 2 - alone**2)
+        share = _chroma_share(ab, chroma, whole, np.sqrt(limit**2 - alone**2), ceiling)
+        for k in (1, 2):  # a column at a time: indexing whole rows costs more
+            pulled[rows, k] = ab[:, k - 1] + share * chroma[:, k - 1]
     return pulled
 
 
-def _bisect(start: np.ndarray, base: np.ndarray, chroma: np.ndarray, limit: float) -> np.ndarray:
-    """The largest share ``u`` of ``chroma`` (to 2⁻³⁰) with ``base + u · chroma`` within ``limit``."""
-    low, high = np.zeros(len(start)), np.ones(len(start))
-    for _ in range(30):
+def _over_budget(start: np.ndarray, goal: np.ndarray, pulled: np.ndarray, limit: float, block: slice) -> tuple:
+    """For one ``block`` of rows (its temporaries stay in cache): the chroma kept where the
+    lightness move alone spends the budget (written to ``pulled``), and the rows whose whole
+    move is over it, with their chroma part of ΔE00 and their lightness term."""
+    start, goal, pulled = start[block], goal[block], pulled[block]
+    alone = _lightness_difference(start[:, 0], goal[:, 0] - start[:, 0])
+    spent = np.flatnonzero(alone >= limit)
+    for k in (1, 2):
+        pulled[spent, k] = start[spent, k]
+    free = np.flatnonzero(alone < limit)
+    whole = chroma_difference(np.take(start, free, axis=0)[:, 1:], np.take(goal, free, axis=0)[:, 1:])
+    over = whole > np.sqrt(limit**2 - alone[free] ** 2)
+    return block.start + free[over], whole[over], alone[free[over]]
+
+
+def _chroma_share(
+    ab: np.ndarray, chroma: np.ndarray, whole: np.ndarray, spare: np.ndarray, ceiling: np.ndarray
+) -> np.ndarray:
+    """The share ``s`` of each ``chroma`` move from ``ab`` whose chroma part of ΔE00 is ``spare``
+    (``whole`` at ``s = 1``; 0 at ``s = 0``), not above ``ceiling``.
+
+    The part grows nearly in proportion to ``s``: a first guess ``spare / whole``, then the
+    root of ``s (p + q s)`` through it and ``s = 1``, then one check. Rows the check finds
+    above ``ceiling`` or more than ``SETTLED`` of a share below (large moves, moves through
+    grey) are bisected between the shares known to fit and to be over.
+    """
+    first = spare / whole
+    at = chroma_difference(ab, ab + first[:, None] * chroma)
+    q = (whole - at / first) / np.maximum(1 - first, 1e-9)
+    p = whole - q
+    root = 2 * spare / np.maximum(p + np.sqrt(np.maximum(p * p + 4 * q * spare, 0)), 1e-9)
+    share = np.clip(root, 0, 1)
+    now = chroma_difference(ab, ab + share[:, None] * chroma)
+    astray = np.flatnonzero((now > ceiling) | (now < spare - SETTLED * whole))
+    if astray.size:
+        guesses = np.stack([first[astray], share[astray]])
+        fits = np.stack([at[astray], now[astray]]) <= spare[astray]
+        low = np.where(fits, guesses, 0.0).max(axis=0)
+        high = np.where(fits, 1.0, guesses).min(axis=0)
+        share[astray] = _bisect(ab[astray], chroma[astray], spare[astray], low, high)
+    return share
+
+
+def _bisect(ab: np.ndarray, chroma: np.ndarray, spare: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """A share ``s`` of ``chroma`` in ``[low, high]`` (to 2⁻¹⁴) whose chroma part is within
+    ``spare``, ``low``'s being within and ``high``'s over."""
+    for _ in range(14):
         mid = (low + high) / 2
-        fits = ciede2000(start, base + mid[:, None] * chroma) <= limit
+        fits = chroma_difference(ab, ab + mid[:, None] * chroma) <= spare
         low, high = np.where(fits, mid, low), np.where(fits, high, mid)
     return low
 

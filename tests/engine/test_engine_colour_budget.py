@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mosaic.colour_difference import ciede2000
+from mosaic.colour_difference import chroma_difference, ciede2000
 from mosaic.correction import BUDGET, budget, offsets, tile_colours, within_budget
 from mosaic.signatures import srgb_to_lab
 
@@ -35,6 +35,26 @@ def test_ciede2000_agrees_with_scikit_image_on_random_colours() -> None:
     first = np.c_[rng.uniform(0, 100, 5000), rng.uniform(-100, 100, (5000, 2))]
     second = first + rng.normal(0, 8, first.shape)
     assert np.allclose(ciede2000(first, second), deltaE_ciede2000(first, second), atol=1e-9)
+
+
+def test_the_chroma_part_is_ciede2000_of_colours_of_one_lightness() -> None:
+    """The budget's fast path: float32, no hue angles, yet the published formula's value, also
+    for grey, near-grey, far and nearly opposite hues."""
+    rng = np.random.default_rng(11)
+    first = np.c_[rng.uniform(0, 100, 6000), rng.uniform(-110, 110, (6000, 2))]
+    first[:500, 1:] = 0  # grey
+    first[500:1500, 1:] *= 0.02  # near grey
+    second = np.concatenate(
+        [
+            first[:2000] + rng.normal(0, 6, (2000, 3)),
+            first[2000:4000] * [1, -1, -1] * rng.uniform(0.2, 1.5, (2000, 1)) + rng.normal(0, 1, (2000, 3)),
+            np.c_[first[4000:, 0], rng.uniform(-110, 110, (2000, 2))],
+        ]
+    )
+    second[:, 0] = first[:, 0]
+    fast = chroma_difference(first[:, 1:], second[:, 1:])
+    assert fast.dtype == np.float32
+    assert np.allclose(fast, ciede2000(first, second), rtol=2e-5, atol=1e-4)
 
 
 def _random_pairs(seed: int, share: float) -> tuple[np.ndarray, np.ndarray]:
@@ -83,3 +103,42 @@ def test_a_tile_far_from_its_cell_moves_its_colour_no_more_than_the_budget() -> 
     moved = ciede2000(start, srgb_to_lab((means + shift).astype(np.uint8)))
     assert BUDGET - 1 <= moved[0] <= BUDGET + 0.6  # + the 8-bit rounding of the offset
     assert shift[0, 2] > shift[0, 0]  # toward blue, only a little
+
+
+def _first_crossing(start: np.ndarray, goal: np.ndarray, limit: float) -> np.ndarray:
+    """Brute force: the smallest share of each chroma move whose ΔE00 (float64) is over
+    ``limit`` (1 if none): a scan of 101 shares, then 40 halvings."""
+    move = (goal - start) * [0, 1, 1]
+    base = start + (goal - start) * [1, 0, 0]
+    shares = np.linspace(0, 1, 101)
+    over = np.stack([ciede2000(start, base + s * move) > limit for s in shares])
+    high = np.where(over.any(axis=0), shares[over.argmax(axis=0)], 1.0)
+    low = np.maximum(high - shares[1], 0)
+    for _ in range(40):
+        mid = (low + high) / 2
+        fits = ciede2000(start, base + mid[:, None] * move) <= limit
+        low, high = np.where(fits, mid, low), np.where(fits, high, mid)
+    return np.where(over.any(axis=0), low, 1.0)
+
+
+@pytest.mark.parametrize("limit", [budget(25), BUDGET, budget(75)])
+@pytest.mark.parametrize("through_grey", [False, True])
+def test_the_budget_lands_where_brute_force_finds_it(limit: float, through_grey: bool) -> None:
+    """Each chroma move ends within 0.02 of its share a fine search finds, never more than
+    0.02 ΔE00 over the budget: also for moves through grey, where the hue turns fast."""
+    rng = np.random.default_rng(int(limit * 10) + through_grey)
+    start = np.c_[rng.uniform(5, 95, 1500), rng.normal(0, 25, (1500, 2))]
+    if through_grey:
+        chroma = -start[:, 1:] * rng.uniform(0.3, 3, (1500, 1)) + rng.normal(0, 2, (1500, 2))
+    else:
+        chroma = rng.normal(0, 40, (1500, 2))
+    goal = np.c_[start[:, 0] + rng.normal(0, limit / 2, 1500), chroma]
+    pulled = within_budget(start, goal, limit)
+    assert np.array_equal(pulled[:, 0], goal[:, 0])
+    wanted, kept = (goal - start)[:, 1:], (pulled - start)[:, 1:]
+    share = (kept * wanted).sum(axis=1) / (wanted * wanted).sum(axis=1)
+    free = ciede2000(start, start + (goal - start) * [1, 0, 0]) < limit
+    assert free.sum() > 1000 and (ciede2000(start, goal)[free] > limit).sum() > 500
+    assert ciede2000(start, pulled)[free].max() <= limit + 0.02
+    assert np.abs(share - _first_crossing(start, goal, limit))[free].max() <= 0.02
+    assert np.allclose(share[~free], 0)
