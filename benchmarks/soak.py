@@ -129,7 +129,10 @@ class Service:
         # Each child's output to its own file: sh execs the child, so the pid is the role's.
         specs = [
             ChildSpec(
-                name=s.name, argv=["sh", "-c", 'exec "$@" >>"$0" 2>&1', str(logs / f"{s.name}.log"), *s.argv], env=s.env
+                name=s.name,
+                argv=["sh", "-c", 'exec "$@" >>"$0" 2>&1', str(logs / f"{s.name}.log"), *s.argv],
+                env=s.env,
+                standby=s.standby,
             )
             for s in specs
         ]

@@ -66,6 +66,67 @@ def test_a_crashing_child_is_restarted_and_a_healthy_one_left_alone(tmp_path: Pa
     assert supervisor.pids() == {"crasher": None, "steady": None}
 
 
+def test_a_standby_child_is_replaced_by_its_warm_spare_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import photomosaics.local.supervisor as supervisor_module
+
+    monkeypatch.setattr(supervisor_module, "SPARE_AFTER", 0.1)
+    started = tmp_path / "started"  # one line per process that got past the standby gate
+    role = ChildSpec(
+        name="role",
+        argv=[
+            PY,
+            "-c",
+            "import os, time; from photomosaics.local.standby import wait_if_standby; wait_if_standby(); "
+            "open(os.environ['STARTED'], 'a').write(f'{os.getpid()}\\n'); time.sleep(600)",
+        ],
+        env={"STARTED": str(started), "PYTHONPATH": str(ROOT)},
+        standby=True,
+    )
+    supervisor = Supervisor([role], grace=5, stable_after=60, poll_interval=0.05)
+    thread = threading.Thread(target=supervisor.run, daemon=True)
+    thread.start()
+    spares: list[int] = []
+    try:
+        wait_until(lambda: supervisor.spare_pids()["role"] is not None and started.exists())
+        first, spare = supervisor.pids()["role"], supervisor.spare_pids()["role"]
+        assert first is not None and spare is not None and spare != first
+        spares.append(spare)
+        assert started.read_text().split() == [str(first)]  # the spare waits at the gate
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: supervisor.pids()["role"] == spare)  # promoted, not a fresh start
+        wait_until(lambda: started.read_text().split() == [str(first), str(spare)])
+        wait_until(lambda: supervisor.spare_pids()["role"] not in (None, spare))
+        spares.append(supervisor.spare_pids()["role"])  # type: ignore[arg-type]
+        assert supervisor.restarts()["role"] == 1
+    finally:
+        supervisor.stop()
+        thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert not any(alive(pid) for pid in spares)
+    assert supervisor.pids() == {"role": None}
+    assert started.read_text().split() == [str(first), str(spare)]  # the last spare never started
+
+
+def test_a_role_in_standby_ends_quietly_when_never_told_to_start(tmp_path: Path) -> None:
+    from photomosaics.commands.run import photomosaics_argv
+    from photomosaics.local.standby import STANDBY_ENV
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "PHOTOMOSAICS_"))}
+    env[STANDBY_ENV] = "1"
+    # No storage configured: past the gate the role would fail on it; at the gate, end of file ends it.
+    done = subprocess.run(
+        [*photomosaics_argv(), "controller"], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b"", done.stderr.decode()
+    env.pop(STANDBY_ENV)
+    without = subprocess.run(
+        [*photomosaics_argv(), "controller"], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+    )
+    assert without.returncode != 0  # the same command, not in standby, does reach the storage check
+    assert b"AZURE_STORAGE_CONNECTION_STRING is not set" in without.stderr
+
+
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
     ignoring = tmp_path / "ignoring-sigterm"
     stubborn = ChildSpec(

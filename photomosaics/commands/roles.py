@@ -76,9 +76,11 @@ def _services_for(role: str) -> RoleServices:
     from dal.availability.health import check_storage
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
+    from photomosaics.local.standby import wait_if_standby
     from workers.role import configure_role_logging, storage_from_env
     from workers.services import RoleServices, worker_name
 
+    wait_if_standby()  # a warm standby: imports done, nothing touched yet; start when told
     configure_role_logging(role)
     try:
         settings = Settings.from_env()

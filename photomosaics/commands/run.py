@@ -176,8 +176,9 @@ def children(
 
     specs = [
         ChildSpec(name="web", argv=[*base, "web", "--host", host, "--port", str(port)], env=web_env),
-        ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller")),
-        ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder")),
+        # One of each: a warm standby takes over at once when it dies (photomosaics.local.standby).
+        ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller"), standby=True),
+        ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder"), standby=True),
     ]
     specs += [
         ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))

@@ -12,6 +12,12 @@ then after a back-off that doubles from ``backoff_min`` to ``backoff_max``; the 
 resets once the child has stayed up for ``stable_after`` seconds: a crash loop costs
 little, and a rare crash (a killed pod, an out-of-memory kill) costs only the start-up.
 
+A child whose spec asks for a ``standby`` (a role with no peer: ``photomosaics run``'s
+controller and responder) has a warm spare beside it (``photomosaics.local.standby``): a
+second process of the same command, its imports done, blocked until told to start. When the
+child dies the spare is told ``go`` and takes its place at once, without the start-up's
+imports, and a new spare is started ``SPARE_AFTER`` seconds later.
+
 Two hooks make it the place where the machine heals itself: ``on_exit(name, pid, code)``
 runs as soon as a child is seen dead, before its restart (``photomosaics run`` hands back
 the messages the dead child held, from its lease journal), and ``on_tick()`` runs every
@@ -32,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
+from photomosaics.local.standby import GO, STANDBY_ENV
 from workers.logfmt import kv
 
 __all__ = ["ChildSpec", "Supervisor", "restart_delay", "supervise"]
@@ -39,6 +46,7 @@ __all__ = ["ChildSpec", "Supervisor", "restart_delay", "supervise"]
 log = logging.getLogger(__name__)
 
 IMMEDIATE_GRACE = 5.0  # seconds left to children after a second stop signal
+SPARE_AFTER = 2.0  # seconds after a child started before its spare starts: not competing for the CPU
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +56,7 @@ class ChildSpec:
     name: str
     argv: Sequence[str]
     env: Mapping[str, str] = field(default_factory=dict)
+    standby: bool = False  # keep a warm spare that takes over at once when the child dies
 
 
 def restart_delay(failures: int, *, backoff_min: float, backoff_max: float) -> float:
@@ -71,6 +80,9 @@ class _Child:
     failures: int = 0
     restarts: int = 0
     next_start: float = 0.0
+    spare: subprocess.Popen[bytes] | None = None
+    spare_failures: int = 0
+    next_spare: float = 0.0
 
 
 class Supervisor:
@@ -129,6 +141,14 @@ class Supervisor:
     def restarts(self) -> dict[str, int]:
         return {c.spec.name: c.restarts for c in self._children}
 
+    def spare_pids(self) -> dict[str, int | None]:
+        """The waiting spare of each child that has one."""
+        return {
+            c.spec.name: (c.spare.pid if c.spare and c.spare.poll() is None else None)
+            for c in self._children
+            if c.spec.standby
+        }
+
     def run(self) -> None:
         """Start every child, keep them running until ``stop``, then stop them all."""
         try:
@@ -140,6 +160,7 @@ class Supervisor:
                         self._exited(child, now)
                     if child.process is None and now >= child.next_start and not self._stop.is_set():
                         self._spawn(child)
+                    self._keep_spare(child, now)
                 self._stop.wait(self.poll_interval)
         finally:
             self._stop_all()
@@ -147,22 +168,66 @@ class Supervisor:
 
     # -- internals --------------------------------------------------------------------
 
+    @staticmethod
+    def _popen(spec: ChildSpec, *, spare: bool = False) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **spec.env, **({STANDBY_ENV: "1"} if spare else {})}
+        return subprocess.Popen(
+            list(spec.argv),
+            env=env,
+            stdin=subprocess.PIPE if spare else subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
     def _spawn(self, child: _Child) -> None:
-        env = {**os.environ, **child.spec.env}
+        if self._promote_spare(child):
+            return
         try:
-            child.process = subprocess.Popen(
-                list(child.spec.argv),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+            child.process = self._popen(child.spec)
         except OSError as exc:
             delay = self._schedule_restart(child, time.monotonic())
             log.error(kv("child.spawn_failed", child=child.spec.name, error=str(exc), restart_in=delay))
             return
         child.started_at = time.monotonic()
         log.info(kv("child.started", child=child.spec.name, pid=child.process.pid, restarts=child.restarts))
+
+    def _promote_spare(self, child: _Child) -> bool:
+        """The waiting spare becomes the child (told ``go``); False when there is none."""
+        spare, child.spare = child.spare, None
+        if spare is None or spare.poll() is not None or spare.stdin is None:
+            return False
+        try:
+            spare.stdin.write(GO)
+            spare.stdin.close()
+        except OSError:  # it died just now
+            self._kill_group(spare.pid)
+            spare.wait()
+            return False
+        child.process, child.started_at = spare, time.monotonic()
+        log.info(kv("child.started", child=child.spec.name, pid=spare.pid, restarts=child.restarts, spare=True))
+        return True
+
+    def _keep_spare(self, child: _Child, now: float) -> None:
+        """Start a spare for a standby child that has been up ``SPARE_AFTER`` s and has none."""
+        if not child.spec.standby or self._stop.is_set():
+            return
+        spare = child.spare
+        if spare is not None and spare.poll() is None:
+            return
+        if spare is not None:  # it died while waiting: start another after a back-off
+            child.spare = None
+            child.spare_failures += 1
+            delay = restart_delay(child.spare_failures, backoff_min=self.backoff_min, backoff_max=self.backoff_max)
+            child.next_spare = now + delay
+            log.error(kv("child.spare_exited", child=child.spec.name, pid=spare.pid, code=spare.returncode))
+            return
+        if child.process is None or now < child.next_spare or now - child.started_at < SPARE_AFTER:
+            return
+        try:
+            child.spare = self._popen(child.spec, spare=True)
+        except OSError as exc:
+            child.next_spare = now + self.backoff_max
+            log.error(kv("child.spare_failed", child=child.spec.name, error=str(exc)))
 
     def _exited(self, child: _Child, now: float) -> None:
         assert child.process is not None
@@ -201,7 +266,26 @@ class Supervisor:
     def _running(self) -> list[_Child]:
         return [c for c in self._children if c.process is not None and c.process.poll() is None]
 
+    def _stop_spares(self) -> None:
+        """End every waiting spare: end of file on its stdin, and SIGTERM."""
+        for child in self._children:
+            spare, child.spare = child.spare, None
+            if spare is None:
+                continue
+            with contextlib.suppress(OSError):
+                if spare.stdin is not None:
+                    spare.stdin.close()
+            with contextlib.suppress(ProcessLookupError):
+                spare.send_signal(signal.SIGTERM)
+            try:
+                spare.wait(timeout=IMMEDIATE_GRACE)
+            except subprocess.TimeoutExpired:
+                pass
+            self._kill_group(spare.pid)
+            spare.wait()
+
     def _stop_all(self) -> None:
+        self._stop_spares()
         running = self._running()
         for child in running:
             assert child.process is not None
