@@ -281,6 +281,10 @@ class QueueListener:
         self, executor: ThreadPoolExecutor, batch: Accepted, want: int, leased_at: float, *, by_hint: bool, burst: bool
     ) -> None:
         """Start a batch's handlers, then receive again or wait for announced work."""
+        # Held and journaled before anything else (taken notices, handlers): a process killed
+        # from here on holds nothing its supervisor cannot hand back at once.
+        records = [self._hold(received, leased_at) for received in batch]
+        self.held.write_journal()
         self.wakeups.tell_peers(len(batch))
         work_detected, self._was_idle = self._was_idle, False
         if work_detected:  # after idle polls, work is here
@@ -294,9 +298,8 @@ class QueueListener:
                 )
             )
         self.idle_polls = 0
-        for received in batch:
-            self._start(executor, received, leased_at)
-        self.held.write_journal()
+        for record in records:
+            record.future = executor.submit(self.runner.run, record)
         # A short batch emptied the queue: no depth worth a transaction. A full one of a single
         # message says nothing yet; two in a row (or a full bigger one) is a backlog, unless the
         # hints announced no more than we took (then it is one message at a time).
@@ -365,11 +368,11 @@ class QueueListener:
         capped = poll_delay(61, poll_min=self.poll_min, poll_max=self.poll_max_hinted, rng=self._rng)
         return min(capped, max(self.poll_min, self.retries.next_due() + 0.05))
 
-    def _start(self, executor: ThreadPoolExecutor, received: ReceivedMessage, leased_at: float) -> None:
+    def _hold(self, received: ReceivedMessage, leased_at: float) -> HeldMessage:
         record = HeldMessage(received=received, current=received, leased_at=leased_at)
         self.held.add(record)
         self.stats.add("received")
-        record.future = executor.submit(self.runner.run, record)
+        return record
 
 
 def _log_start(listener: QueueListener, timeout: int) -> None:
