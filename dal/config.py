@@ -168,7 +168,7 @@ class Settings:
     stitch_timeout: float = 600.0
     # Hedged slices (workers.stragglers): the controller sends a slice again when it is out longer than
     # max(floor, factor x what its siblings took), at most this many times per slice; 0 turns it off.
-    hedge_floor_seconds: float = 2.0
+    hedge_floor_seconds: float = 1.0
     hedge_factor: float = 3.0
     hedges_per_slice: int = 1
     # Tests only: a processor sleeps this long before each slice (a slow worker on demand).

@@ -31,9 +31,10 @@ factor x expected)``. *Expected* scales the median seconds per cell of its sibli
 came back (the bands of a job are the same size, give or take a row) to its own cells; before
 any sibling came back (a one-slice job) it uses the median seconds per cell of the last
 slices this controller saw; with neither, nothing is late, since a guess could hedge every
-slice of a big first job. Defaults: floor 2 s (``PHOTOMOSAICS_HEDGE_FLOOR_SECONDS``), because
-a calm small job takes less than that from submission to done (the reliability soak's calm p99),
-so below it a second copy would only duplicate healthy work; factor 3
+slice of a big first job. Defaults: floor 1 s (``PHOTOMOSAICS_HEDGE_FLOOR_SECONDS``), because
+a calm slice of the create page's default job is back within that from its dispatch (the
+reliability soak's calm phase: p99 0.64 s, slowest 0.83 s, queue waits included), so below it a
+second copy would only duplicate healthy work; factor 3
 (``PHOTOMOSAICS_HEDGE_FACTOR``), because the bands of a job take about the same time and pickup
 order and hints spread them by far less than 3x, while a paused processor holds its slice for
 a whole lease (20x and more).
