@@ -190,9 +190,6 @@ class Settings:
     # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
-    # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
-    max_unfinished_jobs: int = 3
-    submissions_per_minute: int = 10
     # Per network address (IPv4 /32, IPv6 /64; dal.admission.quotas.AddressBuckets): a token bucket that also
     # holds for clients that drop their cookie. A burst of this many submissions, then this many an hour.
     address_burst: int = 10
