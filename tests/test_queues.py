@@ -197,13 +197,13 @@ def test_a_queue_whose_messages_are_all_in_flight_has_none_visible_though_its_co
     """What the straggler watcher asks before it hedges (``workers.stragglers``): is a message
     waiting? The approximate count cannot say (it counts messages in a worker's hands); a peek can."""
     queue = queues.image_request
-    assert queue.has_visible() is False
+    assert queue.oldest_visible() is None
     queue.submit(image_request(queue))
-    assert queue.has_visible() is True
+    assert queue.oldest_visible() is not None
     [held] = queue.accept_messages(visibility_timeout=300)
-    assert queue.has_visible() is False and queue.approximate_depth() == 1
+    assert queue.oldest_visible() is None and queue.approximate_depth() == 1
     assert queue.release(held)
-    assert queue.has_visible() is True
+    assert queue.oldest_visible() is not None
 
 
 def test_ttl_expiry(queues: QueueAccessor) -> None:

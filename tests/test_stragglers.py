@@ -79,6 +79,19 @@ def late_seqs(slices: list) -> list[int]:  # type: ignore[type-arg]
     return [late.message.slice_sequence for late in slices]
 
 
+QUEUE = requests(RID, 1)[0].queue_uri
+
+
+def quiet(watch: SliceClock, looked_at: float) -> list:  # type: ignore[type-arg]
+    """A look that started at ``looked_at`` found no message waiting: the late slices."""
+    return watch.look({}, looked_at)[0]
+
+
+def busy(watch: SliceClock) -> list:  # type: ignore[type-arg]
+    """A look found a message waiting ahead of every slice: the slices told "backlog"."""
+    return watch.look({QUEUE: datetime(2000, 1, 1, tzinfo=UTC)}, watch.now())[1]
+
+
 def test_a_held_slice_is_looked_at_half_way_and_hedged_at_its_allowance() -> None:
     time = Time()
     watch = clock(time)
@@ -89,12 +102,12 @@ def test_a_held_slice_is_looked_at_half_way_and_hedged_at_its_allowance() -> Non
     assert not watch.needs_look()  # out 1.4 s: not even worth a look (a look is a Peek)
     time.t += 0.1
     assert watch.needs_look()  # half its allowance
-    assert watch.quiet(looked_at=time.t) == []  # nothing waiting: it was taken by now; not late yet
+    assert quiet(watch, time.t) == []  # nothing waiting: it was taken by now; not late yet
     time.t += 1.4
     assert not watch.needs_look()
     time.t += 0.1
     assert watch.needs_look()
-    [late] = watch.quiet(looked_at=time.t)
+    [late] = quiet(watch, time.t)
     assert (late.message.slice_sequence, late.waited, late.allowance) == (0, pytest.approx(3.0), pytest.approx(3.0))
     watch.hedged(RID, 0)
     time.t += 1_000
@@ -109,16 +122,16 @@ def test_a_backlog_restarts_every_clock_and_is_reported_once_per_slice() -> None
     watch.arrived(RID, 0)
     time.t += 0.5
     assert watch.needs_look()
-    assert late_seqs(watch.busy()) == [1, 2]  # messages waiting: the processors are busy, nobody straggles
+    assert late_seqs(busy(watch)) == [1, 2]  # messages waiting: the processors are busy, nobody straggles
     assert not watch.needs_look()  # out since the look, as far as anyone knows
     time.t += 1.5
-    assert late_seqs(watch.busy()) == []  # still busy: said once
+    assert late_seqs(busy(watch)) == []  # still busy: said once
     time.t += 3.0
-    assert watch.quiet(looked_at=time.t) == []  # the backlog drained: taken by now, and only now
+    assert quiet(watch, time.t) == []  # the backlog drained: taken by now, and only now
     time.t += 1.4
-    assert watch.quiet(looked_at=time.t) == []  # late by its clock, but not out half an allowance since taken
+    assert quiet(watch, time.t) == []  # late by its clock, but not out half an allowance since taken
     time.t += 0.1
-    assert late_seqs(watch.quiet(looked_at=time.t)) == [1, 2]
+    assert late_seqs(quiet(watch, time.t)) == [1, 2]
 
 
 def test_a_slice_overtaken_by_a_later_one_is_hedged_even_while_messages_wait() -> None:
@@ -134,7 +147,7 @@ def test_a_slice_overtaken_by_a_later_one_is_hedged_even_while_messages_wait() -
     watch.arrived(OTHER, 0)  # sent after slice 0, back before it: slice 0 was taken by now
     assert watch.overtaken_late() == []  # out 1 s
     time.t += 1.0
-    watch.busy()  # a new job's slices wait in the queue: the clocks restart...
+    busy(watch)  # a new job's slices wait in the queue: the clocks restart...
     time.t += 1.0
     [late] = watch.overtaken_late()  # ...but out 3 s, and 2 s (half its allowance) since overtaken
     assert (late.request_id, late.message.slice_sequence) == (RID, 0)
@@ -196,9 +209,9 @@ def test_a_slice_dispatched_during_a_look_is_not_taken_for_taken() -> None:
     watch.arrived(OTHER, 0)  # (and back: it teaches the estimate)
     watch.dispatched("tester", requests(OTHER, 1), {0: 100})  # a redelivered request: watched afresh
     time.t += 0.1
-    watch.quiet(looked_at)
+    quiet(watch, looked_at)
     time.t += 10.0
-    assert late_seqs(watch.quiet(looked_at=time.t)) == [0]  # RID's slice; OTHER's was not seen taken yet
+    assert late_seqs(quiet(watch, time.t)) == [0]  # RID's slice; OTHER's was not seen taken yet
 
 
 def test_a_one_slice_job_is_late_only_once_this_controller_has_seen_slices_come_back() -> None:
@@ -223,9 +236,9 @@ def test_a_hedged_slice_teaches_nothing_and_done_slices_leave_the_watch() -> Non
     time.t += 1.0
     watch.arrived(RID, 2)
     time.t += 1.5
-    watch.quiet(looked_at=time.t)
+    quiet(watch, time.t)
     time.t += 1.5
-    assert late_seqs(watch.quiet(looked_at=time.t)) == [0, 1]
+    assert late_seqs(quiet(watch, time.t)) == [0, 1]
     watch.hedged(RID, 0)
     time.t += 100
     watch.arrived(RID, 0)  # 103 s out, as hedged: not what a slice takes

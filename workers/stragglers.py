@@ -274,30 +274,17 @@ class SliceClock:
         with self._lock:
             return any(self._looks_due(piece, allowance, now) for _, _, piece, allowance in self._hedgeable(now))
 
-    def busy(self) -> list[LateSlice]:
-        """A look found messages waiting ahead of every slice: every slice's clock restarts.
-        Returns the slices that were due for a look and are told so for the first time
-        (``slice.not_hedged``)."""
-        return self._review(lambda piece: True, self.now())[1]
-
-    def quiet(self, looked_at: float) -> list[LateSlice]:
-        """A look that started at ``looked_at`` found no message waiting: every slice sent before
-        it was taken by then. Returns the late ones."""
-        return self._review(lambda piece: False, looked_at)[0]
-
     def look(self, fronts: Mapping[str, datetime | None], looked_at: float) -> tuple[list[LateSlice], list[LateSlice]]:
         """A look that started at ``looked_at`` found, for each queue (by URL), when its oldest
         waiting message was put in (None: nothing waits). A slice sent before that message (by
         more than ``CLOCK_SKEW``) is no longer in its queue, which hands out its oldest first:
-        it was taken, whatever waits behind it. Returns (late slices, slices told "backlog")."""
+        it was taken, whatever waits behind it. Returns (late slices, slices told "backlog":
+        due for a look, and told so for the first time, ``slice.not_hedged``)."""
 
         def may_wait(piece: _Slice) -> bool:
             front = fronts.get(piece.message.queue_uri)
             return front is not None and front <= piece.sent_at + CLOCK_SKEW
 
-        return self._review(may_wait, looked_at)
-
-    def _review(self, may_wait: Callable[[_Slice], bool], looked_at: float) -> tuple[list[LateSlice], list[LateSlice]]:
         now, late, withheld = self.now(), [], []
         with self._lock:
             for rid, job, piece, allowance in self._hedgeable(now):
@@ -465,7 +452,7 @@ class StragglerWatcher:
         ``STALE_WAIT``: its hint was spent on a listener that cannot take it (paused with the
         slice prefetched, or deaf), and the others, their credit spent by its taken notice,
         would wait for the safety-net poll. A hint costs no storage transaction."""
-        now = datetime.now(UTC)
+        now = self.clock.wall()
         for queue in self.services.queues.slice_request_queues():
             front = fronts.get(queue.url)
             if front is not None and now - front > STALE_WAIT:

@@ -91,15 +91,11 @@ class StoredQueue:
         """The service's approximate count (visible and invisible messages)."""
         return int(self._client.get_queue_properties().approximate_message_count or 0)
 
-    def has_visible(self) -> bool:
-        """Whether a message is waiting to be received now: one Peek Messages call (the payload
-        is not read). Unlike ``approximate_depth``, messages in flight (received, invisible)
-        do not count, so a queue whose every message is in a worker's hands answers False."""
-        return self.oldest_visible() is not None
-
     def oldest_visible(self) -> datetime | None:
         """When the message at the front of the queue (the oldest one waiting to be received)
-        was put in, by the service's clock; None when nothing waits. One Peek Messages call."""
+        was put in, by the service's clock; None when nothing waits. One Peek Messages call (the
+        payload is not read). Unlike ``approximate_depth``, messages in flight (received,
+        invisible) do not count, so a queue whose every message is in a worker's hands has none."""
         raw = self._peek_raw(1)
         return raw[0].inserted_on if raw else None
 
