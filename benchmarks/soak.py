@@ -69,7 +69,8 @@ LEASE = 15
 DRAIN = 300.0  # after a phase, how long accepted jobs may take to finish before they count as lost
 FAULT_GAP = (4.0, 12.0)
 RESULTS = Path("bench-results")
-ROLES = ("controller", "responder", "processor-1", "processor-2")
+PROCESSORS = ("processor-1", "processor-2")
+ROLES = ("controller", "responder", *PROCESSORS)
 
 
 class Service:
@@ -244,7 +245,6 @@ class Clients:
             )
 
 
-PROCESSORS = ("processor-1", "processor-2")
 FROZEN = "storage frozen"
 
 
