@@ -19,7 +19,8 @@ class Candidates:
     look-ups per cell instead of a search of the whole library. A cell that exhausts its
     list gets the exact next-best tiles (widths 4x, up to all the tiles it may use).
     With an ``index`` (big libraries, ``tile_index``) the nearest tile is searched in the
-    index's lists instead of the whole library; the ranking stays exact.
+    index's lists instead of the whole library; the ranking stays exact. Longer lists live
+    in their own rows (``longer``), so a few cells that need them do not widen every cell's.
     """
 
     def __init__(
@@ -39,6 +40,8 @@ class Candidates:
         width = 1 if graph is None else graph.shape[1] + 1
         self.ranked = np.full((n, width), -1, np.int32)
         self.width = np.ones(n, np.int64)
+        self.longer = np.empty((0, 0), np.int32)  # refilled lists, one row per refilled cell
+        self.row = np.full(n, -1, np.int64)  # each cell's row in ``longer`` (-1: none)
         for g, (idx, members) in enumerate(groups):
             self.allowed[idx] = members.size
             self.group_of[idx] = g
@@ -51,16 +54,22 @@ class Candidates:
             else:
                 self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
 
+    def at(self, cells: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """The tile at ``position`` (< width) in the lists of ``cells``."""
+        rows = self.row[cells]
+        out = np.empty(cells.size, np.int32)
+        short = rows < 0
+        out[short] = self.ranked[cells[short], position[short]]
+        out[~short] = self.longer[rows[~short], position[~short]]
+        return out
+
     def refill(self, wanted: np.ndarray) -> None:
         """Lengthen the lists of cells ``wanted`` (flat indices) whose width allows it."""
         wanted = wanted[self.width[wanted] < self.allowed[wanted]]
         if not wanted.size:
             return
         new_width = np.minimum(self.allowed[wanted], np.maximum(8, 4 * self.width[wanted]))
-        if new_width.max() > self.ranked.shape[1]:
-            grown = np.full((self.ranked.shape[0], int(new_width.max())), -1, np.int32)
-            grown[:, : self.ranked.shape[1]] = self.ranked
-            self.ranked = grown
+        self._make_rows(wanted, int(new_width.max()))
         for g, (_, members) in enumerate(self.groups):
             mine = wanted[self.group_of[wanted] == g]
             if mine.size:
@@ -68,5 +77,15 @@ class Candidates:
                 if g not in self._columns:  # refills come in dozens of small rounds: prepare once
                     self._columns[g] = tile_columns(self.tiles[members])
                 index, _ = best(self.cells[mine], self.tiles, m, columns=self._columns[g])
-                self.ranked[mine, :m] = members[index]
+                self.longer[self.row[mine], :m] = members[index]
                 self.width[mine] = m
+
+    def _make_rows(self, cells: np.ndarray, width: int) -> None:
+        """Give ``cells`` rows in ``longer`` at least ``width`` wide."""
+        new = cells[self.row[cells] < 0]
+        rows = self.longer.shape[0] + new.size
+        if rows > self.longer.shape[0] or width > self.longer.shape[1]:
+            grown = np.full((rows, max(width, self.longer.shape[1])), -1, np.int32)
+            grown[: self.longer.shape[0], : self.longer.shape[1]] = self.longer
+            self.longer = grown
+        self.row[new] = np.arange(rows - new.size, rows)

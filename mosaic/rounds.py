@@ -81,7 +81,7 @@ class _State:
             cand.refill(losers[short])
             width = cand.width[losers]
             short = ptr >= width
-        cur = cand.ranked.ravel()[losers * cand.ranked.shape[1] + np.minimum(ptr, width - 1)]
+        cur = cand.at(losers, np.minimum(ptr, width - 1))
         self.cur[losers] = cur
         key = cur % self.base
         if short.any():  # out of candidates: a key no other cell has
