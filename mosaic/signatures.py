@@ -5,7 +5,8 @@ or the tile box-reduced by Pillow). The feature vector is
 
     sqrt(structure) · (Y' of each sub-cell − mean Y')     SUB² values: edges, gradients
     sqrt(structure) · SUB · (RMS of Y' inside sub-cells)  1 value: texture (tiles only)
-    sqrt(colour) · (mean L*, mean a*, mean b*)            3 values: the colour
+    sqrt(colour) · (2.5 (mean L* − 50), mean a*, mean b*) 3 values: the colour
+    sqrt(colour) · 24 · grey(C* / 6)                      1 value: how far from grey
 
 Structure is compared on gamma-encoded luma Y' (0..100), the signal the eye and SSIM read
 edges from; colour on the CIELAB mean, where Euclidean distance follows perceived colour
@@ -22,6 +23,18 @@ what made smooth photos (moon) lose to a program that repeats its flattest tile.
 
 ``colour`` sets the balance between colour and the rest; the benchmark chose the default.
 
+The colour is weighed knowing the correction that follows (``correction``). Lightness counts
+2.5 times: the correction moves it most of the way, but the move is paid up close (colour moved)
+and its remainder from afar, where the eye and SSIM read lightness first. The last value is
+the mean chroma C* through a curve that is steep near grey and flat beyond a dozen units
+(grey(x) = 1 − 1 / (1 + x + x²/2), which rises like 1 − exp(−x) but with exactly rounded
+operations, so every machine rounds it alike), so
+it only speaks for grey or nearly grey cells: there a tile's chroma is what the colour
+budget can least take away, and without it a grey photo got tinted tiles from a library of
+colourful ones (moon: far ΔE00 4.8 before it, 2.2 with it). A saturated cell hardly sees it, so a blue
+sky with no blue tiles keeps its calm tiles. Centring L* keeps its doubled range within the
+bound; distances do not change.
+
 Features are rounded to integers no larger than ``BOUND``: every dot product the matcher
 computes in float32 is then an exact integer, whatever the BLAS, CPU or chunking — the same
 pixels on every worker. Lab comes from look-up tables and elementwise IEEE arithmetic only,
@@ -37,7 +50,10 @@ import numpy as np
 SUB = 4  # sub-cells per cell side: the cell image has SUB x SUB pixels per cell
 BOUND = 440.0  # |feature| <= BOUND keeps 3 * dims * BOUND^2 < 2^24 (exact in float32)
 TEXTURE = SUB * SUB  # the column of the texture value, between the layout and the colour
-FEATURES = SUB * SUB + 1 + 3
+COLOUR = 4  # L*, a*, b* and the grey measure: the last columns
+FEATURES = SUB * SUB + 1 + COLOUR
+LIGHTNESS_WEIGHT = 2.5  # L* counts this many times a*, b* (|2.5 (L* - 50)| <= 125 < 128)
+GREY_WEIGHT, GREY_CHROMA = 4.0, 6.0  # the grey measure: its slope at grey, and the C* where it bends
 
 # sRGB (D65) -> linear light, exact per 8-bit value.
 _LINEAR = np.array(
@@ -74,8 +90,17 @@ def cell_pixels(tile_size: int) -> int:
 def colour_features(rgb: np.ndarray) -> np.ndarray:
     """``(n, 3) uint8`` colours -> the ``features(structure=0, colour=1)`` of flat cells of them."""
     out = np.zeros((rgb.shape[0], FEATURES), np.float64)
-    out[:, -3:] = srgb_to_lab(rgb) * (BOUND / 128.0)
+    out[:, -COLOUR:] = colour_columns(srgb_to_lab(rgb)) * (BOUND / 128.0)
     return np.clip(np.rint(out), -BOUND, BOUND).astype(np.float32)
+
+
+def colour_columns(lab: np.ndarray) -> np.ndarray:
+    """``(n, 3)`` mean CIELAB -> ``(n, COLOUR)``: weighted L*, a*, b* and the grey measure, in
+    units of a* (each at most 128 in size)."""
+    chroma = np.sqrt(lab[:, 1] * lab[:, 1] + lab[:, 2] * lab[:, 2])
+    x = chroma / GREY_CHROMA
+    grey = (GREY_WEIGHT * GREY_CHROMA) * (1.0 - 1.0 / (1.0 + x + 0.5 * x * x))
+    return np.stack([LIGHTNESS_WEIGHT * (lab[:, 0] - 50.0), lab[:, 1], lab[:, 2], grey], axis=1)
 
 
 def _f(t: np.ndarray) -> np.ndarray:
@@ -147,7 +172,7 @@ def features(sub_rgb: np.ndarray, *, structure: float, colour: float) -> np.ndar
     out = np.empty((n, FEATURES), dtype=np.float64)
     out[:, : SUB * SUB] = (y - y_mean[:, None]) * (ws * scale)
     out[:, TEXTURE] = 0.0  # a cell's interior is taken as smooth; tiles: ``with_texture``
-    out[:, -3:] = lab_mean * (wc * scale)
+    out[:, -COLOUR:] = colour_columns(lab_mean) * (wc * scale)
     return np.clip(np.rint(out), -BOUND, BOUND).astype(np.float32)
 
 
