@@ -13,7 +13,8 @@ Waits between attempts:
 
 - ``worker``: long-running roles. Rides out throttling (503 Server Busy) and brief
   outages: blob/queue 3, 5, 9, 17, 33 s (±1 s), about 67 s over 5 retries (a dropped
-  connection's first retry at once, ``dal.retry``); tables 0, 2, 4, 8, 16 s. Socket timeouts 20 s connect, 120 s read (large blobs).
+  connection's first retry at once, ``dal.retry``); tables 0, 2, 4, 8, 16 s. Socket
+  timeouts 20 s connect, 120 s read (large blobs).
 - ``interactive``: the web app. A person is waiting: blob/queue 1.5, 2.25 s (±0.3 s), about
   4 s over 2 retries; tables 0, 0.6, 1.2 s. Timeouts 5 s connect, 60 s read.
 - ``probe``: health checks, start-up checks and tests. One retry after about 0.2 s, 2 s

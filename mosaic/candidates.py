@@ -84,7 +84,7 @@ class Candidates:
         """Give ``cells`` rows in ``longer`` at least ``width`` wide."""
         new = cells[self.row[cells] < 0]
         rows = self.longer.shape[0] + new.size
-        if rows > self.longer.shape[0] or width > self.longer.shape[1]:
+        if new.size or width > self.longer.shape[1]:
             grown = np.full((rows, max(width, self.longer.shape[1])), -1, np.int32)
             grown[: self.longer.shape[0], : self.longer.shape[1]] = self.longer
             self.longer = grown

@@ -23,16 +23,16 @@ what made smooth photos (moon) lose to a program that repeats its flattest tile.
 
 ``colour`` sets the balance between colour and the rest; the benchmark chose the default.
 
-The colour is weighed knowing the correction that follows (``correction``). Lightness counts
-2.5 times: the correction moves it most of the way, but the move is paid up close (colour moved)
-and its remainder from afar, where the eye and SSIM read lightness first. The last value is
-the mean chroma C* through a curve that is steep near grey and flat beyond a dozen units
-(grey(x) = 1 − 1 / (1 + x + x²/2), which rises like 1 − exp(−x) but with exactly rounded
-operations, so every machine rounds it alike), so
-it only speaks for grey or nearly grey cells: there a tile's chroma is what the colour
-budget can least take away, and without it a grey photo got tinted tiles from a library of
-colourful ones (moon: far ΔE00 4.8 before it, 2.2 with it). A saturated cell hardly sees it, so a blue
-sky with no blue tiles keeps its calm tiles. Centring L* keeps its doubled range within the
+The colour is weighed knowing the correction that follows (``correction``). Lightness
+counts 2.5 times: the correction moves it most of the way, but the move is paid up close
+(colour moved) and its remainder from afar, where the eye and SSIM read lightness first. The
+last value is the mean chroma C* through a curve that is steep near grey and flat beyond a
+dozen units: grey(x) = 1 − 1 / (1 + x + x²/2), which rises like 1 − exp(−x) with exactly
+rounded operations only, so every machine rounds it alike. It speaks only for grey or
+nearly grey cells, where a tile's chroma is what the colour budget can least take away:
+without it a grey photo gets tinted tiles from a library of colourful ones (moon: far ΔE00
+4.8 without it, 2.2 with it). A saturated cell hardly sees it, so a blue sky with no blue
+tiles keeps its calm tiles. L* is centred so that its 2.5-fold range stays within the
 bound; distances do not change.
 
 Features are rounded to integers no larger than ``BOUND``: every dot product the matcher
