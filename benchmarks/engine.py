@@ -239,14 +239,17 @@ def _in_fresh_process(function: Any, *args: Any) -> Any:
         return pool.submit(function, *args).result()
 
 
-def _library_tiles(exclude: tuple[str, ...] = ()) -> tuple[list[tuple[str, bytes]], str]:
+def _library_tiles(exclude: tuple[str, ...] = (), count: int | None = None) -> tuple[list[tuple[str, bytes]], str]:
+    """The demo library's tiles (its first ``count``, default all), without crops of ``exclude``."""
     try:
-        from workers.demo_library import demo_tile_images
+        from workers.demo_library import DEMO_TILES, demo_tile_images
 
         without = f", without crops of {', '.join(exclude)}" if exclude else ""
-        return demo_tile_images(exclude=exclude), f"demo library (workers.demo_library{without})"
+        first = f"first {count} tiles of the " if count else ""
+        tiles = demo_tile_images(count or DEMO_TILES, exclude=exclude)
+        return tiles, f"{first}demo library (workers.demo_library{without})"
     except (ImportError, ValueError) as exc:  # fall back to our own crops
-        atlas, names = crop_tiles(LIBRARY_TILES)
+        atlas, names = crop_tiles(count or LIBRARY_TILES)
         return tile_files(atlas, names), f"benchmark crops ({exc})"
 
 

@@ -180,7 +180,7 @@ def goal_checks(ours: dict[str, Any], anchor: dict[str, Any] | None) -> dict[str
     return checks
 
 
-# ---- the benchmark: ``python -m benchmarks.fidelity [sweep] [--photo NAME ...] [1MP 4MP 12MP]`` ----
+# ---- the benchmark: ``python -m benchmarks.fidelity [sweep] [--photo NAME ...] [--library N] [1MP 4MP 12MP]`` ----
 # (``python -m benchmarks.engine quality|sweep [--unseen]`` run the same tables.)
 
 ANCHORS = {"metapixel -d 0": ("-d", "0"), "metapixel default": (), "metapixel --cheat 30": ("-d", "0", "--cheat=30")}
@@ -293,13 +293,21 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
 
 
 def run(
-    photos: tuple[str, ...], labels: list[str], *, frontier: bool = True, views: bool = True, unseen: bool = True
+    photos: tuple[str, ...],
+    labels: list[str],
+    *,
+    frontier: bool = True,
+    views: bool = True,
+    unseen: bool = True,
+    library_size: int | None = None,
 ) -> int:
     """The goals table for every photo × target size × tile size, the metapixel anchors beside
     each job, and the frontier for the first photo's smallest target at each tile size.
 
     ``unseen``: the library has none of the target's photos (the demo library is cut from the
-    same samples as the targets, and a crop of the very photo it renders flatters every program)."""
+    same samples as the targets, and a crop of the very photo it renders flatters every program).
+    ``library_size``: only the first tiles of that library (a smaller library has fewer tiles
+    near each colour, and the variety rule still asks for as many different ones)."""
     import tempfile
     from pathlib import Path
 
@@ -317,7 +325,7 @@ def run(
     frontier_rows: list[list[str]] = []
     met = total = 0
     for photo in photos:
-        sources, origin = _library_tiles(_demo_photo_names((photo,)) if unseen else ())
+        sources, origin = _library_tiles(_demo_photo_names((photo,)) if unseen else (), library_size)
         library, _ = build_library(sources)
         tile_dir = work / f"tiles-{photo.replace(':', '-')}"
         tile_dir.mkdir()
@@ -452,6 +460,14 @@ if __name__ == "__main__":
         at = args.index("--photo")
         chosen.append(args[at + 1])
         args = args[:at] + args[at + 2 :]
+    size = None
+    if "--library" in args:
+        at = args.index("--library")
+        given = args[at + 1] if at + 1 < len(args) else ""
+        if not given.isdigit() or int(given) < 1:
+            raise SystemExit(f"--library takes a number of tiles (1 or more), got {given!r}")
+        size = int(given)
+        args = args[:at] + args[at + 2 :]
     if args[:1] == ["frontier"]:
         rest = args[1:]
         label = next((a for a in rest if a.endswith("MP")), "1MP")
@@ -460,7 +476,7 @@ if __name__ == "__main__":
     if args[:1] == ["sweep"]:
         from benchmarks.photos import SWEEP
 
-        raise SystemExit(run(tuple(chosen) or SWEEP, ["1MP"], frontier=False, views=False))
+        raise SystemExit(run(tuple(chosen) or SWEEP, ["1MP"], frontier=False, views=False, library_size=size))
     from benchmarks.engine import TARGET_PHOTO
 
-    raise SystemExit(run(tuple(chosen) or (TARGET_PHOTO,), args))
+    raise SystemExit(run(tuple(chosen) or (TARGET_PHOTO,), args, library_size=size))

@@ -55,3 +55,26 @@ def test_window_share_and_goals() -> None:
     }
     assert all(fidelity.goal_checks(good, {"delta_e": 5.0, "ssim": 0.8}).values())
     assert not fidelity.goal_checks({**good, "colour_moved": 6.0}, None)["colour_moved"]
+
+
+def test_a_smaller_library_is_the_first_tiles_of_the_unseen_one() -> None:
+    from benchmarks.engine import _library_tiles
+
+    tiles, origin = _library_tiles(("astronaut",), 40)
+    assert len(tiles) == 40 and "first 40 tiles" in origin
+    assert not any("astronaut" in name for name, _ in tiles)
+
+
+def test_the_library_size_must_be_a_number_of_tiles() -> None:
+    import subprocess
+    import sys
+
+    for given in ("0", "many"):
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.fidelity", "sweep", "--library", given],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1
+        assert f"--library takes a number of tiles (1 or more), got '{given}'" in done.stderr
