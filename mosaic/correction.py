@@ -27,7 +27,12 @@ the whole move along its line, lost the far structure to a program that repeats 
 The offset is bounded per channel by the tile's own range (its ``TAIL``-th darkest and
 brightest pixels), so at most a sliver of highlights or shadows clips: a bright tile in a
 black cell stops where it would lose its highlights, and the matcher prefers tiles that fit
-(``signatures``: the cost of a candidate counts what the correction cannot fix).
+(``signatures``: the cost of a candidate counts what the correction cannot fix). Where the
+range stops it short, the default render (``reach``, ``contract``) also narrows the tile's
+contrast around its mean, by a gain of at least ``GAIN_FLOOR`` (0.9), to make room: a tile
+keeps nine tenths of its contrast and all of its layout, and a pale sky or a dark room built
+from a library with few pale or dark photos comes out even instead of speckled (measured in
+``docs/engine.md``).
 
 Everything reads only the cell's own pixels and its tile, and the Lab round trip is
 lookup tables and elementwise arithmetic: a band corrected alone equals the band within the
@@ -47,6 +52,8 @@ from .signatures import SUB, lab_to_srgb, srgb_to_lab
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
 TAIL = 0.03  # share of a tile's pixels per side that may clip under the offset
 BUDGET = 4.5  # ΔE00 a tile's mean colour may move at the default 50 %: its own colours, seen side by side
+GAIN_FLOOR = 0.9  # the least share of its contrast a tile keeps to reach its cell's lightness
+FLAT = 4.0  # luma spread (std) below which a tile is not narrowed: it frees little, its 8-bit rounding would show
 SLACK = 0.01  # ΔE00 a chroma move may end above the budget before it is bisected onto it
 SETTLED = 0.005  # a chroma move may end this share of its whole chroma ΔE00 short of the budget before it is bisected
 CORRECT_BYTES = 1 << 20  # output bytes corrected per step: the strip stays in cache
@@ -80,13 +87,54 @@ def offsets(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.nd
     ``targets``: each cell's mean colour ``(n, 3) uint8``; ``means``, ``low``, ``high``:
     its tile's (``tile_colours``, gathered by the choice).
     """
+    return np.clip(_wanted(targets, means, percent), low, high).astype(np.int16)
+
+
+def luma_spread(tiles: np.ndarray) -> np.ndarray:
+    """``(N,) float32``: the standard deviation of each tile's luma (Rec. 601)."""
+    luma = tiles.reshape(tiles.shape[0], -1, 3).astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+    return luma.std(axis=1)
+
+
+def reach(
+    targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, spread: np.ndarray, percent: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``offsets`` where a tile whose range stops it short narrows its contrast to go on.
+
+    Returns the offsets ``(n, 3) int16`` and each tile's gain ``(n,) float32``: 1 where the
+    offset fits the tile's range, else the gain (at least ``GAIN_FLOOR``) around the tile's
+    mean that leaves room for it, in the channel that needs the most (one gain for all three,
+    so the tile's colours keep their relations). ``contract`` applies the gain, ``add_shift``
+    the offset, bounded now by the narrowed range. ``spread``: each tile's ``luma_spread``;
+    a tile under ``FLAT`` keeps gain 1 (rounding a nearly flat tile to 8 bits after a gain
+    would blur the little layout it has: its luma correlation with the source would fall
+    under 0.99).
+    """
+    want = _wanted(targets, means, percent)
+    mean = means.astype(np.float64)
+    above = np.maximum(255 - high - mean, 0)  # from the mean up to the bright tail
+    below = np.maximum(mean + low, 0)  # from the mean down to the dark tail
+    # a gain g frees (1 - g) of the way from the mean to each tail
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where((want > high) & (above > 0), 1 - (want - high) / above, 1.0)
+        down = np.where((want < low) & (below > 0), 1 - (low - want) / below, 1.0)
+    gain = np.clip(np.minimum(up, down).min(axis=1), GAIN_FLOOR, 1.0).astype(np.float32)
+    gain[spread < FLAT] = 1
+    freed = 1 - gain.astype(np.float64)[:, None]
+    shift = np.clip(want, low - np.floor(freed * below), high + np.floor(freed * above)).astype(np.int16)
+    gain[(shift == np.clip(want, low, high)).all(axis=1)] = 1  # a gain that frees no level only rounds the tile
+    return shift, gain
+
+
+def _wanted(targets: np.ndarray, means: np.ndarray, percent: int) -> np.ndarray:
+    """``(n, 3) int32``: the offsets that move each tile's mean where the correction takes it,
+    before its range bounds them."""
     if percent <= 0:
-        return np.zeros(targets.shape, np.int16)
+        return np.zeros(targets.shape, np.int32)
     start = srgb_to_lab(means.astype(np.uint8))
     share = np.array([min(1.0, LIGHTNESS * percent / 100.0), percent / 100.0, percent / 100.0])
     goal = within_budget(start, start + share * (srgb_to_lab(targets) - start), budget(percent))
-    shift = lab_to_srgb(goal).astype(np.int32) - means
-    return np.clip(shift, low, high).astype(np.int16)
+    return lab_to_srgb(goal).astype(np.int32) - means
 
 
 def budget(percent: int) -> float:
@@ -209,6 +257,25 @@ def add_shift(out: np.ndarray, shift: np.ndarray) -> np.ndarray:
             amount = np.clip(rest, -127, 127)
             _saturating_add(view, np.repeat(amount.astype(np.int8), s, axis=1), 1)
             rest = rest - amount
+    return out
+
+
+def contract(out: np.ndarray, gain: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """Narrow each cell of a composed mosaic ``out`` toward its tile's mean ``(rows, cols, 3)``
+    by its ``gain`` ``(rows, cols)``, in place; cells at gain 1 are not touched.
+
+    Only the cells that need it are read (a few in most photos), a chunk at a time.
+    """
+    rows, cols = gain.shape
+    s = out.shape[0] // rows
+    view = out.reshape(rows, s, cols, s, 3)
+    r, c = np.nonzero(gain < 1)
+    step = max(1, CORRECT_BYTES // (s * s * 3 * 4))
+    for i in range(0, r.size, step):
+        rr, cc = r[i : i + step], c[i : i + step]
+        mean = means[rr, cc].astype(np.float32)[:, None, None, :]
+        g = gain[rr, cc][:, None, None, None]
+        view[rr, :, cc] = np.rint(mean + g * (view[rr, :, cc] - mean)).astype(np.uint8)
     return out
 
 

@@ -18,7 +18,17 @@ from PIL import Image
 from . import detail
 from .blend import blend_toward
 from .compose import compose
-from .correction import add_shift, cell_means, offsets, offsets_rgb, shift_sub_cells, tile_colours
+from .correction import (
+    add_shift,
+    cell_means,
+    contract,
+    luma_spread,
+    offsets,
+    offsets_rgb,
+    reach,
+    shift_sub_cells,
+    tile_colours,
+)
 from .fair import assign
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
 from .library import TileLibrary
@@ -305,9 +315,10 @@ def paint(
     """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid."""
     rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
-    shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
     if not options.overlay:
-        return compose(choice, tiles) if shift is None else add_shift(compose(choice, tiles), shift)
+        out = compose(choice, tiles)
+        return _correct_whole(out, cells, choice, library, tile_size, options) if options.correction else out
+    shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
     if cell_pixels(tile_size) == 1:
         means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))[
             choice % len(library)
@@ -331,6 +342,23 @@ def paint(
     local = detail.local_blend(levels, options.overlay).reshape(rows, cols)
     local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the overlay reads it
     return blend_toward(out, cells, placed, options.overlay, local, cell=SUB)
+
+
+def _correct_whole(
+    out: np.ndarray, cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
+) -> np.ndarray:
+    """The default correction of a composed band, in place: each placed tile's offset and,
+    where its range stops it short, the gain that makes room (``correction.reach``). With
+    an overlay the target painted over does that reaching: ``_shifts`` alone."""
+    if cell_pixels(tile_size) == 1:
+        return add_shift(out, _shifts(cells, choice, library, tile_size, options))
+    means, low, high = library.cached(("tile-colours", tile_size), lambda: tile_colours(library.tiles(tile_size)))
+    which = choice.ravel() % len(library)  # a mirror image has its tile's colours
+    targets = cell_means(_sub_cells(cells))
+    spread = library.cached(("tile-spread", tile_size), lambda: luma_spread(library.tiles(tile_size)))
+    shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
+    contract(out, gain.reshape(choice.shape), means[which].reshape((*choice.shape, 3)))
+    return add_shift(out, shift.reshape((*choice.shape, 3)))
 
 
 def _shifts(

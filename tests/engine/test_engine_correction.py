@@ -19,7 +19,7 @@ from mosaic import (
     render_with_placement,
 )
 from mosaic.colour_difference import ciede2000
-from mosaic.correction import add_shift, offsets, tile_colours
+from mosaic.correction import FLAT, GAIN_FLOOR, add_shift, contract, luma_spread, offsets, reach, tile_colours
 from mosaic.render import candidate_tiles, choose_tiles
 from mosaic.signatures import srgb_to_lab
 
@@ -108,6 +108,49 @@ def test_a_shift_stops_where_the_tile_would_lose_its_highlights() -> None:
     means, low, high = tile_colours(tile)
     shift = offsets(np.array([[255, 255, 255]], np.uint8), means, low, high, 100)
     assert (shift == high).all() and high.max() == 15
+
+
+def _two_tone(dark: int, bright: int, size: int = 10) -> np.ndarray:
+    tile = np.empty((1, size, size, 3), np.uint8)
+    tile[0, :, : size // 2] = dark
+    tile[0, :, size // 2 :] = bright
+    return tile
+
+
+def test_a_tile_its_range_stops_short_narrows_its_contrast_to_reach_further() -> None:
+    """Half the pixels at 150, half at 240, in a white cell: the offset alone stops at +15;
+    a gain of ``GAIN_FLOOR`` around the mean (195) frees a tenth of the way to the bright
+    tail (4.5 levels), and the tile keeps nine tenths of its contrast and all its layout."""
+    tile = _two_tone(150, 240)
+    means, low, high = tile_colours(tile)
+    white = np.array([[255, 255, 255]], np.uint8)
+    plain = offsets(white, means, low, high, 50)
+    shift, gain = reach(white, means, low, high, luma_spread(tile), 50)
+    assert (plain == high).all() and high.max() == 15
+    assert gain[0] == np.float32(GAIN_FLOOR) and (shift == 15 + 4).all()  # floor(0.1 × 45)
+    out = tile[0].copy()
+    add_shift(contract(out, gain.reshape(1, 1), means.reshape(1, 1, 3)), shift.reshape(1, 1, 3))
+    assert out.max() == 255 and out.mean() > tile[0].mean() + 15
+    assert out.std() / tile[0].std() >= GAIN_FLOOR - 0.01
+    assert _luma_r(out[None], tile)[0] > 0.999
+
+
+def test_a_tile_that_fits_or_is_nearly_flat_keeps_its_contrast() -> None:
+    rng = np.random.default_rng(5)
+    tiles = rng.integers(0, 256, (400, 8, 8, 3)).astype(np.uint8)
+    tiles[:100] = (tiles[:100] // 32 + 120).astype(np.uint8)  # spreads under FLAT: never narrowed
+    means, low, high = tile_colours(tiles)
+    spread = luma_spread(tiles)
+    assert (spread[:100] < FLAT).all() and (spread[100:] >= FLAT).all()
+    targets = rng.integers(0, 256, (400, 3)).astype(np.uint8)
+    for percent in (25, 50, 75, 100):
+        shift, gain = reach(targets, means, low, high, spread, percent)
+        plain = offsets(targets, means, low, high, percent)
+        fits = gain == 1
+        assert (gain >= np.float32(GAIN_FLOOR)).all() and (gain[:100] == 1).all()
+        assert np.array_equal(shift[fits], plain[fits])  # at gain 1 the offset is the plain one
+        assert (np.abs(shift[~fits]) > np.abs(plain[~fits])).any(axis=1).all()  # a gain always buys reach
+        assert (~fits).sum() > 20
 
 
 def test_render_options_are_validated() -> None:
