@@ -29,8 +29,9 @@ brightest pixels), so at most a sliver of highlights or shadows clips: a bright 
 black cell stops where it would lose its highlights, and the matcher prefers tiles that fit
 (``signatures``: the cost of a candidate counts what the correction cannot fix). Where the
 range stops it short, the default render (``reach``, ``contract``) also narrows the tile's
-contrast around its mean, by a gain of at least ``GAIN_FLOOR`` (0.9), to make room: a tile
-keeps nine tenths of its contrast and all of its layout, and a pale sky or a dark room built
+contrast around its mean, by a gain of at least ``GAIN_FLOOR``, to make room: a tile keeps
+nine tenths of its contrast (0.91 before the 8-bit rounding and the clipped tail, which take
+about a hundredth) and all of its layout, and a pale sky or a dark room built
 from a library with few pale or dark photos comes out even instead of speckled (measured in
 ``docs/engine.md``).
 
@@ -52,7 +53,7 @@ from .signatures import SUB, lab_to_srgb, srgb_to_lab
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
 TAIL = 0.03  # share of a tile's pixels per side that may clip under the offset
 BUDGET = 4.5  # ΔE00 a tile's mean colour may move at the default 50 %: its own colours, seen side by side
-GAIN_FLOOR = 0.9  # the least share of its contrast a tile keeps to reach its cell's lightness
+GAIN_FLOOR = 0.91  # the least share of its contrast a tile keeps to reach further: 0.9 once rounded and clipped
 FLAT = 4.0  # luma spread (std) below which a tile is not narrowed: it frees little, its 8-bit rounding would show
 SLACK = 0.01  # ΔE00 a chroma move may end above the budget before it is bisected onto it
 SETTLED = 0.005  # a chroma move may end this share of its whole chroma ΔE00 short of the budget before it is bisected

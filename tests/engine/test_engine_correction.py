@@ -119,19 +119,19 @@ def _two_tone(dark: int, bright: int, size: int = 10) -> np.ndarray:
 
 def test_a_tile_its_range_stops_short_narrows_its_contrast_to_reach_further() -> None:
     """Half the pixels at 150, half at 240, in a white cell: the offset alone stops at +15;
-    a gain of ``GAIN_FLOOR`` around the mean (195) frees a tenth of the way to the bright
-    tail (4.5 levels), and the tile keeps nine tenths of its contrast and all its layout."""
+    a gain of ``GAIN_FLOOR`` (0.91) around the mean (195) frees 9 % of the way to the bright
+    tail (4 of 45 levels), and the tile keeps nine tenths of its contrast and all its layout."""
     tile = _two_tone(150, 240)
     means, low, high = tile_colours(tile)
     white = np.array([[255, 255, 255]], np.uint8)
     plain = offsets(white, means, low, high, 50)
     shift, gain = reach(white, means, low, high, luma_spread(tile), 50)
     assert (plain == high).all() and high.max() == 15
-    assert gain[0] == np.float32(GAIN_FLOOR) and (shift == 15 + 4).all()  # floor(0.1 × 45)
+    assert gain[0] == np.float32(GAIN_FLOOR) and (shift == 15 + 4).all()  # floor(0.09 × 45)
     out = tile[0].copy()
     add_shift(contract(out, gain.reshape(1, 1), means.reshape(1, 1, 3)), shift.reshape(1, 1, 3))
     assert out.max() == 255 and out.mean() > tile[0].mean() + 15
-    assert out.std() / tile[0].std() >= GAIN_FLOOR - 0.01
+    assert out.std() / tile[0].std() >= 0.9
     assert _luma_r(out[None], tile)[0] > 0.999
 
 
