@@ -31,9 +31,8 @@ black cell stops where it would lose its highlights, and the matcher prefers til
 range stops it short, the default render (``reach``, ``contract``) also narrows the tile's
 contrast around its mean, by a gain of at least ``GAIN_FLOOR``, to make room: a tile keeps
 nine tenths of its contrast (0.91 before the 8-bit rounding and the clipped tail, which take
-about a hundredth) and all of its layout, and a pale sky or a dark room built
-from a library with few pale or dark photos comes out even instead of speckled (measured in
-``docs/engine.md``).
+about a hundredth) and all of its layout, and a pale sky or a dark room built from a library
+with few pale or dark photos comes out even instead of speckled (``docs/engine.md``).
 
 Everything reads only the cell's own pixels and its tile, and the Lab round trip is
 lookup tables and elementwise arithmetic: a band corrected alone equals the band within the
@@ -92,9 +91,15 @@ def offsets(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.nd
 
 
 def luma_spread(tiles: np.ndarray) -> np.ndarray:
-    """``(N,) float32``: the standard deviation of each tile's luma (Rec. 601)."""
-    luma = tiles.reshape(tiles.shape[0], -1, 3).astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
-    return luma.std(axis=1)
+    """``(N,) float32``: the standard deviation of each tile's luma (Rec. 601), a chunk of
+    tiles at a time (a float copy of a large library at tile 64 would take gigabytes)."""
+    flat = tiles.reshape(tiles.shape[0], tiles.shape[1] * tiles.shape[2], 3)
+    weights = np.array([0.299, 0.587, 0.114], np.float32)
+    step = max(1, CORRECT_BYTES // (flat.shape[1] * 3 * 4))
+    return np.concatenate(
+        [(flat[i : i + step].astype(np.float32) @ weights).std(axis=1) for i in range(0, len(flat), step)]
+        or [np.zeros(0, np.float32)]
+    )
 
 
 def reach(
