@@ -153,6 +153,32 @@ def test_a_tile_that_fits_or_is_nearly_flat_keeps_its_contrast() -> None:
         assert (~fits).sum() > 20
 
 
+def test_a_pale_target_from_mid_tone_tiles_narrows_them_and_keeps_them_photos() -> None:
+    """The whole render: tiles too dark for a pale target are narrowed (to about 0.9 of
+    their contrast, never much under), keep their layout, come out paler than the offset
+    alone would take them, and a band rendered alone equals the same band of the whole."""
+    library = random_library(60, seed=4)
+    target = Image.new("RGB", (96, 64), (236, 232, 226))
+    kwargs = {"tile_size": 16, "tiles_across": 12, "seed": "pale"}
+    out, choice = render_with_placement(target, library, **kwargs)
+    placed = candidate_tiles(library, 16, RenderOptions())[choice.ravel()]
+    cells = _cells(out, 16)
+    weights = np.array([0.299, 0.587, 0.114])
+    ratio = (cells.astype(np.float64) @ weights).std(axis=(1, 2)) / (placed.astype(np.float64) @ weights).std(
+        axis=(1, 2)
+    )
+    assert (ratio < 0.97).mean() > 0.3 and ratio.min() >= 0.87  # 0.91 less what the clipped tail takes
+    assert _luma_r(cells, placed).min() >= 0.99
+    means, low, high = tile_colours(placed)
+    targets = np.tile(np.array([[236, 232, 226]], np.uint8), (len(placed), 1))
+    plain = np.clip(placed.astype(np.int16) + offsets(targets, means, low, high, 50)[:, None, None, :], 0, 255)
+    narrowed = ratio < 0.97
+    paler = cells[narrowed].mean(axis=(1, 2, 3)) - plain[narrowed].mean(axis=(1, 2, 3))
+    assert (paler > 0.5).all()  # a few levels in the channel that was short, less the clipped tail
+    whole = render(target, library, slices=3, **kwargs)
+    assert np.array_equal(whole, _stitch(target, library, slices=3, options=RenderOptions(), **kwargs))
+
+
 def test_render_options_are_validated() -> None:
     defaults = RenderOptions()
     assert defaults.overlay == 0 and not defaults.match_contrast and 0 < defaults.correction < 100
