@@ -352,27 +352,31 @@ def _correct_whole(
     an overlay the target painted over does that reaching: ``_shifts`` alone."""
     if cell_pixels(tile_size) == 1:
         return add_shift(out, _shifts(cells, choice, library, tile_size, options))
-    means, low, high = library.cached(("tile-colours", tile_size), lambda: tile_colours(library.tiles(tile_size)))
-    which = choice.ravel() % len(library)  # a mirror image has its tile's colours
-    targets = cell_means(_sub_cells(cells))
-    spread = library.cached(("tile-spread", tile_size), lambda: luma_spread(library.tiles(tile_size)))
-    shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
-    contract(out, gain.reshape(choice.shape), means[which].reshape((*choice.shape, 3)))
+    which, means, low, high = _placed_colours(choice, library, tile_size)
+    spread = library.cached(("tile-spread", tile_size), lambda: luma_spread(library.tiles(tile_size)))[which]
+    shift, gain = reach(cell_means(_sub_cells(cells)), means, low, high, spread, options.correction)
+    contract(out, gain.reshape(choice.shape), means.reshape((*choice.shape, 3)))
     return add_shift(out, shift.reshape((*choice.shape, 3)))
 
 
 def _shifts(
     cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
 ) -> np.ndarray:
-    """``(rows, cols, 3) int16``: the whole-tile correction of every placed tile (``correction``)."""
+    """``(rows, cols, 3) int16``: the whole-tile offset of every placed tile (``correction``)."""
+    _, means, low, high = _placed_colours(choice, library, tile_size)
+    if cell_pixels(tile_size) == 1:
+        shift = offsets_rgb(cells.reshape(-1, 3), means, low, high, options.correction)
+    else:
+        shift = offsets(cell_means(_sub_cells(cells)), means, low, high, options.correction)
+    return shift.reshape((*choice.shape, 3))
+
+
+def _placed_colours(choice: np.ndarray, library: TileLibrary, tile_size: int) -> tuple[np.ndarray, ...]:
+    """For every placed tile, flat: its library index, and its mean colour and offset bounds
+    (``tile_colours``, computed once per library and tile size)."""
     means, low, high = library.cached(("tile-colours", tile_size), lambda: tile_colours(library.tiles(tile_size)))
     which = choice.ravel() % len(library)  # a mirror image has its tile's colours
-    if cell_pixels(tile_size) == 1:
-        shift = offsets_rgb(cells.reshape(-1, 3), means[which], low[which], high[which], options.correction)
-    else:
-        targets = cell_means(_sub_cells(cells))
-        shift = offsets(targets, means[which], low[which], high[which], options.correction)
-    return shift.reshape((*choice.shape, 3))
+    return which, means[which], low[which], high[which]
 
 
 def _compose_matched(
