@@ -19,6 +19,7 @@ from dal.jobs.store import (
     decode_slices,
     encode_slices,
 )
+from tests.support.faultproxy import faulty_account
 
 
 @pytest.fixture
@@ -167,6 +168,23 @@ def test_events_oldest_first_and_unique(store: JobStore) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda i: store.add_event(other, "tick", actor=f"t{i}", message=str(i)), range(40)))
     assert sorted(int(e.message) for e in store.events(other)) == list(range(40))
+
+
+@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize("fault", ["reset", "lost"])
+def test_an_event_write_whose_connection_drops_is_retried_and_stored_once(
+    store: JobStore, azurite_connection_string: str, unique: str, fault: str, count: int
+) -> None:
+    # One event is a PUT, several are one $batch POST: each must survive a dropped connection,
+    # before the server ran it ("reset") or after ("lost": a repeat must not fail or duplicate),
+    # or a job's "done" line is lost for good.
+    request_id = str(uuid.uuid4())
+    with faulty_account(azurite_connection_string, faults={fault: 1.0}, max_faults=1) as account:
+        proxied = JobStore(StorageClients(account.connection_string, profile="interactive"), prefix=f"t{unique}")
+        account.set_active(True)
+        proxied.add_events(request_id, [dict(kind="tick", actor="test", message=str(i)) for i in range(count)])
+        assert account.counts()[fault] == 1
+    assert [e.message for e in store.events(request_id)] == [str(i) for i in range(count)]
 
 
 def test_delete_removes_job_index_and_events(store: JobStore) -> None:

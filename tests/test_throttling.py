@@ -112,11 +112,13 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
             proxied.stop_all()
 
     assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
-    # Stitched once each: the controller's log is the witness (a job event is an insert that a
-    # reset may lose, since a POST is not retried when the server may have run it).
+    # Stitched once each, in the controller's log and in the job's events: an event write that
+    # lost its connection is repeated under its own key, so it is neither lost nor doubled.
     controller_log = "".join(r.log_path.read_text() for r in proxied.roles if r.role == "controller")
     for rid in images:
         assert controller_log.count(f"job {rid}: stitched in") == 1, rid
+        kinds = [event.kind for event in pipe.services.jobs.events(rid)]
+        assert kinds.count("stitched") == 1 and kinds.count("done") == 1, (rid, kinds)
     depths = pipe.queue_depths()
     assert all(depth == 0 for depth in depths.values()), str(depths)  # nothing poisoned, nothing left
     assert injected["503"] >= 10, injected

@@ -97,6 +97,8 @@ _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _TOKEN_VERSION = "v1:"
 _MAX_UPDATE_ATTEMPTS = 50
 _BATCH = 100  # operations per entity-group transaction
+# azure-core retries only these methods after a dropped connection; an upsert batch may join them.
+_IDEMPOTENT_BATCH_METHODS = frozenset({"HEAD", "GET", "PUT", "DELETE", "OPTIONS", "TRACE", "POST"})
 
 
 def _encode_token(row_key: str) -> str:
@@ -352,15 +354,23 @@ class JobStore:
         All events of a job share its partition, so up to 100 go in one entity-group
         transaction: a controller dispatching 16 slices logs them in one write, not 16.
         ``stages`` (name -> seconds) is where the time of a step went; ``make bench`` sums it.
+
+        Each event's key is made here and is unique, so the write is an insert-or-replace: safe
+        to repeat, and therefore repeated when a connection drops. A plain insert (POST) is not
+        retried by the SDK, since the server may have run it, and a job's "done" line would be
+        lost for good: its message, redelivered, finds the job ended and writes nothing.
         """
         validate_key("request_id", request_id)
         rows = [self._event_entity(request_id, **e) for e in events]
         with self._tables_exist():
             if len(rows) == 1:
-                self._events.create_entity(rows[0])
+                self._events.upsert_entity(rows[0], mode=UpdateMode.REPLACE)  # a PUT: retried
                 return
             for start in range(0, len(rows), _BATCH):
-                self._events.submit_transaction([("create", r) for r in rows[start : start + _BATCH]])
+                self._events.submit_transaction(
+                    [("upsert", r, {"mode": UpdateMode.REPLACE}) for r in rows[start : start + _BATCH]],
+                    retry_on_methods=_IDEMPOTENT_BATCH_METHODS,  # the batch is a POST, but of upserts
+                )
 
     @staticmethod
     def _event_entity(

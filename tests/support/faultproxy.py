@@ -7,13 +7,15 @@ and for a share of them (``rate``) while ``active`` answers instead, as Azure do
 - ``503``: 503 ServerBusy ("Operations per second is over the account limit.")
 - ``500``: 500 OperationTimedOut
 - ``reset``: closes the connection without an answer (RST), before forwarding
+- ``lost``: forwards, then closes the connection without passing the answer on (RST): the
+  server ran the request, the client cannot know it
 - ``slow``: waits ``slow_seconds``, then forwards
 
 ``max_faults`` stops injecting after that many (one reset, then a healthy server).
 ``paths`` narrows the faults to requests whose path holds one of its texts (the one blob an
 upload failure should hit: ``.dzi.zip``); every other request is forwarded untouched.
-Injected faults never reach Azurite, so a faulted request changed nothing: what the app
-then does is all its retry policy's doing. ``counts`` says what was injected.
+Injected faults other than ``lost`` never reach Azurite, so a faulted request changed
+nothing: what the app then does is all its retry policy's doing. ``counts`` says what was injected.
 """
 
 from __future__ import annotations
@@ -96,22 +98,26 @@ class FaultProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                if fault == "reset":
+                if fault == "slow":
+                    time.sleep(proxy.slow_seconds)
+                if fault in ("reset", "lost"):
+                    if fault == "lost":
+                        self._forward(body, answer=False)
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     self.close_connection = True
                     self.connection.close()
                     return
-                if fault == "slow":
-                    time.sleep(proxy.slow_seconds)
                 self._forward(body)
 
-            def _forward(self, body: bytes) -> None:
+            def _forward(self, body: bytes, *, answer: bool = True) -> None:
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
                     upstream.request(self.command, self.path, body=body or None, headers=headers)
                     response = upstream.getresponse()
                     data = response.read()
+                    if not answer:
+                        return
                     self.send_response(response.status, response.reason)
                     for key, value in response.getheaders():
                         if key.lower() not in _HOP_BY_HOP and key.lower() != "content-length":
