@@ -187,6 +187,27 @@ def test_an_event_write_whose_connection_drops_is_retried_and_stored_once(
     assert [e.message for e in store.events(request_id)] == [str(i) for i in range(count)]
 
 
+def test_an_update_whose_answer_is_lost_still_says_it_wrote(
+    store: JobStore, azurite_connection_string: str, unique: str
+) -> None:
+    # The server ran the write, the answer was lost, the SDK's retry met the new ETag (412):
+    # the caller must still learn that it made the change, or it skips what follows (the event).
+    job = store.create(make_job("erin"))
+    with faulty_account(azurite_connection_string, faults={"lost": 1.0}, max_faults=1) as account:
+        proxied = JobStore(StorageClients(account.connection_string, profile="interactive"), prefix=f"t{unique}")
+        account.set_active(True)
+        done = proxied.update(job.client_id, job.request_id, lambda j: replace(j, status="done"), current=job)
+        assert account.counts()["lost"] == 1
+    assert done.wrote and done.job.status == "done"
+    stored = store.get(job.client_id, job.request_id)
+    assert stored is not None and stored.status == "done" and stored.etag == done.job.etag
+    # A change that someone else made first is still not ours.
+    again = store.update(
+        job.client_id, job.request_id, lambda j: None if j.status == "done" else replace(j, status="done")
+    )
+    assert not again.wrote
+
+
 def test_delete_removes_job_index_and_events(store: JobStore) -> None:
     keep = store.create(make_job("dave"))
     job = store.create(make_job("dave"))

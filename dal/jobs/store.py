@@ -203,11 +203,22 @@ class JobStore:
         applies ``change`` to it instead of reading the row again (one transaction less); if
         it is stale the write gets 412 and the loop re-reads as usual; "nothing to write" on it
         is confirmed on a fresh read, so it is never wrong.
+
+        A write whose connection drops after the server ran it is retried by the SDK and then
+        meets its own ETag (412). The read after a 412 tells the two apart: a row equal to what
+        this call wrote (``updated_at`` included) is this call's write, so ``wrote`` stays
+        true and the caller still logs the transition it made (a job's "done" line).
         """
         known = current if current is not None and current.etag is not None else None
+        fresh: Job | None = None  # a row read after a 412: the next attempt starts from it
         for attempt in range(_MAX_UPDATE_ATTEMPTS):
             unverified = known is not None
-            current, known = (known, None) if known is not None else (self.get(client_id, request_id), None)
+            if known is not None:
+                current, known = known, None
+            elif fresh is not None:
+                current, fresh = fresh, None
+            else:
+                current = self.get(client_id, request_id)
             if current is None:
                 raise JobNotFoundError(f"job {client_id}/{request_id} does not exist")
             changed = change(current)
@@ -235,6 +246,11 @@ class JobStore:
                     match_condition=MatchConditions.IfNotModified,
                 )
             except ResourceModifiedError:
+                fresh = self.get(client_id, request_id)
+                if fresh is not None and replace(fresh, etag=None) == replace(changed, etag=None):
+                    # Our write landed, its answer was lost, and the SDK's retry met our own
+                    # ETag: the row is ours to the microsecond of ``updated_at``.
+                    return JobUpdate(fresh, True)
                 time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
                 continue
             except ResourceNotFoundError:
