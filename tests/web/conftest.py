@@ -20,6 +20,7 @@ from flask.testing import FlaskClient
 from PIL import Image
 
 from dal.config import Settings, StorageClients
+from dal.queues.work_queue import QueueAccessor
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
@@ -100,7 +101,13 @@ def tile_library(web_storage: StorageClients, web_prefix: str) -> str:
 
 
 @pytest.fixture
-def app(web_settings: Settings, azurite_connection_string: str, tile_library: str) -> Flask:
+def app(
+    web_settings: Settings, web_storage: StorageClients, azurite_connection_string: str, tile_library: str
+) -> Flask:
+    # The session's tests share queues, and nothing consumes them here: each test starts with
+    # empty imagerequest lanes, so the at most 32 messages a peek shows hold its own.
+    for lane in QueueAccessor(web_storage, settings=web_settings, prefix=web_settings.name_prefix).image_request_lanes:
+        lane.clear()
     flask_app = create_app(
         {
             "TESTING": True,

@@ -16,7 +16,6 @@ from dal.blobs.store import BlobStore
 from dal.blobs.tile_maps import TileMap
 from dal.config import SLICE_RESPONSE_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
-from dal.queues.work_queue import QueueAccessor
 from tests.web.conftest import LIBRARY, png_bytes, submit
 
 
@@ -26,8 +25,8 @@ def finished(client: Any, web_storage: StorageClients, web_settings: Settings) -
     request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2", tiles_across="16").json[
         "request_id"
     ]
-    requests = QueueAccessor(web_storage, settings=web_settings, prefix=web_settings.name_prefix).image_request.peek(32)
-    owner = next(m.message.client_id for m in requests if m.message.request_id == request_id)
+    with client.session_transaction() as session:  # the client id the app gave this browser
+        owner = str(session["cid"])
     jobs = JobStore(web_storage, prefix=web_settings.name_prefix)
     job = jobs.update(owner, request_id, lambda j: replace(j, status="done", output_name=f"{request_id}.jpg")).job
     return {"id": request_id, "job": job, "base": f"/api/jobs/{request_id}/tiles"}
