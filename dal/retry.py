@@ -18,6 +18,13 @@ they wait, so the retry loop stays the SDK's:
   (3 s ± 1 for workers) there only stalls every request in flight.
 - ``scale`` multiplies every wait. 1 in production; tests set ``PHOTOMOSAICS_RETRY_SCALE``
   (e.g. 0.05) so a throttling test takes seconds, with the same shape of back-off.
+- Tables: azure-core repeats a request whose connection dropped only for methods safe to
+  repeat (GET, PUT, DELETE, ...), never a POST, which may already have run. Two of this
+  project's POSTs are safe anyway and pass ``retry_on_methods=REPEATABLE_POST`` (an
+  azure-core request option): creating a table that may exist (``ensure_table``: a repeat
+  answers 409, which ``create_table_if_not_exists`` accepts) and a transaction of upserts
+  with keys the writer made (a job's events: a repeat writes the same rows). A connection
+  dropped under them must not cost a role its start-up or a job its "done" line.
 - ``on_retry(kind, seconds)`` is told of every retry before its sleep: ``kind`` is
   ``throttled`` (ServerBusy / OperationTimedOut), ``server`` (other 5xx, 408) or
   ``connection`` (reset, refused, timeout). ``dal.observability.transactions.TransactionCounter.record_retry``
@@ -35,10 +42,12 @@ from azure.storage.blob import ExponentialRetry
 
 __all__ = [
     "DEFAULT_SERVER_BUSY_WAIT",
+    "REPEATABLE_POST",
     "RETRY_SCALE_ENV",
     "SERVER_BUSY_ENV",
     "THROTTLE_ERROR_CODES",
     "ThrottleAwareRetry",
+    "ensure_table",
     "retry_kind",
     "retry_tuning_from_env",
 ]
@@ -133,3 +142,11 @@ class ThrottleAwareRetry(ExponentialRetry):
             self.on_retry(retry_kind(_last_response(settings)), seconds)
         if seconds > 0:
             transport.sleep(seconds)
+
+
+REPEATABLE_POST = frozenset({"HEAD", "GET", "PUT", "DELETE", "OPTIONS", "TRACE", "POST"})
+
+
+def ensure_table(table_service: Any, name: str) -> None:
+    """Create table ``name`` unless it exists; a dropped connection is retried (a repeat is safe)."""
+    table_service.create_table_if_not_exists(name, retry_on_methods=REPEATABLE_POST)

@@ -25,6 +25,7 @@ from dal.config import (
     describe_connection_string,
 )
 from dal.errors import StorageConfigurationError
+from tests.support.faultproxy import faulty_account
 
 
 def test_settings_read_the_environment() -> None:
@@ -134,6 +135,19 @@ def test_dead_endpoint_fails_within_the_probe_profile() -> None:
     with pytest.raises(StorageConfigurationError, match=f"127.0.0.1:{port}.*unreachable") as caught:
         check_storage(storage)
     assert DEVSTORE_KEY not in str(caught.value)
+
+
+def test_a_role_starts_on_an_account_that_drops_connections(azurite_connection_string: str) -> None:
+    # The account takes each request and drops the connection (a flaky path, not a wrong
+    # endpoint): a long-running role starts and lets its retries see it through; a one-shot
+    # check still says it could not get through.
+    with faulty_account(azurite_connection_string, faults={"reset": 1.0}) as account:
+        account.set_active(True)
+        storage = StorageClients(account.connection_string, profile="probe")
+        check_storage(storage, throttled_ok=True)
+        with pytest.raises(StorageConfigurationError, match="unreachable"):
+            check_storage(storage)
+        assert account.counts()["reset"] >= 6  # blob, queue and table, each tried twice
 
 
 def test_unknown_account_is_a_configuration_error(azurite_connection_string: str) -> None:

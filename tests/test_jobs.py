@@ -187,6 +187,19 @@ def test_an_event_write_whose_connection_drops_is_retried_and_stored_once(
     assert [e.message for e in store.events(request_id)] == [str(i) for i in range(count)]
 
 
+@pytest.mark.parametrize("fault", ["reset", "lost"])
+def test_creating_the_tables_survives_a_dropped_connection(azurite_connection_string: str, fault: str) -> None:
+    # A role's start-up creates its tables (a POST): a dropped connection must not stop it.
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    with faulty_account(azurite_connection_string, faults={fault: 1.0}, max_faults=1) as account:
+        account.set_active(True)
+        JobStore(StorageClients(account.connection_string, profile="interactive"), prefix=prefix).ensure_tables()
+        assert account.counts()[fault] == 1
+    store = JobStore(StorageClients(azurite_connection_string, profile="probe"), prefix=prefix)
+    assert store.events("r1") == []  # both tables are there (a missing one is a configuration error)
+    assert store.get("alice", "r1") is None
+
+
 def test_an_update_whose_answer_is_lost_still_says_it_wrote(
     store: JobStore, azurite_connection_string: str, unique: str
 ) -> None:

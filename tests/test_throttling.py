@@ -130,3 +130,37 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
     assert throttled >= blob_queue * 0.9, (throttled, blob_queue, injected, snapshots)
     assert connection >= 1, snapshots
     assert sum(s.get("backoff_seconds", 0) for s in snapshots) > 0
+
+
+def test_jobs_complete_and_log_once_when_answers_are_lost(pipe: Pipeline) -> None:
+    # "lost": the server ran the request and the answer never came back. The SDK repeats it;
+    # a repeated write must not fail, double or be mistaken for someone else's (the job's
+    # "done" line hangs on that), and a lost receive only hides its messages for a while.
+    faults = {"lost": 0.08, "reset": 0.02}
+    with faulty_account(pipe.connection_string, faults=faults) as account:
+        proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
+        proxied.services = RoleServices(
+            StorageClients(account.connection_string, profile="worker"), proxied.settings, "tests"
+        )
+        library_uri = account.through(pipe.library_uri)
+        account.set_active(True)
+        pipe.roles = proxied.roles  # their logs show up in pipe.wait's timeout message
+        for role in ("controller", "processor", "processor", "responder"):
+            proxied.start(role, env={RETRY_SCALE_ENV: "0.05"})
+        images = {}
+        try:
+            for n in range(3):
+                image = sample_photo(36, 28, seed=400 + n)
+                images[proxied.submit(image, library_uri=library_uri, tile_size=8, slices=3)] = image
+            finished = pipe.wait(images, timeout=180)
+            lost = account.counts()["lost"]
+        finally:
+            proxied.stop_all()
+
+    assert lost >= 10, lost
+    assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    for rid in images:
+        kinds = [event.kind for event in pipe.services.jobs.events(rid)]
+        assert kinds.count("stitched") == 1 and kinds.count("done") == 1, (rid, kinds)
+    poisoned = {name: depth for name, depth in pipe.queue_depths().items() if name.endswith("-poison")}
+    assert not any(poisoned.values()), poisoned

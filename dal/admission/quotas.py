@@ -38,6 +38,7 @@ from dal.config import CLIENT_QUOTAS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import QuotaExceeded
 from dal.jobs.model import INDEX_MARK, TERMINAL_STATUSES
 from dal.names import prefixed
+from dal.retry import ensure_table
 
 _ROW = "quota"
 _MAX_ATTEMPTS = 20
@@ -64,7 +65,7 @@ class QuotaStore:
         return self.storage.table_service.get_table_client(self.jobs_table)
 
     def ensure_table(self) -> None:
-        self.storage.table_service.create_table_if_not_exists(self.table_name)
+        ensure_table(self.storage.table_service, self.table_name)
 
     def count_unfinished(self, client_id: str) -> int:
         """The truth: this client's jobs that are neither done nor failed (one partition query)."""

@@ -33,6 +33,7 @@ from typing import Any
 
 from dal.config import RENDER_RATES_TABLE, StorageClients
 from dal.names import prefixed
+from dal.retry import ensure_table
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class RenderRates:
         return self.storage.table_service.get_table_client(self.table_name)
 
     def ensure_table(self) -> None:
-        self.storage.table_service.create_table_if_not_exists(self.table_name)
+        ensure_table(self.storage.table_service, self.table_name)
 
     def record(self, worker: str, *, seconds_per_slice: float, slices: int, now: datetime | None = None) -> None:
         """Write one processor's current average (one upsert)."""

@@ -38,6 +38,7 @@ def check_storage(storage: StorageClients, *, throttled_ok: bool = False) -> Non
     A 5xx answer (503 ServerBusy, 500 OperationTimedOut) is not a configuration error: it is
     raised as is, or, with ``throttled_ok`` (long-running roles), accepted: the account is
     there and throttled, and a role that refused to start would turn throttling into an outage.
+    ``throttled_ok`` accepts a connection dropped after the request was sent the same way.
     """
     checks: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] = [
         ("blob", lambda: storage.blob_service, lambda c: c.list_containers(results_per_page=1)),
@@ -60,6 +61,10 @@ def check_storage(storage: StorageClients, *, throttled_ok: bool = False) -> Non
                 f"check the AccountKey or SAS in {CONNECTION_STRING_ENV}"
             ) from None
         except (ServiceRequestError, ServiceResponseError) as exc:
+            if throttled_ok and isinstance(exc, ServiceResponseError):
+                # It took the request and dropped the connection: a flaky path to a live
+                # account, not a wrong endpoint (refused or unresolvable: ServiceRequestError).
+                continue
             raise StorageConfigurationError(
                 f"{where} is unreachable ({type(exc).__name__}: {str(exc)[:200]}): "
                 f"check the endpoint in {CONNECTION_STRING_ENV}, "

@@ -76,6 +76,7 @@ from dal.jobs.model import (
 )
 from dal.names import prefixed
 from dal.queues.messages import ID_PATTERN
+from dal.retry import REPEATABLE_POST, ensure_table
 
 __all__ = [
     "JOB_STATUSES",
@@ -97,8 +98,6 @@ _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _TOKEN_VERSION = "v1:"
 _MAX_UPDATE_ATTEMPTS = 50
 _BATCH = 100  # operations per entity-group transaction
-# azure-core retries only these methods after a dropped connection; an upsert batch may join them.
-_IDEMPOTENT_BATCH_METHODS = frozenset({"HEAD", "GET", "PUT", "DELETE", "OPTIONS", "TRACE", "POST"})
 
 
 def _encode_token(row_key: str) -> str:
@@ -144,7 +143,7 @@ class JobStore:
 
     def ensure_tables(self) -> None:
         for name in (self.jobs_table, self.events_table):
-            self.storage.table_service.create_table_if_not_exists(name)
+            ensure_table(self.storage.table_service, name)
 
     def _raise_if_table_missing(self, exc: Exception, table: str | None = None) -> None:
         """A missing table is a deployment mistake, not a missing job: say so."""
@@ -385,7 +384,7 @@ class JobStore:
             for start in range(0, len(rows), _BATCH):
                 self._events.submit_transaction(
                     [("upsert", r, {"mode": UpdateMode.REPLACE}) for r in rows[start : start + _BATCH]],
-                    retry_on_methods=_IDEMPOTENT_BATCH_METHODS,  # the batch is a POST, but of upserts
+                    retry_on_methods=REPEATABLE_POST,  # the batch is a POST, but of upserts
                 )
 
     @staticmethod
