@@ -201,23 +201,15 @@ class JobStore:
         ``current``: a job this caller just read or wrote (with its ETag). The first attempt
         applies ``change`` to it instead of reading the row again (one transaction less); if
         it is stale the write gets 412 and the loop re-reads as usual; "nothing to write" on it
-        is confirmed on a fresh read, so it is never wrong.
-
-        A write whose connection drops after the server ran it is retried by the SDK and then
-        meets its own ETag (412). The read after a 412 tells the two apart: a row equal to what
-        this call wrote (``updated_at`` included) is this call's write, so ``wrote`` stays
-        true and the caller still logs the transition it made (a job's "done" line).
+        is confirmed on a fresh read, so it is never wrong. A write the server ran whose answer
+        was lost is retried by the SDK and meets its own ETag (412): the read after a 412 finds
+        the row equal to what this call wrote, so ``wrote`` stays true.
         """
-        known = current if current is not None and current.etag is not None else None
-        fresh: Job | None = None  # a row read after a 412: the next attempt starts from it
+        # ``fresh``: the row read after a 412, where the next attempt starts
+        known, fresh = (current if current is not None and current.etag is not None else None), None
         for attempt in range(_MAX_UPDATE_ATTEMPTS):
             unverified = known is not None
-            if known is not None:
-                current, known = known, None
-            elif fresh is not None:
-                current, fresh = fresh, None
-            else:
-                current = self.get(client_id, request_id)
+            current, known, fresh = known or fresh or self.get(client_id, request_id), None, None
             if current is None:
                 raise JobNotFoundError(f"job {client_id}/{request_id} does not exist")
             changed = change(current)
@@ -247,9 +239,7 @@ class JobStore:
             except ResourceModifiedError:
                 fresh = self.get(client_id, request_id)
                 if fresh is not None and replace(fresh, etag=None) == replace(changed, etag=None):
-                    # Our write landed, its answer was lost, and the SDK's retry met our own
-                    # ETag: the row is ours to the microsecond of ``updated_at``.
-                    return JobUpdate(fresh, True)
+                    return JobUpdate(fresh, True)  # ours, to the microsecond of updated_at
                 time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
                 continue
             except ResourceNotFoundError:
@@ -370,13 +360,11 @@ class JobStore:
         transaction: a controller dispatching 16 slices logs them in one write, not 16.
         ``stages`` (name -> seconds) is where the time of a step went; ``make bench`` sums it.
 
-        Each event's key is made here and is unique, so the write is an insert-or-replace: safe
-        to repeat, and therefore repeated when a connection drops. A plain insert (POST) is not
-        retried by the SDK, since the server may have run it, and a job's "done" line would be
-        lost for good: its message, redelivered, finds the job ended and writes nothing.
+        Each key is made here, so the write is an upsert, safe to repeat after a dropped
+        connection (``dal.retry``): a lost "done" line would never be written again.
         """
         validate_key("request_id", request_id)
-        rows = [self._event_entity(request_id, **e) for e in events]
+        rows = [_event_entity(request_id, **e) for e in events]
         with self._tables_exist():
             if len(rows) == 1:
                 self._events.upsert_entity(rows[0], mode=UpdateMode.REPLACE)  # a PUT: retried
@@ -386,31 +374,6 @@ class JobStore:
                     [("upsert", r, {"mode": UpdateMode.REPLACE}) for r in rows[start : start + _BATCH]],
                     retry_on_methods=REPEATABLE_POST,  # the batch is a POST, but of upserts
                 )
-
-    @staticmethod
-    def _event_entity(
-        request_id: str,
-        *,
-        kind: str,
-        actor: str,
-        message: str,
-        slice: int | None = None,
-        seconds: float | None = None,
-        stages: dict[str, float] | None = None,
-    ) -> dict[str, Any]:
-        if not kind:
-            raise ValueError("event kind must not be empty")
-        return {
-            "PartitionKey": request_id,
-            "RowKey": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-            "kind": kind,
-            "actor": actor,
-            "message": message,
-            "at": utcnow(),
-            "slice": slice,
-            "seconds": None if seconds is None else float(seconds),
-            "stages": json.dumps({k: round(float(v), 4) for k, v in stages.items()}) if stages else None,
-        }
 
     def events(self, request_id: str, *, job: Job | None = None) -> list[JobEvent]:
         """The job's events, oldest first; with its ``job`` row, its slices' ``slice_done`` lines
@@ -437,6 +400,31 @@ class JobStore:
         if job is not None and job.request_id == request_id and job.slice_events:
             found = sorted([*found, *job.slice_events], key=lambda event: event.at)  # stable: ties keep table order
         return found
+
+
+def _event_entity(
+    request_id: str,
+    *,
+    kind: str,
+    actor: str,
+    message: str,
+    slice: int | None = None,
+    seconds: float | None = None,
+    stages: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    if not kind:
+        raise ValueError("event kind must not be empty")
+    return {
+        "PartitionKey": request_id,
+        "RowKey": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+        "kind": kind,
+        "actor": actor,
+        "message": message,
+        "at": utcnow(),
+        "slice": slice,
+        "seconds": None if seconds is None else float(seconds),
+        "stages": json.dumps({k: round(float(v), 4) for k, v in stages.items()}) if stages else None,
+    }
 
 
 def _stages(text: str | None) -> dict[str, float] | None:
