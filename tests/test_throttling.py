@@ -13,13 +13,14 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 
 import pytest
 
 from dal.config import StorageClients
 from dal.observability.transactions import COUNT_ENV, TransactionCounter
 from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
-from tests.support.faultproxy import faulty_account
+from tests.support.faultproxy import FaultyAccount, faulty_account
 from tests.support.pipelines import Pipeline, assert_jobs_pixel_identical, sample_photo
 from workers.services import RoleServices
 
@@ -81,21 +82,32 @@ def test_a_dropped_connection_is_retried_at_once_then_with_back_off(
     direct.delete_queue()
 
 
+def _roles_through(account: FaultyAccount, pipe: Pipeline, env: dict[str, str]) -> tuple[Pipeline, str]:
+    """The same pipeline (prefix) seen through the proxy, its faults on and its four roles
+    started: the roles and the submitter use it. Returns it and the library's URL through it."""
+    proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
+    proxied.services = RoleServices(
+        StorageClients(account.connection_string, profile="worker"), proxied.settings, "tests"
+    )
+    account.set_active(True)
+    pipe.roles = proxied.roles  # their logs show up in pipe.wait's timeout message
+    for role in ("controller", "processor", "processor", "responder"):
+        proxied.start(role, env=env)
+    return proxied, account.through(pipe.library_uri)
+
+
+def _assert_logged_once(pipe: Pipeline, request_ids: Iterable[str]) -> None:
+    for rid in request_ids:
+        kinds = [event.kind for event in pipe.services.jobs.events(rid)]
+        assert kinds.count("stitched") == 1 and kinds.count("done") == 1, (rid, kinds)
+
+
 def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline) -> None:
     counts_dir = pipe.tmp_path / "counts"
     faults = {"503": 0.2, "500": 0.03, "reset": 0.02}
     with faulty_account(pipe.connection_string, faults=faults) as account:
-        # The same pipeline (prefix) seen through the proxy: roles and the submitter use it.
-        proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
-        proxied.services = RoleServices(
-            StorageClients(account.connection_string, profile="worker"), proxied.settings, "tests"
-        )
-        library_uri = account.through(pipe.library_uri)
         env = {RETRY_SCALE_ENV: "0.05", SERVER_BUSY_ENV: "4", COUNT_ENV: str(counts_dir)}
-        account.set_active(True)
-        pipe.roles = proxied.roles  # their logs show up in pipe.wait's timeout message
-        for role in ("controller", "processor", "processor", "responder"):
-            proxied.start(role, env=env)
+        proxied, library_uri = _roles_through(account, pipe, env)
         images = {}
         try:
             for n in range(3):
@@ -117,8 +129,7 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
     controller_log = "".join(r.log_path.read_text() for r in proxied.roles if r.role == "controller")
     for rid in images:
         assert controller_log.count(f"job {rid}: stitched in") == 1, rid
-        kinds = [event.kind for event in pipe.services.jobs.events(rid)]
-        assert kinds.count("stitched") == 1 and kinds.count("done") == 1, (rid, kinds)
+    _assert_logged_once(pipe, images)
     depths = pipe.queue_depths()
     assert all(depth == 0 for depth in depths.values()), str(depths)  # nothing poisoned, nothing left
     assert injected["503"] >= 10, injected
@@ -138,15 +149,7 @@ def test_jobs_complete_and_log_once_when_answers_are_lost(pipe: Pipeline) -> Non
     # "done" line hangs on that), and a lost receive only hides its messages for a while.
     faults = {"lost": 0.08, "reset": 0.02}
     with faulty_account(pipe.connection_string, faults=faults) as account:
-        proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
-        proxied.services = RoleServices(
-            StorageClients(account.connection_string, profile="worker"), proxied.settings, "tests"
-        )
-        library_uri = account.through(pipe.library_uri)
-        account.set_active(True)
-        pipe.roles = proxied.roles  # their logs show up in pipe.wait's timeout message
-        for role in ("controller", "processor", "processor", "responder"):
-            proxied.start(role, env={RETRY_SCALE_ENV: "0.05"})
+        proxied, library_uri = _roles_through(account, pipe, {RETRY_SCALE_ENV: "0.05"})
         images = {}
         try:
             for n in range(3):
@@ -159,8 +162,6 @@ def test_jobs_complete_and_log_once_when_answers_are_lost(pipe: Pipeline) -> Non
 
     assert lost >= 10, lost
     assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
-    for rid in images:
-        kinds = [event.kind for event in pipe.services.jobs.events(rid)]
-        assert kinds.count("stitched") == 1 and kinds.count("done") == 1, (rid, kinds)
+    _assert_logged_once(pipe, images)
     poisoned = {name: depth for name, depth in pipe.queue_depths().items() if name.endswith("-poison")}
     assert not any(poisoned.values()), poisoned
