@@ -2,7 +2,8 @@
 
 The README stays under 250 lines with no prose line over 200 characters (code blocks and
 tables may be wider); neither it nor ``docs/`` cites issue or seed numbers, which a reader
-cannot look up, or the rounds of a benchmark's history, which live in git.
+cannot look up, or the rounds of a benchmark's history, which live in git. Every relative link
+reaches its file, and its heading where it names one.
 """
 
 from __future__ import annotations
@@ -65,3 +66,35 @@ def test_the_checker_sees_history() -> None:
         and HISTORY.search("73 before this round")
     )
     assert not HISTORY.search("a fixed seed; issues a warning")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: p.name)
+def test_relative_links_reach_a_file_and_its_heading(path: Path) -> None:
+    broken = []
+    for target in LINK.findall(path.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto: not checked offline
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(f"{path.name}: {target} (no such file)")
+        elif anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.MULTILINE)
+            if anchor not in {_anchor(h) for h in headings}:
+                broken.append(f"{path.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_the_anchor_follows_github() -> None:
+    assert _anchor("The create page's defaults: 32 px tiles, 100 tiles across") == (
+        "the-create-pages-defaults-32-px-tiles-100-tiles-across"
+    )
