@@ -9,6 +9,8 @@ throttling is answered by waiting, never by spinning or failing over). Tables us
 azure-data-tables' own ``TablesRetryPolicy`` (first retry at once, then
 ``factor * 2**(n-1)``, no jitter): that SDK builds it from keyword arguments and ignores a
 ``retry_policy=``, so the ServerBusy wait does not reach table calls.
+A profile's retries count for every kind of failure: the SDKs' own cap of 3 retries per
+kind (a 5xx answer, a refused or a dropped connection) is raised to the profile's total.
 Waits between attempts:
 
 - ``worker``: long-running roles. Rides out throttling (503 Server Busy) and brief
@@ -301,6 +303,17 @@ _TABLE_RETRY: dict[str, dict[str, float]] = {
 }
 
 
+def _every_kind(retries: dict[str, float]) -> dict[str, float]:
+    """A profile's ``retry_total`` for every kind of failure.
+
+    Both SDKs also stop after 3 retries of one kind (a 5xx answer, a refused connection, a
+    dropped one) whatever the total: a worker's five retries would be three for throttling,
+    the failure they are there to ride out.
+    """
+    total = retries["retry_total"]
+    return {**retries, "retry_status": total, "retry_connect": total, "retry_read": total}
+
+
 class StorageClients:
     """Lazily created queue, blob and table service clients for one connection string.
 
@@ -328,7 +341,14 @@ class StorageClients:
 
         busy = 0.0 if self.profile == "probe" else self._server_busy_wait  # a probe reports, it does not wait
         tuning = {"scale": self._retry_scale, "server_busy_wait": busy, "on_retry": self._on_retry}
-        return ThrottleAwareRetry(**_QUEUE_BLOB_RETRY[self.profile], **tuning)
+        return ThrottleAwareRetry(**_every_kind(_QUEUE_BLOB_RETRY[self.profile]), **tuning)
+
+    def _table_retry(self) -> dict[str, float]:
+        """The table profile; ``PHOTOMOSAICS_RETRY_SCALE`` scales its waits too (no ServerBusy wait)."""
+        retry = _every_kind(_TABLE_RETRY[self.profile])
+        retry["retry_backoff_factor"] *= self._retry_scale
+        retry["retry_backoff_max"] *= self._retry_scale
+        return retry
 
     def __repr__(self) -> str:
         return f"StorageClients({describe_connection_string(self.connection_string)}, profile={self.profile!r})"
@@ -360,7 +380,7 @@ class StorageClients:
         from azure.data.tables import TableServiceClient
 
         return TableServiceClient.from_connection_string(
-            self.connection_string, **_TABLE_RETRY[self.profile], **self._common()
+            self.connection_string, **self._table_retry(), **self._common()
         )
 
     @property

@@ -82,6 +82,37 @@ def test_a_dropped_connection_is_retried_at_once_then_with_back_off(
     direct.delete_queue()
 
 
+def _one_read(clients: StorageClients, service: str, name: str) -> object:
+    if service == "queue":
+        return clients.queue_service.get_queue_client(name).get_queue_properties()
+    if service == "blob":
+        return clients.blob_service.get_container_client(name).get_container_properties()
+    return clients.table_service.get_table_client(name).query_entities("PartitionKey eq 'none'").by_page().next()
+
+
+@pytest.mark.parametrize("service", ["queue", "blob", "table"])
+def test_a_worker_rides_out_as_many_server_busy_answers_in_a_row_as_its_profile_says(
+    azurite_connection_string: str, monkeypatch: pytest.MonkeyPatch, service: str
+) -> None:
+    # The SDKs stop after 3 retries of a 5xx whatever retry_total says; the worker profile's 5
+    # must hold for throttling too, or a role dies at start-up in a burst of ServerBusy.
+    monkeypatch.setenv(RETRY_SCALE_ENV, "0.01")
+    monkeypatch.setenv(SERVER_BUSY_ENV, "1")
+    name = f"busy{uuid.uuid4().hex[:10]}"
+    direct = StorageClients(azurite_connection_string, profile="probe")
+    {"queue": direct.queue_service.create_queue, "blob": direct.blob_service.create_container}.get(
+        service, direct.table_service.create_table
+    )(name)
+    with faulty_account(azurite_connection_string, faults={"503": 1.0}, max_faults=5) as account:
+        counter = TransactionCounter()
+        worker = StorageClients(account.connection_string, profile="worker", response_hook=counter)
+        account.set_active(True)
+        _one_read(worker, service, name)  # raises HttpResponseError ServerBusy after 3 retries unless fixed
+
+    assert account.counts()["503"] == 5
+    assert counter.failures() and sum(counter.failures().values()) == 5, counter.snapshot()
+
+
 def _roles_through(account: FaultyAccount, pipe: Pipeline, env: dict[str, str]) -> tuple[Pipeline, str]:
     """The same pipeline (prefix) seen through the proxy, its faults on and its four roles
     started: the roles and the submitter use it. Returns it and the library's URL through it."""
