@@ -38,6 +38,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 from azure.storage.blob import ExponentialRetry
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "ensure_table",
     "retry_kind",
     "retry_tuning_from_env",
+    "transient",
 ]
 
 RETRY_SCALE_ENV = "PHOTOMOSAICS_RETRY_SCALE"
@@ -77,6 +79,20 @@ def retry_kind(response: Any) -> str:
     if code in THROTTLE_ERROR_CODES or status == 503:
         return "throttled"
     return "server"
+
+
+def transient(exc: BaseException) -> bool:
+    """True for a failure that trying again later may cure: 408, 429, 5xx, no answer at all.
+
+    What is left after a call's own retries: the caller decides whether to wait longer (a
+    role starting in a storm of throttling) or to give up (a person waiting).
+    """
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return True
+    if isinstance(exc, HttpResponseError):
+        status = exc.status_code or 0
+        return status >= 500 or status in (408, 429)
+    return False
 
 
 def _is_server_busy(response: Any) -> bool:

@@ -113,6 +113,31 @@ def test_a_worker_rides_out_as_many_server_busy_answers_in_a_row_as_its_profile_
     assert counter.failures() and sum(counter.failures().values()) == 5, counter.snapshot()
 
 
+@pytest.mark.parametrize("role", ["controller", "processor", "responder"])
+def test_a_role_starts_through_throttling_that_outlasts_its_retries(pipe: Pipeline, role: str) -> None:
+    # 14 ServerBusy answers in a row on every service: two calls' worth of the worker profile's
+    # six attempts, and more. The role waits them out at start-up instead of dying before it
+    # holds a single message.
+    env = {RETRY_SCALE_ENV: "0.01", SERVER_BUSY_ENV: "1"}
+    with faulty_account(pipe.connection_string, faults={"503": 1.0}, max_faults=14) as account:
+        proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
+        account.set_active(True)
+        started = proxied.start(role, env=env)
+        pipe.roles = proxied.roles  # its log shows up if the wait times out
+        try:
+            deadline = time.monotonic() + 90
+            while "role.start" not in started.log_path.read_text(errors="replace"):
+                assert started.alive(), started.log_tail()
+                assert time.monotonic() < deadline, started.log_tail()
+                time.sleep(0.2)
+            log = started.log_path.read_text(errors="replace")
+            assert started.alive(), started.log_tail()
+            assert "role.storage_busy" in log, started.log_tail()  # it did outlast a call's retries
+            assert account.proxies[1].counts["503"] == 14  # the queue service's burst, all of it
+        finally:
+            proxied.stop_all()
+
+
 def _roles_through(account: FaultyAccount, pipe: Pipeline, env: dict[str, str]) -> tuple[Pipeline, str]:
     """The same pipeline (prefix) seen through the proxy, its faults on and its four roles
     started: the roles and the submitter use it. Returns it and the library's URL through it."""

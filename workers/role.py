@@ -18,21 +18,50 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
 from dal.errors import StorageConfigurationError
 from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
 from dal.observability.transactions import counter_from_env, dump_installed_counter
 from dal.queues.tracing import flush
+from dal.retry import retry_tuning_from_env, transient
 from workers.listener import QueueListener
 from workers.logfmt import configure_logging, kv
 
-__all__ = ["Role", "configure_role_logging", "exit_role", "run_role", "storage_from_env"]
+__all__ = ["Role", "configure_role_logging", "exit_role", "patiently", "run_role", "storage_from_env"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_PATIENCE_FIRST, _PATIENCE_MAX = 1.0, 30.0  # seconds between start-up attempts: 1, 2, 4 ... 30
+
+
+def patiently(step: Callable[[], T], *, role: str, what: str, sleep: Callable[[float], None] = time.sleep) -> T:
+    """``step()``, tried again for as long as storage fails transiently (``dal.retry.transient``).
+
+    A role's start-up (its queues, containers and tables, the queues' settings) is a few
+    dozen calls, each with the worker profile's five retries. Throttling that outlasts
+    them, or storage restarting, would kill the role before it holds a single message. A
+    role that dies then turns throttling into an outage, so it waits instead: 1 s, doubling
+    to 30 s (times ``PHOTOMOSAICS_RETRY_SCALE``), a warning each time. Anything else
+    (a refused key, a bad name) is raised at once.
+    """
+    wait = _PATIENCE_FIRST
+    scale, _ = retry_tuning_from_env()
+    while True:
+        try:
+            return step()
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+            log.warning(kv("role.storage_busy", role=role, step=what, error=reason, retry_in=round(wait * scale, 2)))
+            sleep(wait * scale)
+            wait = min(_PATIENCE_MAX, wait * 2)
 
 
 def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:

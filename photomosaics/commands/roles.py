@@ -77,7 +77,7 @@ def _services_for(role: str) -> RoleServices:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
     from photomosaics.local.standby import wait_if_standby
-    from workers.role import configure_role_logging, storage_from_env
+    from workers.role import configure_role_logging, patiently, storage_from_env
     from workers.services import RoleServices, worker_name
 
     wait_if_standby()  # a warm standby: imports done, nothing touched yet; start when told
@@ -93,7 +93,7 @@ def _services_for(role: str) -> RoleServices:
         check_storage(StorageClients(services.storage.connection_string, profile="probe"), throttled_ok=True)
     except (ValueError, StorageConfigurationError) as exc:
         raise click.ClickException(str(exc)) from None
-    services.ensure()
+    patiently(services.ensure, role=role, what="creating queues, containers and tables")
     return services
 
 
@@ -241,26 +241,30 @@ def _run(
     from workers.leases import LeaseJournal
     from workers.listener import QueueListener
     from workers.observability import metrics_address, serve_role_metrics, timed, traced
-    from workers.role import Role, exit_role, run_role
+    from workers.role import Role, exit_role, patiently, run_role
 
     settings = services.settings
     hints, journal = channel_from_env(), LeaseJournal.from_env()
     configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
+    queues = {attr: getattr(services.queues, attr) for attr, _, _ in bindings}
+    timeouts = patiently(
+        lambda: {attr: queue.timeout for attr, queue in queues.items()}, role=role, what="reading queue settings"
+    )
     listeners = [
         QueueListener(
-            getattr(services.queues, queue_attr),
+            queues[queue_attr],
             traced(
-                timed(handler, role=role, queue=getattr(services.queues, queue_attr).logical_name),
-                queue=getattr(services.queues, queue_attr).logical_name,
+                timed(handler, role=role, queue=queues[queue_attr].logical_name),
+                queue=queues[queue_attr].logical_name,
             ),
-            name=f"{role}-{getattr(services.queues, queue_attr).logical_name}",
+            name=f"{role}-{queues[queue_attr].logical_name}",
             batch_size=settings.batch_size,
             concurrency=max(concurrency, min_concurrency),
             min_concurrency=min_concurrency,
             hints=hints,
             journal=journal,
             poll_max_hinted=max(settings.poll_max_hinted_interval, settings.poll_max_interval),
-            visibility_timeout=min(settings.lease_seconds, getattr(services.queues, queue_attr).timeout),
+            visibility_timeout=min(settings.lease_seconds, timeouts[queue_attr]),
             poll_min=settings.poll_min_interval,
             poll_max=settings.poll_max_interval,
             retry_delay=settings.retry_delay,
