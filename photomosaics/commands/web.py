@@ -122,7 +122,8 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     try:
-        check_storage(StorageClients(connection_string, profile="probe"))
+        # A throttled account (5xx) is there: the app starts and answers 503 while it lasts.
+        check_storage(StorageClients(connection_string, profile="probe"), throttled_ok=True)
     except StorageConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
     if demo_library:

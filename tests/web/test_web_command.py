@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from dal.config import CONNECTION_STRING_ENV
 from photomosaics.cli import main
 from photomosaics.commands.web import gunicorn_options
+from tests.support.faultproxy import faulty_account
 
 
 def test_gunicorn_settings_live_in_one_place() -> None:
@@ -45,10 +46,24 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_serves_under_gunicorn_and_stops_on_sigterm(azurite_connection_string: str, tmp_path: Path) -> None:
+    _serve_and_stop(azurite_connection_string, tmp_path)
+
+
+@pytest.mark.slow
+def test_starts_on_a_throttled_account(azurite_connection_string: str, tmp_path: Path) -> None:
+    # Two ServerBusy answers in a row on each service outlast the start-up check's one retry.
+    # A throttled account is there: the web app starts, and answers 503 only while it lasts.
+    with faulty_account(azurite_connection_string, faults={"503": 1.0}, max_faults=2) as account:
+        account.set_active(True)
+        _serve_and_stop(account.connection_string, tmp_path)
+        assert account.counts()["503"] >= 2
+
+
+def _serve_and_stop(connection_string: str, tmp_path: Path) -> None:
     port = free_port()
     env = {
         **os.environ,
-        CONNECTION_STRING_ENV: azurite_connection_string,
+        CONNECTION_STRING_ENV: connection_string,
         "PHOTOMOSAICS_SECRET_KEY": "k" * 32,
         "PHOTOMOSAICS_NAME_PREFIX": "g" + os.urandom(4).hex(),
     }
