@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 
@@ -120,10 +121,8 @@ def test_a_role_starts_through_throttling_that_outlasts_its_retries(pipe: Pipeli
     # holds a single message.
     env = {RETRY_SCALE_ENV: "0.01", SERVER_BUSY_ENV: "1"}
     with faulty_account(pipe.connection_string, faults={"503": 1.0}, max_faults=14) as account:
-        proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
-        account.set_active(True)
-        started = proxied.start(role, env=env)
-        pipe.roles = proxied.roles  # its log shows up if the wait times out
+        proxied, _ = _roles_through(account, pipe, env, roles=(role,))
+        started = proxied.roles[0]
         try:
             deadline = time.monotonic() + 90
             while "role.start" not in started.log_path.read_text(errors="replace"):
@@ -138,8 +137,13 @@ def test_a_role_starts_through_throttling_that_outlasts_its_retries(pipe: Pipeli
             proxied.stop_all()
 
 
-def _roles_through(account: FaultyAccount, pipe: Pipeline, env: dict[str, str]) -> tuple[Pipeline, str]:
-    """The same pipeline (prefix) seen through the proxy, its faults on and its four roles
+PIPELINE_ROLES = ("controller", "processor", "processor", "responder")
+
+
+def _roles_through(
+    account: FaultyAccount, pipe: Pipeline, env: dict[str, str], roles: Iterable[str] = PIPELINE_ROLES
+) -> tuple[Pipeline, str]:
+    """The same pipeline (prefix) seen through the proxy, its faults on and its ``roles``
     started: the roles and the submitter use it. Returns it and the library's URL through it."""
     proxied = Pipeline(account.connection_string, pipe.tmp_path, prefix=pipe.prefix)
     proxied.services = RoleServices(
@@ -147,9 +151,18 @@ def _roles_through(account: FaultyAccount, pipe: Pipeline, env: dict[str, str]) 
     )
     account.set_active(True)
     pipe.roles = proxied.roles  # their logs show up in pipe.wait's timeout message
-    for role in ("controller", "processor", "processor", "responder"):
+    for role in roles:
         proxied.start(role, env=env)
     return proxied, account.through(pipe.library_uri)
+
+
+def _submit_three(proxied: Pipeline, library_uri: str, seed: int) -> dict[str, Any]:
+    """Three small 3-slice jobs through the proxy: ``{request_id: photo}``."""
+    images = {}
+    for n in range(3):
+        image = sample_photo(36, 28, seed=seed + n)
+        images[proxied.submit(image, library_uri=library_uri, tile_size=8, slices=3)] = image
+    return images
 
 
 def _assert_logged_once(pipe: Pipeline, request_ids: Iterable[str]) -> None:
@@ -164,11 +177,8 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
     with faulty_account(pipe.connection_string, faults=faults) as account:
         env = {RETRY_SCALE_ENV: "0.05", SERVER_BUSY_ENV: "4", COUNT_ENV: str(counts_dir)}
         proxied, library_uri = _roles_through(account, pipe, env)
-        images = {}
         try:
-            for n in range(3):
-                image = sample_photo(36, 28, seed=300 + n)
-                images[proxied.submit(image, library_uri=library_uri, tile_size=8, slices=3)] = image
+            images = _submit_three(proxied, library_uri, seed=300)
             finished = pipe.wait(images, timeout=180)
             # A retried send may deliver twice (at-least-once); the roles drain the duplicates.
             deadline = time.monotonic() + 60
@@ -206,11 +216,8 @@ def test_jobs_complete_and_log_once_when_answers_are_lost(pipe: Pipeline) -> Non
     faults = {"lost": 0.08, "reset": 0.02}
     with faulty_account(pipe.connection_string, faults=faults) as account:
         proxied, library_uri = _roles_through(account, pipe, {RETRY_SCALE_ENV: "0.05"})
-        images = {}
         try:
-            for n in range(3):
-                image = sample_photo(36, 28, seed=400 + n)
-                images[proxied.submit(image, library_uri=library_uri, tile_size=8, slices=3)] = image
+            images = _submit_three(proxied, library_uri, seed=400)
             finished = pipe.wait(images, timeout=180)
             lost = account.counts()["lost"]
         finally:
