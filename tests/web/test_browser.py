@@ -142,10 +142,26 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#correction").fill("30")
     page.locator("#correction_out").filter(has_text="30 %").wait_for()
     assert page.locator("#correction-swatches").get_attribute("data-percent") == "30"
+    # ... and back to the default, which the job is made with: the screenshots show what a person gets.
+    page.locator("#correction").fill("50")
+    page.locator("#correction_out").filter(has_text="50 %").wait_for()
+    assert page.locator("#correction-swatches").get_attribute("data-percent") == "50"
     shot(page, "02-create-ready")
 
+    # The form sends the slider's value. Chromium does not show a multipart body with a file to
+    # the test, so the page keeps the value it appends (in sessionStorage: the page then moves on).
+    page.evaluate(
+        """() => {
+          const append = FormData.prototype.append;
+          FormData.prototype.append = function (name, value) {
+            if (name === "correction") sessionStorage.setItem("sentCorrection", value);
+            return append.apply(this, arguments);
+          };
+        }"""
+    )
     page.locator("#submit").click()
     page.wait_for_url("**/jobs/*")
+    assert page.evaluate("sessionStorage.getItem('sentCorrection')") == "50"
     request_id = page.url.rstrip("/").rsplit("/", 1)[-1]
     page.locator(".band").first.wait_for()
     assert page.locator(".band").count() == 4
@@ -165,7 +181,7 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert (job["status"], job["progress"], job["slices_done"]) == ("done", 1, [0, 1, 2, 3])
     width, height = job["output_width"], job["output_height"]
     assert (width, job["tile_size"], job["tiles_across"]) == (3200, 32, 100)
-    assert "colour correction 30 %" in job["events"][0]["message"]
+    assert "colour correction 50 %" in job["events"][0]["message"]
 
     # The deep-zoom viewer (OpenSeadragon from npm) opened the job's pyramid, at full view...
     dzi = page.request.get(f"{base}{job['dzi_url']}")
