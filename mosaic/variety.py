@@ -55,6 +55,12 @@ def feasible_distance(distance: int, tiles: int) -> int:
     return d
 
 
+def tiles_needed(distance: int) -> int:
+    """The fewest tiles that keep ``distance`` (``feasible_distance``'s inverse): 196 for 3."""
+    d = max(0, distance)
+    return (d + 1) * (2 * d + 1) ** 2
+
+
 def tile_classes(tiles: int, distance: int, seed: int) -> np.ndarray:
     """Deal tiles into ``distance + 1`` classes of equal size (±1) by a seeded hash."""
     keys = mix(np.arange(tiles, dtype=np.uint64) ^ np.uint64(seed))

@@ -17,6 +17,7 @@ import click
 
 from dal.config import Settings
 from mosaic.limits import MAX_TILE_SIZE
+from mosaic.variety import feasible_distance, tiles_needed
 from photomosaics.cli import main
 
 PNG_COMPRESS_LEVEL = 1
@@ -269,6 +270,14 @@ def render(
         f"{grid.output_width}x{grid.output_height} px",
         err=True,
     )
+    kept = feasible_distance(options.variety, len(library.names))
+    if kept < options.variety:  # the engine lowers the rule to what the library can keep
+        near = "a photo may sit next to itself" if kept == 0 else f"the variety is lowered to {kept}"
+        click.echo(
+            f"note: with {len(library.names)} photos {near}; "
+            f"variety {options.variety} needs {tiles_needed(options.variety)} photos or more",
+            err=True,
+        )
     with click.progressbar(length=grid.tiles_down, label="rendering", file=sys.stderr) as bar:
 
         def advance(done_rows: int, _total: int) -> None:

@@ -19,6 +19,7 @@ from mosaic import (
     render_band,
 )
 from mosaic.render import choose_tiles
+from mosaic.variety import feasible_distance, tiles_needed
 
 from .conftest import encode, flat_library, random_library
 
@@ -190,6 +191,23 @@ def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_tar
     assert _max_window_share(choice) <= 0.10
     plain = choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN) % len(library)
     assert _max_window_share(plain) == 1.0  # the flat target alone would be one tile
+
+
+@pytest.mark.parametrize("distance", range(7))
+def test_tiles_needed_is_the_smallest_library_that_keeps_a_distance(distance: int) -> None:
+    needed = tiles_needed(distance)
+    assert feasible_distance(distance, needed) == distance
+    assert distance == 0 or feasible_distance(distance, needed - 1) < distance
+
+
+def test_a_library_of_tiles_needed_keeps_the_distance_on_a_flat_target_and_one_tile_fewer_does_not() -> None:
+    target = Image.new("RGB", (24, 20), (120, 140, 160))
+    cells = cell_image(target, plan_grid(24, 20, tile_size=4))
+    options = RenderOptions(variety=2, correction=0)
+    for count, repeats in ((tiles_needed(2), False), (tiles_needed(2) - 1, True)):
+        library = random_library(count, seed=4)
+        choice = choose_tiles(cells, library, tile_size=4, seed="s", options=options) % count
+        assert (_repeats_within(choice, 2) > 0) == repeats, count
 
 
 def test_variety_is_lowered_for_a_library_too_small_to_honour_it() -> None:
