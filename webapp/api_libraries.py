@@ -29,7 +29,9 @@ from dal.blobs.libraries import (
 )
 from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from mosaic.errors import SourceLimitError, TileSourceError
+from mosaic.render import DEFAULT_OPTIONS
 from mosaic.sources import SourceLimits
+from mosaic.variety import feasible_distance, tiles_needed
 from webapp import planning
 from webapp.clients import client_id
 from webapp.decode_budget import DECODES
@@ -63,11 +65,29 @@ def _library_json(info: LibraryInfo, *, samples: int | None) -> dict[str, Any]:
         "name": info.name,
         "description": info.description,
         "tile_count": info.tile_count,
+        "variety": _variety_json(info.tile_count),
         "version": info.version,
         "owned": info.owner is not None and info.owner == client_id(),
         "shared": info.shared,
         "url": url_for("api_libraries.get_library", name=info.name),
         "samples": [url_for("api_libraries.library_tile", name=info.name, tile=n) for n in names],
+    }
+
+
+def _variety_json(tile_count: int) -> dict[str, int] | None:
+    """How close one photo of the library may repeat in a mosaic made with the defaults.
+
+    The rule keeps repeats ``default`` tiles apart once the library has ``tiles_for_default``
+    photos; a smaller one keeps what it can (``distance``; 0: side by side). None when the
+    size is not known.
+    """
+    if tile_count < 1:
+        return None
+    wanted = DEFAULT_OPTIONS.variety
+    return {
+        "distance": feasible_distance(wanted, tile_count),
+        "default": wanted,
+        "tiles_for_default": tiles_needed(wanted),
     }
 
 
@@ -177,6 +197,7 @@ def create_library() -> tuple[Response, int]:
     body = {
         "name": name,
         "tile_count": created.tile_count,
+        "variety": _variety_json(created.tile_count),
         "version": created.version,
         "url": url_for("api_libraries.get_library", name=name),
         "first_tile": next(iter(libraries.sample_tiles(name, 1)), None),

@@ -31,6 +31,8 @@ def test_list_shows_the_library_with_sample_tiles(client: Any) -> None:
     libraries = client.get("/api/libraries").json["libraries"]
     found = next(lib for lib in libraries if lib["name"] == LIBRARY)
     assert found["tile_count"] == 18 and found["description"] == "Flat colours for the web tests"
+    # 18 photos keep repeats 1 tile apart (2 classes of 9 at the bands' borders), not the default 3.
+    assert found["variety"] == {"distance": 1, "default": 3, "tiles_for_default": 196}
     assert len(found["samples"]) == 8
     tile = client.get(found["samples"][0])
     assert tile.status_code == 200 and tile.mimetype == "image/jpeg"
@@ -55,6 +57,7 @@ def test_create_from_photos_then_use_it(client: Any) -> None:
     response = upload_library(client, name, [*photos, ("notes.txt", b"not a photo")])
     assert response.status_code == 201, response.json
     assert response.json["tile_count"] == 4
+    assert response.json["variety"]["distance"] == 0  # four photos: one may sit beside itself
     assert [s["file"] for s in response.json["skipped"]] == ["notes.txt"]
     assert name in [lib["name"] for lib in client.get("/api/libraries").json["libraries"]]
     assert submit(client, library=name, slices="1").status_code == 202

@@ -265,7 +265,12 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#lib-submit").click()
     page.locator("#lib-ok").wait_for(state="visible")
     assert "4 tiles" in page.locator("#lib-ok").inner_text()
+    # Four photos cannot keep the no-repeat rule, and the page says so; the demo library can.
+    note = "Few photos: a photo may sit next to itself. With 196 photos or more, no photo repeats within 3 tiles."
+    assert note in page.locator("#lib-ok").inner_text()
     page.locator('.library-cards [data-library="holiday"] img').first.wait_for()
+    assert page.locator('.library-cards [data-library="holiday"] .repeat-note').count() == 1
+    assert page.locator('.library-cards [data-library="demo"] .repeat-note').count() == 0
     wait_until(
         page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)"
     )

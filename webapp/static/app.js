@@ -44,6 +44,14 @@ const PM = (() => {
     return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
   }
 
+  /** What a small library does to the no-repeat rule (the API's `variety`), or "" when it keeps it. */
+  function repeatNote(variety) {
+    if (!variety || variety.distance >= variety.default) return "";
+    const now = variety.distance === 0 ? "a photo may sit next to itself"
+      : `no photo repeats within ${variety.distance} tile${variety.distance === 1 ? "" : "s"} only`;
+    return `Few photos: ${now}. With ${number(variety.tiles_for_default)} photos or more, no photo repeats within ${variety.default} tiles.`;
+  }
+
   function el(tag, attrs = {}, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs)) {
@@ -68,5 +76,5 @@ const PM = (() => {
     input.addEventListener("change", () => onFiles(input.files));
   }
 
-  return { api, number, size, megapixels, when, seconds, el, dropzone };
+  return { api, number, size, megapixels, when, seconds, repeatNote, el, dropzone };
 })();

@@ -18,6 +18,7 @@
         const card = PM.el("article", { class: "card", "data-library": lib.name },
           PM.el("h2", {}, PM.el("span", { text: lib.name }), PM.el("small", { text: lib.tile_count >= 0 ? `${PM.number(lib.tile_count)} tiles` : "" })),
           PM.el("p", { text: lib.description + (lib.shared ? " (shared)" : "") }),
+          PM.repeatNote(lib.variety) && PM.el("p", { class: "hint repeat-note", text: PM.repeatNote(lib.variety) }),
           PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "" }))));
         if (lib.owned) card.append(deleteButton(lib));
         return card;
@@ -65,7 +66,8 @@
     try {
       const created = await PM.api("/api/libraries", { method: "POST", body: data });
       const skipped = created.skipped.length ? ` (${created.skipped.length} file(s) skipped: ${created.skipped.slice(0, 3).map((s) => s.file).join(", ")})` : "";
-      okBox.textContent = `Library “${created.name}” is ready with ${created.tile_count} tiles${skipped}.`;
+      const note = PM.repeatNote(created.variety);
+      okBox.textContent = `Library “${created.name}” is ready with ${created.tile_count} tiles${skipped}.${note ? ` ${note}` : ""}`;
       okBox.hidden = false;
       form.reset();
       chosen.textContent = "No files chosen.";
