@@ -1,8 +1,8 @@
 """``GET /api/jobs/<id>/tiles``: which library photo is where in a finished mosaic.
 
 One cell (``?col=&row=``, or ``?x=&y=`` in the mosaic's pixels, as the viewer clicks) answers
-its tile's name, whether it was placed mirrored, and the URL of the library photo; no cell
-asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
+its tile's name, whether it was placed mirrored, and the URL of the library photo; one photo
+(``?tile=<name>``) answers every cell it holds ("find your photo"); no cell asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
 per cell (``col,row,tile,mirrored``). Owner-only like the result: another client's job is
 404. The map is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first
 use, then kept in the previews' memory cache (a job's map never changes).
@@ -27,6 +27,8 @@ from webapp.validation import int_field
 bp = Blueprint("api_tiles", __name__, url_prefix="/api")
 
 _PAIRS = (("col", "row"), ("x", "y"))
+PLACES_LISTED = 1000  # cells listed for one photo (``count`` says how many there are)
+MAX_NAME = 512  # characters of a tile name asked for
 
 
 def _tile_map(job: Job) -> TileMap:
@@ -62,9 +64,16 @@ def job_tiles(request_id: str) -> Response:
     if fmt not in ("json", "csv"):
         raise ApiError(400, "invalid_field", f"format must be json or csv, got {fmt[:40]!r}")
     given = [pair for pair in _PAIRS if any(name in request.args for name in pair)]
-    if len(given) > 1 or (given and fmt == "csv"):
-        raise ApiError(400, "invalid_field", "ask for one cell (col and row, or x and y) or the whole map (format=csv)")
+    asked = ("tile",) if "tile" in request.args else ()
+    if len(given) + len(asked) > 1 or ((given or asked) and fmt == "csv"):
+        raise ApiError(
+            400,
+            "invalid_field",
+            "ask for one cell (col and row, or x and y), one photo (tile) or the whole map (format=csv)",
+        )
     tile_map = _tile_map(job)
+    if asked:
+        return jsonify(_places(job, tile_map, _tile_name()))
     if fmt == "csv":
         headers = {"Content-Disposition": f'attachment; filename="mosaic-{request_id[:8]}-tiles.csv"'}
         return Response(tile_map.csv_lines(), mimetype="text/csv", headers=headers)
@@ -85,6 +94,29 @@ def job_tiles(request_id: str) -> Response:
             "size": job.tile_size,
         }
     )
+
+
+def _tile_name() -> str:
+    name = request.args["tile"]
+    if not name.strip() or len(name) > MAX_NAME:
+        raise ApiError(400, "invalid_field", f"tile must be a photo's name of 1 to {MAX_NAME} characters")
+    return name
+
+
+def _places(job: Job, tile_map: TileMap, name: str) -> dict[str, Any]:
+    """Every place the photo ``name`` holds in the mosaic ("find your photo"), the first
+    ``PLACES_LISTED`` of them listed, row by row; none when the mosaic does not use it."""
+    rows, columns, mirrored, blob = tile_map.places(name)
+    size = job.tile_size
+    listed = zip(rows[:PLACES_LISTED].tolist(), columns[:PLACES_LISTED].tolist(), mirrored[:PLACES_LISTED].tolist())
+    return {
+        "tile": name,
+        "library": job.library,
+        "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=blob) if blob else None,
+        "count": int(rows.size),
+        "size": size,
+        "cells": [{"col": c, "row": r, "x": c * size, "y": r * size, "mirrored": m} for r, c, m in listed],
+    }
 
 
 def _summary(job: Job, tile_map: TileMap) -> dict[str, Any]:

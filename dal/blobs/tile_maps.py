@@ -92,6 +92,14 @@ class TileMap:
         name, blob = self.tiles[value >> 1]
         return name, blob, bool(value & 1)
 
+    def places(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | None]:
+        """Every cell holding the photo ``name``, row by row: ``(rows, columns, mirrored,
+        tile blob)``, rows of the band; empty arrays and None when the mosaic does not use it."""
+        held = [i for i, (tile, _) in enumerate(self.tiles) if tile == name]
+        rows, columns = np.nonzero(np.isin(self.cells >> 1, held)) if held else (np.zeros(0, np.intp),) * 2
+        mirrored = (self.cells[rows, columns] & 1).astype(bool)
+        return rows, columns, mirrored, self.tiles[held[0]][1] if held else None
+
     def encode(self) -> bytes:
         header = {
             "format": _FORMAT,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import webapp.api_tiles
 from dal.blobs.libraries import LibraryStore, tile_blob_names
 from dal.blobs.names import slice_tile_map_name
 from dal.blobs.store import BlobStore
@@ -84,9 +85,46 @@ def test_the_map_is_there_once_the_job_is_done_and_its_bands_are_stored(
     )
 
 
+def test_every_place_of_one_photo_across_the_bands(
+    client: Any,
+    finished: dict[str, Any],
+    web_storage: StorageClients,
+    web_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    choice, names = store_band_maps(finished, web_storage, web_settings)
+    count = len(names)
+    tile = choice % count
+    found_first: list[dict[str, Any]] = []
+    used = np.bincount(tile.ravel(), minlength=count)
+    for photo in (int(used.argmax()), int(np.flatnonzero(used)[0])):  # the most placed, and another
+        found = client.get(finished["base"], query_string={"tile": names[photo]}).json
+        rows, cols = np.nonzero(tile == photo)  # row by row, as the answer lists them
+        assert (found["tile"], found["count"], found["size"]) == (names[photo], used[photo], 8)
+        expected = [
+            {"col": int(c), "row": int(r), "x": int(c) * 8, "y": int(r) * 8, "mirrored": bool(choice[r, c] >= count)}
+            for r, c in zip(rows, cols, strict=True)
+        ]
+        assert found["cells"] == expected
+        assert client.get(found["tile_url"]).status_code == 200
+        found_first = found_first or found["cells"]
+    # a photo placed more often than a page lists: the count is whole, the list its first cells
+    monkeypatch.setattr(webapp.api_tiles, "PLACES_LISTED", 3)
+    most = client.get(finished["base"], query_string={"tile": names[int(used.argmax())]}).json
+    assert most["count"] == used.max() > 3 and most["cells"] == found_first[:3]
+    # a photo the mosaic does not hold (any name: the map lists only the photos it uses)
+    absent = client.get(finished["base"], query_string={"tile": "no-such-photo.jpg"}).json
+    assert (absent["count"], absent["cells"], absent["tile_url"]) == (0, [], None)
+
+
 @pytest.mark.parametrize(
     "query",
     [
+        "tile=",
+        "tile=%20",
+        "tile=" + "a" * 513,
+        "tile=x&col=0&row=0",
+        "tile=x&format=csv",
         "col=16&row=0",
         "col=0&row=12",
         "col=-1&row=0",
