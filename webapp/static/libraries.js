@@ -32,7 +32,7 @@
 
   // Only the owner sees the button (the API refuses anyone else too).
   function deleteButton(lib) {
-    const button = PM.el("button", { type: "button", class: "secondary", text: "Delete library" });
+    const button = PM.el("button", { type: "button", class: "button danger", text: "Delete library" });
     button.addEventListener("click", async () => {
       if (!window.confirm(`Delete the library “${lib.name}” and its ${PM.number(lib.tile_count)} tiles?`)) return;
       button.disabled = true;
