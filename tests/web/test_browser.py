@@ -226,6 +226,20 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert page.locator("#tile-name").inner_text() == name
     assert ("placed mirrored" in where) == mirrored
     shot(page, "05b-which-photo", full_page=False)
+    # Find your photo: every cell that photo holds is marked, and "Next place" steps through them.
+    rows, cols, _, _ = TileMap.decode(stored).places(name)
+    held = {(int(c), int(r)) for r, c in zip(rows, cols, strict=True)}
+    assert (col, row) in held
+    page.locator("#tile-places").click()
+    page.locator("#tile-places-count").filter(has_text=f"In {len(held)} place").wait_for()
+    assert page.locator(".tile-mark-also").count() == min(len(held), 300)
+    page.locator("#tile-places").click()  # now "Next place ›"
+    page.locator("#tile-places-count").filter(has_text=f" of {len(held)}: tile ").wait_for()
+    shown = page.locator("#tile-places-count").inner_text().split(": tile ")[1]
+    assert tuple(int(n) - 1 for n in shown.split(", ")) in held
+    page.locator("#zoom-fit").click()
+    page.wait_for_timeout(1000)  # the zoom animation settles
+    shot(page, "05c-every-place", full_page=False)
     page.locator("#zoom-fit").click()
     zip_link = page.locator("#download-zip")
     assert zip_link.is_visible() and zip_link.get_attribute("href") == job["pyramid_url"]

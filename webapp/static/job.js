@@ -3,7 +3,8 @@
    its Deep Zoom pyramid (wheel, pinch, drag, buttons; down to single tiles) with downloads:
    the full-resolution JPEG where it fits the format, and the pyramid as a zip. A click on a
    tile asks the job's tile map which library photo it is (GET <job>/tiles?x=&y=), marks the
-   cell and shows the photo with its name. */
+   cell and shows the photo with its name; "Every place it is" marks all the cells that photo
+   holds (GET <job>/tiles?tile=) and steps the viewer from one to the next. */
 "use strict";
 
 (() => {
@@ -214,6 +215,13 @@
     const mark = PM.el("div", { class: "tile-mark" });
     let asked = 0;
     document.getElementById("tile-csv").href = `${statusUrl}/tiles?format=csv`;
+    const markCell = (item, cell) => {
+      const rect = item.imageToViewportRectangle(cell.x, cell.y, cell.size, cell.size);
+      if (mark.parentNode) viewer.updateOverlay(mark, rect);
+      else viewer.addOverlay(mark, rect);
+      return rect;
+    };
+    const places = everyPlace(viewer, markCell);
     viewer.addHandler("canvas-click", async (event) => {
       if (!event.quick) return; // the end of a drag, not a click
       const item = viewer.world.getItemAt(0);
@@ -236,9 +244,8 @@
           (cell.mirrored ? " · placed mirrored (shown as placed)" : "");
         panel.hidden = false;
         panel.dataset.tile = cell.tile;
-        const rect = item.imageToViewportRectangle(cell.x, cell.y, cell.size, cell.size);
-        if (mark.parentNode) viewer.updateOverlay(mark, rect);
-        else viewer.addOverlay(mark, rect);
+        markCell(item, cell);
+        places.reset(cell);
       } catch (error) {
         if (seq !== asked) return;
         document.getElementById("tile-name").textContent = error.status === 404
@@ -248,6 +255,68 @@
         panel.hidden = false;
       }
     });
+  }
+
+  /* "Every place it is": the cells the clicked photo holds, all marked, the viewer stepping
+     from one to the next ("find your photo"). */
+  function everyPlace(viewer, markCell) {
+    const button = document.getElementById("tile-places");
+    const count = document.getElementById("tile-places-count");
+    const MARKED = 300; // outlines drawn at once; the rest are still stepped through
+    let clicked = null;
+    let found = null;
+    let at = 0;
+    let marks = [];
+    function clear() {
+      marks.forEach((m) => viewer.removeOverlay(m));
+      marks = [];
+    }
+    function show(index) {
+      const item = viewer.world.getItemAt(0);
+      const cell = found.cells[index];
+      const rect = markCell(item, { ...cell, size: found.size });
+      viewer.viewport.panTo(rect.getCenter());
+      at = index;
+      count.textContent = `${index + 1} of ${PM.number(found.count)}: tile ${cell.col + 1}, ${cell.row + 1}` +
+        (found.count > found.cells.length ? ` (the first ${PM.number(found.cells.length)} are listed)` : "");
+    }
+    button.addEventListener("click", async () => {
+      if (found) {
+        if (found.cells.length) show((at + 1) % found.cells.length);
+        return;
+      }
+      button.disabled = true;
+      try {
+        const answer = await PM.api(`${statusUrl}/tiles?tile=${encodeURIComponent(clicked.tile)}`);
+        if (clicked === null || answer.tile !== clicked.tile) return;
+        found = answer;
+        const item = viewer.world.getItemAt(0);
+        for (const cell of found.cells.slice(0, MARKED)) {
+          const m = PM.el("div", { class: "tile-mark-also" });
+          viewer.addOverlay(m, item.imageToViewportRectangle(cell.x, cell.y, found.size, found.size));
+          marks.push(m);
+        }
+        const index = Math.max(0, found.cells.findIndex((c) => c.col === clicked.col && c.row === clicked.row));
+        count.textContent = `In ${PM.number(found.count)} place${found.count === 1 ? "" : "s"}.`;
+        button.textContent = "Next place ›";
+        at = index;
+        root.dataset.places = String(found.count);
+      } catch (error) {
+        count.textContent = `Could not tell: ${error.message}`;
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return {
+      reset(cell) {
+        clear();
+        clicked = cell;
+        found = null;
+        button.textContent = "Every place it is";
+        count.textContent = "";
+        delete root.dataset.places;
+      },
+    };
   }
 
   refresh().then((job) => job && follow(job));
