@@ -252,6 +252,7 @@
           ? "This mosaic was made before tile maps were kept."
           : `Could not tell: ${error.message}`;
         document.getElementById("tile-where").textContent = "";
+        places.reset(null);
         panel.hidden = false;
       }
     });
@@ -308,10 +309,11 @@
       }
     });
     return {
-      reset(cell) {
+      reset(cell) { // the clicked cell, or null when it could not be told
         clear();
         clicked = cell;
         found = null;
+        button.hidden = cell === null;
         button.textContent = "Every place it is";
         count.textContent = "";
         delete root.dataset.places;
