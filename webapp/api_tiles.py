@@ -2,7 +2,8 @@
 
 One cell (``?col=&row=``, or ``?x=&y=`` in the mosaic's pixels, as the viewer clicks) answers
 its tile's name, whether it was placed mirrored, and the URL of the library photo; one photo
-(``?tile=<name>``) answers every cell it holds ("find your photo"); no cell asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
+(``?tile=<name>``) answers every cell it holds ("find your photo"), ``?search=<text>`` the
+names of the photos it uses that contain the text; no cell asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
 per cell (``col,row,tile,mirrored``). Owner-only like the result: another client's job is
 404. The map is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first
 use, then kept in the previews' memory cache (a job's map never changes).
@@ -28,7 +29,9 @@ bp = Blueprint("api_tiles", __name__, url_prefix="/api")
 
 _PAIRS = (("col", "row"), ("x", "y"))
 PLACES_LISTED = 1000  # cells listed for one photo (``count`` says how many there are)
-MAX_NAME = 512  # characters of a tile name asked for
+NAMES_LISTED = 20  # photo names a search answers (``count`` says how many match)
+MAX_NAME = 512  # characters of a tile name asked for, or searched for
+_ONE_OF = ("tile", "search")
 
 
 def _tile_map(job: Job) -> TileMap:
@@ -64,16 +67,20 @@ def job_tiles(request_id: str) -> Response:
     if fmt not in ("json", "csv"):
         raise ApiError(400, "invalid_field", f"format must be json or csv, got {fmt[:40]!r}")
     given = [pair for pair in _PAIRS if any(name in request.args for name in pair)]
-    asked = ("tile",) if "tile" in request.args else ()
+    asked = [name for name in _ONE_OF if name in request.args]
     if len(given) + len(asked) > 1 or ((given or asked) and fmt == "csv"):
         raise ApiError(
             400,
             "invalid_field",
-            "ask for one cell (col and row, or x and y), one photo (tile) or the whole map (format=csv)",
+            "ask for one cell (col and row, or x and y), one photo (tile), a search or the whole map (format=csv)",
         )
     tile_map = _tile_map(job)
-    if asked:
-        return jsonify(_places(job, tile_map, _tile_name()))
+    if asked == ["tile"]:
+        return jsonify(_places(job, tile_map, _name_field("tile")))
+    if asked == ["search"]:
+        text = _name_field("search")
+        names = tile_map.names_like(text)
+        return jsonify({"search": text, "count": len(names), "tiles": names[:NAMES_LISTED]})
     if fmt == "csv":
         headers = {"Content-Disposition": f'attachment; filename="mosaic-{request_id[:8]}-tiles.csv"'}
         return Response(tile_map.csv_lines(), mimetype="text/csv", headers=headers)
@@ -96,10 +103,10 @@ def job_tiles(request_id: str) -> Response:
     )
 
 
-def _tile_name() -> str:
-    name = request.args["tile"]
+def _name_field(field: str) -> str:
+    name = request.args[field]
     if not name.strip() or len(name) > MAX_NAME:
-        raise ApiError(400, "invalid_field", f"tile must be a photo's name of 1 to {MAX_NAME} characters")
+        raise ApiError(400, "invalid_field", f"{field} must be 1 to {MAX_NAME} characters, not only spaces")
     return name
 
 

@@ -100,6 +100,11 @@ class TileMap:
         mirrored = (self.cells[rows, columns] & 1).astype(bool)
         return rows, columns, mirrored, self.tiles[held[0]][1] if held else None
 
+    def names_like(self, text: str) -> list[str]:
+        """The names of the photos the mosaic uses that contain ``text`` (any case), sorted."""
+        wanted = text.casefold()
+        return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
+
     def encode(self) -> bytes:
         header = {
             "format": _FORMAT,

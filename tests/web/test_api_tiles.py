@@ -117,9 +117,33 @@ def test_every_place_of_one_photo_across_the_bands(
     assert (absent["count"], absent["cells"], absent["tile_url"]) == (0, [], None)
 
 
+def test_a_search_names_the_photos_the_mosaic_uses_that_contain_the_text(
+    client: Any,
+    finished: dict[str, Any],
+    web_storage: StorageClients,
+    web_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    choice, names = store_band_maps(finished, web_storage, web_settings)
+    used = sorted({names[int(v) % len(names)] for v in choice.ravel()})
+    for text in ("c1", "C0", ".PNG"):
+        expected = [n for n in used if text.casefold() in n.casefold()]
+        assert expected, text
+        found = client.get(finished["base"], query_string={"search": text}).json
+        assert found == {"search": text, "count": len(expected), "tiles": expected}
+    monkeypatch.setattr(webapp.api_tiles, "NAMES_LISTED", 3)
+    capped = client.get(finished["base"], query_string={"search": "c"}).json
+    assert (capped["count"], capped["tiles"]) == (len(used), used[:3])
+    assert client.get(finished["base"], query_string={"search": "beach"}).json["tiles"] == []
+
+
 @pytest.mark.parametrize(
     "query",
     [
+        "search=",
+        "search=c&tile=c00.png",
+        "search=c&x=0&y=0",
+        "search=c&format=csv",
         "tile=",
         "tile=%20",
         "tile=" + "a" * 513,
