@@ -1,12 +1,13 @@
 """``GET /api/jobs/<id>/tiles``: which library photo is where in a finished mosaic.
 
 One cell (``?col=&row=``, or ``?x=&y=`` in the mosaic's pixels, as the viewer clicks) answers
-its tile's name, whether it was placed mirrored, and the URL of the library photo; one photo
-(``?tile=<name>``) answers every cell it holds ("find your photo"), ``?search=<text>`` the
-names of the photos it uses that contain the text; no cell asked answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line
-per cell (``col,row,tile,mirrored``). Owner-only like the result: another client's job is
-404. The map is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first
-use, then kept in the previews' memory cache (a job's map never changes).
+its tile's name, whether it was placed mirrored, and the URL of the library photo. One photo
+(``?tile=<name>``) answers every cell it holds ("find your photo"); ``?search=<text>`` the
+names of the photos the mosaic uses that contain the text. No question answers the map's size
+and where its CSV is; ``?format=csv`` is the whole map, one line per cell
+(``col,row,tile,mirrored``). Owner-only like the result: another client's job is 404. The map
+is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first use,
+then kept in the previews' memory cache (a job's map never changes).
 """
 
 from __future__ import annotations
@@ -74,11 +75,11 @@ def job_tiles(request_id: str) -> Response:
             "invalid_field",
             "ask for one cell (col and row, or x and y), one photo (tile), a search or the whole map (format=csv)",
         )
+    text = _name_field(asked[0]) if asked else ""
     tile_map = _tile_map(job)
     if asked == ["tile"]:
-        return jsonify(_places(job, tile_map, _name_field("tile")))
+        return jsonify(_places(job, tile_map, text))
     if asked == ["search"]:
-        text = _name_field("search")
         names = tile_map.names_like(text)
         return jsonify({"search": text, "count": len(names), "tiles": names[:NAMES_LISTED]})
     if fmt == "csv":

@@ -172,4 +172,5 @@ def test_a_cell_outside_the_grid_or_a_muddled_question_is_400(
 def test_the_map_is_the_owners_only_and_waits_for_the_mosaic(client: Any, other_client: Any) -> None:
     request_id = submit(client, image=png_bytes(64, 48), slices="1").json["request_id"]
     assert client.get(f"/api/jobs/{request_id}/tiles?col=0&row=0").status_code == 409
+    assert client.get(f"/api/jobs/{request_id}/tiles?tile=%20").status_code == 400  # a bad question first
     assert other_client.get(f"/api/jobs/{request_id}/tiles?col=0&row=0").status_code == 404
