@@ -126,13 +126,14 @@ const WhichPhoto = (() => {
         button.textContent = "Every place it is";
         count.textContent = "";
       },
-      /** Find ``photoName`` by name: every place outlined, the first one shown; its count, 0 if none. */
+      /** Find ``photoName`` by name: every place outlined, the first one shown. Its count (0 if
+          the mosaic does not use it), or null when another question came first. */
       async find(photoName) {
         this.reset(photoName, null);
         const answer = await load();
         if (answer && answer.count) show(0);
         else if (answer) this.reset(null, null); // no such photo here: nothing to step through
-        return answer ? answer.count : 0;
+        return answer ? answer.count : null;
       },
     };
   }
@@ -164,7 +165,8 @@ const WhichPhoto = (() => {
       if (!wanted) return;
       result.textContent = "";
       try {
-        if (await places.find(wanted)) return; // its exact name
+        const exact = await places.find(wanted);
+        if (exact !== 0) return; // found by its exact name, or overtaken by a click
         const { count, tiles } = await PM.api(`${statusUrl}/tiles?search=${encodeURIComponent(wanted)}`);
         if (count === 1) {
           input.value = tiles[0]; // the one photo whose name contains the text
