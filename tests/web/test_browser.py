@@ -227,39 +227,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert page.locator("#tile-name").inner_text() == name
     assert ("placed mirrored" in where) == mirrored
     shot(page, "05b-which-photo", full_page=False)
-    # Find your photo: every cell that photo holds is marked, and "Next place" steps through them.
-    rows, cols, _, _ = TileMap.decode(stored).places(name)
-    held = {(int(c), int(r)) for r, c in zip(rows, cols, strict=True)}
-    assert (col, row) in held
-    page.locator("#tile-places").click()
-    page.locator("#tile-places-count").filter(has_text=f"In {len(held)} place").wait_for()
-    assert page.locator(".tile-mark-also").count() == min(len(held), 300)
-    page.locator("#tile-places").click()  # now "Next place ›"
-    page.locator("#tile-places-count").filter(has_text=f" of {len(held)}").wait_for()
-    shown = page.locator("#tile-where").inner_text().removeprefix("tile ").split(" (")[0]
-    assert tuple(int(n) - 1 for n in shown.split(", ")) in held and page.locator("#tile-name").inner_text() == name
-    page.locator("#zoom-fit").click()
-    page.wait_for_timeout(1000)  # the zoom animation settles
-    shot(page, "05c-every-place", full_page=False)
-    # ... or by name: a part of a name suggests the photos it fits, a whole name finds its places.
     tile_map = TileMap.decode(stored)
-    uses = np.bincount(tile_map.cells.ravel() >> 1, minlength=len(tile_map.tiles))
-    other = next(int(i) for i in np.argsort(-uses, kind="stable") if tile_map.tiles[i][0] != name)
-    other_name, other_count = tile_map.tiles[other][0], int(uses[other])
-    page.locator("#find-name").fill("chelsea")
-    page.locator("#find-submit").click()
-    page.locator("#find-result").filter(has_text="photos match: pick one of the suggestions").wait_for()
-    assert 1 < page.locator("#find-names option").count() <= 20
-    page.locator("#find-name").fill(other_name)
-    page.locator("#find-submit").click()
-    page.locator("#tile-name").filter(has_text=other_name).wait_for()
-    page.locator("#tile-places-count").filter(has_text=f"1 of {other_count}").wait_for()
-    assert page.locator(".tile-mark-also").count() == min(other_count, 300)
-    page.wait_for_timeout(1000)  # the pan settles
-    shot(page, "05d-find-by-name", full_page=False)
-    page.locator("#find-name").fill("no-such-photo-anywhere")
-    page.locator("#find-submit").click()
-    page.locator("#find-result").filter(has_text="No photo in this mosaic is named like").wait_for()
+    every_place_of_the_clicked_photo(page, tile_map, name, (col, row))
+    find_a_photo_by_name(page, tile_map, name)
     page.locator("#zoom-fit").click()
     zip_link = page.locator("#download-zip")
     assert zip_link.is_visible() and zip_link.get_attribute("href") == job["pyramid_url"]
@@ -385,3 +355,43 @@ def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(
             assert (image.format, image.size) == ("JPEG", (1600, 16))
         shot(page, "12-panorama-over-the-jpeg-limit")
         assert errors == []
+
+
+def every_place_of_the_clicked_photo(page: Any, tile_map: Any, name: str, clicked: tuple[int, int]) -> None:
+    """Find your photo: every cell the clicked photo holds is outlined, and "Next place" steps
+    through them."""
+    rows, cols, _, _ = tile_map.places(name)
+    held = {(int(c), int(r)) for r, c in zip(rows, cols, strict=True)}
+    assert clicked in held
+    page.locator("#tile-places").click()
+    page.locator("#tile-places-count").filter(has_text=f"In {len(held)} place").wait_for()
+    assert page.locator(".tile-mark-also").count() == min(len(held), 300)
+    page.locator("#tile-places").click()  # now "Next place ›"
+    page.locator("#tile-places-count").filter(has_text=f" of {len(held)}").wait_for()
+    shown = page.locator("#tile-where").inner_text().removeprefix("tile ").split(" (")[0]
+    assert tuple(int(n) - 1 for n in shown.split(", ")) in held and page.locator("#tile-name").inner_text() == name
+    page.locator("#zoom-fit").click()
+    page.wait_for_timeout(1000)  # the zoom animation settles
+    shot(page, "05c-every-place", full_page=False)
+
+
+def find_a_photo_by_name(page: Any, tile_map: Any, clicked_name: str) -> None:
+    """A part of a name offers the photos it fits; a whole name finds that photo's places; a
+    name no photo has is reported."""
+    uses = np.bincount(tile_map.cells.ravel() >> 1, minlength=len(tile_map.tiles))
+    other = next(int(i) for i in np.argsort(-uses, kind="stable") if tile_map.tiles[i][0] != clicked_name)
+    other_name, other_count = tile_map.tiles[other][0], int(uses[other])
+    page.locator("#find-name").fill("chelsea")  # the demo library's crops of the cat
+    page.locator("#find-submit").click()
+    page.locator("#find-result").filter(has_text="photos match: pick one of the suggestions").wait_for()
+    assert 1 < page.locator("#find-names option").count() <= 20
+    page.locator("#find-name").fill(other_name)
+    page.locator("#find-submit").click()
+    page.locator("#tile-name").filter(has_text=other_name).wait_for()
+    page.locator("#tile-places-count").filter(has_text=f"1 of {other_count}").wait_for()
+    assert page.locator(".tile-mark-also").count() == min(other_count, 300)
+    page.wait_for_timeout(1000)  # the pan settles
+    shot(page, "05d-find-by-name", full_page=False)
+    page.locator("#find-name").fill("no-such-photo-anywhere")
+    page.locator("#find-submit").click()
+    page.locator("#find-result").filter(has_text="No photo in this mosaic is named like").wait_for()
