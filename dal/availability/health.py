@@ -36,8 +36,9 @@ def check_storage(storage: StorageClients, *, throttled_ok: bool = False) -> Non
     """Make one cheap call per service; raise StorageConfigurationError when the account is unusable.
 
     A 5xx answer (503 ServerBusy, 500 OperationTimedOut) is not a configuration error: it is
-    raised as is, or, with ``throttled_ok`` (long-running roles and the web app), accepted: the account is
-    there and throttled, and a role that refused to start would turn throttling into an outage.
+    raised as is, or, with ``throttled_ok`` (long-running roles and the web app), accepted:
+    the account is there and throttled, and a role that refused to start would turn
+    throttling into an outage.
     ``throttled_ok`` accepts a connection dropped after the request was sent the same way.
     """
     checks: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] = [

@@ -58,6 +58,14 @@ def store_band_maps(
     return choice, list(library.names)
 
 
+@pytest.fixture
+def placement(
+    finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings
+) -> tuple[np.ndarray, list[str]]:
+    """The finished job with its band maps stored: its placement and the library's names."""
+    return store_band_maps(finished, web_storage, web_settings)
+
+
 def test_the_map_is_there_once_the_job_is_done_and_its_bands_are_stored(
     client: Any, finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings
 ) -> None:
@@ -86,13 +94,9 @@ def test_the_map_is_there_once_the_job_is_done_and_its_bands_are_stored(
 
 
 def test_every_place_of_one_photo_across_the_bands(
-    client: Any,
-    finished: dict[str, Any],
-    web_storage: StorageClients,
-    web_settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    client: Any, finished: dict[str, Any], placement: tuple[np.ndarray, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    choice, names = store_band_maps(finished, web_storage, web_settings)
+    choice, names = placement
     count = len(names)
     tile = choice % count
     found_first: list[dict[str, Any]] = []
@@ -118,13 +122,9 @@ def test_every_place_of_one_photo_across_the_bands(
 
 
 def test_a_search_names_the_photos_the_mosaic_uses_that_contain_the_text(
-    client: Any,
-    finished: dict[str, Any],
-    web_storage: StorageClients,
-    web_settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    client: Any, finished: dict[str, Any], placement: tuple[np.ndarray, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    choice, names = store_band_maps(finished, web_storage, web_settings)
+    choice, names = placement
     used = sorted({names[int(v) % len(names)] for v in choice.ravel()})
     for text in ("c1", "C0", ".PNG"):
         expected = [n for n in used if text.casefold() in n.casefold()]
@@ -161,10 +161,10 @@ def test_a_search_names_the_photos_the_mosaic_uses_that_contain_the_text(
         "format=xml",
     ],
 )
+@pytest.mark.usefixtures("placement")
 def test_a_cell_outside_the_grid_or_a_muddled_question_is_400(
-    client: Any, finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings, query: str
+    client: Any, finished: dict[str, Any], query: str
 ) -> None:
-    store_band_maps(finished, web_storage, web_settings)
     response = client.get(f"{finished['base']}?{query}")
     assert response.status_code == 400 and response.json["error"] in ("invalid_field", "missing_field"), response.json
 

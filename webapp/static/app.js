@@ -52,6 +52,12 @@ const PM = (() => {
     return `Few photos: ${now}. With ${number(variety.tiles_for_default)} photos or more, no photo repeats within ${variety.default} tiles.`;
   }
 
+  /** ``repeatNote`` as a library card's paragraph, or null when the library keeps the rule. */
+  function repeatHint(variety) {
+    const text = repeatNote(variety);
+    return text ? el("p", { class: "hint repeat-note", text }) : null;
+  }
+
   function el(tag, attrs = {}, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs)) {
@@ -76,5 +82,5 @@ const PM = (() => {
     input.addEventListener("change", () => onFiles(input.files));
   }
 
-  return { api, number, size, megapixels, when, seconds, repeatNote, el, dropzone };
+  return { api, number, size, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
 })();

@@ -108,7 +108,7 @@
           radio,
           PM.el("span", { class: "title" }, PM.el("span", { text: lib.name }), PM.el("small", { text: count })),
           PM.el("p", { text: lib.description }),
-          PM.repeatNote(lib.variety) && PM.el("p", { class: "hint repeat-note", text: PM.repeatNote(lib.variety) }),
+          PM.repeatHint(lib.variety),
           samples);
         radio.addEventListener("change", () => { ready(); loadExampleTiles(); });
         libraryList.append(label);

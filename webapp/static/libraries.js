@@ -18,7 +18,7 @@
         const card = PM.el("article", { class: "card", "data-library": lib.name },
           PM.el("h2", {}, PM.el("span", { text: lib.name }), PM.el("small", { text: lib.tile_count >= 0 ? `${PM.number(lib.tile_count)} tiles` : "" })),
           PM.el("p", { text: lib.description + (lib.shared ? " (shared)" : "") }),
-          PM.repeatNote(lib.variety) && PM.el("p", { class: "hint repeat-note", text: PM.repeatNote(lib.variety) }),
+          PM.repeatHint(lib.variety),
           PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "" }))));
         if (lib.owned) card.append(deleteButton(lib));
         return card;

@@ -145,6 +145,8 @@ const WhichPhoto = (() => {
     const names = document.getElementById("find-names");
     const result = document.getElementById("find-result");
     let typed = 0;
+    const search = (text) => PM.api(`${statusUrl}/tiles?search=${encodeURIComponent(text)}`);
+    const suggest = (tiles) => names.replaceChildren(...tiles.map((t) => PM.el("option", { value: t })));
     input.addEventListener("input", () => {
       const seq = ++typed;
       const text = input.value.trim();
@@ -152,8 +154,8 @@ const WhichPhoto = (() => {
       window.setTimeout(async () => {
         if (seq !== typed) return; // still typing
         try {
-          const { tiles } = await PM.api(`${statusUrl}/tiles?search=${encodeURIComponent(text)}`);
-          if (seq === typed) names.replaceChildren(...tiles.map((t) => PM.el("option", { value: t })));
+          const { tiles } = await search(text);
+          if (seq === typed) suggest(tiles);
         } catch (error) {
           result.textContent = `Could not search: ${error.message}`;
         }
@@ -167,13 +169,13 @@ const WhichPhoto = (() => {
       try {
         const exact = await places.find(wanted);
         if (exact !== 0) return; // found by its exact name, or overtaken by a click
-        const { count, tiles } = await PM.api(`${statusUrl}/tiles?search=${encodeURIComponent(wanted)}`);
+        const { count, tiles } = await search(wanted);
         if (count === 1) {
           input.value = tiles[0]; // the one photo whose name contains the text
           await places.find(tiles[0]);
           return;
         }
-        names.replaceChildren(...tiles.map((t) => PM.el("option", { value: t })));
+        suggest(tiles);
         result.textContent = count
           ? `${PM.number(count)} photos match: pick one of the suggestions.`
           : `No photo in this mosaic is named like “${wanted}”.`;
