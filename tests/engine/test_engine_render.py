@@ -18,8 +18,10 @@ from mosaic import (
     render,
     render_band,
 )
-from mosaic.render import choose_tiles
-from mosaic.variety import feasible_distance, tiles_needed
+from mosaic.matching import ranked_neighbours
+from mosaic.render import _sub_cells, _weights, choose_tiles, tile_features
+from mosaic.signatures import features
+from mosaic.variety import feasible_distance, graph_size, tile_graph, tiles_needed
 
 from .conftest import encode, flat_library, random_library
 
@@ -191,6 +193,28 @@ def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_tar
     assert _max_window_share(choice) <= 0.10
     plain = choose_tiles(cells, library, tile_size=4, seed="s", options=PLAIN) % len(library)
     assert _max_window_share(plain) == 1.0  # the flat target alone would be one tile
+
+
+@pytest.mark.parametrize("distance", [1, 2, 3])
+def test_a_flat_area_takes_the_best_tiles_and_no_deeper(distance: int) -> None:
+    # Cells choose in phase order: in a flat area phase k takes the (k+1)-th tile of the
+    # cells' candidate list, so the area uses exactly its (d+1)² first tiles (a random
+    # order reaches about twice as deep).
+    library = random_library(220, seed=4)
+    target = Image.new("RGB", (36, 48), (120, 140, 160))
+    cells = cell_image(target, plan_grid(36, 48, tile_size=4))
+    options = RenderOptions(variety=distance, correction=0)
+    choice = choose_tiles(cells, library, tile_size=4, seed="s", options=options) % len(library)
+    # The band's last rows draw from a share of the library (a neighbouring band may follow);
+    # each phase of rows above them gives way in turn, d rows further up.
+    inner = choice[: -4 * distance]
+    structure, colour = _weights(options, 4)
+    wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
+    candidates = tile_features(library, 4, options)
+    listed = ranked_neighbours(wanted, candidates, tile_graph(candidates, graph_size(distance)))[0]
+    first_tiles = list(dict.fromkeys(listed % len(library)))[: (distance + 1) ** 2]  # a mirror is its tile
+    assert sorted(np.unique(inner)) == sorted(first_tiles)
+    assert _repeats_within(inner, distance) == 0
 
 
 @pytest.mark.parametrize("distance", range(7))
