@@ -89,25 +89,20 @@ def priorities(rows: int, cols: int, row_offset: int, d: int, seed: int) -> np.n
 
     Cells win in *phase* order. A cell's phase is its global row mod ``d + 1`` and, within
     that row, its column mod ``d + 1`` through a shuffle of its own (seeded by the row). Two
-    cells of one phase are ``d + 1`` or more apart, so they never compete. Where the cells'
-    candidate lists are alike (a flat area) phase k takes the (k+1)-th tile: the area uses
-    the (d+1)² best tiles, no deeper, each row repeating its d+1 in a shuffled order. In a
-    random order the same area reaches twice as deep into the list (horse's white ground at
-    tile 8: 34 tiles instead of 16), and each tile further down is further from the colour.
-    Within a phase, a hash of the position breaks ties.
+    cells of one phase are ``d + 1`` or more apart, so they never compete, and the phase
+    alone settles every conflict. Where the cells' candidate lists are alike (a flat area)
+    phase k takes the (k+1)-th tile: the area uses the (d+1)² best tiles, no deeper, each
+    row repeating its d+1 in a shuffled order. In a random order the same area reaches twice
+    as deep into the list (horse's white ground at tile 8: 34 tiles instead of 16), and each
+    tile further down is further from the colour.
     """
-    p = np.uint64(d + 1)
+    p = d + 1
     g_rows = np.arange(rows, dtype=np.uint64) + np.uint64(row_offset)
-    columns = np.arange(cols, dtype=np.uint64)
-    position = (g_rows[:, None] << np.uint64(32)) | columns[None, :]
-    keys = mix(position ^ np.uint64(seed)).ravel()
-    row_keys = mix(g_rows ^ np.uint64(seed) ^ np.uint64(0x5851F42D4C957F2D))
-    shuffle = np.argsort(mix(row_keys[:, None] + np.arange(d + 1, dtype=np.uint64)[None, :]), axis=1, kind="stable")
-    column_phase = np.take_along_axis(shuffle, np.broadcast_to((columns % p).astype(np.intp), (rows, cols)), axis=1)
-    phase = (g_rows % p).astype(np.int64)[:, None] * (d + 1) + column_phase
-    priority = np.empty(rows * cols, np.int64)
-    priority[np.lexsort((position.ravel(), keys, -phase.ravel()))] = np.arange(rows * cols)
-    return priority.reshape(rows, cols)
+    row_keys = mix(g_rows ^ np.uint64(seed))
+    shuffle = np.argsort(mix(row_keys[:, None] + np.arange(p, dtype=np.uint64)[None, :]), axis=1, kind="stable")
+    column_phase = shuffle[:, np.arange(cols) % p]
+    phase = (g_rows % np.uint64(p)).astype(np.int64)[:, None] * p + column_phase
+    return p * p - 1 - phase
 
 
 def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
