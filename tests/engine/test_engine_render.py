@@ -21,7 +21,7 @@ from mosaic import (
 from mosaic.matching import ranked_neighbours
 from mosaic.render import _sub_cells, _weights, choose_tiles, tile_features
 from mosaic.signatures import features
-from mosaic.variety import feasible_distance, graph_size, tile_graph, tiles_needed
+from mosaic.variety import feasible_distance, graph_size, tile_graph, tiles_needed, walk
 
 from .conftest import encode, flat_library, random_library
 
@@ -196,10 +196,10 @@ def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_tar
 
 
 @pytest.mark.parametrize("distance", [1, 2, 3])
-def test_a_flat_area_takes_the_best_tiles_and_no_deeper(distance: int) -> None:
-    # Cells choose in phase order: in a flat area phase k takes the (k+1)-th tile of the
-    # cells' candidate list, so the area uses exactly its (d+1)² first tiles (a random
-    # order reaches about twice as deep).
+def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_period(distance: int) -> None:
+    # Cells choose in phase order: in a flat area the rows of each row phase take the next
+    # d + 2 tiles of the cells' candidate list, so the area uses exactly its (d+1)(d+2) first
+    # tiles (a random order reaches about twice as deep), and no row is a lattice.
     library = random_library(220, seed=4)
     target = Image.new("RGB", (36, 48), (120, 140, 160))
     cells = cell_image(target, plan_grid(36, 48, tile_size=4))
@@ -212,9 +212,22 @@ def test_a_flat_area_takes_the_best_tiles_and_no_deeper(distance: int) -> None:
     wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
     candidates = tile_features(library, 4, options)
     listed = ranked_neighbours(wanted, candidates, tile_graph(candidates, graph_size(distance)))[0]
-    first_tiles = list(dict.fromkeys(listed % len(library)))[: (distance + 1) ** 2]  # a mirror is its tile
+    first_tiles = list(dict.fromkeys(listed % len(library)))[: (distance + 1) * (distance + 2)]  # a mirror is its tile
     assert sorted(np.unique(inner)) == sorted(first_tiles)
     assert _repeats_within(inner, distance) == 0
+    period = distance + 1
+    assert all((row[:-period] != row[period:]).any() for row in inner)
+
+
+@pytest.mark.parametrize("distance", [1, 3, 16])
+def test_the_walk_never_repeats_a_symbol_within_the_distance_and_has_no_period(distance: int) -> None:
+    sequence = walk(distance, 5000)
+    assert len(sequence) >= 5000 and set(sequence.tolist()) == set(range(distance + 2))
+    for gap in range(1, distance + 1):
+        assert (sequence[gap:] != sequence[:-gap]).all()
+    for period in range(distance + 1, 4 * (distance + 2)):
+        assert (sequence[period:] != sequence[:-period]).any()
+    assert np.array_equal(walk(distance, 5000), sequence)
 
 
 @pytest.mark.parametrize("distance", range(7))
