@@ -181,7 +181,8 @@ def choose_varied(
             groups.append((cells_of(rows_q), np.flatnonzero(classes == q)))
     candidates = Candidates(cells, tiles, groups, graph, index)
 
-    priority = priorities(rows, cols, row_offset, d, seed_int)
+    # The border rows choose first: they have a share of the library, the rows inside all of it.
+    priority = priorities(rows, cols, row_offset, d, seed_int) + border[:, None] * (d + 1) * (d + 2)
     choice = resolve(candidates, priority, d, rows, cols, base)
     stuck = np.argwhere(choice < 0)
     if stuck.size:

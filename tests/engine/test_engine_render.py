@@ -18,10 +18,18 @@ from mosaic import (
     render,
     render_band,
 )
-from mosaic.matching import ranked_neighbours
+from mosaic.matching import best, ranked_neighbours
 from mosaic.render import _sub_cells, _weights, choose_tiles, tile_features
 from mosaic.signatures import features
-from mosaic.variety import feasible_distance, graph_size, tile_graph, tiles_needed, walk
+from mosaic.variety import (
+    feasible_distance,
+    graph_size,
+    seed_number,
+    tile_classes,
+    tile_graph,
+    tiles_needed,
+    walk,
+)
 
 from .conftest import encode, flat_library, random_library
 
@@ -201,13 +209,13 @@ def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_peri
     # d + 2 tiles of the cells' candidate list, so the area uses exactly its (d+1)(d+2) first
     # tiles (a random order reaches about twice as deep), and no row is a lattice.
     library = random_library(220, seed=4)
-    target = Image.new("RGB", (36, 48), (120, 140, 160))
-    cells = cell_image(target, plan_grid(36, 48, tile_size=4))
+    target = Image.new("RGB", (36, 64), (120, 140, 160))
+    cells = cell_image(target, plan_grid(36, 64, tile_size=4))
     options = RenderOptions(variety=distance, correction=0)
     choice = choose_tiles(cells, library, tile_size=4, seed="s", options=options) % len(library)
-    # The band's last rows draw from a share of the library (a neighbouring band may follow);
-    # each phase of rows above them gives way in turn, d rows further up.
-    inner = choice[: -4 * distance]
+    # The band's last rows draw from a share of the library (a neighbouring band may follow)
+    # and choose first; the rows above them give way, a few rows further up each time.
+    inner = choice[:32]
     structure, colour = _weights(options, 4)
     wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
     candidates = tile_features(library, 4, options)
@@ -217,6 +225,27 @@ def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_peri
     assert _repeats_within(inner, distance) == 0
     period = distance + 1
     assert all((row[:-period] != row[period:]).any() for row in inner)
+
+
+@pytest.mark.parametrize("distance", [1, 2, 3])
+def test_the_rows_at_a_band_border_choose_first_from_their_share_of_the_library(distance: int) -> None:
+    # A band's last d rows may use only their class of the library (the next band cannot see
+    # them). They choose before the rows inside, so on a flat target each takes its own
+    # row's d + 2 best tiles of its class, not what the rows inside leave over.
+    library = random_library(220, seed=4)
+    target = Image.new("RGB", (36, 64), (120, 140, 160))
+    cells = cell_image(target, plan_grid(36, 64, tile_size=4))
+    options = RenderOptions(variety=distance, correction=0)
+    choice = choose_tiles(cells, library, tile_size=4, seed="s", options=options) % len(library)
+    structure, colour = _weights(options, 4)
+    wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
+    candidates = tile_features(library, 4, options)
+    classes = tile_classes(len(library), distance, seed_number("s"))[np.arange(len(candidates)) % len(library)]
+    for row in range(64 - distance, 64):
+        members = np.flatnonzero(classes == row % (distance + 1))
+        ranked, _ = best(wanted, candidates[members], members.size)
+        first_of_class = list(dict.fromkeys(members[ranked[0]] % len(library)))[: distance + 2]
+        assert set(choice[row].tolist()) <= set(first_of_class), row
 
 
 @pytest.mark.parametrize("distance", [1, 3, 16])
