@@ -14,9 +14,10 @@ worker), so the rows within ``distance`` of a border use disjoint shares of the 
 the tiles are dealt into ``distance + 1`` classes by a seeded hash, and a border row may
 only use the class ``global_row mod (distance + 1)``. Two rows closer than ``distance + 1``
 never share a class, so two cells on either side of a border never share a tile. The cost:
-those rows choose from a (d+1)-th of the library. The first band's top edge has no
-neighbour and is unrestricted; a band does not know whether it is the last, so its bottom
-rows are always restricted.
+those rows choose from a (d+1)-th of the library, so they choose first and the rows inside,
+which have all of it, give way. The first band's top edge has no neighbour and is
+unrestricted; a band does not know whether it is the last, so its bottom rows are always
+restricted.
 
 ``distance`` is lowered to what the library can honour: each class must hold at least
 (2d+1)² tiles, or a square of cells could not all differ.
