@@ -6,8 +6,8 @@ parallel rounds: a cell whose tile is also held by a neighbour of higher priorit
 that neighbour is not itself losing a conflict, moves on to its next candidate. Priorities
 come from (seed, global row, column) (``priorities``), so the outcome depends only on the
 job's seed and the cells, never on the machine; cells choose in phase order, so a flat area
-takes the (d+1)² best tiles, no deeper. A cell that runs out of candidates (rare) is settled
-last, one by one, with the best tile its neighbours leave free.
+takes its (d+1)(d+2) best tiles, no deeper. A cell that runs out of candidates (rare) is
+settled last, one by one, with the best tile its neighbours leave free.
 
 Across a band border a cell cannot see its neighbours' choices (they are made by another
 worker), so the rows within ``distance`` of a border use disjoint shares of the library:
