@@ -203,22 +203,28 @@ def test_defaults_keep_every_8x8_window_under_a_tenth_for_one_tile_on_a_flat_tar
     assert _max_window_share(plain) == 1.0  # the flat target alone would be one tile
 
 
-@pytest.mark.parametrize("distance", [1, 2, 3])
-def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_period(distance: int) -> None:
-    # Cells choose in phase order: in a flat area the rows of each row phase take the next
-    # d + 2 tiles of the cells' candidate list, so the area uses exactly its (d+1)(d+2) first
-    # tiles (a random order reaches about twice as deep), and no row is a lattice.
+def _flat_choice(distance: int) -> tuple[TileLibrary, np.ndarray, np.ndarray, np.ndarray]:
+    """A flat 36 × 64-cell target chosen with ``distance`` in one band: the library, the
+    choice (mirrors as their tiles), the features of one cell and those of the candidates."""
     library = random_library(220, seed=4)
     target = Image.new("RGB", (36, 64), (120, 140, 160))
     cells = cell_image(target, plan_grid(36, 64, tile_size=4))
     options = RenderOptions(variety=distance, correction=0)
     choice = choose_tiles(cells, library, tile_size=4, seed="s", options=options) % len(library)
+    structure, colour = _weights(options, 4)
+    wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
+    return library, choice, wanted, tile_features(library, 4, options)
+
+
+@pytest.mark.parametrize("distance", [1, 2, 3])
+def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_period(distance: int) -> None:
+    # Cells choose in phase order: in a flat area the rows of each row phase take the next
+    # d + 2 tiles of the cells' candidate list, so the area uses exactly its (d+1)(d+2) first
+    # tiles (a random order reaches about twice as deep), and no row is a lattice.
+    library, choice, wanted, candidates = _flat_choice(distance)
     # The band's last rows draw from a share of the library (a neighbouring band may follow)
     # and choose first; the rows above them give way, a few rows further up each time.
     inner = choice[:32]
-    structure, colour = _weights(options, 4)
-    wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
-    candidates = tile_features(library, 4, options)
     listed = ranked_neighbours(wanted, candidates, tile_graph(candidates, graph_size(distance)))[0]
     first_tiles = list(dict.fromkeys(listed % len(library)))[: (distance + 1) * (distance + 2)]  # a mirror is its tile
     assert sorted(np.unique(inner)) == sorted(first_tiles)
@@ -232,14 +238,7 @@ def test_the_rows_at_a_band_border_choose_first_from_their_share_of_the_library(
     # A band's last d rows may use only their class of the library (the next band cannot see
     # them). They choose before the rows inside, so on a flat target each takes its own
     # row's d + 2 best tiles of its class, not what the rows inside leave over.
-    library = random_library(220, seed=4)
-    target = Image.new("RGB", (36, 64), (120, 140, 160))
-    cells = cell_image(target, plan_grid(36, 64, tile_size=4))
-    options = RenderOptions(variety=distance, correction=0)
-    choice = choose_tiles(cells, library, tile_size=4, seed="s", options=options) % len(library)
-    structure, colour = _weights(options, 4)
-    wanted = features(_sub_cells(cells[:SUB]), structure=structure, colour=colour)[:1]
-    candidates = tile_features(library, 4, options)
+    library, choice, wanted, candidates = _flat_choice(distance)
     classes = tile_classes(len(library), distance, seed_number("s"))[np.arange(len(candidates)) % len(library)]
     for row in range(64 - distance, 64):
         members = np.flatnonzero(classes == row % (distance + 1))
