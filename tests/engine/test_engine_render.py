@@ -218,9 +218,9 @@ def _flat_choice(distance: int) -> tuple[TileLibrary, np.ndarray, np.ndarray, np
 
 @pytest.mark.parametrize("distance", [1, 2, 3])
 def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_period(distance: int) -> None:
-    # Cells choose in phase order: in a flat area the rows of each row phase take the next
-    # d + 2 tiles of the cells' candidate list, so the area uses exactly its (d+1)(d+2) first
-    # tiles (a random order reaches about twice as deep), and no row is a lattice.
+    # Cells choose in phase order: in a flat area each phase takes the next tile of the
+    # cells' candidate list, so the area uses exactly its (d+1)(d+2) first tiles (a random
+    # order reaches about twice as deep), and no row is a lattice.
     library, choice, wanted, candidates = _flat_choice(distance)
     # The band's last rows draw from a share of the library (a neighbouring band may follow)
     # and choose first; the rows above them give way, a few rows further up each time.
@@ -231,6 +231,21 @@ def test_a_flat_area_takes_the_first_tiles_of_its_list_and_no_row_repeats_a_peri
     assert _repeats_within(inner, distance) == 0
     period = distance + 1
     assert all((row[:-period] != row[period:]).any() for row in inner)
+
+
+@pytest.mark.parametrize("distance", [1, 2, 3])
+def test_no_row_of_a_flat_area_takes_the_worse_tiles_every_time(distance: int) -> None:
+    # The rows of a row phase must not take the same places of the list in every flat area:
+    # if the first rows took the best tiles and the last rows the worst, every (d+1)-th row
+    # would come out darker or paler, stripes across a sky seen from afar. Each row's cells
+    # mix early and late places, so the rows' mean places differ by a place or less.
+    library, choice, wanted, candidates = _flat_choice(distance)
+    inner = choice[:32]
+    listed = ranked_neighbours(wanted, candidates, tile_graph(candidates, graph_size(distance)))[0]
+    place = {tile: k for k, tile in enumerate(dict.fromkeys(listed % len(library)))}
+    places = np.vectorize(place.get)(inner)
+    by_row_phase = [places[k :: distance + 1].mean() for k in range(distance + 1)]
+    assert max(by_row_phase) - min(by_row_phase) <= 1.0, by_row_phase
 
 
 @pytest.mark.parametrize("distance", [1, 2, 3])
