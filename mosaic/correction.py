@@ -81,13 +81,21 @@ def cell_means(cell_sub: np.ndarray) -> np.ndarray:
     return ((2 * total + count) // (2 * count)).astype(np.uint8)
 
 
-def offsets(targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, percent: int) -> np.ndarray:
+def offsets(
+    targets: np.ndarray,
+    means: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    percent: int,
+    lightness: np.ndarray | None = None,
+) -> np.ndarray:
     """``(n, 3) int16``: the offset of each placed tile.
 
     ``targets``: each cell's mean colour ``(n, 3) uint8``; ``means``, ``low``, ``high``:
-    its tile's (``tile_colours``, gathered by the choice).
+    its tile's (``tile_colours``, gathered by the choice); ``lightness``: an L* goal per tile
+    in place of its own (``levelling``).
     """
-    return np.clip(_wanted(targets, means, percent), low, high).astype(np.int16)
+    return np.clip(wanted(targets, means, percent, lightness), low, high).astype(np.int16)
 
 
 def luma_spread(tiles: np.ndarray) -> np.ndarray:
@@ -103,7 +111,13 @@ def luma_spread(tiles: np.ndarray) -> np.ndarray:
 
 
 def reach(
-    targets: np.ndarray, means: np.ndarray, low: np.ndarray, high: np.ndarray, spread: np.ndarray, percent: int
+    targets: np.ndarray,
+    means: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    spread: np.ndarray,
+    percent: int,
+    lightness: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``offsets`` where a tile whose range stops it short narrows its contrast to go on.
 
@@ -114,9 +128,9 @@ def reach(
     the offset, bounded now by the narrowed range. ``spread``: each tile's ``luma_spread``;
     a tile under ``FLAT`` keeps gain 1 (rounding a nearly flat tile to 8 bits after a gain
     would blur the little layout it has: its luma correlation with the source would fall
-    under 0.99).
+    under 0.99). ``lightness``: an L* goal per tile in place of its own (``levelling``).
     """
-    want = _wanted(targets, means, percent)
+    want = wanted(targets, means, percent, lightness)
     mean = means.astype(np.float64)
     above = np.maximum(255 - high - mean, 0)  # from the mean up to the bright tail
     below = np.maximum(mean + low, 0)  # from the mean down to the dark tail
@@ -132,14 +146,19 @@ def reach(
     return shift, gain
 
 
-def _wanted(targets: np.ndarray, means: np.ndarray, percent: int) -> np.ndarray:
+def wanted(targets: np.ndarray, means: np.ndarray, percent: int, lightness: np.ndarray | None = None) -> np.ndarray:
     """``(n, 3) int32``: the offsets that move each tile's mean where the correction takes it,
-    before its range bounds them."""
+    before its range bounds them. ``lightness`` (L* per tile), where given, replaces the
+    lightness it would take; the chroma stays the one it would take, cut only if the whole move
+    would then be over the budget."""
     if percent <= 0:
         return np.zeros(targets.shape, np.int32)
     start = srgb_to_lab(means.astype(np.uint8))
     share = np.array([min(1.0, LIGHTNESS * percent / 100.0), percent / 100.0, percent / 100.0])
     goal = within_budget(start, start + share * (srgb_to_lab(targets) - start), budget(percent))
+    if lightness is not None:
+        goal[:, 0] = lightness
+        goal = within_budget(start, goal, budget(percent))
     return lab_to_srgb(goal).astype(np.int32) - means
 
 

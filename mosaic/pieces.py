@@ -196,11 +196,25 @@ def render_piece(
     choice: np.ndarray | None = None,
 ) -> np.ndarray:
     """The pixels of cell rows ``rows``: ``choose_piece``'s tiles, or ``choice``, those rows of a
-    whole-grid choice (fair use)."""
+    whole-grid choice (fair use). Each choice segment is painted on its own too (the correction
+    evens a flat patch within the rows painted together), so two bands that both render a
+    segment give it the same pixels."""
     if choice is None:
         choice = choose_piece(cells, library, tile_size=tile_size, seed=seed, rows=rows, cuts=cuts, options=options)
-    return render_band(
-        cells, library, tile_size=tile_size, seed=seed, row_offset=rows.start, options=options, choice=choice
+    per_row = cells.shape[0] // len(rows)
+    return np.concatenate(
+        [
+            render_band(
+                cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row],
+                library,
+                tile_size=tile_size,
+                seed=seed,
+                row_offset=seg.start,
+                options=options,
+                choice=choice[seg.start - rows.start : seg.stop - rows.start],
+            )
+            for seg in segments(cuts, rows)
+        ]
     )
 
 

@@ -31,6 +31,7 @@ from .correction import (
 )
 from .fair import assign
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
+from .levelling import even_out
 from .library import TileLibrary
 from .matching import nearest
 from .signatures import SUB, cell_pixels, colour_features, features, with_texture
@@ -354,7 +355,9 @@ def _correct_whole(
         return add_shift(out, _shifts(cells, choice, library, tile_size, options))
     which, means, low, high = _placed_colours(choice, library, tile_size)
     spread = library.cached(("tile-spread", tile_size), lambda: luma_spread(library.tiles(tile_size)))[which]
-    shift, gain = reach(cell_means(_sub_cells(cells)), means, low, high, spread, options.correction)
+    targets = cell_means(_sub_cells(cells))
+    shift, gain = reach(targets, means, low, high, spread, options.correction)
+    even_out(targets, means, low, high, spread, options.correction, shift, gain, choice.shape)
     contract(out, gain.reshape(choice.shape), means.reshape((*choice.shape, 3)))
     return add_shift(out, shift.reshape((*choice.shape, 3)))
 
@@ -494,7 +497,9 @@ def render_with_placement(
             ]
         )
     parts, choices = [], []
-    for band in plan_bands(grid.tiles_down, slices):
+    # the rows painted together: each band, or each choice segment of a giant job (as its pieces)
+    units = plan_bands(grid.tiles_down, slices) if cuts is None else [range(a, b) for a, b in zip(cuts, cuts[1:])]
+    for band in units:
         part = band_cells(cells, band, tile_size=tile_size)
         if whole is None:
             choice = choose_tiles(part, library, tile_size=tile_size, seed=seed, row_offset=band.start, options=options)

@@ -156,7 +156,9 @@ def test_a_tile_that_fits_or_is_nearly_flat_keeps_its_contrast() -> None:
 def test_a_pale_target_from_mid_tone_tiles_narrows_them_and_keeps_them_photos() -> None:
     """The whole render: tiles too dark for a pale target are narrowed (to about 0.9 of
     their contrast, never much under), keep their layout, come out paler than the offset
-    alone would take them, and a band rendered alone equals the same band of the whole."""
+    alone would take them, and a band rendered alone equals the same band of the whole. (The
+    target is flat: tiles that could get closer than the rest are held back to the common
+    level, whole, so only some are narrowed.)"""
     library = random_library(60, seed=4)
     target = Image.new("RGB", (96, 64), (236, 232, 226))
     kwargs = {"tile_size": 16, "tiles_across": 12, "seed": "pale"}
@@ -167,7 +169,7 @@ def test_a_pale_target_from_mid_tone_tiles_narrows_them_and_keeps_them_photos() 
     ratio = (cells.astype(np.float64) @ weights).std(axis=(1, 2)) / (placed.astype(np.float64) @ weights).std(
         axis=(1, 2)
     )
-    assert (ratio < 0.97).mean() > 0.3 and ratio.min() >= 0.87  # 0.91 less what the clipped tail takes
+    assert (ratio < 0.97).mean() > 0.1 and ratio.min() >= 0.87  # 0.91 less what the clipped tail takes
     assert _luma_r(cells, placed).min() >= 0.99
     means, low, high = tile_colours(placed)
     targets = np.tile(np.array([[236, 232, 226]], np.uint8), (len(placed), 1))
