@@ -34,9 +34,11 @@ nine tenths of its contrast (0.91 before the 8-bit rounding and the clipped tail
 about a hundredth) and all of its layout, and a pale sky or a dark room built from a library
 with few pale or dark photos comes out even instead of speckled (``docs/engine.md``).
 
-Everything reads only the cell's own pixels and its tile, and the Lab round trip is
-lookup tables and elementwise arithmetic: a band corrected alone equals the band within the
-whole render.
+Where the tiles of an even patch of the photo would each stop at their own distance from
+its colour, ``levelling`` gives them one lightness goal, read from the patch's cells within
+the rows painted together. Everything else reads only the cell's own pixels and its tile,
+and the Lab round trip is lookup tables and elementwise arithmetic: a band corrected alone
+equals the band within the whole render.
 """
 
 from __future__ import annotations
