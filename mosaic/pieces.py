@@ -202,20 +202,20 @@ def render_piece(
     if choice is None:
         choice = choose_piece(cells, library, tile_size=tile_size, seed=seed, rows=rows, cuts=cuts, options=options)
     per_row = cells.shape[0] // len(rows)
-    return np.concatenate(
-        [
-            render_band(
-                cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row],
-                library,
-                tile_size=tile_size,
-                seed=seed,
-                row_offset=seg.start,
-                options=options,
-                choice=choice[seg.start - rows.start : seg.stop - rows.start],
-            )
-            for seg in segments(cuts, rows)
-        ]
-    )
+    out = np.empty((choice.shape[0] * tile_size, choice.shape[1] * tile_size, 3), np.uint8)
+    for seg in segments(cuts, rows):
+        first, last = seg.start - rows.start, seg.stop - rows.start
+        render_band(
+            cells[first * per_row : last * per_row],
+            library,
+            tile_size=tile_size,
+            seed=seed,
+            row_offset=seg.start,
+            options=options,
+            choice=choice[first:last],
+            out=out[first * tile_size : last * tile_size],  # painted in place: no second copy of the band
+        )
+    return out
 
 
 def job_plan(grid: Grid, slices: int) -> PiecePlan | None:

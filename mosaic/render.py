@@ -294,49 +294,74 @@ def render_band(
     row_offset: int = 0,
     options: RenderOptions = DEFAULT_OPTIONS,
     choice: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The mosaic of one band: ``(rows*tile_size, cols*tile_size, 3) uint8``.
 
     ``cells`` is the band's cell image; ``row_offset`` its first row in the whole grid
     (variety depends on global positions); ``seed`` the job's request id. ``choice``: the
     band's rows of a choice made for the whole grid (fair use, ``assign_fair``); by default
-    the band chooses its own tiles.
+    the band chooses its own tiles. ``out``: where to paint it (``paint``).
     """
     rows, cols = _check_cells(cells, tile_size)
     if choice is None:
         choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
     elif choice.shape != (rows, cols):
         raise ValueError(f"choice is {choice.shape}, the band has {rows}x{cols} cells")
-    return paint(cells, choice, library, tile_size=tile_size, options=options)
+    return paint(cells, choice, library, tile_size=tile_size, options=options, out=out)
 
 
 def paint(
-    cells: np.ndarray, choice: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions
+    cells: np.ndarray,
+    choice: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    options: RenderOptions,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid."""
+    """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid.
+    ``out``: an array (a view of a larger image) to paint into, by default a new one."""
+    if not options.overlay:
+        out = compose(choice, candidate_tiles(library, tile_size, options), out)
+        return _correct_whole(out, cells, choice, library, tile_size, options) if options.correction else out
+    overlaid = _overlaid(cells, choice, library, tile_size, options, out)
+    if out is None or overlaid is out:
+        return overlaid
+    out[...] = overlaid
+    return out
+
+
+def _overlaid(
+    cells: np.ndarray,
+    choice: np.ndarray,
+    library: TileLibrary,
+    tile_size: int,
+    options: RenderOptions,
+    out: np.ndarray | None,
+) -> np.ndarray:
+    """``paint`` with an overlay: the tiles placed (into ``out``), shifted, then the target
+    painted over."""
     rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
-    if not options.overlay:
-        out = compose(choice, tiles)
-        return _correct_whole(out, cells, choice, library, tile_size, options) if options.correction else out
     shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
     if cell_pixels(tile_size) == 1:
         means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))[
             choice % len(library)
         ]
-        out = compose(choice, tiles)
+        out = compose(choice, tiles, out)
         if shift is not None:
             add_shift(out, shift)
             means = shift_sub_cells(means.reshape(-1, 1, 1, 3), shift.reshape(-1, 3)).reshape(means.shape)
         return blend_toward(out, cells, means, options.overlay)
     if not options.match_contrast:
-        out = compose(choice, tiles)
+        out = compose(choice, tiles, out)
         sub = candidate_sub_cells(library, tile_size, options)[choice.ravel()]
         if shift is not None:
             add_shift(out, shift)
             sub = shift_sub_cells(sub, shift.reshape(-1, 3))
         return blend_toward(out, cells, _arrange_sub(sub, rows, cols), options.overlay)
-    out, placed, levels = _compose_matched(cells, choice, library, tile_size, options)
+    out, placed, levels = _compose_matched(cells, choice, library, tile_size, options, out)
     if shift is not None:
         add_shift(out, shift)
         placed = _arrange_sub(shift_sub_cells(_sub_cells(placed), shift.reshape(-1, 3)), rows, cols)
@@ -383,7 +408,12 @@ def _placed_colours(choice: np.ndarray, library: TileLibrary, tile_size: int) ->
 
 
 def _compose_matched(
-    cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
+    cells: np.ndarray,
+    choice: np.ndarray,
+    library: TileLibrary,
+    tile_size: int,
+    options: RenderOptions,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``compose`` with each tile's contrast held to its cell's (``detail``).
 
@@ -402,7 +432,7 @@ def _compose_matched(
     placed = sub[flat]
     quiet = np.flatnonzero(levels < detail.STEPS)
     if not quiet.size:
-        return compose(choice, tiles), _arrange_sub(placed, rows, cols), levels
+        return compose(choice, tiles, out), _arrange_sub(placed, rows, cols), levels
     count = tiles.shape[0]
     unique, inverse = np.unique(levels[quiet] * count + flat[quiet], return_inverse=True)
     which, level = unique % count, unique // count
@@ -410,7 +440,7 @@ def _compose_matched(
     index = flat.copy()
     index[quiet] = count + inverse.ravel()
     placed[quiet] = detail.attenuate(sub[which], means[which], level)[inverse.ravel()]
-    return compose(index.reshape(rows, cols), source), _arrange_sub(placed, rows, cols), levels
+    return compose(index.reshape(rows, cols), source, out), _arrange_sub(placed, rows, cols), levels
 
 
 def render(

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mosaic import RenderOptions, render_band
 from mosaic.deepzoom import DZI_TILE_SIZE, encode_tile, level_tiles, top_level, write_dzi
 from mosaic.grid import Grid, cell_image
 from mosaic.pieces import JPEG_ROWS, band_tiles, job_plan, plan_pieces, render_piece, segments, shrink
@@ -114,6 +115,28 @@ def test_bands_that_share_rows_choose_the_same_tiles_there(library200, photo) ->
             cuts=plan.cuts,
         )
         assert np.array_equal(band, whole[p.rendered.start : p.rendered.stop]), p.index
+
+
+@pytest.mark.parametrize(
+    "options",
+    [RenderOptions(), RenderOptions(overlay=30), RenderOptions(overlay=40, match_contrast=True, correction=80)],
+)
+def test_a_segment_is_painted_into_its_rows_of_the_piece_as_it_is_painted_alone(
+    library200, photo, options: RenderOptions
+) -> None:
+    # A piece paints each choice segment straight into its rows (no second copy of a 50 MP
+    # band), and what lands there is the segment painted on its own.
+    grid = Grid(40, 30, 640, 480, 16)
+    cells = cell_image(photo, grid)
+    k = cells.shape[0] // grid.tiles_down
+    whole = np.zeros((30 * 16, 40 * 16, 3), np.uint8)
+    view = whole[10 * 16 : 22 * 16]
+    band = cells[10 * k : 22 * k]
+    painted = render_band(band, library200, tile_size=16, seed="v", row_offset=10, options=options, out=view)
+    assert np.shares_memory(painted, whole)
+    alone = render_band(band, library200, tile_size=16, seed="v", row_offset=10, options=options)
+    assert np.array_equal(view, alone)
+    assert not whole[: 10 * 16].any() and not whole[22 * 16 :].any()  # nothing painted outside its rows
 
 
 def test_small_or_one_slice_mosaics_keep_plain_bands() -> None:
