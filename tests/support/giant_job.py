@@ -150,8 +150,16 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
 
 def _serial_seconds(session: requests.Session, base: str, job: dict[str, Any]) -> tuple[float, float]:
     """The controller's serial parts, from the job's log as the web serves it: submit to the
-    first slice dispatched, and the last slice done to done."""
-    events = session.get(f"{base}{job['status_url']}", timeout=30).json()["events"]
+    first slice dispatched, and the last slice done to done. The "done" line is written just
+    after the row that says done (``workers.controller``), so a reader that saw the status
+    may have to wait a moment for it."""
+    deadline = time.monotonic() + 30
+    while True:
+        events = session.get(f"{base}{job['status_url']}", timeout=30).json()["events"]
+        if any(e["kind"] == "done" for e in events):
+            break
+        assert time.monotonic() < deadline, f"the job is done, its log has no done line: {[e['kind'] for e in events]}"
+        time.sleep(0.2)
     at = lambda kind: [datetime.fromisoformat(e["at"]) for e in events if e["kind"] == kind]  # noqa: E731
     created = datetime.fromisoformat(job["created_at"])
     return (min(at("dispatched")) - created).total_seconds(), (max(at("done")) - max(at("slice_done"))).total_seconds()
