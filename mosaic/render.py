@@ -526,22 +526,23 @@ def render_with_placement(
                 for a, b in zip(cuts, cuts[1:])
             ]
         )
-    parts, choices = [], []
-    # the rows painted together: each band, or each choice segment of a giant job (as its pieces)
+    # the rows painted together: each band, or each choice segment of a giant job (as its pieces),
+    # each painted straight into its rows of the mosaic (no second copy of it)
     units = plan_bands(grid.tiles_down, slices) if cuts is None else [range(a, b) for a, b in zip(cuts, cuts[1:])]
+    pixels = np.empty((grid.tiles_down * tile_size, grid.tiles_across * tile_size, 3), np.uint8)
+    choices = []
     for band in units:
         part = band_cells(cells, band, tile_size=tile_size)
         if whole is None:
             choice = choose_tiles(part, library, tile_size=tile_size, seed=seed, row_offset=band.start, options=options)
         else:
             choice = whole[band.start : band.stop]
-        parts.append(paint(part, choice, library, tile_size=tile_size, options=options))
+        rows = pixels[band.start * tile_size : band.stop * tile_size]
+        paint(part, choice, library, tile_size=tile_size, options=options, out=rows)
         choices.append(choice)
         if progress is not None:
             progress(band.stop, grid.tiles_down)
-    if len(parts) == 1:
-        return parts[0], choices[0]
-    return np.concatenate(parts, axis=0), np.concatenate(choices, axis=0)
+    return pixels, (choices[0] if len(choices) == 1 else np.concatenate(choices, axis=0))
 
 
 def placed_tiles(choice: np.ndarray, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:
