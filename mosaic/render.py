@@ -325,11 +325,7 @@ def paint(
     if not options.overlay:
         out = compose(choice, candidate_tiles(library, tile_size, options), out)
         return _correct_whole(out, cells, choice, library, tile_size, options) if options.correction else out
-    overlaid = _overlaid(cells, choice, library, tile_size, options, out)
-    if out is None or overlaid is out:
-        return overlaid
-    out[...] = overlaid
-    return out
+    return _overlaid(cells, choice, library, tile_size, options, out)
 
 
 def _overlaid(
@@ -341,7 +337,7 @@ def _overlaid(
     out: np.ndarray | None,
 ) -> np.ndarray:
     """``paint`` with an overlay: the tiles placed (into ``out``), shifted, then the target
-    painted over."""
+    painted over them in place (``blend_toward``)."""
     rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
     shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
