@@ -194,11 +194,11 @@ class Job:
     """One target at one tile size, with the library that has none of the target's photos."""
 
     def __init__(self, photo: str, label: str, size: tuple[int, int], tile: int, work: Any) -> None:
-        from benchmarks.photos import target_jpeg
+        from benchmarks.photos import slug, target_jpeg
 
         self.photo, self.label, self.tile, self.work = photo, label, tile, work
         self.name = f"{photo} {label} t{tile}"
-        self.path = work / f"target-{photo.replace(':', '-')}-{size[0]}x{size[1]}.jpg"
+        self.path = work / f"target-{slug(photo)}-{size[0]}x{size[1]}.jpg"
         if not self.path.exists():
             self.path.write_bytes(target_jpeg(photo, size))
         self.target = Image.open(self.path).convert("RGB")
@@ -284,7 +284,9 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
     crops = [v[top : top + CROP, left : left + CROP] for v in views]
     gap = np.full((crops[0].shape[0], 8, 3), 255, np.uint8)
     strip = np.concatenate([crops[0], gap, crops[1], gap, crops[2]], axis=1)
-    stem = job.name.replace(" ", "-").replace(":", "-")
+    from benchmarks.photos import slug
+
+    stem = f"{slug(job.photo)}-{job.label.replace(' ', '')}-t{job.tile}"
     Image.fromarray(strip).save(folder / f"{stem}-crops-target-ours-metapixel.png")
     whole = Image.fromarray(ours)
     if whole.width > SCREEN:
@@ -300,6 +302,7 @@ def run(
     views: bool = True,
     unseen: bool = True,
     library_size: int | None = None,
+    library_dir: Any = None,
 ) -> int:
     """The goals table for every photo × target size × tile size, the metapixel anchors beside
     each job, and the frontier for the first photo's smallest target at each tile size.
@@ -307,13 +310,15 @@ def run(
     ``unseen``: the library has none of the target's photos (the demo library is cut from the
     same samples as the targets, and a crop of the very photo it renders flatters every program).
     ``library_size``: only the first tiles of that library (a smaller library has fewer tiles
-    near each colour, and the variety rule still asks for as many different ones)."""
+    near each colour, and the variety rule still asks for as many different ones).
+    ``library_dir``: a folder or zip of photos of your own instead of the demo library, read as
+    ``photomosaics render --library`` reads it; metapixel gets the same square tiles."""
     import tempfile
     from pathlib import Path
 
     from benchmarks.baselines import metapixel_available, prepare_metapixel_library
-    from benchmarks.engine import RESULTS, TARGETS, _demo_photo_names, _library_tiles
-    from mosaic import build_library
+    from benchmarks.engine import RESULTS, TARGETS
+    from benchmarks.photos import slug
 
     if not metapixel_available():
         print("metapixel is not installed (apt install metapixel): the anchors are missing, nothing to compare with")
@@ -324,24 +329,27 @@ def run(
     rows: list[list[str]] = []
     frontier_rows: list[list[str]] = []
     met = total = 0
+    try:
+        own = _own_library(library_dir, work / "tiles-own") if library_dir is not None else None
+    except ValueError as exc:  # not a folder or zip, over the limits, or no usable photo in it
+        print(f"{library_dir}: {exc}")
+        return 1
     for photo in photos:
-        sources, origin = _library_tiles(_demo_photo_names((photo,)) if unseen else (), library_size)
-        library, _ = build_library(sources)
-        tile_dir = work / f"tiles-{photo.replace(':', '-')}"
-        tile_dir.mkdir()
-        for number, (name, data) in enumerate(sources):
-            (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
+        if own is not None:
+            library, tile_dir, origin = own
+        else:
+            library, tile_dir, origin = _demo_library(photo, unseen, library_size, work / f"tiles-{slug(photo)}")
         print(f"{photo}: library of {len(library)} tiles from the {origin}", flush=True)
         for label, size in TARGETS:
             if labels and label.replace(" ", "") not in labels:
                 continue
             for tile in TILE_SIZES:
                 job = Job(photo, label, size, tile, work)
-                library_dir = work / f"metapixel-{photo.replace(':', '-')}-{tile}"
-                if not library_dir.exists():
-                    prepare_metapixel_library(tile_dir, library_dir, tile)
+                prepared = work / f"metapixel-{tile_dir.name}-{tile}"
+                if not prepared.exists():
+                    prepare_metapixel_library(tile_dir, prepared, tile)
                 ours_pixels, ours = job.ours(library)
-                anchors = {name: job.metapixel(library, library_dir, options) for name, options in ANCHORS.items()}
+                anchors = {name: job.metapixel(library, prepared, options) for name, options in ANCHORS.items()}
                 checks = goal_checks(ours, anchors["metapixel -d 0"][1])
                 met, total = met + all(checks.values()), total + 1
                 missed = [k for k, ok in checks.items() if not ok]
@@ -358,7 +366,7 @@ def run(
                 if views:
                     _save_views(job, ours_pixels, anchors["metapixel -d 0"][0], RESULTS)
                 if frontier and label == TARGETS[0][0] and photo == photos[0]:
-                    frontier_rows.extend(_frontier(job, library, library_dir))
+                    frontier_rows.extend(_frontier(job, library, prepared))
                 print(f"  measured {job.name}", flush=True)
     print()
     _print_table(rows)
@@ -368,6 +376,36 @@ def run(
     if views:
         print(f"\n1:1 crops (target | ours | metapixel -d 0) and whole mosaics at {SCREEN} px: {RESULTS}/")
     return 0
+
+
+def _demo_library(photo: str, unseen: bool, size: int | None, tile_dir: Any) -> tuple[Any, Any, str]:
+    """The demo library (without ``photo``'s own photos when ``unseen``), its tile files for
+    metapixel in ``tile_dir``, and where it came from."""
+    from pathlib import Path
+
+    from benchmarks.engine import _demo_photo_names, _library_tiles
+    from mosaic import build_library
+
+    sources, origin = _library_tiles(_demo_photo_names((photo,)) if unseen else (), size)
+    library, _ = build_library(sources)
+    tile_dir.mkdir()
+    for number, (name, data) in enumerate(sources):
+        (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
+    return library, tile_dir, origin
+
+
+def _own_library(source: Any, tile_dir: Any) -> tuple[Any, Any, str]:
+    """A folder or zip of photos as the product reads it (``build_library_from``), and its
+    tiles as PNG files in ``tile_dir``: metapixel gets the very square crops ours does, not
+    photos it would squash to a square itself."""
+    from mosaic.sources import build_library_from
+
+    library, skipped = build_library_from(source)
+    tile_dir.mkdir()
+    for number, tile in enumerate(library.atlas):
+        Image.fromarray(tile).save(tile_dir / f"{number:05d}.png")
+    left_out = f"; {len(skipped)} files left out (first: {skipped[0][0]}: {skipped[0][1]})" if skipped else ""
+    return library, tile_dir, f"photos in {source}{left_out}"
 
 
 def _frontier(job: Job, library: Any, library_dir: Any) -> list[list[str]]:
@@ -421,22 +459,20 @@ def _print_frontier(rows: list[list[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 
-def frontier_main(photo: str, label: str, tile: int) -> int:
-    """Only the frontier of one job (``python -m benchmarks.fidelity frontier [--photo NAME] [1MP] [16]``)."""
+def frontier_main(photo: str, label: str, tile: int, library_dir: Any = None) -> int:
+    """Only the frontier of one job (``python -m benchmarks.fidelity frontier [--photo NAME]
+    [--library-dir DIR] [1MP] [16]``)."""
     import tempfile
     from pathlib import Path
 
     from benchmarks.baselines import prepare_metapixel_library
-    from benchmarks.engine import TARGETS, _demo_photo_names, _library_tiles
-    from mosaic import build_library
+    from benchmarks.engine import TARGETS
 
     work = Path(tempfile.mkdtemp(prefix="bench-frontier-"))
-    sources, _ = _library_tiles(_demo_photo_names((photo,)))
-    library, _ = build_library(sources)
-    tile_dir = work / "tiles"
-    tile_dir.mkdir()
-    for number, (name, data) in enumerate(sources):
-        (tile_dir / f"{number:05d}-{Path(name).name}").write_bytes(data)
+    if library_dir is not None:
+        library, tile_dir, _ = _own_library(library_dir, work / "tiles")
+    else:
+        library, tile_dir, _ = _demo_library(photo, True, None, work / "tiles")
     prepare_metapixel_library(tile_dir, work / "metapixel", tile)
     size = dict((k.replace(" ", ""), v) for k, v in TARGETS)[label]
     job = Job(photo, label.replace("MP", " MP"), size, tile, work)
@@ -451,32 +487,58 @@ def main() -> int:
     return run((TARGET_PHOTO,), [])
 
 
+def _take(args: list[str], flag: str) -> str | None:
+    """Remove ``flag VALUE`` from ``args`` and return VALUE (None when the flag is absent)."""
+    if flag not in args:
+        return None
+    at = args.index(flag)
+    if at + 1 >= len(args):
+        raise SystemExit(f"{flag} needs a value")
+    value = args[at + 1]
+    del args[at : at + 2]
+    return value
+
+
 if __name__ == "__main__":
     import sys
+    from pathlib import Path
+
+    from benchmarks.photos import photo as load_photo
 
     args = sys.argv[1:]
     chosen: list[str] = []
-    while "--photo" in args:
-        at = args.index("--photo")
-        chosen.append(args[at + 1])
-        args = args[:at] + args[at + 2 :]
+    while (name := _take(args, "--photo")) is not None:
+        if name.startswith("file:"):
+            try:
+                load_photo(name)  # a typo fails now, not after the library is built
+            except ValueError as exc:
+                raise SystemExit(f"--photo {name}: {exc}") from None
+        chosen.append(name)
     size = None
-    if "--library" in args:
-        at = args.index("--library")
-        given = args[at + 1] if at + 1 < len(args) else ""
+    given = _take(args, "--library")
+    if given is not None:
         if not given.isdigit() or int(given) < 1:
             raise SystemExit(f"--library takes a number of tiles (1 or more), got {given!r}")
         size = int(given)
-        args = args[:at] + args[at + 2 :]
+    own = _take(args, "--library-dir")
+    if own is not None:
+        if size is not None:
+            raise SystemExit(
+                "--library (the demo library's first tiles) and --library-dir (your photos) exclude each other"
+            )
+        if not Path(own).expanduser().exists():
+            raise SystemExit(f"--library-dir {own}: no such folder or zip")
     if args[:1] == ["frontier"]:
         rest = args[1:]
         label = next((a for a in rest if a.endswith("MP")), "1MP")
         tile = next((int(a) for a in rest if a.isdigit()), 16)
-        raise SystemExit(frontier_main(chosen[0] if chosen else "chelsea", label, tile))
+        raise SystemExit(frontier_main(chosen[0] if chosen else "chelsea", label, tile, own))
     if args[:1] == ["sweep"]:
         from benchmarks.photos import SWEEP
 
-        raise SystemExit(run(tuple(chosen) or SWEEP, ["1MP"], frontier=False, views=False, library_size=size))
+        raise SystemExit(
+            run(tuple(chosen) or SWEEP, ["1MP"], frontier=False, views=False, library_size=size, library_dir=own)
+        )
     from benchmarks.engine import TARGET_PHOTO
 
-    raise SystemExit(run(tuple(chosen) or (TARGET_PHOTO,), args, library_size=size))
+    raise SystemExit(run(tuple(chosen) or (TARGET_PHOTO,), args, library_size=size, library_dir=own))

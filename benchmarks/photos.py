@@ -10,6 +10,7 @@ targets made from them or drawn (``photo`` understands their names): ``sklearn:N
 ``dark:NAME`` / ``bright:NAME`` (a sample darkened to 22 % / brightened to 25 % of its
 distance from white), ``synthetic:gradient`` (two colour ramps), ``synthetic:flat_noise``
 (one colour with Gaussian noise), ``synthetic:graphic`` (flat shapes, hard edges, text).
+``file:PATH`` is a photo of your own: the held-out check of a project that has never seen it.
 """
 
 from __future__ import annotations
@@ -85,7 +86,30 @@ def _derived(kind: str, name: str) -> Image.Image:
         return Image.fromarray((255 - (255 - np.asarray(photo(name), np.float64)) * 0.25).astype(np.uint8))
     if kind == "synthetic":
         return _synthetic(name, SYNTHETIC_SIZE)
+    if kind == "file":
+        return _own(name)
     raise KeyError(f"unknown sample {kind}:{name}")
+
+
+def _own(path: str) -> Image.Image:
+    """A photo file of your own, turned upright as a camera's EXIF says (as the web app does)."""
+    from PIL import ImageOps
+
+    try:
+        with Image.open(path) as image:
+            return ImageOps.exif_transpose(image).convert("RGB")
+    except OSError as exc:  # missing, unreadable, or not an image (UnidentifiedImageError)
+        raise ValueError(f"cannot read {path} as a photo: {exc}") from exc
+
+
+def slug(name: str) -> str:
+    """``name`` as a piece of a file name: ``file:`` photos by their file's stem."""
+    kind, _, rest = name.partition(":")
+    if kind == "file":
+        from pathlib import Path
+
+        return "file-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in Path(rest).stem)
+    return name.replace(":", "-")
 
 
 def _synthetic(name: str, size: tuple[int, int]) -> Image.Image:

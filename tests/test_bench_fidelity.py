@@ -78,3 +78,44 @@ def test_the_library_size_must_be_a_number_of_tiles() -> None:
         )
         assert done.returncode == 1
         assert f"--library takes a number of tiles (1 or more), got '{given}'" in done.stderr
+
+
+def test_a_photo_and_a_library_of_your_own(tmp_path) -> None:
+    from benchmarks.fidelity import _own_library
+    from benchmarks.photos import photo, slug
+
+    rng = np.random.default_rng(3)
+    folder = tmp_path / "my photos"
+    folder.mkdir()
+    for number in range(12):
+        Image.fromarray(rng.integers(0, 256, (40, 60, 3), np.uint8)).save(folder / f"holiday {number}.jpg")
+    (folder / "notes.txt").write_text("not a photo")
+    library, tile_dir, origin = _own_library(folder, tmp_path / "tiles")
+    assert len(library) == 12 and str(folder) in origin and "notes.txt" in origin
+    files = sorted(tile_dir.iterdir())  # metapixel's tiles: the very square crops ours uses
+    assert len(files) == 12
+    assert np.array_equal(np.asarray(Image.open(files[5])), library.atlas[5])
+
+    upright = tmp_path / "portrait.jpg"  # stored sideways, as cameras do, with EXIF orientation 6
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(rng.integers(0, 256, (30, 50, 3), np.uint8)).save(upright, exif=exif)
+    assert photo(f"file:{upright}").size == (30, 50)
+    assert slug(f"file:{upright}") == "file-portrait" and slug("dark:coffee") == "dark-coffee"
+
+
+def test_your_own_photo_and_library_are_checked_before_the_work() -> None:
+    import subprocess
+    import sys
+
+    cases = {
+        ("--photo", "file:/nowhere/x.jpg"): "--photo file:/nowhere/x.jpg: cannot read /nowhere/x.jpg as a photo",
+        ("--library-dir", "/nowhere"): "--library-dir /nowhere: no such folder or zip",
+        ("--library", "5", "--library-dir", "/"): "--library (the demo library's first tiles) and --library-dir",
+        ("--photo",): "--photo needs a value",
+    }
+    for given, said in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.fidelity", "sweep", *given], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 1 and said in done.stderr, (given, done.stderr)
