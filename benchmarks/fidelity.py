@@ -286,7 +286,7 @@ def _save_views(job: Job, ours: np.ndarray, theirs: np.ndarray, folder: Any) -> 
     strip = np.concatenate([crops[0], gap, crops[1], gap, crops[2]], axis=1)
     from benchmarks.photos import slug
 
-    stem = f"{slug(job.photo)}-{job.label.replace(' ', '')}-t{job.tile}"
+    stem = f"{slug(job.photo)}-{job.label.replace(' ', '-')}-t{job.tile}"
     Image.fromarray(strip).save(folder / f"{stem}-crops-target-ours-metapixel.png")
     whole = Image.fromarray(ours)
     if whole.width > SCREEN:
@@ -470,7 +470,11 @@ def frontier_main(photo: str, label: str, tile: int, library_dir: Any = None) ->
 
     work = Path(tempfile.mkdtemp(prefix="bench-frontier-"))
     if library_dir is not None:
-        library, tile_dir, _ = _own_library(library_dir, work / "tiles")
+        try:
+            library, tile_dir, _ = _own_library(library_dir, work / "tiles")
+        except ValueError as exc:  # as in ``run``
+            print(f"{library_dir}: {exc}")
+            return 1
     else:
         library, tile_dir, _ = _demo_library(photo, True, None, work / "tiles")
     prepare_metapixel_library(tile_dir, work / "metapixel", tile)

@@ -104,11 +104,12 @@ def test_a_photo_and_a_library_of_your_own(tmp_path) -> None:
     assert slug(f"file:{upright}") == "file-portrait" and slug("dark:coffee") == "dark-coffee"
 
 
-def test_your_own_photo_and_library_are_checked_before_the_work() -> None:
+def test_your_own_photo_and_library_are_checked_before_the_work(tmp_path) -> None:
     import subprocess
     import sys
 
     cases = {
+        ("frontier", "--library-dir", str(tmp_path)): f"{tmp_path}: no usable image among 0 files",
         ("--photo", "file:/nowhere/x.jpg"): "--photo file:/nowhere/x.jpg: cannot read /nowhere/x.jpg as a photo",
         ("--library-dir", "/nowhere"): "--library-dir /nowhere: no such folder or zip",
         ("--library", "5", "--library-dir", "/"): "--library (the demo library's first tiles) and --library-dir",
@@ -116,6 +117,9 @@ def test_your_own_photo_and_library_are_checked_before_the_work() -> None:
     }
     for given, said in cases.items():
         done = subprocess.run(
-            [sys.executable, "-m", "benchmarks.fidelity", "sweep", *given], capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "benchmarks.fidelity", *(given if given[0] == "frontier" else ("sweep", *given))],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
-        assert done.returncode == 1 and said in done.stderr, (given, done.stderr)
+        assert done.returncode == 1 and said in done.stdout + done.stderr, (given, done.stdout, done.stderr)
