@@ -94,7 +94,8 @@ def test_a_photo_and_a_library_of_your_own(tmp_path) -> None:
     assert len(library) == 12 and str(folder) in origin and "notes.txt" in origin
     files = sorted(tile_dir.iterdir())  # metapixel's tiles: the very square crops ours uses
     assert len(files) == 12
-    assert np.array_equal(np.asarray(Image.open(files[5])), library.atlas[5])
+    with Image.open(files[5]) as tile:
+        assert np.array_equal(np.asarray(tile), library.atlas[5])
 
     upright = tmp_path / "portrait.jpg"  # stored sideways, as cameras do, with EXIF orientation 6
     exif = Image.Exif()
@@ -123,3 +124,34 @@ def test_your_own_photo_and_library_are_checked_before_the_work(tmp_path) -> Non
             timeout=120,
         )
         assert done.returncode == 1 and said in done.stdout + done.stderr, (given, done.stdout, done.stderr)
+
+
+def test_the_held_out_library_takes_each_picture_once_as_square_crops(tmp_path) -> None:
+    from benchmarks import wallpapers
+
+    rng = np.random.default_rng(4)
+
+    def picture(path, size) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), np.uint8)).save(path)
+
+    images = tmp_path / "usr/share/wallpapers/Lake/contents/images"
+    picture(images / "1920x1080.png", (1920, 1080))
+    picture(images / "1280x1024.png", (320, 256))  # a smaller size of the same picture
+    (images / "1024x768.png").symlink_to("1920x1080.png")  # sorts first: kept, were links not skipped
+    picture(tmp_path / "usr/share/wallpapers/Lake/contents/images_dark/1920x1080.png", (400, 225))
+    picture(tmp_path / "usr/share/backgrounds/Dune_3840x2160.png", (640, 360))
+    picture(tmp_path / "usr/share/backgrounds/Dune.png", (320, 180))
+    picture(tmp_path / "usr/share/backgrounds/thumbnail.png", (20, 20))  # under SMALLEST
+    chosen = wallpapers.pictures(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in chosen] == [
+        "usr/share/backgrounds/Dune_3840x2160.png",
+        "usr/share/wallpapers/Lake/contents/images/1920x1080.png",
+    ]
+    out = tmp_path / "crops"
+    assert wallpapers.write_library(tmp_path, out) == 2 * wallpapers.PER_SIDE**2
+    sizes = set()
+    for crop in out.iterdir():
+        with Image.open(crop) as image:
+            sizes.add(image.size)
+    assert sizes == {(wallpapers.TILE, wallpapers.TILE)}
