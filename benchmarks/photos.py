@@ -92,13 +92,16 @@ def _derived(kind: str, name: str) -> Image.Image:
 
 
 def _own(path: str) -> Image.Image:
-    """A photo file of your own, turned upright as a camera's EXIF says (as the web app does)."""
-    from PIL import ImageOps
+    """A photo file of your own, decoded as the web app decodes an upload (``open_image``:
+    turned upright by its EXIF orientation, its ICC profile converted to sRGB)."""
+    from pathlib import Path
+
+    from mosaic.errors import ImageDecodeError
+    from mosaic.images import open_image
 
     try:
-        with Image.open(path) as image:
-            return ImageOps.exif_transpose(image).convert("RGB")
-    except OSError as exc:  # missing, unreadable, or not an image (UnidentifiedImageError)
+        return open_image(Path(path).read_bytes())
+    except (OSError, ImageDecodeError) as exc:  # missing, unreadable, or not an image
         raise ValueError(f"cannot read {path} as a photo: {exc}") from exc
 
 
