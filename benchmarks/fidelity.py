@@ -503,6 +503,27 @@ def _take(args: list[str], flag: str) -> str | None:
     return value
 
 
+USAGE = """usage: python -m benchmarks.fidelity [1MP|4MP|12MP ...] [--photo NAME|file:PATH ...]
+                                     [--library N | --library-dir DIR]
+       python -m benchmarks.fidelity sweep [--photo ...] [--library N | --library-dir DIR]
+       python -m benchmarks.fidelity frontier [1MP|4MP|12MP] [8|16|32] [--photo ...] [--library-dir DIR]"""
+
+
+def _rest_checked(args: list[str]) -> str:
+    """The mode (``quality``, ``sweep`` or ``frontier``) of what is left once the flags are
+    taken, every other word checked: a typo fails before the work, with the usage."""
+    from benchmarks.engine import TARGETS, TILE_SIZES
+
+    mode = args[0] if args[:1] in (["sweep"], ["frontier"]) else "quality"
+    rest = args[1:] if mode != "quality" else args
+    labels = {label.replace(" ", "") for label, _ in TARGETS}
+    allowed = {"quality": labels, "sweep": set(), "frontier": labels | {str(t) for t in TILE_SIZES}}[mode]
+    unknown = [a for a in rest if a not in allowed]
+    if unknown:
+        raise SystemExit(f"{' '.join(unknown)}: not understood here\n{USAGE}")
+    return mode
+
+
 if __name__ == "__main__":
     import sys
     from pathlib import Path
@@ -510,6 +531,9 @@ if __name__ == "__main__":
     from benchmarks.photos import photo as load_photo
 
     args = sys.argv[1:]
+    if {"-h", "--help"} & set(args):
+        print(USAGE)
+        raise SystemExit(0)
     chosen: list[str] = []
     while (name := _take(args, "--photo")) is not None:
         if name.startswith("file:"):
@@ -532,12 +556,15 @@ if __name__ == "__main__":
             )
         if not Path(own).expanduser().exists():
             raise SystemExit(f"--library-dir {own}: no such folder or zip")
-    if args[:1] == ["frontier"]:
+    mode = _rest_checked(args)
+    if mode == "frontier":
+        if size is not None:
+            raise SystemExit("--library N is for the quality run and sweep; frontier takes --library-dir")
         rest = args[1:]
         label = next((a for a in rest if a.endswith("MP")), "1MP")
         tile = next((int(a) for a in rest if a.isdigit()), 16)
         raise SystemExit(frontier_main(chosen[0] if chosen else "chelsea", label, tile, own))
-    if args[:1] == ["sweep"]:
+    if mode == "sweep":
         from benchmarks.photos import SWEEP
 
         raise SystemExit(

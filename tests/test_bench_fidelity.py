@@ -115,6 +115,9 @@ def test_your_own_photo_and_library_are_checked_before_the_work(tmp_path) -> Non
         ("--library-dir", "/nowhere"): "--library-dir /nowhere: no such folder or zip",
         ("--library", "5", "--library-dir", "/"): "--library (the demo library's first tiles) and --library-dir",
         ("--photo",): "--photo needs a value",
+        ("12MP",): "12MP: not understood here",  # sweep runs at 1 MP only
+        ("frontier", "7", "1MP"): "7: not understood here",
+        ("frontier", "--library", "40"): "--library N is for the quality run and sweep",
     }
     for given, said in cases.items():
         done = subprocess.run(
@@ -124,6 +127,8 @@ def test_your_own_photo_and_library_are_checked_before_the_work(tmp_path) -> Non
             timeout=120,
         )
         assert done.returncode == 1 and said in done.stdout + done.stderr, (given, done.stdout, done.stderr)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.fidelity", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m benchmarks.fidelity")
 
 
 def test_the_held_out_library_takes_each_picture_once_as_square_crops(tmp_path) -> None:
