@@ -521,6 +521,8 @@ def _rest_checked(args: list[str]) -> str:
     unknown = [a for a in rest if a not in allowed]
     if unknown:
         raise SystemExit(f"{' '.join(unknown)}: not understood here\n{USAGE}")
+    if mode == "frontier" and (sum(a in labels for a in rest) > 1 or sum(a.isdigit() for a in rest) > 1):
+        raise SystemExit(f"frontier measures one job: one size and one tile size at most\n{USAGE}")
     return mode
 
 

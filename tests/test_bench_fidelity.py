@@ -117,6 +117,7 @@ def test_your_own_photo_and_library_are_checked_before_the_work(tmp_path) -> Non
         ("--photo",): "--photo needs a value",
         ("12MP",): "12MP: not understood here",  # sweep runs at 1 MP only
         ("frontier", "7", "1MP"): "7: not understood here",
+        ("frontier", "1MP", "4MP"): "frontier measures one job",
         ("frontier", "--library", "40"): "--library N is for the quality run and sweep",
     }
     for given, said in cases.items():
