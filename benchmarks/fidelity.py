@@ -509,21 +509,24 @@ USAGE = """usage: python -m benchmarks.fidelity [1MP|4MP|12MP ...] [--photo NAME
        python -m benchmarks.fidelity frontier [1MP|4MP|12MP] [8|16|32] [--photo ...] [--library-dir DIR]"""
 
 
-def _rest_checked(args: list[str]) -> str:
+def _rest_checked(args: list[str]) -> tuple[str, str, int]:
     """The mode (``quality``, ``sweep`` or ``frontier``) of what is left once the flags are
-    taken, every other word checked: a typo fails before the work, with the usage."""
+    taken, and the frontier's size label and tile size (``1MP``, 16 unless given); every other
+    word is checked: a typo fails before the work, with the usage."""
     from benchmarks.engine import TARGETS, TILE_SIZES
 
     mode = args[0] if args[:1] in (["sweep"], ["frontier"]) else "quality"
     rest = args[1:] if mode != "quality" else args
     labels = {label.replace(" ", "") for label, _ in TARGETS}
-    allowed = {"quality": labels, "sweep": set(), "frontier": labels | {str(t) for t in TILE_SIZES}}[mode]
+    tiles = {str(t) for t in TILE_SIZES}
+    allowed = {"quality": labels, "sweep": set(), "frontier": labels | tiles}[mode]
     unknown = [a for a in rest if a not in allowed]
     if unknown:
         raise SystemExit(f"{' '.join(unknown)}: not understood here\n{USAGE}")
-    if mode == "frontier" and (sum(a in labels for a in rest) > 1 or sum(a.isdigit() for a in rest) > 1):
+    sizes, tile_sizes = [a for a in rest if a in labels], [a for a in rest if a in tiles]
+    if mode == "frontier" and (len(sizes) > 1 or len(tile_sizes) > 1):
         raise SystemExit(f"frontier measures one job: one size and one tile size at most\n{USAGE}")
-    return mode
+    return mode, (sizes or ["1MP"])[0], int((tile_sizes or ["16"])[0])
 
 
 if __name__ == "__main__":
@@ -558,13 +561,10 @@ if __name__ == "__main__":
             )
         if not Path(own).expanduser().exists():
             raise SystemExit(f"--library-dir {own}: no such folder or zip")
-    mode = _rest_checked(args)
+    mode, label, tile = _rest_checked(args)
     if mode == "frontier":
         if size is not None:
             raise SystemExit("--library N is for the quality run and sweep; frontier takes --library-dir")
-        rest = args[1:]
-        label = next((a for a in rest if a.endswith("MP")), "1MP")
-        tile = next((int(a) for a in rest if a.isdigit()), 16)
         raise SystemExit(frontier_main(chosen[0] if chosen else "chelsea", label, tile, own))
     if mode == "sweep":
         from benchmarks.photos import SWEEP

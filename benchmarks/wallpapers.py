@@ -38,17 +38,20 @@ def pictures(root: Path) -> list[Path]:
     """One file per picture under ``root``: the largest of each KDE theme
     (``NAME/contents/images*/WxH.ext``, its light and dark versions one picture) and of each
     name without its ``WxH`` size. Symbolic links (other sizes of the same file) are skipped."""
-    chosen: dict[str, Path] = {}
+    chosen: dict[str, tuple[int, Path]] = {}
     for path in sorted(root.rglob("*")):
         if path.suffix.lower() not in PHOTO_SUFFIXES or "screenshot" in path.name:
             continue
-        if path.is_symlink() or not path.is_file() or path.stat().st_size < SMALLEST:
+        if path.is_symlink() or not path.is_file():
+            continue
+        size = path.stat().st_size
+        if size < SMALLEST:
             continue
         parts = path.as_posix().split("/contents/")
         key = parts[0] if len(parts) == 2 else re.sub(r"[_-]?\d+x\d+", "", path.stem).lower()
-        if key not in chosen or path.stat().st_size > chosen[key].stat().st_size:
-            chosen[key] = path
-    return sorted(chosen.values())
+        if key not in chosen or size > chosen[key][0]:
+            chosen[key] = (size, path)
+    return sorted(path for _, path in chosen.values())
 
 
 def crops(picture: Image.Image) -> list[Image.Image]:
