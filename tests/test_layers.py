@@ -245,7 +245,6 @@ def test_the_private_checker_sees_a_reach(tmp_path):
 # modules), and why; everywhere else an import
 # is at the top, where a reader (and this checker's graph) sees it.
 LAZY_IMPORTS_ALLOWED = {
-    "photomosaics.cli": "the command registers its sub-command modules when it runs",
     "photomosaics.commands.*": "each sub-command imports what it needs when it runs, so `photomosaics --help` and "
     "every command start without loading the whole application (NumPy, the Azure SDK)",
     "webapp": "the app factory imports its blueprints (flask's flaskr pattern): they import this package",

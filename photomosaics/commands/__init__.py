@@ -1,1 +1,1 @@
-"""One module per group of sub-commands; each registers itself on ``photomosaics.cli.main``."""
+"""One module per group of sub-commands; ``photomosaics.cli.COMMANDS`` names each one's home."""

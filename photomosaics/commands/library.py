@@ -10,11 +10,10 @@ from pathlib import Path
 
 import click
 
-from photomosaics.cli import main
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
-@main.group()
+@click.group()
 def library() -> None:
     """Tile libraries in storage (AZURE_STORAGE_CONNECTION_STRING, or the embedded Azurite)."""
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import click
 
-from photomosaics.cli import main
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
-@main.group(invoke_without_command=True)
+@click.group(invoke_without_command=True)
 @click.option("--poison", "show_poison", is_flag=True, help="Also list the poison messages with their reasons.")
 @DATA_DIR_OPTION
 @click.pass_context

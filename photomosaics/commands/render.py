@@ -18,7 +18,6 @@ import click
 from dal.config import Settings
 from mosaic.limits import MAX_TILE_SIZE
 from mosaic.variety import feasible_distance, tiles_needed
-from photomosaics.cli import main
 
 PNG_COMPRESS_LEVEL = 1
 _FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
@@ -125,7 +124,7 @@ def _render_options(
     return dataclasses.replace(DEFAULT_OPTIONS, **changes)
 
 
-@main.command()
+@click.command()
 @click.argument("target", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "-l",

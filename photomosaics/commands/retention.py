@@ -13,11 +13,10 @@ from datetime import timedelta
 import click
 
 from dal.operations.retention import DEFAULT_ORPHAN_GRACE, DEFAULT_RETENTION_DAYS
-from photomosaics.cli import main
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
-@main.command()
+@click.command()
 @click.option(
     "--retention-days",
     type=click.IntRange(min=1),

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import click
 
-from photomosaics.cli import main
-
 if TYPE_CHECKING:
     from dal.queues.work_queue import ReceivedMessage
     from workers.services import RoleServices
@@ -97,7 +95,7 @@ def _services_for(role: str) -> RoleServices:
     return services
 
 
-@main.command()
+@click.command()
 @_burst
 @_max_messages
 @_concurrency(4)
@@ -130,7 +128,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     )
 
 
-@main.command()
+@click.command()
 @_burst
 @_max_messages
 @_concurrency(1)
@@ -156,7 +154,7 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     )
 
 
-@main.command()
+@click.command()
 @_burst
 @_max_messages
 @_concurrency(8)
@@ -184,7 +182,7 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     )
 
 
-@main.command()
+@click.command()
 @click.option("--once", is_flag=True, help="One pass (ping, drain), then exit: tests and manual draining.")
 def syphon(*, once: bool) -> None:
     """Run the syphon: pings the primary, moves the secondary's backlog back.

@@ -35,8 +35,6 @@ from typing import Any
 
 import click
 
-from photomosaics.cli import main
-
 log = logging.getLogger(__name__)
 
 SECRET_KEY_FILE = "secret_key"
@@ -293,7 +291,7 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
         click.echo(f"the web app did not answer at {url} within {timeout:.0f} s; see its log above", err=True)
 
 
-@main.command()
+@click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface for the web app.")
 @click.option(
     "--port",

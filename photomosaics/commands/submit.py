@@ -25,7 +25,6 @@ from typing import Any
 import click
 
 from mosaic.limits import MAX_TILE_SIZE
-from photomosaics.cli import main
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _CSRF = {"X-Requested-With": "photomosaics"}
@@ -171,7 +170,7 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
         return  # refused (429) or broken: the caller polls, then tries again
 
 
-@main.command()
+@click.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--library", "-l", required=True, help="Tile library name (see `photomosaics library list`).")
 @click.option(

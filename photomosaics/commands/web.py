@@ -17,8 +17,6 @@ from typing import Any
 
 import click
 
-from photomosaics.cli import main
-
 log = logging.getLogger(__name__)
 
 
@@ -70,7 +68,7 @@ def _multiprocess_metrics() -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
 
 
-@main.command()
+@click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 in a container).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
 @click.option(
