@@ -7,6 +7,7 @@ reader can lift it out whole. Its errors and limits are its own:
     limits      MAX_TILE_SIZE and the default pixel limits (``dal.config`` defaults to these)
     sources     open_tile_sources, SourceLimits, build_library_from: a library from a folder, zips or uploads
     images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
+    image_structure  check_structure: what opening a file costs, bounded before Pillow reads it
     library     TileLibrary (atlas + index blob), build_library
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
     signatures  CIELAB sub-cell features, exact integers

@@ -1,7 +1,8 @@
 """Decoding uploaded and library images into RGB, the one way every role does it.
 
 Every image that enters the application (a target photo, a tile, a slice) goes through
-``open_image``: it refuses oversized images before decoding them (decompression bombs),
+``open_image``: it refuses a file whose header alone would be costly to read before Pillow
+opens it (``mosaic.image_structure``), oversized images before decoding them (decompression bombs),
 applies the EXIF orientation (phones store portrait photos sideways), converts the colours of
 an embedded ICC profile other than sRGB (an iPhone's Display P3, a camera's Adobe RGB, a
 CMYK press profile) to sRGB, flattens transparency onto white and maps every Pillow mode —
@@ -20,6 +21,7 @@ import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from .errors import ImageDecodeError
+from .image_structure import check_structure
 from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 
 # The one decoder allowlist (photos, library files, slices): Pillow tries no other plugin, so an
@@ -57,6 +59,7 @@ def open_image(
     (libjpeg's DCT scaling) when the caller needs no more than that: several times faster
     for a 12 MP photo that is about to be reduced to a few pixels per cell.
     """
+    check_structure(data)  # what opening it costs, bounded before Pillow reads its header
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -131,6 +134,7 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
 
 def probe_size(data: bytes) -> tuple[int, int]:
     """The upright (EXIF-oriented) size of an image from its header, without decoding pixels."""
+    check_structure(data)
     try:
         with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
             width, height = image.size

@@ -20,6 +20,7 @@ from dal.queues.messages import ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.grid import cell_image, plan_bands, plan_grid
 from mosaic.images import open_image
+from tests.support.hostile_images import padded_jpeg
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers import slicing
 from workers.controller import JobController
@@ -115,6 +116,7 @@ def test_image_request_writes_bands_then_fans_out(
     [
         ("too_many_slices", "only 5 rows of tiles"),
         ("corrupt_image", "could not be read as a picture"),
+        ("hostile_image", "structure is not that of a photo"),  # refused unopened (mosaic.image_structure)
         ("missing_library", "does not exist"),
     ],
 )
@@ -126,6 +128,8 @@ def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: st
         slices = 7  # 6 tiles across a 48x40 picture: 5 rows
     if setup == "corrupt_image":
         image = image[: len(image) // 3]
+    if setup == "hostile_image":
+        image = padded_jpeg(512 * 1024)  # an 8 x 8 JPEG padded with 130,000 empty segments
     if setup == "missing_library":
         library = library.rstrip("/") + "-gone"
     rid = pipe.submit(

@@ -32,6 +32,7 @@ class DecodeBudget:
     ) -> None:
         self._condition = threading.Condition()
         self._in_use = 0
+        self._granted = 0
         self.configure(megapixels, wait_seconds=wait_seconds)
 
     def configure(self, megapixels: int, *, wait_seconds: float = DEFAULT_WAIT_SECONDS) -> None:
@@ -44,6 +45,12 @@ class DecodeBudget:
     def in_use(self) -> int:
         with self._condition:
             return self._in_use
+
+    @property
+    def granted(self) -> int:
+        """How many reservations were ever granted: a request that decoded nothing leaves it unchanged."""
+        with self._condition:
+            return self._granted
 
     @contextmanager
     def reserve(self, pixels: int) -> Iterator[None]:
@@ -63,6 +70,7 @@ class DecodeBudget:
                         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
                     )
             self._in_use += need
+            self._granted += 1
         try:
             yield
         finally:

@@ -31,6 +31,7 @@ from PIL import Image, ImageOps
 
 from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
 from mosaic.deepzoom import level_covering, level_size, level_tiles, read_descriptor, tile_origin
+from mosaic.image_structure import check_structure
 from mosaic.images import DECODER_FORMATS
 from webapp.decode_budget import DECODES
 
@@ -99,6 +100,7 @@ class PreviewCache:
 
 def jpeg_preview(data: bytes, *, max_side: int, quality: int = 85) -> bytes:
     """The image scaled down to fit ``max_side`` (never up), EXIF-oriented, as JPEG."""
+    check_structure(data)  # a stored photo passed it at upload; checked again, it costs nothing
     with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
         image.draft("RGB", (max_side, max_side))  # a JPEG decodes at a reduced scale
         with DECODES.reserve(image.width * image.height):

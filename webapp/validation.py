@@ -4,7 +4,9 @@ An uploaded photo must decode completely as one of the allowed formats, within t
 and pixel limits of ``dal.config.Settings``. Pillow's decompression-bomb guard stays on
 (``Image.MAX_IMAGE_PIXELS`` is never lifted) and its warning is turned into a rejection;
 our own pixel limit is checked from the header, before the pixels are decoded, so a small
-file that claims a huge image costs nothing.
+file that claims a huge image costs nothing. Before Pillow reads even the header,
+``mosaic.image_structure`` bounds what reading it costs (JPEG segments, TIFF strips and
+tags, PNG and GIF chunks): a small file padded with header elements is 400 ``image_too_complex``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
+from mosaic.image_structure import ImageStructureError, check_structure
 from mosaic.images import DECODER_FORMATS, FORMAT_NAMES
 from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
@@ -60,6 +63,10 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
         raise ApiError(400, "empty_file", f"the {what} is empty")
     if len(data) > max_bytes:
         raise ApiError(413, "too_large", f"the {what} is {len(data):,} bytes; the limit is {max_bytes:,}")
+    try:
+        check_structure(data)
+    except ImageStructureError as exc:
+        raise ApiError(400, "image_too_complex", f"the {what} cannot be opened safely: {exc}") from None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
