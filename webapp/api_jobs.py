@@ -103,7 +103,12 @@ def find_library(name: str) -> str:
 
 @bp.post("/jobs")
 def create_job() -> tuple[Response, int, dict[str, str]]:
-    """Validate everything, then store the photo, the job row and the request message."""
+    """Validate everything, then store the photo, the job row and the request message.
+
+    Cheap checks first: the form's fields, then the client's and its address's quotas (429
+    before a byte of the photo is read), the library and the backlog, and only then the photo
+    (its structure, its header, its pixels in the decoding budget). A submission refused after
+    its quotas were counted gives its slots back."""
     limits = settings()
     upload = request.files.get("image")
     if upload is None:
@@ -117,12 +122,39 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     max_uses = optional_int_field(request.form, "max_uses", low=1, high=MAX_USES)
     # Tiles <-> photo: how far each whole tile's colour moves toward its cell's (0..100 %).
     correction = optional_int_field(request.form, "correction", low=0, high=100)
-    photo = validate_image(
-        upload.read(limits.max_upload_bytes + 1),
-        max_bytes=limits.max_upload_bytes,
-        max_pixels=limits.max_input_pixels,
+    owner = client_id()
+    admitted = _admit(owner)
+    try:
+        library_uri = find_library(library)
+        _check_backlog()
+        photo = validate_image(
+            upload.read(limits.max_upload_bytes + 1),
+            max_bytes=limits.max_upload_bytes,
+            max_pixels=limits.max_input_pixels,
+        )
+        grid, slices = _plan(photo, library, tile_size, tiles_across, slices, max_uses)
+    except Exception:
+        if admitted:
+            _give_back(owner)
+        raise
+    return _submit(
+        photo,
+        library_uri=library_uri,
+        library=library,
+        tile_size=tile_size,
+        slices=slices,
+        grid=grid,
+        admitted=admitted,
+        max_uses=max_uses,
+        correction=correction,
     )
-    library_uri = find_library(library)
+
+
+def _plan(
+    photo: ValidImage, library: str, tile_size: int, tiles_across: int | None, slices: int, max_uses: int | None
+) -> tuple[Grid, int]:
+    """The job's grid and slice count for this photo; 422 when max_uses cannot cover the grid."""
+    limits = settings()
     grid = planning.plan(
         width=photo.width,
         height=photo.height,
@@ -135,19 +167,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     slices = min(max(slices, planning.min_slices(grid)), grid.tiles_down)
     if max_uses is not None:
         _check_tile_budget(library, grid, max_uses)
-    _check_backlog()
-    admitted = _admit(client_id())
-    return _submit(
-        photo,
-        library_uri=library_uri,
-        library=library,
-        tile_size=tile_size,
-        slices=slices,
-        grid=grid,
-        admitted=admitted,
-        max_uses=max_uses,
-        correction=correction,
-    )
+    return grid, slices
 
 
 def _check_tile_budget(library: str, grid: Grid, max_uses: int) -> None:
@@ -210,6 +230,16 @@ def _admit(owner: str) -> bool:
         return both() if svc.failover is None else svc.failover.ask_primary(both, False)
     except QuotaExceeded as exc:
         raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
+
+
+def _give_back(owner: str) -> None:
+    """The slots of a submission that was counted and then refused or not stored (best effort)."""
+    svc = services()
+    try:
+        svc.quotas.release(owner)
+        svc.address_quotas.give_back(client_address())
+    except Exception:  # the answer is the refusal's, not this; the client's counter heals (dal.admission.quotas)
+        log.warning("the quota slots of client %s could not be given back", owner[:6], exc_info=True)
 
 
 def _lane_for(owner: str) -> Any:
@@ -288,8 +318,7 @@ def _submit(
         where.jobs.delete(owner, request_id)
         where.blobs.delete(IMAGE_INPUT_CONTAINER, input_name)
         if admitted:
-            svc.quotas.release(owner)
-            svc.address_quotas.give_back(client_address())
+            _give_back(owner)
         raise
     log.info("job %s submitted by client %s%s", request_id, owner[:6], " (parked on the secondary)" if parked else "")
     status_url = url_for("api_jobs.get_job", request_id=request_id)

@@ -214,3 +214,55 @@ def test_forwarded_for_counts_only_through_trusted_proxies(
         for c in (*clients, clients[0])
     ]
     assert [r.status_code for r in answers] == [202, 202, 429]
+
+
+def test_a_client_over_its_quota_gets_429_before_its_photo_is_decoded(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    """Identity and quotas come first: an over-quota client spends none of the decoding budget
+    the other clients share, and its photo is not even opened (a hostile one is 429, not 400)."""
+    from tests.support.hostile_images import padded_jpeg
+    from webapp.decode_budget import DECODES
+
+    app = _app(web_settings, azurite_connection_string, max_unfinished_jobs=1, submissions_per_minute=100)
+    client = app.test_client()
+    assert submit(client).status_code == 202
+    granted = DECODES.granted
+    refused = submit(client, image=png_bytes(200, 150))
+    hostile = submit(client, image=padded_jpeg(1024 * 1024), filename="padded.jpg")
+    assert (refused.status_code, hostile.status_code) == (429, 429), (refused.get_json(), hostile.get_json())
+    assert DECODES.granted == granted  # no decode was reserved, let alone made
+
+
+def test_a_submission_refused_after_its_quotas_were_counted_gives_them_back(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    app = _app(
+        web_settings,
+        azurite_connection_string,
+        max_unfinished_jobs=1,
+        submissions_per_minute=100,
+        address_burst=1,
+        address_submissions_per_hour=1,
+    )
+    client = app.test_client()
+    address = f"198.51.100.{uuid.uuid4().int % 250 + 1}"
+    broken = client.post(
+        "/api/jobs",
+        data={"library": LIBRARY, "tile_size": "8", "slices": "1", "image": (io.BytesIO(b"not an image"), "p.png")},
+        content_type="multipart/form-data",
+        environ_base={"REMOTE_ADDR": address},
+    )
+    missing = client.post(
+        "/api/jobs",
+        data={
+            "library": "no-such-library",
+            "tile_size": "8",
+            "slices": "1",
+            "image": (io.BytesIO(png_bytes()), "p.png"),
+        },
+        content_type="multipart/form-data",
+        environ_base={"REMOTE_ADDR": address},
+    )
+    assert (broken.status_code, missing.status_code) == (415, 404), (broken.get_json(), missing.get_json())
+    assert _post_from(client, address).status_code == 202  # the client's one slot and the address's one token
