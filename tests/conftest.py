@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
+from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
 from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from tests.support.prereqs import require
+from tests.support.queues import drop_queue
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +67,25 @@ def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Any]:
 def unique() -> str:
     """A short name fragment unique to this test, valid in queue, container and table names."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def prefix(unique: str) -> str:
+    """The name prefix of this test's queues (a role started with ``--prefix`` shares them)."""
+    return f"t{unique}"
+
+
+@pytest.fixture
+def queue_options() -> dict[str, Any]:
+    """Which work queue ``queue`` is and its settings; a module overrides this to change them."""
+    return {"name": "sliceresponse", "poison_threshold": 2, "timeout": 2}
+
+
+@pytest.fixture
+def queue(storage: StorageClients, prefix: str, queue_options: dict[str, Any]) -> Iterator[ImageProcessingQueue]:
+    """A fresh work queue of ``queue_options`` (2 deliveries, 2 s invisibility by default), deleted after."""
+    options = dict(queue_options)
+    made = QueueAccessor(storage, prefix=prefix).by_name(options.pop("name"))
+    made.ensure_exists(**options)
+    yield made
+    drop_queue(made)

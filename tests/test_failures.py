@@ -4,9 +4,8 @@ to poison (a permanent error, a failure on every delivery, a worker that died on
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -14,7 +13,8 @@ from dal.config import StorageClients
 from dal.jobs.model import JobStatus
 from dal.jobs.store import Job, JobStore
 from dal.queues.messages import ImageRequestMessage
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
+from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
+from tests.support.waiting import wait_for
 from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.listener import QueueListener
@@ -30,13 +30,9 @@ def jobs(storage: StorageClients, unique: str) -> JobStore:
 
 
 @pytest.fixture
-def queue(storage: StorageClients, unique: str) -> Iterator[ImageProcessingQueue]:
-    """A fresh imagerequest queue: 2 deliveries allowed, 1 s default invisibility."""
-    q = QueueAccessor(storage, prefix=f"f{unique}").image_request
-    q.ensure_exists(poison_threshold=2, timeout=1)
-    yield q
-    q._client.delete_queue()
-    q.poison._client.delete_queue()
+def queue_options() -> dict[str, Any]:
+    """``queue`` (conftest) is a fresh imagerequest queue: 2 deliveries allowed, 1 s default invisibility."""
+    return {"name": "imagerequest", "poison_threshold": 2, "timeout": 1}
 
 
 def submit_job(queue: ImageProcessingQueue, jobs: JobStore) -> ImageRequestMessage:
@@ -111,8 +107,9 @@ def test_a_message_a_worker_died_on_is_poisoned_at_receive_and_fails_the_job_onc
 ) -> None:
     message = submit_job(queue, jobs)
     for _ in range(2):  # two workers took it and died (no delete): dequeue count 2 = the threshold
-        assert len(queue.accept_messages(1, visibility_timeout=1)) == 1
-        time.sleep(1.2)
+        # the first at once, the second once the first taker's 1 s invisibility ends
+        assert len(wait_for(lambda: queue.accept_messages(1, visibility_timeout=1), what="the message")) == 1
+    wait_for(queue.peek, what="the message visible again")
     handled: list[ReceivedMessage] = []
 
     subject = run_listener(queue, jobs, handled.append)

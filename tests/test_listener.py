@@ -6,26 +6,19 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from dal.config import StorageClients
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedMessage
 from tests.support.listeners import in_thread, listener, message
+from tests.support.queues import drop_queue
 from tests.support.waiting import wait_for
 from workers.errors import PermanentJobError, RetryLater
 from workers.listener import QueueListener, poll_delay, retry_delay_for
 
-
-@pytest.fixture
-def queue(storage: StorageClients, unique: str) -> Iterator[ImageProcessingQueue]:
-    """A fresh slice-response queue: 2 deliveries allowed, 2 s default invisibility."""
-    q = QueueAccessor(storage, prefix=f"l{unique}").slice_response
-    q.ensure_exists(poison_threshold=2, timeout=2)
-    yield q
-    q._client.delete_queue()
-    q.poison._client.delete_queue()
+# ``queue`` (conftest): a fresh sliceresponse queue, 2 deliveries allowed, 2 s default invisibility.
 
 
 def test_handled_messages_are_deleted(queue: ImageProcessingQueue) -> None:
@@ -130,28 +123,41 @@ def test_garbage_is_poisoned_and_valid_messages_keep_flowing(queue: ImageProcess
 def test_a_slow_handler_keeps_its_message_invisible_and_deletes_it_at_the_end(
     queue: ImageProcessingQueue,
 ) -> None:
-    queue.submit(message(queue))  # queue timeout is 2 s; the handler takes 4.5 s
+    queue.submit(message(queue))  # queue timeout is 2 s; the handler runs until past it, renewed
     peeks: list[int] = []
     calls: list[int] = []
+    competitors: list[QueueListener] = []
+    proved: list[bool] = []
 
     def handler(received: ReceivedMessage) -> None:
+        """Work until the competitor has made a receive after the moment the message would have
+        been visible again unrenewed (``next_visible_on`` of this delivery), and two renewals."""
         calls.append(received.dequeue_count)
-        end = time.monotonic() + 4.5
-        while time.monotonic() < end:
+        assert received.next_visible_on is not None
+        empties_after: int | None = None
+        give_up = time.monotonic() + 15
+        while time.monotonic() < give_up:
             peeks.append(len(queue.peek()))  # a competing consumer would see it here
-            time.sleep(0.25)
+            if competitors and datetime.now(UTC) > received.next_visible_on:
+                empties = competitors[0].stats["empty_receives"]
+                empties_after = empties if empties_after is None else empties_after
+                if empties > empties_after and subject.stats["renewed"] >= 2:
+                    proved.append(True)
+                    return
+            time.sleep(0.1)
 
     subject = listener(queue, handler)
     subject_thread = in_thread(lambda: subject.run(max_messages=1))
     wait_for(lambda: calls)
     competitor_seen: list[ReceivedMessage] = []
     competitor = listener(queue, competitor_seen.append, name="competitor")
+    competitors.append(competitor)
     competitor_thread = in_thread(competitor.run)
     subject_thread.join(timeout=20)
     competitor.stop()
     competitor_thread.join(timeout=15)
 
-    assert calls == [1]
+    assert calls == [1] and proved == [True]
     assert peeks and set(peeks) == {0}
     assert competitor_seen == []
     assert subject.stats["renewed"] >= 2
@@ -310,6 +316,5 @@ def test_work_on_one_queue_of_a_role_wakes_its_other_listeners(storage: StorageC
         role.stop()
         thread.join(timeout=15)
         for q in (busy, sleepy):
-            q._client.delete_queue()
-            q.poison._client.delete_queue()
+            drop_queue(q)
     assert not thread.is_alive()

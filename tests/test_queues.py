@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import base64
-import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
 
 import pytest
 
@@ -30,20 +27,10 @@ from dal.queues.wire import (
     poison_envelope,
 )
 from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from tests.support.waiting import wait_for
 
-T = TypeVar("T")
 RID = "5d0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
 BLOB = "http://127.0.0.1:10000/devstoreaccount1"
-
-
-def wait_for(probe: Callable[[], T], *, seconds: float = 10.0, step: float = 0.2) -> T:
-    """Poll until ``probe`` returns something truthy (not a timing assertion: a bound on waiting)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        result = probe()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(step)
 
 
 @pytest.fixture
@@ -174,8 +161,14 @@ def test_renew_keeps_it_invisible_and_the_old_receipt_stops_working(queues: Queu
     [held] = queue.accept_messages(visibility_timeout=1)
     renewed = queue.renew(held, timeout=30)
     assert renewed is not None and renewed.pop_receipt != held.pop_receipt
-    time.sleep(1.5)  # past the first invisibility
-    assert queue.accept_messages() == []
+    # A witness taken for 1 s after it: the receive that sees the witness again is past the
+    # held message's first invisibility, and the held one is not in it.
+    witness = image_request(queue, request_id=str(uuid.uuid4()))
+    queue.submit(witness)
+    [taken] = queue.accept_messages(visibility_timeout=1)
+    assert taken.message == witness
+    back = wait_for(lambda: queue.accept_messages(32, visibility_timeout=30), what="the witness visible again")
+    assert [r.id for r in back] == [taken.id]
     assert queue.renew(held, timeout=30) is None
     assert queue.release(held) is False
     assert queue.delete(held) is False

@@ -13,33 +13,25 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from dal.config import CONNECTION_STRING_ENV, StorageClients
+from dal.config import CONNECTION_STRING_ENV
 from dal.observability.transactions import COUNT_ENV
 from dal.queues.messages import SliceResponseMessage
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE = ROOT / "tests" / "support" / "sleep_role.py"
 
 
 @pytest.fixture
-def prefix(unique: str) -> str:
-    return f"s{unique}"
-
-
-@pytest.fixture
-def queue(storage: StorageClients, prefix: str) -> Iterator[ImageProcessingQueue]:
-    # A long invisibility: a message is visible again quickly only if the role released it.
-    q = QueueAccessor(storage, prefix=prefix).slice_response
-    q.ensure_exists(poison_threshold=5, timeout=60)
-    yield q
-    q._client.delete_queue()
-    q.poison._client.delete_queue()
+def queue_options() -> dict[str, Any]:
+    """``queue`` (conftest) is sliceresponse with a long invisibility: a message is visible
+    again quickly only if the role released it."""
+    return {"name": "sliceresponse", "poison_threshold": 5, "timeout": 60}
 
 
 def send(queue: ImageProcessingQueue, count: int) -> None:
