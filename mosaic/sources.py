@@ -163,8 +163,60 @@ def _read_from_start(stream: BinaryIO) -> bytes:
     return stream.read(MAX_FILE_BYTES + 1)
 
 
+_END = b"PK\x05\x06"
+_END64_LOCATOR = b"PK\x06\x07"
+_END_SEARCH = 22 + 0xFFFF  # the end record and the longest comment it may carry
+DIRECTORY_BYTES_PER_FILE = 512  # a photo's directory entry is about 100 bytes (name, zip64 and time extras)
+
+
+def _directory_extent(handle: Path | BinaryIO) -> tuple[int, int] | None:
+    """``(entries, directory bytes)`` from the zip's end records, reading only its last 64 KB;
+    None when there is no end record (``zipfile`` then says what is wrong)."""
+    stream: BinaryIO = handle.open("rb") if isinstance(handle, Path) else handle
+    try:
+        size = stream.seek(0, io.SEEK_END)
+        start = max(0, size - _END_SEARCH)
+        stream.seek(start)
+        tail = stream.read(size - start)
+        at = tail.rfind(_END)
+        if at < 0 or len(tail) - at < 22:
+            return None
+        entries, directory = (
+            int.from_bytes(tail[at + 10 : at + 12], "little"),
+            int.from_bytes(tail[at + 12 : at + 16], "little"),
+        )
+        locator = at - 20
+        if locator >= 0 and tail[locator : locator + 4] == _END64_LOCATOR:
+            stream.seek(int.from_bytes(tail[locator + 8 : locator + 16], "little"))
+            record = stream.read(56)
+            if record[:4] == b"PK\x06\x06" and len(record) == 56:
+                entries = int.from_bytes(record[32:40], "little")
+                directory = int.from_bytes(record[40:48], "little")
+        return entries, directory
+    except (OSError, ValueError):
+        return None
+    finally:
+        if isinstance(handle, Path):
+            stream.close()
+        else:
+            stream.seek(0)
+
+
 def _add_zip(handle: Path | BinaryIO, label: str, folder: str, sources: TileSources) -> None:
-    """A zip's entries from its directory alone; each is inflated only when it is read."""
+    """A zip's entries from its directory alone; each is inflated only when it is read.
+
+    The directory's entry count and size are read from its end records first: ``zipfile`` parses
+    the whole directory (an object per entry) before anyone can count its entries."""
+    extent = _directory_extent(handle)
+    most = sources.limits.max_files
+    if extent is not None:
+        entries, directory = extent
+        if entries > most:
+            raise SourceLimitError(f"{label} holds {entries:,} entries; a library takes at most {most:,} files")
+        if directory > max(64 * 1024, most * DIRECTORY_BYTES_PER_FILE):
+            raise SourceLimitError(
+                f"{label}'s directory is {directory:,} bytes: more than {most:,} files' entries could need"
+            )
     try:
         archive = sources.closing.enter_context(zipfile.ZipFile(handle))
     except (zipfile.BadZipFile, OSError, ValueError) as exc:

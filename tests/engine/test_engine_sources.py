@@ -102,3 +102,44 @@ def test_wide_grey_images_convert_exactly_band_by_band(mode: str, monkeypatch: p
     grey = np.asarray(to_rgb(image))[:, :, 0]
     expected = np.clip(np.rint(values.astype(dtype).astype(np.float64) * (255.0 / top)), 0, 255).astype(np.uint8)
     assert image.mode.startswith(mode[0]) and np.array_equal(grey, expected)
+
+
+def _many_entries_zip(count: int) -> bytes:
+    """A stored zip of ``count`` empty files, written by hand (zip64 end records past 65,535)."""
+    from mosaic.stored_zip import central_directory, local_entries
+
+    members, body = local_entries((f"e{i:06d}.jpg", b"") for i in range(count))
+    return body + central_directory(members)
+
+
+@pytest.mark.parametrize("count", [3000, 100_000])
+def test_a_zip_of_too_many_entries_is_refused_from_its_end_record(count: int, monkeypatch) -> None:
+    """The count is read from the end record (zip64's past 65,535) before ``zipfile`` parses the
+    directory: 100,000 entries cost 32 MB and 0.9 s to parse just to be refused."""
+    import mosaic.sources
+
+    data = _many_entries_zip(count)
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole directory was parsed")
+
+    monkeypatch.setattr(mosaic.sources.zipfile, "ZipFile", never)
+    with pytest.raises(SourceLimitError, match=f"{count:,} entries"):
+        open_tile_sources([("many.zip", io.BytesIO(data))], SourceLimits(max_files=2000))
+
+
+def test_a_zip_whose_directory_is_larger_than_its_count_needs_is_refused(monkeypatch) -> None:
+    """``zipfile`` parses the directory by its size, not its count: a small count is not enough."""
+    import mosaic.sources
+
+    data = bytearray(_many_entries_zip(3000))
+    end = data.rfind(b"PK\x05\x06")
+    data[end + 8 : end + 12] = (5).to_bytes(2, "little") * 2  # claims 5 entries
+    monkeypatch.setattr(mosaic.sources.zipfile, "ZipFile", None)
+    with pytest.raises(SourceLimitError, match="directory"):
+        open_tile_sources([("lying.zip", io.BytesIO(bytes(data)))], SourceLimits(max_files=100))
+
+
+def test_a_zip_within_the_limits_is_read_as_before() -> None:
+    with open_tile_sources([("few.zip", io.BytesIO(_many_entries_zip(50)))], SourceLimits(max_files=2000)) as sources:
+        assert len(sources) == 50
