@@ -197,6 +197,11 @@ class Settings:
     # holds for clients that drop their cookie. A burst of this many submissions, then this many an hour.
     address_burst: int = 10
     address_submissions_per_hour: int = 60
+    # Library creation (POST /api/libraries; dal.admission.address_quotas.library_buckets): a burst of this
+    # many per network address and per client, then this many an hour each.
+    library_address_burst: int = 10
+    library_client_burst: int = 5
+    libraries_per_hour: int = 20
     # Proxies in front of the web app whose X-Forwarded-For/-Proto/-Host are trusted (werkzeug's
     # ProxyFix): the client address of the quotas and the scheme of the origin check and cookie.
     trusted_proxies: int = 0
@@ -252,6 +257,9 @@ class Settings:
             "submissions_per_minute": "PHOTOMOSAICS_SUBMISSIONS_PER_MINUTE",
             "address_burst": "PHOTOMOSAICS_ADDRESS_BURST",
             "address_submissions_per_hour": "PHOTOMOSAICS_ADDRESS_SUBMISSIONS_PER_HOUR",
+            "library_address_burst": "PHOTOMOSAICS_LIBRARY_ADDRESS_BURST",
+            "library_client_burst": "PHOTOMOSAICS_LIBRARY_CLIENT_BURST",
+            "libraries_per_hour": "PHOTOMOSAICS_LIBRARIES_PER_HOUR",
             "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
             "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
             "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from dal.admission.address_quotas import AddressBuckets
+from dal.admission.address_quotas import AddressBuckets, library_buckets
 from dal.admission.backpressure import BacklogGauge
 from dal.admission.quotas import QuotaStore
 from dal.admission.render_rates import RenderRates
@@ -76,6 +76,17 @@ class Stores:
             self.storage,
             burst=self.settings.address_burst,
             per_hour=self.settings.address_submissions_per_hour,
+            prefix=self.prefix,
+        )
+
+    @cached_property
+    def library_quotas(self) -> tuple[AddressBuckets, AddressBuckets]:
+        """Library creation: ``(per network address, per client)``, in the same table as ``quotas``."""
+        return library_buckets(
+            self.storage,
+            address_burst=self.settings.library_address_burst,
+            client_burst=self.settings.library_client_burst,
+            per_hour=self.settings.libraries_per_hour,
             prefix=self.prefix,
         )
 

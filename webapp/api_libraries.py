@@ -27,6 +27,7 @@ from dal.blobs.libraries import (
     LibraryNotFoundError,
     validate_library_name,
 )
+from dal.errors import QuotaExceeded
 from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from mosaic.errors import SourceLimitError, TileSourceError
 from mosaic.render import DEFAULT_OPTIONS
@@ -36,6 +37,7 @@ from webapp import planning
 from webapp.clients import client_id
 from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
+from webapp.ingress import client_address
 from webapp.services import services, settings
 from webapp.validation import int_field, optional_int_field
 
@@ -179,7 +181,9 @@ def create_library() -> tuple[Response, int]:
     if len(uploads) > MAX_LIBRARY_FILES:
         raise ApiError(400, "invalid_field", f"files: at most {MAX_LIBRARY_FILES} per library, got {len(uploads)}")
     libraries = services().libraries
+    owner = _admit_library(client_id())  # before the name is looked up or a byte is decoded
     if libraries.exists(name):  # anyone's: names are one namespace (container names)
+        _give_back_library(owner)
         raise ApiError(409, "library_exists", f"a library called {name!r} exists already; choose another name")
     # The uploads stay where werkzeug spooled them; each file is read when it is decoded.
     files = [(upload.filename or "upload", upload.stream) for upload in uploads]
@@ -204,6 +208,31 @@ def create_library() -> tuple[Response, int]:
         "skipped": [{"file": f, "reason": r} for f, r in created.skipped],
     }
     return jsonify(body), 201
+
+
+def _admit_library(owner: str) -> str:
+    """Take a token from the library buckets of this client's address and of the client
+    (``dal.admission.address_quotas.library_buckets``), or answer 429 taking nothing.
+
+    A creation refused once decoding has begun keeps its tokens: the work was spent."""
+    by_address, by_client = services().library_quotas
+    address = client_address()
+    try:
+        by_address.admit(address)
+        try:
+            by_client.admit(owner)
+        except QuotaExceeded:
+            by_address.give_back(address)
+            raise
+    except QuotaExceeded as exc:
+        raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
+    return owner
+
+
+def _give_back_library(owner: str) -> None:
+    by_address, by_client = services().library_quotas
+    by_address.give_back(client_address())
+    by_client.give_back(owner)
 
 
 @bp.get("/plan")

@@ -18,6 +18,11 @@ write with If-Match, two storage transactions; a writer that lost the ETag race 
 decides again, so web processes never share out more tokens than the bucket holds. Network
 keys hold a dot (IPv4) or start with ``net6-`` and sit under another RowKey, so they never
 meet a client's row.
+
+The same bucket counts other things under other RowKeys: library creations
+(``library_buckets``: one bucket per network address, ``RowKey="library-address"``, and one per
+client id, ``RowKey="library-client"``), so creating libraries is bounded for a client that
+keeps its cookie and for one that drops it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import ipaddress
 import math
 import random
 import time
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -37,7 +43,7 @@ from dal.config import CLIENT_QUOTAS_TABLE, StorageClients
 from dal.errors import QuotaExceeded
 from dal.names import prefixed
 
-__all__ = ["AddressBuckets", "network_key"]
+__all__ = ["AddressBuckets", "library_buckets", "network_key"]
 
 _ROW = "address"
 _MAX_ATTEMPTS = 20
@@ -66,13 +72,27 @@ def network_key(address: str) -> str:
 class AddressBuckets:
     """Token buckets per network address in the quotas table; ``prefix`` isolates tests."""
 
-    def __init__(self, storage: StorageClients, *, burst: int, per_hour: int, prefix: str = "") -> None:
+    def __init__(
+        self,
+        storage: StorageClients,
+        *,
+        burst: int,
+        per_hour: int,
+        prefix: str = "",
+        row: str = _ROW,
+        key: Callable[[str], str] = network_key,
+        counted: str = "submissions",
+        per: str = "one network address",
+    ) -> None:
+        """``row``, ``key`` (who shares a bucket), ``counted`` and ``per`` (the refusal's words) let
+        the same bucket count something else or someone else (``library_buckets``)."""
         if burst < 1 or per_hour < 1:
             raise ValueError("the address quota needs a burst and a rate of at least 1")
         self.storage = storage
         self.burst = burst
         self.per_second = per_hour / 3600.0
         self.table_name = prefixed(prefix, CLIENT_QUOTAS_TABLE)
+        self.row, self.key, self.counted, self.per = row, key, counted, per
 
     @cached_property
     def _table(self) -> Any:
@@ -86,7 +106,7 @@ class AddressBuckets:
 
     def admit(self, address: str, *, now: float | None = None) -> None:
         """Take one token for ``address``'s network, or raise ``QuotaExceeded`` taking nothing."""
-        key = network_key(address)
+        key = self.key(address)
         for _ in range(_MAX_ATTEMPTS):
             clock = time.time() if now is None else now
             entity = self._read(key)
@@ -94,18 +114,18 @@ class AddressBuckets:
             if tokens < 1.0:
                 wait = math.ceil((1.0 - tokens) / self.per_second)
                 raise QuotaExceeded(
-                    f"at most {self.burst} submissions at once from one network address, then "
+                    f"at most {self.burst} {self.counted} at once from {self.per}, then "
                     f"{round(self.per_second * 3600)} an hour; try again in {wait} s",
                     retry_after=wait,
                 )
             if self._write(key, tokens - 1.0, clock, entity):
                 return
             time.sleep(random.uniform(0.005, 0.05))  # lost the race: re-read and decide again
-        raise QuotaExceeded("too many simultaneous submissions from this network address", retry_after=1)
+        raise QuotaExceeded(f"too many simultaneous {self.counted} from {self.per}", retry_after=1)
 
     def give_back(self, address: str) -> None:
         """Return the token of a submission that was refused or not stored (best effort)."""
-        key = network_key(address)
+        key = self.key(address)
         for _ in range(_MAX_ATTEMPTS):
             clock = time.time()
             entity = self._read(key)
@@ -116,13 +136,13 @@ class AddressBuckets:
 
     def _read(self, key: str) -> dict[str, Any] | None:
         try:
-            return self._table.get_entity(key, _ROW)  # type: ignore[no-any-return]
+            return self._table.get_entity(key, self.row)  # type: ignore[no-any-return]
         except ResourceNotFoundError:
             return None
 
     def _write(self, key: str, tokens: float, now: float, entity: dict[str, Any] | None) -> bool:
         """Store the bucket if nobody else did since it was read; False when someone did."""
-        row = {"PartitionKey": key, "RowKey": _ROW, "tokens": float(tokens), "updated": float(now)}
+        row = {"PartitionKey": key, "RowKey": self.row, "tokens": float(tokens), "updated": float(now)}
         try:
             if entity is None:
                 self._table.create_entity(row)
@@ -136,3 +156,23 @@ class AddressBuckets:
         except (ResourceModifiedError, ResourceExistsError):
             return False
         return True
+
+
+def library_buckets(
+    storage: StorageClients, *, address_burst: int, client_burst: int, per_hour: int, prefix: str = ""
+) -> tuple[AddressBuckets, AddressBuckets]:
+    """The buckets of library creation: ``(per network address, per client id)``."""
+    by_address = AddressBuckets(
+        storage, burst=address_burst, per_hour=per_hour, prefix=prefix, row="library-address", counted="libraries"
+    )
+    by_client = AddressBuckets(
+        storage,
+        burst=client_burst,
+        per_hour=per_hour,
+        prefix=prefix,
+        row="library-client",
+        key=lambda client_id: client_id,
+        counted="libraries",
+        per="one client",
+    )
+    return by_address, by_client

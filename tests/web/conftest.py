@@ -79,6 +79,9 @@ def web_settings(azurite_connection_string: str, web_prefix: str) -> Settings:
         submissions_per_minute=100_000,
         address_burst=100_000,
         address_submissions_per_hour=100_000,
+        library_address_burst=100_000,
+        library_client_burst=100_000,
+        libraries_per_hour=100_000,
     )
 
 

@@ -24,6 +24,7 @@ from dal.jobs.store import JobStore
 from dal.queues.work_queue import QueueAccessor
 from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, submit
 from webapp import create_app
+from webapp.decode_budget import DECODES
 
 
 def _app(settings: Settings, connection_string: str, **limits: int) -> Flask:
@@ -266,3 +267,54 @@ def test_a_submission_refused_after_its_quotas_were_counted_gives_them_back(
     )
     assert (broken.status_code, missing.status_code) == (415, 404), (broken.get_json(), missing.get_json())
     assert _post_from(client, address).status_code == 202  # the client's one slot and the address's one token
+
+
+def _create_library(client: Any, address: str, name: str) -> Any:
+    return client.post(
+        "/api/libraries",
+        data={"name": name, "files": [(io.BytesIO(png_bytes(64, 64)), "one.png")]},
+        environ_base={"REMOTE_ADDR": address},
+    )
+
+
+def test_library_creation_has_quotas_per_address_and_per_client(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    """40 cookieless creations from one address: at most the address's burst (10) are accepted;
+    one client moving between addresses is held by its own bucket (5)."""
+    defaults = Settings()
+    library_defaults = {
+        "library_address_burst": defaults.library_address_burst,
+        "library_client_burst": defaults.library_client_burst,
+        "libraries_per_hour": defaults.libraries_per_hour,
+    }
+    app = _app(web_settings, azurite_connection_string, **library_defaults)
+    tag = uuid.uuid4().hex[:8]
+    address = f"198.51.100.{uuid.uuid4().int % 250 + 1}"
+    granted = DECODES.granted
+    answers = [_create_library(app.test_client(use_cookies=False), address, f"lq-{tag}-{i}") for i in range(40)]
+    accepted = [r for r in answers if r.status_code == 201]
+    refused = [r for r in answers if r.status_code == 429]
+    assert len(accepted) + len(refused) == 40, sorted({r.status_code for r in answers})
+    assert 1 <= len(accepted) <= defaults.library_address_burst <= 10
+    assert all("libraries" in r.get_json()["detail"] and int(r.headers["Retry-After"]) >= 1 for r in refused)
+    assert DECODES.granted - granted == len(accepted)  # a refused creation decoded nothing
+
+    client = app.test_client()
+    roaming = [
+        _create_library(client, f"203.0.113.{(uuid.uuid4().int + i) % 250 + 1}", f"lc-{tag}-{i}") for i in range(8)
+    ]
+    codes = [r.status_code for r in roaming]
+    assert codes.count(201) <= defaults.library_client_burst and codes.count(429) >= 8 - defaults.library_client_burst
+    assert "one client" in roaming[-1].get_json()["detail"]
+
+
+def test_a_library_name_taken_gives_the_creation_tokens_back(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    app = _app(
+        web_settings, azurite_connection_string, library_address_burst=1, library_client_burst=1, libraries_per_hour=1
+    )
+    client, address = app.test_client(), f"192.0.2.{uuid.uuid4().int % 250 + 1}"
+    assert _create_library(client, address, LIBRARY).status_code in (404, 409)  # taken (shared or not): refused
+    assert _create_library(client, address, f"lt-{uuid.uuid4().hex[:8]}").status_code == 201
