@@ -9,7 +9,6 @@ without a restart, and a restart is exercised elsewhere).
 from __future__ import annotations
 
 import io
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_scrip
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 from tests.support.prereqs import require
+from tests.support.waiting import wait_for
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
@@ -111,7 +111,9 @@ def test_cut_primary_fails_over_to_backlog_and_the_syphon_drains_it_once(
         ]
         assert sorted(payload for _, payload in backlogged) == sorted(m.payload() for m in parked)
         assert {queue for queue, _ in backlogged} == {primary.image_request.name}
-        time.sleep(1.2)  # the peek above hid them for 1 s
+        # The take above hid them for 1 s: wait until a peek sees all ten again.
+        raw = [secondary.queue_service.get_queue_client(q.name) for q in backlog_queues(secondary, prefix, 3)]
+        wait_for(lambda: sum(len(c.peek_messages(max_messages=32)) for c in raw) == 10, what="the backlog visible")
 
         # Primary back: the syphon moves all ten, once; the backlog ends empty.
         account.set_active(False)
@@ -148,8 +150,9 @@ def _post_job(client: Any, image: bytes, *, slices: int) -> Any:
 
 
 def _wait_done(client: Any, ids: list[str], pipe: Pipeline, *, timeout: float) -> dict[str, dict[str, Any]]:
-    deadline, finished = time.monotonic() + timeout, {}
-    while len(finished) < len(ids):
+    finished: dict[str, dict[str, Any]] = {}
+
+    def all_ended() -> bool:
         for rid in ids:
             if rid not in finished:
                 body = client.get(f"/api/jobs/{rid}").get_json()
@@ -157,9 +160,10 @@ def _wait_done(client: Any, ids: list[str], pipe: Pipeline, *, timeout: float) -
                 ended = body["status"] in ("done", "failed") and not body["waiting_for_storage"]
                 if ended and body["status"] in {e["kind"] for e in body["events"]}:
                     finished[rid] = body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"unfinished after {timeout:.0f} s: {sorted(set(ids) - set(finished))}\n{pipe.logs()}")
-        time.sleep(0.3)
+        return len(finished) == len(ids)
+
+    unfinished = lambda: f"{sorted(set(ids) - set(finished))}\n{pipe.logs()}"  # noqa: E731
+    wait_for(all_ended, seconds=timeout, step=0.3, what="every job ended", details=unfinished)
     return finished
 
 
@@ -215,7 +219,11 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
                 j["request_id"]: j["waiting_for_storage"] for j in client.get("/api/jobs?limit=50").get_json()["jobs"]
             }
             assert all(listed.get(rid) is True for rid in ids), listed
-            time.sleep(2)  # the workers keep failing on the primary meanwhile; nothing may be lost
+            # The workers keep failing on the primary meanwhile (the proxy resets their calls); nothing may be lost.
+            resets = account.counts()["reset"]
+            wait_for(
+                lambda: account.counts()["reset"] >= resets + 10, seconds=30, what="the workers failing on the primary"
+            )
 
             account.set_active(False)  # the primary is back: the syphon moves the backlog
             finished = _wait_done(client, ids, pipe, timeout=150)

@@ -78,7 +78,8 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
     # Every listener is subscribed on the server (one connection each), and made its first receive.
     wait_for(lambda: all(valkey.subscribers(sender.channel(n)) == 1 for n in names) or None, seconds=60)
     wait_for(lambda: len(log_lines(pipe, "listener.start")) == 5 or None)
-    time.sleep(1.0)  # past each listener's first (empty) receive: now each sleeps 30 s
+    # Each listener's first receive came back empty (logged once as idle): now each sleeps 30 s.
+    wait_for(lambda: len(log_lines(pipe, "listener.idle")) == 5 or None, what="five idle listeners")
     queues.image_request.hints = sender
     image = sample_photo(40, 30, seed=12)
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
