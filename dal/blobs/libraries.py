@@ -134,13 +134,21 @@ def tile_blob_names(names: Iterable[str]) -> list[str]:
     used: set[str] = set()
     blobs = []
     for index, name in enumerate(names):
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name).with_suffix("").as_posix()).strip("-.") or "tile"
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", _without_suffix(name)).strip("-.") or "tile"
         candidate = stem[:180]
         if candidate in used:
             candidate = f"{candidate}-{index}"
         used.add(candidate)
         blobs.append(f"{TILE_PREFIX}{candidate}.jpg")
     return blobs
+
+
+def _without_suffix(name: str) -> str:
+    """``name`` without its extension; a name with no file name part (``.``, ``/``) as it is."""
+    try:
+        return Path(name).with_suffix("").as_posix()
+    except ValueError:  # "PosixPath('.') has an empty name"
+        return name
 
 
 def _description(metadata: Mapping[str, str | None] | None) -> str | None:
@@ -212,29 +220,28 @@ class LibraryStore:
         if len(library.names) == 0:
             raise EmptyLibraryError(f"library {name!r} would hold no tiles")
         container = self._service.get_container_client(container_name)
-        try:
-            container.create_container()  # unmarked: not a library until the mark below
-        except ResourceExistsError:
-            pass  # replacing a library: it stays one (the old index) until the new index is in
-        blob_names = tile_blob_names(library.names)
+        blob_names = tile_blob_names(library.names)  # before anything is created: a name cannot fail it half-made
         jpeg = ContentSettings(content_type="image/jpeg")
 
         def put_tile(i: int) -> None:
             container.upload_blob(blob_names[i], _encode_tile(library.atlas[i]), overwrite=True, content_settings=jpeg)
 
-        with ThreadPoolExecutor(max_workers=_UPLOAD_THREADS) as pool:
-            list(pool.map(put_tile, range(len(blob_names))))
-            container.upload_blob(
-                INDEX_BLOB,
-                library.to_bytes(),
-                overwrite=True,
-                metadata={VERSION_KEY: library.version, TILE_COUNT_KEY: str(len(blob_names))},
-                content_settings=ContentSettings(content_type="application/octet-stream"),
-            )
-            keep = set(blob_names)
-            stale = [b for b in container.list_blob_names(name_starts_with=TILE_PREFIX) if b not in keep]
-            list(pool.map(container.delete_blob, stale))
+        try:
+            container.create_container()  # unmarked: not a library until the mark below
+            created = True
+        except ResourceExistsError:
+            created = False  # replacing a library: it stays one (the old index) until the new index is in
+        try:
+            self._fill(container, library, blob_names, put_tile)
+        except BaseException:
+            if created:  # nothing half-made stays behind: an unmarked container no one would delete
+                try:
+                    container.delete_container()
+                except Exception:  # best effort; the original error is the answer
+                    pass
+            raise
         kept = container.get_container_properties().metadata.items()
+
         ours = {LIBRARY_METADATA_KEY, OWNER_KEY, SHARED_KEY, SAMPLES_KEY}
         metadata = {k: v for k, v in kept if k.lower() not in ours}
         metadata.update(
@@ -250,6 +257,22 @@ class LibraryStore:
         container.set_container_metadata(metadata)  # the mark: now it is a library
         self._forget(container_name)
         return str(container.url)
+
+    @staticmethod
+    def _fill(container: Any, library: TileLibrary, blob_names: list[str], put_tile: Any) -> None:
+        """Upload the tiles and the index, then delete the tiles no longer part of the library."""
+        with ThreadPoolExecutor(max_workers=_UPLOAD_THREADS) as pool:
+            list(pool.map(put_tile, range(len(blob_names))))
+            container.upload_blob(
+                INDEX_BLOB,
+                library.to_bytes(),
+                overwrite=True,
+                metadata={VERSION_KEY: library.version, TILE_COUNT_KEY: str(len(blob_names))},
+                content_settings=ContentSettings(content_type="application/octet-stream"),
+            )
+            keep = set(blob_names)
+            stale = [b for b in container.list_blob_names(name_starts_with=TILE_PREFIX) if b not in keep]
+            list(pool.map(container.delete_blob, stale))
 
     def create_from(
         self,

@@ -180,3 +180,22 @@ def test_pages_render(client: Any) -> None:
         assert page.status_code == 200 and page.mimetype == "text/html", path
         assert b"Photo Mosaics" in page.data
     assert client.get("/jobs/not-a-job").status_code == 404
+
+
+def test_a_library_file_named_dot_is_a_tile_not_a_500(client: Any, web_storage: Any, web_settings: Any) -> None:
+    """A file name with no name part (``.``) once failed the tile naming after the container was
+    made: a 500 and an empty container left behind."""
+    from dal.blobs.libraries import LibraryStore, tile_blob_names
+
+    assert tile_blob_names([".", "/", "..", "a/.", ".png"]) == [
+        "tiles/tile.jpg",
+        "tiles/tile-1.jpg",
+        "tiles/tile-2.jpg",
+        "tiles/a.jpg",
+        "tiles/png.jpg",
+    ]
+    name = f"dot-{uuid.uuid4().hex[:8]}"
+    answer = client.post("/api/libraries", data={"name": name, "files": [(io.BytesIO(png_bytes(64, 64)), ".")]})
+    assert answer.status_code == 201, answer.get_json()
+    assert answer.get_json()["tile_count"] == 1
+    assert LibraryStore(web_storage, prefix=web_settings.name_prefix).exists(name)
