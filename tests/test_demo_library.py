@@ -154,3 +154,17 @@ def test_ensure_demo_library_creates_it_once(storage: object, unique: str) -> No
     assert ensure_demo_library(storage, prefix=store.prefix, count=80) == uri
     assert store.list()[0].version == info.version  # not rebuilt: still the 60-tile library
     assert store.list()[0].shared  # but shared again
+
+
+def test_a_client_that_created_demo_does_not_get_it_shared(storage: object, unique: str) -> None:
+    """Start-up marks ``demo`` shared only when the system made it: a client that created a
+    library called ``demo`` while there was none keeps it to itself, not served to everyone."""
+    from dal.blobs.libraries import LibraryStore
+    from workers.demo_library import demo_tile_images, ensure_demo_library
+
+    store = LibraryStore(storage, prefix=f"t{unique}")  # type: ignore[arg-type]
+    store.create_from_images(DEMO_LIBRARY_NAME, "mine", demo_tile_images(12), owner="a-client-id-0000001")
+    ensure_demo_library(storage, prefix=store.prefix, count=60)
+    [info] = store.list()
+    assert (info.owner, info.shared, info.tile_count) == ("a-client-id-0000001", False, 12)
+    assert not info.visible_to("another-client-id-0002")

@@ -511,7 +511,13 @@ def ensure_demo_library(storage: StorageClients, *, prefix: str = "", count: int
     store = LibraryStore(storage, prefix=prefix)
     found = store.info(DEMO_LIBRARY_NAME)
     if found is not None:
-        if not found.shared:  # made before libraries had owners: every client saw it then too
+        if found.owner is not None:  # a client's library of that name: never shared with everyone
+            log.error(
+                "a client's library holds the name %r: it stays that client's, and there is no shared demo "
+                "library until its owner or an operator deletes it (its container)",
+                DEMO_LIBRARY_NAME,
+            )
+        elif not found.shared:  # the system's, made before libraries had owners: every client saw it then too
             store.set_shared(DEMO_LIBRARY_NAME, True)
         return store.uri(DEMO_LIBRARY_NAME)
     log.info("creating the demo tile library (%d tiles from the sample photos)", count)
