@@ -31,6 +31,7 @@ SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
 # Room for the form fields around the uploaded file(s) in a multipart body.
 _MULTIPART_SLACK = 64 * 1024
 _FORM_FIELDS = 16  # room for the non-file fields of any form (name, description, ...)
+MAX_FIELD_BYTES = 64 * 1024
 
 
 def _defaults(settings: Settings) -> dict[str, Any]:
@@ -47,7 +48,9 @@ def _defaults(settings: Settings) -> dict[str, Any]:
         PERMANENT_SESSION_LIFETIME=60 * 60 * 24 * 365,
         # A body larger than the biggest allowed upload is refused before it is read (413).
         MAX_CONTENT_LENGTH=settings.max_upload_bytes + _MULTIPART_SLACK,
-        MAX_FORM_MEMORY_SIZE=settings.max_upload_bytes + _MULTIPART_SLACK,
+        # A form field that is not a file (a name, a number) is held in memory: 64 KiB at most
+        # (413), not the upload's 30 MB; files are spooled to disk and bounded above.
+        MAX_FORM_MEMORY_SIZE=MAX_FIELD_BYTES,
         # werkzeug refuses more than 1,000 form parts (413) by default; a library may have
         # MAX_LIBRARY_FILES files, plus its name and description, as the spec states.
         MAX_FORM_PARTS=MAX_LIBRARY_FILES + _FORM_FIELDS,
@@ -98,6 +101,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         services,
         spec,
         streams,
+        validation,
         vendor,
     )
 
@@ -107,6 +111,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     clients.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)
+    validation.init_app(app)  # a form field sent twice is 400 (after csrf: a cross-site post is 403 first)
     security.init_app(app)
     app.register_blueprint(api_jobs.bp)
     app.register_blueprint(api_libraries.bp)

@@ -39,7 +39,7 @@ from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
 from webapp.ingress import client_address
 from webapp.services import services, settings
-from webapp.validation import int_field, optional_int_field
+from webapp.validation import int_field, optional_int_field, shown
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_libraries", __name__, url_prefix="/api")
@@ -109,7 +109,7 @@ def visible_library(name: str, *, max_age: float = 0.0) -> LibraryInfo:
     except InvalidLibraryNameError:
         info = None
     if info is None or not info.visible_to(client_id()):
-        raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
+        raise ApiError(404, "library_not_found", f"there is no tile library called {shown(name)}")
     return info
 
 

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from flask import Flask, request
 from PIL import Image, UnidentifiedImageError
 
 from mosaic.image_structure import ImageStructureError, check_structure
@@ -42,6 +43,10 @@ MAX_DIGITS = 18
 WHOLE_NUMBER = re.compile(rf"[+-]?[0-9]{{1,{MAX_DIGITS}}}")
 _FORMAT_NAMES = FORMAT_NAMES
 _SWAPS_AXES = {5, 6, 7, 8}  # EXIF orientations that rotate by 90 degrees
+# Form fields a client may send more than once: a library's files. Any other field sent twice
+# (a correction as [10, 90]) is 400, not "the first one wins".
+LIST_FIELDS = frozenset({"files"})
+SHOWN_CHARACTERS = 40  # a field's value is echoed in an error up to this long, else its length only
 _EXIF_ORIENTATION = 0x0112
 
 
@@ -115,9 +120,8 @@ def int_field(form: Mapping[str, str], name: str, *, low: int, high: int, defaul
     # ASCII digits only, as the spec's `integer` is written: Python's int() also takes "1_000"
     # and other scripts' digits, which no client means and the schema does not allow.
     if not WHOLE_NUMBER.fullmatch(text):
-        shown = raw if len(str(raw)) <= 40 else f"{str(raw)[:20]}... ({len(str(raw)):,} characters)"
         raise ApiError(
-            400, "invalid_field", f"{name} must be a whole number of at most {MAX_DIGITS} digits, got {shown!r}"
+            400, "invalid_field", f"{name} must be a whole number of at most {MAX_DIGITS} digits, got {shown(raw)}"
         )
     value = int(text)
     if not low <= value <= high:
@@ -130,5 +134,34 @@ def optional_int_field(form: Mapping[str, str], name: str, *, low: int, high: in
     if raw is None:  # omitted; an empty or other non-number value is 400, as the spec says
         return None
     if str(raw).strip() == "":  # not "required": the field may be left out, not sent empty
-        raise ApiError(400, "invalid_field", f"{name} must be a whole number, got {raw!r}; omit it for the default")
+        raise ApiError(
+            400, "invalid_field", f"{name} must be a whole number, got {shown(raw)}; omit it for the default"
+        )
     return int_field(form, name, low=low, high=high)
+
+
+def shown(value: object) -> str:
+    """A client's value as an error may repeat it: whole when short, else its start and length."""
+    text = str(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return repr(text)
+    return f"{text[: SHOWN_CHARACTERS // 2]!r}... ({len(text):,} characters)"
+
+
+def refuse_repeated_fields() -> None:
+    """400 ``repeated_field`` for a form field sent more than once (except ``LIST_FIELDS``)."""
+    if request.method not in ("POST", "PUT", "PATCH") or request.mimetype not in (
+        "multipart/form-data",
+        "application/x-www-form-urlencoded",
+    ):
+        return
+    for fields in (request.form, request.files):
+        for name in fields:
+            if name not in LIST_FIELDS and len(fields.getlist(name)) > 1:
+                raise ApiError(
+                    400, "repeated_field", f"{shown(name)} was sent {len(fields.getlist(name))} times; send it once"
+                )
+
+
+def init_app(app: Flask) -> None:
+    app.before_request(refuse_repeated_fields)

@@ -74,15 +74,23 @@ _UPLOAD_THREADS = 8
 _PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is in the mark
 
 
+def _shown(name: object) -> str:
+    """A name as an error repeats it: whole up to twice the longest valid name, else its start."""
+    text = str(name)
+    if len(text) <= 2 * CONTAINER_NAME_MAX:
+        return repr(text)
+    return f"{text[:20]!r}... ({len(text):,} characters)"
+
+
 def validate_library_name(name: str) -> str:
     """Return ``name`` if it is a valid container name, else raise with the rule that failed."""
     if not isinstance(name, str) or not CONTAINER_NAME_MIN <= len(name) <= CONTAINER_NAME_MAX:
         raise InvalidLibraryNameError(
-            f"library name {name!r} must be {CONTAINER_NAME_MIN} to {CONTAINER_NAME_MAX} characters long"
+            f"library name {_shown(name)} must be {CONTAINER_NAME_MIN} to {CONTAINER_NAME_MAX} characters long"
         )
     if not _NAME.match(name):
         raise InvalidLibraryNameError(
-            f"library name {name!r} may hold only lowercase letters, digits and single hyphens, "
+            f"library name {_shown(name)} may hold only lowercase letters, digits and single hyphens, "
             "and must start and end with a letter or digit"
         )
     if name in _RESERVED:

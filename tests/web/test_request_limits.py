@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import threading
+import uuid
 import zipfile
 from typing import Any
 
@@ -262,3 +263,54 @@ def test_a_stored_error_reaches_a_client_as_one_bounded_line() -> None:
     assert "File" not in public_text(trace) and "/app" not in public_text(trace)
     assert public_text("first line\nsecond line") == "first line"
     assert len(public_text("x" * 5000) or "") == 300
+
+
+@pytest.mark.parametrize(
+    ("field", "values"),
+    [
+        ("library", [LIBRARY, LIBRARY]),
+        ("tile_size", ["8", "16"]),
+        ("slices", ["1", "2"]),
+        ("tiles_across", ["10", "20"]),
+        ("max_uses", ["5", "6"]),
+        ("correction", ["10", "90"]),
+        ("image", "two files"),
+    ],
+)
+def test_a_field_sent_twice_is_refused_not_the_first_taken(client: Any, field: str, values: Any) -> None:
+    """The fuzzer's ``correction`` as an array was accepted (the first part won): every field is
+    sent once, except a library's ``files``."""
+    form: dict[str, Any] = {"library": LIBRARY, "tile_size": "8", "slices": "1"}
+    if values == "two files":
+        form["image"] = [(io.BytesIO(png_bytes()), "a.png"), (io.BytesIO(png_bytes()), "b.png")]
+    else:
+        form[field] = values
+        form["image"] = (io.BytesIO(png_bytes()), "a.png")
+    answer = client.post("/api/jobs", data=form, content_type="multipart/form-data")
+    assert answer.status_code == 400, answer.get_json()
+    assert answer.get_json()["error"] == "repeated_field" and field in answer.get_json()["detail"]
+    assert client.get("/api/jobs").get_json()["jobs"] == []
+
+
+def test_a_library_name_sent_twice_is_refused_and_files_may_repeat(client: Any) -> None:
+    twice = client.post(
+        "/api/libraries", data={"name": ["aa-one", "aa-two"], "files": [(io.BytesIO(png_bytes()), "a.png")]}
+    )
+    assert twice.status_code == 400 and twice.get_json()["error"] == "repeated_field"
+    name = f"rep-{uuid.uuid4().hex[:8]}"
+    files = [(io.BytesIO(png_bytes(64, 64, colour=(i * 40, 0, 0))), f"{i}.png") for i in range(3)]
+    assert client.post("/api/libraries", data={"name": name, "files": files}).status_code == 201
+
+
+def test_a_form_field_is_small_and_never_echoed_whole(client: Any) -> None:
+    """A text field is held in memory: 64 KiB at most (413), and an error repeats its start only."""
+    huge = client.post(
+        "/api/libraries", data={"name": "a" * (1024 * 1024), "files": [(io.BytesIO(png_bytes()), "a.png")]}
+    )
+    assert huge.status_code == 413 and huge.get_json()["error"] == "too_large"
+    long = client.post("/api/libraries", data={"name": "b" * 60_000, "files": [(io.BytesIO(png_bytes()), "a.png")]})
+    assert long.status_code == 400 and len(long.get_json()["detail"]) < 300, long.get_json()["detail"][:300]
+    job = submit(client, library="c" * 60_000)
+    assert job.status_code == 400 and len(job.get_json()["detail"]) < 300
+    number = submit(client, correction="9" * 60_000)
+    assert number.status_code == 400 and len(number.get_json()["detail"]) < 300
