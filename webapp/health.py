@@ -1,7 +1,8 @@
 """Operations endpoints: is storage reachable, and how deep are the queues.
 
-``/healthz`` is public (probes, the pages): a failure says "storage unavailable" and the
-account's name, nothing more; what went wrong (endpoints, the exception's text) is logged.
+``/healthz`` is public (probes, the pages): a failure says "storage unavailable", nothing more
+(not the account's name: it is half of what an attacker needs); what went wrong (the account,
+endpoints, the exception's text) is logged.
 ``/api/queues`` is for operators (``webapp.operator_gate``).
 """
 
@@ -33,9 +34,8 @@ def healthz() -> Response:
     try:
         check_storage(probe)
     except Exception as exc:
-        log.error("health check failed: %s: %s", type(exc).__name__, exc)
-        account = probe.account_name or "?"
-        detail = f"storage unavailable (account {account})"
+        log.error("health check failed (account %s): %s: %s", probe.account_name or "?", type(exc).__name__, exc)
+        detail = "storage unavailable"  # the account's name is logged above, not told to the world
         # Under `photomosaics run` the storage is the supervised embedded Azurite: its status is
         # our own sentence ("... exited (code -9)", never an address): say what happened to it.
         status = read_status()
