@@ -77,6 +77,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     from webapp import ingress
 
     ingress.check_secret_key(app.config.get("SECRET_KEY"))
+    from webapp import admin
+
+    admin.check_admin_token(app.config.get("ADMIN_TOKEN"))
     if not app.config.get("CONNECTION_STRING"):
         raise RuntimeError(
             f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "

@@ -5,7 +5,8 @@ Unset: they are off, the Queues page shows no buttons and the API answers 403. S
 request must carry ``Authorization: Bearer <token>``, else 401 with ``WWW-Authenticate:
 Bearer`` (RFC 9110 and RFC 6750: missing or wrong credentials are 401, 403 is for a request
 no credentials can allow); the comparison is constant-time (``hmac.compare_digest``) and the
-token is never logged nor echoed. Reading depths stays public.
+token is never logged nor echoed. Reading depths stays public. A token shorter than
+``MIN_ADMIN_TOKEN_LENGTH`` characters stops the app at start-up (``check_admin_token``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from flask import current_app, request
 from webapp.errors import ApiError
 
 ADMIN_TOKEN_ENV = "PHOTOMOSAICS_ADMIN_TOKEN"
+MIN_ADMIN_TOKEN_LENGTH = 24  # secrets.token_urlsafe(18): 144 random bits
+
+
+def check_admin_token(token: object) -> None:
+    """Refuse to start with an operator token short enough to guess (unset is fine: actions are off)."""
+    if token and len(str(token)) < MIN_ADMIN_TOKEN_LENGTH:
+        raise RuntimeError(
+            f"{ADMIN_TOKEN_ENV} has {len(str(token))} characters; at least {MIN_ADMIN_TOKEN_LENGTH} are needed; "
+            "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"
+        )
 
 
 def admin_enabled() -> bool:
