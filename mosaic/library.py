@@ -129,7 +129,8 @@ class TileLibrary:
                 for page in range(int(meta["pages"])):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                        sheet = np.asarray(Image.open(io.BytesIO(archive.read(f"atlas-{page:03d}.png"))).convert("RGB"))
+                        page_png = io.BytesIO(archive.read(f"atlas-{page:03d}.png"))
+                        sheet = np.asarray(Image.open(page_png, formats=("PNG",)).convert("RGB"))  # PNG only
                     parts.append(_unsheet(sheet, min(_PAGE * _PAGE, count - page * _PAGE * _PAGE)))
         except LibraryFormatError:
             raise

@@ -49,7 +49,7 @@ def decode_rendered(data: bytes) -> np.ndarray:
         from PIL import Image
 
         try:
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(data), formats=("PNG",)) as image:  # no other decoder tried
                 return np.asarray(image.convert("RGB"))
         except Exception as exc:  # Pillow raises many types for broken files
             raise RenderedFormatError(f"not a readable PNG: {exc}") from None

@@ -159,3 +159,24 @@ def test_a_big_endian_tiff_is_read_as_big_endian() -> None:
     )
     with pytest.raises(ImageStructureError, match="4,096 strips for 64 rows"):
         check_structure(b"MM\x00*" + struct.pack(">I", 8) + ifd + b"\0\0\0\0")
+
+
+def test_a_library_index_page_in_another_format_is_not_decoded(monkeypatch) -> None:
+    """The index's atlas pages are PNGs: Pillow is told to try no other decoder."""
+    import zipfile
+
+    from mosaic.errors import LibraryFormatError
+    from mosaic.library import TileLibrary
+
+    from .conftest import flat_library
+
+    good = flat_library([(10, 20, 30), (200, 100, 0)]).to_bytes()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.startswith("atlas-"):
+                data = encode(Image.open(io.BytesIO(data)), "GIF")  # the same pixels, another format
+            target.writestr(info, data)
+    with pytest.raises(LibraryFormatError):
+        TileLibrary.from_bytes(out.getvalue())
