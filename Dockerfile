@@ -3,12 +3,18 @@
 # (`photomosaics web --demo-library`); nothing is downloaded at run time.
 # The browser libraries the app serves (OpenSeadragon for the job page), from package-lock.json;
 # --omit=dev leaves Azurite (a dev dependency: the image talks to a real account or the azurite service).
-FROM node:22-slim AS browser-libs
+#
+# Base images by tag; NODE_DIGEST and PYTHON_DIGEST ("@sha256:<digest>", e.g. from `docker buildx
+# imagetools inspect python:3.11-slim`) pin them: docker build --build-arg PYTHON_DIGEST=@sha256:...
+# Empty by default: no digest is invented here (docs/operations.md, "Deployment hardening").
+ARG NODE_DIGEST=""
+ARG PYTHON_DIGEST=""
+FROM node:22-slim${NODE_DIGEST} AS browser-libs
 WORKDIR /build
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error
 
-FROM python:3.11-slim
+FROM python:3.11-slim${PYTHON_DIGEST}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

