@@ -7,7 +7,8 @@
       BlobChangedError          ... in the version asked for (ETag): it was replaced
     RenderedFormatError         a rendered-slice blob in no format we write
     TileMapFormatError          a tile-map blob in no format we write
-    LibraryError                a tile library refused: bad name, not found, nothing usable
+    LibraryError                a tile library refused: bad name, not found, nothing usable,
+                                a new one's name taken (LibraryExistsError)
     JobNotFoundError, JobExistsError, JobUpdateConflictError   job rows (the last: ETag races lost)
     QuotaExceeded, ServiceBusy  admission refused: a client's quota, or too much queued work
 
@@ -92,6 +93,10 @@ class LibraryNotFoundError(LibraryError, LookupError):
 
 class EmptyLibraryError(LibraryError, ValueError):
     """The source held no usable image, so there is nothing to make a library of."""
+
+
+class LibraryExistsError(LibraryError):
+    """A new library's name is taken: by a library, or by a creation under way (its claim)."""
 
 
 class RenderedFormatError(PhotoMosaicsError, ValueError):

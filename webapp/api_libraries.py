@@ -27,7 +27,7 @@ from dal.blobs.libraries import (
     LibraryNotFoundError,
     validate_library_name,
 )
-from dal.errors import QuotaExceeded
+from dal.errors import LibraryExistsError, QuotaExceeded
 from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from mosaic.errors import SourceLimitError, TileSourceError
 from mosaic.render import DEFAULT_OPTIONS
@@ -188,9 +188,15 @@ def create_library() -> tuple[Response, int]:
     # The uploads stay where werkzeug spooled them; each file is read when it is decoded.
     files = [(upload.filename or "upload", upload.stream) for upload in uploads]
     try:
+        # new=True: the name is claimed before decoding; a racing create of it is 409 at once.
         created = libraries.create_from(
-            name, description, files, owner=client_id(), limits=LIBRARY_LIMITS, guard=DECODES.reserve
+            name, description, files, owner=client_id(), limits=LIBRARY_LIMITS, guard=DECODES.reserve, new=True
         )
+    except LibraryExistsError:
+        _give_back_library(owner)
+        raise ApiError(
+            409, "library_exists", f"a library called {name!r} exists already; choose another name"
+        ) from None
     except EmptyLibraryError as exc:
         raise ApiError(422, "no_usable_images", str(exc)) from None
     except SourceLimitError as exc:

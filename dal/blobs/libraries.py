@@ -19,6 +19,14 @@ library is unchanged and carries the new index when it was replaced. Replacing a
 are no longer part of it; the index is written in one commit, so a reader sees the old or
 the new library, never a mix.
 
+A *new* library (``create_from(..., new=True)``, the web app's path) claims its name before
+anything is decoded or stored: creating the container is the claim, a write the service makes
+for one caller only (409 for every other, as ``If-None-Match: *`` would). The loser gets
+``LibraryExistsError`` having written nothing, so two concurrent creates of one name cannot mix
+or delete each other's tiles, and a failed create deletes only the container it claimed.
+Replacing (``new=False``, the operator's ``photomosaics library create``) writes into an
+existing container as before.
+
 Ownership lives in the same container metadata, written with the mark: ``owner`` (the client
 id that created it through the web app; absent for an operator's library) and ``shared``
 ("true" when an operator marked it for everyone, as the demo library is). A client sees its
@@ -53,7 +61,7 @@ from PIL import Image
 
 from dal.blobs.store import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
 from dal.config import INTERNAL_CONTAINERS, LIBRARY_METADATA_KEY, StorageClients
-from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryNotFoundError
+from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryExistsError, LibraryNotFoundError
 from dal.names import prefixed, unprefixed
 from mosaic.errors import NoUsableImageError
 from mosaic.library import TileLibrary
@@ -218,12 +226,38 @@ class LibraryStore:
 
     # -- writing ---------------------------------------------------------------------------
 
+    def claim(self, name: str) -> None:
+        """Take ``name`` for a new library: create its container, unmarked (not a library until
+        ``create`` marks it). Exactly one caller succeeds; every other gets ``LibraryExistsError``
+        with nothing written. The claimant is the only writer; ``release`` undoes a claim."""
+        container = self._service.get_container_client(self.container_name(name))
+        try:
+            container.create_container()
+        except ResourceExistsError:
+            raise LibraryExistsError(f"a library called {name!r} exists or is being created") from None
+
+    def release(self, name: str) -> None:
+        """Give back a claim whose creation failed (best effort: the original error is the answer)."""
+        try:
+            self._service.delete_container(self.container_name(name))
+        except Exception:
+            pass
+
     def create(
-        self, name: str, description: str, library: TileLibrary, *, owner: str | None = None, shared: bool = False
+        self,
+        name: str,
+        description: str,
+        library: TileLibrary,
+        *,
+        owner: str | None = None,
+        shared: bool = False,
+        claimed: bool = False,
     ) -> str:
         """Store ``library`` as ``name``, replacing any library of that name; return its URI.
 
-        ``owner``: the client that creates it (None: an operator); ``shared``: every client sees it."""
+        ``owner``: the client that creates it (None: an operator); ``shared``: every client sees it;
+        ``claimed``: this caller holds the name's claim (``claim``), so the container is its own
+        and is deleted if storing fails."""
         container_name = self.container_name(name)
         if len(library.names) == 0:
             raise EmptyLibraryError(f"library {name!r} would hold no tiles")
@@ -234,19 +268,18 @@ class LibraryStore:
         def put_tile(i: int) -> None:
             container.upload_blob(blob_names[i], _encode_tile(library.atlas[i]), overwrite=True, content_settings=jpeg)
 
-        try:
-            container.create_container()  # unmarked: not a library until the mark below
-            created = True
-        except ResourceExistsError:
-            created = False  # replacing a library: it stays one (the old index) until the new index is in
+        created = claimed
+        if not claimed:
+            try:
+                container.create_container()  # unmarked: not a library until the mark below
+                created = True
+            except ResourceExistsError:
+                created = False  # replacing a library: it stays one (the old index) until the new index is in
         try:
             self._fill(container, library, blob_names, put_tile)
         except BaseException:
             if created:  # nothing half-made stays behind: an unmarked container no one would delete
-                try:
-                    container.delete_container()
-                except Exception:  # best effort; the original error is the answer
-                    pass
+                self.release(name)
             raise
         kept = container.get_container_properties().metadata.items()
 
@@ -292,8 +325,13 @@ class LibraryStore:
         shared: bool = False,
         limits: SourceLimits | None = None,
         guard: Guard | None = None,
+        new: bool = False,
     ) -> LibraryCreated:
         """Build a library from a folder, a zip (path or bytes) or uploads and store it.
+
+        ``new``: the name must be free; it is claimed (``claim``) before anything is decoded, so a
+        racing creator of the same name gets ``LibraryExistsError`` at once and the loser's work
+        and the winner's tiles are never mixed; a creation that fails gives its claim back.
 
         Uploads are ``(name, bytes or binary file)`` pairs; one that is a zip is read as a zip,
         one file at a time, within ``limits`` and each decode inside ``guard`` (see
@@ -302,11 +340,18 @@ class LibraryStore:
         one over its limits a ``SourceLimitError``.
         """
         self.container_name(name)  # a bad name fails before any decoding work
+        if new:
+            self.claim(name)
         try:
-            library, skipped = build_library_from(source, limits=limits, guard=guard)
-        except NoUsableImageError as exc:
-            raise EmptyLibraryError(f"library {name!r}: {exc}") from None
-        uri = self.create(name, description, library, owner=owner, shared=shared)
+            try:
+                library, skipped = build_library_from(source, limits=limits, guard=guard)
+            except NoUsableImageError as exc:
+                raise EmptyLibraryError(f"library {name!r}: {exc}") from None
+        except BaseException:
+            if new:
+                self.release(name)
+            raise
+        uri = self.create(name, description, library, owner=owner, shared=shared, claimed=new)
         return LibraryCreated(uri=uri, tile_count=len(library.names), version=library.version, skipped=skipped)
 
     def create_from_images(
