@@ -14,11 +14,14 @@ deletes one, through the ``jobcleanup`` queue like a job (``dal.operations.clean
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import logging
 import re
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from dal.blobs.libraries import (
     EmptyLibraryError,
@@ -52,6 +55,8 @@ LIBRARY_LIMITS = SourceLimits(
     max_files=MAX_LIBRARY_FILES, max_unpacked_bytes=MAX_UNZIPPED_BYTES, max_pixels=MAX_LIBRARY_PIXELS
 )
 SAMPLES_IN_LIST = 8
+DEFAULT_LIBRARY_PAGE = 100  # containers read per GET /api/libraries (one listing request)
+MAX_LIBRARY_PAGE = 1000
 MAX_SAMPLE_SCAN = 1000  # tile names listed to choose the samples from (one listing page)
 SAMPLES_IN_DETAIL = 48
 TILE_INFO_SECONDS = 10.0  # a tile read trusts the library's marks this long (one request saved per tile)
@@ -113,12 +118,50 @@ def visible_library(name: str, *, max_age: float = 0.0) -> LibraryInfo:
     return info
 
 
+def _signature(marker: str) -> str:
+    secret = current_app.secret_key
+    key = secret.encode() if isinstance(secret, str) else bytes(secret or b"")
+    mac = hmac.new(b"photomosaics library pages\0" + key, marker.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac[:18]).decode()
+
+
+def _page_token(marker: str) -> str:
+    """The continuation of the library listing: the storage marker, signed with the app's key,
+    so a token this server did not issue is 400. Signed, not encrypted: the marker may name the
+    next container, but which names are taken is no secret (creating one says 409)."""
+    return base64.urlsafe_b64encode(marker.encode()).decode().rstrip("=") + "." + _signature(marker)
+
+
+def _page_marker(token: str) -> str:
+    encoded, _, signature = token.partition(".")
+    try:
+        marker = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (ValueError, UnicodeError):
+        marker = ""
+    if not marker or not hmac.compare_digest(signature, _signature(marker)):
+        raise ApiError(400, "invalid_field", "continuation: not a token of this library listing")
+    return marker
+
+
 @bp.get("/libraries")
 def list_libraries() -> Response:
-    """This client's libraries and the shared ones: one listing request, whatever is stored."""
+    """One page of this client's libraries and the shared ones: one listing request of ``limit``
+    containers, however many are stored; ``continuation`` (null on the last page) asks for the
+    next. A page may be short, or empty, and still carry a continuation: other clients'
+    libraries take room in the listing and are not shown."""
+    limit = int_field(request.args, "limit", low=1, high=MAX_LIBRARY_PAGE, default=DEFAULT_LIBRARY_PAGE)
+    token = request.args.get("continuation")
+    marker = None if token is None else _page_marker(token)
     me = client_id()
-    libraries = [info for info in services().libraries.list() if info.visible_to(me)]
-    return jsonify({"libraries": [_library_json(info, samples=None) for info in libraries]})
+    try:
+        page, next_marker = services().libraries.list_page(limit, marker)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_field", f"continuation: {exc}") from None
+    libraries = [info for info in page if info.visible_to(me)]
+    continuation = _page_token(next_marker) if next_marker else None
+    return jsonify(
+        {"libraries": [_library_json(info, samples=None) for info in libraries], "continuation": continuation}
+    )
 
 
 @bp.get("/libraries/<name>")

@@ -51,6 +51,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 from azure.core import MatchConditions
 from azure.core.exceptions import (
+    HttpResponseError,
     ResourceExistsError,
     ResourceModifiedError,
     ResourceNotFoundError,
@@ -483,6 +484,26 @@ class LibraryStore:
             if info is not None:
                 libraries.append(info)
         return sorted(libraries, key=lambda info: info.name)
+
+    def list_page(self, size: int, marker: str | None = None) -> tuple[list[LibraryInfo], str | None]:
+        """One page of the account's containers under this store's prefix (``size`` of them, one
+        listing request), as the libraries among them, and the service's marker for the next page
+        (None: the last). A page may hold fewer libraries than ``size``, or none, and still have a
+        next one: containers that are not libraries take room in it. ``marker`` is what the
+        previous page returned; the service refuses one it did not issue (``ValueError`` here)."""
+        pages = self._service.list_containers(
+            name_starts_with=self.prefix or None, include_metadata=True, results_per_page=size
+        ).by_page(continuation_token=marker)
+        try:
+            page = list(next(pages))
+        except StopIteration:
+            return [], None
+        except HttpResponseError as exc:
+            if exc.status_code == 400:
+                raise ValueError("not a marker of this container listing") from None
+            raise
+        found = (self._info_from(props.name, props.metadata) for props in page)
+        return [info for info in found if info is not None], pages.continuation_token or None
 
     def info(self, name: str, *, max_age: float = 0.0) -> LibraryInfo | None:
         """One library's description, owner and marks (one request), or None when there is none.

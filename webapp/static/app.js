@@ -20,6 +20,19 @@ const PM = (() => {
     return body;
   }
 
+  /** Every library this browser may use: GET /api/libraries page after page (a page may be
+   *  short or empty and still carry a continuation; at most `pages` pages are read). */
+  async function libraries(pages = 50) {
+    const found = [];
+    let url = "/api/libraries?limit=1000";
+    for (let i = 0; i < pages && url; i += 1) {
+      const page = await api(url);
+      found.push(...page.libraries);
+      url = page.continuation ? `/api/libraries?limit=1000&continuation=${encodeURIComponent(page.continuation)}` : null;
+    }
+    return found;
+  }
+
   const number = (n) => Number(n).toLocaleString("en-US");
 
   function size(width, height) {
@@ -82,5 +95,5 @@ const PM = (() => {
     input.addEventListener("change", () => onFiles(input.files));
   }
 
-  return { api, number, size, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
+  return { api, libraries, number, size, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
 })();

@@ -94,7 +94,7 @@
 
   async function loadLibraries() {
     try {
-      const { libraries } = await PM.api("/api/libraries");
+      const libraries = await PM.libraries();
       libraryList.replaceChildren();
       if (!libraries.length) {
         libraryList.append(PM.el("p", { class: "hint", text: "No tile library yet: create one on the Libraries page." }));

@@ -12,7 +12,7 @@
 
   async function load() {
     try {
-      const { libraries } = await PM.api("/api/libraries");
+      const libraries = await PM.libraries();
       const cards = await Promise.all(libraries.map(async (lib) => {
         const detail = await PM.api(`${lib.url}?samples=24`);
         const card = PM.el("article", { class: "card", "data-library": lib.name },
