@@ -207,7 +207,8 @@ class Settings:
     trusted_proxies: int = 0
     # Server-Sent Event streams (GET /api/jobs/<id>/events) a web process serves at once, per client
     # and in all; each holds a thread, so the total stays below gunicorn's threads (webapp.streams).
-    event_streams_per_client: int = 3
+    # 2 of 8: four clients each get their streams (a page and a CLI) before the process is full.
+    event_streams_per_client: int = 2
     event_streams_per_process: int = 8
     # Web processes serving one deployment (replicas × workers): above 1 the secret key must be set.
     web_replicas: int = 1

@@ -7,7 +7,8 @@ with ``Retry-After``, and the browser or ``photomosaics submit`` polls the job m
 stream also ends after ``SSE_MAX_SECONDS`` with a reconnect hint, so a slot is never held for
 good by a client that went quiet: the client comes back through the same door and is counted
 again. The counts are per process, in memory: a stream lives in one process, and so does the
-thread it holds.
+thread it holds. With the defaults (2 per client, 8 per process) no three clients can fill a
+process: a fourth always finds its two slots (``tests/web/test_event_streams.py``).
 """
 
 from __future__ import annotations

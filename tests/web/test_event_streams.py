@@ -82,6 +82,37 @@ def test_the_process_cap_holds_across_clients(
         response.close()
 
 
+def test_three_clients_do_not_lock_out_a_fourth(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    """With the default caps each of three clients opens all the streams it may (one more is 429
+    for that client alone), and a fourth still gets its own."""
+    from dataclasses import replace
+
+    defaults = Settings()
+    app = _app(
+        replace(
+            web_settings,
+            event_streams_per_client=defaults.event_streams_per_client,
+            event_streams_per_process=defaults.event_streams_per_process,
+        ),
+        azurite_connection_string,
+    )
+    clients = [app.test_client() for _ in range(4)]
+    urls = [_events_url(c) for c in clients]
+    held = []
+    for client, url in zip(clients[:3], urls):
+        held += [client.get(url) for _ in range(defaults.event_streams_per_client)]
+        extra = client.get(url)
+        assert extra.status_code == 429 and "per client" in extra.get_json()["detail"]
+        assert int(extra.headers["Retry-After"]) >= 1
+    assert {r.status_code for r in held} == {200}
+    fourth = [clients[3].get(urls[3]) for _ in range(defaults.event_streams_per_client)]
+    assert [r.status_code for r in fourth] == [200] * defaults.event_streams_per_client
+    for response in reversed((*held, *fourth)):
+        response.close()
+
+
 def test_a_stream_ends_in_time_with_a_reconnect_hint(
     web_settings: Settings, azurite_connection_string: str, tile_library: str
 ) -> None:
