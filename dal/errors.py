@@ -3,6 +3,7 @@
     StorageConfigurationError   wrong key, unknown account, unreachable endpoint: fail at start-up
     QueueMessageFormatException a payload that is not a valid message: poison at once
     ClaimCheckMissingError      a message refers to a payload blob that is gone: poison at once
+      ClaimCheckRefusedError    ... or to one outside the claim-check container: poison, never read
     BlobMissingError            a blob (or its container) that should exist does not
       BlobChangedError          ... in the version asked for (ETag): it was replaced
     RenderedFormatError         a rendered-slice blob in no format we write
@@ -57,6 +58,11 @@ class QueueMessageFormatException(PhotoMosaicsError):
 
 class ClaimCheckMissingError(PhotoMosaicsError):
     """A message's claim-check blob is missing, so its payload cannot be recovered."""
+
+
+class ClaimCheckRefusedError(ClaimCheckMissingError):
+    """A message's claim check names a blob outside the project's claim-check container: never
+    read nor deleted (a forged reference could point at any blob the account holds); poison."""
 
 
 class BlobMissingError(PhotoMosaicsError, LookupError):

@@ -358,6 +358,31 @@ def test_a_claim_check_whose_blob_is_gone_is_poison(queues: QueueAccessor, stora
     assert "ClaimCheckMissingError" in entry.reason and parse_claim_check(entry.payload) is not None
 
 
+def test_a_claim_check_naming_another_container_is_poison_and_that_blob_is_left_alone(
+    queues: QueueAccessor, storage: StorageClients, unique: str
+) -> None:
+    """A forged reference could make a worker read, and on delete remove, any blob of the account
+    (a library's index, a job's result): only the project's claim-check container is resolved."""
+    queue = queues.image_request
+    foreign = storage.blob_service.get_container_client(f"f{unique}elsewhere")
+    foreign.create_container()
+    payload = image_request(queue).payload()
+    foreign.upload_blob("index.zip", payload.encode())
+    forged = ClaimCheck(container=foreign.container_name, blob="index.zip", length=len(payload))
+    raw_client(queue).send_message(base64.b64encode(claim_check_reference(forged).encode()).decode())
+
+    [peeked] = queue.peek()
+    assert peeked.message is None and "only" in (peeked.error or "") and foreign.container_name in (peeked.error or "")
+    assert queue.accept_messages() == []
+    [entry] = queue.poison.peek()
+    assert "ClaimCheckRefusedError" in entry.reason and foreign.container_name in entry.reason
+    assert parse_claim_check(entry.payload) == forged  # the reference itself is the evidence
+    assert foreign.get_blob_client("index.zip").download_blob().readall() == payload.encode()
+    queue.poison.clear()
+    assert foreign.get_blob_client("index.zip").exists()  # clearing the poison does not delete it either
+    foreign.delete_container()
+
+
 def test_clear_and_depth(queues: QueueAccessor, storage: StorageClients) -> None:
     queue = queues.image_request
     queue.submit([image_request(queue), image_request(queue, image_uri=f"{BLOB}/" + "z" * 70_000)])

@@ -18,7 +18,7 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError, Resour
 from azure.storage.blob import ContentSettings
 
 from dal.config import StorageClients
-from dal.errors import ClaimCheckMissingError
+from dal.errors import ClaimCheckMissingError, ClaimCheckRefusedError
 from dal.queues.wire import (
     MAX_ENCODED_MESSAGE_BYTES,
     ClaimCheck,
@@ -154,6 +154,13 @@ class StoredQueue:
         check = parse_claim_check(text)
         if check is None:
             return text, None
+        if check.container != self._claim_container:
+            # Only the project's own claim checks are resolved: a reference to any other container
+            # (a library's index, a job's result, another deployment's prefix) is neither read nor,
+            # when the message is deleted, deleted with it.
+            raise ClaimCheckRefusedError(
+                f"claim check names container {check.container!r}; only {self._claim_container!r} holds claim checks"
+            )
         client = self.storage.blob_service.get_blob_client(check.container, check.blob)
         try:
             data = client.download_blob().readall()
