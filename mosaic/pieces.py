@@ -20,11 +20,10 @@ assembles them:
 
 **Tile choice.** A band renders a few rows past its own (the margin, and JPEG rows that start
 before its pyramid rows), rows its neighbour renders too, so both must choose the same tiles
-there. The choice (``mosaic.render.choose_tiles``, with variety) depends on the band it is
-made in, so the plan cuts the grid's cell rows into *choice segments* (``PiecePlan.cuts``:
-each band's first cell row, and the row below each band's last) and every segment's tiles are
-chosen on their own, by whichever process renders them (``render_piece``). The overlap is a
-few cell rows; its segments are chosen twice, identically.
+there. The grid's parts (``mosaic.parts``) are cut at every unit boundary with a seam part of
+exactly those shared rows, so a band renders whole parts, each chosen and corrected on its own
+(``render_band(parts=...)``): the shared rows come out the same in both bands, and the same
+as in a one-slice job or the offline render.
 
 Each halving is libvips' Deep Zoom reduction (``shrink``: the mean of 2 x 2 pixels, rounded,
 the last row or column repeated when a side is odd), so the assembled pyramid is the one
@@ -42,25 +41,10 @@ import numpy as np
 
 from .deepzoom import DZI_OVERLAP, DZI_TILE_SIZE, top_level
 from .grid import Grid, min_slices
-from .library import TileLibrary
 from .limits import JPEG_MAX_SIDE, MAX_SLICE_PIXELS
-from .render import DEFAULT_OPTIONS, RenderOptions, choose_tiles, render_band
+from .parts import JPEG_ROWS, Parts, plan_parts, unit_lattice
 
-__all__ = [
-    "JPEG_ROWS",
-    "MAX_BAND_LEVELS",
-    "Piece",
-    "PiecePlan",
-    "band_tiles",
-    "job_plan",
-    "plan_pieces",
-    "render_piece",
-    "segments",
-    "shrink",
-]
-
-JPEG_ROWS = 128  # 8 MCU rows of 16 px: restart markers RST0..RST7 come round whole at each band start
-MAX_BAND_LEVELS = 4  # the most pyramid levels a band makes (a unit of 4,080 rows)
+__all__ = ["Piece", "PiecePlan", "band_tiles", "job_plan", "plan_pieces", "shrink"]
 
 
 @dataclass(frozen=True)
@@ -116,14 +100,10 @@ class PiecePlan:
         return math.ceil(max(jpeg.stop, pyramid.stop) / self.tile_size)
 
     @property
-    def cuts(self) -> tuple[int, ...]:
-        """The choice segments' cell-row boundaries, 0 .. cells down (see the module docstring)."""
+    def parts(self) -> Parts:
+        """The grid's parts (``mosaic.parts``): every band's cells are whole ones."""
         down = math.ceil(self.height / self.tile_size)
-        found = {0, down}
-        for index in range(self.bands):
-            found.add(self._first_cell(index))
-            found.add(self._last_cell(index))
-        return tuple(sorted(found))
+        return plan_parts(Grid(self.width // self.tile_size, down, self.width, self.height, self.tile_size))
 
     def piece(self, index: int) -> Piece:
         owned, jpeg, pyramid_rows = self._rows(index)
@@ -148,76 +128,6 @@ class PiecePlan:
         return math.ceil(self.width / 2**self.levels), math.ceil(self.height / 2**self.levels)
 
 
-def segments(cuts: tuple[int, ...], cells: range) -> list[range]:
-    """The choice segments covering ``cells`` (whose ends are cuts), in order."""
-    inside = [c for c in cuts if cells.start <= c <= cells.stop]
-    if not inside or inside[0] != cells.start or inside[-1] != cells.stop:
-        raise ValueError(f"cell rows {cells.start}..{cells.stop} do not start and end on choice cuts")
-    return [range(a, b) for a, b in zip(inside, inside[1:])]
-
-
-def choose_piece(
-    cells: np.ndarray,
-    library: TileLibrary,
-    *,
-    tile_size: int,
-    seed: str,
-    rows: range,
-    cuts: tuple[int, ...],
-    options: RenderOptions = DEFAULT_OPTIONS,
-) -> np.ndarray:
-    """The tiles of cell rows ``rows`` (``cells`` is their cell image), each choice segment's
-    tiles chosen on their own, as the neighbouring bands choose them."""
-    per_row = cells.shape[0] // len(rows)
-    return np.concatenate(
-        [
-            choose_tiles(
-                cells[(seg.start - rows.start) * per_row : (seg.stop - rows.start) * per_row],
-                library,
-                tile_size=tile_size,
-                seed=seed,
-                row_offset=seg.start,
-                options=options,
-            )
-            for seg in segments(cuts, rows)
-        ]
-    )
-
-
-def render_piece(
-    cells: np.ndarray,
-    library: TileLibrary,
-    *,
-    tile_size: int,
-    seed: str,
-    rows: range,
-    cuts: tuple[int, ...],
-    options: RenderOptions = DEFAULT_OPTIONS,
-    choice: np.ndarray | None = None,
-) -> np.ndarray:
-    """The pixels of cell rows ``rows``: ``choose_piece``'s tiles, or ``choice``, those rows of a
-    whole-grid choice (fair use). Each choice segment is painted on its own too (the correction
-    evens a flat patch within the rows painted together), so two bands that both render a
-    segment give it the same pixels."""
-    if choice is None:
-        choice = choose_piece(cells, library, tile_size=tile_size, seed=seed, rows=rows, cuts=cuts, options=options)
-    per_row = cells.shape[0] // len(rows)
-    out = np.empty((choice.shape[0] * tile_size, choice.shape[1] * tile_size, 3), np.uint8)
-    for seg in segments(cuts, rows):
-        first, last = seg.start - rows.start, seg.stop - rows.start
-        render_band(
-            cells[first * per_row : last * per_row],
-            library,
-            tile_size=tile_size,
-            seed=seed,
-            row_offset=seg.start,
-            options=options,
-            choice=choice[first:last],
-            out=out[first * tile_size : last * tile_size],  # painted in place: no second copy of the band
-        )
-    return out
-
-
 def job_plan(grid: Grid, slices: int) -> PiecePlan | None:
     """The plan a job of ``slices`` asked for gets: pieces when it has several bands (asked for,
     or forced by ``MAX_SLICE_PIXELS``), fits a JPEG and is tall enough; None: plain bands."""
@@ -227,31 +137,23 @@ def job_plan(grid: Grid, slices: int) -> PiecePlan | None:
 
 
 def plan_pieces(grid: Grid, slices: int, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> PiecePlan | None:
-    """Bands on pyramid units for ``grid``: at least ``slices`` bands, none over ``max_slice_pixels``
-    of owned rows, each making as many levels as allows that; None when no plan of two bands or
-    more fits (a small mosaic: the ordinary bands and stitch)."""
-    width, height = grid.output_width, grid.output_height
-    if top_level(width, height) <= MAX_BAND_LEVELS:
+    """Bands on the grid's Deep Zoom units (``mosaic.parts.unit_lattice``): ``slices`` bands, or as
+    many as the grid has units when fewer, or more when a band would pass ``max_slice_pixels``
+    of owned rows; None when the grid has no two units (a small mosaic: the ordinary bands and
+    stitch). The units are the grid's own, whatever ``slices`` is: its parts are cut on them."""
+    lattice = unit_lattice(grid)
+    if lattice is None:
         return None
-    for levels in range(MAX_BAND_LEVELS, 0, -1):
-        unit = DZI_TILE_SIZE * 2 ** (levels - 1)
-        units = math.ceil(height / unit)
-        if units > 1 and round((units - 1) * unit / JPEG_ROWS) * JPEG_ROWS >= height:
-            units -= 1  # a sliver of a last unit joins the unit above: every band keeps JPEG rows of its own
-        per_band = max_slice_pixels // (unit * width)
-        if per_band < 1:
-            continue
-        bands = max(slices, 2, math.ceil(units / per_band))
-        if bands > units:
-            continue
-        base, extra = divmod(units, bands)
-        splits, at = [0], 0
-        for index in range(bands):
-            at += (base + (1 if index < extra else 0)) * unit
-            splits.append(min(at, height))
-        splits[-1] = height  # the last band ends at the bottom (with a sliver of a unit, if any)
-        return PiecePlan(width, height, grid.tile_size, levels, tuple(splits))
-    return None
+    width, height, unit, units = grid.output_width, grid.output_height, lattice.unit, lattice.units
+    per_band = max(1, max_slice_pixels // (unit * width))
+    bands = min(units, max(slices, 2, math.ceil(units / per_band)))
+    base, extra = divmod(units, bands)
+    splits, at = [0], 0
+    for index in range(bands):
+        at += (base + (1 if index < extra else 0)) * unit
+        splits.append(min(at, height))
+    splits[-1] = height  # the last band ends at the bottom (with a sliver of a unit, if any)
+    return PiecePlan(width, height, grid.tile_size, lattice.levels, tuple(splits))
 
 
 def shrink(pixels: np.ndarray) -> np.ndarray:

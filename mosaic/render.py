@@ -1,9 +1,10 @@
 """Rendering: cells in, mosaic pixels out — one band at a time, or the whole grid.
 
 ``render_band`` is what an ImageProcessor runs on its slice: the band's cell image
-(``SUB`` × ``SUB`` pixels per cell, made by ``grid.cell_image``) becomes tiles. ``render``
-is the offline path and is *defined* as stitching ``render_band`` over ``plan_bands``, so
-one process and many workers give the same pixels. No Python loop over cells: signatures
+(``SUB`` × ``SUB`` pixels per cell, made by ``grid.cell_image``) becomes tiles, part by part
+(``mosaic.parts``: runs of cell rows planned from the grid alone). ``render`` is the offline
+path and renders the same parts, so one process and many workers, any slicing, give the same
+pixels. No Python loop over cells: signatures
 by array reshapes, matching by chunked matrix products, composition by fancy indexing.
 """
 
@@ -30,10 +31,11 @@ from .correction import (
     tile_colours,
 )
 from .fair import assign
-from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_bands, plan_grid
+from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_grid
 from .levelling import even_out
 from .library import TileLibrary
 from .matching import nearest
+from .parts import Parts, plan_parts
 from .signatures import SUB, cell_pixels, colour_features, features, with_texture
 from .tile_index import TileIndex, build_index, nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
@@ -170,16 +172,49 @@ def choose_tiles(
     seed: str,
     row_offset: int = 0,
     options: RenderOptions = DEFAULT_OPTIONS,
+    parts: Parts | None = None,
 ) -> np.ndarray:
     """``(rows, cols) int32``: the candidate chosen for every cell of the band.
 
-    Indices ``>= len(library)`` are mirror images (``candidate_tiles``).
+    ``parts``: the grid's parts (``mosaic.parts.plan_parts``); the band's rows are whole parts,
+    each chosen on its own, so any band of the same rows chooses the same tiles. None: the
+    band is one part, with other cells below it. Indices ``>= len(library)`` are mirror
+    images (``candidate_tiles``).
     """
     rows, cols = _check_cells(cells, tile_size)
     if options.max_uses is not None:
         return assign_fair(cells, library, tile_size=tile_size, options=options)
     if cell_pixels(tile_size) == 1:
         return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
+    k = cell_pixels(tile_size)
+    choice = np.empty((rows, cols), np.int32)
+    for part, below in _parts_of(parts, row_offset, rows):
+        first, last = part.start - row_offset, part.stop - row_offset
+        choice[first:last] = _choose_part(
+            cells[first * k : last * k], library, tile_size, seed, part.start, options, border_below=below
+        )
+    return choice
+
+
+def _parts_of(parts: Parts | None, row_offset: int, rows: int) -> list[tuple[range, bool]]:
+    """The band's parts, each with whether other cells lie below it."""
+    band = range(row_offset, row_offset + rows)
+    if parts is None:
+        return [(band, True)]
+    return [(part, part.stop < parts.rows) for part in parts.within(band)]
+
+
+def _choose_part(
+    cells: np.ndarray,
+    library: TileLibrary,
+    tile_size: int,
+    seed: str,
+    row_offset: int,
+    options: RenderOptions,
+    *,
+    border_below: bool,
+) -> np.ndarray:
+    rows, cols = _check_cells(cells, tile_size)
     structure, colour = _weights(options, tile_size)
     candidates = tile_features(library, tile_size, options)
     index = tile_index(library, tile_size, options)
@@ -204,6 +239,7 @@ def choose_tiles(
                 distinct=len(library),
                 graph=graph,
                 index=index,
+                border_below=border_below or stop < rows,
             )
         else:
             choice[start:stop] = nearest_tiles(wanted, candidates, index).reshape(stop - start, cols)
@@ -232,9 +268,9 @@ def assign_fair(cells: np.ndarray, library: TileLibrary, *, tile_size: int, opti
 def strips(rows: int, cols: int, row_offset: int) -> list[tuple[int, int]]:
     """Local row ranges of a band, cut at global multiples of a strip height.
 
-    Bounds memory for huge bands (tile size 4 at 40 MP is 2.5 M cells). The cuts depend on
-    global rows and the grid width only, so any slicing cuts the same places; for variety a
-    strip border is treated like a band border.
+    Bounds memory for huge parts (a wide giant grid). The cuts depend on global rows and the
+    grid width only, so any slicing cuts the same places; for variety a strip border is
+    treated like a part border.
     """
     height = max(8, STRIP_CELLS // max(1, cols))
     cuts = [r for r in range(1, rows) if (row_offset + r) % height == 0]
@@ -295,20 +331,39 @@ def render_band(
     options: RenderOptions = DEFAULT_OPTIONS,
     choice: np.ndarray | None = None,
     out: np.ndarray | None = None,
+    parts: Parts | None = None,
 ) -> np.ndarray:
     """The mosaic of one band: ``(rows*tile_size, cols*tile_size, 3) uint8``.
 
     ``cells`` is the band's cell image; ``row_offset`` its first row in the whole grid
-    (variety depends on global positions); ``seed`` the job's request id. ``choice``: the
-    band's rows of a choice made for the whole grid (fair use, ``assign_fair``); by default
-    the band chooses its own tiles. ``out``: where to paint it (``paint``).
+    (variety depends on global positions); ``seed`` the job's request id. ``parts``: the
+    grid's parts (``mosaic.parts``), of which the band's rows are whole ones: each is chosen
+    and corrected on its own, so the band's pixels are those rows of the whole mosaic
+    whatever the slicing (None: the band is one part). ``choice``: the band's rows of a choice
+    made already (fair use, ``assign_fair``, or ``choose_tiles``); by default the band chooses
+    its own tiles. ``out``: where to paint it (``paint``).
     """
     rows, cols = _check_cells(cells, tile_size)
     if choice is None:
-        choice = choose_tiles(cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options)
+        choice = choose_tiles(
+            cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options, parts=parts
+        )
     elif choice.shape != (rows, cols):
         raise ValueError(f"choice is {choice.shape}, the band has {rows}x{cols} cells")
-    return paint(cells, choice, library, tile_size=tile_size, options=options, out=out)
+    if out is None:
+        out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
+    k = cell_pixels(tile_size)
+    for part, _ in _parts_of(parts, row_offset, rows):
+        first, last = part.start - row_offset, part.stop - row_offset
+        paint(
+            cells[first * k : last * k],
+            choice[first:last],
+            library,
+            tile_size=tile_size,
+            options=options,
+            out=out[first * tile_size : last * tile_size],
+        )
+    return out
 
 
 def paint(
@@ -451,12 +506,10 @@ def render(
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
     grid: Grid | None = None,
     progress: Callable[[int, int], None] | None = None,
-    cuts: tuple[int, ...] | None = None,
 ) -> np.ndarray:
-    """The whole mosaic, band by band exactly as the workers would render it.
-
-    ``cuts``: a giant job's choice segments (``mosaic.pieces.PiecePlan.cuts``): the tiles are
-    chosen segment by segment, as its processors choose them, whatever ``slices`` is.
+    """The whole mosaic: the grid's parts (``mosaic.parts``) chosen and painted one by one,
+    exactly as the workers render them, so ``slices`` changes how often ``progress`` is
+    called and nothing else.
 
     ``grid``: a grid planned on the original size, when ``image`` was decoded at reduced
     scale (``open_image(min_size=...)``); otherwise it is planned here.
@@ -473,7 +526,6 @@ def render(
         max_output_pixels=max_output_pixels,
         grid=grid,
         progress=progress,
-        cuts=cuts,
     )
     return pixels
 
@@ -490,7 +542,6 @@ def render_with_placement(
     max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS,
     grid: Grid | None = None,
     progress: Callable[[int, int], None] | None = None,
-    cuts: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``render``'s pixels and the placement behind them: ``(pixels, choice)``.
 
@@ -509,36 +560,36 @@ def render_with_placement(
     elif grid.tile_size != tile_size:
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
+    parts = plan_parts(grid)
     whole = None
     if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
         whole = assign_fair(cells, library, tile_size=tile_size, options=options)
-    elif cuts is not None:  # a giant job's choice segments (mosaic.pieces), each chosen on its own
-        k = cells.shape[0] // grid.tiles_down
-        whole = np.concatenate(
-            [
-                choose_tiles(
-                    cells[a * k : b * k], library, tile_size=tile_size, seed=seed, row_offset=a, options=options
-                )
-                for a, b in zip(cuts, cuts[1:])
-            ]
-        )
-    # the rows painted together: each band, or each choice segment of a giant job (as its pieces),
-    # each painted straight into its rows of the mosaic (no second copy of it)
-    units = plan_bands(grid.tiles_down, slices) if cuts is None else [range(a, b) for a, b in zip(cuts, cuts[1:])]
     pixels = np.empty((grid.tiles_down * tile_size, grid.tiles_across * tile_size, 3), np.uint8)
-    choices = []
-    for band in units:
+    choice = np.empty((grid.tiles_down, grid.tiles_across), np.int32)
+    for band in parts.bands(slices):  # each painted straight into its rows of the mosaic
         part = band_cells(cells, band, tile_size=tile_size)
-        if whole is None:
-            choice = choose_tiles(part, library, tile_size=tile_size, seed=seed, row_offset=band.start, options=options)
-        else:
-            choice = whole[band.start : band.stop]
+        choice[band.start : band.stop] = (
+            choose_tiles(
+                part, library, tile_size=tile_size, seed=seed, row_offset=band.start, options=options, parts=parts
+            )
+            if whole is None
+            else whole[band.start : band.stop]
+        )
         rows = pixels[band.start * tile_size : band.stop * tile_size]
-        paint(part, choice, library, tile_size=tile_size, options=options, out=rows)
-        choices.append(choice)
+        render_band(
+            part,
+            library,
+            tile_size=tile_size,
+            seed=seed,
+            row_offset=band.start,
+            options=options,
+            choice=choice[band.start : band.stop],
+            out=rows,
+            parts=parts,
+        )
         if progress is not None:
             progress(band.stop, grid.tiles_down)
-    return pixels, (choices[0] if len(choices) == 1 else np.concatenate(choices, axis=0))
+    return pixels, choice
 
 
 def placed_tiles(choice: np.ndarray, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:

@@ -1,23 +1,22 @@
-"""Anti-repetition: no tile used twice within ``distance`` cells, deterministic and band-safe.
+"""Anti-repetition: no tile used twice within ``distance`` cells, deterministic and part-safe.
 
-Inside a band every cell gets its ``m`` best tiles, best first. Conflicts (two cells within
-``distance`` — Chebyshev, so a (2d+1)² square — holding the same tile) are settled in
-parallel rounds: a cell whose tile is also held by a neighbour of higher priority, where
-that neighbour is not itself losing a conflict, moves on to its next candidate. Priorities
-come from (seed, global row, column) (``priorities``), so the outcome depends only on the
-job's seed and the cells, never on the machine; cells choose in phase order, so a flat area
-takes its (d+1)(d+2) best tiles, no deeper. A cell that runs out of candidates (rare) is
+Inside a part (``mosaic.parts``) every cell gets its ``m`` best tiles, best first. Conflicts
+(two cells within ``distance`` — Chebyshev, so a (2d+1)² square — holding the same tile) are
+settled in parallel rounds: a cell whose tile is also held by a neighbour of higher priority,
+where that neighbour is not itself losing a conflict, moves on to its next candidate.
+Priorities come from (seed, global row, column) (``priorities``), so the outcome depends only
+on the job's seed and the cells, never on the machine; cells choose in phase order, so a flat
+area takes its (d+1)(d+2) best tiles, no deeper. A cell that runs out of candidates (rare) is
 settled last, one by one, with the best tile its neighbours leave free.
 
-Across a band border a cell cannot see its neighbours' choices (they are made by another
-worker), so the rows within ``distance`` of a border use disjoint shares of the library:
-the tiles are dealt into ``distance + 1`` classes by a seeded hash, and a border row may
-only use the class ``global_row mod (distance + 1)``. Two rows closer than ``distance + 1``
-never share a class, so two cells on either side of a border never share a tile. The cost:
-those rows choose from a (d+1)-th of the library, so they choose first and the rows inside,
-which have all of it, give way. The first band's top edge has no neighbour and is
-unrestricted; a band does not know whether it is the last, so its bottom rows are always
-restricted.
+Across a part border a cell cannot see its neighbours' choices (the next part chooses on its
+own, perhaps in another worker), so the rows within ``distance`` of a border use disjoint
+shares of the library: the tiles are dealt into ``distance + 1`` classes by a seeded hash,
+and a border row may only use the class ``global_row mod (distance + 1)``. Two rows closer
+than ``distance + 1`` never share a class, so two cells on either side of a border never
+share a tile. The cost: those rows choose from a (d+1)-th of the library, so they choose
+first and the rows inside, which have all of it, give way. The grid's top and bottom edges
+have no neighbour and are unrestricted.
 
 ``distance`` is lowered to what the library can honour: each class must hold at least
 (2d+1)² tiles, or a square of cells could not all differ.
@@ -140,9 +139,9 @@ def walk(d: int, length: int) -> np.ndarray:
     return _walk(d, 1 << max(12, (length - 1).bit_length()))
 
 
-def _border_rows(rows: int, row_offset: int, distance: int) -> np.ndarray:
+def _border_rows(rows: int, row_offset: int, distance: int, below: bool) -> np.ndarray:
     local = np.arange(rows)
-    bottom = (rows - 1 - local) < distance
+    bottom = ((rows - 1 - local) < distance) & below
     top = (local < distance) & (row_offset > 0)
     return bottom | top
 
@@ -159,9 +158,12 @@ def choose_varied(
     distinct: int | None = None,
     graph: np.ndarray | None = None,
     index: TileIndex | None = None,
+    border_below: bool = True,
 ) -> np.ndarray:
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
 
+    ``border_below``: whether other cells, chosen elsewhere, lie below the last row (False for
+    the grid's last rows: they choose from the whole library).
     ``distinct``: candidates ``i`` and ``i + distinct`` are the same tile (e.g. a tile and
     its mirror image) and count as a repeat; default: every candidate is its own tile.
     ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``Candidates``).
@@ -173,7 +175,7 @@ def choose_varied(
     if d == 0:
         return nearest_tiles(cells, tiles, index).reshape(rows, cols)
     seed_int = seed_number(seed)
-    border = _border_rows(rows, row_offset, d)
+    border = _border_rows(rows, row_offset, d, border_below)
     classes = tile_classes(base, d, seed_int)[np.arange(n_tiles) % base]
 
     def cells_of(row_list: np.ndarray) -> np.ndarray:

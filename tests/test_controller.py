@@ -18,8 +18,9 @@ from dal.jobs.model import JobStatus
 from dal.jobs.store import Job
 from dal.queues.messages import ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
-from mosaic.grid import cell_image, plan_bands, plan_grid
+from mosaic.grid import Grid, cell_image, plan_grid
 from mosaic.images import open_image
+from mosaic.parts import Parts, plan_parts
 from tests.support.hostile_images import padded_jpeg
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers import slicing
@@ -47,8 +48,10 @@ def receive_all(queue, expected: int) -> list[ReceivedMessage]:
     return got
 
 
-def submit_and_slice(pipe: Pipeline, *, slices: int, width: int = 48, height: int = 36, tile: int = 8):
-    image = sample_photo(width, height, seed=slices)
+def submit_and_slice(pipe: Pipeline, *, slices: int, tile: int = 1):
+    """A job of ``slices`` plain bands (``mosaic.parts``: 48 rows a part; at tile size 1 a grid is
+    plain up to 533 rows), sent; its ImageRequest received."""
+    image = sample_photo(12, 48 * slices + 4, seed=slices)
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     return rid, image, request
@@ -66,7 +69,7 @@ def test_image_request_writes_bands_then_fans_out(
 
     job = pipe.job(rid)
     assert job is not None and job.status == "rendering"
-    grid = plan_grid(48, 36, tile_size=8, max_output_pixels=pipe.settings.max_output_pixels)
+    grid = plan_grid(12, 148, tile_size=1, max_output_pixels=pipe.settings.max_output_pixels)
     assert (job.tiles_across, job.tiles_down, job.output_width, job.output_height) == (
         grid.tiles_across,
         grid.tiles_down,
@@ -97,7 +100,7 @@ def test_image_request_writes_bands_then_fans_out(
         )
         for r, n in zip(requests, expected_names)
     ]
-    rows = plan_bands(grid.tiles_down, 3)
+    rows = plan_parts(grid).bands(3)
     assert [(b.sequence, b.first_row, b.rows) for b in bands] == [(i, r.start, len(r)) for i, r in enumerate(rows)]
     expected = cell_image(open_image(image), grid)
     assert np.array_equal(np.concatenate([b.cells for b in bands]), expected)
@@ -114,7 +117,6 @@ def test_image_request_writes_bands_then_fans_out(
 @pytest.mark.parametrize(
     ("setup", "expected"),
     [
-        ("too_many_slices", "only 5 rows of tiles"),
         ("corrupt_image", "could not be read as a picture"),
         ("hostile_image", "structure is not that of a photo"),  # refused unopened (mosaic.image_structure)
         ("missing_library", "does not exist"),
@@ -124,17 +126,13 @@ def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: st
     ctl = controller(pipe)
     library = pipe.library_uri
     image, slices = sample_photo(48, 40, seed=1), 2
-    if setup == "too_many_slices":
-        slices = 7  # 6 tiles across a 48x40 picture: 5 rows
     if setup == "corrupt_image":
         image = image[: len(image) // 3]
     if setup == "hostile_image":
         image = padded_jpeg(512 * 1024)  # an 8 x 8 JPEG padded with 130,000 empty segments
     if setup == "missing_library":
         library = library.rstrip("/") + "-gone"
-    rid = pipe.submit(
-        image, library_uri=library, tile_size=8, slices=slices, tiles_across=6 if setup == "too_many_slices" else None
-    )
+    rid = pipe.submit(image, library_uri=library, tile_size=8, slices=slices)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     with pytest.raises(PermanentJobError) as caught:
         ctl.handle_image_request(request)
@@ -157,9 +155,13 @@ def render_fake_slices(pipe: Pipeline, rid: str, job_slices: int, width: int, he
     """
     rng = np.random.default_rng(5)
     mosaic = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
-    rows = plan_bands(height // 8, job_slices)
+    job = pipe.job(rid)
+    assert job is not None
+    grid = Grid(job.tiles_across, job.tiles_down, width, height, job.tile_size)
+    rows = plan_parts(grid).bands(job_slices)
+    assert len(rows) == job_slices
     for seq, band in enumerate(rows):
-        pixels = mosaic[band.start * 8 : band.stop * 8]
+        pixels = mosaic[band.start * job.tile_size : band.stop * job.tile_size]
         if seq % 2 == 0:
             data, name = encode_rendered(pixels), slice_output_name(rid, seq)
         else:
@@ -289,7 +291,7 @@ def decode_png_jpeg(data: bytes) -> np.ndarray:
 def test_two_controllers_racing_on_every_slice_stitch_exactly_once(pipe: Pipeline) -> None:
     """7 slices, each response delivered twice, handled at once by two controllers."""
     controllers = [controller(pipe, "ctl-a"), controller(pipe, "ctl-b")]
-    rid, _, request = submit_and_slice(pipe, slices=7, width=64, height=64)
+    rid, _, request = submit_and_slice(pipe, slices=7)
     controllers[0].handle_image_request(request)
     job = pipe.job(rid)
     assert job is not None
@@ -393,7 +395,7 @@ def test_a_band_carries_its_rows_of_a_fair_use_choice_and_a_damaged_one_is_refus
 
     cells = np.zeros((5 * 4, 3 * 4, 3), np.uint8)
     choice = np.arange(15, dtype=np.int32).reshape(5, 3)
-    bands = cut_bands(cells, tiles_down=5, tiles_across=3, rows=plan_bands(5, 2), choice=choice)
+    bands = cut_bands(cells, tiles_down=5, tiles_across=3, rows=Parts((0, 3, 5)).bands(2), choice=choice)
     read = [decode_band(encode_band(b)) for b in bands]
     assert np.array_equal(np.concatenate([b.choice for b in read]), choice)  # type: ignore[misc]
     assert decode_band(encode_band(replace(bands[0], choice=None))).choice is None

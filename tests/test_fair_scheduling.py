@@ -17,7 +17,8 @@ import pytest
 
 from dal.config import IMAGE_INPUT_CONTAINER
 from dal.queues.messages import ImageRequestMessage
-from tests.support.pipelines import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline
+from tests.support.sliceable import PLAIN_TILE, plain_photo
 from tests.web.conftest import submit
 from tests.web.test_backpressure import busy  # noqa: F401 - a fixture: the web app alone on its own prefix
 from workers.controller import JobController
@@ -29,7 +30,7 @@ SLICES = 2
 def _send(pipe: Pipeline, services: RoleServices, client: str) -> str:
     request_id = str(uuid.uuid4())
     url = services.blobs.upload(
-        IMAGE_INPUT_CONTAINER, f"{request_id}.png", sample_photo(48, 32, seed=3), content_type="image/png"
+        IMAGE_INPUT_CONTAINER, f"{request_id}.png", plain_photo(SLICES, seed=3), content_type="image/png"
     )
     queue = services.queues.image_request
     queue.submit(
@@ -39,7 +40,7 @@ def _send(pipe: Pipeline, services: RoleServices, client: str) -> str:
             request_id=request_id,
             image_uri=url,
             image_library_uri=pipe.library_uri,
-            tile_size=8,
+            tile_size=PLAIN_TILE,
             slices=SLICES,
         )
     )

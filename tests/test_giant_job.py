@@ -9,7 +9,7 @@ the job in and then serves the job page, previews, tiles of every level, the ful
 download and the pyramid zip before its peak RSS is read (``tests/support/giant_job.py``).
 
 The pixels are checked against the engine's own render of the same rows (the first band:
-``mosaic.pieces.render_piece`` with the job's seed and pieces plan, as ``photomosaics render`` does), read
+``mosaic.render.render_band`` over its whole parts with the job's seed, as ``photomosaics render`` does), read
 back through the web from the pyramid's full-resolution level.
 """
 
@@ -28,7 +28,8 @@ from PIL import Image
 
 from mosaic.deepzoom import DZI_TILE_SIZE
 from mosaic.grid import cell_image, plan_grid
-from mosaic.pieces import job_plan, render_piece
+from mosaic.pieces import job_plan
+from mosaic.render import render_band
 from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from tests.support.giant_job import LIBRARY_SIZE, ROLES, TILE, cpu_seconds, peak_rss_bytes, run_giant_job
 from tests.support.pipelines import sample_photo, synthetic_library
@@ -69,13 +70,13 @@ def _engine_first_band(request_id: str, megapixels: float, slices: int) -> np.nd
     plan = job_plan(grid, slices)
     assert plan is not None, "a giant job is planned in pieces"
     first, sub = plan.piece(0).cells, cells.shape[0] // grid.tiles_down
-    return render_piece(
+    return render_band(
         cells[first.start * sub : first.stop * sub],
         synthetic_library(LIBRARY_SIZE),
         tile_size=TILE,
         seed=request_id,
-        rows=first,
-        cuts=plan.cuts,
+        row_offset=first.start,
+        parts=plan.parts,
     )
 
 

@@ -33,7 +33,7 @@ from workers.stages import Stopwatch
 from workers.stitching import from_pixels
 
 pytestmark = pytest.mark.timeout(240)
-TILE, ACROSS = 16, 100  # 1600 x 1072 px: three pyramid units of 510 rows
+TILE, ACROSS = 8, 100  # 800 x 3120 px: three pyramid units of 1,020 rows (mosaic.parts)
 
 
 def _zip_files(data: bytes) -> dict[str, bytes]:
@@ -43,25 +43,23 @@ def _zip_files(data: bytes) -> dict[str, bytes]:
 
 
 def _whole_render(pipe: Pipeline, rid: str, photo: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """What ``photomosaics render --slices 3`` renders for the job, and its placement: the offline path."""
+    """What ``photomosaics render`` renders for the job, and its placement: the offline path, one band."""
     image = open_image(photo)
     grid = plan_grid(image.width, image.height, tile_size=TILE, tiles_across=ACROSS)
     plan = job_plan(grid, 3)
     assert plan is not None and plan.bands == 3
     library = pipe.services.libraries.load(pipe.library_uri)
-    return render_with_placement(
-        image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=3, cuts=plan.cuts
-    )
+    return render_with_placement(image, library, tile_size=TILE, tiles_across=ACROSS, seed=rid, slices=1)
 
 
 def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pipeline) -> None:
-    photo = sample_photo(150, 100, seed=4)
+    photo = sample_photo(50, 195, seed=4)
     rid = pipe.submit(photo, library_uri=pipe.library_uri, tile_size=TILE, slices=3, tiles_across=ACROSS)
     ctl = controller(pipe)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     ctl.handle_image_request(request)
     job = pipe.job(rid)
-    assert job is not None and job.slices == 3 and (job.output_width, job.output_height) == (1600, 1072)
+    assert job is not None and job.slices == 3 and (job.output_width, job.output_height) == (800, 3120)
 
     processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
     requests = receive_all(pipe.services.queues.slice_request, 3)
@@ -98,7 +96,7 @@ def test_giant_bands_are_assembled_into_the_outputs_one_process_writes(pipe: Pip
     jpeg = pipe.output_bytes(job)
     assert jpeg == encode_output(mosaic), "the assembled JPEG is the single encode, byte for byte"
     with Image.open(io.BytesIO(jpeg)) as decoded:
-        assert decoded.size == (1600, 1072)
+        assert decoded.size == (800, 3120)
     expected = bytearray()
     write_dzi_zip(from_pixels(mosaic), expected.extend)
     pyramid = blobs.download(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
@@ -122,7 +120,7 @@ def _last(pipe: Pipeline, rid: str) -> SliceResponseMessage:
 
 
 def test_a_band_whose_piece_plan_does_not_match_its_rows_is_refused() -> None:
-    grid = Grid(100, 67, 1600, 1072, 16)
+    grid = Grid(100, 390, 800, 3120, 8)
     plan = job_plan(grid, 3)
     assert plan is not None
     cells = np.zeros((grid.tiles_down * 4, grid.tiles_across * 4, 3), np.uint8)

@@ -19,7 +19,8 @@ import pytest
 
 from photomosaics.commands.run import choose_port
 from tests.support.metrics import samples, value_of
-from tests.support.pipelines import Pipeline, assert_job_pixel_identical, log_lines, sample_photo
+from tests.support.pipelines import Pipeline, assert_job_pixel_identical, log_lines
+from tests.support.sliceable import PLAIN_TILE, plain_photo, unit_photo
 from tests.support.waiting import wait_for
 from workers.leases import LEASE_DIR_ENV
 
@@ -47,8 +48,8 @@ def test_a_paused_processors_slice_is_hedged_and_the_job_finishes_while_it_is_st
     controller = pipe.start("controller", env={**env, "PHOTOMOSAICS_METRICS_PORT": str(port)})
     # It takes one slice (a processor holds one at a time) and sleeps before rendering it: stopped there.
     paused = pipe.start("processor", env={**env, "PHOTOMOSAICS_TEST_SLICE_DELAY": "20"})
-    image = sample_photo(40, 30, seed=21)
-    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+    image = plain_photo(2, seed=21)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
     journal = leases / f"{paused.pid}.json"
     wait_for(lambda: journal.exists() or None, seconds=60, what="the processor holds a slice", details=pipe.logs)
     os.kill(paused.pid, signal.SIGSTOP)
@@ -56,7 +57,7 @@ def test_a_paused_processors_slice_is_hedged_and_the_job_finishes_while_it_is_st
         pipe.start("processor", env=env)  # renders the other slice, then the hedged copy
         pipe.wait([rid], timeout=120)
         assert _state(paused.pid) == "T"  # done while the holder of a slice is still stopped
-        assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
+        assert_job_pixel_identical(pipe, rid, image, tile=PLAIN_TILE, slices=2)
         [hedged] = log_lines(pipe, "slice.hedged")
         assert f"request_id={rid}" in hedged, hedged
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
@@ -87,7 +88,7 @@ def test_a_paused_processors_slice_is_hedged_and_the_job_finishes_while_it_is_st
     after = pipe.job(rid)
     assert after is not None and after.status == "done" and after.error is None
     assert after.finished_at == job.finished_at and pipe.output_bytes(after) == output
-    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
+    assert_job_pixel_identical(pipe, rid, image, tile=PLAIN_TILE, slices=2)
     for needle in ("message.failed", "message.poisoned", "message.retry"):
         assert not [line for line in log_lines(pipe, needle) if done in line], needle
 
@@ -98,7 +99,7 @@ def test_slices_waiting_behind_a_busy_processor_are_not_hedged(pipe: Pipeline) -
     eager = {"PHOTOMOSAICS_HEDGE_FLOOR_SECONDS": "0.5", "PHOTOMOSAICS_HEDGE_FACTOR": "1.5"}
     pipe.start("controller", env=eager)
     pipe.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "3"})  # one slice at a time, 3 s each
-    rid = pipe.submit(sample_photo(48, 40, seed=22), library_uri=pipe.library_uri, tile_size=8, slices=5)
+    rid = pipe.submit(unit_photo(5, seed=22), library_uri=pipe.library_uri, tile_size=8, slices=5)
     pipe.wait([rid], timeout=120)
     withheld = [line for line in log_lines(pipe, "slice.not_hedged") if f"request_id={rid}" in line]
     assert withheld and all("why=backlog" in line for line in withheld), withheld  # the rule was asked, and held

@@ -30,10 +30,10 @@ from tests.support.pipelines import (
     Pipeline,
     assert_job_pixel_identical,
     log_lines,
-    sample_photo,
     woken_queues,
 )
 from tests.support.prereqs import require
+from tests.support.sliceable import PLAIN_TILE, plain_photo
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -81,8 +81,8 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
     # Each listener's first receive came back empty (logged once as idle): now each sleeps 30 s.
     wait_for(lambda: len(log_lines(pipe, "listener.idle")) == 5 or None, what="five idle listeners")
     queues.image_request.hints = sender
-    image = sample_photo(40, 30, seed=12)
-    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+    image = plain_photo(2, seed=12)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
 
     try:
         pipe.wait([rid], timeout=25)  # four hops at one 30 s poll each would need 120 s
@@ -95,7 +95,7 @@ def test_hints_through_the_server_wake_roles_that_share_no_local_socket(pipe: Pi
     assert detected and all("by=hint" in line for line in detected), detected
     assert woken_queues(pipe) == set(names), detected
     assert sender.delivered == 1  # the web side's send reached the controller through the server
-    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
+    assert_job_pixel_identical(pipe, rid, image, tile=PLAIN_TILE, slices=2)
 
 
 def test_server_down_falls_back_to_the_short_poll_and_loses_nothing(storage, unique: str, valkey) -> None:  # type: ignore[no-untyped-def]

@@ -73,13 +73,13 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
         handler(received)  # type: ignore[operator]
         assert queue.delete(received)  # type: ignore[attr-defined]
 
-    image = sample_photo(120, 94, seed=11)
+    image = sample_photo(60, 200, seed=11)  # 60 x 200 tiles of 2 px: four parts of the grid (mosaic.parts)
     for queue in (queues.image_request, queues.slice_request, queues.slice_response, queues.image_response):
         assert queue.accept_messages(1) == []  # a running role has read each queue's settings once
     counter.reset()
     # The client: upload + send (what the web app does), through the counted clients.
     rid = Pipeline.submit(
-        _Counted(pipe, services), image, library_uri=pipe.library_uri, tile_size=16, slices=SLICES, tiles_across=60
+        _Counted(pipe, services), image, library_uri=pipe.library_uri, tile_size=2, slices=SLICES, tiles_across=60
     )
     handle(queues.image_request, controller.handle_image_request)
     for _ in range(SLICES):
@@ -91,14 +91,13 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
 
     job = pipe.job(rid)
     assert job is not None and job.status == "done", job
-    assert (job.output_width, job.output_height) == (960, 752)
+    assert (job.output_width, job.output_height) == (120, 400) and job.slices == SLICES
     library = pipe.services.libraries.load(pipe.library_uri)
     expected = render(
         open_image(image),
         library,
-        tile_size=16,
+        tile_size=2,
         tiles_across=60,
-        slices=SLICES,
         seed=rid,
         max_output_pixels=pipe.settings.max_output_pixels,
     )

@@ -12,7 +12,8 @@ import urllib.request
 from typing import Any
 
 from tests.support.metrics import samples, value_of
-from tests.support.pipelines import Pipeline, sample_photo
+from tests.support.pipelines import Pipeline
+from tests.support.sliceable import unit_photo
 from tests.support.waiting import wait_for
 
 
@@ -55,7 +56,7 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
     assert value_of(before, "photomosaics_storage_requests_total", operation="queue GetMessages") >= 1
 
     slices = 4
-    rid = pipe.submit(sample_photo(96, 64, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=slices)
+    rid = pipe.submit(unit_photo(slices, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=slices)
     seen_midway = False
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

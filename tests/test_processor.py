@@ -15,6 +15,7 @@ from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
+from tests.support.sliceable import PLAIN_TILE, plain_photo
 from workers import slicing
 from workers.controller import JobController
 from workers.errors import PermanentJobError
@@ -58,8 +59,8 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
     counted = StorageClients(pipe.connection_string, profile="probe", response_hook=hook)
     # Revalidate on every use here, to see each check (the default trusts a check for 10 s).
     processor = ImageProcessor(RoleServices(counted, replace(pipe.settings, library_revalidate_seconds=0.0), "proc-1"))
-    image = sample_photo(48, 36, seed=3)
-    rid, requests = dispatch(pipe, image, slices=3, tile=16)
+    image = plain_photo(3, seed=3)
+    rid, requests = dispatch(pipe, image, slices=3, tile=PLAIN_TILE)
     for received in requests + requests[:1]:  # and one redelivery
         processor.handle_slice_request(received)
 
@@ -68,8 +69,7 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
     expected = render(
         open_image(image),
         pipe.services.libraries.load(pipe.library_uri),
-        tile_size=16,
-        slices=3,
+        tile_size=PLAIN_TILE,
         seed=rid,
         max_output_pixels=pipe.settings.max_output_pixels,
     )
@@ -95,8 +95,8 @@ def test_slices_render_exactly_the_in_process_mosaic_with_one_index_download(pip
 
 
 def test_a_fair_use_job_is_assigned_once_and_its_slices_together_respect_max_uses(pipe: Pipeline) -> None:
-    image = sample_photo(48, 36, seed=5)
-    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=16, slices=3, tiles_across=12, max_uses=3)
+    image = plain_photo(3, seed=5)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=3, tiles_across=12, max_uses=40)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     requests = receive_all(pipe.services.queues.slice_request, 3)
@@ -108,12 +108,12 @@ def test_a_fair_use_job_is_assigned_once_and_its_slices_together_respect_max_use
     in_order = sorted(requests, key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
     bands = [decode_band(band_bytes(r.message.band, lambda: b"")) for r in in_order]  # small bands: inline  # type: ignore[attr-defined]
     choice = np.concatenate([b.choice for b in bands])  # type: ignore[misc]
-    assert choice.shape == (9, 12)
-    assert np.bincount(choice.ravel() % len(library)).max() <= 3  # the bands together, mirror images included
+    assert choice.shape == (148, 12)
+    assert np.bincount(choice.ravel() % len(library)).max() <= 40  # the bands together, mirror images included
     job = pipe.job(rid)
     assert job is not None
     expected = render(
-        open_image(image), library, tile_size=16, tiles_across=12, slices=3, seed=rid, options=RenderOptions(max_uses=3)
+        open_image(image), library, tile_size=PLAIN_TILE, tiles_across=12, seed=rid, options=RenderOptions(max_uses=40)
     )
     assert np.array_equal(pipe.slice_outputs(job), expected)
 
@@ -138,7 +138,7 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(
     library = pipe.library_uri.rstrip("/") + "-gone" if damage == "missing_library" else None
     if damage == "undecodable_band_blob":  # bands over the inline limit are blobs
         monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)
-    rid, requests = dispatch(pipe, sample_photo(48, 36, seed=4), slices=2, library=library)
+    rid, requests = dispatch(pipe, plain_photo(2, seed=4), slices=2, tile=PLAIN_TILE, library=library)
     if damage == "undecodable_band":  # a small band travels inline: damage it there
         requests[1] = replace(requests[1], message=replace(requests[1].message, band="iVBORyBicm9rZW4="))  # type: ignore[type-var]
     elif damage == "undecodable_band_blob":
@@ -172,7 +172,7 @@ def test_a_redelivered_slice_that_is_done_already_is_not_rendered_again(pipe: Pi
     """The copy of a hedged slice that comes back after its lease (``workers.stragglers``) while
     another processor finished the slice: the job read a redelivery pays anyway finds the slice in
     ``slices_done``, and nothing is rendered, written or sent."""
-    rid, requests = dispatch(pipe, sample_photo(48, 36, seed=6), slices=2)
+    rid, requests = dispatch(pipe, plain_photo(2, seed=6), slices=2, tile=PLAIN_TILE)
     processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
     processor.handle_slice_request(requests[0])
     [response] = receive_all(pipe.services.queues.slice_response, 1)
@@ -234,11 +234,11 @@ def test_a_processor_renders_on_one_blas_thread_unless_the_operator_chose(chosen
 
 
 def expected_placement(
-    image: bytes, library: Any, *, rid: str, slices: int, options: RenderOptions, tiles_across: int | None = None
+    image: bytes, library: Any, *, rid: str, options: RenderOptions, tiles_across: int | None = None
 ) -> tuple[np.ndarray, list[tuple[str, bool]]]:
     """The in-process render's pixels and, per cell in row order, (library tile name, mirrored)."""
     pixels, choice = render_with_placement(
-        open_image(image), library, tile_size=16, slices=slices, seed=rid, tiles_across=tiles_across, options=options
+        open_image(image), library, tile_size=PLAIN_TILE, seed=rid, tiles_across=tiles_across, options=options
     )
     which, mirrored = placed_tiles(choice, library)
     return pixels, [(library.names[w], bool(m)) for w, m in zip(which.ravel(), mirrored.ravel(), strict=True)]
@@ -252,8 +252,8 @@ def reported(tile_map: Any) -> list[tuple[str, bool]]:
 def test_the_tile_map_reports_the_engines_placement_and_the_correction_travels_to_every_slice(
     pipe: Pipeline, slices: int
 ) -> None:
-    image = sample_photo(48, 36, seed=9)
-    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=16, slices=slices, correction=20)
+    image = plain_photo(slices, seed=9)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=slices, correction=20)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     requests = receive_all(pipe.services.queues.slice_request, slices)
@@ -265,10 +265,10 @@ def test_the_tile_map_reports_the_engines_placement_and_the_correction_travels_t
     job = pipe.job(rid)
     assert job is not None
     library = pipe.services.libraries.load(pipe.library_uri)
-    pixels, cells = expected_placement(image, library, rid=rid, slices=slices, options=RenderOptions(correction=20))
+    pixels, cells = expected_placement(image, library, rid=rid, options=RenderOptions(correction=20))
     tile_map = pipe.tile_map(job)
-    assert (tile_map.columns, tile_map.rows) == (48, 36) and reported(tile_map) == cells
+    assert (tile_map.columns, tile_map.rows) == (12, 48 * slices + 4) and reported(tile_map) == cells
     if slices > 1:
         assert np.array_equal(pipe.slice_outputs(job), pixels)
-        default, _ = expected_placement(image, library, rid=rid, slices=slices, options=RenderOptions())
+        default, _ = expected_placement(image, library, rid=rid, options=RenderOptions())
         assert not np.array_equal(default, pixels), "the job's correction, not the default, was rendered"

@@ -24,7 +24,8 @@ from dal.blobs.rendered import encode_rendered, slice_output_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.operations.cleanup import delete_job_everywhere
 from dal.queues.messages import SliceRequestMessage, SliceResponseMessage
-from mosaic.grid import plan_bands
+from mosaic.grid import Grid
+from mosaic.parts import plan_parts
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
@@ -32,24 +33,26 @@ from workers.services import RoleServices
 from workers.stitching import open_slice, save_pyramid, save_pyramid_pixels
 
 
-def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int) -> tuple[str, np.ndarray]:
+def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int, tile: int = 4) -> tuple[str, np.ndarray]:
     """A job taken through the real controller, with random pixels standing in for the processors."""
     ctl = JobController(pipe.services)
-    rid = pipe.submit(sample_photo(width, height, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=slices)
+    rid = pipe.submit(sample_photo(width, height, seed=3), library_uri=pipe.library_uri, tile_size=tile, slices=slices)
     [request] = pipe.services.queues.image_request.accept_messages(1, visibility_timeout=30)
     ctl.handle_image_request(request)
     job = pipe.job(rid)
     assert job is not None
     mosaic = np.random.default_rng(1).integers(0, 256, (job.output_height, job.output_width, 3), dtype=np.uint8)
+    grid = Grid(job.tiles_across, job.tiles_down, job.output_width, job.output_height, tile)
     urls = [
         pipe.services.blobs.upload(
             SLICE_RESPONSE_CONTAINER,
             slice_output_name(rid, seq),
-            encode_rendered(mosaic[band.start * 8 : band.stop * 8]),
+            encode_rendered(mosaic[band.start * tile : band.stop * tile]),
             content_type="application/octet-stream",
         )
-        for seq, band in enumerate(plan_bands(job.tiles_down, slices))
+        for seq, band in enumerate(plan_parts(grid).bands(slices))
     ]
+    assert len(urls) == job.slices == slices
     queue = pipe.services.queues.slice_response
     queue.submit(
         [
@@ -66,7 +69,8 @@ def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int) -> tup
 
 
 def test_the_stitch_stores_a_pyramid_with_the_right_levels_and_tiles_for_odd_sizes(pipe: Pipeline) -> None:
-    rid, mosaic = stitched_job(pipe, slices=3, width=101, height=67)  # 808 x 536 px: nothing divides evenly
+    # 524 x 596 px, three plain parts at 4 px tiles (mosaic.parts): nothing divides evenly
+    rid, mosaic = stitched_job(pipe, slices=3, width=131, height=149)
     height, width = mosaic.shape[:2]
     job = pipe.job(rid)
     assert job is not None and job.output_name == f"{rid}.jpg"
@@ -89,7 +93,7 @@ def test_the_stitch_stores_a_pyramid_with_the_right_levels_and_tiles_for_odd_siz
         # Random pixels through JPEG: close in 8 x 8 means, not equal pixel by pixel.
         blocks = (tile[:504, :504] - mosaic[:504, :504]).reshape(63, 8, 63, 8, 3).mean(axis=(1, 3))
         assert np.abs(blocks).mean() < 4
-        last = Image.open(io.BytesIO(archive.read(tile_name(top, 1, 1))))  # x 509..808, y 509..536
+        last = Image.open(io.BytesIO(archive.read(tile_name(top, 1, 1))))  # x 509..524, y 509..596
         assert last.size == (width - 510 + 1, height - 510 + 1)
 
 
@@ -195,7 +199,7 @@ def test_members_are_read_by_range_from_a_cached_index_and_a_replaced_zip_is_rei
 
 
 def test_deleting_a_job_deletes_its_pyramid(pipe: Pipeline) -> None:
-    rid, _ = stitched_job(pipe, slices=2, width=30, height=20)
+    rid, _ = stitched_job(pipe, slices=2, width=12, height=100)  # two plain parts at 4 px tiles
     blobs = pipe.services.blobs
     assert blobs.exists(IMAGE_OUTPUT_CONTAINER, pyramid_blob_name(rid))
     delete_job_everywhere(blobs, pipe.services.jobs, CLIENT_ID, rid)

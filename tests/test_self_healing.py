@@ -35,10 +35,10 @@ from tests.support.pipelines import (
     Pipeline,
     assert_job_pixel_identical,
     log_lines,
-    sample_photo,
     synthetic_library,
     woken_queues,
 )
+from tests.support.sliceable import PLAIN_TILE, plain_photo
 from tests.support.waiting import wait_for
 from workers.leases import LEASE_DIR_ENV
 
@@ -77,8 +77,8 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
     # Each has made its first (empty) receive and says so: a job sent now is found by a hint.
     wait_for(lambda: len(log_lines(pipe, "listener.idle")) == 5 or None, seconds=60)
     pipe.services.queues.image_request.hints = LocalHintChannel(env[HINT_DIR_ENV])
-    image = sample_photo(40, 30, seed=11)
-    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=3)
+    image = plain_photo(3, seed=11)
+    rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=3)
 
     pipe.wait([rid], timeout=25)  # four hops at one 30 s poll each would need 120 s
     # The job is done with its stitch; the ImageResponse hop to the responder may still be on its way.
@@ -88,7 +88,7 @@ def test_a_hint_wakes_every_role_although_they_poll_every_30_s(pipe: Pipeline, t
     assert detected and all("by=hint" in line for line in detected), detected
     queues = woken_queues(pipe)
     assert len(queues) == 4, detected  # imagerequest, slicerequest, sliceresponse, imageresponse
-    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=3)
+    assert_job_pixel_identical(pipe, rid, image, tile=PLAIN_TILE, slices=3)
 
 
 @pytest.fixture
@@ -375,8 +375,8 @@ def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pip
     thread.start()
     try:
         pipe.services.queues.image_request.hints = LocalHintChannel(channels[HINT_DIR_ENV])
-        image = sample_photo(40, 30, seed=12)
-        rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=8, slices=2)
+        image = plain_photo(2, seed=12)
+        rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
         journal = lambda: list(Path(channels[LEASE_DIR_ENV]).glob("*.json"))  # noqa: E731
         wait_for(lambda: [p for p in journal() if p.stem == str(supervisor.pids()["processor-1"])] or None, seconds=60)
         victim = supervisor.pids()["processor-1"]
@@ -389,7 +389,7 @@ def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pip
     assert handed and handed[0] == ("processor-1", 1), handed
     events = [e.kind for e in pipe.services.jobs.events(rid)]
     assert events.count("done") == 1
-    assert_job_pixel_identical(pipe, rid, image, tile=8, slices=2)
+    assert_job_pixel_identical(pipe, rid, image, tile=PLAIN_TILE, slices=2)
 
 
 def test_a_child_that_died_before_journaling_gets_its_queues_announced_once_its_lease_ran_out(
@@ -439,8 +439,8 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
         pipe.library_uri = pipe.create_library("tiles", synthetic_library())
         for role in ("controller", "processor", "responder"):
             pipe.start(role, env={"PHOTOMOSAICS_RETRY_DELAY_SECONDS": "1"})
-        first = sample_photo(32, 24, seed=13)
-        rid1 = pipe.submit(first, library_uri=pipe.library_uri, tile_size=8, slices=2)
+        first = plain_photo(2, seed=13)
+        rid1 = pipe.submit(first, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
         pipe.wait([rid1], timeout=60)
         time.sleep(6.5)  # Azurite saves its metadata every 5 s (LokiJS autosave): let it, or the kill loses it
         ports = dict(azurite.ports)
@@ -450,10 +450,10 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
         assert repaired == [keeper.azurite.connection_string]  # the storage repair hook ran once
         status = read_status({"PHOTOMOSAICS_STORAGE_STATUS_FILE": str(keeper.status_file)})
         assert status is not None and status["state"] == "running" and "restarted" in str(status["message"])
-        second = sample_photo(32, 24, seed=14)
-        rid2 = pipe.submit(second, library_uri=pipe.library_uri, tile_size=8, slices=2)
+        second = plain_photo(2, seed=14)
+        rid2 = pipe.submit(second, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
         pipe.wait([rid2], timeout=120)
-        assert_job_pixel_identical(pipe, rid2, second, tile=8, slices=2)
+        assert_job_pixel_identical(pipe, rid2, second, tile=PLAIN_TILE, slices=2)
     finally:
         pipe.stop_all()
         stop.set()

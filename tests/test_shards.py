@@ -13,7 +13,8 @@ from dal.config import Settings, StorageClients
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.shards import ShardedQueue
 from dal.queues.work_queue import QueueAccessor
-from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
+from tests.support.pipelines import Pipeline, synthetic_library
+from tests.support.sliceable import unit_photo
 
 
 def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMessage:
@@ -75,7 +76,7 @@ def test_a_job_runs_end_to_end_over_three_shards(
     try:
         pipe.library_uri = pipe.create_library("tiles", synthetic_library())
         pipe.start("controller")
-        rid = pipe.submit(sample_photo(96, 64, seed=5), library_uri=pipe.library_uri, tile_size=8, slices=6)
+        rid = pipe.submit(unit_photo(6, seed=5), library_uri=pipe.library_uri, tile_size=8, slices=6)
         shards = pipe.services.queues.slice_request_shards
         deadline = time.monotonic() + 60
         while sum(q.approximate_depth() for q in shards) < 6 and time.monotonic() < deadline:

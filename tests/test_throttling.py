@@ -22,7 +22,8 @@ from dal.config import StorageClients
 from dal.observability.transactions import COUNT_ENV, TransactionCounter
 from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
 from tests.support.faultproxy import FaultyAccount, faulty_account
-from tests.support.pipelines import Pipeline, assert_jobs_pixel_identical, sample_photo
+from tests.support.pipelines import Pipeline, assert_jobs_pixel_identical
+from tests.support.sliceable import PLAIN_TILE, plain_photo
 from workers.services import RoleServices
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -160,8 +161,8 @@ def _submit_three(proxied: Pipeline, library_uri: str, seed: int) -> dict[str, A
     """Three small 3-slice jobs through the proxy: ``{request_id: photo}``."""
     images = {}
     for n in range(3):
-        image = sample_photo(36, 28, seed=seed + n)
-        images[proxied.submit(image, library_uri=library_uri, tile_size=8, slices=3)] = image
+        image = plain_photo(3, seed=seed + n)
+        images[proxied.submit(image, library_uri=library_uri, tile_size=PLAIN_TILE, slices=3)] = image
     return images
 
 
@@ -189,7 +190,7 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
         finally:
             proxied.stop_all()
 
-    assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    assert_jobs_pixel_identical(pipe, finished, images, tile=PLAIN_TILE, slices=3)
     # Stitched once each, in the controller's log and in the job's events: an event write that
     # lost its connection is repeated under its own key, so it is neither lost nor doubled.
     controller_log = "".join(r.log_path.read_text() for r in proxied.roles if r.role == "controller")
@@ -224,7 +225,7 @@ def test_jobs_complete_and_log_once_when_answers_are_lost(pipe: Pipeline) -> Non
             proxied.stop_all()
 
     assert lost >= 10, lost
-    assert_jobs_pixel_identical(pipe, finished, images, tile=8, slices=3)
+    assert_jobs_pixel_identical(pipe, finished, images, tile=PLAIN_TILE, slices=3)
     _assert_logged_once(pipe, images)
     poisoned = {name: depth for name, depth in pipe.queue_depths().items() if name.endswith("-poison")}
     assert not any(poisoned.values()), poisoned

@@ -105,7 +105,7 @@ def test_a_job_is_one_connected_trace_across_the_roles(
         "/api/jobs",
         headers={CSRF_HEADER: CSRF_VALUE},
         content_type="multipart/form-data",
-        data={"library": "tiles", "tile_size": "8", "slices": str(slices), "image": (_photo(), "photo.png")},
+        data={"library": "tiles", "tile_size": "4", "slices": str(slices), "image": (_photo(), "photo.png")},
     )
     assert response.status_code == 202, response.get_json()
     rid = response.get_json()["request_id"]
@@ -175,4 +175,4 @@ def test_a_job_is_one_connected_trace_across_the_roles(
 def _photo() -> Any:
     import io
 
-    return io.BytesIO(png_bytes(96, 64))
+    return io.BytesIO(png_bytes(12, 148))  # at 4 px tiles: three parts of the grid (mosaic.parts)

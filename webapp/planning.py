@@ -2,15 +2,17 @@
 
 The same ``plan_grid`` the JobController uses, so the size the page shows is the size the
 job gets. Also the slice limits: at most ``Settings.max_slices`` and never more slices than
-the grid has rows (a slice is a band of whole cell rows).
+the grid has parts (a slice is a band of whole parts, ``mosaic.parts``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mosaic.grid import Grid, plan_bands, plan_grid
+from mosaic.grid import Grid, plan_grid
 from mosaic.grid import min_slices as fewest_slices
+from mosaic.limits import MAX_SLICE_PIXELS
+from mosaic.parts import plan_parts, unit_lattice
 from mosaic.pieces import job_plan
 from webapp.errors import ApiError
 
@@ -30,20 +32,14 @@ def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, m
         raise ApiError(422, "invalid_plan", str(exc)) from None
 
 
-def bands(tiles_down: int, slices: int) -> list[list[int]]:
-    """Row ranges [start, stop) of each slice, as the controller will cut them."""
-    try:
-        return [[band.start, band.stop] for band in plan_bands(tiles_down, slices)]
-    except ValueError as exc:
-        raise ApiError(400, "invalid_slices", str(exc)) from None
-
-
 def job_bands(grid: Grid, slices: int) -> list[list[int]]:
-    """A job's bands in cell rows [start, stop): a giant job's pieces (the rows each owns, to the
-    cell rows that cover them), else the slices of whole rows."""
+    """A job's bands in cell rows [start, stop), as the controller will cut them: a giant job's
+    pieces (the rows each owns, to the cell rows that cover them), else whole parts of the grid."""
     plan = job_plan(grid, slices)
-    if plan is None or plan.bands != slices:
-        return bands(grid.tiles_down, slices)
+    if plan is None:
+        rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
+        chosen = plan_parts(grid).bands(max(slices, fewest_slices(grid)), max_rows=rows_per_slice)
+        return [[band.start, band.stop] for band in chosen]
     ts = grid.tile_size
     return [[p.owned.start // ts, -(-p.owned.stop // ts)] for p in plan.pieces()]
 
@@ -55,7 +51,11 @@ def min_slices(grid: Grid) -> int:
 
 
 def max_slices(grid: Grid, limit: int) -> int:
-    return max(1, min(limit, int(grid.tiles_down)))
+    """The most slices this grid can be cut into: one per part (``mosaic.parts``), or per Deep
+    Zoom unit of a giant job; more would not be faster, and never change the mosaic."""
+    lattice = unit_lattice(grid)
+    most = plan_parts(grid).count if lattice is None else lattice.units
+    return max(1, min(limit, most))
 
 
 def largest(*, width: int, height: int, tile_size: int, max_output_pixels: int) -> Grid:

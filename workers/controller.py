@@ -69,9 +69,11 @@ from dal.queues.lanes import lane_for
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.errors import TileBudgetError
-from mosaic.grid import cell_image, min_slices, plan_bands, plan_grid
+from mosaic.grid import cell_image, min_slices, plan_grid
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.library import LibraryFormatError
+from mosaic.limits import MAX_SLICE_PIXELS
+from mosaic.parts import plan_parts
 from mosaic.pieces import PiecePlan, job_plan
 from mosaic.render import assign_fair
 from workers.assembly import Stitcher
@@ -428,19 +430,15 @@ class _RecentRows:
 
 def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | None, list[range]]:
     """The job's bands: on pyramid units when several and the mosaic allows (``mosaic.pieces``:
-    they make final pieces, the stitch only assembles them), else plain bands of cell rows."""
-    # A giant mosaic gets more slices than asked for, so that no processor holds more than
-    # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
-    slices = max(message.slices, min_slices(grid))
+    they make final pieces, the stitch only assembles them), else plain bands of whole parts
+    (``mosaic.parts``). Either way at most as many as the grid has parts: the slice count
+    changes who renders which rows, never the mosaic."""
     if (plan := job_plan(grid, message.slices)) is not None:
         return plan, [piece.cells for piece in plan.pieces()]
-    try:
-        return None, plan_bands(grid.tiles_down, slices)
-    except ValueError:
-        raise PermanentJobError(
-            f"{message.slices} slices were asked for, but the mosaic has only {grid.tiles_down} rows of "
-            f"tiles; ask for at most {grid.tiles_down} slices"
-        ) from None
+    # A giant mosaic gets more slices than asked for, so that no processor holds more than
+    # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
+    rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
+    return None, plan_parts(grid).bands(max(message.slices, min_slices(grid)), max_rows=rows_per_slice)
 
 
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:

@@ -24,8 +24,8 @@ alone, so a finished job's JPEG and pyramid never change under a reader (a new v
 break a download in progress). Its slice blob, an intermediate, is rewritten with the same bytes.
 
 A giant job's band (planned on Deep Zoom units: the band PNG carries the plan, ``mosaic.pieces``)
-sends back no pixels: the processor renders its rows (``render_piece``: the plan's choice
-segments, so rows it shares with a neighbour come out the same), stages its rows of the JPEG
+sends back no pixels: the processor renders its rows (whole parts of the grid, ``mosaic.parts``,
+so rows it shares with a neighbour come out the same), stages its rows of the JPEG
 and its pyramid tiles as blocks of the output blobs and writes a manifest with its reduced
 rows (``workers.band_pieces``); the controller commits them (``workers.assembly``).
 
@@ -65,8 +65,9 @@ from dal.jobs.model import library_name
 from dal.jobs.store import TERMINAL_STATUSES
 from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
+from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
-from mosaic.pieces import choose_piece
+from mosaic.parts import plan_parts
 from mosaic.render import choose_tiles, render_band
 from workers.band_pieces import make_pieces
 from workers.errors import PermanentJobError
@@ -318,20 +319,21 @@ def _owned_choice(band: Band, choice: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _render(message: SliceRequestMessage, band: Band, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:
-    """The band's pixels and the tile placed in each of its cells, with the job's options."""
+    """The band's pixels and the tile placed in each of its cells, with the job's options: its
+    parts of the grid chosen and painted one by one (``mosaic.parts``), so its rows come out as
+    in any other slicing of the job and in the offline render."""
     options = job_options(correction=message.correction)
     size, first, rid = message.tile_size, band.first_row, message.request_id
+    grid = Grid(band.tiles_across, band.tiles_down, band.tiles_across * size, band.tiles_down * size, size)
     try:
+        parts = plan_parts(grid)
         choice = band.choice  # a fair-use job's band carries the controller's choice for the whole grid
-        if choice is None and band.plan is not None:  # a giant band: its segments, as its neighbours choose them
-            rows = range(first, first + band.rows)
-            choice = choose_piece(
-                band.cells, library, tile_size=size, seed=rid, rows=rows, cuts=band.plan.cuts, options=options
+        if choice is None:
+            choice = choose_tiles(
+                band.cells, library, tile_size=size, seed=rid, row_offset=first, options=options, parts=parts
             )
-        elif choice is None:
-            choice = choose_tiles(band.cells, library, tile_size=size, seed=rid, row_offset=first, options=options)
         pixels = render_band(
-            band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice, options=options
+            band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice, options=options, parts=parts
         )
     except (ValueError, IndexError) as exc:
         raise PermanentJobError(f"slice {message.slice_sequence + 1} cannot be rendered: {exc}") from None

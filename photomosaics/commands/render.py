@@ -3,8 +3,8 @@
 The library is a folder or zip of photos (built in memory, its index cached on disk), ``demo`` (the demo tiles, made
 from the sample photos installed with scikit-image and scikit-learn) or, only when
 ``AZURE_STORAGE_CONNECTION_STRING`` is set, the name of a library in storage. The target is
-rendered band by band, exactly as the workers would with the same ``--slices``, with a
-progress bar per band.
+rendered part by part, exactly as the workers render it (``mosaic.parts``: the same bytes for any
+``--slices``), with a progress bar per band.
 """
 
 from __future__ import annotations
@@ -153,7 +153,8 @@ def _render_options(
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Render in this many bands, as the workers would (same pixels); "
+    help="Report progress in this many bands, as the workers would cut them (the mosaic is the same "
+    "for any number); "
     f"at most PHOTOMOSAICS_MAX_SLICES ({Settings().max_slices}).",
 )
 @click.option(
@@ -236,7 +237,6 @@ def render(
     from dal.config import Settings
     from mosaic.grid import min_slices
     from mosaic.images import ImageDecodeError, open_image
-    from mosaic.pieces import job_plan
     from mosaic.render import render_with_placement
 
     formats = {output: _output_format(output) for output in outputs}
@@ -282,9 +282,8 @@ def render(
         def advance(done_rows: int, _total: int) -> None:
             bar.update(done_rows - bar.pos)
 
-        # A job the pipeline would cut into pieces (mosaic.pieces) is rendered with the same tile
-        # choice segments, so the offline outputs are the pipeline's, byte for byte.
-        plan = job_plan(grid, slices)
+        # The grid's parts (mosaic.parts) are chosen and painted one by one, as the pipeline's
+        # processors render them: the outputs are the pipeline's byte for byte, for any slicing.
         mosaic, placement = render_with_placement(
             image,
             library,
@@ -295,7 +294,6 @@ def render(
             options=options,
             max_output_pixels=limit,
             progress=advance,
-            cuts=None if plan is None else plan.cuts,
         )
     _write_all(mosaic, formats, quality)
     if tile_map is not None:
@@ -320,7 +318,7 @@ def _plan(
     image: Any, *, tile_size: int, tiles_across: int | None, slices: int, limit: int, formats: dict[Path, str]
 ) -> Any:
     """The job's grid, refused with a usage error before any work when it cannot be made."""
-    from mosaic.grid import plan_bands, plan_grid
+    from mosaic.grid import plan_grid
 
     try:
         grid = plan_grid(
@@ -328,10 +326,6 @@ def _plan(
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--tile-size") from None
-    try:
-        plan_bands(grid.tiles_down, slices)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--slices") from None
     for output, fmt in formats.items():  # refused now, not after the whole render
         _check_fits(output, fmt, grid.output_width, grid.output_height)
     _check_memory(grid.output_width * grid.output_height)

@@ -13,13 +13,13 @@ from mosaic import (
     cell_image,
     compose,
     placed_tiles,
-    plan_bands,
     plan_grid,
     render,
     render_with_placement,
 )
 from mosaic.colour_difference import ciede2000
 from mosaic.correction import FLAT, GAIN_FLOOR, add_shift, contract, luma_spread, offsets, reach, tile_colours
+from mosaic.parts import plan_parts
 from mosaic.render import candidate_tiles, choose_tiles
 from mosaic.signatures import srgb_to_lab
 
@@ -66,24 +66,26 @@ def test_the_placement_is_what_the_pixels_show(photo: Image.Image, library200: T
 
 
 @pytest.mark.parametrize("slices", [1, 3, 7])
-def test_the_placement_is_each_band_s_own_choice(photo: Image.Image, library200: TileLibrary, slices: int) -> None:
-    kwargs = {"tile_size": 8, "tiles_across": 30, "seed": "b", "slices": slices}
+def test_the_placement_is_each_part_s_own_choice(photo: Image.Image, library200: TileLibrary, slices: int) -> None:
+    kwargs = {"tile_size": 8, "tiles_across": 130, "seed": "b", "slices": slices}
     pixels, choice = render_with_placement(photo, library200, **kwargs)
     assert np.array_equal(pixels, _stitch(photo, library200, options=RenderOptions(), **kwargs))
-    grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=30)
+    grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=130)
     cells = cell_image(photo, grid)
-    bands = [
-        choose_tiles(band_cells(cells, band), library200, tile_size=8, seed="b", row_offset=band.start)
-        for band in plan_bands(grid.tiles_down, slices)
+    parts = plan_parts(grid)
+    assert parts.count >= 2
+    chosen = [
+        choose_tiles(band_cells(cells, part), library200, tile_size=8, seed="b", row_offset=part.start, parts=parts)
+        for part in parts.within(range(grid.tiles_down))
     ]
-    assert np.array_equal(choice, np.concatenate(bands))
+    assert np.array_equal(choice, np.concatenate(chosen))
 
 
 @pytest.mark.parametrize(("slices", "tile_size"), [(3, 8), (5, 16), (4, 12), (3, 2)])
 def test_corrected_bands_rendered_alone_equal_the_whole(
     photo: Image.Image, library200: TileLibrary, slices: int, tile_size: int
 ) -> None:
-    kwargs = {"tile_size": tile_size, "tiles_across": 30, "seed": "req", "slices": slices}
+    kwargs = {"tile_size": tile_size, "tiles_across": 130, "seed": "req", "slices": slices}
     for options in (RenderOptions(), RenderOptions(correction=80, overlay=40, match_contrast=True)):
         whole = render(photo, library200, options=options, **kwargs)
         assert np.array_equal(whole, _stitch(photo, library200, options=options, **kwargs))

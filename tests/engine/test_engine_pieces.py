@@ -1,6 +1,7 @@
 """Giant bands on Deep Zoom units (``mosaic.pieces``): every tile made once, by one band, byte
 for byte what ``dzsave`` writes for the whole mosaic; JPEG rows that partition the image on
-restart-marker boundaries; tile choices that agree wherever two bands render the same rows.
+restart-marker boundaries; bands made of whole parts of the grid (``mosaic.parts``), so tile
+choices agree wherever two bands render the same rows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 from mosaic import RenderOptions, render_band
 from mosaic.deepzoom import DZI_TILE_SIZE, encode_tile, level_tiles, top_level, write_dzi
 from mosaic.grid import Grid, cell_image
-from mosaic.pieces import JPEG_ROWS, band_tiles, job_plan, plan_pieces, render_piece, segments, shrink
+from mosaic.parts import JPEG_ROWS, plan_parts, unit_lattice
+from mosaic.pieces import band_tiles, job_plan, plan_pieces, shrink
 
 
 def _grid(width: int, height: int, tile: int) -> Grid:
@@ -25,14 +27,13 @@ def _grid(width: int, height: int, tile: int) -> Grid:
 @pytest.mark.parametrize(
     ("width", "height", "tile", "slices", "limit"),
     [
-        (2608, 4112, 16, 3, 50e6),
-        (3008, 2000, 16, 1, 2.5e6),
-        (1600, 1072, 16, 3, 50e6),
-        (4096, 4288, 64, 2, 8e6),
-        (1104, 4096 + 64, 16, 4, 50e6),
-        (1104, 2048 + 48, 16, 4, 50e6),
-        (1104, 1536 + 16, 16, 3, 50e6),
-        (1104, 1536, 16, 2, 50e6),
+        (2608, 4112, 16, 3, 50e6),  # two units: three slices asked, two bands
+        (3008, 4000, 16, 1, 2.5e6),  # a unit over the limit: one unit per band
+        (1600, 3072, 16, 3, 50e6),
+        (4096, 8400, 64, 2, 8e6),  # four levels per band
+        (1104, 4080 + 80, 16, 4, 50e6),  # a sliver of a third unit joins the second
+        (1104, 6144 + 48, 16, 4, 50e6),
+        (1104, 6120, 16, 3, 50e6),
     ],
 )
 def test_every_tile_is_made_once_by_one_band_and_the_jpeg_rows_partition_the_image(
@@ -40,7 +41,10 @@ def test_every_tile_is_made_once_by_one_band_and_the_jpeg_rows_partition_the_ima
 ) -> None:
     grid = _grid(width, height, tile)
     plan = plan_pieces(grid, slices, max_slice_pixels=int(limit))
-    assert plan is not None and plan.bands >= max(2, slices)
+    lattice = unit_lattice(grid)
+    assert plan is not None and lattice is not None and plan.levels == lattice.levels
+    per_band = max(1, int(limit) // (lattice.unit * grid.output_width))
+    assert max(-(-lattice.units // per_band), min(lattice.units, max(2, slices))) == plan.bands
     pieces = plan.pieces()
     assert [p.jpeg.start for p in pieces] == [0, *(p.jpeg.stop for p in pieces[:-1])]
     assert pieces[-1].jpeg.stop == grid.output_height
@@ -49,8 +53,8 @@ def test_every_tile_is_made_once_by_one_band_and_the_jpeg_rows_partition_the_ima
     for p in pieces:
         assert p.rendered.start <= min(p.jpeg.start, p.pyramid_rows.start)
         assert p.rendered.stop >= max(p.jpeg.stop, p.pyramid_rows.stop)
-        assert segments(plan.cuts, p.cells)  # each band's cells are whole choice segments
-        assert len(p.cells) * grid.tiles_across * tile * tile <= limit + 2 * JPEG_ROWS * grid.output_width * 2
+        assert plan.parts.within(p.cells)  # each band's cells are whole parts of the grid
+        assert len(p.owned) <= (per_band + 1) * lattice.unit  # a band's units, and a last one's sliver
     pixels = np.zeros((grid.output_height, grid.output_width, 3), np.uint8)
     made: list[tuple[int, int, int]] = []
     for p in pieces:
@@ -72,7 +76,7 @@ def test_band_tiles_and_the_reduced_bands_give_dzsaves_pyramid_byte_for_byte() -
     width, height = 2608, 4112
     pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     plan = plan_pieces(_grid(width, height, 16), 3)
-    assert plan is not None and plan.levels == 3
+    assert plan is not None and plan.levels == 2 and plan.bands == 3
     made, reduced = {}, []
     for p in plan.pieces():
         tiles, rows = band_tiles(pixels[p.rendered.start : p.rendered.stop], p, first_row=p.rendered.start)
@@ -99,20 +103,21 @@ def test_shrink_is_the_rounded_two_by_two_mean_with_the_edge_repeated() -> None:
 
 
 def test_bands_that_share_rows_choose_the_same_tiles_there(library200, photo) -> None:
-    grid = Grid(100, 67, 1600, 1072, 16)
+    grid = Grid(100, 300, 1600, 4800, 16)
     plan = job_plan(grid, 3)
-    assert plan is not None
+    assert plan is not None and plan.bands == 3
+    parts = plan_parts(grid)
     cells = cell_image(photo, grid)
     k = cells.shape[0] // grid.tiles_down
-    whole = render_piece(cells, library200, tile_size=16, seed="s", rows=range(grid.tiles_down), cuts=plan.cuts)
+    whole = render_band(cells, library200, tile_size=16, seed="s", parts=parts)
     for p in plan.pieces():
-        band = render_piece(
+        band = render_band(
             cells[p.cells.start * k : p.cells.stop * k],
             library200,
             tile_size=16,
             seed="s",
-            rows=p.cells,
-            cuts=plan.cuts,
+            row_offset=p.cells.start,
+            parts=parts,
         )
         assert np.array_equal(band, whole[p.rendered.start : p.rendered.stop]), p.index
 
@@ -141,6 +146,7 @@ def test_a_segment_is_painted_into_its_rows_of_the_piece_as_it_is_painted_alone(
 
 def test_small_or_one_slice_mosaics_keep_plain_bands() -> None:
     assert job_plan(Grid(60, 40, 480, 320, 8), 4) is None  # too short for two units
+    assert job_plan(Grid(100, 75, 3200, 2400, 32), 4) is None  # the create page's default: one unit of 64 rows
     assert job_plan(Grid(121, 81, 7744, 5184, 64), 1) is None  # 40 MP, one slice: its processor writes both outputs
     assert job_plan(Grid(2000, 10, 128_000, 640, 64), 2) is None  # over JPEG's 65,500 px a side
     big = job_plan(Grid(382, 255, 24448, 16320, 64), 1)

@@ -19,6 +19,7 @@ from mosaic import (
     render_band,
 )
 from mosaic.matching import best, ranked_neighbours
+from mosaic.parts import plan_parts
 from mosaic.render import _sub_cells, _weights, choose_tiles, tile_features
 from mosaic.signatures import features
 from mosaic.variety import (
@@ -104,10 +105,12 @@ def _stitch(
     options: RenderOptions,
     tiles_across: int,
 ) -> np.ndarray:
-    """What the pipeline does: the controller cuts cells into bands, workers render each alone."""
+    """What the pipeline does: the controller cuts cells into bands of whole parts, workers render
+    each alone."""
     grid = plan_grid(image.width, image.height, tile_size=tile_size, tiles_across=tiles_across)
     cells = cell_image(image, grid)
-    parts = [
+    parts = plan_parts(grid)
+    bands = [
         render_band(
             band_cells(cells, band, tile_size=tile_size).copy(),
             library,
@@ -115,10 +118,11 @@ def _stitch(
             seed=seed,
             row_offset=band.start,
             options=options,
+            parts=parts,
         )
-        for band in reversed(plan_bands(grid.tiles_down, slices))  # any order, any process
+        for band in reversed(parts.bands(slices))  # any order, any process
     ]
-    return np.concatenate(parts[::-1], axis=0)
+    return np.concatenate(bands[::-1], axis=0)
 
 
 @pytest.mark.parametrize(("slices", "tile_size"), [(1, 6), (3, 6), (7, 6), (3, 2)])
@@ -126,8 +130,10 @@ def _stitch(
 def test_bands_rendered_alone_and_stitched_equal_the_whole_render(
     photo: Image.Image, library200: TileLibrary, slices: int, tile_size: int, options: RenderOptions
 ) -> None:
-    kwargs = {"tile_size": tile_size, "slices": slices, "tiles_across": 40, "seed": "req-1", "options": options}
+    # 130 rows: two parts (mosaic.parts), so the slicings cut between them
+    kwargs = {"tile_size": tile_size, "slices": slices, "tiles_across": 130, "seed": "req-1", "options": options}
     whole = render(photo, library200, **kwargs)
+    assert np.array_equal(whole, render(photo, library200, **{**kwargs, "slices": 1}))  # any slicing, one mosaic
     stitched = _stitch(photo, library200, **kwargs)
     assert np.array_equal(whole, stitched)
     again = render(photo, library200, **kwargs)
@@ -391,7 +397,7 @@ def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
     options = RenderOptions(correction=0)
     kwargs = {"tile_size": 4, "slices": 3, "tiles_across": 40, "seed": "strips", "options": options}
     whole = render(photo, library200, **kwargs)
-    assert np.array_equal(whole, _stitch(photo, library200, **kwargs))
+    assert np.array_equal(whole, _stitch(photo, library200, **kwargs))  # one part, cut into strips
     grid = plan_grid(photo.width, photo.height, tile_size=4, tiles_across=40)
     cells = cell_image(photo, grid)
     choice = np.concatenate(

@@ -11,6 +11,7 @@ from PIL import Image
 
 from mosaic import RenderOptions, band_cells, cell_image, plan_bands, plan_grid, render, render_band
 from mosaic.matching import nearest, ranked_neighbours
+from mosaic.parts import plan_parts
 from mosaic.render import choose_tiles
 from mosaic.signatures import BOUND, FEATURES
 from mosaic.tile_index import DENSE_MAX, PROBES, build_index, nearest_tiles, ranked_around
@@ -92,12 +93,13 @@ def indexed(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize("options", [RenderOptions(), RenderOptions(variety=0, correction=0)])
 def test_indexed_bands_equal_the_whole_render(photo: Image.Image, indexed, options: RenderOptions) -> None:
-    kwargs = {"tile_size": 8, "tiles_across": 36, "seed": "idx", "options": options}
+    kwargs = {"tile_size": 8, "tiles_across": 130, "seed": "idx", "options": options}
     whole = render(photo, indexed, slices=4, **kwargs)
     structure_colour = (1.0, options.colour_weight)
     assert indexed.cached(("index", 8, *structure_colour, options.mirror), lambda: None) is not None  # it was used
-    grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=36)
+    grid = plan_grid(photo.width, photo.height, tile_size=8, tiles_across=130)
     cells = cell_image(photo, grid)
+    parts = plan_parts(grid)
     stitched = np.concatenate(
         [
             render_band(
@@ -107,8 +109,9 @@ def test_indexed_bands_equal_the_whole_render(photo: Image.Image, indexed, optio
                 seed="idx",
                 row_offset=band.start,
                 options=options,
+                parts=parts,
             )
-            for band in plan_bands(grid.tiles_down, 4)
+            for band in parts.bands(4)
         ]
     )
     assert np.array_equal(whole, stitched)

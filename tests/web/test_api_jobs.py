@@ -23,6 +23,9 @@ from dal.queues.work_queue import QueueAccessor
 from mosaic.grid import plan_grid
 from tests.web.conftest import LIBRARY, png_bytes, submit
 
+# 12 x 100 px at 4 px tiles: 100 rows of tiles, two parts of the grid (mosaic.parts), two slices
+TWO_PARTS = png_bytes(12, 100)
+
 
 def png_header_only(width: int, height: int) -> bytes:
     """A PNG that claims ``width`` × ``height`` but holds no pixel data (a bomb's header)."""
@@ -74,11 +77,12 @@ def finish(stores: dict[str, Any], owner: str, request_id: str, *, slices: int =
     return mosaic
 
 
-def test_more_slices_than_rows_become_one_slice_per_row(client: Any) -> None:
+def test_more_slices_than_the_grid_has_parts_become_one_slice_per_part(client: Any) -> None:
+    # Slices are whole parts of the grid (mosaic.parts): a small grid is one part, one slice.
     response = submit(client, slices="16", tiles_across="4")
     assert response.status_code == 202, response.json
     job = client.get(response.json["status_url"]).json
-    assert job["slices"] == job["tiles_down"] < 16
+    assert job["slices"] == 1 and job["bands"] == [[0, job["tiles_down"]]]
 
 
 def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: dict[str, Any]) -> None:
@@ -92,7 +96,8 @@ def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: di
     assert stores["blobs"].download(IMAGE_INPUT_CONTAINER, f"{request_id}.png") == photo
     message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
     assert isinstance(message, ImageRequestMessage)
-    assert (message.tile_size, message.slices, message.tiles_across) == (8, 3, 32)
+    # 24 rows of tiles are one part of the grid (mosaic.parts): one slice, whatever was asked
+    assert (message.tile_size, message.slices, message.tiles_across) == (8, 1, 32)
     assert message.image_library_uri.rstrip("/").endswith(f"/{stores['prefix']}{LIBRARY}")
 
     job = client.get(f"/api/jobs/{request_id}").json
@@ -100,10 +105,10 @@ def test_submit_stores_the_photo_the_job_and_one_message(client: Any, stores: di
     assert job["status"] == "queued"
     assert (job["tiles_across"], job["tiles_down"]) == (grid.tiles_across, grid.tiles_down)
     assert (job["output_width"], job["output_height"]) == (grid.output_width, grid.output_height)
-    assert job["slices"] == 3 and job["slices_done"] == [] and job["progress"] == 0
+    assert job["slices"] == 1 and job["slices_done"] == [] and job["progress"] == 0
     assert [e["kind"] for e in job["events"]] == ["submitted"]
     assert job["result_url"] is None
-    assert len(job["bands"]) == 3 and job["bands"][-1][1] == grid.tiles_down
+    assert job["bands"] == [[0, grid.tiles_down]]
 
 
 def test_the_event_log_shows_each_rendered_slice_kept_in_the_job_row(client: Any, stores: dict[str, Any]) -> None:
@@ -111,7 +116,7 @@ def test_the_event_log_shows_each_rendered_slice_kept_in_the_job_row(client: Any
     API's events list it among the event rows, in time order, with its timing."""
     from dal.jobs.model import JobEvent, utcnow
 
-    request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2").json["request_id"]
+    request_id = submit(client, image=TWO_PARTS, tile_size="4", slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)
     lines = tuple(
         JobEvent(
@@ -165,7 +170,7 @@ def test_without_a_correction_the_job_gets_the_engines_default_which_the_spec_do
 ) -> None:
     from mosaic.render import DEFAULT_OPTIONS
 
-    request_id = submit(client, image=png_bytes(64, 48), tile_size="8", slices="2").json["request_id"]
+    request_id = submit(client, image=TWO_PARTS, tile_size="4", slices="2").json["request_id"]
     message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
     assert message.correction is None  # the processors use the engine's default
     spec = client.get("/openapi.yaml")
@@ -301,7 +306,7 @@ def test_unknown_jobs_are_404(client: Any, path: str, job_id: str) -> None:
 
 
 def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str, Any]) -> None:
-    request_id = submit(client, slices="2").json["request_id"]
+    request_id = submit(client, image=TWO_PARTS, tile_size="4", slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)
     base = f"/api/jobs/{request_id}"
 
@@ -311,7 +316,7 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
     assert client.get(f"{base}/slices/2").status_code == 404
     source = client.get(f"{base}/preview")
     assert source.status_code == 200 and source.mimetype == "image/jpeg"
-    assert Image.open(io.BytesIO(source.data)).size == (64, 48)  # the source photo, never scaled up
+    assert Image.open(io.BytesIO(source.data)).size == (12, 100)  # the source photo, never scaled up
 
     stores["blobs"].upload(SLICE_RESPONSE_CONTAINER, f"{request_id}/1.png", png_bytes(96, 32), content_type="image/png")
     stores["jobs"].update(owner, request_id, lambda j: replace(j, status="rendering", slices_done=frozenset({1})))
@@ -349,7 +354,7 @@ def test_slices_result_and_preview_follow_progress(client: Any, stores: dict[str
 
 def test_events_stream_each_change_until_done(client: Any, stores: dict[str, Any]) -> None:
     """Read the stream event by event, changing the job in between: each change is one event."""
-    request_id = submit(client, slices="2").json["request_id"]
+    request_id = submit(client, image=TWO_PARTS, tile_size="4", slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)
     response = client.get(f"/api/jobs/{request_id}/events")
     assert response.mimetype == "text/event-stream"

@@ -13,6 +13,7 @@ from flask import Flask
 from PIL import Image
 
 from mosaic.grid import plan_grid
+from mosaic.parts import plan_parts, unit_lattice
 from tests.web.conftest import LIBRARY, SECRET, png_bytes, submit
 from webapp import create_app
 
@@ -121,10 +122,14 @@ def test_plan_matches_the_engine(client: Any) -> None:
     assert (body["tiles_across"], body["tiles_down"]) == (grid.tiles_across, grid.tiles_down)
     assert (body["output_width"], body["output_height"]) == (grid.output_width, grid.output_height)
     assert body["output_width"] * body["output_height"] <= 4_000_000
-    assert body["max_slices"] == min(16, grid.tiles_down)
+    lattice = unit_lattice(grid)
+    assert body["max_slices"] == min(16, plan_parts(grid).count if lattice is None else lattice.units)
     fixed = client.get("/api/plan?width=400&height=300&tile_size=8&tiles_across=40").json
     assert (fixed["tiles_across"], fixed["output_width"]) == (40, 320)
-    assert fixed["max_slices"] == 16
+    assert fixed["max_slices"] == 1  # 30 rows: one part (mosaic.parts), one slice
+    tall = client.get("/api/plan?width=60&height=600&tile_size=8&tiles_across=60").json
+    units = unit_lattice(plan_grid(60, 600, tile_size=8, tiles_across=60, max_output_pixels=4_000_000))
+    assert tall["tiles_down"] == 600 and units is not None and tall["max_slices"] == units.units == 10
 
 
 @pytest.mark.parametrize(
