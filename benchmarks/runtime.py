@@ -65,7 +65,7 @@ def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: 
     ``hinted``: through this machine's hint folder, or through ``channel`` when given (the
     pub/sub server, ``dal.hints.pubsub``; kill its server first to measure the fallback)."""
     from dal.hints.channel import LocalHintChannel, short_hint_dir
-    from workers.listener import QueueListener
+    from workers.runtime.listener import QueueListener
 
     queue = _queue(storage, f"k{uuid.uuid4().hex[:8]}")
     if channel is None and hinted:
@@ -124,7 +124,7 @@ def idle_per_hour(listeners: int, cap: float, poll_min: float = 0.1, *, hinted: 
     """Receives of ``listeners`` idle listeners in their first idle hour, from the schedule:
     the ramp from ``poll_min`` (no hints), or straight to the cap after the first empty
     receive (hints cover the queue: ``QueueListener._idle_delay``)."""
-    from workers.backoff import poll_delay
+    from workers.runtime.backoff import poll_delay
 
     elapsed, polls = 0.0, 0
     while elapsed < 3600:
@@ -138,8 +138,8 @@ import os, time
 from dal.config import StorageClients
 from dal.hints.channel import channel_from_env
 from dal.queues.work_queue import QueueAccessor
-from workers.leases import LeaseJournal
-from workers.listener import QueueListener
+from workers.runtime.leases import LeaseJournal
+from workers.runtime.listener import QueueListener
 queue = QueueAccessor(StorageClients(os.environ["BENCH_CS"]), prefix=os.environ["BENCH_PREFIX"]).slice_response
 QueueListener(queue, lambda received: time.sleep(3600), name="victim", hints=channel_from_env(),
               journal=LeaseJournal.from_env(), visibility_timeout=60, poll_min=0.05, poll_max=0.5).run()
@@ -151,8 +151,8 @@ def recovery(cs: str, storage: Any, tmp: Path) -> float:
     from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
     from photomosaics.commands.run import hand_back_on_exit
     from photomosaics.local.supervisor import ChildSpec, Supervisor
-    from workers.leases import LEASE_DIR_ENV
-    from workers.listener import QueueListener
+    from workers.runtime.leases import LEASE_DIR_ENV
+    from workers.runtime.listener import QueueListener
 
     prefix = f"r{uuid.uuid4().hex[:8]}"
     queue = _queue(storage, prefix)

@@ -93,7 +93,7 @@ class Service:
         from photomosaics.commands.run import children, choose_port
         from photomosaics.local.supervisor import ChildSpec, Supervisor
         from tests.support.pipelines import synthetic_library
-        from workers.leases import LEASE_DIR_ENV
+        from workers.runtime.leases import LEASE_DIR_ENV
         from workers.services import RoleServices
 
         cs = self.azurite.start()
@@ -147,7 +147,7 @@ class Service:
         once), counting the messages found in the dead child's lease journal."""
         from dal.hints.channel import HINTS_URL_ENV
         from photomosaics.commands.run import hand_back_on_exit
-        from workers.leases import LEASE_DIR_ENV, read_journal
+        from workers.runtime.leases import LEASE_DIR_ENV, read_journal
 
         hand_back = hand_back_on_exit(cs, shared, hints_url=shared[HINTS_URL_ENV], lease_seconds=LEASE)
 

@@ -165,7 +165,7 @@ class Settings:
     poll_max_hinted_interval: float = 60.0
     # How long a listener leases a message (renewed at half-time; a silent death costs at most this).
     lease_seconds: int = 60
-    # First wait before a failed message is retried (doubles per delivery, workers.backoff).
+    # First wait before a failed message is retried (doubles per delivery, workers.runtime.backoff).
     retry_delay: float = 5.0
     # The controller: a slice response older than this (seconds) no longer holds the stitch claim.
     stitch_timeout: float = 600.0

@@ -16,7 +16,7 @@ from dal.jobs.model import Job
 from dal.jobs.store import JobStore
 from dal.operations.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
 from tests.support.stored_jobs import CLIENT, leftovers, make_job, world  # noqa: F401 (a fixture)
-from workers.listener import QueueListener
+from workers.runtime.listener import QueueListener
 
 NOW = datetime.now(UTC)
 

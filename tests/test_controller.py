@@ -25,9 +25,9 @@ from tests.support.hostile_images import padded_jpeg
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers import slicing
 from workers.controller import JobController
-from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.responder import Responder
+from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
 

@@ -15,9 +15,9 @@ from dal.jobs.store import Job, JobStore
 from dal.queues.messages import ImageRequestMessage
 from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
 from tests.support.waiting import wait_for
-from workers.errors import PermanentJobError
 from workers.failures import poison_hook
-from workers.listener import QueueListener
+from workers.runtime.errors import PermanentJobError
+from workers.runtime.listener import QueueListener
 
 CLIENT = "failures-client"
 

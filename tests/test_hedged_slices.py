@@ -22,7 +22,7 @@ from tests.support.metrics import samples, value_of
 from tests.support.pipelines import Pipeline, assert_job_pixel_identical, log_lines
 from tests.support.sliceable import PLAIN_TILE, plain_photo, unit_photo
 from tests.support.waiting import wait_for
-from workers.leases import LEASE_DIR_ENV
+from workers.runtime.leases import LEASE_DIR_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -15,8 +15,8 @@ from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedM
 from tests.support.listeners import in_thread, listener, message
 from tests.support.queues import drop_queue
 from tests.support.waiting import wait_for
-from workers.errors import PermanentJobError, RetryLater
-from workers.listener import QueueListener, poll_delay, retry_delay_for
+from workers.runtime.errors import PermanentJobError, RetryLater
+from workers.runtime.listener import QueueListener, poll_delay, retry_delay_for
 
 # ``queue`` (conftest): a fresh sliceresponse queue, 2 deliveries allowed, 2 s default invisibility.
 
@@ -286,7 +286,7 @@ def test_nudge_ends_an_idle_wait_at_once(queue: ImageProcessingQueue) -> None:
 
 def test_work_on_one_queue_of_a_role_wakes_its_other_listeners(storage: StorageClients, unique: str) -> None:
     from dal.queues.messages import SliceRequestMessage
-    from workers.role import Role, run_role
+    from workers.runtime.role import Role, run_role
 
     queues = QueueAccessor(storage, prefix=f"n{unique}")
     busy, sleepy = queues.slice_request, queues.slice_response

@@ -93,8 +93,8 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
 def test_healthz_fails_when_a_receive_loop_stops_polling(storage: Any, unique: str) -> None:
     """A listener whose loop never polls (here: never started) turns /healthz to 503 after ``stale``."""
     from dal.queues.work_queue import ImageProcessingQueue
-    from workers.listener import QueueListener
-    from workers.observability import serve_role_metrics
+    from workers.runtime.listener import QueueListener
+    from workers.runtime.observability import serve_role_metrics
 
     queue = ImageProcessingQueue(storage, "slicerequest", prefix=f"t{unique}")
     queue.ensure_exists()
@@ -122,7 +122,7 @@ def test_healthz_fails_when_a_receive_loop_stops_polling(storage: Any, unique: s
 def test_a_bad_metrics_port_is_a_clear_error() -> None:
     import pytest
 
-    from workers.observability import metrics_address
+    from workers.runtime.observability import metrics_address
 
     assert metrics_address({}) is None
     assert metrics_address({"PHOTOMOSAICS_METRICS_PORT": "9100"}) == ("127.0.0.1", 9100)

@@ -35,7 +35,7 @@ from tests.support.listeners import in_thread, listener
 from tests.support.pipelines import Pipeline, sample_photo, synthetic_library
 from tests.support.prereqs import require
 from tests.support.waiting import wait_for
-from workers.observability import ListenerCollector
+from workers.runtime.observability import ListenerCollector
 
 CAP = 60.0  # the safety-net cap of a hint-covered listener (the product's default)
 SOON = 20.0  # far below CAP, generous for a loaded CI machine

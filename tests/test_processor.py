@@ -18,9 +18,9 @@ from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
 from workers import slicing
 from workers.controller import JobController
-from workers.errors import PermanentJobError
 from workers.failures import poison_hook
 from workers.processor import ImageProcessor
+from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.slicing import band_bytes, decode_band
 

@@ -1,6 +1,6 @@
 """SIGTERM during work, on a real role process against a real Azurite: nothing is lost.
 
-The role is ``tests/support/sleep_role.py``: the real listener and ``workers.role`` machinery with a
+The role is ``tests/support/sleep_role.py``: the real listener and ``workers.runtime.role`` machinery with a
 handler that sleeps and leaves ``started-<seq>`` / ``done-<seq>`` marker files.
 """
 

@@ -1,4 +1,4 @@
-"""``workers.role.patiently``: how a role's start-up waits out storage that fails transiently.
+"""``workers.runtime.role.patiently``: how a role's start-up waits out storage that fails transiently.
 
 The storage side is proven on real roles behind the fault proxy
 (``tests/test_throttling.py::test_a_role_starts_through_throttling_that_outlasts_its_retries``);
@@ -11,7 +11,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
 from dal.retry import RETRY_SCALE_ENV, transient
-from workers.role import patiently
+from workers.runtime.role import patiently
 
 
 def _status(code: int) -> HttpResponseError:

@@ -40,7 +40,7 @@ from tests.support.pipelines import (
 )
 from tests.support.sliceable import PLAIN_TILE, plain_photo
 from tests.support.waiting import wait_for
-from workers.leases import LEASE_DIR_ENV
+from workers.runtime.leases import LEASE_DIR_ENV
 
 
 def _put_unannounced(queue: ImageProcessingQueue) -> None:
@@ -296,7 +296,7 @@ def test_a_handed_back_lane_message_is_announced_where_the_listeners_listen(
     from dataclasses import replace as _replace
 
     from dal.config import Settings
-    from workers.leases import HeldMessage, LeaseJournal, hand_back
+    from workers.runtime.leases import HeldMessage, LeaseJournal, hand_back
 
     queues = QueueAccessor(storage, settings=_replace(Settings(), fair_lanes=2, slice_shards=1), prefix=f"h{unique}")
     for lane in queues.slice_request_queues():

@@ -42,8 +42,8 @@ from dal.queues.messages import SliceResponseMessage
 from mosaic.deepzoom import descriptor_xml, write_dzi_zip
 from mosaic.stored_zip import central_directory, local_entries
 from workers.band_pieces import MANIFEST_KEY, Manifest, stage_all
-from workers.errors import PermanentJobError
 from workers.jpeg_segments import full_header
+from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
 from workers.stages import Stopwatch

@@ -78,8 +78,8 @@ from mosaic.pieces import PiecePlan, job_plan
 from mosaic.render import assign_fair
 from workers.assembly import Stitcher
 from workers.dispatch import dispatch_slices, store_bands
-from workers.errors import PermanentJobError
 from workers.job_options import job_options
+from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.stages import Stopwatch

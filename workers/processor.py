@@ -70,8 +70,8 @@ from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
 from mosaic.render import choose_tiles, render_band
 from workers.band_pieces import make_pieces
-from workers.errors import PermanentJobError
 from workers.job_options import job_options
+from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.slicing import (
     OUTPUT_CONTENT_TYPE,

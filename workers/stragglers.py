@@ -3,7 +3,7 @@
 **The problem.** A processor that is paused (SIGSTOP, a frozen VM, a long GC, swapping) keeps
 its slice's message invisible until its lease runs out (60 s, renewed while the holder
 lives), and the whole job waits for that one slice. A local child that *dies* is handed back
-at once from its lease journal (``workers.leases``); a paused one, or one on another machine,
+at once from its lease journal (``workers.runtime.leases``); a paused one, or one on another machine,
 is not.
 
 **The idea** (MapReduce's backup tasks, the hedged requests of "The Tail at Scale"): the
@@ -97,7 +97,7 @@ from prometheus_client import Counter
 
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import SliceRequestMessage
-from workers.logfmt import kv
+from workers.runtime.logfmt import kv
 from workers.services import RoleServices
 
 __all__ = ["MAX_BAND_BYTES", "MAX_JOBS", "SLICES_HEDGED", "LateSlice", "SliceClock", "StragglerWatcher", "late_after"]

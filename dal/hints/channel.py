@@ -28,7 +28,7 @@ A hint may say how many messages the send put on the queue and in which priority
 (``w``, ``w<count>``, ``w<count>@<lane>``: ``dal.hints.payload``), and ``on_hint(count, lane)``
 hears it (None: unknown, as for a hand-back, a reconnect, or an older publisher). A listener
 uses it to tell "the one message I just took was all there was" from "there is more" without
-an empty receive that proves it (``workers.listener``: hint credit), and which lanes are worth
+an empty receive that proves it (``workers.runtime.listener``: hint credit), and which lanes are worth
 a call (``dal.queues.lanes``); it is still only a hint: a wrong or lost one costs a poll or one
 safety-net wait, never a message.
 """

@@ -3,7 +3,7 @@
 Also the delivery a listener holds (``ReceivedMessage``: the typed message and its receipt),
 what a peek sees, and the hook told of a message moved to poison.
 
-``workers.listener`` receives, settles and renews through this protocol only, so it never asks
+``workers.runtime.listener`` receives, settles and renews through this protocol only, so it never asks
 which kind of queue it holds. ``ImageProcessingQueue`` (one queue), ``ShardedQueue`` (K queues
 consumed in turn) and ``PriorityLanes`` (lanes, highest priority first) implement it; settling
 a message goes to the physical queue it came from (``ReceivedMessage.queue_name``).

@@ -51,7 +51,7 @@ class Accepted(list[Any]):
 
     A receive that moved messages aside proves nothing about what is behind them: its caller
     receives again at once, as after a message it handled, rather than waiting for more work
-    (``workers.listener``); a consumer of several queues does not take that queue for empty.
+    (``workers.runtime.listener``); a consumer of several queues does not take that queue for empty.
     """
 
     def __init__(self, messages: Iterable[Any] = (), *, poisoned: int = 0) -> None:

@@ -45,7 +45,7 @@ _grace = click.option(
 def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
     """``--concurrency`` (the most handlers at once per queue) and ``--min-concurrency``.
 
-    Between the two the listener is elastic (``workers.elastic``): it grows with the queue's
+    Between the two the listener is elastic (``workers.runtime.elastic``): it grows with the queue's
     depth and shrinks back when the queue is empty. I/O-bound roles get room to grow; the
     processor renders on a core, so it stays at one (``photomosaics run`` starts one per core).
     """
@@ -75,7 +75,7 @@ def _services_for(role: str) -> RoleServices:
     from dal.config import Settings, StorageClients
     from dal.errors import StorageConfigurationError
     from photomosaics.local.standby import wait_if_standby
-    from workers.role import configure_role_logging, patiently, storage_from_env
+    from workers.runtime.role import configure_role_logging, patiently, storage_from_env
     from workers.services import RoleServices, worker_name
 
     wait_if_standby()  # a warm standby: imports done, nothing touched yet; start when told
@@ -236,10 +236,10 @@ def _run(
     from dal.hints.channel import channel_from_env
     from dal.queues.tracing import configure_tracing
     from workers.failures import poison_hook
-    from workers.leases import LeaseJournal
-    from workers.listener import QueueListener
-    from workers.observability import metrics_address, serve_role_metrics, timed, traced
-    from workers.role import Role, exit_role, patiently, run_role
+    from workers.runtime.leases import LeaseJournal
+    from workers.runtime.listener import QueueListener
+    from workers.runtime.observability import metrics_address, serve_role_metrics, timed, traced
+    from workers.runtime.role import Role, exit_role, patiently, run_role
 
     settings = services.settings
     hints, journal = channel_from_env(), LeaseJournal.from_env()

@@ -11,7 +11,7 @@ then Azurite, and exits 0; a second Ctrl-C hurries the children. Everything in `
 survives to the next run.
 
 Self-healing on one machine: the children share a hint folder (``dal.hints.channel``: a send wakes
-the listeners of that queue at once) and a lease folder (``workers.leases``: when a child
+the listeners of that queue at once) and a lease folder (``workers.runtime.leases``: when a child
 dies, the messages it held are handed back and announced at once, not after their lease),
 and the embedded Azurite is restarted on the same ports and data if it dies
 (``photomosaics.local.storage_keeper``), with ``/healthz`` told what happened.
@@ -191,7 +191,7 @@ def children(
 def local_channels(data: Path) -> dict[str, str]:
     """The hint folder and the lease folder every child of this machine shares."""
     from dal.hints.channel import HINT_DIR_ENV, short_hint_dir
-    from workers.leases import LEASE_DIR_ENV
+    from workers.runtime.leases import LEASE_DIR_ENV
 
     hint_dir = short_hint_dir(data / "hints")
     lease_dir = data / "leases"
@@ -222,7 +222,7 @@ def hand_back_on_exit(
     from dal.config import Settings, StorageClients
     from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
     from dal.queues.work_queue import QueueAccessor
-    from workers.leases import LEASE_DIR_ENV, hand_back
+    from workers.runtime.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])
     storage = StorageClients(connection_string, profile="probe")
@@ -342,7 +342,7 @@ def run(
     from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from photomosaics.local.supervisor import Supervisor, supervise
-    from workers.logfmt import configure_logging
+    from workers.runtime.logfmt import configure_logging
 
     configure_logging(role="run")
     data = (data_dir or Path(Settings.from_env().data_dir)).resolve()

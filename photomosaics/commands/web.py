@@ -97,7 +97,7 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
             f"{CONNECTION_STRING_ENV} is not set: start everything with `photomosaics run`, "
             "or point the web app at a storage account"
         )
-    from workers.observability import metrics_address
+    from workers.runtime.observability import metrics_address
 
     try:
         metrics = metrics_address()

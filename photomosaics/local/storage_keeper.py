@@ -26,7 +26,7 @@ from pathlib import Path
 from dal.availability.storage_status import write_status
 from photomosaics.local.azurite import Azurite, AzuriteError
 from photomosaics.local.supervisor import restart_delay
-from workers.logfmt import kv
+from workers.runtime.logfmt import kv
 
 __all__ = ["AzuriteKeeper"]
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from photomosaics.local.standby import GO, STANDBY_ENV
-from workers.logfmt import kv
+from workers.runtime.logfmt import kv
 
 __all__ = ["ChildSpec", "Supervisor", "restart_delay", "supervise"]
 

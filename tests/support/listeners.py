@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from dal.queues.messages import SliceResponseMessage
 from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
-from workers.listener import QueueListener
+from workers.runtime.listener import QueueListener
 
 
 def message(queue: ImageProcessingQueue, seq: int = 0) -> SliceResponseMessage:

@@ -1,7 +1,7 @@
 """A tiny role process for the signal tests: its handler sleeps, leaving marker files.
 
 Run as ``python tests/support/sleep_role.py --prefix P --markers DIR --seconds S``; it consumes the
-``<P>sliceresponse`` queue with the real listener and role machinery (``workers.role``), so
+``<P>sliceresponse`` queue with the real listener and role machinery (``workers.runtime.role``), so
 the test exercises exactly what ``photomosaics processor`` does on SIGTERM.
 """
 
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from dal.queues.work_queue import QueueAccessor, ReceivedMessage
-from workers.listener import QueueListener
-from workers.role import Role, configure_role_logging, exit_role, run_role, storage_from_env
+from workers.runtime.listener import QueueListener
+from workers.runtime.role import Role, configure_role_logging, exit_role, run_role, storage_from_env
 
 
 def main() -> None:

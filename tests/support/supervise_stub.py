@@ -16,7 +16,7 @@ from pathlib import Path
 
 from photomosaics.local.azurite import Azurite
 from photomosaics.local.supervisor import ChildSpec, Supervisor, supervise
-from workers.logfmt import configure_logging
+from workers.runtime.logfmt import configure_logging
 
 
 def main() -> None:

@@ -32,11 +32,11 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from dal.observability.prometheus import StorageStateCollector
 from dal.queues.tracing import process_span
-from workers.logfmt import kv
+from workers.runtime.logfmt import kv
 
 if TYPE_CHECKING:
     from dal.queues.work_queue import ReceivedMessage
-    from workers.listener import QueueListener
+    from workers.runtime.listener import QueueListener
 
 __all__ = [
     "METRICS_HOST_ENV",

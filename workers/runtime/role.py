@@ -29,8 +29,8 @@ from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
 from dal.observability.transactions import counter_from_env, dump_installed_counter
 from dal.queues.tracing import flush
 from dal.retry import retry_tuning_from_env, transient
-from workers.listener import QueueListener
-from workers.logfmt import configure_logging, kv
+from workers.runtime.listener import QueueListener
+from workers.runtime.logfmt import configure_logging, kv
 
 __all__ = ["Role", "configure_role_logging", "exit_role", "patiently", "run_role", "storage_from_env"]
 

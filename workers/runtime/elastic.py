@@ -15,12 +15,12 @@ import math
 import time
 from collections.abc import Callable
 
-from workers.counters import Counters
-from workers.logfmt import kv
+from workers.runtime.counters import Counters
+from workers.runtime.logfmt import kv
 
 __all__ = ["DEPTH_CHECK_INTERVAL", "MESSAGES_PER_HANDLER", "ElasticPool", "optimal_concurrency"]
 
-log = logging.getLogger("workers.listener")
+log = logging.getLogger("workers.runtime.listener")
 
 MESSAGES_PER_HANDLER = 2  # a handler per two waiting messages: the queue drains in ~2 rounds
 DEPTH_CHECK_INTERVAL = 1.0  # seconds between two depth reads of one listener

@@ -4,14 +4,14 @@
 handler on each message, at least once: a message is deleted only after its handler returned.
 It composes small parts, each in its own module:
 
-- ``workers.elastic.ElasticPool``: how many handlers run at once (grows on a backlog,
+- ``workers.runtime.elastic.ElasticPool``: how many handlers run at once (grows on a backlog,
   shrinks on an empty receive);
-- ``workers.hint_credit.HintCredit``: what the wake-up hints announced and nobody took, so a
+- ``workers.runtime.hint_credit.HintCredit``: what the wake-up hints announced and nobody took, so a
   hint-covered listener does not receive only to find nothing;
-- ``workers.backoff``: the idle back-off and the retry delays (``RetrySchedule``);
-- ``workers.leases``: the held messages, their renewal at half-time and the lease journal the
+- ``workers.runtime.backoff``: the idle back-off and the retry delays (``RetrySchedule``);
+- ``workers.runtime.leases``: the held messages, their renewal at half-time and the lease journal the
   supervisor hands back after a crash;
-- ``workers.settling.MessageRunner``: a handler's outcome turned into delete, retry or poison.
+- ``workers.runtime.settling.MessageRunner``: a handler's outcome turned into delete, retry or poison.
 
 A receive that yields only poison is not an empty receive: the listener receives again at
 once. Every wait is an ``Event.wait(timeout)``, so ``stop()`` is noticed at once. The whole
@@ -31,13 +31,13 @@ from dal.config import Settings
 from dal.hints.channel import HintChannel
 from dal.queues.consumable import Consumable, PoisonHook, ReceivedMessage
 from dal.queues.stored_queue import MAX_BATCH, Accepted  # the service's limit per receive
-from workers.backoff import RetrySchedule, poll_delay, retry_delay_for
-from workers.counters import Counters
-from workers.elastic import ElasticPool
-from workers.hint_credit import HintSubscriber
-from workers.leases import HeldMessage, HeldMessages, LeaseJournal, LeaseKeeper
-from workers.logfmt import kv
-from workers.settling import Handler, MessageRunner
+from workers.runtime.backoff import RetrySchedule, poll_delay, retry_delay_for
+from workers.runtime.counters import Counters
+from workers.runtime.elastic import ElasticPool
+from workers.runtime.hint_credit import HintSubscriber
+from workers.runtime.leases import HeldMessage, HeldMessages, LeaseJournal, LeaseKeeper
+from workers.runtime.logfmt import kv
+from workers.runtime.settling import Handler, MessageRunner
 
 __all__ = ["MAX_BATCH", "Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for"]
 

@@ -24,12 +24,12 @@ import uuid
 from collections.abc import Callable
 
 from dal.hints.channel import HintChannel, HintSubscription
-from workers.counters import Counters
-from workers.logfmt import kv
+from workers.runtime.counters import Counters
+from workers.runtime.logfmt import kv
 
 __all__ = ["HintCredit", "HintSubscriber"]
 
-log = logging.getLogger("workers.listener")
+log = logging.getLogger("workers.runtime.listener")
 
 
 class HintCredit:

@@ -18,15 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from dal.queues.consumable import Consumable, PoisonHook, ReceivedMessage
-from workers.backoff import RetrySchedule, retry_delay_for
-from workers.counters import Counters
-from workers.errors import PermanentJobError, RetryLater
-from workers.leases import HeldMessage, HeldMessages
-from workers.logfmt import kv, message_context
+from workers.runtime.backoff import RetrySchedule, retry_delay_for
+from workers.runtime.counters import Counters
+from workers.runtime.errors import PermanentJobError, RetryLater
+from workers.runtime.leases import HeldMessage, HeldMessages
+from workers.runtime.logfmt import kv, message_context
 
 __all__ = ["Handler", "MessageRunner"]
 
-log = logging.getLogger("workers.listener")
+log = logging.getLogger("workers.runtime.listener")
 
 Handler = Callable[[ReceivedMessage], None]
 Outcome = tuple[str, str, float]  # (delete | retry | poison | error, reason, delay)
