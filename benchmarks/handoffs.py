@@ -253,7 +253,7 @@ def offline(data: bytes, library: Any, max_output_pixels: int) -> dict[str, floa
     pyramid at once: the same outputs as the pipeline's job), from the same renders."""
     from mosaic.images import open_image
     from mosaic.render import render
-    from workers.slicing import encode_output
+    from workers.imaging.slicing import encode_output
 
     best = {"jpeg": float("inf"), "outputs": float("inf")}
     with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
@@ -281,8 +281,8 @@ def offline_outputs(pixels: Any, pyramid: Path) -> bytes:
     """The JPEG and the pyramid zip of in-memory pixels, at once (libvips outside the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from workers.slicing import encode_output
-    from workers.stitching import save_pyramid_pixels
+    from workers.imaging.slicing import encode_output
+    from workers.imaging.stitching import save_pyramid_pixels
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         building = pool.submit(save_pyramid_pixels, pixels, pyramid)

@@ -177,7 +177,7 @@ def in_process(data: bytes, library: Any, max_output_pixels: int) -> tuple[float
     """Decode + render + JPEG encode in this process; best of two after a warm-up."""
     from mosaic.images import open_image
     from mosaic.render import render
-    from workers.slicing import encode_output
+    from workers.imaging.slicing import encode_output
 
     def once() -> tuple[float, tuple[int, int]]:
         start = time.perf_counter()

@@ -394,7 +394,7 @@ def test_a_render_writes_the_same_bytes_for_any_slicing(target: Path, tiles_dir:
     from mosaic.deepzoom import write_dzi
     from mosaic.render import render
     from photomosaics.commands.render import load_library
-    from workers.slicing import encode_output
+    from workers.imaging.slicing import encode_output
 
     out = tmp_path / "m.jpg"
     result = run(

@@ -23,13 +23,13 @@ from mosaic.images import open_image
 from mosaic.parts import Parts, plan_parts
 from tests.support.hostile_images import padded_jpeg
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
-from workers import slicing
 from workers.controller import JobController
 from workers.failures import poison_hook
+from workers.imaging import slicing
+from workers.imaging.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
 from workers.responder import Responder
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
-from workers.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -391,7 +391,7 @@ def test_slice_response_for_a_failed_job_is_ignored(pipe: Pipeline) -> None:
 
 
 def test_a_band_carries_its_rows_of_a_fair_use_choice_and_a_damaged_one_is_refused() -> None:
-    from workers.slicing import BandFormatError, cut_bands, encode_band
+    from workers.imaging.slicing import BandFormatError, cut_bands, encode_band
 
     cells = np.zeros((5 * 4, 3 * 4, 3), np.uint8)
     choice = np.arange(15, dtype=np.int32).reshape(5, 3)
@@ -416,7 +416,7 @@ def test_a_band_carries_its_rows_of_a_fair_use_choice_and_a_damaged_one_is_refus
 
 @pytest.mark.parametrize("width", [64, 1024])  # 64 x 64: the compact encoder; 1024 x 512: the fast one
 def test_small_and_big_bands_read_back_exactly_with_their_grid_and_choice(width: int) -> None:
-    from workers.slicing import COMPACT_PNG_MAX_PIXELS, Band, encode_band
+    from workers.imaging.slicing import COMPACT_PNG_MAX_PIXELS, Band, encode_band
 
     height = width // 2 if width > 64 else 64
     assert (height * width > COMPACT_PNG_MAX_PIXELS) == (width > 64)
@@ -449,7 +449,7 @@ def test_the_stitchs_jpeg_streams_to_its_blob_byte_for_byte_and_a_failed_write_s
 ) -> None:
     import pyvips
 
-    from workers.stitching import save_jpeg
+    from workers.imaging.stitching import save_jpeg
 
     pixels = np.random.default_rng(12).integers(0, 256, (700, 900, 3), dtype=np.uint8)
     image = pyvips.Image.new_from_array(pixels, interpretation="srgb")
@@ -477,7 +477,7 @@ def test_the_stitchs_jpeg_streams_to_its_blob_byte_for_byte_and_a_failed_write_s
 def test_fits_jpeg_is_the_encoders_own_limit(side: int) -> None:
     """libjpeg writes at most 65,500 px a side, not the format's 65,535: a mosaic in between was
     judged to fit, and its JPEG encode failed the job on every delivery."""
-    from workers.stitching import encode_jpeg, fits_jpeg
+    from workers.imaging.stitching import encode_jpeg, fits_jpeg
 
     pixels = np.zeros((side, 1, 3), np.uint8)
     if fits_jpeg(1, side):

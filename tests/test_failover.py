@@ -234,7 +234,7 @@ def test_jobs_submitted_while_the_primary_is_cut_finish_once_it_is_back(
 
     from mosaic.images import open_image
     from mosaic.render import render
-    from workers.slicing import encode_output
+    from workers.imaging.slicing import encode_output
 
     for rid, body in finished.items():
         image, slices = plan[rid]

@@ -26,11 +26,11 @@ from mosaic.render import placed_tiles, render_with_placement
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_controller import controller, receive_all
 from workers.assembly import Stitcher
+from workers.imaging.slicing import BandFormatError, cut_bands, decode_band, encode_band, encode_output
+from workers.imaging.stitching import from_pixels
 from workers.processor import ImageProcessor
 from workers.services import RoleServices
-from workers.slicing import BandFormatError, cut_bands, decode_band, encode_band, encode_output
 from workers.stages import Stopwatch
-from workers.stitching import from_pixels
 
 pytestmark = pytest.mark.timeout(240)
 TILE, ACROSS = 8, 100  # 800 x 3120 px: three pyramid units of 1,020 rows (mosaic.parts)

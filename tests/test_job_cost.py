@@ -22,10 +22,10 @@ from mosaic.images import open_image
 from mosaic.render import render
 from tests.support.pipelines import Pipeline, sample_photo
 from workers.controller import JobController
+from workers.imaging.slicing import encode_output
 from workers.processor import ImageProcessor
 from workers.responder import Responder
 from workers.services import RoleServices
-from workers.slicing import encode_output
 
 pytestmark = pytest.mark.timeout(120)
 

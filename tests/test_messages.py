@@ -24,7 +24,7 @@ from dal.queues.messages import (
     SliceResponseMessage,
 )
 from dal.queues.wire import MAX_ENCODED_MESSAGE_BYTES
-from workers.slicing import INLINE_BAND_MAX_BYTES
+from workers.imaging.slicing import INLINE_BAND_MAX_BYTES
 
 PROPERTY = settings(max_examples=200, deadline=None)
 

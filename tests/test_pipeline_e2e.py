@@ -6,7 +6,7 @@ controller, two processors and a responder. Pixel identity is checked twice, hon
 - the rendered slices (lossless PNGs) stacked are *exactly* ``mosaic.render`` of the
   same job — the distributed render is the in-process render;
 - the delivered JPEG decodes to exactly the same pixels as the in-process render put through
-  the same encoder (``workers.slicing.encode_output``): the stitch adds, drops or moves nothing.
+  the same encoder (``workers.imaging.slicing.encode_output``): the stitch adds, drops or moves nothing.
 
 And the job's tile map (which library photo is in which cell, stored by the processors) is
 exactly the placement behind the in-process render.
@@ -29,7 +29,7 @@ from mosaic.pieces import job_plan
 from mosaic.render import placed_tiles, render_with_placement
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
-from workers.slicing import encode_output
+from workers.imaging.slicing import encode_output
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -16,13 +16,13 @@ from mosaic.images import open_image
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
-from workers import slicing
 from workers.controller import JobController
 from workers.failures import poison_hook
+from workers.imaging import slicing
+from workers.imaging.slicing import band_bytes, decode_band
 from workers.processor import ImageProcessor
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
-from workers.slicing import band_bytes, decode_band
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -29,8 +29,8 @@ from mosaic.parts import plan_parts
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller import JobController
+from workers.imaging.stitching import open_slice, save_pyramid, save_pyramid_pixels
 from workers.services import RoleServices
-from workers.stitching import open_slice, save_pyramid, save_pyramid_pixels
 
 
 def stitched_job(pipe: Pipeline, *, slices: int, width: int, height: int, tile: int = 4) -> tuple[str, np.ndarray]:
@@ -138,7 +138,7 @@ def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_c
 def test_a_one_slice_job_of_an_older_processor_that_wrote_only_the_jpeg_gets_its_pyramid_from_the_controller(
     pipe: Pipeline,
 ) -> None:
-    from workers.slicing import OUTPUT_CONTENT_TYPE, encode_output, output_blob_name
+    from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, encode_output, output_blob_name
 
     ctl = JobController(pipe.services)
     rid = _one_slice_job(pipe, ctl)

@@ -2,7 +2,7 @@
 
 The 400 MP job through the whole pipeline, with every role's peak RSS under the 1.5 GB
 goal, is ``tests/test_giant_job.py`` (minutes; ``make bench`` prints its time). Here the part that would hold the whole image if anything did, the stitch
-(``workers.stitching``: slices on disk to the JPEG and the Deep Zoom zip), runs in a fresh
+(``workers.imaging.stitching``: slices on disk to the JPEG and the Deep Zoom zip), runs in a fresh
 process at 10 MP and at 40 MP of slices of the same width; the peak RSS of the larger must exceed the smaller's
 by far less than the 90 MB of pixels it adds (holding them, or memory-mapping the slices, or
 libjpeg's optimised Huffman pass, each added more than that when this was written).
@@ -19,7 +19,7 @@ import numpy as np
 STITCH = """
 import resource, sys
 from pathlib import Path
-from workers.stitching import join_slices, open_slice, save_jpeg, save_pyramid
+from workers.imaging.stitching import join_slices, open_slice, save_jpeg, save_pyramid
 paths, width, height = [Path(p) for p in sys.argv[3:]], int(sys.argv[1]), int(sys.argv[2])
 for save, name in ((save_jpeg, "mosaic.jpg"), (save_pyramid, "mosaic.zip")):
     mosaic = join_slices([open_slice(p) for p in paths], width=width, height=height)

@@ -6,16 +6,16 @@ returns the output's blob name; the controller then records it and marks the job
 - **One slice.** Its processor wrote the JPEG and the pyramid (``workers.processor``): one
   existence check (a pyramid missing, from a processor of an older release, is built here from the JPEG).
 - **Giant bands** (planned on pyramid units, ``mosaic.pieces``): the processors staged their JPEG
-  rows and pyramid tiles as blocks of the output blobs (``workers.band_pieces``) and wrote a
+  rows and pyramid tiles as blocks of the output blobs (``workers.imaging.band_pieces``) and wrote a
   manifest with their reduced rows. The stitch reads no full-size pixel: it reads the manifests
   (``1 / 4 ** levels`` of the pixels, PNG), writes the JPEG's header with the full height and
   commits the header and every band's JPEG blocks as ``<request_id>.jpg`` (Put Block List); it
   joins the reduced rows, builds the pyramid's remaining small levels from them with ``dzsave``,
   and commits the bands' zip blocks, its own entries (those levels and the descriptor) and the
   zip's central directory (``mosaic.stored_zip``) as ``<request_id>.dzi.zip``. Block ids are
-  content hashes (``workers.band_pieces.block_id``): a stitch run again commits the same lists.
+  content hashes (``workers.imaging.band_pieces.block_id``): a stitch run again commits the same lists.
 - **Ordinary slices:** the rendered slices (``.npy``) are streamed to scratch files and libvips
-  joins and encodes them in two passes at once (``workers.stitching``), each output streamed to
+  joins and encodes them in two passes at once (``workers.imaging.stitching``), each output streamed to
   its blob as it is made.
 """
 
@@ -41,13 +41,10 @@ from dal.jobs.store import Job
 from dal.queues.messages import SliceResponseMessage
 from mosaic.deepzoom import descriptor_xml, write_dzi_zip
 from mosaic.stored_zip import central_directory, local_entries
-from workers.band_pieces import MANIFEST_KEY, Manifest, stage_all
-from workers.jpeg_segments import full_header
-from workers.runtime.errors import PermanentJobError
-from workers.services import RoleServices
-from workers.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
-from workers.stages import Stopwatch
-from workers.stitching import (
+from workers.imaging.band_pieces import MANIFEST_KEY, Manifest, stage_all
+from workers.imaging.jpeg_segments import full_header
+from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
+from workers.imaging.stitching import (
     JPEG_MAX_SIDE,
     PYRAMID_CONTENT_TYPE,
     Streamed,
@@ -59,6 +56,9 @@ from workers.stitching import (
     save_jpeg,
     save_pyramid,
 )
+from workers.runtime.errors import PermanentJobError
+from workers.services import RoleServices
+from workers.stages import Stopwatch
 
 if TYPE_CHECKING:
     from dal.blobs.store import BlobStore
@@ -237,7 +237,7 @@ class Stitcher:
 
     @staticmethod
     def _join(job: Job, paths: list[Path]) -> Any:
-        """The slice files joined lazily into the mosaic, for one top-to-bottom pass (``workers.stitching``)."""
+        """The slice files joined lazily into the mosaic, for one top-to-bottom pass (``workers.imaging.stitching``)."""
 
         def open_(seq: int, path: Path) -> Any:
             try:

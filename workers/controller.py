@@ -3,7 +3,7 @@
 On ``imagerequest`` (``handle_image_request``): read the photo (EXIF orientation applied,
 RGB), plan the grid, resample to the cell image, cut it into ``slices`` bands of whole cell
 rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 32 KiB of PNG,
-into its message: ``workers.slicing.inline_band``), record the job, and only then send one
+into its message: ``workers.imaging.slicing.inline_band``), record the job, and only then send one
 ``SliceRequestMessage`` per band. A redelivered request rewrites the same
 blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) is
 assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
@@ -78,10 +78,10 @@ from mosaic.pieces import PiecePlan, job_plan
 from mosaic.render import assign_fair
 from workers.assembly import Stitcher
 from workers.dispatch import dispatch_slices, store_bands
+from workers.imaging.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.job_options import job_options
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
-from workers.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.stages import Stopwatch
 from workers.stragglers import StragglerWatcher
 

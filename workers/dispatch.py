@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dal.config import SLICE_REQUEST_CONTAINER
 from dal.jobs.model import Job
 from dal.queues.messages import ImageRequestMessage, SliceRequestMessage
+from workers.imaging.slicing import Band, band_blob_name, encode_band, inline_band
 from workers.services import RoleServices
-from workers.slicing import Band, band_blob_name, encode_band, inline_band
 from workers.stages import Stopwatch
 
 __all__ = ["dispatch_slices", "store_bands"]

@@ -6,7 +6,7 @@ read the band PNG written by the controller (from the message itself when the co
 inlined it, else its blob; the PNG says which cell rows it holds), render it
 with ``render_band(seed=request_id, row_offset=first row)`` — exactly what the in-process
 ``render`` does for those rows — write ``sliceresponse/<request_id>/<seq>.npy`` (raw pixels,
-``workers.slicing.encode_rendered``) and send a ``SliceResponseMessage``. When the band is the
+``workers.imaging.slicing.encode_rendered``) and send a ``SliceResponseMessage``. When the band is the
 whole grid (a job of one slice) there is nothing to stitch: the processor encodes the final
 JPEG itself and writes it straight to ``imageoutput/<request_id>.jpg``; its response points
 there, and the controller only records it (no download, no re-encode: the hand-off of a
@@ -27,7 +27,7 @@ A giant job's band (planned on Deep Zoom units: the band PNG carries the plan, `
 sends back no pixels: the processor renders its rows (whole parts of the grid, ``mosaic.parts``,
 so rows it shares with a neighbour come out the same), stages its rows of the JPEG
 and its pyramid tiles as blocks of the output blobs and writes a manifest with its reduced
-rows (``workers.band_pieces``); the controller commits them (``workers.assembly``).
+rows (``workers.imaging.band_pieces``); the controller commits them (``workers.assembly``).
 
 Its ``slice_done`` log line carries the step timings (``stages``) that ``make bench`` prints; it
 travels in the SliceResponse (``report``) and the controller stores it with the slice's progress
@@ -69,11 +69,8 @@ from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
 from mosaic.render import choose_tiles, render_band
-from workers.band_pieces import make_pieces
-from workers.job_options import job_options
-from workers.runtime.errors import PermanentJobError
-from workers.services import RoleServices
-from workers.slicing import (
+from workers.imaging.band_pieces import make_pieces
+from workers.imaging.slicing import (
     OUTPUT_CONTENT_TYPE,
     Band,
     BandFormatError,
@@ -84,8 +81,11 @@ from workers.slicing import (
     output_blob_name,
     slice_output_name,
 )
+from workers.imaging.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
+from workers.job_options import job_options
+from workers.runtime.errors import PermanentJobError
+from workers.services import RoleServices
 from workers.stages import Stopwatch
-from workers.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 
 if TYPE_CHECKING:
     import numpy as np

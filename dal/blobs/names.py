@@ -68,7 +68,7 @@ def slice_blob_candidates(request_id: str, sequence: int) -> tuple[str, str]:
 
 
 def pieces_blob_name(request_id: str, sequence: int) -> str:
-    """The ``sliceresponse`` blob of a giant band's reduced rows and manifest (``workers.band_pieces``)."""
+    """The ``sliceresponse`` blob of a giant band's reduced rows and manifest (``workers.imaging.band_pieces``)."""
     return f"{request_id}/{sequence}.pieces.png"
 
 

@@ -434,7 +434,7 @@ def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
 
             write_dzi(mosaic, output, quality=quality)
         elif fmt == "JPEG":  # the pipeline's encoder and options (restart markers included): the same bytes
-            from workers.stitching import from_pixels, jpeg_options
+            from workers.imaging.stitching import from_pixels, jpeg_options
 
             from_pixels(mosaic).jpegsave(str(output), **{**jpeg_options(mosaic.shape[1]), "Q": quality})
         else:

@@ -16,7 +16,7 @@ from mosaic.limits import MAX_SLICE_PIXELS
 from mosaic.parts import PART_ROWS, Parts, plan_parts, unit_lattice
 from mosaic.pieces import job_plan
 from mosaic.render import render_with_placement
-from workers.slicing import encode_output
+from workers.imaging.slicing import encode_output
 
 from .conftest import random_library
 

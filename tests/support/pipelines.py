@@ -30,8 +30,8 @@ from dal.queues.messages import ImageRequestMessage
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
 from mosaic.render import render
+from workers.imaging.slicing import encode_output
 from workers.services import RoleServices
-from workers.slicing import encode_output
 
 CLIENT_ID = "pipeline-tests"
 # Short waits everywhere: tests must not sit in back-off.
@@ -264,7 +264,7 @@ class Pipeline:
         output bytes instead.
         """
         from dal.config import SLICE_RESPONSE_CONTAINER
-        from workers.slicing import decode_rendered, slice_output_name
+        from workers.imaging.slicing import decode_rendered, slice_output_name
 
         assert job.slices > 1, "a one-slice job has no rendered slices in storage"
         bands = [

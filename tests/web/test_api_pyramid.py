@@ -19,7 +19,7 @@ from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
 from mosaic.deepzoom import DZI_TILE_SIZE, write_dzi_zip
 from tests.web.conftest import png_bytes, submit
-from workers.stitching import open_slice, save_pyramid
+from workers.imaging.stitching import open_slice, save_pyramid
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A JPEG concatenated from band segments (``workers.jpeg_segments``) decodes everywhere a person
+"""A JPEG concatenated from band segments (``workers.imaging.jpeg_segments``) decodes everywhere a person
 opens it: libjpeg's ``djpeg``, Pillow, libvips and a real headless Chromium, to the single encode's pixels.
 
 The assembly is byte-identical to one encode of the whole image (asserted here and in
@@ -21,8 +21,8 @@ from PIL import Image
 
 from tests.support.prereqs import require
 from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS
-from workers.jpeg_segments import encode_segment, full_header, split_jpeg
-from workers.slicing import encode_output
+from workers.imaging.jpeg_segments import encode_segment, full_header, split_jpeg
+from workers.imaging.slicing import encode_output
 
 pytestmark = [pytest.mark.browser]
 

@@ -130,7 +130,7 @@
     const level = document.getElementById("zoom-level");
     const download = document.getElementById("download");
     const downloadZip = document.getElementById("download-zip");
-    const fullJpeg = job.output_width <= 65500 && job.output_height <= 65500; // libjpeg's limit (workers/stitching.py); else the zip is the full image
+    const fullJpeg = job.output_width <= 65500 && job.output_height <= 65500; // libjpeg's limit (workers/imaging/stitching.py); else the zip is the full image
     download.href = `${job.result_url}?download=1`;
     download.textContent = fullJpeg ? "Download JPEG" : "Download (Deep Zoom zip)";
     if (job.pyramid_url && fullJpeg) {

@@ -1,7 +1,7 @@
 """The full-size JPEG of a giant mosaic as band segments, concatenated instead of re-encoded.
 
 Every JPEG the project writes carries a restart marker after each row of MCUs
-(``workers.stitching.jpeg_options``: ``restart_interval`` = MCUs per row). At a restart the
+(``workers.imaging.stitching.jpeg_options``: ``restart_interval`` = MCUs per row). At a restart the
 encoder pads to a byte, resets its DC predictions and writes ``RSTn`` (n = 0..7, cycling);
 the tables are fixed (quality 90, the standard Huffman tables: no optimised coding). So the
 scan of a band of rows that starts on a multiple of ``mosaic.pieces.JPEG_ROWS`` (8 MCU rows)
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.stitching import from_pixels, jpeg_options
+from workers.imaging.stitching import from_pixels, jpeg_options
 
 __all__ = ["encode_segment", "full_header", "split_jpeg"]
 

@@ -65,7 +65,7 @@ PYRAMID_CONTENT_TYPE = "application/zip"
 # 667 MB with them, 100 MB without, and took 2.4x as long) for a file a few % smaller.
 # A restart marker after every row of MCUs (16 px of 4:2:0): a band of rows is then a run of
 # whole restart intervals, which giant jobs' processors encode on their own and the controller
-# concatenates (``workers.jpeg_segments``); 2 bytes and a pad per 16 rows, about 0.01 %.
+# concatenates (``workers.imaging.jpeg_segments``); 2 bytes and a pad per 16 rows, about 0.01 %.
 JPEG_OPTIONS: dict[str, Any] = {"Q": 90, "optimize_coding": False, "subsample_mode": "on", "keep": "none"}
 JPEG_MCU = 16
 

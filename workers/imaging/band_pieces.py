@@ -3,7 +3,7 @@
 A band planned on pyramid units (``mosaic.pieces``) is not sent back as pixels. Its
 processor makes, from the rows it rendered:
 
-- its rows of the full-size JPEG (``workers.jpeg_segments.encode_segment``), staged as
+- its rows of the full-size JPEG (``workers.imaging.jpeg_segments.encode_segment``), staged as
   blocks of ``imageoutput/<request_id>.jpg``;
 - its pyramid tiles (every level down to where its band stops owning whole tile rows),
   encoded as ``dzsave`` encodes them and written as stored-zip local entries
@@ -36,8 +36,8 @@ from dal.config import IMAGE_OUTPUT_CONTAINER
 from mosaic.deepzoom import encode_tile
 from mosaic.pieces import Piece, band_tiles
 from mosaic.stored_zip import Member, entry_bytes
-from workers.jpeg_segments import encode_segment
-from workers.slicing import encode_png
+from workers.imaging.jpeg_segments import encode_segment
+from workers.imaging.slicing import encode_png
 
 if TYPE_CHECKING:
     from dal.blobs.store import BlobStore

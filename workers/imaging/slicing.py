@@ -24,7 +24,7 @@ formats by their magic bytes, so slices written as PNG by an older processor sti
 (``dal.blobs.rendered``, re-exported here: the web app previews these blobs too).
 A giant job's bands carry a pieces plan (``Band.plan``, a ``pieces`` text chunk:
 ``mosaic.pieces``): their cell rows overlap by the few rows both neighbours render, and their
-processors send back final pieces instead of pixels (``workers.band_pieces``).
+processors send back final pieces instead of pixels (``workers.imaging.band_pieces``).
 A job of one slice needs no stitch at all: its processor encodes the final output itself
 (``ImageProcessor``). Only the final mosaic is encoded, once, as JPEG, by ``encode_output``
 (one function, so tests can encode the in-process render the same way).
@@ -46,7 +46,7 @@ from dal.blobs.names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
 from dal.blobs.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 from dal.errors import PhotoMosaicsError
 from mosaic.pieces import Piece, PiecePlan
-from workers.stitching import encode_jpeg, from_pixels
+from workers.imaging.stitching import encode_jpeg, from_pixels
 
 __all__ = [
     "INLINE_BAND_MAX_BYTES",
@@ -159,7 +159,7 @@ def encode_png(pixels: np.ndarray, *, text: dict[str, str] | None = None) -> byt
 
 
 def _encode_png_fast(pixels: np.ndarray, text: dict[str, str]) -> bytes:
-    import pyvips  # a dependency (pyvips[binary]), imported where it is used, as in workers.stitching
+    import pyvips  # a dependency (pyvips[binary]), imported where it is used, as in workers.imaging.stitching
 
     image = from_pixels(pixels).copy()  # a copy: the metadata below must not touch a shared image
     for i, (key, value) in enumerate(text.items()):  # libvips writes png-comment-<i>-<key> as tEXt
@@ -295,6 +295,6 @@ def stitch(bands: Sequence[np.ndarray], *, width: int, height: int) -> np.ndarra
 
 def encode_output(mosaic: np.ndarray) -> bytes:
     """The final mosaic as JPEG; deterministic, and the same bytes the streaming stitch writes
-    for the same pixels (one encoder and one set of options: ``workers.stitching``)."""
+    for the same pixels (one encoder and one set of options: ``workers.imaging.stitching``)."""
 
     return encode_jpeg(mosaic)
