@@ -23,7 +23,7 @@ from mosaic.images import open_image
 from mosaic.parts import Parts, plan_parts
 from tests.support.hostile_images import padded_jpeg
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
-from workers.controller import JobController
+from workers.controller.controller import JobController
 from workers.failures import poison_hook
 from workers.imaging import slicing
 from workers.imaging.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name

@@ -21,7 +21,7 @@ from tests.support.pipelines import Pipeline
 from tests.support.sliceable import PLAIN_TILE, plain_photo
 from tests.web.conftest import submit
 from tests.web.test_backpressure import busy  # noqa: F401 - a fixture: the web app alone on its own prefix
-from workers.controller import JobController
+from workers.controller.controller import JobController
 from workers.services import RoleServices
 
 SLICES = 2

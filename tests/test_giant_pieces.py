@@ -25,7 +25,7 @@ from mosaic.pieces import job_plan
 from mosaic.render import placed_tiles, render_with_placement
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.test_controller import controller, receive_all
-from workers.assembly import Stitcher
+from workers.controller.assembly import Stitcher
 from workers.imaging.slicing import BandFormatError, cut_bands, decode_band, encode_band, encode_output
 from workers.imaging.stitching import from_pixels
 from workers.processor import ImageProcessor

@@ -1,4 +1,4 @@
-"""Hedged slices with real role processes on Azurite (``workers.stragglers``).
+"""Hedged slices with real role processes on Azurite (``workers.controller.stragglers``).
 
 A processor SIGSTOPped while it holds a slice (a real child process, a lease of 300 s) no longer
 holds its job up: the controller sends the slice again and the job finishes, pixel-identical,
@@ -117,8 +117,8 @@ def test_a_slice_queue_whose_oldest_message_waits_unclaimed_is_announced_again(
 
     from dal.hints.channel import LocalHintChannel, short_hint_dir
     from tests.support.junk import put_junk
-    from workers import stragglers
-    from workers.stragglers import StragglerWatcher
+    from workers.controller import stragglers
+    from workers.controller.stragglers import StragglerWatcher
 
     channel = LocalHintChannel(short_hint_dir(tmp_path / "h"))
     queues = pipe.services.queues.slice_request_queues()

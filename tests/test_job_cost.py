@@ -21,7 +21,7 @@ from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
 from tests.support.pipelines import Pipeline, sample_photo
-from workers.controller import JobController
+from workers.controller.controller import JobController
 from workers.imaging.slicing import encode_output
 from workers.processor import ImageProcessor
 from workers.responder import Responder

@@ -28,7 +28,7 @@ from mosaic.grid import Grid
 from mosaic.parts import plan_parts
 from tests.support.faultproxy import faulty_account
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
-from workers.controller import JobController
+from workers.controller.controller import JobController
 from workers.imaging.stitching import open_slice, save_pyramid, save_pyramid_pixels
 from workers.services import RoleServices
 

@@ -122,7 +122,7 @@ class Job:
     # The rendered slices' log lines (kind ``slice_done``), recorded with their progress.
     slice_events: tuple[JobEvent, ...] = ()
     # The stitch claim: the id of the SliceResponse message whose handler stitches (stable across
-    # its redeliveries), set by the update that completes ``slices_done`` (workers.controller).
+    # its redeliveries), set by the update that completes ``slices_done`` (workers.controller.controller).
     stitcher: str | None = None
     etag: str | None = None
 

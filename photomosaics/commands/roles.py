@@ -23,7 +23,7 @@ Binding = tuple[str, Callable[["ReceivedMessage"], None], str | None]
 
 
 class Companion(Protocol):
-    """A role's background part besides its listeners (``workers.stragglers.StragglerWatcher``)."""
+    """A role's background part besides its listeners (``workers.controller.stragglers.StragglerWatcher``)."""
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
@@ -102,11 +102,11 @@ def _services_for(role: str) -> RoleServices:
 @_grace
 def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
-    from workers.controller import JobController
-    from workers.stragglers import StragglerWatcher
+    from workers.controller.controller import JobController
+    from workers.controller.stragglers import StragglerWatcher
 
     services = _services_for("controller")
-    # Hedged slices (workers.stragglers): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
+    # Hedged slices (workers.controller.stragglers): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
     try:
         watcher = StragglerWatcher(services) if services.settings.hedges_per_slice > 0 else None
     except ValueError as exc:

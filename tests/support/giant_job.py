@@ -151,7 +151,7 @@ def _look_at(session: requests.Session, base: str, job: dict[str, Any], tmp: Pat
 def _serial_seconds(session: requests.Session, base: str, job: dict[str, Any]) -> tuple[float, float]:
     """The controller's serial parts, from the job's log as the web serves it: submit to the
     first slice dispatched, and the last slice done to done. The "done" line is written just
-    after the row that says done (``workers.controller``), so a reader that saw the status
+    after the row that says done (``workers.controller.controller``), so a reader that saw the status
     may have to wait a moment for it."""
     deadline = time.monotonic() + 30
     while True:

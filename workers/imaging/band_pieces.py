@@ -12,7 +12,7 @@ processor makes, from the rows it rendered:
   a PNG at ``sliceresponse/<request_id>/<seq>.pieces.png`` whose text chunk is the manifest:
   the JPEG header, the ids of the staged blocks and the zip members (name, size, CRC) in order.
 
-Staged blocks are invisible until the controller commits them (``workers.assembly``); block
+Staged blocks are invisible until the controller commits them (``workers.controller.assembly``); block
 ids are a hash of the blob name, the band, the block's place and its bytes, so a redelivered
 band (same pixels: the render is deterministic) stages the same ids with the same bytes and
 writes the same manifest. Nothing here holds more than the band: the tiles are encoded one

@@ -11,7 +11,7 @@ is, byte for byte, that part of the whole image's scan, and the whole image's JP
 
 A processor encodes its band (``encode_segment``: its header and its scan with the marker
 that follows it); the controller writes one header with the full height (``full_header``)
-and commits the bands' staged bytes after it (``workers.assembly``). Tests check the result
+and commits the bands' staged bytes after it (``workers.controller.assembly``). Tests check the result
 equals a single encode byte for byte and decodes in Pillow and libvips.
 """
 

@@ -23,7 +23,7 @@ exactly one controller stitches even when two see the last slice at once (no cla
 transaction less per job). A controller that died mid-stitch is replaced when its own message
 comes back (same message id), or by another message once the claim is older than
 ``PHOTOMOSAICS_STITCH_TIMEOUT`` (``_claim_stitch``).
-The stitch itself is ``workers.assembly.Stitcher``: for a giant job (bands planned on Deep
+The stitch itself is ``workers.controller.assembly.Stitcher``: for a giant job (bands planned on Deep
 Zoom units, ``mosaic.pieces``) it only commits the pieces the processors staged on the output
 blobs, with a JPEG header and the pyramid's top levels and directory; otherwise it streams the
 rendered slices through libvips into the JPEG and the pyramid zip. Then the controller records
@@ -39,7 +39,7 @@ and the zip is one blob written once. Jobs writes reuse the row just read or wri
 last for that job, ``_RecentRows``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 
-Stragglers (``workers.stragglers``, on unless ``PHOTOMOSAICS_HEDGES_PER_SLICE=0``): the
+Stragglers (``workers.controller.stragglers``, on unless ``PHOTOMOSAICS_HEDGES_PER_SLICE=0``): the
 controller role runs a ``StragglerWatcher`` thread, which this handler tells of every dispatch
 and every slice response (in memory, no storage call). A slice out far longer than its
 siblings took, while no slice waits in the queues (a backlog is never hedged), is sent again
@@ -76,14 +76,14 @@ from mosaic.limits import MAX_SLICE_PIXELS
 from mosaic.parts import plan_parts
 from mosaic.pieces import PiecePlan, job_plan
 from mosaic.render import assign_fair
-from workers.assembly import Stitcher
-from workers.dispatch import dispatch_slices, store_bands
+from workers.controller.assembly import Stitcher
+from workers.controller.dispatch import dispatch_slices, store_bands
+from workers.controller.stragglers import StragglerWatcher
 from workers.imaging.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.job_options import job_options
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.stages import Stopwatch
-from workers.stragglers import StragglerWatcher
 
 if TYPE_CHECKING:
     from PIL import Image

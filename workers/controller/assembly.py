@@ -1,6 +1,6 @@
 """The controller's stitch: the rendered slices, or a giant job's staged pieces, into the outputs.
 
-``Stitcher.stitch`` runs once per job, under the stitch claim (``workers.controller``), and
+``Stitcher.stitch`` runs once per job, under the stitch claim (``workers.controller.controller``), and
 returns the output's blob name; the controller then records it and marks the job done. Three cases:
 
 - **One slice.** Its processor wrote the JPEG and the pyramid (``workers.processor``): one

@@ -19,7 +19,7 @@ from workers.stages import Stopwatch
 
 __all__ = ["dispatch_slices", "store_bands"]
 
-log = logging.getLogger("workers.controller")
+log = logging.getLogger("workers.controller.controller")
 _IO_THREADS = 8
 
 

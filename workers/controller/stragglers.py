@@ -16,7 +16,7 @@ slice. Nothing else has to change, because a slice is handled idempotently end t
 - the render is deterministic (the request id seeds it): both copies make the same pixels;
 - the controller adds a slice to ``slices_done`` with one ETag write; a second response for
   it writes nothing, and exactly one write completes the set and claims the stitch
-  (``workers.controller``), so the job is stitched once;
+  (``workers.controller.controller``), so the job is stitched once;
 - the late copy rewrites its slice blob (an intermediate: the same bytes) or stages the same
   content-addressed blocks (a giant job's pieces: left uncommitted, Azure discards them); a
   one-slice job's JPEG, pyramid and tile map are written once (``keep_existing``), so a
@@ -106,7 +106,7 @@ log = logging.getLogger(__name__)
 
 SLICES_HEDGED = Counter(
     "photomosaics_slices_hedged_total",
-    "Slice requests the controller sent again because the slice was late (workers.stragglers).",
+    "Slice requests the controller sent again because the slice was late (workers.controller.stragglers).",
 )
 
 MAX_JOBS = 512

@@ -1,0 +1,7 @@
+"""The JobController role: a job cut into slices, sent, watched, and stitched exactly once.
+
+- ``controller``: ``JobController``, the handlers of ``imagerequest`` and ``sliceresponse``.
+- ``dispatch``: a job's bands stored (or inlined) and one ``SliceRequestMessage`` sent per band.
+- ``stragglers``: hedged slices, a late slice sent again (``StragglerWatcher``).
+- ``assembly``: the stitch under the stitch claim (``Stitcher``): one slice, giant pieces, or many slices.
+"""
