@@ -28,7 +28,7 @@ from tests.test_controller import controller, receive_all
 from workers.controller.assembly import Stitcher
 from workers.imaging.slicing import BandFormatError, cut_bands, decode_band, encode_band, encode_output
 from workers.imaging.stitching import from_pixels
-from workers.processor import ImageProcessor
+from workers.processor.processor import ImageProcessor
 from workers.services import RoleServices
 from workers.stages import Stopwatch
 

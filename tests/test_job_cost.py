@@ -23,7 +23,7 @@ from mosaic.render import render
 from tests.support.pipelines import Pipeline, sample_photo
 from workers.controller.controller import JobController
 from workers.imaging.slicing import encode_output
-from workers.processor import ImageProcessor
+from workers.processor.processor import ImageProcessor
 from workers.responder import Responder
 from workers.services import RoleServices
 

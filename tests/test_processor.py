@@ -20,7 +20,7 @@ from workers.controller.controller import JobController
 from workers.failures import poison_hook
 from workers.imaging import slicing
 from workers.imaging.slicing import band_bytes, decode_band
-from workers.processor import ImageProcessor
+from workers.processor.processor import ImageProcessor
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 
@@ -210,7 +210,7 @@ def test_a_late_duplicate_of_a_one_slice_job_leaves_its_outputs_alone(pipe: Pipe
 
 
 _BLAS_PROBE = (
-    "from workers.processor import limit_blas_threads\n"
+    "from workers.processor.processor import limit_blas_threads\n"
     "from threadpoolctl import threadpool_info\n"
     "print(limit_blas_threads(), sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}))\n"
 )
@@ -223,7 +223,7 @@ def test_a_processor_renders_on_one_blas_thread_unless_the_operator_chose(chosen
     import subprocess
     import sys
 
-    from workers.processor import BLAS_THREAD_VARIABLES
+    from workers.processor.processor import BLAS_THREAD_VARIABLES
 
     env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
     if chosen:

@@ -112,7 +112,7 @@ def _pyramid_size(pipe: Pipeline, rid: str) -> tuple[str, str]:
 def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_controller_builds_none(
     pipe: Pipeline,
 ) -> None:
-    from workers.processor import ImageProcessor
+    from workers.processor.processor import ImageProcessor
 
     ctl, processor = JobController(pipe.services), ImageProcessor(pipe.services)
     rid = _one_slice_job(pipe, ctl)
@@ -280,7 +280,7 @@ def test_a_one_slice_jobs_processor_whose_pyramid_upload_fails_leaves_it_to_the_
     """The processor's storage answers 500 to every write of the pyramid blob (a fault proxy in
     front of Azurite: the outputs are written once, so a blob already there would be kept, not
     refused): the JPEG is stored and answered, the pyramid is left to the controller."""
-    from workers.processor import ImageProcessor
+    from workers.processor.processor import ImageProcessor
 
     ctl = JobController(pipe.services)
     rid = _one_slice_job(pipe, ctl)

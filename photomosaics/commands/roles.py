@@ -136,7 +136,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
 def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
     from dal.admission.render_rates import RateMeter
-    from workers.processor import ImageProcessor, limit_blas_threads
+    from workers.processor.processor import ImageProcessor, limit_blas_threads
 
     limit_blas_threads()  # one core's worth per processor: no BLAS threads fighting the others
     services = _services_for("processor")

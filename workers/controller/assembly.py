@@ -3,7 +3,7 @@
 ``Stitcher.stitch`` runs once per job, under the stitch claim (``workers.controller.controller``), and
 returns the output's blob name; the controller then records it and marks the job done. Three cases:
 
-- **One slice.** Its processor wrote the JPEG and the pyramid (``workers.processor``): one
+- **One slice.** Its processor wrote the JPEG and the pyramid (``workers.processor.processor``): one
   existence check (a pyramid missing, from a processor of an older release, is built here from the JPEG).
 - **Giant bands** (planned on pyramid units, ``mosaic.pieces``): the processors staged their JPEG
   rows and pyramid tiles as blocks of the output blobs (``workers.imaging.band_pieces``) and wrote a
