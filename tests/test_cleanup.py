@@ -126,7 +126,7 @@ def test_the_cleaner_deletes_jobs_and_libraries_from_the_one_queue(storage: Stor
     from PIL import Image
 
     from dal.operations.cleanup import request_library_cleanup
-    from workers.cleaner import JobCleaner
+    from workers.responder.cleaner import JobCleaner
     from workers.services import RoleServices
 
     services = RoleServices(storage, Settings(name_prefix=f"c{unique}"), "cleanup-test")

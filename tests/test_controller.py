@@ -27,7 +27,7 @@ from workers.controller.controller import JobController
 from workers.failures import poison_hook
 from workers.imaging import slicing
 from workers.imaging.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
-from workers.responder import Responder
+from workers.responder.responder import Responder
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 

@@ -24,7 +24,7 @@ from tests.support.pipelines import Pipeline, sample_photo
 from workers.controller.controller import JobController
 from workers.imaging.slicing import encode_output
 from workers.processor.processor import ImageProcessor
-from workers.responder import Responder
+from workers.responder.responder import Responder
 from workers.services import RoleServices
 
 pytestmark = pytest.mark.timeout(120)

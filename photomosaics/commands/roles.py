@@ -161,8 +161,8 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
 @_grace
 def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run the responder: marks jobs done from imageresponse, deletes jobs from jobcleanup."""
-    from workers.cleaner import JobCleaner
-    from workers.responder import Responder
+    from workers.responder.cleaner import JobCleaner
+    from workers.responder.responder import Responder
 
     services = _services_for("responder")
     worker = Responder(services)
