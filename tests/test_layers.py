@@ -11,7 +11,8 @@ errors are translated into the project's own at the ``dal/`` boundary.
 
 Inside ``dal/`` the rooms point one way too (``ROOMS``): the foundation modules (settings,
 names, errors, the retry policy) at the bottom, ``stores`` assembling the rooms, and
-``operations`` on top.
+``operations`` on top. Inside ``workers/`` (``WORKER_ROOMS``): the queue ``runtime`` knows no
+role, the shared ``imaging`` room knows no role, and no role room imports another role's.
 
 Run ``python tests/test_layers.py`` to print the package-level graph, the rooms' graph (how many import
 statements go from each package to each other) and any cycle or violation.
@@ -48,6 +49,19 @@ ROOMS = {
     "stores": {"admission", "availability", "blobs", "jobs", "queues"},
     "operations": {"stores", "admission", "availability", "blobs", "jobs", "queues"},
 }
+
+# workers' rooms and what each may import besides its top-level modules (``WORKER_FOUNDATION``:
+# what the roles share), which import no room. The runtime imports nothing else of workers.
+WORKER_FOUNDATION = {"services", "failures", "stages", "job_options", "demo_library"}
+WORKER_ROOMS = {
+    "runtime": set(),
+    "imaging": set(),
+    "controller": {"runtime", "imaging"},
+    "processor": {"runtime", "imaging"},
+    "responder": {"runtime"},
+    "indexer": {"runtime", "imaging"},
+}
+STRICT_ROOMS = {"runtime"}  # may not use the foundation either
 
 
 def _modules() -> dict[str, Path]:
@@ -112,6 +126,12 @@ def _room(module: str) -> str | None:
     return parts[1] if parts[0] == "dal" and len(parts) > 1 else None
 
 
+def _worker_room(module: str) -> str | None:
+    """The room of a ``workers`` module (``workers.runtime.listener`` -> ``runtime``), None outside."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "workers" and len(parts) > 1 else None
+
+
 def room_graph() -> Counter[tuple[str, str]]:
     """``(from room, to room) -> number of import statements`` inside ``dal``."""
     counts: Counter[tuple[str, str]] = Counter()
@@ -150,6 +170,44 @@ def test_every_dal_module_is_in_a_known_room():
 
 def test_dal_rooms_point_one_way():
     assert room_violations() == []
+
+
+def worker_room_violations() -> list[str]:
+    """Imports between workers' rooms that ``WORKER_ROOMS`` does not allow."""
+    found = []
+    for module, edges in imports_cache().items():
+        mine = _worker_room(module)
+        for target, line in edges:
+            other = _worker_room(target)
+            if not mine or not other or other == mine:
+                continue
+            if other in WORKER_FOUNDATION and mine not in STRICT_ROOMS and mine not in WORKER_FOUNDATION:
+                continue
+            allowed = set() if mine in WORKER_FOUNDATION else WORKER_ROOMS.get(mine, set())
+            if other not in allowed:
+                found.append(f"{module}:{line} imports {target} ({mine} may use only {sorted(allowed) or 'nothing'})")
+    return found
+
+
+def test_every_workers_module_is_in_a_known_room():
+    rooms = {_worker_room(m) for m in imports_cache()} - {None}
+    assert rooms <= WORKER_FOUNDATION | set(WORKER_ROOMS), sorted(rooms - WORKER_FOUNDATION - set(WORKER_ROOMS))
+
+
+def test_workers_rooms_point_one_way():
+    assert worker_room_violations() == []
+
+
+def test_the_worker_room_checker_sees_the_runtime_import_a_role(tmp_path):
+    (tmp_path / "l.py").write_text("from workers.controller.controller import JobController\nimport workers.stages\n")
+    modules = {"workers.runtime.l": tmp_path / "l.py", "workers.controller.controller": tmp_path / "c.py"}
+    (tmp_path / "c.py").write_text("")
+    _CACHE.clear()
+    _CACHE.update(imports(modules))
+    try:
+        assert len(worker_room_violations()) == 2
+    finally:
+        _CACHE.clear()
 
 
 def test_dal_top_level_stays_small():
@@ -318,7 +376,17 @@ def main() -> int:
     for room in sorted(ROOMS):
         targets = [f"{t} ({n})" for (r, t), n in sorted(rooms.items()) if r == room]
         print(f"  {room:13} -> {', '.join(targets) or '(the foundation only)'}")
-    found = violations() + room_violations()
+    worker_rooms: Counter[tuple[str, str]] = Counter()
+    for module, edges in imports_cache().items():
+        for target, _ in edges:
+            mine, other = _worker_room(module), _worker_room(target)
+            if mine and other and other != mine:
+                worker_rooms[mine, other] += 1
+    print("workers rooms (import statements):")
+    for room in sorted(set(WORKER_ROOMS) | WORKER_FOUNDATION):
+        targets = [f"{t} ({n})" for (r, t), n in sorted(worker_rooms.items()) if r == room]
+        print(f"  {room:13} -> {', '.join(targets) or '(nothing of workers)'}")
+    found = violations() + room_violations() + worker_room_violations()
     print("layer violations:", "none" if not found else "")
     for line in found:
         print("  " + line)
