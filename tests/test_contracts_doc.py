@@ -7,16 +7,18 @@ fields and class constants in order, ``def`` lines are compared with ``inspect.s
 (parameter names, kinds, defaults, and annotations where the document gives them), and
 upper-case constants with their values. A line of any other form fails the test, so the
 document cannot drift into prose the check skips. The queue table is compared with the queue
-name constants of ``dal.config``, the messages' ``QUEUE`` and the queues each role consumes in
-``photomosaics/commands/roles.py``; the role example with the processor's binding.
+name constants of ``dal.config``, the messages' ``QUEUE`` and the queues each role's handlers
+declare they consume (``workers.runtime.bindings.consumes``); the role example with the processor's.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import inspect
+import pkgutil
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "CONTRACTS.md"
-ROLES = ROOT / "photomosaics" / "commands" / "roles.py"
 
 _MODULE_PATH = re.compile(r"\b((?:[a-z_]+/)+[a-z_]+\.py)\b")
 _MODULE_SWITCH = re.compile(r"^#\s*((?:[a-z_]+/)+[a-z_]+\.py)\b")
@@ -437,15 +438,29 @@ def _queue_table() -> list[dict[str, str]]:
     return rows
 
 
+@functools.cache
 def _role_bindings() -> dict[str, set[str]]:
-    """Which QueueAccessor attributes each role command consumes, read from its ``_run`` call."""
+    """Which QueueAccessor attributes each role consumes, from its handlers' declarations.
+
+    Every module of ``workers`` is imported, so every ``@consumes`` has run; a handler's role is
+    its room (``workers.responder.cleaner`` -> ``responder``), and the attribute is the one of a
+    real ``QueueAccessor`` (built offline) that holds the very queue the declaration picks.
+    """
+    import workers
+    from dal.config import StorageClients
+    from dal.queues.work_queue import QueueAccessor
+    from workers.runtime.bindings import declared
+
+    for module in pkgutil.walk_packages(workers.__path__, "workers."):
+        importlib.import_module(module.name)
+    accessor = QueueAccessor(StorageClients("UseDevelopmentStorage=true"))
     bindings: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(ROLES.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_run":
-            role = node.args[1]
-            assert isinstance(role, ast.Constant)
-            attrs = {elt.elts[0].value for elt in node.args[2].elts}  # type: ignore[attr-defined]
-            bindings[role.value] = attrs
+    for module, bindings_of_module in declared().items():
+        for binding in bindings_of_module:
+            chosen = binding.queue(accessor)
+            attrs = [name for name, value in vars(accessor).items() if value is chosen]
+            assert len(attrs) == 1, f"{binding.handler} consumes {chosen!r}: not one QueueAccessor attribute"
+            bindings.setdefault(module.split(".")[1], set()).update(attrs)
     return bindings
 
 

@@ -14,12 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 import click
 
 if TYPE_CHECKING:
-    from dal.queues.work_queue import ReceivedMessage
+    from workers.runtime.bindings import BoundHandler
     from workers.services import RoleServices
-
-# (queue attribute of QueueAccessor, handler, what the handler does — for failure reasons;
-# None when the message is not a job's work, so there is no job to fail)
-Binding = tuple[str, Callable[["ReceivedMessage"], None], str | None]
 
 
 class Companion(Protocol):
@@ -104,6 +100,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
     from workers.controller.controller import JobController
     from workers.controller.stragglers import StragglerWatcher
+    from workers.runtime.bindings import bindings_of
 
     services = _services_for("controller")
     # Hedged slices (workers.controller.stragglers): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
@@ -115,10 +112,7 @@ def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_c
     _run(
         services,
         "controller",
-        [
-            ("image_requests", ctl.handle_image_request, "slicing the picture"),  # every lane (dal.queues.lanes)
-            ("slice_response", ctl.handle_slice_response, "collecting a rendered slice"),
-        ],
+        bindings_of(ctl),
         concurrency=concurrency,
         min_concurrency=min_concurrency,
         grace=grace,
@@ -137,6 +131,7 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     """Run an ImageProcessor: renders the slices of slicerequest into mosaics."""
     from dal.admission.render_rates import RateMeter
     from workers.processor.processor import ImageProcessor, limit_blas_threads
+    from workers.runtime.bindings import bindings_of
 
     limit_blas_threads()  # one core's worth per processor: no BLAS threads fighting the others
     services = _services_for("processor")
@@ -145,7 +140,7 @@ def processor(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     _run(
         services,
         "processor",
-        [("slice_requests", worker.handle_slice_request, "rendering a slice")],
+        bindings_of(worker),
         concurrency=concurrency,
         min_concurrency=min_concurrency,
         grace=grace,
@@ -163,6 +158,7 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     """Run the responder: marks jobs done from imageresponse, deletes jobs from jobcleanup."""
     from workers.responder.cleaner import JobCleaner
     from workers.responder.responder import Responder
+    from workers.runtime.bindings import bindings_of
 
     services = _services_for("responder")
     worker = Responder(services)
@@ -170,10 +166,7 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
     _run(
         services,
         "responder",
-        [
-            ("image_response", worker.handle_image_response, "finishing the job"),
-            ("job_cleanup", cleaner.handle_job_cleanup, None),
-        ],
+        [*bindings_of(worker), *bindings_of(cleaner)],
         concurrency=concurrency,
         min_concurrency=min_concurrency,
         grace=grace,
@@ -215,7 +208,7 @@ def syphon(*, once: bool) -> None:
 def _run(
     services: RoleServices,
     role: str,
-    bindings: list[Binding],
+    bindings: Sequence[BoundHandler],
     *,
     concurrency: int,
     min_concurrency: int,
@@ -224,7 +217,7 @@ def _run(
     max_messages: int | None,
     companions: Sequence[Companion] = (),
 ) -> None:
-    """One ``QueueListener`` per (queue attribute, handler, what it does); run them as a role.
+    """One ``QueueListener`` per bound handler (``workers.runtime.bindings``); run them as a role.
 
     ``companions`` (the controller's straggler watcher) start before the listeners and stop
     after they ended, before the process exits.
@@ -244,32 +237,27 @@ def _run(
     settings = services.settings
     hints, journal = channel_from_env(), LeaseJournal.from_env()
     configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
-    queues = {attr: getattr(services.queues, attr) for attr, _, _ in bindings}
-    timeouts = patiently(
-        lambda: {attr: queue.timeout for attr, queue in queues.items()}, role=role, what="reading queue settings"
-    )
+    queues = [bound.queue(services.queues) for bound in bindings]
+    timeouts = patiently(lambda: [queue.timeout for queue in queues], role=role, what="reading queue settings")
     listeners = [
         QueueListener(
-            queues[queue_attr],
-            traced(
-                timed(handler, role=role, queue=queues[queue_attr].logical_name),
-                queue=queues[queue_attr].logical_name,
-            ),
-            name=f"{role}-{queues[queue_attr].logical_name}",
+            queue,
+            traced(timed(bound.handler, role=role, queue=queue.logical_name), queue=queue.logical_name),
+            name=f"{role}-{queue.logical_name}",
             batch_size=settings.batch_size,
             concurrency=max(concurrency, min_concurrency),
             min_concurrency=min_concurrency,
             hints=hints,
             journal=journal,
             poll_max_hinted=max(settings.poll_max_hinted_interval, settings.poll_max_interval),
-            visibility_timeout=min(settings.lease_seconds, timeouts[queue_attr]),
+            visibility_timeout=min(settings.lease_seconds, timeout),
             poll_min=settings.poll_min_interval,
             poll_max=settings.poll_max_interval,
             retry_delay=settings.retry_delay,
             grace=grace,
-            on_poison=None if what is None else poison_hook(services.jobs, actor=services.name, what=what),
+            on_poison=None if bound.what is None else poison_hook(services.jobs, actor=services.name, what=bound.what),
         )
-        for queue_attr, handler, what in bindings
+        for bound, queue, timeout in zip(bindings, queues, timeouts, strict=True)
     ]
     try:
         serve_role_metrics(role, listeners, address=metrics_address())

@@ -81,6 +81,7 @@ from workers.controller.dispatch import dispatch_slices, store_bands
 from workers.controller.stragglers import StragglerWatcher
 from workers.imaging.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.job_options import job_options
+from workers.runtime.bindings import consumes
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.stages import Stopwatch
@@ -110,6 +111,7 @@ class JobController:
 
     # --- imagerequest ----------------------------------------------------------------------
 
+    @consumes(lambda queues: queues.image_requests, what="slicing the picture")  # every lane (dal.queues.lanes)
     def handle_image_request(self, received: ReceivedMessage) -> None:
         message = received.message
         assert isinstance(message, ImageRequestMessage), message
@@ -256,6 +258,7 @@ class JobController:
 
     # --- sliceresponse ---------------------------------------------------------------------
 
+    @consumes(lambda queues: queues.slice_response, what="collecting a rendered slice")
     def handle_slice_response(self, received: ReceivedMessage) -> None:
         message = received.message
         assert isinstance(message, SliceResponseMessage), message

@@ -83,6 +83,7 @@ from workers.imaging.slicing import (
 )
 from workers.imaging.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.job_options import job_options
+from workers.runtime.bindings import consumes
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.stages import Stopwatch
@@ -124,6 +125,7 @@ class ImageProcessor:
         # role wires it in, and it writes at most once per 30 s, so it is no part of a job's cost.
         self.rate_meter = rate_meter
 
+    @consumes(lambda queues: queues.slice_requests, what="rendering a slice")  # every lane and shard
     def handle_slice_request(self, received: ReceivedMessage) -> None:
         started = time.monotonic()
         self._handle(received)

@@ -14,6 +14,7 @@ import logging
 from dal.operations.cleanup import delete_job_everywhere, delete_library_everywhere
 from dal.queues.messages import JobCleanupMessage, LibraryCleanupMessage
 from dal.queues.work_queue import ReceivedMessage
+from workers.runtime.bindings import consumes
 from workers.services import RoleServices
 
 __all__ = ["JobCleaner"]
@@ -25,6 +26,7 @@ class JobCleaner:
     def __init__(self, services: RoleServices) -> None:
         self.services = services
 
+    @consumes(lambda queues: queues.job_cleanup, what=None)  # not a job's work: no job to fail
     def handle_job_cleanup(self, received: ReceivedMessage) -> None:
         message = received.message
         if isinstance(message, LibraryCleanupMessage):

@@ -24,6 +24,7 @@ from dal.jobs.model import JobStatus
 from dal.jobs.store import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageResponseMessage
 from dal.queues.work_queue import ReceivedMessage
+from workers.runtime.bindings import consumes
 from workers.services import RoleServices
 
 __all__ = ["Responder"]
@@ -38,6 +39,7 @@ class Responder:
         self.services = services
         self.name = services.name
 
+    @consumes(lambda queues: queues.image_response, what="finishing the job")
     def handle_image_response(self, received: ReceivedMessage) -> None:
         message = received.message
         assert isinstance(message, ImageResponseMessage), message
