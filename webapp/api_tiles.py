@@ -5,7 +5,9 @@ its tile's name, whether it was placed mirrored, and the URL of the library phot
 (``?tile=<name>``) answers every cell it holds ("find your photo"); ``?search=<text>`` the
 names of the photos the mosaic uses that contain the text. No question answers the map's size
 and where its CSV is; ``?format=csv`` is the whole map, one line per cell
-(``col,row,tile,mirrored``). Owner-only like the result: another client's job is 404. The map
+(``col,row,tile,mirrored``). One question per request: the spec says so as one exploded query
+object whose ``oneOf`` lists the question sets; any other combination, an unknown parameter or
+one sent twice is 400. Owner-only like the result: another client's job is 404. The map
 is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first use,
 then kept in the previews' memory cache (a job's map never changes).
 """
@@ -33,6 +35,7 @@ PLACES_LISTED = 1000  # cells listed for one photo (``count`` says how many ther
 NAMES_LISTED = 20  # photo names a search answers (``count`` says how many match)
 MAX_NAME = 512  # characters of a tile name asked for, or searched for
 _ONE_OF = ("tile", "search")
+_KNOWN = frozenset({"col", "row", "x", "y", "tile", "search", "format"})
 
 
 def _tile_map(job: Job) -> TileMap:
@@ -64,6 +67,13 @@ def _cell(job: Job, tile_map: TileMap, given: tuple[str, str]) -> tuple[int, int
 @bp.get("/jobs/<request_id>/tiles")
 def job_tiles(request_id: str) -> Response:
     job = own_job(request_id)
+    # The spec's one exploded ``question`` object (additionalProperties: false): a name it does not
+    # list, or one sent twice, is a question this endpoint cannot answer as asked.
+    for name in request.args:
+        if name not in _KNOWN:
+            raise ApiError(400, "invalid_field", f"{name[:40]!r} is not a question of this endpoint")
+        if len(request.args.getlist(name)) > 1:
+            raise ApiError(400, "repeated_field", f"{name} was sent more than once")
     fmt = request.args.get("format", "json")
     if fmt not in ("json", "csv"):
         raise ApiError(400, "invalid_field", f"format must be json or csv, got {fmt[:40]!r}")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pytest
+import yaml
 
 import webapp.api_tiles
 from dal.blobs.libraries import LibraryStore, tile_blob_names
@@ -174,3 +177,58 @@ def test_the_map_is_the_owners_only_and_waits_for_the_mosaic(client: Any, other_
     assert client.get(f"/api/jobs/{request_id}/tiles?col=0&row=0").status_code == 409
     assert client.get(f"/api/jobs/{request_id}/tiles?tile=%20").status_code == 400  # a bad question first
     assert other_client.get(f"/api/jobs/{request_id}/tiles?col=0&row=0").status_code == 404
+
+
+_SPEC = Path(__file__).resolve().parents[2] / "webapp" / "openapi.yaml"
+_ASKED = [
+    "",
+    "format=json",
+    "format=csv",
+    "col=0&row=0",
+    "col=0&row=0&format=json",
+    "x=0&y=0",
+    "tile=c00.png&format=json",
+    "search=c",
+    "col=0&row=0&search=c&format=json",  # the fuzzer's case: a cell and a search together
+    "search=c&tile=c00.png",
+    "search=c&format=csv",
+    "tile=%20",
+    "col=1",
+    "col=a&row=1",
+    "col=1&row=1&x=1&y=1",
+    "format=csv&col=0&row=0",
+    "format=xml",
+    "col=0&row=0&colour=red",
+    "col=0&col=1&row=0",
+]
+
+
+def _as_question(query: str) -> dict[str, Any]:
+    """The query as the spec's exploded ``question`` object (integers where they parse)."""
+    pairs = [part.split("=", 1) for part in query.split("&") if part]
+    return {k: int(v) if v.lstrip("-").isdigit() else unquote(v) for k, v in pairs}
+
+
+@pytest.mark.parametrize("query", _ASKED)
+@pytest.mark.usefixtures("placement")
+def test_the_spec_says_which_questions_go_together_and_the_app_agrees(
+    client: Any, finished: dict[str, Any], query: str
+) -> None:
+    """The spec's one ``question`` object (oneOf the question sets) is what the app answers: a
+    query it allows is never 400, one it does not allow always is (a generated client and the
+    fuzzer read the rule from the schema, not from prose)."""
+    import jsonschema
+
+    spec = yaml.safe_load(_SPEC.read_text())
+    (question,) = [
+        p for p in spec["paths"]["/api/jobs/{request_id}/tiles"]["parameters"] if p.get("name") == "question"
+    ]
+    assert (question["in"], question["style"], question["explode"]) == ("query", "form", True)
+    pairs = [part.split("=", 1)[0] for part in query.split("&") if part]
+    allowed = len(pairs) == len(set(pairs)) and jsonschema.Draft4Validator(question["schema"]).is_valid(
+        _as_question(query)
+    )
+    answer = client.get(f"{finished['base']}?{query}")
+    assert (answer.status_code != 400) == allowed, (query, answer.status_code, answer.get_data(as_text=True)[:200])
+    if not allowed:
+        assert answer.json["error"] in ("invalid_field", "missing_field", "repeated_field"), answer.json
