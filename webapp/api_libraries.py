@@ -118,18 +118,17 @@ def visible_library(name: str, *, max_age: float = 0.0) -> LibraryInfo:
     return info
 
 
-def _signature(marker: str) -> str:
-    secret = current_app.secret_key
+def _signature(marker: str, secret: str | bytes) -> str:
     key = secret.encode() if isinstance(secret, str) else bytes(secret or b"")
     mac = hmac.new(b"photomosaics library pages\0" + key, marker.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(mac[:18]).decode()
 
 
-def _page_token(marker: str) -> str:
-    """The continuation of the library listing: the storage marker, signed with the app's key,
-    so a token this server did not issue is 400. Signed, not encrypted: the marker may name the
-    next container, but which names are taken is no secret (creating one says 409)."""
-    return base64.urlsafe_b64encode(marker.encode()).decode().rstrip("=") + "." + _signature(marker)
+def library_page_token(marker: str, secret: str | bytes) -> str:
+    """The continuation of the library listing: the storage marker, signed with the app's secret
+    key, so a token this server did not issue is 400. Signed, not encrypted: the marker may name
+    the next container, but which names are taken is no secret (creating one says 409)."""
+    return base64.urlsafe_b64encode(marker.encode()).decode().rstrip("=") + "." + _signature(marker, secret)
 
 
 def _page_marker(token: str) -> str:
@@ -138,7 +137,7 @@ def _page_marker(token: str) -> str:
         marker = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
     except (ValueError, UnicodeError):
         marker = ""
-    if not marker or not hmac.compare_digest(signature, _signature(marker)):
+    if not marker or not hmac.compare_digest(signature, _signature(marker, current_app.secret_key or b"")):
         raise ApiError(400, "invalid_field", "continuation: not a token of this library listing")
     return marker
 
@@ -158,7 +157,7 @@ def list_libraries() -> Response:
     except ValueError as exc:
         raise ApiError(400, "invalid_field", f"continuation: {exc}") from None
     libraries = [info for info in page if info.visible_to(me)]
-    continuation = _page_token(next_marker) if next_marker else None
+    continuation = library_page_token(next_marker, current_app.secret_key or b"") if next_marker else None
     return jsonify(
         {"libraries": [_library_json(info, samples=None) for info in libraries], "continuation": continuation}
     )

@@ -46,6 +46,12 @@ _SWAPS_AXES = {5, 6, 7, 8}  # EXIF orientations that rotate by 90 degrees
 # Form fields a client may send more than once: a library's files. Any other field sent twice
 # (a correction as [10, 90]) is 400, not "the first one wins".
 LIST_FIELDS = frozenset({"files"})
+# Every form field an endpoint reads (POST /api/jobs, POST /api/libraries): one of these sent twice
+# would leave "which one counts" to chance, so it is refused. A field no endpoint reads is ignored
+# however often it comes (the spec allows other fields), so its repeats are ignored too.
+READ_FIELDS = frozenset(
+    {"image", "library", "tile_size", "slices", "tiles_across", "max_uses", "correction", "name", "description"}
+)
 SHOWN_CHARACTERS = 40  # a field's value is echoed in an error up to this long, else its length only
 _EXIF_ORIENTATION = 0x0112
 
@@ -149,7 +155,7 @@ def shown(value: object) -> str:
 
 
 def refuse_repeated_fields() -> None:
-    """400 ``repeated_field`` for a form field sent more than once (except ``LIST_FIELDS``)."""
+    """400 ``repeated_field`` for a field the app reads (``READ_FIELDS``) sent more than once."""
     if request.method not in ("POST", "PUT", "PATCH") or request.mimetype not in (
         "multipart/form-data",
         "application/x-www-form-urlencoded",
@@ -157,7 +163,7 @@ def refuse_repeated_fields() -> None:
         return
     for fields in (request.form, request.files):
         for name in fields:
-            if name not in LIST_FIELDS and len(fields.getlist(name)) > 1:
+            if name in READ_FIELDS and len(fields.getlist(name)) > 1:
                 raise ApiError(
                     400, "repeated_field", f"{shown(name)} was sent {len(fields.getlist(name))} times; send it once"
                 )

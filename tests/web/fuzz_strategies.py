@@ -3,7 +3,8 @@ and a fair judgement of link-edited uploads.
 
 ``format: continuation-token`` is opaque to clients; the fuzzer must still send tokens of the
 form the server issues (a token it did not issue is a documented 400), so this strategy
-makes them with the server's own encoder.
+makes them with the server's own encoder; ``format: library-continuation-token`` likewise, signed
+with the secret key of the served app.
 
 Every ``format: binary`` field of this API is an uploaded photo (or a zip of photos): a
 JSON schema cannot say "decodable image", so schemathesis' own binary data (random bytes,
@@ -52,6 +53,9 @@ def register() -> None:
         st.from_regex(r"\A[A-Za-z0-9_-]{1,64}\Z"),
     )
     schemathesis.openapi.format("continuation-token", row_keys.map(_encode_token))
+    # GET /api/libraries: a storage marker signed with the web app's secret key (the suite's app
+    # uses tests.web.conftest.SECRET; for `st run` set PHOTOMOSAICS_SECRET_KEY to the served app's).
+    schemathesis.openapi.format("library-continuation-token", st.from_regex(r"\A[a-z0-9-]{1,63}\Z").map(_library_token))
     images = st.builds(
         _png,
         st.integers(min_value=8, max_value=96),
@@ -60,6 +64,17 @@ def register() -> None:
     )
     schemathesis.openapi.format("binary", images)
     schemathesis.hook("before_call")(_judge_multipart_as_sent)
+
+
+def _library_token(marker: str) -> str:
+    import os
+
+    from webapp.api_libraries import library_page_token
+
+    secret = os.environ.get("PHOTOMOSAICS_SECRET_KEY")
+    if not secret:
+        from tests.web.conftest import SECRET as secret
+    return library_page_token(marker, secret)
 
 
 def _judge_multipart_as_sent(context: Any, case: Any, kwargs: dict[str, Any]) -> None:

@@ -155,9 +155,12 @@ def served(pipeline: Any, azurite_connection_string: str) -> Iterator[str]:
             "SSE_POLL_SECONDS": 0.05,
             "SSE_MAX_SECONDS": 5.0,
             "ADMIN_TOKEN": ADMIN_TOKEN,
+            "ADMIN_MAX_FAILED_ATTEMPTS": 1_000_000,
         }
         # SSE_MAX_SECONDS: a stream on a job still rendering ends after 5 s (a client reconnects);
-        # the walks do not wait 30 s on each such job
+        # the walks do not wait 30 s on each such job. ADMIN_MAX_FAILED_ATTEMPTS: the fuzzer's wrong
+        # tokens (its auth checks) and the operator's walks come from one address; ten wrong ones
+        # would lock the walks out for a minute (webapp.admin; tests/web/test_admin_attempts.py).
     )
     with serving(app) as url:
         yield url

@@ -301,6 +301,27 @@ def test_a_library_name_sent_twice_is_refused_and_files_may_repeat(client: Any) 
     assert client.post("/api/libraries", data={"name": name, "files": files}).status_code == 201
 
 
+def test_a_field_no_endpoint_reads_may_repeat_like_any_other_unknown_field(client: Any) -> None:
+    """The spec allows fields it does not name, and the app ignores them: sent twice they are still
+    ignored (the fuzzer's schema-valid job with an unknown field three times was a 400)."""
+    form: dict[str, Any] = {"library": LIBRARY, "tile_size": "8", "slices": "1", "note": ["a", "b", "c"]}
+    form["image"] = (io.BytesIO(png_bytes()), "a.png")
+    answer = client.post("/api/jobs", data=form, content_type="multipart/form-data")
+    assert answer.status_code == 202, answer.get_json()
+
+
+def test_every_form_field_the_code_reads_is_held_to_once() -> None:
+    import re
+    from pathlib import Path
+
+    from webapp.validation import LIST_FIELDS, READ_FIELDS
+
+    code = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[2] / "webapp").glob("*.py"))
+    read = set(re.findall(r"request\.(?:form|files)\.get(?:list)?\(\"(\w+)\"", code))
+    read |= set(re.findall(r"int_field\(request\.form, \"(\w+)\"", code))
+    assert read - LIST_FIELDS == READ_FIELDS
+
+
 def test_a_form_field_is_small_and_never_echoed_whole(client: Any) -> None:
     """A text field is held in memory: 64 KiB at most (413), and an error repeats its start only."""
     huge = client.post(
