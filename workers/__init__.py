@@ -14,5 +14,11 @@
   ``RoleServices``, the one place a job fails (``poison_hook``), ``Stopwatch``, a job's engine
   options, and the demo tile library.
 
-The rooms' allowed import directions are declared in ``tests/test_layers.py``.
+A role's handler says which queue it consumes where it is defined
+(``@consumes(lambda queues: queues.slice_requests, what="rendering a slice")``,
+``workers.runtime.bindings``); ``photomosaics/commands/roles.py`` starts one listener per bound
+handler (``bindings_of(handler_object)``). A new role (the indexer) is a room with its handler
+class, its ``@consumes`` methods and a command in ``roles.py``; it may import ``runtime``,
+``imaging`` and the shared modules above, never another role's room. The rooms' allowed import
+directions are declared in ``tests/test_layers.py`` (``WORKER_ROOMS``).
 """
