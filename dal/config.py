@@ -202,6 +202,9 @@ class Settings:
     library_address_burst: int = 10
     library_client_burst: int = 5
     libraries_per_hour: int = 20
+    # Bytes of photos one client may declare for direct upload into its libraries, per hour (a bucket
+    # of that many bytes, refilled at that rate): POST /api/libraries/<name>/uploads answers 429 past it.
+    upload_bytes_per_hour: int = 16 * 2**30
     # Proxies in front of the web app whose X-Forwarded-For/-Proto/-Host are trusted (werkzeug's
     # ProxyFix): the client address of the quotas and the scheme of the origin check and cookie.
     trusted_proxies: int = 0
@@ -261,6 +264,7 @@ class Settings:
             "library_address_burst": "PHOTOMOSAICS_LIBRARY_ADDRESS_BURST",
             "library_client_burst": "PHOTOMOSAICS_LIBRARY_CLIENT_BURST",
             "libraries_per_hour": "PHOTOMOSAICS_LIBRARIES_PER_HOUR",
+            "upload_bytes_per_hour": "PHOTOMOSAICS_UPLOAD_BYTES_PER_HOUR",
             "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
             "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
             "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",

@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from dal.admission.address_quotas import AddressBuckets, library_buckets
+from dal.admission.address_quotas import AddressBuckets, library_buckets, upload_bytes_bucket
 from dal.admission.backpressure import BacklogGauge
 from dal.admission.quotas import QuotaStore
 from dal.admission.render_rates import RenderRates
 from dal.availability.failover import PairedAccount
 from dal.blobs.libraries import LibraryStore
+from dal.blobs.staging import LibraryStaging
 from dal.blobs.store import BlobStore
 from dal.config import Settings, StorageClients
 from dal.jobs.store import JobStore
@@ -89,6 +90,16 @@ class Stores:
             per_hour=self.settings.libraries_per_hour,
             prefix=self.prefix,
         )
+
+    @cached_property
+    def staging(self) -> LibraryStaging:
+        """Upload grants (write-only SAS) and the staged photos of libraries made for uploads."""
+        return LibraryStaging(self.libraries)
+
+    @cached_property
+    def upload_quota(self) -> AddressBuckets:
+        """Bytes of photos a client may declare for direct upload, per hour, in the quotas table."""
+        return upload_bytes_bucket(self.storage, per_hour=self.settings.upload_bytes_per_hour, prefix=self.prefix)
 
     @cached_property
     def render_rates(self) -> RenderRates:

@@ -22,7 +22,9 @@ meet a client's row.
 The same bucket counts other things under other RowKeys: library creations
 (``library_buckets``: one bucket per network address, ``RowKey="library-address"``, and one per
 client id, ``RowKey="library-client"``), so creating libraries is bounded for a client that
-keeps its cookie and for one that drops it.
+keeps its cookie and for one that drops it; and the bytes of photos a client declares for
+direct upload (``upload_bytes_bucket``, ``RowKey="upload-bytes"``: ``admit`` takes ``amount``
+tokens, one per byte).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from dal.config import CLIENT_QUOTAS_TABLE, StorageClients
 from dal.errors import QuotaExceeded
 from dal.names import prefixed
 
-__all__ = ["AddressBuckets", "library_buckets", "network_key"]
+__all__ = ["AddressBuckets", "library_buckets", "network_key", "upload_bytes_bucket"]
 
 _ROW = "address"
 _MAX_ATTEMPTS = 20
@@ -104,34 +106,39 @@ class AddressBuckets:
         elapsed = max(0.0, now - float(entity["updated"]))
         return min(float(self.burst), float(entity["tokens"]) + elapsed * self.per_second)
 
-    def admit(self, address: str, *, now: float | None = None) -> None:
-        """Take one token for ``address``'s network, or raise ``QuotaExceeded`` taking nothing."""
+    def admit(self, address: str, *, now: float | None = None, amount: float = 1.0) -> None:
+        """Take ``amount`` tokens (one submission; or bytes, ``upload_bytes_bucket``) for ``address``'s
+        network, or raise ``QuotaExceeded`` taking nothing."""
         key = self.key(address)
         for _ in range(_MAX_ATTEMPTS):
             clock = time.time() if now is None else now
             entity = self._read(key)
             tokens = self._tokens(entity, clock)
-            if tokens < 1.0:
-                wait = math.ceil((1.0 - tokens) / self.per_second)
+            if tokens < amount:
+                wait = math.ceil((amount - tokens) / self.per_second)
+                if amount > self.burst:
+                    wait = max(wait, 3600)
                 raise QuotaExceeded(
-                    f"at most {self.burst} {self.counted} at once from {self.per}, then "
-                    f"{round(self.per_second * 3600)} an hour; try again in {wait} s",
+                    f"at most {self.burst:,} {self.counted} at once from {self.per}, then "
+                    f"{round(self.per_second * 3600):,} an hour"
+                    + (f" (this request asks for {amount:,.0f})" if amount != 1.0 else "")
+                    + f"; try again in {wait} s",
                     retry_after=wait,
                 )
-            if self._write(key, tokens - 1.0, clock, entity):
+            if self._write(key, tokens - amount, clock, entity):
                 return
             time.sleep(random.uniform(0.005, 0.05))  # lost the race: re-read and decide again
         raise QuotaExceeded(f"too many simultaneous {self.counted} from {self.per}", retry_after=1)
 
-    def give_back(self, address: str) -> None:
-        """Return the token of a submission that was refused or not stored (best effort)."""
+    def give_back(self, address: str, *, amount: float = 1.0) -> None:
+        """Return the tokens of a submission that was refused or not stored (best effort)."""
         key = self.key(address)
         for _ in range(_MAX_ATTEMPTS):
             clock = time.time()
             entity = self._read(key)
             if entity is None:
                 return
-            if self._write(key, min(float(self.burst), self._tokens(entity, clock) + 1.0), clock, entity):
+            if self._write(key, min(float(self.burst), self._tokens(entity, clock) + amount), clock, entity):
                 return
 
     def _read(self, key: str) -> dict[str, Any] | None:
@@ -176,3 +183,18 @@ def library_buckets(
         per="one client",
     )
     return by_address, by_client
+
+
+def upload_bytes_bucket(storage: StorageClients, *, per_hour: int, prefix: str = "") -> AddressBuckets:
+    """The bytes of photos one client may declare for upload (``POST /api/libraries/<name>/uploads``):
+    a bucket of ``per_hour`` bytes, refilled at that rate; ``admit(client_id, amount=bytes)``."""
+    return AddressBuckets(
+        storage,
+        burst=per_hour,
+        per_hour=per_hour,
+        prefix=prefix,
+        row="upload-bytes",
+        key=lambda client_id: client_id,
+        counted="bytes of uploads",
+        per="one client",
+    )

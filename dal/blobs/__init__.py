@@ -6,4 +6,6 @@
 - ``rendered``: the stored format of rendered slices.
 - ``pyramid``: a job's Deep Zoom zip read by range.
 - ``libraries``: tile libraries, one container each, with their index.
+- ``staging``: photos uploaded straight to a library with a write-only SAS (the valet key).
+- ``cors``: the Blob service's CORS rule for browser uploads from the app's one origin.
 """

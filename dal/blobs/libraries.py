@@ -75,6 +75,7 @@ TILE_COUNT_KEY = "tilecount"
 OWNER_KEY = "owner"
 SHARED_KEY = "shared"
 SAMPLES_KEY = "samples"
+UPLOADS_KEY = "uploads"  # "true": a library filled by direct uploads and the indexer (dal.blobs.staging)
 SAMPLES_KEPT = 8  # tile names kept in the metadata for listings
 _INFO_SECONDS = 10.0  # how long a process trusts a library's metadata for tile reads
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$")
@@ -117,6 +118,7 @@ class LibraryInfo:
     owner: str | None = None  # the creating client; None: an operator's library
     shared: bool = False  # marked by an operator for every client
     samples: tuple[str, ...] = ()  # a few tile blob names, spread over the library
+    uploads: bool = False  # filled by direct uploads and the indexer (``open_for_uploads``)
 
     def visible_to(self, client_id: str) -> bool:
         """A client sees its own libraries and the shared ones."""
@@ -236,6 +238,27 @@ class LibraryStore:
             container.create_container()
         except ResourceExistsError:
             raise LibraryExistsError(f"a library called {name!r} exists or is being created") from None
+
+    def open_for_uploads(self, name: str, description: str, *, owner: str) -> None:
+        """A new, empty library that photos are uploaded into (``dal.blobs.staging``) and the indexer
+        fills: the name is claimed (``LibraryExistsError`` if taken) and marked at once, with no
+        tiles and no version yet, so its owner sees it while the photos arrive."""
+        self.claim(name)
+        container = self._service.get_container_client(self.container_name(name))
+        try:
+            container.set_container_metadata(
+                {
+                    LIBRARY_METADATA_KEY: quote(description, safe=_PRINTABLE),
+                    VERSION_KEY: "",
+                    TILE_COUNT_KEY: "0",
+                    OWNER_KEY: owner,
+                    UPLOADS_KEY: "true",
+                }
+            )
+        except BaseException:
+            self.release(name)
+            raise
+        self._forget(container.container_name)
 
     def release(self, name: str) -> None:
         """Give back a claim whose creation failed (best effort: the original error is the answer)."""
@@ -473,6 +496,7 @@ class LibraryStore:
             owner=values.get(OWNER_KEY) or None,
             shared=values.get(SHARED_KEY) == "true",
             samples=samples,
+            uploads=values.get(UPLOADS_KEY) == "true",
         )
 
     def list(self) -> list[LibraryInfo]:

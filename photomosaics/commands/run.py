@@ -20,6 +20,7 @@ and the embedded Azurite is restarted on the same ports and data if it dies
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -128,12 +129,15 @@ def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]
         azurite.stop()
 
 
-def prepare_storage(connection_string: str) -> None:
-    """Queues (with metadata), containers, tables and the demo library, where missing.
+def prepare_storage(connection_string: str, *, upload_origin: str | None = None) -> None:
+    """Queues (with metadata), containers, tables and the demo library, where missing; with
+    ``upload_origin`` (the embedded Azurite), the Blob service's CORS rule that lets the web
+    page at that origin upload photos straight to storage (``dal.blobs.cors``).
 
     Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
     ``Stores.ensure`` is the one list of what the app needs to exist."""
     from dal.availability.health import check_storage
+    from dal.blobs.cors import set_upload_cors
     from dal.config import Settings, StorageClients
     from dal.stores import Stores
     from workers.demo_library import ensure_demo_library
@@ -143,6 +147,8 @@ def prepare_storage(connection_string: str) -> None:
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
     Stores(storage, settings).ensure()
+    if upload_origin is not None:
+        set_upload_cors(storage, upload_origin)
     started = time.monotonic()
     ensure_demo_library(storage, prefix=prefix)
     if time.monotonic() - started > 1:
@@ -356,8 +362,12 @@ def run(
         storage_account(data) as (connection_string, embedded),
         secondary_account(data, embedded=secondary_azurite) as secondary,
     ):
+        # The embedded Azurite lets the app's own page upload library photos to it (CORS); on a
+        # real account the operator sets that rule (docs/operations.md, "Direct uploads").
+        shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        upload_origin = f"http://{shown_host}:{chosen}" if embedded is not None else None
         try:
-            prepare_storage(connection_string)
+            prepare_storage(connection_string, upload_origin=upload_origin)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
         channels = local_channels(data)
@@ -370,7 +380,11 @@ def run(
             from dal.availability.storage_status import STATUS_FILE_ENV
             from photomosaics.local.storage_keeper import AzuriteKeeper
 
-            keeper = AzuriteKeeper(embedded[0], data / "storage-status.json", on_restart=prepare_storage)
+            keeper = AzuriteKeeper(
+                embedded[0],
+                data / "storage-status.json",
+                on_restart=functools.partial(prepare_storage, upload_origin=upload_origin),
+            )
             web_extra[STATUS_FILE_ENV] = str(keeper.status_file)
 
             def on_tick() -> None:
@@ -393,7 +407,6 @@ def run(
         supervisor = Supervisor(
             specs, grace=grace, on_exit=hand_back_on_exit(connection_string, channels), on_tick=on_tick
         )
-        shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
         click.echo("metrics: " + ", ".join(f"{name} http://127.0.0.1:{p}/metrics" for name, p in ports.items()))
         stop_announcer = threading.Event()
         announcer = threading.Thread(

@@ -1,0 +1,166 @@
+"""Photos uploaded straight to a library's container with a valet key (a write-only SAS).
+
+The valet-key pattern: the web app never receives a photo. For each file a client wants to
+upload it hands back a URL of one blob under the library's staging prefix, ``staging/<safe
+name>``, signed with the account key for **create and write only** (no read, list or delete)
+and valid for ``SAS_SECONDS``; the client writes the photo there itself (Put Blob, or Put Block
+and Put Block List for a large or resumed one) and asks for indexing. A block blob is visible
+only once committed, so a staged blob that exists with the declared size is a complete upload:
+``grant`` says ``uploaded`` for it and the client skips it. One listing of the staging prefix
+per grant (5,000 names a page) answers that for the whole request.
+
+Staged names are flat (``safe_photo_name``): ``[A-Za-z0-9._-]``, at most ``MAX_SAFE_NAME``
+characters, no ``/``. A name already of that form is kept as is; any other (a folder path,
+spaces, accents) is cleaned and given a short hash of the original, so two different names
+never meet, and the same name always gives the same blob: a repeated upload is the same blob.
+The staged name is the photo's name everywhere after (messages, the index, the API).
+
+What a SAS cannot bound is the size actually written: the declared sizes count against the
+client's upload quota (``dal.admission.address_quotas.upload_bytes_bucket``), and the indexer
+reads a staged blob's real size before downloading it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import PurePosixPath
+from typing import Any
+
+from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+
+from dal.blobs.libraries import LibraryStore
+from dal.errors import StorageConfigurationError
+
+__all__ = [
+    "MAX_SAFE_NAME",
+    "SAS_SECONDS",
+    "STAGING_PREFIX",
+    "LibraryStaging",
+    "StagedPhoto",
+    "UploadGrant",
+    "safe_photo_name",
+]
+
+STAGING_PREFIX = "staging/"
+SAS_SECONDS = 15 * 60
+SAS_CLOCK_SKEW = 5 * 60  # the SAS starts this much earlier: a client clock a little behind still works
+MAX_SAFE_NAME = 160
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def safe_photo_name(name: str) -> str:
+    """The flat staged name of an uploaded file's name (see the module docstring); ValueError
+    for a name with nothing in it."""
+    text = unicodedata.normalize("NFC", str(name)).replace("\\", "/")
+    parts = [p for p in PurePosixPath(text).parts if p not in ("/", ".", "..")]
+    if not parts or not "".join(parts).strip():
+        raise ValueError(f"file name {str(name)[:80]!r} names no file")
+    if len(parts) == 1 and len(text) <= MAX_SAFE_NAME and _SAFE.match(text) and ".." not in text:
+        return text
+    suffix = PurePosixPath(parts[-1]).suffix.lower()
+    suffix = suffix if re.fullmatch(r"\.[a-z0-9]{1,8}", suffix) else ""
+    stem = "-".join(parts)
+    stem = stem[: len(stem) - len(suffix)] if suffix and stem.lower().endswith(suffix) else stem
+    ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_stem).strip("-._") or "photo"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    room = MAX_SAFE_NAME - len(suffix) - len(digest) - 1
+    return f"{cleaned[:room].rstrip('-._') or 'photo'}-{digest}{suffix}"
+
+
+@dataclass(frozen=True)
+class UploadGrant:
+    """One file of a grant: its name as given, its staged blob, the URL to write it to."""
+
+    name: str
+    blob: str  # "staging/<safe name>"
+    url: str  # the blob's URL with a create+write SAS
+    uploaded: bool  # the staged blob exists with the declared size: skip it
+
+
+@dataclass(frozen=True)
+class StagedPhoto:
+    name: str  # the safe name (without "staging/")
+    size: int
+
+
+class LibraryStaging:
+    """Upload grants and the staged photos of libraries made for uploads."""
+
+    def __init__(self, libraries: LibraryStore) -> None:
+        self.libraries = libraries
+        self._storage = libraries._storage
+
+    def _container(self, library: str) -> Any:
+        return self._storage.blob_service.get_container_client(self.libraries.container_name(library))
+
+    def staged(self, library: str) -> dict[str, int]:
+        """Every staged photo of the library: safe name -> size (one listing per 5,000)."""
+        container = self._container(library)
+        return {
+            props.name.removeprefix(STAGING_PREFIX): int(props.size or 0)
+            for props in container.list_blobs(name_starts_with=STAGING_PREFIX)
+        }
+
+    def staged_page(self, library: str, size: int, marker: str | None = None) -> tuple[list[StagedPhoto], str | None]:
+        """One listing page of staged photos (``size`` of them, by name) and the next marker (None: last)."""
+        pages = self._container(library).list_blobs(name_starts_with=STAGING_PREFIX, results_per_page=size)
+        pager = pages.by_page(continuation_token=marker)
+        try:
+            page = list(next(pager))
+        except StopIteration:
+            return [], None
+        photos = [StagedPhoto(p.name.removeprefix(STAGING_PREFIX), int(p.size or 0)) for p in page]
+        return photos, pager.continuation_token or None
+
+    def grant(
+        self,
+        library: str,
+        files: Sequence[tuple[str, int]],
+        *,
+        seconds: int = SAS_SECONDS,
+        now: datetime | None = None,
+        staged: dict[str, int] | None = None,
+    ) -> tuple[list[UploadGrant], datetime]:
+        """A create+write SAS URL per ``(name, size)`` and when they expire.
+
+        ``staged``: the library's staged photos if the caller listed them already (``staged``)."""
+        key = self._storage.account_key
+        if not key:
+            raise StorageConfigurationError(
+                "direct uploads need the storage account's key to sign upload URLs: the connection string has none"
+            )
+        start = (now or datetime.now(UTC)).replace(microsecond=0)
+        expires = start + timedelta(seconds=seconds)
+        present = self.staged(library) if staged is None else staged
+        container = self._container(library)
+        grants = []
+        for name, size in files:
+            safe = safe_photo_name(name)
+            blob = STAGING_PREFIX + safe
+            sas = generate_blob_sas(
+                account_name=self._storage.account_name,
+                container_name=container.container_name,
+                blob_name=blob,
+                account_key=key,
+                permission=BlobSasPermissions(create=True, write=True),
+                expiry=expires,
+                start=start - timedelta(seconds=SAS_CLOCK_SKEW),
+            )
+            url = f"{container.get_blob_client(blob).url}?{sas}"
+            grants.append(UploadGrant(name=name, blob=blob, url=url, uploaded=present.get(safe) == size))
+        return grants, expires
+
+    def delete_staged(self, library: str, names: Iterable[str]) -> None:
+        """Remove staged photos (best effort, missing ones are fine)."""
+        container = self._container(library)
+        for name in names:
+            try:
+                container.delete_blob(STAGING_PREFIX + name)
+            except Exception:
+                pass

@@ -1,0 +1,144 @@
+"""Libraries at a person's scale: photos go straight to storage (valet key), a worker indexes them.
+
+``POST /api/libraries/<name>/uploads`` takes the list of files a client wants to upload (names
+and sizes, never their bytes), creates the library if it does not exist yet (owned by the
+client's cookie, under the library-creation quotas), and answers per file a URL of one blob of
+the library's staging prefix with a create+write SAS (``dal.blobs.staging``): the client writes
+the photo there itself. A file already staged with the same size is ``uploaded: true`` (skip
+it). The declared bytes still to upload count against the client's hourly upload quota
+(``PHOTOMOSAICS_UPLOAD_BYTES_PER_HOUR``). The web process never receives or decodes a photo.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from dal.blobs.libraries import LibraryInfo
+from dal.blobs.staging import safe_photo_name
+from dal.errors import InvalidLibraryNameError, LibraryExistsError, QuotaExceeded
+from mosaic.sources import MAX_FILE_BYTES
+from webapp.api_libraries import _admit_library, _give_back_library
+from webapp.clients import client_id
+from webapp.errors import ApiError
+from webapp.services import services
+from webapp.validation import shown
+
+log = logging.getLogger(__name__)
+bp = Blueprint("api_library_uploads", __name__, url_prefix="/api")
+
+MAX_FILES_PER_REQUEST = 500
+MAX_FILE_NAME = 1024
+
+
+def _json_body() -> dict[str, Any]:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_body", "the body must be a JSON object (Content-Type: application/json)")
+    return body
+
+
+def _files(body: dict[str, Any]) -> list[tuple[str, int]]:
+    files = body.get("files")
+    if not isinstance(files, list) or not files:
+        raise ApiError(400, "missing_field", "files is required: a list of {name, size}")
+    if len(files) > MAX_FILES_PER_REQUEST:
+        raise ApiError(400, "invalid_field", f"files: at most {MAX_FILES_PER_REQUEST} per request, got {len(files):,}")
+    out = []
+    for i, item in enumerate(files):
+        if not isinstance(item, dict) or set(item) - {"name", "size"}:
+            raise ApiError(400, "invalid_field", f"files[{i}] must be an object {{name, size}}")
+        name, size = item.get("name"), item.get("size")
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_FILE_NAME:
+            raise ApiError(400, "invalid_field", f"files[{i}].name must be text of 1..{MAX_FILE_NAME} characters")
+        if type(size) is not int or size < 0:
+            raise ApiError(400, "invalid_field", f"files[{i}].size must be an integer >= 0, got {shown(size)}")
+        out.append((name, size))
+    return out
+
+
+def _mine(name: str, info: LibraryInfo | None) -> LibraryInfo:
+    """The library if this client owns it and it takes uploads; else the error to answer."""
+    me = client_id()
+    if info is None or not info.visible_to(me):
+        raise ApiError(404, "library_not_found", f"there is no tile library called {shown(name)}")
+    if info.owner != me:
+        raise ApiError(403, "not_owner", f"library {name!r} is shared by the operator; only its owner adds photos")
+    if not info.uploads:
+        raise ApiError(
+            409,
+            "not_uploadable",
+            f"library {name!r} was built in one request and takes no uploads; create a new library for them",
+        )
+    return info
+
+
+def _open(name: str, description: str) -> tuple[LibraryInfo, bool]:
+    """The client's library for uploads, created now (under the creation quotas) if it does not exist."""
+    libraries = services().libraries
+    try:
+        libraries.container_name(name)
+    except InvalidLibraryNameError as exc:
+        raise ApiError(400, "invalid_field", str(exc)) from None
+    info = libraries.info(name)
+    if info is not None:
+        return _mine(name, info), False
+    owner = _admit_library(client_id())
+    try:
+        libraries.open_for_uploads(name, description, owner=owner)
+    except LibraryExistsError:  # a racing request took the name: the same client's parallel batch is fine
+        _give_back_library(owner)
+        info = libraries.info(name)
+        if info is None:  # claimed, not marked yet: someone else's creation in progress
+            raise ApiError(409, "library_exists", f"a library called {name!r} is being created") from None
+        return _mine(name, info), False
+    log.info("library %s opened for uploads", name)
+    return _mine(name, libraries.info(name)), True
+
+
+@bp.post("/libraries/<name>/uploads")
+def grant_uploads(name: str) -> tuple[Response, int]:
+    """Upload URLs for up to 500 files; see the module docstring."""
+    body = _json_body()
+    files = _files(body)
+    description = body.get("description", name)
+    if not isinstance(description, str) or len(description.strip()) > 200:
+        raise ApiError(400, "invalid_field", "description must be text of at most 200 characters")
+    wanted: list[tuple[str, int]] = []
+    refused: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for file_name, size in files:
+        try:
+            safe = safe_photo_name(file_name)
+        except ValueError as exc:
+            refused.append({"name": file_name, "reason": str(exc)})
+            continue
+        if size == 0:
+            refused.append({"name": file_name, "reason": "zero bytes: an empty file is not a photo"})
+        elif size > MAX_FILE_BYTES:
+            refused.append({"name": file_name, "reason": f"larger than {MAX_FILE_BYTES // 2**20} MiB"})
+        elif safe in seen:
+            refused.append({"name": file_name, "reason": "the same file is named twice in this request"})
+        else:
+            seen.add(safe)
+            wanted.append((file_name, size))
+    info, created = _open(name, description.strip() or name)
+    svc = services()
+    staged = svc.staging.staged(info.name)
+    declared = sum(size for file_name, size in wanted if staged.get(safe_photo_name(file_name)) != size)
+    if declared:
+        try:
+            svc.upload_quota.admit(client_id(), amount=declared)
+        except QuotaExceeded as exc:
+            raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
+    grants, expires = svc.staging.grant(info.name, wanted, staged=staged)
+    body_out = {
+        "library": info.name,
+        "created": created,
+        "uploads": [{"name": g.name, "blob": g.blob, "url": g.url, "uploaded": g.uploaded} for g in grants],
+        "refused": refused,
+        "expires_at": expires.isoformat().replace("+00:00", "Z"),
+    }
+    return jsonify(body_out), 201 if created else 200
