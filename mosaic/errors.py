@@ -8,6 +8,8 @@ project is rooted here and named in this drawing.
     PhotoMosaicsError                         the root: every error we raise on purpose
      ├── MosaicError                          mosaic.errors — anything the engine refuses
      │    ├── ImageDecodeError                bytes that are not an image we can read
+     │    │    ├── ImageStructureError        mosaic.image_structure — opening it would cost too much
+     │    │    └── PhotoRefused               mosaic.photo_index — a library photo not indexed (the reason)
      │    ├── LibraryFormatError (ValueError) a library index that is not one
      │    ├── TileSourceError (ValueError)    a would-be library source that cannot be read at all
      │    │    └── SourceLimitError           one over a limit (bytes unpacked, files, pixels)
@@ -16,12 +18,14 @@ project is rooted here and named in this drawing.
      ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
      ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
+     │    └── ClaimCheckRefusedError          a reference to a container other than queuepayloads
      ├── BlobMissingError (LookupError)       dal.errors — a blob or container that should exist
      │    └── BlobChangedError                the version asked for (by ETag) was replaced
      ├── LibraryError                         dal.errors — a tile library refused or not found
      │    ├── InvalidLibraryNameError (ValueError)
      │    ├── LibraryNotFoundError (LookupError)
-     │    └── EmptyLibraryError (ValueError)
+     │    ├── EmptyLibraryError (ValueError)
+     │    └── LibraryExistsError              the name is taken (or being created)
      ├── JobNotFoundError (LookupError)       dal.errors
      ├── JobExistsError                       dal.errors
      ├── JobUpdateConflictError               dal.errors — lost the ETag race too many times

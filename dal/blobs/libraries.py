@@ -60,6 +60,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import ContentSettings
 from PIL import Image
 
+from dal.blobs.indexed import IndexedLibraries, Manifest
 from dal.blobs.store import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
 from dal.config import INTERNAL_CONTAINERS, LIBRARY_METADATA_KEY, StorageClients
 from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryExistsError, LibraryNotFoundError
@@ -197,11 +198,21 @@ class LibraryStore:
         self.prefix = prefix
         self._cache: dict[str, _Cached] = {}
         self._infos: dict[str, tuple[float, LibraryInfo | None]] = {}  # container -> (monotonic time, info)
+        # Libraries the indexer fills: manifest and segments (dal.blobs.indexed), segments cached here.
+        self.indexed = IndexedLibraries(self.container_client)
         self._lock = threading.Lock()
 
     @property
     def _service(self) -> Any:
         return self._storage.blob_service
+
+    @property
+    def storage(self) -> StorageClients:
+        return self._storage
+
+    def container_client(self, name: str) -> Any:
+        """The container client of library ``name`` (prefixed)."""
+        return self._service.get_container_client(self.container_name(name))
 
     def container_name(self, name: str) -> str:
         """The container of library ``name``; the name prefix leaves ``name`` fewer characters."""
@@ -258,6 +269,18 @@ class LibraryStore:
         except BaseException:
             self.release(name)
             raise
+        self._forget(container.container_name)
+
+    def publish(self, name: str, manifest: Manifest) -> None:
+        """An indexed library's new version, tile count and samples in its container's metadata
+        (what listings and ``info`` read); the manifest itself is the version (``dal.blobs.indexed``)."""
+        container = self.container_client(name)
+        indexed = manifest.indexed()
+        metadata = dict(container.get_container_properties().metadata)
+        metadata[VERSION_KEY] = manifest.version
+        metadata[TILE_COUNT_KEY] = str(len(indexed))
+        metadata[SAMPLES_KEY] = ",".join(f"{n}.jpg" for n in _spread(indexed, SAMPLES_KEPT))
+        container.set_container_metadata(metadata)
         self._forget(container.container_name)
 
     def release(self, name: str) -> None:
@@ -449,11 +472,31 @@ class LibraryStore:
             cached.checked = checked
             return cached.library
         except ResourceNotFoundError as exc:
-            raise self._not_found(container, exc) from None
+            if getattr(exc, "error_code", None) == "ContainerNotFound":
+                raise self._not_found(container, exc) from None
+            return self._load_indexed(container, checked, exc)
         library = TileLibrary.from_bytes(data)
         entry = _Cached(etag=str(downloader.properties.etag), version=library.version, library=library, checked=checked)
         with self._lock:
             self._cache[container] = entry
+        return library
+
+    def _load_indexed(self, container: str, checked: float, exc: ResourceNotFoundError) -> TileLibrary:
+        """A library the indexer fills has no index.zip: its manifest and segments (``dal.blobs.indexed``),
+        kept while the manifest's version is unchanged."""
+        indexed = self.indexed
+        name = unprefixed(self.prefix, container)
+        manifest, etag = indexed.read(name)
+        if etag is None:
+            raise self._not_found(container, exc)
+        with self._lock:
+            cached = self._cache.get(container)
+        if cached is not None and cached.version == manifest.version:
+            cached.checked = checked
+            return cached.library
+        library = indexed.compose(name, manifest)
+        with self._lock:
+            self._cache[container] = _Cached(etag="", version=library.version, library=library, checked=checked)
         return library
 
     def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
+from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import BlobSasPermissions, generate_blob_sas
 
 from dal.blobs.libraries import LibraryStore
@@ -94,10 +95,10 @@ class LibraryStaging:
 
     def __init__(self, libraries: LibraryStore) -> None:
         self.libraries = libraries
-        self._storage = libraries._storage
+        self._storage = libraries.storage
 
     def _container(self, library: str) -> Any:
-        return self._storage.blob_service.get_container_client(self.libraries.container_name(library))
+        return self.libraries.container_client(library)
 
     def staged(self, library: str) -> dict[str, int]:
         """Every staged photo of the library: safe name -> size (one listing per 5,000)."""
@@ -108,13 +109,18 @@ class LibraryStaging:
         }
 
     def staged_page(self, library: str, size: int, marker: str | None = None) -> tuple[list[StagedPhoto], str | None]:
-        """One listing page of staged photos (``size`` of them, by name) and the next marker (None: last)."""
+        """One listing page of staged photos (``size`` of them, by name) and the next marker (None: last);
+        a marker the service did not issue is ``ValueError``."""
         pages = self._container(library).list_blobs(name_starts_with=STAGING_PREFIX, results_per_page=size)
         pager = pages.by_page(continuation_token=marker)
         try:
             page = list(next(pager))
         except StopIteration:
             return [], None
+        except HttpResponseError as exc:
+            if exc.status_code == 400:
+                raise ValueError("not a marker of this listing") from None
+            raise
         photos = [StagedPhoto(p.name.removeprefix(STAGING_PREFIX), int(p.size or 0)) for p in page]
         return photos, pager.continuation_token or None
 

@@ -1,0 +1,192 @@
+"""A library the indexer fills: immutable segments of tiles and one manifest, its published version.
+
+A library made for uploads (``LibraryStore.open_for_uploads``) has no ``index.zip``. Each
+IndexRequest the indexer handles writes one **segment**, ``segments/<request_id>.zip``: the
+``TileLibrary.to_bytes()`` of that batch's tiles (the same bytes again when the batch is
+redelivered), then merges the batch's per-photo **outcomes** (indexed with its hash and segment,
+or skipped with the reason) into ``manifest.json`` with one read and one conditional write
+(``If-Match``; a writer that lost the race re-reads and merges again). The manifest is the
+published version: its ``version`` is a hash of the indexed photos and their segments, and the
+near-duplicate groups are computed there from the photos' perceptual hashes. Publishing a batch
+costs three transactions besides the photos' own (segment, manifest read, manifest write): no
+per-photo row anywhere, and the API reads progress and every photo's outcome from one blob.
+
+``LibraryStore.publish`` writes the version, tile count and samples into the container's
+metadata after each merge. ``LibraryStore.load`` falls back to ``compose`` when a library has no ``index.zip``: the tiles
+of every segment the manifest names, sorted by photo name, so the library (and its version) is
+the same whatever order batches finished in. Segments are immutable, so a process caches them
+by name and a new version costs only the segments it has not seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
+from azure.storage.blob import ContentSettings
+
+from dal.errors import LibraryNotFoundError
+from mosaic.library import TileLibrary
+
+__all__ = ["MANIFEST_BLOB", "SEGMENT_PREFIX", "IndexedLibraries", "Manifest", "PhotoOutcome", "group_photos"]
+
+MANIFEST_BLOB = "manifest.json"
+SEGMENT_PREFIX = "segments/"
+FORMAT = "photomosaics-library-manifest"
+GROUP_DISTANCE = 10  # Hamming distance of two 64-bit hashes within which photos are one group
+_ATTEMPTS = 30
+
+
+@dataclass(frozen=True)
+class PhotoOutcome:
+    name: str  # the staged name
+    state: str  # "indexed" or "skipped"
+    size: int  # the staged blob's size when it was indexed (a re-upload of another size is indexed again)
+    reason: str = ""  # why it was skipped
+    hash: str = ""  # 16 hex digits: the perceptual hash (mosaic.photo_index.perceptual_hash)
+    segment: str = ""  # the segment blob holding its tile
+
+
+@dataclass
+class Manifest:
+    version: str
+    photos: dict[str, PhotoOutcome]
+    groups: list[list[str]]
+
+    def indexed(self) -> list[str]:
+        return sorted(n for n, p in self.photos.items() if p.state == "indexed")
+
+    def to_json(self) -> bytes:
+        body = {
+            "format": FORMAT,
+            "version": self.version,
+            "photos": [asdict(self.photos[n]) for n in sorted(self.photos)],
+            "groups": self.groups,
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Manifest:
+        body = json.loads(data)
+        if body.get("format") != FORMAT:
+            raise ValueError("not a library manifest")
+        photos = {p["name"]: PhotoOutcome(**p) for p in body["photos"]}
+        return cls(version=str(body["version"]), photos=photos, groups=[list(g) for g in body["groups"]])
+
+
+def group_photos(hashes: dict[str, str], distance: int = GROUP_DISTANCE) -> list[list[str]]:
+    """Near-duplicates (bursts, the same scene twice): photos whose hashes are within ``distance``
+    bits, joined transitively; only groups of two or more, each sorted, by first name."""
+    names = sorted(hashes)
+    values = np.array([int(hashes[n], 16) for n in names], dtype=np.uint64)
+    parent = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(names)):
+        if i + 1 == len(names):
+            break
+        xor = values[i + 1 :] ^ values[i]
+        bits = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+        for j in np.nonzero(bits <= distance)[0]:
+            a, b = root(i), root(i + 1 + int(j))
+            if a != b:
+                parent[b] = a
+    groups: dict[int, list[str]] = {}
+    for i, name in enumerate(names):
+        groups.setdefault(root(i), []).append(name)
+    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+
+def _version(photos: dict[str, PhotoOutcome]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(photos):
+        p = photos[name]
+        if p.state == "indexed":
+            digest.update(f"{name}\0{p.segment}\0{p.size}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+class IndexedLibraries:
+    """Segments, the manifest and the composed library of libraries the indexer fills."""
+
+    def __init__(self, container_of: Callable[[str], Any]) -> None:
+        """``container_of(library)``: the library's container client (``LibraryStore.container_client``)."""
+        self._container = container_of
+        self._segments: dict[tuple[str, str], TileLibrary] = {}
+        self._lock = threading.Lock()
+
+    def read(self, library: str) -> tuple[Manifest, str | None]:
+        """The manifest and its ETag; an empty one (ETag None) before the first batch."""
+        try:
+            downloader = self._container(library).get_blob_client(MANIFEST_BLOB).download_blob()
+            data = downloader.readall()
+        except ResourceNotFoundError:
+            return Manifest(version="", photos={}, groups=[]), None
+        return Manifest.from_json(data), str(downloader.properties.etag)
+
+    def write_segment(self, library: str, segment: str, tiles: TileLibrary) -> str:
+        """Store one batch's tiles (overwriting the same bytes on a redelivery); the blob name."""
+        blob = f"{SEGMENT_PREFIX}{segment}.zip"
+        self._container(library).upload_blob(
+            blob,
+            tiles.to_bytes(),
+            overwrite=True,
+            content_settings=ContentSettings(content_type="application/zip"),
+        )
+        return blob
+
+    def record(self, library: str, outcomes: Iterable[PhotoOutcome]) -> Manifest:
+        """Merge outcomes into the manifest (conditional write, retried on a lost race), regroup and
+        give it its new version; the caller publishes it (``LibraryStore.publish``)."""
+        outcomes = list(outcomes)
+        container = self._container(library)
+        blob = container.get_blob_client(MANIFEST_BLOB)
+        for _ in range(_ATTEMPTS):
+            manifest, etag = self.read(library)
+            for outcome in outcomes:
+                manifest.photos[outcome.name] = outcome
+            manifest.groups = group_photos({n: p.hash for n, p in manifest.photos.items() if p.state == "indexed"})
+            manifest.version = _version(manifest.photos)
+            try:
+                if etag is None:
+                    blob.upload_blob(manifest.to_json(), overwrite=False)
+                else:
+                    blob.upload_blob(
+                        manifest.to_json(), overwrite=True, etag=etag, match_condition=MatchConditions.IfNotModified
+                    )
+            except (ResourceModifiedError, ResourceExistsError):
+                continue
+            return manifest
+        raise RuntimeError(f"library {library!r}: the manifest changed {_ATTEMPTS} times while merging a batch")
+
+    def compose(self, library: str, manifest: Manifest | None = None) -> TileLibrary:
+        """The published library: every indexed photo's tile, by name, from the cached segments."""
+        manifest = manifest or self.read(library)[0]
+        indexed = manifest.indexed()
+        if not indexed:
+            raise LibraryNotFoundError(f"tile library {library!r} has no indexed photo yet")
+        container = self._container(library)
+        tiles = []
+        for name in indexed:
+            segment = manifest.photos[name].segment
+            key = (container.container_name, segment)
+            with self._lock:
+                cached = self._segments.get(key)
+            if cached is None:
+                cached = TileLibrary.from_bytes(container.get_blob_client(segment).download_blob().readall())
+                with self._lock:
+                    self._segments[key] = cached
+            tiles.append(cached.atlas[cached.names.index(name)])
+        return TileLibrary(atlas=np.stack(tiles), names=tuple(indexed), version=manifest.version)

@@ -1,0 +1,212 @@
+"""One library photo to one tile: decode small, keep the faces, hash for near-duplicates.
+
+What the indexer (``workers.indexer``) does to every photo a person uploads, as pure functions
+(bytes in, arrays out; OpenCV and pillow-heif are imported only here and only when used):
+
+- ``decode_photo``: the bounded-opening checks first (``mosaic.image_structure`` through
+  ``mosaic.images.open_image``), the pixel count from the header against ``MAX_PHOTO_PIXELS``,
+  then a **reduced decode**: a JPEG is decoded by libjpeg's DCT scaling (Pillow's ``draft``)
+  straight to 1/2, 1/4 or 1/8 of its size, the smallest that keeps ``WORK_SIDE`` pixels on the
+  shorter side, so a 12 MP photo is never decoded whole; EXIF orientation is applied and the
+  colours are brought to sRGB. HEIC/HEIF (an iPhone's default) is read by pillow-heif, which
+  applies the file's own rotation; it has no reduced decode, so it is decoded once and reduced.
+  Anything else is refused with the reason (``PhotoRefused``): zero bytes, not an image,
+  truncated, a bomb, over the pixel budget.
+- ``square_box``: the square the tile is cut from. Faces found by OpenCV's Haar cascade (the
+  frontal-face model that ships inside the wheel) are kept: the square holds the box around
+  every face when it can, else the largest face; with no face the square goes where the edges
+  are (a gradient-energy measure), the centre winning ties.
+- ``perceptual_hash``: a 64-bit DCT hash (the pHash construction: 32 × 32 grey, the 8 × 8
+  lowest frequencies against their median), so burst shots and the same scene twice are a few
+  bits apart (``dal.blobs.indexed.group_photos`` groups them).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from .errors import ImageDecodeError
+from .images import open_image, to_rgb
+from .library import ATLAS_SIZE
+
+__all__ = [
+    "MAX_PHOTO_PIXELS",
+    "WORK_SIDE",
+    "IndexedPhoto",
+    "PhotoRefused",
+    "decode_photo",
+    "detect_faces",
+    "hamming",
+    "index_photo",
+    "perceptual_hash",
+    "square_box",
+]
+
+WORK_SIDE = 384  # the shorter side the crop, the face search and the hash work at
+MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused before decoding
+_HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"avif")
+_HASH_SIDE = 32
+_FACE_MIN = 24  # the smallest face searched for, in work pixels
+
+
+class PhotoRefused(ImageDecodeError):
+    """A photo the indexer does not make a tile of; ``str()`` is the reason recorded for it."""
+
+
+@dataclass(frozen=True)
+class IndexedPhoto:
+    tile: np.ndarray  # (ATLAS_SIZE, ATLAS_SIZE, 3) uint8
+    hash: str  # 16 hex digits
+    faces: int  # faces found
+    box: tuple[int, int, int]  # (left, top, side) of the square in the work image
+    work_size: tuple[int, int]  # the decoded (reduced) size
+
+
+def _is_heif(data: bytes) -> bool:
+    return data[4:8] == b"ftyp" and data[8:12] in _HEIF_BRANDS
+
+
+def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = MAX_PHOTO_PIXELS) -> Image.Image:
+    """An upright sRGB image whose shorter side is about ``work_side`` (see the module docstring)."""
+    if not data:
+        raise PhotoRefused("zero bytes: an empty file is not a photo")
+    if _is_heif(data):
+        image = _decode_heif(data, max_pixels)
+    else:
+        try:
+            image = open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
+        except ImageDecodeError as exc:
+            raise PhotoRefused(str(exc)) from None
+    shorter = min(image.size)
+    if shorter < 16:
+        raise PhotoRefused(f"too small for a tile: {image.width}x{image.height} pixels")
+    if shorter > work_side:
+        scale = work_side / shorter
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
+    return image
+
+
+def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
+    try:
+        import pillow_heif
+
+        heif = pillow_heif.open_heif(io.BytesIO(data), convert_hdr_to_8bit=True)
+        width, height = heif.size
+        if width * height > max_pixels:
+            raise PhotoRefused(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
+        image = heif.to_pillow()  # the file's own rotation (irot/imir) applied
+        return to_rgb(image)
+    except PhotoRefused:
+        raise
+    except (ValueError, RuntimeError, OSError, EOFError, KeyError, TypeError) as exc:
+        raise PhotoRefused(f"cannot decode HEIF image: {exc}") from None
+
+
+@functools.cache
+def _face_cascade() -> Any:
+    import cv2
+
+    cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
+    if cascade.empty():  # pragma: no cover - the wheel ships it
+        raise RuntimeError("OpenCV's frontal-face cascade is missing from the installed wheel")
+    return cascade
+
+
+def detect_faces(image: Image.Image) -> list[tuple[int, int, int, int]]:
+    """Face boxes ``(x, y, w, h)`` in the image's pixels, largest first."""
+    import cv2
+
+    grey = np.asarray(image.convert("L"))
+    grey = cv2.equalizeHist(np.ascontiguousarray(grey))
+    found = _face_cascade().detectMultiScale(grey, scaleFactor=1.1, minNeighbors=5, minSize=(_FACE_MIN, _FACE_MIN))
+    boxes = [tuple(int(v) for v in box) for box in (found if len(found) else [])]
+    return sorted(boxes, key=lambda b: -b[2] * b[3])  # type: ignore[return-value]
+
+
+def _fit(low: int, high: int, side: int, length: int) -> int | None:
+    """The start of a window of ``side`` in ``[0, length)`` holding ``[low, high)``, centred on it; None
+    when it cannot hold it."""
+    if high - low > side:
+        return None
+    centre = (low + high) / 2
+    return int(min(max(round(centre - side / 2), 0), length - side))
+
+
+def square_box(image: Image.Image, faces: list[tuple[int, int, int, int]]) -> tuple[int, int, int]:
+    """``(left, top, side)`` of the square to keep (see the module docstring)."""
+    width, height = image.size
+    side = min(width, height)
+    length = max(width, height)
+    along_x = width > height
+    if length == side:
+        return 0, 0, side
+    start: int | None = None
+    if faces:
+        lows = [x if along_x else y for x, y, w, h in faces]
+        highs = [(x + w) if along_x else (y + h) for x, y, w, h in faces]
+        start = _fit(min(lows), max(highs), side, length)
+        if start is None:  # every face cannot fit: the largest one (faces are largest first)
+            start = _fit(lows[0], highs[0], side, length)
+    if start is None:
+        start = _energy_start(image, side, along_x)
+    return (start, 0, side) if along_x else (0, start, side)
+
+
+def _energy_start(image: Image.Image, side: int, along_x: bool) -> int:
+    """Where a window of ``side`` holds the most edge energy along the long axis (centre on ties)."""
+    grey = np.asarray(image.convert("L"), dtype=np.float32)
+    energy = np.abs(np.diff(grey, axis=0))[:, :-1] + np.abs(np.diff(grey, axis=1))[:-1, :]
+    profile = energy.sum(axis=0 if along_x else 1)
+    profile = np.concatenate([profile, [0.0]])
+    sums = np.convolve(profile, np.ones(side, dtype=np.float64), mode="valid")
+    positions = np.arange(len(sums))
+    centre = (len(sums) - 1) / 2
+    prior = 1.0 - 0.15 * np.abs(positions - centre) / max(1.0, centre)  # a mild preference for the centre
+    return int(np.argmax(sums * prior))
+
+
+@functools.cache
+def _dct_matrix(n: int) -> np.ndarray:
+    k = np.arange(n)[:, None]
+    x = np.arange(n)[None, :]
+    matrix = np.cos(math.pi * (2 * x + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
+    matrix[0] /= math.sqrt(2.0)
+    return matrix
+
+
+def perceptual_hash(image: Image.Image) -> str:
+    """64-bit DCT hash as 16 hex digits (see the module docstring)."""
+    grey = image.convert("L").resize((_HASH_SIDE, _HASH_SIDE), Image.Resampling.BOX)
+    pixels = np.asarray(grey, dtype=np.float64)
+    dct = _dct_matrix(_HASH_SIDE)
+    low = (dct @ pixels @ dct.T)[:8, :8]
+    bits = (low > np.median(low)).ravel()
+    return f"{int(''.join('1' if b else '0' for b in bits), 2):016x}"
+
+
+def hamming(a: str, b: str) -> int:
+    return (int(a, 16) ^ int(b, 16)).bit_count()
+
+
+def index_photo(data: bytes, *, max_pixels: int = MAX_PHOTO_PIXELS) -> IndexedPhoto:
+    """A photo's tile, hash and crop, or ``PhotoRefused`` with the reason."""
+    image = decode_photo(data, max_pixels=max_pixels)
+    faces = detect_faces(image)
+    left, top, side = square_box(image, faces)
+    square = image.crop((left, top, left + side, top + side))
+    tile = np.asarray(square.resize((ATLAS_SIZE, ATLAS_SIZE), Image.Resampling.LANCZOS), np.uint8)
+    return IndexedPhoto(
+        tile=tile,
+        hash=perceptual_hash(image),
+        faces=len(faces),
+        box=(left, top, side),
+        work_size=image.size,
+    )

@@ -1,0 +1,155 @@
+"""The indexer's work on one photo: reduced decode, EXIF, HEIC, refusals, face-keeping crops, hashes."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dal.blobs.indexed import group_photos
+from mosaic.photo_index import (
+    PhotoRefused,
+    decode_photo,
+    detect_faces,
+    hamming,
+    index_photo,
+    perceptual_hash,
+    square_box,
+)
+from tests.support.hostile_images import padded_jpeg
+
+skimage_data = pytest.importorskip("skimage.data")
+
+
+def _jpeg(image: Image.Image, **kwargs: object) -> bytes:
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90, **kwargs)
+    return out.getvalue()
+
+
+def _photo(width: int = 1600, height: int = 1200, seed: int = 0) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([x * 255 // width, y * 255 // height, (x + y) * 127 // (width + height)], axis=-1)
+    noise = rng.integers(0, 20, size=(height, width, 3))
+    return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8))
+
+
+def test_a_large_jpeg_is_decoded_reduced_never_whole() -> None:
+    data = _jpeg(_photo(4000, 3000))  # 12 MP
+    image = decode_photo(data, work_side=384)
+    assert min(image.size) == 384 and image.size == (512, 384)
+    # Pillow's draft decoded at 1/4 (1000 x 750), not 4000 x 3000, before the last reduction.
+    opened = Image.open(io.BytesIO(data))
+    opened.draft("RGB", (384, 384))
+    assert opened.size == (1000, 750)
+
+
+def test_exif_rotation_makes_a_portrait_upright() -> None:
+    landscape = _photo(1200, 900)
+    marked = np.asarray(landscape).copy()
+    marked[:100, :100] = (255, 0, 0)  # red in the stored top-left corner
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored rotated: shown turned 90 degrees clockwise
+    data = _jpeg(Image.fromarray(marked), exif=exif.tobytes())
+    image = decode_photo(data)
+    assert image.height > image.width  # a portrait
+    pixels = np.asarray(image)
+    top_right = pixels[:20, -20:].mean(axis=(0, 1))  # the stored top-left is now top-right
+    assert top_right[0] > 200 and top_right[1] < 80
+
+
+def test_heic_is_read_with_pillow_heif() -> None:
+    pillow_heif = pytest.importorskip("pillow_heif")
+    out = io.BytesIO()
+    pillow_heif.from_pillow(_photo(800, 600)).save(out, format="HEIF", quality=80)
+    data = out.getvalue()
+    assert data[4:8] == b"ftyp"
+    indexed = index_photo(data)
+    assert indexed.tile.shape == (64, 64, 3) and indexed.work_size == (512, 384)
+
+
+def _face_at_the_edge() -> tuple[bytes, tuple[int, int, int, int]]:
+    """The astronaut (whose face OpenCV finds) at the left edge of a wide canvas."""
+    astronaut = skimage_data.astronaut()  # 512 x 512
+    canvas = np.full((1024, 2400, 3), 90, np.uint8)
+    canvas[:, 1200:] = _photo(1200, 1024, seed=3)  # busy edges on the right: the energy measure would go there
+    canvas[256:768, 0:512] = astronaut
+    return _jpeg(Image.fromarray(canvas)), (0, 256, 512, 512)
+
+
+def test_a_face_near_the_edge_stays_in_the_tile_where_the_centre_crop_cuts_it() -> None:
+    data, _ = _face_at_the_edge()
+    image = decode_photo(data)
+    faces = detect_faces(image)
+    assert faces, "OpenCV finds the astronaut's face"
+    x, y, w, h = faces[0]
+    left, top, side = square_box(image, faces)
+    assert left <= x and x + w <= left + side and top <= y and y + h <= top + side
+    centre_left = (image.width - side) // 2
+    assert not (centre_left <= x), "the centre crop would have cut the face off"
+    assert index_photo(data).faces >= 1
+
+
+def test_without_a_face_the_square_goes_to_the_detail() -> None:
+    canvas = np.full((600, 1800, 3), 128, np.uint8)
+    canvas[:, 1200:] = np.asarray(_photo(600, 600, seed=5))
+    image = decode_photo(_jpeg(Image.fromarray(canvas)))
+    left, _, side = square_box(image, [])
+    assert left >= image.width - side - 8  # the busy right end, not the flat centre
+
+
+def test_burst_shots_hash_close_and_group_and_other_photos_do_not() -> None:
+    base = np.asarray(Image.fromarray(skimage_data.chelsea()).resize((1200, 900))).astype(np.int16)
+    rng = np.random.default_rng(7)
+    burst = {}
+    for i in range(4):
+        noisy = np.clip(base + rng.integers(-12, 13, size=base.shape), 0, 255).astype(np.uint8)
+        burst[f"burst-{i}.jpg"] = perceptual_hash(decode_photo(_jpeg(Image.fromarray(noisy))))
+    astronaut = perceptual_hash(Image.fromarray(skimage_data.astronaut()))
+    coffee = perceptual_hash(Image.fromarray(skimage_data.coffee()))
+    assert max(hamming(a, b) for a in burst.values() for b in burst.values()) <= 6
+    assert hamming(astronaut, coffee) > 16 and min(hamming(astronaut, h) for h in burst.values()) > 16
+    groups = group_photos({**burst, "astronaut.jpg": astronaut, "coffee.jpg": coffee})
+    assert groups == [sorted(burst)]
+
+
+def _png_bomb() -> bytes:
+    """A PNG declaring 30,000 x 30,000 pixels (900 MP) in a few hundred bytes."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 1000))
+        + chunk(b"IEND", b"")
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "zero bytes"),
+        (b"just some text, not a photo at all\n" * 10, "not an image"),
+        (_jpeg(_photo(800, 600))[:5000], "cannot decode"),
+        (_png_bomb(), "decompression bomb|larger than the maximum"),
+        (padded_jpeg(2 * 1024 * 1024), "segments"),
+        (b"\0\0\0\x18ftypheic" + b"\0" * 64, "cannot decode HEIF"),
+    ],
+    ids=["zero-bytes", "not-an-image", "truncated-jpeg", "png-bomb", "padded-jpeg", "broken-heic"],
+)
+def test_bad_photos_are_refused_with_a_reason(data: bytes, reason: str) -> None:
+    with pytest.raises(PhotoRefused, match=reason):
+        index_photo(data)
+
+
+def test_a_photo_over_the_pixel_budget_is_refused_before_decoding() -> None:
+    with pytest.raises(PhotoRefused, match="larger than the maximum"):
+        index_photo(_jpeg(_photo(1000, 1000)), max_pixels=500_000)
