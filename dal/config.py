@@ -43,6 +43,7 @@ SLICE_REQUEST_QUEUE = "slicerequest"
 SLICE_RESPONSE_QUEUE = "sliceresponse"
 WORK_QUEUES = (IMAGE_REQUEST_QUEUE, SLICE_REQUEST_QUEUE, SLICE_RESPONSE_QUEUE, IMAGE_RESPONSE_QUEUE)
 JOB_CLEANUP_QUEUE = "jobcleanup"  # deleting a job's blobs and rows: dal.operations.cleanup
+INDEX_REQUEST_QUEUE = "indexrequest"  # photos uploaded into a library, to index: workers.indexer
 POISON_SUFFIX = "-poison"
 
 IMAGE_INPUT_CONTAINER = "imageinput"

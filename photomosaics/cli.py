@@ -21,6 +21,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "photomosaics.commands.roles:controller",
         "Run a JobController: slices jobs from imagerequest, stitches from sliceresponse.",
     ),
+    "indexer": (
+        "photomosaics.commands.roles:indexer",
+        "Run an indexer: makes tiles of the photos uploaded into libraries (indexrequest).",
+    ),
     "library": (
         "photomosaics.commands.library:library",
         "Tile libraries in storage (AZURE_STORAGE_CONNECTION_STRING, or the embedded Azurite).",

@@ -473,7 +473,7 @@ def test_the_queue_table_matches_the_code() -> None:
     assert rows, "docs/CONTRACTS.md has no table under '## Queues'"
     queues = {row["queue"] for row in rows}
     constants = {getattr(config, name) for name in dir(config) if name.endswith("_QUEUE")}
-    assert queues == constants == set(config.WORK_QUEUES) | {config.JOB_CLEANUP_QUEUE}
+    assert queues == constants == set(config.WORK_QUEUES) | {config.JOB_CLEANUP_QUEUE, config.INDEX_REQUEST_QUEUE}
     by_type = {cls.__name__: cls for cls in MESSAGE_TYPES.values()}
     assert {row["message"] for row in rows} == set(by_type)
     bindings = _role_bindings()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dal.config import POISON_SUFFIX, WORK_QUEUES, Settings
+from dal.config import INDEX_REQUEST_QUEUE, POISON_SUFFIX, WORK_QUEUES, Settings
 from dal.queues.lanes import slice_queue_names
 from tests.support.prereqs import require
 
@@ -186,6 +186,7 @@ ROLE_EGRESS = {
     "controller": {443, 6379, 6380},
     "processor": {443, 6379, 6380},
     "responder": {443, 6379, 6380},
+    "indexer": {443, 6379, 6380},
     "retention": {443},
     "syphon": {443},
 }
@@ -194,6 +195,7 @@ ROLE_INGRESS = {
     "controller": {"metrics"},
     "processor": {"metrics"},
     "responder": {"metrics"},
+    "indexer": {"metrics"},
     "retention": set(),
     "syphon": set(),
 }
@@ -310,7 +312,7 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
     deployments = _by_kind(docs, "Deployment")
     auths = _by_kind(docs, "TriggerAuthentication")
     scaled = _by_kind(docs, "ScaledObject")
-    assert set(scaled) == {"processor", "controller"}, overlay
+    assert set(scaled) == {"processor", "controller", "indexer"}, overlay
     secrets = _by_kind(docs, "Secret")
     for name, obj in scaled.items():
         target = obj["spec"]["scaleTargetRef"]["name"]
@@ -319,7 +321,9 @@ def test_scaled_objects_name_real_queues_and_deployments(rendered: tuple[str, li
         for trigger in obj["spec"]["triggers"]:
             assert trigger["type"] == "azure-queue"
             queue = trigger["metadata"]["queueName"]
-            real = {prefix + q for q in WORK_QUEUES} | set(_slice_queues(prefix, deployments[target]))
+            real = {prefix + q for q in (*WORK_QUEUES, INDEX_REQUEST_QUEUE)} | set(
+                _slice_queues(prefix, deployments[target])
+            )
             assert queue in real and not queue.endswith(POISON_SUFFIX), queue
             assert int(trigger["metadata"]["queueLength"]) >= 1
             auth = auths[trigger["authenticationRef"]["name"]]

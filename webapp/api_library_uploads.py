@@ -12,19 +12,21 @@ it). The declared bytes still to upload count against the client's hourly upload
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify, request, url_for
 
 from dal.blobs.libraries import LibraryInfo
 from dal.blobs.staging import safe_photo_name
 from dal.errors import InvalidLibraryNameError, LibraryExistsError, QuotaExceeded
+from dal.queues.messages import MAX_PHOTOS_PER_INDEX_REQUEST, IndexRequestMessage
 from mosaic.sources import MAX_FILE_BYTES
 from webapp.api_libraries import _admit_library, _give_back_library
 from webapp.clients import client_id
 from webapp.errors import ApiError
 from webapp.services import services
-from webapp.validation import shown
+from webapp.validation import int_field, shown
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_library_uploads", __name__, url_prefix="/api")
@@ -142,3 +144,96 @@ def grant_uploads(name: str) -> tuple[Response, int]:
         "expires_at": expires.isoformat().replace("+00:00", "Z"),
     }
     return jsonify(body_out), 201 if created else 200
+
+
+def _index_requests(info: LibraryInfo, pending: list[str]) -> list[IndexRequestMessage]:
+    """One IndexRequest per 32 photos, sorted; each request id derives from the library and its
+    photos, so asking twice for the same photos sends the same requests (and handling is idempotent)."""
+    svc = services()
+    queue = svc.queues.index_request
+    messages = []
+    for start in range(0, len(pending), MAX_PHOTOS_PER_INDEX_REQUEST):
+        batch = tuple(pending[start : start + MAX_PHOTOS_PER_INDEX_REQUEST])
+        request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, info.uri + "\n" + "\n".join(batch)))
+        messages.append(
+            IndexRequestMessage(
+                queue_uri=queue.url, client_id=client_id(), request_id=request_id, library_uri=info.uri, photos=batch
+            )
+        )
+    return messages
+
+
+@bp.post("/libraries/<name>/index")
+def index_library(name: str) -> tuple[Response, int]:
+    """Ask the indexer for every staged photo not indexed yet (or re-uploaded with another size):
+    202 with the counts; the work is queued on ``indexrequest``, one message per 32 photos."""
+    svc = services()
+    info = _mine(name, _info(name))
+    staged = svc.staging.staged(info.name)
+    manifest, _ = svc.libraries.indexed.read(info.name)
+    pending = sorted(n for n, size in staged.items() if (p := manifest.photos.get(n)) is None or p.size != size)
+    messages = _index_requests(info, pending)
+    for start in range(0, len(messages), 32):
+        svc.send(messages[start : start + 32])
+    body = {"library": info.name, "staged": len(staged), "queued": len(pending), "requests": len(messages)}
+    return jsonify(body), 202
+
+
+def _info(name: str) -> LibraryInfo | None:
+    try:
+        return services().libraries.info(name)
+    except InvalidLibraryNameError:
+        return None
+
+
+@bp.get("/libraries/<name>/photos")
+def library_photos(name: str) -> Response:
+    """Progress (uploaded, indexed, skipped with reasons, groups) and one page of the photos with
+    their outcome: one listing of ``limit`` staged blobs and one read of the manifest."""
+    libraries = services().libraries
+    info = _info(name)
+    if info is None or not info.visible_to(client_id()):
+        raise ApiError(404, "library_not_found", f"there is no tile library called {shown(name)}")
+    limit = int_field(request.args, "limit", low=1, high=1000, default=100)
+    marker = request.args.get("continuation") or None
+    svc = services()
+    manifest, _ = libraries.indexed.read(info.name)
+    try:
+        page, next_marker = svc.staging.staged_page(info.name, limit, marker)
+    except ValueError:
+        raise ApiError(400, "invalid_field", "continuation: not a marker of this listing") from None
+    group_of = {n: i for i, group in enumerate(manifest.groups) for n in group}
+    skipped = [p for p in manifest.photos.values() if p.state == "skipped"]
+    reasons: dict[str, int] = {}
+    for p in skipped:
+        reasons[p.reason] = reasons.get(p.reason, 0) + 1
+    photos = []
+    for staged in page:
+        outcome = manifest.photos.get(staged.name)
+        state = "uploaded" if outcome is None or outcome.size != staged.size else outcome.state
+        photos.append(
+            {
+                "name": staged.name,
+                "size": staged.size,
+                "state": state,
+                "reason": outcome.reason if state == "skipped" and outcome else None,
+                "group": group_of.get(staged.name),
+                "tile_url": url_for("api_libraries.library_tile", name=info.name, tile=f"tiles/{staged.name}.jpg")
+                if state == "indexed"
+                else None,
+            }
+        )
+    body = {
+        "library": info.name,
+        "version": manifest.version or None,
+        "progress": {
+            "indexed": sum(1 for p in manifest.photos.values() if p.state == "indexed"),
+            "skipped": len(skipped),
+            "skipped_reasons": reasons,
+            "groups": len(manifest.groups),
+        },
+        "groups": manifest.groups[:100],
+        "photos": photos,
+        "continuation": next_marker,
+    }
+    return jsonify(body)

@@ -168,6 +168,8 @@ class IndexedLibraries:
                     )
             except (ResourceModifiedError, ResourceExistsError):
                 continue
+            except ResourceNotFoundError:
+                raise LibraryNotFoundError(f"tile library {library!r} is gone") from None
             return manifest
         raise RuntimeError(f"library {library!r}: the manifest changed {_ATTEMPTS} times while merging a batch")
 

@@ -276,7 +276,10 @@ class LibraryStore:
         (what listings and ``info`` read); the manifest itself is the version (``dal.blobs.indexed``)."""
         container = self.container_client(name)
         indexed = manifest.indexed()
-        metadata = dict(container.get_container_properties().metadata)
+        try:
+            metadata = dict(container.get_container_properties().metadata)
+        except ResourceNotFoundError:
+            raise LibraryNotFoundError(f"tile library {name!r} is gone") from None
         metadata[VERSION_KEY] = manifest.version
         metadata[TILE_COUNT_KEY] = str(len(indexed))
         metadata[SAMPLES_KEY] = ",".join(f"{n}.jpg" for n in _spread(indexed, SAMPLES_KEPT))
@@ -496,7 +499,8 @@ class LibraryStore:
             return cached.library
         library = indexed.compose(name, manifest)
         with self._lock:
-            self._cache[container] = _Cached(etag="", version=library.version, library=library, checked=checked)
+            # No index.zip: the conditional GET of the next load is a 404 that comes back here.
+            self._cache[container] = _Cached(etag='"none"', version=library.version, library=library, checked=checked)
         return library
 
     def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:

@@ -31,10 +31,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
-from azure.core.exceptions import HttpResponseError
-from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
 
-from dal.blobs.libraries import LibraryStore
+from dal.blobs.libraries import TILE_PREFIX, LibraryStore
 from dal.errors import StorageConfigurationError
 
 __all__ = [
@@ -161,6 +161,29 @@ class LibraryStaging:
             url = f"{container.get_blob_client(blob).url}?{sas}"
             grants.append(UploadGrant(name=name, blob=blob, url=url, uploaded=present.get(safe) == size))
         return grants, expires
+
+    def staged_size(self, library: str, name: str) -> int | None:
+        """The staged photo's size (one HEAD), None when it is not there."""
+        try:
+            return int(self._container(library).get_blob_client(STAGING_PREFIX + name).get_blob_properties().size)
+        except ResourceNotFoundError:
+            return None
+
+    def read_staged(self, library: str, name: str) -> bytes | None:
+        """The staged photo's bytes, None when it is gone."""
+        try:
+            return bytes(self._container(library).get_blob_client(STAGING_PREFIX + name).download_blob().readall())
+        except ResourceNotFoundError:
+            return None
+
+    def put_tile(self, library: str, name: str, jpeg: bytes) -> None:
+        """The display tile of an indexed photo, ``tiles/<name>.jpg`` (overwritten: idempotent)."""
+        self._container(library).upload_blob(
+            f"{TILE_PREFIX}{name}.jpg",
+            jpeg,
+            overwrite=True,
+            content_settings=ContentSettings(content_type="image/jpeg"),
+        )
 
     def delete_staged(self, library: str, names: Iterable[str]) -> None:
         """Remove staged photos (best effort, missing ones are fine)."""

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from dal.config import (
     IMAGE_REQUEST_QUEUE,
     IMAGE_RESPONSE_QUEUE,
+    INDEX_REQUEST_QUEUE,
     JOB_CLEANUP_QUEUE,
     SLICE_REQUEST_QUEUE,
     SLICE_RESPONSE_QUEUE,
@@ -40,6 +41,7 @@ __all__ = [
     "LIBRARY_NAME_PATTERN",
     "MAX_ID_LENGTH",
     "MAX_INLINE_BAND_CHARS",
+    "MAX_PHOTOS_PER_INDEX_REQUEST",
     "MAX_REPORT_STAGES",
     "MAX_TILE_SIZE",
     "MESSAGE_TYPES",
@@ -49,6 +51,7 @@ __all__ = [
     "TRACED_PAYLOAD_VERSION",
     "ImageRequestMessage",
     "ImageResponseMessage",
+    "IndexRequestMessage",
     "JobCleanupMessage",
     "LibraryCleanupMessage",
     "QueueMessage",
@@ -85,6 +88,9 @@ MAX_REPORT_STAGES = 32
 # message that still ends up over the limit (very long URIs) goes through the claim check.
 MAX_INLINE_BAND_CHARS = 44 * 1024
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+# An IndexRequest's photos: staged names (dal.blobs.staging.safe_photo_name), one receive's worth.
+MAX_PHOTOS_PER_INDEX_REQUEST = 32
+_PHOTO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,159}")
 
 M = TypeVar("M", bound="QueueMessage")
 
@@ -129,7 +135,19 @@ _FIELD_CHECKS: dict[str, Any] = {
     "report": lambda v: v is None or _check_report(v),
     "job_done": lambda v: v is None or _check_true("job_done", v),
     "library": lambda v: _check_library(v),
+    "library_uri": lambda v: _check_uri("library_uri", v),
+    "photos": lambda v: _check_photos(v),
 }
+
+
+def _check_photos(value: object) -> None:
+    if not isinstance(value, tuple) or not 1 <= len(value) <= MAX_PHOTOS_PER_INDEX_REQUEST:
+        raise _fail(f"photos must be a list of 1..{MAX_PHOTOS_PER_INDEX_REQUEST} staged photo names")
+    for name in value:
+        if not isinstance(name, str) or not _PHOTO_NAME.fullmatch(name) or ".." in name:
+            raise _fail(f"photos: {str(name)[:80]!r} is not a staged photo name ([A-Za-z0-9._-], 1..160)")
+    if len(set(value)) != len(value):
+        raise _fail("photos names a photo twice")
 
 
 def _check_library(value: str) -> None:
@@ -185,7 +203,16 @@ def _check_traceparent(value: object) -> None:
         raise _fail(f"traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got {str(value)[:80]!r}")
 
 
-_STRING_FIELDS = {"queue_uri", "client_id", "request_id", "image_uri", "image_library_uri", "slice_uri", "library"}
+_STRING_FIELDS = {
+    "queue_uri",
+    "client_id",
+    "request_id",
+    "image_uri",
+    "image_library_uri",
+    "slice_uri",
+    "library",
+    "library_uri",
+}
 
 
 def _check_client_id(value: str) -> None:
@@ -429,6 +456,23 @@ class LibraryCleanupMessage(QueueMessage):
     QUEUE: ClassVar[str] = JOB_CLEANUP_QUEUE
 
 
+@dataclass(frozen=True, kw_only=True)
+class IndexRequestMessage(QueueMessage):
+    """Index these staged photos of the library at ``library_uri`` (``workers.indexer``). Idempotent
+    per photo: ``request_id`` derives from the library and the photos, so asking twice is harmless."""
+
+    library_uri: str
+    photos: tuple[str, ...]  # staged names (without "staging/"); a JSON list on the wire
+
+    TYPE: ClassVar[str] = "IndexRequest"
+    QUEUE: ClassVar[str] = INDEX_REQUEST_QUEUE
+
+    def __post_init__(self) -> None:
+        if isinstance(self.photos, list):  # as parsed from JSON: kept as a tuple (frozen, hashable)
+            object.__setattr__(self, "photos", tuple(self.photos))
+        super().__post_init__()
+
+
 MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
     cls.TYPE: cls
     for cls in (
@@ -438,5 +482,6 @@ MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
         ImageResponseMessage,
         JobCleanupMessage,
         LibraryCleanupMessage,
+        IndexRequestMessage,
     )
 }

@@ -29,6 +29,7 @@ from dal.config import (
     CLAIM_CHECK_CONTAINER,
     IMAGE_REQUEST_QUEUE,
     IMAGE_RESPONSE_QUEUE,
+    INDEX_REQUEST_QUEUE,
     JOB_CLEANUP_QUEUE,
     POISON_SUFFIX,
     SLICE_REQUEST_QUEUE,
@@ -393,6 +394,7 @@ class QueueAccessor:
         self.slice_response = make(SLICE_RESPONSE_QUEUE)
         self.image_response = make(IMAGE_RESPONSE_QUEUE)
         self.job_cleanup = make(JOB_CLEANUP_QUEUE)
+        self.index_request = make(INDEX_REQUEST_QUEUE)  # photos uploaded into a library: the indexer
         shards = (settings or Settings()).slice_shards
         if type(shards) is not int or not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"slice_shards must be 1..{MAX_SHARDS}, got {shards!r}")
@@ -438,8 +440,15 @@ class QueueAccessor:
         return [self.image_request, self.slice_request, self.slice_response, self.image_response]
 
     def monitored(self) -> list[ImageProcessingQueue]:
-        """Every queue an operator watches: the workflow's four, the other lanes and shards, ``jobcleanup``."""
-        return [*self.workflow(), *self.slice_request_queues()[1:], *self.image_request_lanes[1:], self.job_cleanup]
+        """Every queue an operator watches: the workflow's four, the other lanes and shards, ``jobcleanup``,
+        ``indexrequest``."""
+        return [
+            *self.workflow(),
+            *self.slice_request_queues()[1:],
+            *self.image_request_lanes[1:],
+            self.job_cleanup,
+            self.index_request,
+        ]
 
     def by_name(self, name: str) -> ImageProcessingQueue:
         """A queue by its short (``imagerequest``, ``slicerequest-1``) or full (prefixed) name."""

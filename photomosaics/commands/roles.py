@@ -176,6 +176,29 @@ def responder(*, burst: bool, max_messages: int | None, concurrency: int, min_co
 
 
 @click.command()
+@_burst
+@_max_messages
+@_concurrency(2)
+@_grace
+def indexer(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
+    """Run an indexer: makes tiles of the photos uploaded into libraries (indexrequest)."""
+    from workers.indexer.indexer import Indexer
+    from workers.runtime.bindings import bindings_of
+
+    services = _services_for("indexer")
+    _run(
+        services,
+        "indexer",
+        bindings_of(Indexer(services)),
+        concurrency=concurrency,
+        min_concurrency=min_concurrency,
+        grace=grace,
+        burst=burst,
+        max_messages=max_messages,
+    )
+
+
+@click.command()
 @click.option("--once", is_flag=True, help="One pass (ping, drain), then exit: tests and manual draining.")
 def syphon(*, once: bool) -> None:
     """Run the syphon: pings the primary, moves the secondary's backlog back.

@@ -183,6 +183,8 @@ def children(
         # One of each: a warm standby takes over at once when it dies (photomosaics.local.standby).
         ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller"), standby=True),
         ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder"), standby=True),
+        # Library photos uploaded straight to storage: decoded, cropped and hashed here (workers.indexer).
+        ChildSpec(name="indexer", argv=[*base, "indexer"], env=role_env("indexer")),
     ]
     specs += [
         ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
@@ -391,7 +393,7 @@ def run(
                 keeper.check()
                 embedded[0] = keeper.azurite
 
-        roles = ["controller", "responder", *(f"processor-{i + 1}" for i in range(count))]
+        roles = ["controller", "responder", "indexer", *(f"processor-{i + 1}" for i in range(count))]
         ports = metrics_ports([*roles, "web"], metrics_port)
         web_extra.update(_operator_access(data, ports["web"]))
         specs = children(
@@ -412,7 +414,7 @@ def run(
         announcer = threading.Thread(
             target=_announce_when_up, args=(f"http://{shown_host}:{chosen}/", stop_announcer), daemon=True
         )
-        click.echo(f"starting web, controller, responder and {count} processor(s)")
+        click.echo(f"starting web, controller, responder, indexer and {count} processor(s)")
         try:
             supervise(supervisor, on_ready=announcer.start)
         finally:

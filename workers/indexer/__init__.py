@@ -1,1 +1,1 @@
-"""The indexer role (tile libraries at a person's scale): see issue 41."""
+"""The indexer role (tile libraries at a person's scale): ``indexer``, the ``indexrequest`` handler."""

@@ -1,0 +1,113 @@
+"""Upload -> index -> progress: photos written with SAS URLs, IndexRequests handled by the indexer."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from typing import Any
+
+import numpy as np
+from azure.storage.blob import BlobClient
+from PIL import Image
+
+from dal.config import Settings, StorageClients
+from dal.queues.messages import IndexRequestMessage
+from workers.indexer.indexer import Indexer
+from workers.services import RoleServices
+
+
+def _jpeg(seed: int, size: tuple[int, int] = (640, 480)) -> bytes:
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 255, size=(6, 8, 3)).astype(np.uint8)
+    image = Image.fromarray(small).resize(size, Image.Resampling.BICUBIC)
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def _drain(services: RoleServices, library_uri: str) -> list[Any]:
+    """Every IndexRequest of this library on the queue, handled by the indexer and deleted."""
+    indexer = Indexer(services)
+    queue = services.queues.index_request
+    handled = []
+    while True:
+        batch = queue.accept_messages(32, visibility_timeout=60)
+        mine = [r for r in batch if r.message.library_uri == library_uri]
+        for received in batch:
+            if received not in mine:
+                queue.release(received)
+        if not mine:
+            return handled
+        for received in mine:
+            indexer.handle_index_request(received)
+            queue.delete(received)
+            handled.append(received)
+
+
+def test_uploaded_photos_are_indexed_once_with_reasons_and_groups(
+    client: Any, web_settings: Settings, web_storage: StorageClients
+) -> None:
+    library = f"ix-{uuid.uuid4().hex[:10]}"
+    burst = _jpeg(1)
+    noisy = np.clip(
+        np.asarray(Image.open(io.BytesIO(burst))).astype(int) + np.random.default_rng(2).integers(-6, 7, (480, 640, 3)),
+        0,
+        255,
+    ).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(noisy).save(out, "JPEG", quality=90)
+    files = {
+        "a.jpg": burst,
+        "a-again.jpg": out.getvalue(),
+        "b.jpg": _jpeg(3),
+        "notes.txt": b"not a photo, just text\n" * 20,
+        "cut.jpg": _jpeg(4)[:3000],
+    }
+    grant = client.post(
+        f"/api/libraries/{library}/uploads",
+        json={"files": [{"name": n, "size": len(d)} for n, d in files.items()]},
+    ).get_json()
+    for item in grant["uploads"]:
+        BlobClient.from_blob_url(item["url"]).upload_blob(files[item["name"]])
+
+    asked = client.post(f"/api/libraries/{library}/index")
+    assert asked.status_code == 202 and asked.get_json()["queued"] == 5 and asked.get_json()["requests"] == 1
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    uri = services.libraries.uri(library)
+    (received,) = _drain(services, uri)
+    assert isinstance(received.message, IndexRequestMessage)
+
+    body = client.get(f"/api/libraries/{library}/photos").get_json()
+    progress = body["progress"]
+    assert progress["indexed"] == 3 and progress["skipped"] == 2 and progress["groups"] == 1
+    assert body["groups"] == [["a-again.jpg", "a.jpg"]]
+    states = {p["name"]: (p["state"], p["reason"]) for p in body["photos"]}
+    assert states["notes.txt"][0] == "skipped" and "not an image" in states["notes.txt"][1]
+    assert states["cut.jpg"][0] == "skipped" and states["b.jpg"] == ("indexed", None)
+    version = body["version"]
+    tiles = services.libraries.load(library)
+    assert sorted(tiles.names) == ["a-again.jpg", "a.jpg", "b.jpg"] and tiles.version == version
+    listed = client.get(f"/api/libraries/{library}").get_json()
+    assert listed["tile_count"] == 3 and listed["version"] == version and listed["samples"]
+
+    # A redelivered batch writes the same blobs and the same version; asking again queues nothing new.
+    Indexer(services).handle_index_request(received)
+    assert client.get(f"/api/libraries/{library}/photos").get_json()["version"] == version
+    again = client.post(f"/api/libraries/{library}/index").get_json()
+    assert again["queued"] == 0 and again["requests"] == 0
+
+    # One more photo: only it is indexed, into a new version that still holds the others.
+    extra = _jpeg(9)
+    (item,) = client.post(
+        f"/api/libraries/{library}/uploads", json={"files": [{"name": "c.jpg", "size": len(extra)}]}
+    ).get_json()["uploads"]
+    BlobClient.from_blob_url(item["url"]).upload_blob(extra)
+    assert client.post(f"/api/libraries/{library}/index").get_json()["queued"] == 1
+    (more,) = _drain(services, uri)
+    assert more.message.photos == ("c.jpg",)
+    grown = services.libraries.load(library)
+    assert len(grown) == 4 and grown.version != version
+    page = client.get(f"/api/libraries/{library}/photos?limit=2").get_json()
+    assert len(page["photos"]) == 2 and page["continuation"]
+    rest = client.get(f"/api/libraries/{library}/photos?limit=10&continuation={page['continuation']}").get_json()
+    assert len(rest["photos"]) == 4 and rest["continuation"] is None
