@@ -162,9 +162,9 @@ def _plan(
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    # A slice is at least one row of tiles, and at most MAX_SLICE_PIXELS of output (a giant
-    # mosaic gets more slices than asked for: the controller plans the same, mosaic.grid.min_slices).
-    slices = min(max(slices, planning.min_slices(grid)), grid.tiles_down)
+    # A slice is whole parts of the grid (mosaic.parts), and at most MAX_SLICE_PIXELS of output (a
+    # giant mosaic gets more slices than asked for): the controller plans the same.
+    slices = min(max(slices, planning.min_slices(grid)), planning.max_slices(grid, limits.max_slices))
     if max_uses is not None:
         _check_tile_budget(library, grid, max_uses)
     return grid, slices
