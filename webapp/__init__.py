@@ -94,6 +94,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         api_poison,
         api_print,
         api_pyramid,
+        api_reach,
         api_tiles,
         clients,
         csrf,
@@ -123,6 +124,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_poison.bp)
     app.register_blueprint(api_print.bp)
     app.register_blueprint(api_pyramid.bp)
+    app.register_blueprint(api_reach.bp)
     app.register_blueprint(api_tiles.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)

@@ -241,6 +241,7 @@ def submit(
         form["tiles_across"] = str(tiles_across)
     if correction is not None:
         form["correction"] = str(correction)
+    _say_reach(api, image, form)
     created = _create(api, image, form, retry_until=min(deadline, started + retry_for))
     job = api.call("GET", created["status_url"]).json()
     click.echo(
@@ -271,6 +272,21 @@ def submit(
         finally:
             partial.unlink(missing_ok=True)
     click.echo(f"saved {output} ({output.stat().st_size:,} bytes) in {time.monotonic() - started:.1f} s", err=True)
+
+
+def _say_reach(api: _Api, image: Path, form: dict[str, str]) -> None:
+    """Before the job: whether the library reaches the photo's colours (``POST /api/plan``), said
+    only when it does not. Any other answer is left to the submission, which says it clearly."""
+    fields = {k: v for k, v in form.items() if k != "slices"}
+    response = api.call(
+        "POST",
+        "/api/plan",
+        ok=(200, 400, 404, 405, 413, 415, 422, 429, 503),
+        data=fields,
+        files={"image": (image.name, image.read_bytes())},
+    )
+    if response.status_code == 200 and response.json().get("reach", {}).get("warn"):
+        click.echo(f"note: {response.json()['reach']['message']}", err=True)
 
 
 def _saved_as(output: Path, response: Any, job: dict[str, Any]) -> Path:

@@ -260,3 +260,13 @@ def test_submit_follows_the_job_across_ended_and_refused_streams(
     assert result.exit_code == 1 and "failed: followed to the end" in result.output, result.output
     assert len(answers) >= 3
     assert set(answers) == ({200} if streams_per_client else {429})
+
+
+def test_a_library_that_lacks_the_photos_colours_is_said_before_the_job(idle_app: str, tmp_path: Path) -> None:
+    # The API tests' library is 18 flat colours: a red photo cannot be covered by its one red
+    # tile (no tile repeats next to itself), so the mosaic would come out in other colours.
+    red = tmp_path / "red.png"
+    red.write_bytes(png_bytes(90, 60, colour=(240, 0, 0)))
+    result = run(str(red), "--library", LIBRARY, "--tile-size", "8", "--timeout", "1", "--url", idle_app)
+    assert "note: This library lacks some of the photo's colours" in result.output, result.output
+    assert result.output.index("note:") < result.output.index("job ")  # said before the job, not after

@@ -27,6 +27,8 @@
   let photo = null; // {file, width, height}
   let planTimer = null;
   let planSeq = 0;
+  let reachTimer = null;
+  let reachSeq = 0;
 
   function correctionWords(percent) {
     if (percent === 0) return "tiles exactly as photographed";
@@ -110,7 +112,7 @@
           PM.el("p", { text: lib.description }),
           PM.repeatHint(lib.variety),
           samples);
-        radio.addEventListener("change", () => { ready(); loadExampleTiles(); });
+        radio.addEventListener("change", () => { ready(); loadExampleTiles(); scheduleReach(); });
         libraryList.append(label);
       });
       ready();
@@ -138,6 +140,7 @@
       info.textContent = `${file.name} · ${PM.size(photo.width, photo.height)} · ${(file.size / 1048576).toFixed(1)} MB`;
       across.dataset.touched = "";
       plan(true);
+      scheduleReach();
     };
     probe.onerror = () => {
       // The browser cannot show it (TIFF, or not an image at all): the server checks it and
@@ -194,6 +197,48 @@
     planTimer = setTimeout(() => plan(false), 120);
   }
 
+  /** Before the job: does the library reach the photo's colours? (POST /api/plan: a small
+   *  preview rendered by the engine.) Shown only when it does not, with what "photo" would give. */
+  async function checkReach() {
+    const library = form.querySelector('input[name="library"]:checked');
+    const box = document.getElementById("reach");
+    if (!photo || !library) { box.hidden = true; return; }
+    const seq = ++reachSeq;
+    const data = new FormData();
+    data.append("image", photo.file);
+    data.append("library", library.value);
+    data.append("tile_size", tileSize.value);
+    if (photo.width !== null && !across.disabled) data.append("tiles_across", across.value);
+    data.append("correction", correction.value);
+    try {
+      const answer = await PM.api("/api/plan", { method: "POST", body: data });
+      if (seq !== reachSeq) return;
+      const reach = answer.reach;
+      box.hidden = !reach.warn;
+      box.dataset.checked = `${library.value}:${tileSize.value}:${correction.value}`; // what it was measured for
+      document.getElementById("reach-message").textContent = reach.message;
+      showPreview(document.getElementById("reach-preview"), reach.preview);
+      showPreview(document.getElementById("reach-toward"), reach.preview_toward_photo);
+    } catch (error) {
+      if (seq === reachSeq) box.hidden = true; // the submission says what is wrong, if anything
+    }
+  }
+
+  /** A data: URL shown through a blob: URL (the page's CSP allows img-src 'self' blob: only). */
+  function showPreview(img, dataUrl) {
+    const [head, body] = dataUrl.split(",", 2);
+    const binary = atob(body);
+    const bytes = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i += 1) bytes[i] = binary.charCodeAt(i);
+    if (img.src.startsWith("blob:")) URL.revokeObjectURL(img.src);
+    img.src = URL.createObjectURL(new Blob([bytes], { type: head.slice(5).split(";")[0] }));
+  }
+
+  function scheduleReach() {
+    clearTimeout(reachTimer);
+    reachTimer = setTimeout(checkReach, 400);
+  }
+
   tileSize.addEventListener("input", () => {
     document.getElementById("tile_size_out").textContent = `${tileSize.value} px`;
     schedulePlan();
@@ -205,6 +250,8 @@
   });
   slices.addEventListener("input", () => { document.getElementById("slices_out").textContent = slices.value; });
   correction.addEventListener("input", drawExample);
+  correction.addEventListener("change", scheduleReach);
+  tileSize.addEventListener("change", scheduleReach);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

@@ -1,0 +1,79 @@
+"""``POST /api/plan``: the plan for a photo and library, and whether the library reaches the
+photo's colours, before anything is submitted (``webapp.api_reach``, ``mosaic.reach``)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+from PIL import Image
+
+from tests.web.conftest import LIBRARY, png_bytes
+
+
+def _plan(client: Any, image: bytes | None, **fields: Any) -> Any:
+    form: dict[str, Any] = {"library": LIBRARY, "tile_size": "8", **fields}
+    form = {k: v for k, v in form.items() if v is not None}
+    if image is not None:
+        form["image"] = (io.BytesIO(image), "photo.png")
+    return client.post("/api/plan", data=form, content_type="multipart/form-data")
+
+
+def _decoded(data_url: str) -> Image.Image:
+    head, _, body = data_url.partition(",")
+    assert head == "data:image/jpeg;base64"
+    return Image.open(io.BytesIO(base64.b64decode(body)))
+
+
+def _jpeg(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=90)
+    return out.getvalue()
+
+
+def test_a_library_that_has_the_photos_colours_is_said_to_reach_it(
+    client: Any, web_storage: Any, web_prefix: str
+) -> None:
+    # A library cut from the photo itself has every colour of it, many times over.
+    import numpy as np
+    import skimage.data
+
+    from dal.blobs.libraries import LibraryStore
+
+    photo = Image.fromarray(skimage.data.astronaut())
+    rng = np.random.default_rng(3)
+    crops = []
+    for i in range(240):
+        side = int(rng.integers(24, 96))
+        left, top = int(rng.integers(0, photo.width - side)), int(rng.integers(0, photo.height - side))
+        crops.append((f"crop-{i}.jpg", _jpeg(photo.crop((left, top, left + side, top + side)).resize((64, 64)))))
+    LibraryStore(web_storage, prefix=web_prefix).create_from("selfcrops", "crops of the photo", crops, shared=True)
+    response = _plan(client, _jpeg(photo.resize((128, 128))), library="selfcrops")
+    assert response.status_code == 200, response.json
+    body = response.json
+    assert (body["tiles_across"], body["tiles_down"]) == (128, 128)
+    reach = body["reach"]
+    assert reach["warn"] is False and "reaches" in reach["message"], reach["message"]
+    assert reach["delta_e"] <= reach["nearest_delta_e"] + 1.0
+    assert _decoded(reach["preview"]).size[0] > 0 and _decoded(reach["preview_toward_photo"]).size[0] > 0
+
+
+def test_colours_the_library_lacks_are_said_before_the_job(client: Any, tile_library: str) -> None:
+    # The web tests' library is 18 flat colours: one of them is red, and a red photo's cells
+    # cannot all take it (no tile repeats next to itself), so the mosaic would come out in other
+    # colours, where a program repeating its nearest tile would paint it red.
+    response = _plan(client, png_bytes(96, 64, colour=(240, 0, 0)), correction="30")
+    assert response.status_code == 200, response.json
+    reach = response.json["reach"]
+    assert reach["warn"] is True and reach["correction"] == 30
+    assert "lacks some of the photo's colours" in reach["message"]
+    assert set(reach["toward_photo"]) == {"75", "100"} and reach["toward_photo"]["100"] < reach["delta_e"]
+
+
+def test_bad_requests_are_clear_and_store_nothing(client: Any, tile_library: str) -> None:
+    assert _plan(client, None).json["error"] == "missing_field"
+    assert _plan(client, png_bytes(8, 8), library="no-such-library").status_code == 404
+    assert _plan(client, b"not an image at all").status_code == 415
+    assert _plan(client, png_bytes(8, 8), tile_size="0").json["error"] == "invalid_field"
+    assert _plan(client, png_bytes(8, 8), correction="101").json["error"] == "invalid_field"

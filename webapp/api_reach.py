@@ -1,0 +1,91 @@
+"""``POST /api/plan``: the plan of a job for this photo and library, and how well the library
+reaches the photo's colours, before anything is submitted.
+
+A narrow library (a year of beach photos, a night sky) makes an honest mosaic that is greyer
+than the photo where no tile has its colours, and from afar a program that repeats its nearest
+photo is closer there. A person should learn that before waiting for the job
+(``mosaic.reach``): the answer carries the grid (as ``GET /api/plan``), the figures, a sentence
+to show, and two small previews: the defaults and the colour moved all the way toward the photo.
+
+Checked in the same order as a job (``docs/operations.md``): the form's fields, the library
+(404 if this client may not use it), then the photo within the upload limits and the decoding
+budget. The photo is decoded at reduced size for the preview; nothing is stored or enqueued.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from flask import Blueprint, jsonify, request
+from PIL import Image
+
+from dal.errors import LibraryNotFoundError
+from mosaic import SUB, open_image
+from mosaic.reach import PREVIEW_ACROSS, library_reach
+from mosaic.render import DEFAULT_OPTIONS
+from webapp import planning
+from webapp.api_jobs import find_library
+from webapp.decode_budget import DECODES
+from webapp.errors import ApiError
+from webapp.services import services, settings
+from webapp.validation import int_field, optional_int_field, validate_image
+
+bp = Blueprint("api_reach", __name__, url_prefix="/api")
+
+
+@bp.post("/plan")
+def plan_with_photo() -> Any:
+    limits = settings()
+    upload = request.files.get("image")
+    if upload is None:
+        raise ApiError(400, "missing_field", "image is required (a multipart file field)")
+    library = (request.form.get("library") or "").strip()
+    if not library:
+        raise ApiError(400, "missing_field", "library is required")
+    tile_size = int_field(request.form, "tile_size", low=1, high=64)
+    tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    correction = optional_int_field(request.form, "correction", low=0, high=100)
+    library_uri = find_library(library)
+    photo = validate_image(
+        upload.read(limits.max_upload_bytes + 1), max_bytes=limits.max_upload_bytes, max_pixels=limits.max_input_pixels
+    )
+    grid = planning.plan(
+        width=photo.width,
+        height=photo.height,
+        tile_size=tile_size,
+        tiles_across=tiles_across,
+        max_output_pixels=limits.max_output_pixels,
+    )
+    side = PREVIEW_ACROSS * SUB
+    with DECODES.reserve(side * side * 4):  # a reduced decode: a few preview cells' pixels per cell
+        image = open_image(photo.data, max_pixels=limits.max_input_pixels, min_size=(side, side))
+        image.thumbnail((side * 2, side * 2), Image.Resampling.BOX)
+    options = DEFAULT_OPTIONS if correction is None else replace(DEFAULT_OPTIONS, correction=correction)
+    try:
+        library_tiles = services().libraries.load(library_uri, fresh_for=10.0)
+    except LibraryNotFoundError:  # named, but no photo of it indexed yet (its uploads are still coming in)
+        raise ApiError(409, "library_not_ready", f"library {library!r} has no indexed photos yet") from None
+    reach = library_reach(image, library_tiles, options=options)
+    body = planning.describe(grid, limit=limits.max_slices)
+    body["reach"] = {
+        "warn": reach.warn,
+        "message": reach.message(),
+        "delta_e": round(reach.ours, 2),
+        "nearest_delta_e": round(reach.nearest, 2),
+        "toward_photo": {str(c): round(v, 2) for c, v in reach.toward_photo.items()},
+        "short_regions": [[r, c] for r, c in reach.short_regions()],
+        "correction": reach.correction,
+        "preview": _data_url(reach.preview),
+        "preview_toward_photo": _data_url(reach.preview_toward_photo),
+    }
+    return jsonify(body)
+
+
+def _data_url(pixels: np.ndarray) -> str:
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="JPEG", quality=80)
+    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
