@@ -196,6 +196,8 @@ def library_photos(name: str) -> Response:
         raise ApiError(404, "library_not_found", f"there is no tile library called {shown(name)}")
     limit = int_field(request.args, "limit", low=1, high=1000, default=100)
     marker = request.args.get("continuation") or None
+    if marker is not None and len(marker) > 1024:  # the spec's bound: a marker of this listing is short
+        raise ApiError(400, "invalid_field", "continuation: not a marker of this listing")
     svc = services()
     manifest, _ = libraries.indexed.read(info.name)
     try:
