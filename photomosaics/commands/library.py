@@ -1,12 +1,27 @@
-"""``photomosaics library create|list|share``: tile libraries in storage, as the operator.
+"""``photomosaics library create|list|share``: tile libraries in storage, as the operator;
+``photomosaics library add``: a person's photos into their library, through the web app's API.
 
 Storage is chosen by ``photomosaics.storage.command_stores``: the configured account, the
 Azurite of a running ``photomosaics run``, or an embedded one on the same data folder.
+
+``add`` is an ordinary client of the web API (no storage credentials): it asks for upload URLs
+(``POST /api/libraries/<name>/uploads``, 500 files a request), writes each photo straight to
+Blob Storage with its write-only SAS URL (several at once), asks for indexing and follows the
+progress. The app's client-id cookie is kept per web app URL in ``PHOTOMOSAICS_CLIENT_FILE``
+(default: ``clients.json`` in click's app folder), so a later ``add`` is the same client, the
+library's owner.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,7 +30,10 @@ from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 @click.group()
 def library() -> None:
-    """Tile libraries in storage (AZURE_STORAGE_CONNECTION_STRING, or the embedded Azurite)."""
+    """Tile libraries in storage (AZURE_STORAGE_CONNECTION_STRING, or the embedded Azurite).
+
+    `add` goes through the web app's API instead, as any client of it.
+    """
 
 
 @library.command("create")
@@ -90,3 +108,217 @@ def share(name: str, off: bool, data_dir: str | None) -> None:
         except (LibraryError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
     click.echo(f"library {name}: {'private' if off else 'shared with every client'}")
+
+
+PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".gif", ".bmp", ".tif", ".tiff"})
+GRANT_BATCH = 500  # the API's most files per POST .../uploads
+UPLOADS_AT_ONCE = 4
+_CONCURRENCY_PER_UPLOAD = 2
+
+
+def photo_files(folder: Path) -> Iterator[Path]:
+    """The photo files under ``folder`` by extension (case-insensitive), sorted; hidden files
+    and folders (a leading dot) are left out."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith(".") and Path(name).suffix.lower() in PHOTO_SUFFIXES:
+                yield Path(root, name)
+
+
+def _client_file() -> Path:
+    explicit = os.environ.get("PHOTOMOSAICS_CLIENT_FILE")
+    return Path(explicit) if explicit else Path(click.get_app_dir("photomosaics")) / "clients.json"
+
+
+def _load_client(session: Any, base: str) -> None:
+    """The cookies this machine was given by the web app at ``base`` before: the same client id."""
+    try:
+        known = json.loads(_client_file().read_text())
+        session.cookies.update(known.get(base, {}))
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+
+
+def _save_client(session: Any, base: str) -> None:
+    import requests
+
+    path = _client_file()
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(known, dict):
+            known = {}
+        known[base] = requests.utils.dict_from_cookiejar(session.cookies)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".part")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a client id is a credential
+        with os.fdopen(fd, "w") as out:
+            json.dump(known, out, indent=1)
+        partial.replace(path)
+    except (OSError, ValueError) as exc:
+        click.echo(f"note: cannot keep the client id in {path} ({exc}); a later add is another client", err=True)
+
+
+class _Bar:
+    """A click progress bar updated from several upload threads."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.lock = threading.Lock()
+
+    def add(self, amount: int) -> None:
+        if amount:
+            with self.lock:
+                self.bar.update(amount)
+
+
+def _upload(url: str, path: Path, size: int, bar: _Bar) -> None:
+    from azure.storage.blob import BlobClient
+
+    sent = 0
+
+    def hook(current: int, _total: int | None) -> None:
+        nonlocal sent
+        bar.add(current - sent)
+        sent = current
+
+    try:
+        with path.open("rb") as data:
+            BlobClient.from_blob_url(url).upload_blob(
+                data, length=size, overwrite=True, max_concurrency=_CONCURRENCY_PER_UPLOAD, progress_hook=hook
+            )
+    finally:
+        bar.add(size - sent)  # done or given up: the bar moves past this file either way
+
+
+def _upload_all(api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]]) -> dict[str, Any]:
+    """Grants in batches of 500, each batch uploaded at once; the counts and the refusals."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from azure.core.exceptions import AzureError
+
+    out: dict[str, Any] = {"uploaded": 0, "already": 0, "refused": [], "failed": [], "created": False}
+    total = sum(size for _, _, size in files)
+    with (
+        click.progressbar(length=total, label="uploading", file=sys.stderr, show_percent=True) as progress,
+        ThreadPoolExecutor(max_workers=UPLOADS_AT_ONCE, thread_name_prefix="upload") as pool,
+    ):
+        bar = _Bar(progress)
+        for start in range(0, len(files), GRANT_BATCH):
+            batch = files[start : start + GRANT_BATCH]
+            body: dict[str, Any] = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
+            if description is not None:
+                body["description"] = description
+            answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
+            if start == 0:
+                _save_client(api.session, api.base)
+                out["created"] = answer.get("created", False)
+            by_name = {rel: (path, size) for path, rel, size in batch}
+            for refused in answer.get("refused", []):
+                out["refused"].append((refused["name"], refused["reason"]))
+                bar.add(by_name[refused["name"]][1] if refused["name"] in by_name else 0)
+            work = {}
+            for grant in answer["uploads"]:
+                path, size = by_name[grant["name"]]
+                if grant["uploaded"]:
+                    out["already"] += 1
+                    bar.add(size)
+                else:
+                    work[grant["name"]] = pool.submit(_upload, grant["url"], path, size, bar)
+            for rel, future in work.items():
+                try:
+                    future.result()
+                    out["uploaded"] += 1
+                except (AzureError, OSError) as exc:
+                    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
+                    out["failed"].append((rel, str(reason).splitlines()[0]))
+    return out
+
+
+def _follow_index(api: Any, name: str, expected: int, deadline: float) -> dict[str, Any]:
+    """The library's progress, polled until ``indexed + skipped`` reaches ``expected`` or the deadline."""
+    progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
+    done = progress["indexed"] + progress["skipped"]
+    with click.progressbar(length=expected, label="indexing", show_pos=True, file=sys.stderr) as bar:
+        bar.update(min(done, expected))
+        while done < expected and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
+            now = progress["indexed"] + progress["skipped"]
+            bar.update(max(0, min(now, expected) - min(done, expected)))
+            done = now
+    return progress
+
+
+@library.command("add")
+@click.argument("name")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-d", "--description", default=None, help="The library's description, when this creates it.")
+@click.option(
+    "--url",
+    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
+    show_default="http://127.0.0.1:8080",
+    callback=lambda ctx, param, value: _base_url(ctx, param, value),
+    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Stop following the indexing after this many seconds (the indexer goes on).",
+)
+def add(name: str, folder: Path, description: str | None, url: str, timeout: float) -> None:
+    """Upload the photos of FOLDER into your library NAME through the web app, and index them.
+
+    A client of the web API like the browser: NAME is created (owned by this machine's client
+    id) if it does not exist; photos already uploaded with the same size are skipped.
+    """
+    from photomosaics.commands.submit import _Api
+
+    files = []
+    for path in photo_files(folder):
+        try:
+            files.append((path, path.relative_to(folder).as_posix(), path.stat().st_size))
+        except OSError as exc:
+            click.echo(f"cannot read {path}: {exc.strerror or exc}", err=True)
+    if not files:
+        raise click.UsageError(f"no photos in {folder} (looked for {', '.join(sorted(s[1:] for s in PHOTO_SUFFIXES))})")
+    started = time.monotonic()
+    api = _Api(url, timeout=60.0)
+    _load_client(api.session, api.base)
+    click.echo(f"{len(files):,} photos in {folder} ({sum(s for _, _, s in files) / 2**20:,.1f} MiB)", err=True)
+    sent = _upload_all(api, name, description, files)
+    for refused_name, reason in sent["refused"][:20]:
+        click.echo(f"refused {refused_name}: {reason}", err=True)
+    if len(sent["refused"]) > 20:
+        click.echo(f"... and {len(sent['refused']) - 20} more refused", err=True)
+    for failed_name, reason in sent["failed"][:20]:
+        click.echo(f"failed {failed_name}: {reason}", err=True)
+    click.echo(
+        f"library {name}{' (new)' if sent['created'] else ''}: {sent['uploaded']:,} uploaded, "
+        f"{sent['already']:,} already there, {len(sent['refused']):,} refused, {len(sent['failed']):,} failed",
+        err=True,
+    )
+    queued = api.call("POST", f"/api/libraries/{name}/index", ok=(202,)).json()
+    progress = _follow_index(api, name, queued["staged"], time.monotonic() + timeout)
+    done = progress["indexed"] + progress["skipped"]
+    click.echo(
+        f"library {name}: {progress['indexed']:,} indexed, {progress['skipped']:,} skipped, "
+        f"{progress['groups']:,} groups of near-duplicates ({time.monotonic() - started:.1f} s)"
+    )
+    for reason, count in sorted(progress.get("skipped_reasons", {}).items(), key=lambda kv: -kv[1]):
+        click.echo(f"  skipped {count:,}: {reason}")
+    if done < queued["staged"]:
+        raise click.ClickException(
+            f"{queued['staged'] - done:,} of {queued['staged']:,} photos not indexed yet after {timeout:.0f} s; "
+            f"the indexer goes on (see GET /api/libraries/{name}/photos)"
+        )
+    if sent["failed"]:
+        raise click.ClickException(f"{len(sent['failed']):,} photos failed to upload; run the same command again")
+
+
+def _base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from photomosaics.commands.submit import _base_url as check
+
+    return check(ctx, param, value)

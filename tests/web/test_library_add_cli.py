@@ -1,0 +1,159 @@
+"""``photomosaics library add`` against a live web app: photos go straight to the staging blobs
+with the granted SAS URLs, the indexer (run here on the received IndexRequests) makes tiles, a
+second run uploads nothing, and the failures are clear."""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from click.testing import CliRunner
+from PIL import Image
+
+from dal.blobs.staging import STAGING_PREFIX, safe_photo_name
+from dal.config import Settings, StorageClients
+from photomosaics.cli import main
+from tests.web.conftest import SECRET, served
+from workers.indexer.indexer import Indexer
+from workers.services import RoleServices
+
+pytestmark = pytest.mark.slow
+
+
+def _jpeg(seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 255, size=(6, 8, 3)).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(small).resize((160, 120), Image.Resampling.BICUBIC).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, ["library", "add", *args], catch_exceptions=False)
+
+
+@pytest.fixture
+def client_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "clients.json"
+    monkeypatch.setenv("PHOTOMOSAICS_CLIENT_FILE", str(path))
+    return path
+
+
+@pytest.fixture
+def app_url(web_settings: Settings, azurite_connection_string: str, tile_library: str) -> Iterator[str]:
+    from webapp import create_app
+
+    app = create_app({"SECRET_KEY": SECRET, "SETTINGS": web_settings, "CONNECTION_STRING": azurite_connection_string})
+    with served(app) as url:
+        yield url
+
+
+@pytest.fixture
+def indexer(web_settings: Settings, web_storage: StorageClients) -> Iterator[RoleServices]:
+    """An indexer on a thread: handles the IndexRequests on the queue until the test ends."""
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    worker = Indexer(services)
+    queue = services.queues.index_request
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                batch = queue.accept_messages(32, visibility_timeout=60)
+            except ResourceNotFoundError:  # the app creates the queue with its first message
+                batch = []
+            for received in batch:
+                worker.handle_index_request(received)
+                queue.delete(received)
+            if not batch:
+                stop.wait(0.2)
+
+    thread = threading.Thread(target=loop, name="indexer", daemon=True)
+    thread.start()
+    yield services
+    stop.set()
+    thread.join(timeout=30)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> dict[str, bytes]:
+    """Three small JPEGs (one in a sub-folder, one with an upper-case suffix), a text file and a hidden photo."""
+    root = tmp_path / "photos"
+    (root / "day 2").mkdir(parents=True)
+    photos = {"a.jpg": _jpeg(1), "b.JPEG": _jpeg(2), "day 2/c.jpg": _jpeg(3)}
+    for rel, data in photos.items():
+        (root / rel).write_bytes(data)
+    (root / "notes.txt").write_text("not a photo\n")
+    (root / ".hidden.jpg").write_bytes(_jpeg(4))
+    return photos
+
+
+def test_add_uploads_straight_to_staging_indexes_and_a_second_run_uploads_nothing(
+    app_url: str, indexer: RoleServices, folder: dict[str, bytes], tmp_path: Path, client_file: Path
+) -> None:
+    name = f"add-{uuid.uuid4().hex[:10]}"
+    result = run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "60")
+    assert result.exit_code == 0, result.output
+    assert "3 photos in" in result.output and "3 uploaded, 0 already there, 0 refused, 0 failed" in result.output
+    assert "3 indexed, 0 skipped" in result.output
+
+    container = indexer.libraries.container_client(name)
+    staged = {b.name: b.size for b in container.list_blobs(name_starts_with=STAGING_PREFIX)}
+    assert set(staged) == {STAGING_PREFIX + safe_photo_name(rel) for rel in folder}  # no notes.txt, no hidden file
+    for rel, data in folder.items():
+        assert container.get_blob_client(STAGING_PREFIX + safe_photo_name(rel)).download_blob().readall() == data
+    assert len(indexer.libraries.load(name)) == 3
+    assert client_file.stat().st_mode & 0o077 == 0  # the client id is this user's only
+
+    again = run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "30")
+    assert again.exit_code == 0, again.output
+    assert "0 uploaded, 3 already there" in again.output and "3 indexed" in again.output
+
+    # Another machine (another client id) does not see this client's library.
+    client_file.unlink()
+    other = run(name, str(tmp_path / "photos"), "--url", app_url)
+    assert other.exit_code == 1 and f"no tile library called '{name}' (HTTP 404 library_not_found)" in other.output
+
+
+def test_a_short_timeout_says_the_indexing_goes_on(
+    app_url: str, folder: dict[str, bytes], tmp_path: Path, client_file: Path
+) -> None:
+    name = f"add-{uuid.uuid4().hex[:10]}"  # no indexer runs here: the photos stay uploaded
+    result = run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "0.5")
+    assert result.exit_code == 1
+    assert "3 uploaded" in result.output and "3 of 3 photos not indexed yet" in result.output
+
+
+def test_a_shared_library_is_not_yours(
+    app_url: str, tile_library: str, folder: dict[str, bytes], tmp_path: Path, client_file: Path
+) -> None:
+    result = run(tile_library, str(tmp_path / "photos"), "--url", app_url)
+    assert result.exit_code == 1 and "HTTP 403 not_owner" in result.output
+
+
+def test_unreachable_app_exits_1(folder: dict[str, bytes], tmp_path: Path, client_file: Path) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run("mine", str(tmp_path / "photos"), "--url", f"http://127.0.0.1:{port}")
+    assert result.exit_code == 1 and "cannot reach the web app" in result.output
+
+
+def test_no_photos_or_no_folder_is_a_usage_error(tmp_path: Path, client_file: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run("mine", str(empty))
+    assert result.exit_code == 2 and "no photos in" in result.output
+    (empty / "notes.txt").write_text("text")
+    (empty / ".secret.jpg").write_bytes(b"x")
+    assert run("mine", str(empty)).exit_code == 2
+    assert run("mine", str(tmp_path / "missing")).exit_code == 2
+    assert run("mine", str(tmp_path / "photos"), "--url", "ftp://host").exit_code == 2
