@@ -31,7 +31,9 @@ SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
 # Room for the form fields around the uploaded file(s) in a multipart body.
 _MULTIPART_SLACK = 64 * 1024
 _FORM_FIELDS = 16  # room for the non-file fields of any form (name, description, ...)
-MAX_FIELD_BYTES = 64 * 1024
+# werkzeug reads a multipart body in 64 KiB chunks and holds each in the same buffer the limit
+# counts (werkzeug.sansio.multipart), so a limit of one chunk refused every photo over 64 KiB: four.
+MAX_FIELD_BYTES = 256 * 1024
 
 
 def _defaults(settings: Settings) -> dict[str, Any]:
@@ -48,7 +50,7 @@ def _defaults(settings: Settings) -> dict[str, Any]:
         PERMANENT_SESSION_LIFETIME=60 * 60 * 24 * 365,
         # A body larger than the biggest allowed upload is refused before it is read (413).
         MAX_CONTENT_LENGTH=settings.max_upload_bytes + _MULTIPART_SLACK,
-        # A form field that is not a file (a name, a number) is held in memory: 64 KiB at most
+        # A form field that is not a file (a name, a number) is held in memory: 256 KiB at most
         # (413), not the upload's 30 MB; files are spooled to disk and bounded above.
         MAX_FORM_MEMORY_SIZE=MAX_FIELD_BYTES,
         # werkzeug refuses more than 1,000 form parts (413) by default; a library may have
