@@ -123,17 +123,13 @@ def library_reach(
 
 
 def _regions(ours: np.ndarray, nearest: np.ndarray) -> list[tuple[int, int, float, float]]:
-    rows, cols = ours.shape
-    edges_r = np.linspace(0, rows, REGIONS + 1).round().astype(int)
-    edges_c = np.linspace(0, cols, REGIONS + 1).round().astype(int)
+    """Each region of a 3 × 3 grid of the cells (fewer where the grid has fewer rows or columns)."""
     found = []
-    for i in range(REGIONS):
-        for j in range(REGIONS):
-            block = (
-                slice(edges_r[i], max(edges_r[i] + 1, edges_r[i + 1])),
-                slice(edges_c[j], max(edges_c[j] + 1, edges_c[j + 1])),
-            )
-            found.append((i, j, float(ours[block].mean()), float(nearest[block].mean())))
+    for i, rows in enumerate(np.array_split(np.arange(ours.shape[0]), REGIONS)):
+        for j, cols in enumerate(np.array_split(np.arange(ours.shape[1]), REGIONS)):
+            if rows.size and cols.size:
+                block = np.ix_(rows, cols)
+                found.append((i, j, float(ours[block].mean()), float(nearest[block].mean())))
     return found
 
 

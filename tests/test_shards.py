@@ -32,8 +32,9 @@ def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMess
 
 def test_one_shard_is_the_plain_queue(storage: StorageClients, unique: str) -> None:
     queues = QueueAccessor(storage, settings=Settings(fair_lanes=1), prefix=f"s{unique}")
-    assert queues.slice_requests is queues.slice_request and len(queues.monitored()) == 5
-    assert len(QueueAccessor(storage, settings=Settings(), prefix=f"s{unique}").monitored()) == 7  # + the lanes
+    # the four work queues, jobcleanup and indexrequest
+    assert queues.slice_requests is queues.slice_request and len(queues.monitored()) == 6
+    assert len(QueueAccessor(storage, settings=Settings(), prefix=f"s{unique}").monitored()) == 8  # + the lanes
     with pytest.raises(ValueError, match="slice_shards"):
         QueueAccessor(storage, settings=Settings(slice_shards=0))
 
@@ -51,6 +52,7 @@ def test_producers_spread_and_consumers_rotate_over_three_shards(storage: Storag
         "slicerequest-lane1-2",
         "imagerequest-lane1",
         "jobcleanup",
+        "indexrequest",
     ]
     rid = str(uuid.uuid4())
     for seq in range(6):

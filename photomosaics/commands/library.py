@@ -195,7 +195,7 @@ def _upload_all(api: Any, name: str, description: str | None, files: list[tuple[
     """Grants in batches of 500, each batch uploaded at once; the counts and the refusals."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from azure.core.exceptions import AzureError
+    from dal.errors import StorageUnavailable as AzureError  # Azure's own error, named in dal
 
     out: dict[str, Any] = {"uploaded": 0, "already": 0, "refused": [], "failed": [], "created": False}
     total = sum(size for _, _, size in files)

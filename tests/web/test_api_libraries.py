@@ -152,7 +152,7 @@ def test_healthz_and_queues(client: Any, operator: dict[str, str]) -> None:
     submit(client, slices="1")
     assert client.get("/api/queues").status_code == 401  # operators only
     queues = {q["name"]: q for q in client.get("/api/queues", headers=operator).json["queues"]}
-    work = {"imagerequest", "slicerequest", "sliceresponse", "imageresponse", "jobcleanup"}
+    work = {"imagerequest", "slicerequest", "sliceresponse", "imageresponse", "jobcleanup", "indexrequest"}
     assert work <= set(queues)
     # besides them only fair-scheduling lanes and shards of the two request queues (e.g. imagerequest-lane1)
     extra = set(queues) - work

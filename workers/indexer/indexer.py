@@ -28,6 +28,8 @@ from PIL import Image
 
 from dal.blobs.indexed import SEGMENT_PREFIX, PhotoOutcome
 from dal.errors import LibraryNotFoundError
+from dal.jobs.model import library_name
+from dal.names import unprefixed
 from dal.queues.messages import IndexRequestMessage
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.library import TileLibrary
@@ -57,7 +59,7 @@ class Indexer:
         message = received.message
         assert isinstance(message, IndexRequestMessage), message
         libraries = self.services.libraries
-        library = message.library_uri.rstrip("/").rsplit("/", 1)[-1].removeprefix(libraries.prefix)
+        library = unprefixed(libraries.prefix, library_name(message.library_uri.rstrip("/")))
         try:
             known = libraries.uri(library) == message.library_uri and libraries.info(library) is not None
         except ValueError:  # not a library name
