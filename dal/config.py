@@ -33,7 +33,6 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from dal.retry import ThrottleAwareRetry, retry_tuning_from_env
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 
 # Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
@@ -347,11 +346,15 @@ class StorageClients:
         self.profile = profile
         self._response_hook = response_hook
         # Throttling (dal/retry.py): ServerBusy waits, retries are counted when the hook can.
+        # Imported here, not at the top: the retry policy subclasses the Azure SDK's, and a
+        # process that only reads Settings (``photomosaics render``) imports no Azure SDK.
+        from dal.retry import retry_tuning_from_env
 
         self._retry_scale, self._server_busy_wait = retry_tuning_from_env()
         self._on_retry = getattr(response_hook, "record_retry", None)
 
     def _retry(self) -> Any:
+        from dal.retry import ThrottleAwareRetry
 
         busy = 0.0 if self.profile == "probe" else self._server_busy_wait  # a probe reports, it does not wait
         tuning = {"scale": self._retry_scale, "server_busy_wait": busy, "on_retry": self._on_retry}

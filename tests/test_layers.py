@@ -306,6 +306,8 @@ LAZY_IMPORTS_ALLOWED = {
     "photomosaics.commands.*": "each sub-command imports what it needs when it runs, so `photomosaics --help` and "
     "every command start without loading the whole application (NumPy, the Azure SDK)",
     "webapp": "the app factory imports its blueprints (flask's flaskr pattern): they import this package",
+    "dal.config": "StorageClients imports its retry policy (dal.retry, a subclass of the Azure SDK's) when it is "
+    "made, so a process that only reads Settings (`photomosaics render`) imports no Azure SDK",
 }
 
 
