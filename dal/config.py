@@ -31,9 +31,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
+
+if TYPE_CHECKING:  # the SDKs load when a client is first made, not at import (render needs none)
+    from azure.data.tables import TableServiceClient
+    from azure.storage.blob import BlobServiceClient
+    from azure.storage.queue import QueueServiceClient
 
 # Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
@@ -377,7 +382,7 @@ class StorageClients:
         return kwargs
 
     @cached_property
-    def queue_service(self) -> Any:
+    def queue_service(self) -> QueueServiceClient:
         from azure.storage.queue import QueueServiceClient
 
         return QueueServiceClient.from_connection_string(
@@ -385,7 +390,7 @@ class StorageClients:
         )
 
     @cached_property
-    def blob_service(self) -> Any:
+    def blob_service(self) -> BlobServiceClient:
         from azure.storage.blob import BlobServiceClient
 
         return BlobServiceClient.from_connection_string(
@@ -393,7 +398,7 @@ class StorageClients:
         )
 
     @cached_property
-    def table_service(self) -> Any:
+    def table_service(self) -> TableServiceClient:
         from azure.data.tables import TableServiceClient
 
         return TableServiceClient.from_connection_string(

@@ -29,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from dal.config import Settings
 from dal.hints.channel import HintChannel
-from dal.queues.consumable import Consumable, PoisonHook, ReceivedMessage
-from dal.queues.stored_queue import MAX_BATCH, Accepted  # the service's limit per receive
+from dal.queues.consumable import Accepted, Consumable, PoisonHook, ReceivedMessage
+from dal.queues.stored_queue import MAX_BATCH  # the service's limit per receive
 from workers.runtime.backoff import RetrySchedule, poll_delay, retry_delay_for
 from workers.runtime.counters import Counters
 from workers.runtime.elastic import ElasticPool
