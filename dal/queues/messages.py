@@ -342,7 +342,7 @@ class QueueMessage:
             raise _fail(f"expected a {cls.TYPE} message, got {kind}")
         if queue_name is not None and not queue_name.endswith(message_cls.QUEUE):
             raise _fail(f"a {kind} message belongs in queue {message_cls.QUEUE!r}, not {queue_name!r}")
-        return message_cls._from_fields(body)  # type: ignore[return-value]
+        return message_cls._from_fields(body)  # type: ignore[return-value]  # message_cls is cls unless cls is QueueMessage (checked above)
 
     @classmethod
     def _from_fields(cls: type[M], body: dict[str, object]) -> M:
