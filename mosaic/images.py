@@ -63,7 +63,10 @@ def open_image(
     check_structure(data)  # what opening it costs, bounded before Pillow reads its header
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # Pillow's bomb warning (over MAX_IMAGE_PIXELS, 89.5 MP) is a refusal, unless the caller
+            # set a larger budget (the indexer's 120 MP: a 100 MP camera photo), checked just below.
+            bomb = "error" if max_pixels <= (Image.MAX_IMAGE_PIXELS or 0) else "ignore"
+            warnings.simplefilter(bomb, Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=DECODER_FORMATS)
             if image.width * image.height > max_pixels:
                 raise ImageDecodeError(

@@ -12,6 +12,7 @@ from PIL import Image
 
 from dal.blobs.indexed import group_photos
 from mosaic.photo_index import (
+    WORK_SIDE,
     PhotoRefused,
     decode_photo,
     detect_faces,
@@ -153,3 +154,11 @@ def test_bad_photos_are_refused_with_a_reason(data: bytes, reason: str) -> None:
 def test_a_photo_over_the_pixel_budget_is_refused_before_decoding() -> None:
     with pytest.raises(PhotoRefused, match="larger than the maximum"):
         index_photo(_jpeg(_photo(1000, 1000)), max_pixels=500_000)
+
+
+def test_a_100_mp_camera_photo_is_indexed_though_pillow_calls_it_a_bomb() -> None:
+    """Over Pillow's 89.5 MP warning, under the indexer's 120 MP budget: a tile, not a refusal."""
+    data = _jpeg(Image.new("RGB", (11548, 8661), (90, 140, 200)))
+    assert Image.MAX_IMAGE_PIXELS < 11548 * 8661
+    photo = index_photo(data)
+    assert photo.tile.shape[2] == 3 and min(photo.work_size) == WORK_SIDE
