@@ -1,4 +1,7 @@
-"""``python -m benchmarks [name ...]``: run every benchmark module, or the ones named.
+"""``python -m benchmarks [name ...] [--option ...]``: run every benchmark module, or the ones named.
+
+Options after the names go to each named benchmark's ``main(argv)`` (e.g. ``python -m
+benchmarks libraries --photos 40``); without options ``main()`` runs with its defaults.
 
 A benchmark is a module ``benchmarks/<name>.py`` with a ``main()``; they run in a fixed
 order (``ORDER`` first, then the rest alphabetically) so that `make bench` output is stable.
@@ -29,7 +32,8 @@ def available() -> list[str]:
 
 def run(argv: list[str]) -> int:
     names = available()
-    wanted = argv or names
+    first_option = next((i for i, arg in enumerate(argv) if arg.startswith("-")), len(argv))
+    wanted, options = argv[:first_option] or names, argv[first_option:]
     unknown = [n for n in wanted if n not in names]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(names)}", file=sys.stderr)
@@ -37,7 +41,8 @@ def run(argv: list[str]) -> int:
     for name in wanted:
         print(f"\n=== benchmark: {name} ===", flush=True)
         start = time.perf_counter()
-        result = importlib.import_module(f"benchmarks.{name}").main()
+        module = importlib.import_module(f"benchmarks.{name}")
+        result = module.main(options) if options else module.main()
         print(f"=== {name} finished in {time.perf_counter() - start:.0f} s ===", flush=True)
         if isinstance(result, int) and result:
             return result
