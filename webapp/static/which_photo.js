@@ -6,7 +6,8 @@
 "use strict";
 
 const WhichPhoto = (() => {
-  /** A click (not a drag) on the mosaic names the tile under it. */
+  /** A click (not a drag) on the mosaic names the tile under it. Returns the "every place"
+      machinery ({find(name), reset}) for other ways of choosing a photo. */
   function attach(viewer, job, statusUrl) {
     const panel = document.getElementById("tile-info");
     const photo = document.getElementById("tile-photo");
@@ -56,6 +57,7 @@ const WhichPhoto = (() => {
         panel.hidden = false;
       }
     });
+    return places; // the photo picker (photo_picker.js) finds a chosen photo the same way
   }
 
   /* "Every place it is": the cells one photo holds, all outlined, the viewer stepping from one
