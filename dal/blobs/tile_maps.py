@@ -29,6 +29,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class TileMap:
         cells = index[tile]
         if mirrored is not None:
             cells += mirrored
-        tiles = tuple((names[i], blobs[i]) for i in used)
+        tiles = tuple((names[i], blobs[i]) for i in used.tolist())
         return cls(library=library, first_row=first_row, tiles=tiles, cells=cells, library_version=library_version)
 
     def at(self, col: int, row: int) -> tuple[str, str, bool]:
@@ -125,7 +126,7 @@ class TileMap:
         return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
 
     def encode(self) -> bytes:
-        header = {
+        header: dict[str, Any] = {
             "format": _FORMAT,
             "version": _VERSION,
             "library": self.library,
