@@ -20,6 +20,7 @@ from dal.blobs.names import tile_map_name
 from dal.blobs.store import BlobStore
 from dal.blobs.tile_maps import TileMap
 from dal.config import IMAGE_OUTPUT_CONTAINER, Settings, StorageClients
+from dal.jobs.model import JobStatus
 from dal.jobs.store import JobStore
 from tests.web.conftest import LIBRARY, png_bytes, submit
 from tests.web.test_library_indexing import _drain, _jpeg
@@ -38,7 +39,7 @@ def finish_with_map(
         owner = str(session["cid"])
     job = (
         JobStore(storage, prefix=settings.name_prefix)
-        .update(owner, request_id, lambda j: replace(j, status="done", output_name=f"{request_id}.jpg"))
+        .update(owner, request_id, lambda j: replace(j, status=JobStatus.DONE, output_name=f"{request_id}.jpg"))
         .job
     )
     tiles = LibraryStore(storage, prefix=settings.name_prefix).load(library)
