@@ -126,6 +126,7 @@ class TileMap:
         return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
 
     def encode(self) -> bytes:
+        dtype = _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1]
         header: dict[str, Any] = {
             "format": _FORMAT,
             "version": _VERSION,
@@ -133,12 +134,12 @@ class TileMap:
             "first_row": self.first_row,
             "rows": self.rows,
             "columns": self.columns,
-            "dtype": _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1],
+            "dtype": dtype,
             "tiles": [list(t) for t in self.tiles],
         }
         if self.library_version:
             header["library_version"] = self.library_version
-        cells = self.cells.astype(header["dtype"]).tobytes()
+        cells = self.cells.astype(dtype).tobytes()
         body = json.dumps(header, separators=(",", ":")).encode() + b"\n" + cells
         return gzip.compress(body, compresslevel=1 if self.cells.size <= _COMPRESS_CELLS else 0, mtime=0)
 
