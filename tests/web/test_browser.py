@@ -463,6 +463,7 @@ def test_pick_your_photo_from_the_thumbnails_and_see_the_ones_left_out(
     left = page.locator("#photo-picker .picker-photo").first
     left.click()
     page.locator("#picker-note").filter(has_text="is not in this mosaic: not in any cell").wait_for()
+    assert page.locator("#tile-info").is_hidden() and page.locator(".tile-mark-also").count() == 0
     shot(page, "14-photos-left-out")
 
     phone = browser_context.new_page()

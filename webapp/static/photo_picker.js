@@ -89,7 +89,7 @@ const PhotoPicker = (() => {
       chosen = photo.name;
       list.querySelectorAll(".picker-photo").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
       if (!photo.uses) {
-        places.reset(null, null);
+        places.clear();
         note.textContent = `${photo.name} is not in this mosaic: ${photo.reason || "not used"}.`;
         note.hidden = false;
         return;
