@@ -18,7 +18,6 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from dal.blobs.libraries import LibraryInfo
-from dal.blobs.tile_maps import TileMap
 from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
 from dal.jobs.store import Job
 from webapp.api_jobs import own_job
@@ -53,11 +52,13 @@ def _library_info(job: Job) -> LibraryInfo | None:
     return info if info is not None and info.visible_to(client_id()) else None
 
 
-def photo_table(job: Job, tile_map: TileMap) -> PhotoTable:
-    """The job's table, made once per job and library version (``job_photos.TABLES``)."""
+def photo_table(job: Job) -> PhotoTable:
+    """The job's table, made once per job and library version (``job_photos.TABLES``): the map
+    is read and decoded only then (409 before the job is done, 404 when it has none)."""
     info = _library_info(job)
 
     def make() -> PhotoTable:
+        tile_map = job_tile_map(job)
         try:
             library = read_library(services().libraries, info) if info is not None else None
         except LibraryNotFoundError:  # its index is gone, or nothing of it is indexed any more
@@ -81,8 +82,7 @@ def job_photos(request_id: str) -> Response:
         raise ApiError(400, "invalid_field", f"search must be at most {MAX_NAME} characters")
     offset = int_field(request.args, "offset", low=0, high=MAX_OFFSET, default=0)
     limit = int_field(request.args, "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
-    tile_map = job_tile_map(job)
-    table = photo_table(job, tile_map)
+    table = photo_table(job)
     rows = table.select(show=show, sort=sort, search=search.strip())
     page = rows[offset : offset + limit]
     used = table.used
