@@ -438,6 +438,12 @@ def test_pick_your_photo_from_the_thumbnails_and_see_the_ones_left_out(
     page.locator("#photo-picker .picker-photo").first.wait_for()
     assert page.locator("#picker-counts").inner_text() == "5 of 18 used · 13 left out"
     assert page.locator("#photo-picker .picker-photo").count() == 18
+    page.locator("#picker-search").fill("C1")  # searched by name, any case
+    wait_until(page, "document.querySelectorAll('#photo-picker .picker-photo').length === 8")
+    names = page.locator("#photo-picker .picker-photo").evaluate_all("bs => bs.map(b => b.dataset.name)")
+    assert names == [f"c1{i}.png" for i in range(8)] and page.locator("#picker-page").inner_text() == "1–8 of 8"
+    page.locator("#picker-search").fill("")
+    wait_until(page, "document.querySelectorAll('#photo-picker .picker-photo').length === 18")
     page.locator("#picker-sort").select_option("most_used")
     top, count = max(uses.items(), key=lambda kv: kv[1])
     first = page.locator(f'#photo-picker .picker-photo[data-name="{top}"]')
