@@ -73,8 +73,10 @@ const PhotoPicker = (() => {
         "data-name": photo.name,
         "data-uses": String(photo.uses),
         "aria-pressed": String(photo.name === chosen),
-        title: `${photo.name}: ${photo.uses ? `in ${PM.number(photo.uses)} cell${photo.uses === 1 ? "" : "s"}` : photo.reason || "not used"}`,
       }, thumb, uses);
+      const told = `${photo.name}: ${photo.uses ? `in ${PM.number(photo.uses)} cell${photo.uses === 1 ? "" : "s"}` : photo.reason || "not used"}`;
+      button.title = told;
+      button.setAttribute("aria-label", told); // the thumbnail's alt is empty: the button says it
       const li = PM.el("li", {}, button);
       if (state.show === "left_out") {
         li.append(PM.el("div", { class: "picker-why" },
