@@ -176,7 +176,7 @@ class Settings:
     retry_delay: float = 5.0
     # The controller: a slice response older than this (seconds) no longer holds the stitch claim.
     stitch_timeout: float = 600.0
-    # Hedged slices (workers.controller.stragglers): the controller sends a slice again when it is out longer than
+    # Hedged slices (workers.controller.hedging): the controller sends a slice again when it is out longer than
     # max(floor, factor x what its siblings took), at most this many times per slice; 0 turns it off.
     hedge_floor_seconds: float = 1.0
     hedge_factor: float = 3.0
