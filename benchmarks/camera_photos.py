@@ -54,7 +54,7 @@ def _params(number: int) -> tuple[int, int, int, tuple[float, float, float]]:
     gains = tuple(float(g) for g in rng.uniform(0.7, 1.3, 3))
     if leader != number:
         dx, dy = dx + 6 * (number - leader), dy + 4 * (number - leader)
-    return base, dx, dy, gains  # type: ignore[return-value]
+    return base, dx, dy, (gains[0], gains[1], gains[2])
 
 
 def orientation(number: int) -> int:

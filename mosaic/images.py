@@ -65,8 +65,10 @@ def open_image(
         with warnings.catch_warnings():
             # Pillow's bomb warning (over MAX_IMAGE_PIXELS, 89.5 MP) is a refusal, unless the caller
             # set a larger budget (the indexer's 120 MP: a 100 MP camera photo), checked just below.
-            bomb = "error" if max_pixels <= (Image.MAX_IMAGE_PIXELS or 0) else "ignore"
-            warnings.simplefilter(bomb, Image.DecompressionBombWarning)
+            if max_pixels <= (Image.MAX_IMAGE_PIXELS or 0):
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+            else:
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=DECODER_FORMATS)
             if image.width * image.height > max_pixels:
                 raise ImageDecodeError(
