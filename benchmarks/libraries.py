@@ -98,9 +98,9 @@ def _role_pids(run_pid: int, role: str) -> list[int]:
 
 
 def _role_of(pid: int) -> str | None:
-    argv = _argv(pid)
-    for i, arg in enumerate(argv):
-        if arg.endswith("photomosaics") and i + 1 < len(argv):
+    argv = _argv(pid)  # the console script's or `python -c "from photomosaics.cli import main; main()"`'s
+    for i, arg in enumerate(argv[:-1]):
+        if arg.endswith("photomosaics") or "photomosaics.cli" in arg:
             return argv[i + 1]
     return None
 
