@@ -316,6 +316,7 @@ def report(result: dict[str, Any], faces: Any, every: dict[str, Any] | None) -> 
             f"{scores['colour_moved']:.2f} / {scores['window_share']:.3f} | >= 95 % / <= 5 / <= 0.10 | "
             f"{verdict(checks['recognisable'] and checks['colour_moved'] and checks['window_share'])} |"
         )
+        print(f"| ... from afar, ΔE00 at one pixel per cell (no goal here) | {scores['delta_e']:.2f} | | |")
     else:
         print("| use every photo | not measured: the engine has no use_every_photo option yet | | |")
     browser = result.get("browser_seconds")
