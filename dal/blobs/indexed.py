@@ -174,7 +174,8 @@ class IndexedLibraries:
         raise RuntimeError(f"library {library!r}: the manifest changed {_ATTEMPTS} times while merging a batch")
 
     def compose(self, library: str, manifest: Manifest | None = None) -> TileLibrary:
-        """The published library: every indexed photo's tile, by name, from the cached segments."""
+        """The published library: every indexed photo's tile, by name, from the cached segments, with
+        the manifest's near-duplicate groups (the engine counts a group as one photo)."""
         manifest = manifest or self.read(library)[0]
         indexed = manifest.indexed()
         if not indexed:
@@ -191,4 +192,8 @@ class IndexedLibraries:
                 with self._lock:
                     self._segments[key] = cached
             tiles.append(cached.atlas[cached.names.index(name)])
-        return TileLibrary(atlas=np.stack(tiles), names=tuple(indexed), version=manifest.version)
+        position = {name: i for i, name in enumerate(indexed)}
+        groups = [[position[n] for n in group if n in position] for group in manifest.groups]
+        return TileLibrary(
+            atlas=np.stack(tiles), names=tuple(indexed), version=manifest.version, groups=tuple(map(tuple, groups))
+        )
