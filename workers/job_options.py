@@ -14,11 +14,15 @@ from mosaic.render import DEFAULT_OPTIONS, RenderOptions
 __all__ = ["job_options"]
 
 
-def job_options(*, correction: int | None = None, max_uses: int | None = None) -> RenderOptions:
+def job_options(
+    *, correction: int | None = None, max_uses: int | None = None, use_every_photo: bool | None = None
+) -> RenderOptions:
     """``DEFAULT_OPTIONS`` with what the job's message sets (None: the default)."""
-    changes: dict[str, int] = {}
+    changes: dict[str, int | bool] = {}
     if correction is not None:
         changes["correction"] = correction
     if max_uses is not None:
         changes["max_uses"] = max_uses
+    if use_every_photo:
+        changes["use_every_photo"] = True
     return dataclasses.replace(DEFAULT_OPTIONS, **changes) if changes else DEFAULT_OPTIONS
