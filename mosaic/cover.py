@@ -5,9 +5,13 @@
 the usual choice, built in two steps on the min-cost flow of ``mosaic.fair``:
 
 1. **Pins.** A minimum-cost assignment of one distinct cell to every group: each group (its
-   members and their mirror images) offers its ``k`` nearest cells, at the exact squared
-   feature distance, and OR-Tools' ``SimpleMinCostFlow`` places every group at the least total
-   distance (``k`` ×4 while a group is left over). A pin in a row next to a part border
+   members and their mirror images) offers its ``NEAREST`` cells, at the exact squared
+   feature distance, and OR-Tools' ``SimpleMinCostFlow`` places as many groups as those arcs
+   allow at the least total distance. A group left over (its nearest cells all went to groups
+   that fit them better: photos of colours the target hardly has, all wanting the same few
+   cells) then takes, in group order, the nearest cell still free: widening every group's
+   arcs until the flow places them all took 16 times the arcs and four solves on the 12 MP
+   benchmark job. A pin in a row next to a part border
    (``variety``'s restricted rows) may only hold a group of that row's class, so no part ever
    needs to see another part's pins.
 2. **The usual fill.** The other cells choose as always, around the pins: with the variety
@@ -18,10 +22,12 @@ The pins are a function of the whole grid's cells, the library and the seed only
 slicing, the pipeline and the offline render place the same ones. Offering every cell to
 every group would be a library × cells distance matrix (4,200 candidates × 620,000 cells of a
 12 MP photo at tile 8: seconds of BLAS), so groups choose among a fixed sample of the cells
-(``sample_cells``: at least ``SAMPLE_PER_GROUP`` per group, all of them on small grids).
+(``sample_cells``: ``SAMPLE_PER_GROUP`` per group, at least 4,096, all of them on small grids).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,8 +37,8 @@ from .limits import MAX_COVER_CELLS
 from .matching import best
 from .variety import mix, tile_classes
 
-FIRST_K = 8  # nearest sample cells each candidate offers on the first try (×4 while groups are left over)
-SAMPLE_PER_GROUP = 8  # sample cells per group
+NEAREST = 16  # nearest sample cells each candidate offers
+SAMPLE_PER_GROUP = 4  # sample cells per group
 SAMPLE_LEAST = 4096
 
 
@@ -127,66 +133,68 @@ def pin_groups(
     """
     n = wanted.shape[0]
     count = int(groups.max()) + 1
-    cell_class = group_class = None
-    if d:
-        rows = n // cols
-        cell_class = np.repeat(np.where(restricted_rows(rows, edges, d), np.arange(rows) % (d + 1), -1), cols)
-        group_class = tile_classes(count, d, seed)
     if n < count:
         raise CoverError(f"{n} cells cannot hold {count} photos", 0)
     sample = sample_cells(n, count)
-    while True:
-        pins = _pin_within(wanted, sample, candidates, distinct, groups, count, cell_class, group_class)
-        if pins is not None:
-            return pins
-        if sample.size == n:
-            raise CoverError(f"no cell of the grid is free for every one of the {count} photos", 0)
-        sample = np.arange(n)
-
-
-def _pin_within(
-    wanted: np.ndarray,
-    sample: np.ndarray,
-    candidates: np.ndarray,
-    distinct: int,
-    groups: np.ndarray,
-    count: int,
-    cell_class: np.ndarray | None,
-    group_class: np.ndarray | None,
-) -> np.ndarray | None:
-    """The pins with cells from ``sample`` only; None when no assignment exists there."""
-    cells = wanted[sample]
-    norms = np.einsum("ij,ij->i", candidates.astype(np.float64), candidates.astype(np.float64))
     key = groups[np.arange(candidates.shape[0]) % distinct]
-    k = min(FIRST_K, sample.size)
-    while True:
-        index, score = best(candidates, cells, k)  # each candidate's nearest sample cells
-        cost = np.rint(score + norms[:, None]).astype(np.int64)
-        group = np.broadcast_to(key[:, None], index.shape).ravel()
-        cell, cost, chosen = index.ravel().astype(np.int64), cost.ravel(), np.repeat(np.arange(key.size), k)
-        if cell_class is not None and group_class is not None:
-            allowed = cell_class[sample][cell]
-            ok = (allowed < 0) | (allowed == group_class[group])
-            group, cell, cost, chosen = group[ok], cell[ok], cost[ok], chosen[ok]
-        # one arc per (group, cell): the member and orientation nearest that cell
-        order = np.lexsort((chosen, cost, cell, group))
-        group, cell, cost, chosen = group[order], cell[order], cost[order], chosen[order]
-        first = np.ones(group.size, bool)
-        first[1:] = (group[1:] != group[:-1]) | (cell[1:] != cell[:-1])
-        group, cell, cost, chosen = group[first], cell[first], cost[first], chosen[first]
-        picked = _assign_once(group, cell, cost, count, sample.size)
-        if picked is not None:
-            pins = np.full(wanted.shape[0], -1, np.int32)
-            pins[sample[cell[picked]]] = chosen[picked]
-            return pins
-        if k >= sample.size:
-            return None
-        k = min(4 * k, sample.size)
+    cell_class = np.full(sample.size, -1)  # the border class a sample cell is restricted to, -1: none
+    group_class = np.zeros(count, np.int64)
+    if d:
+        rows = n // cols
+        row_class = np.where(restricted_rows(rows, edges, d), np.arange(rows) % (d + 1), -1)
+        cell_class = row_class[sample // cols]
+        group_class = tile_classes(count, d, seed)
+
+    def allowed(group: np.ndarray | int, cell: np.ndarray) -> np.ndarray:
+        return (cell_class[cell] < 0) | (cell_class[cell] == group_class[group])
+
+    cells = wanted[sample]
+    arcs = _nearest_arcs(cells, candidates, key, allowed)
+    placed = _assign_once(*arcs[:3], count, sample.size)
+    pins = np.full(n, -1, np.int32)
+    taken = np.zeros(sample.size, bool)
+    group, cell, _, chosen = (a[placed] for a in arcs)
+    pins[sample[cell]] = chosen
+    taken[cell] = True
+    left = np.setdiff1d(np.arange(count), group)
+    for g in left:  # their nearest cells went to groups that fit them better: the nearest one free
+        members = np.flatnonzero(key == g)
+        score = np.einsum("ij,ij->i", candidates[members].astype(np.float64), candidates[members].astype(np.float64))
+        distance = score[:, None] - 2.0 * candidates[members].astype(np.float64) @ cells.T.astype(np.float64)
+        free = ~taken & allowed(int(g), np.arange(sample.size))
+        if not free.any():
+            raise CoverError(f"no cell of the grid is free for every one of the {count} photos", 0)
+        best_member = distance.argmin(axis=0)
+        per_cell = distance[best_member, np.arange(sample.size)]
+        where = int(np.flatnonzero(free)[np.argmin(per_cell[free])])
+        pins[sample[where]] = members[best_member[where]]
+        taken[where] = True
+    return pins
 
 
-def _assign_once(group: np.ndarray, cell: np.ndarray, cost: np.ndarray, count: int, cells: int) -> np.ndarray | None:
-    """Indices of the arcs that give every group its own cell at the least total cost; None when
-    some group is left over."""
+def _nearest_arcs(
+    cells: np.ndarray, candidates: np.ndarray, key: np.ndarray, allowed: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(group, cell, cost, candidate)``: every group's arcs to the ``NEAREST`` cells of each of
+    its candidates (those its class allows), one per (group, cell), through its nearest member."""
+    norms = np.einsum("ij,ij->i", candidates.astype(np.float64), candidates.astype(np.float64))
+    k = min(NEAREST, cells.shape[0])
+    index, score = best(candidates, cells, k)  # each candidate's nearest sample cells
+    cost = np.rint(score + norms[:, None]).astype(np.int64).ravel()
+    group = np.repeat(key, k)
+    cell, chosen = index.ravel().astype(np.int64), np.repeat(np.arange(key.size), k)
+    ok = allowed(group, cell)
+    group, cell, cost, chosen = group[ok], cell[ok], cost[ok], chosen[ok]
+    order = np.lexsort((chosen, cost, cell, group))
+    group, cell, cost, chosen = group[order], cell[order], cost[order], chosen[order]
+    first = np.ones(group.size, bool)
+    first[1:] = (group[1:] != group[:-1]) | (cell[1:] != cell[:-1])
+    return group[first], cell[first], cost[first], chosen[first]
+
+
+def _assign_once(group: np.ndarray, cell: np.ndarray, cost: np.ndarray, count: int, cells: int) -> np.ndarray:
+    """Indices of the arcs that give as many groups as the arcs allow their own cell, at the least
+    total cost for that many (a group's arc to the overflow costs more than any path of real arcs)."""
     from ortools.graph.python import min_cost_flow
 
     flow = min_cost_flow.SimpleMinCostFlow()
@@ -215,7 +223,4 @@ def _assign_once(group: np.ndarray, cell: np.ndarray, cost: np.ndarray, count: i
     status = flow.solve()
     if status != flow.OPTIMAL:
         raise RuntimeError(f"min-cost flow failed: status {status}")
-    used = flow.flows(arcs) > 0
-    if int(used.sum()) < count:
-        return None
-    return np.flatnonzero(used)
+    return np.flatnonzero(flow.flows(arcs) > 0)
