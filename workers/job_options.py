@@ -18,11 +18,11 @@ def job_options(
     *, correction: int | None = None, max_uses: int | None = None, use_every_photo: bool | None = None
 ) -> RenderOptions:
     """``DEFAULT_OPTIONS`` with what the job's message sets (None: the default)."""
-    changes: dict[str, int | bool] = {}
+    options = DEFAULT_OPTIONS
     if correction is not None:
-        changes["correction"] = correction
+        options = dataclasses.replace(options, correction=correction)
     if max_uses is not None:
-        changes["max_uses"] = max_uses
+        options = dataclasses.replace(options, max_uses=max_uses)
     if use_every_photo:
-        changes["use_every_photo"] = True
-    return dataclasses.replace(DEFAULT_OPTIONS, **changes) if changes else DEFAULT_OPTIONS
+        options = dataclasses.replace(options, use_every_photo=True)
+    return options
