@@ -69,12 +69,12 @@ class TileLibrary:
         """A library whose version is the hash of its tiles, names (and groups, when it has any)."""
         atlas = np.ascontiguousarray(atlas, dtype=np.uint8)
         names = tuple(names)
-        groups = tuple(tuple(g) for g in groups)
+        kept = tuple(tuple(int(i) for i in g) for g in groups)
         digest = hashlib.sha256(atlas.tobytes())
         digest.update(json.dumps(names).encode())
-        if any(len(g) > 1 for g in groups):
-            digest.update(json.dumps(sorted(sorted(g) for g in groups if len(g) > 1)).encode())
-        return cls(atlas=atlas, names=names, version=digest.hexdigest()[:20], groups=groups)
+        if any(len(g) > 1 for g in kept):
+            digest.update(json.dumps(sorted(sorted(g) for g in kept if len(g) > 1)).encode())
+        return cls(atlas=atlas, names=names, version=digest.hexdigest()[:20], groups=kept)
 
     def __len__(self) -> int:
         return int(self.atlas.shape[0])

@@ -206,7 +206,7 @@ def choose_varied(
 
     # The border rows choose first: they have a share of the library, the rows inside all of it.
     priority = priorities(rows, cols, row_offset, d, seed_int) + border[:, None] * (d + 1) * (d + 2)
-    if pinned is not None and pinned.size:
+    if pins is not None and pinned is not None and pinned.size:
         candidates.pin(pinned, pins.ravel()[pinned])
         priority = priority.copy()
         priority.ravel()[pinned] = 2 * (d + 1) * (d + 2)  # above every free cell: a pinned cell never moves
