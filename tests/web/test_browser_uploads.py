@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 BLOCK_BYTES = 16 * 1024  # small blocks: every photo here is several, so one can drop mid-file
 DROPPED = "b.jpg"  # its second block's connection drops once
 EXPIRED = "c.jpg"  # its first block meets an expired SAS once
+GRANT_BATCH = 3  # upload URLs asked for three files at a time (the page's default: 500)
 
 
 def _jpeg(seed: int, size: tuple[int, int] = (480, 360), *, exif: bytes | None = None) -> bytes:
@@ -123,7 +124,22 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
 
     page.goto(base + "/libraries")
     page.locator("#libraries .card").first.wait_for()
-    page.evaluate(f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.backoffMs = 50")
+    # Small blocks and grant batches, so that seven photos take several of each.
+    page.evaluate(
+        f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.backoffMs = 50;"
+        f" PMUploads.settings.grantBatch = {GRANT_BATCH}"
+    )
+    # Dropped files are sorted as chosen ones are (a test cannot make a dropped folder: Chromium
+    # gives a page's own DataTransfer no directory entries).
+    page.evaluate(
+        """() => {
+          const data = new DataTransfer();
+          data.items.add(new File(["x".repeat(2048)], "IMG_1.JPG", { type: "image/jpeg" }));
+          data.items.add(new File(["guests"], "notes.txt", { type: "text/plain" }));
+          document.getElementById("lib-drop").dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true }));
+        }"""
+    )
+    page.locator("#lib-chosen").filter(has_text="1 photo · 0.0 MB. 1 file left out: 1 not a photo (.txt).").wait_for()
     page.locator("#lib-name").fill("wedding")
     page.locator("#lib-description").fill("Our wedding")
     page.set_input_files("#lib-folder", str(folder))
@@ -152,7 +168,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
         count = -(-len(data) // BLOCK_BYTES)
         assert sorted(b for p, b in blocks if p == name) == sorted(_block_id(i) for i in range(count)), name
     assert sorted(p for p, kind, _ in log.reached if kind == "blocklist") == sorted(photos)
-    assert grants == [7, 1]  # one batch, then one fresh grant for the expired SAS
+    assert grants == [3, 3, 1, 1]  # batches of 3 (c.jpg is in the second), then a fresh URL for c.jpg
     staging = pipeline.services.staging
     assert staging.staged("wedding") == {name: len(data) for name, data in photos.items()}
     assert all(staging.read_staged("wedding", name) == data for name, data in photos.items())

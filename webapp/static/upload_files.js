@@ -6,8 +6,10 @@
 "use strict";
 
 const PMUploads = (() => {
-  const GRANT_BATCH = 500; // the API's most files per request
-  const AT_ONCE = 4; // files in flight: enough to fill a home uplink, gentle on a phone
+  const settings = {
+    grantBatch: 500, // the API's most files per request
+    atOnce: 4, // files in flight: enough to fill a home uplink, gentle on a phone
+  };
   const PHOTO_TYPES = new Set(["jpg", "jpeg", "png", "webp", "heic", "heif", "gif", "bmp", "tif", "tiff"]);
 
   const extension = (path) => (/\.([^./]+)$/.exec(path) || [, ""])[1].toLowerCase();
@@ -90,8 +92,8 @@ const PMUploads = (() => {
     hooks.total(0, total);
     for (const photo of photos) hooks.file(photo.name, "queued", 0, photo.file.size);
 
-    for (let start = 0; start < photos.length; start += GRANT_BATCH) {
-      const batch = photos.slice(start, start + GRANT_BATCH);
+    for (let start = 0; start < photos.length; start += settings.grantBatch) {
+      const batch = photos.slice(start, start + settings.grantBatch);
       const byName = new Map(batch.map((p) => [p.name, p]));
       const answer = await ask(batch);
       result.created = result.created || answer.created;
@@ -134,14 +136,14 @@ const PMUploads = (() => {
     return result;
   }
 
-  /** Run `task` over `items`, AT_ONCE at a time. */
+  /** Run `task` over `items`, `settings.atOnce` at a time. */
   async function pool(items, task) {
     let next = 0;
     const worker = async () => {
       while (next < items.length) await task(items[(next += 1) - 1]);
     };
-    await Promise.all(Array.from({ length: Math.min(AT_ONCE, items.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(settings.atOnce, items.length) }, worker));
   }
 
-  return { dropped, chosen, sort, leftOutNote, upload, AT_ONCE, GRANT_BATCH };
+  return { settings, dropped, chosen, sort, leftOutNote, upload };
 })();
