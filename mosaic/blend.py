@@ -59,7 +59,7 @@ def blend_toward(
     for y in range(0, sub_h, step):
         end = min(sub_h, y + step)
         top, bottom = max(0, y - 1), min(sub_h, end + 1)  # one halo row each side
-        part = amount if local is None else amount[top:bottom]
+        part = amount[top:bottom] if isinstance(amount, np.ndarray) else amount  # an array when local is given
         shift = _correction(cells[top:bottom], placed_sub[top:bottom], part, denominator)
         before = shift[:1] if y == 0 else shift[:0]  # the band's edges repeat the edge row
         after = shift[-1:] if end == sub_h else shift[:0]
@@ -118,7 +118,7 @@ def _upsample(padded: np.ndarray, m: int, double: int, first: int = 0, cell: int
     phases = np.empty((rows * m, m, sub_w, 3), np.int8)
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
         total = vertical * wide(own)
-        total += (left if side < 0 else right) * wide(other)
+        np.add(total, (left if side < 0 else right) * wide(other), out=total)  # +=, which numpy's stubs misjudge
         total += scale // 2
         if scale & (scale - 1) == 0:
             np.right_shift(total, scale.bit_length() - 1, out=total)

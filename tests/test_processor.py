@@ -169,7 +169,7 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(
 
 
 def test_a_redelivered_slice_that_is_done_already_is_not_rendered_again(pipe: Pipeline) -> None:
-    """The copy of a hedged slice that comes back after its lease (``workers.controller.stragglers``) while
+    """The copy of a hedged slice that comes back after its lease (``workers.controller.hedging``) while
     another processor finished the slice: the job read a redelivery pays anyway finds the slice in
     ``slices_done``, and nothing is rendered, written or sent."""
     rid, requests = dispatch(pipe, plain_photo(2, seed=6), slices=2, tile=PLAIN_TILE)

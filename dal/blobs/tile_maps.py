@@ -84,7 +84,9 @@ class TileMap:
         cells = index[tile]
         if mirrored is not None:
             cells += mirrored
-        return cls(library=library, first_row=first_row, tiles=tuple((names[i], blobs[i]) for i in used), cells=cells)
+        return cls(
+            library=library, first_row=first_row, tiles=tuple((names[i], blobs[i]) for i in used.tolist()), cells=cells
+        )
 
     def at(self, col: int, row: int) -> tuple[str, str, bool]:
         """``(name, tile blob, mirrored)`` of the cell at column ``col``, row ``row`` (of the band)."""
@@ -106,6 +108,7 @@ class TileMap:
         return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
 
     def encode(self) -> bytes:
+        dtype = _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1]
         header = {
             "format": _FORMAT,
             "version": _VERSION,
@@ -113,10 +116,10 @@ class TileMap:
             "first_row": self.first_row,
             "rows": self.rows,
             "columns": self.columns,
-            "dtype": _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1],
+            "dtype": dtype,
             "tiles": [list(t) for t in self.tiles],
         }
-        cells = self.cells.astype(header["dtype"]).tobytes()
+        cells = self.cells.astype(dtype).tobytes()
         body = json.dumps(header, separators=(",", ":")).encode() + b"\n" + cells
         return gzip.compress(body, compresslevel=1 if self.cells.size <= _COMPRESS_CELLS else 0, mtime=0)
 
