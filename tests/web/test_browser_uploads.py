@@ -115,10 +115,12 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     grants: list[int] = []
+    posts: list[str] = []
     page.on(
         "request",
         lambda r: r.url.endswith("/uploads") and r.method == "POST" and grants.append(len(r.post_data_json["files"])),
     )
+    page.on("request", lambda r: r.method == "POST" and posts.append(urlsplit(r.url).path))
     log = StorageLog(base)
     page.route(re.compile(r"/staging/"), log)
 
@@ -216,5 +218,10 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     shot(phone, "16-phone-library-photos")
     overflow = phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"/libraries scrolls sideways on a phone by {overflow}px"
+    # No photo went through the web app: the multipart POST /api/libraries is for API clients only.
+    assert "/api/libraries" not in posts and set(posts) == {
+        "/api/libraries/wedding/uploads",
+        "/api/libraries/wedding/index",
+    }
     assert errors == []
     assert browser_context.violations == [], "the page broke its Content-Security-Policy"
