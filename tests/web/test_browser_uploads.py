@@ -225,3 +225,53 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     }
     assert errors == []
     assert browser_context.violations == [], "the page broke its Content-Security-Policy"
+
+
+def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    """A dropped folder is read with webkitGetAsEntry and readEntries (which answers a folder in
+    batches until an empty one). Chromium gives a page's own DataTransfer no folders, so the
+    entries are made in the page, as Chromium's would answer; what is tested is the page's walk:
+    nested folders, batches, the folder's own name dropped, hidden files and non-photos left out,
+    and the names are those ``photomosaics library add`` gives the same folder (the same blobs)."""
+    from photomosaics.commands.library import photo_files
+
+    tree = ["day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg", "IMG_4.png", "notes.txt", ".hidden/x.jpg"]
+    folder = tmp_path / "wedding"
+    for rel in tree:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(b"x" * 10)
+    page = browser_context.new_page()
+    page.goto(live_app["url"] + "/libraries")
+    sorted_out = page.evaluate(
+        """async (paths) => {
+          const dir = (path, children) => ({ isFile: false, isDirectory: true, fullPath: path,
+            createReader() {  // two entries a batch, then none: as readEntries pages a big folder
+              let at = 0;
+              return { readEntries(ok) { const batch = children.slice(at, at + 2); at += 2; setTimeout(() => ok(batch)); } };
+            } });
+          const file = (path) => ({ isFile: true, isDirectory: false, fullPath: path,
+            file(ok) { ok(new File(["x".repeat(10)], path.split("/").pop())); } });
+          const root = { children: new Map() };
+          for (const path of paths) {
+            let node = root;
+            const parts = path.split("/");
+            parts.forEach((part, i) => {
+              if (!node.children.has(part)) node.children.set(part, i === parts.length - 1 ? { path } : { children: new Map() });
+              node = node.children.get(part);
+            });
+          }
+          const build = (node, path) => node.children
+            ? dir(path, [...node.children].map(([name, child]) => build(child, `${path}/${name}`)))
+            : file(path);
+          const entry = build(root.children.get("wedding"), "/wedding");
+          const items = await PMUploads.dropped({ items: [{ webkitGetAsEntry: () => entry }], files: [] });
+          const { photos, leftOut } = PMUploads.sort(items);
+          return { names: photos.map((p) => p.name), leftOut: leftOut.map((l) => `${l.name}: ${l.why}`) };
+        }""",
+        [f"wedding/{rel}" for rel in tree],
+    )
+    cli = sorted(path.relative_to(folder).as_posix() for path in photo_files(folder))
+    assert sorted_out["names"] == cli == ["IMG_4.png", "day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg"]
+    assert sorted(sorted_out["leftOut"]) == [".hidden/x.jpg: hidden file", "notes.txt: not a photo (.txt)"]
