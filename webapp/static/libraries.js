@@ -158,6 +158,7 @@
     if (!nameInput.checkValidity()) return showError("Give the library a name: 3 to 63 lowercase letters, digits and single hyphens.");
     if (!picked.photos.length) return showError("Choose photos or a folder first.");
     submit.disabled = true;
+    window.addEventListener("beforeunload", stay); // leaving stops the upload (choosing the folder again resumes it)
     progressBox.hidden = false;
     delete progressBox.dataset.done;
     rows.clear();
@@ -182,8 +183,14 @@
       statusLine.textContent = "Upload stopped.";
     } finally {
       submit.disabled = false;
+      window.removeEventListener("beforeunload", stay);
     }
   });
+
+  function stay(event) {
+    event.preventDefault();
+    event.returnValue = ""; // older browsers ask only with this set
+  }
 
   load();
 })();

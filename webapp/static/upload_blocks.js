@@ -12,6 +12,7 @@ const PMBlocks = (() => {
     backoffMs: 500, // doubled per attempt, at most maxBackoffMs
     maxBackoffMs: 8000,
     refreshes: 2, // fresh SAS URLs asked for one file after 403s
+    requestTimeoutMs: 180000, // a request storage leaves unanswered this long counts as dropped (4 MiB at 25 KB/s)
   };
   const VERSION = "2025-01-05"; // a Blob REST API version both Azure and Azurite accept
 
@@ -25,6 +26,7 @@ const PMBlocks = (() => {
     return new Promise((resolve) => {
       const xhr = new XMLHttpRequest();
       xhr.open(method, url);
+      xhr.timeout = settings.requestTimeoutMs;
       for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
       if (onBytes) xhr.upload.onprogress = (e) => onBytes(e.loaded);
       xhr.onload = () => resolve({ status: xhr.status, text: xhr.responseText });
