@@ -129,7 +129,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     # Small blocks and grant batches, so that seven photos take several of each.
     page.evaluate(
         f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.backoffMs = 50;"
-        f" PMUploads.settings.grantBatch = {GRANT_BATCH}"
+        f" PMUploads.settings.grantBatch = {GRANT_BATCH}; PMLibraryPhotos.settings.pageSize = 4"
     )
     # Dropped files are sorted as chosen ones are (a test cannot make a dropped folder: Chromium
     # gives a page's own DataTransfer no directory entries).
@@ -182,14 +182,25 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     status = panel.locator("[role=status]").inner_text()
     assert "7 uploaded · 6 indexed · 1 skipped · 1 group of near-duplicates — ready" in status, status
     assert panel.locator("[role=progressbar]").get_attribute("aria-valuenow") == "100"
+    # Four photos a page here: the first page, then the rest.
+    names = ["a-burst.jpg", "a.jpg", "b.jpg", "broken.jpg", "c.jpg", "d.jpg", "portrait.jpg"]
+    assert panel.locator(".photo").evaluate_all("items => items.map(i => i.dataset.name)") == names[:4]
+    assert panel.locator(".pager button").first.is_disabled()
     junk = panel.locator('.photo[data-name="broken.jpg"]')
     assert junk.get_attribute("data-state") == "skipped"
     reason = junk.locator(".photo-state").inner_text()
     assert reason.startswith("skipped: ") and len(reason) > 12
     assert panel.locator(".skip-reasons li").inner_text() == f"1 {reason}"
     assert panel.locator(".photo-group").inner_text() == "Group 1: a-burst.jpg, a.jpg"
-    assert panel.locator('.photo[data-state="indexed"] img').count() == 6
-    assert panel.locator('.photo[data-name="portrait.jpg"]').get_attribute("data-state") == "indexed"
+    assert panel.locator('.photo[data-state="indexed"] img').count() == 3
+    wait_until(page, "[...document.querySelectorAll('.photo-grid img')].every(i => i.complete && i.naturalWidth > 0)")
+    shot(page, "15a-library-indexed-page-1")
+    panel.get_by_role("button", name="Next ›").click()
+    panel.locator('.photo[data-name="portrait.jpg"]').wait_for()
+    assert panel.locator(".photo").evaluate_all("items => items.map(i => i.dataset.name)") == names[4:]
+    assert all(panel.locator(".photo").nth(i).get_attribute("data-state") == "indexed" for i in range(3))
+    assert panel.get_by_role("button", name="Next ›").is_disabled()
+    assert panel.locator(".pager .hint").inner_text() == "page 2"
     wait_until(page, "[...document.querySelectorAll('.photo-grid img')].every(i => i.complete && i.naturalWidth > 0)")
     page.locator('.library-cards [data-library="wedding"] h2 small').filter(has_text="6 tiles").wait_for()
     shot(page, "15-library-indexed")

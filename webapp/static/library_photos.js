@@ -5,9 +5,7 @@
 "use strict";
 
 const PMLibraryPhotos = (() => {
-  const PAGE = 24;
-  const FAST_MS = 1500;
-  const SLOW_MS = 6000;
+  const settings = { pageSize: 24, fastMs: 1500, slowMs: 6000 };
 
   function panel(library) {
     const id = `photos-${library}`;
@@ -26,7 +24,7 @@ const PMLibraryPhotos = (() => {
     const pager = PM.el("nav", { class: "pager", "aria-label": "Photo pages" }, back, where, next);
     const root = PM.el("section", { class: "card library-photos", id, "data-library": library, "aria-labelledby": `${id}-h` },
       PM.el("h2", { id: `${id}-h`, text: `Photos of ${library}` }), meter, status, reasons, groups, grid, pager);
-    return { root, bar, meter, status, reasons, groups, grid, back, next, where };
+    return { root, bar, meter, status, reasons, groups, grid, pager, back, next, where };
   }
 
   function countsText(p) {
@@ -51,7 +49,7 @@ const PMLibraryPhotos = (() => {
   function show(host, library, { onReady = () => {} } = {}) {
     const ui = panel(library);
     host.replaceChildren(ui.root);
-    const base = `/api/libraries/${encodeURIComponent(library)}/photos?limit=${PAGE}`;
+    const base = `/api/libraries/${encodeURIComponent(library)}/photos?limit=${settings.pageSize}`;
     const markers = [null]; // the continuation of each page seen: Previous goes back one
     let page = 0;
     let timer = null;
@@ -78,18 +76,19 @@ const PMLibraryPhotos = (() => {
       ui.back.disabled = page === 0;
       ui.next.disabled = !body.continuation;
       ui.where.textContent = `page ${page + 1}`;
+      ui.pager.hidden = page === 0 && !body.continuation; // one page: nothing to turn
       return p;
     }
 
     async function refresh() {
       clearTimeout(timer);
-      let wait = SLOW_MS;
+      let wait = settings.slowMs;
       try {
         const marker = markers[page];
         const body = await PM.api(marker ? `${base}&continuation=${encodeURIComponent(marker)}` : base);
         const p = render(body);
         const now = JSON.stringify(p);
-        wait = now === last ? SLOW_MS : FAST_MS; // gentle while the indexer is quiet
+        wait = now === last ? settings.slowMs : settings.fastMs; // gentle while the indexer is quiet
         last = now;
         if (!p.pending) { // ready: nothing will change until more photos come
           if (wasPending) onReady();
@@ -108,5 +107,5 @@ const PMLibraryPhotos = (() => {
     return { refresh, stop: () => { stopped = true; clearTimeout(timer); }, root: ui.root };
   }
 
-  return { show };
+  return { settings, show };
 })();
