@@ -286,3 +286,72 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
     cli = sorted(path.relative_to(folder).as_posix() for path in photo_files(folder))
     assert sorted_out["names"] == cli == ["IMG_4.png", "day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg"]
     assert sorted(sorted_out["leftOut"]) == [".hidden/x.jpg: hidden file", "notes.txt: not a photo (.txt)"]
+
+
+class Holding:
+    """Passes every PUT to a staged blob on, but the first of ``photo``: held unanswered, as
+    storage that froze (the page is reloaded meanwhile)."""
+
+    def __init__(self, photo: str) -> None:
+        self.photo = photo
+        self.held: list[Any] = []
+        self.reached: list[tuple[str, str]] = []  # (photo, "block" | "blocklist")
+
+    def __call__(self, route: Any) -> None:
+        if route.request.method != "PUT":
+            route.continue_()
+            return
+        url = urlsplit(route.request.url)
+        photo = unquote(url.path.rsplit("/staging/", 1)[1])
+        if photo == self.photo and not self.held:
+            self.held.append(route)
+            return
+        self.reached.append((photo, parse_qs(url.query)["comp"][0]))
+        route.continue_()
+
+
+def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    base, staging = live_app["url"], live_app["pipeline"].services.staging
+    folder, photos = _folder(tmp_path)
+    page = browser_context.new_page()
+    dialogs: list[str] = []
+
+    def leave(dialog: Any) -> None:
+        dialogs.append(dialog.type)
+        dialog.accept()
+
+    page.on("dialog", leave)
+    storage = Holding(EXPIRED)
+    page.route(re.compile(r"/staging/"), storage)
+    page.goto(base + "/libraries")
+    page.locator("#libraries .card").first.wait_for()
+    page.evaluate(f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMUploads.settings.grantBatch = {GRANT_BATCH}")
+    page.locator("#lib-name").fill("party")
+    page.set_input_files("#lib-folder", str(folder))
+    page.locator("#lib-submit").click()
+    # Batches of three: the second (broken.jpg, c.jpg, d.jpg) waits for c.jpg, whose storage froze,
+    # and portrait.jpg (the third) is not granted yet; the five others are in storage.
+    wait_until(page, "document.querySelectorAll('#upload-files li[data-state=uploaded]').length === 5")
+    assert len(storage.held) == 1
+    page.reload()  # the person leaves mid-upload; the page asked first
+    assert dialogs == ["beforeunload"]
+    page.locator("#libraries .card").first.wait_for()
+    committed = {p for p, kind in storage.reached if kind == "blocklist"}
+    assert committed == set(photos) - {EXPIRED, "portrait.jpg"}
+    assert set(staging.staged("party")) == committed
+
+    page.locator('.library-cards [data-library="party"] .add-photos').click()
+    page.set_input_files("#lib-folder", str(folder))
+    page.locator("#lib-submit").click()
+    page.locator("#upload-progress[data-done='1']").wait_for(timeout=60_000)
+    rows = page.locator("#upload-files li")
+    states = {rows.nth(i).get_attribute("data-name"): rows.nth(i).get_attribute("data-state") for i in range(7)}
+    assert states == {name: "skipped" if name in committed else "uploaded" for name in photos}
+    commits = [p for p, kind in storage.reached if kind == "blocklist"]
+    assert sorted(commits) == sorted(photos), "every photo committed exactly once over the two visits"
+    assert staging.staged("party") == {name: len(data) for name, data in photos.items()}
+    assert all(staging.read_staged("party", name) == data for name, data in photos.items())
+    page.locator('.library-photos[data-library="party"][data-pending="0"]').wait_for(timeout=90_000)
+    shot(page, "17-library-resumed-after-reload")
