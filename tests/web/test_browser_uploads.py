@@ -23,6 +23,9 @@ from tests.web.test_browser import PHONE, browser_context, shot, wait_until  # n
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+QUICK_POLLS = (
+    "PMLibraryPhotos.settings.fastMs = 200; PMLibraryPhotos.settings.slowMs = 400"  # the test need not be gentle
+)
 BLOCK_BYTES = 16 * 1024  # small blocks: every photo here is several, so one can drop mid-file
 DROPPED = "b.jpg"  # its second block's connection drops once
 EXPIRED = "c.jpg"  # its first block meets an expired SAS once
@@ -129,7 +132,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     # Small blocks and grant batches, so that seven photos take several of each.
     page.evaluate(
         f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.backoffMs = 50;"
-        f" PMUploads.settings.grantBatch = {GRANT_BATCH}; PMLibraryPhotos.settings.pageSize = 4"
+        f" PMUploads.settings.grantBatch = {GRANT_BATCH}; PMLibraryPhotos.settings.pageSize = 4; {QUICK_POLLS}"
     )
     # Dropped files are sorted as chosen ones are (a test cannot make a dropped folder: Chromium
     # gives a page's own DataTransfer no directory entries).
@@ -208,6 +211,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     # A reload, "Add photos" on the card, the same folder again: every file is already there.
     reached = len(log.reached)
     page.reload()
+    page.evaluate(QUICK_POLLS)
     page.locator('.library-cards [data-library="wedding"] .add-photos').click()
     assert page.locator("#lib-form-title").inner_text() == "Add photos to wedding"
     page.set_input_files("#lib-folder", str(folder))
@@ -342,6 +346,7 @@ def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
     assert committed == set(photos) - {EXPIRED, "portrait.jpg"}
     assert set(staging.staged("party")) == committed
 
+    page.evaluate(QUICK_POLLS)
     page.locator('.library-cards [data-library="party"] .add-photos').click()
     page.set_input_files("#lib-folder", str(folder))
     page.locator("#lib-submit").click()
@@ -354,4 +359,5 @@ def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
     assert staging.staged("party") == {name: len(data) for name, data in photos.items()}
     assert all(staging.read_staged("party", name) == data for name, data in photos.items())
     page.locator('.library-photos[data-library="party"][data-pending="0"]').wait_for(timeout=90_000)
+    page.locator('.library-cards [data-library="party"] h2 small').filter(has_text="6 tiles").wait_for()
     shot(page, "17-library-resumed-after-reload")

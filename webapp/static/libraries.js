@@ -29,9 +29,9 @@
     errorBox.hidden = !message;
   }
 
-  function showPhotos(library) {
+  function showPhotos(library, onReady) {
     if (live) live.stop();
-    live = PMLibraryPhotos.show(photosHost, library, { onReady: load }); // the card's tile count
+    live = PMLibraryPhotos.show(photosHost, library, { onReady });
   }
 
   async function load() {
@@ -172,7 +172,7 @@
       if (done.failed.length) parts.push(`${PM.number(done.failed.length)} failed (choose them again to retry)`);
       statusLine.textContent = `Upload finished: ${parts.join(", ")}. The indexer is making tiles of ${PM.number(done.index.queued)} photo${done.index.queued === 1 ? "" : "s"}.`;
       progressBox.dataset.done = "1";
-      showPhotos(library);
+      showPhotos(library, load); // once indexed, the cards again: the new tile count
       setMode(null);
       form.reset();
       picked = { photos: [], leftOut: [] };

@@ -55,7 +55,7 @@ const PMLibraryPhotos = (() => {
     let timer = null;
     let last = "";
     let stopped = false;
-    let wasPending = false;
+    let readied = false;
 
     function render(body) {
       const p = body.progress;
@@ -91,10 +91,10 @@ const PMLibraryPhotos = (() => {
         wait = now === last ? settings.slowMs : settings.fastMs; // gentle while the indexer is quiet
         last = now;
         if (!p.pending) { // ready: nothing will change until more photos come
-          if (wasPending) onReady();
+          if (!readied) onReady();
+          readied = true;
           return;
         }
-        wasPending = true;
       } catch (error) {
         ui.status.textContent = `Could not read the progress: ${error.message} Trying again…`;
       }
