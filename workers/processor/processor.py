@@ -230,7 +230,9 @@ class ImageProcessor:
         the stitch joins. Deterministic bytes: a redelivery rewrites the same blob."""
         blobs = library.cached(("tile-blob-names",), lambda: tile_blob_names(library.names))
         name = library_name(message.image_library_uri)
-        tile_map = TileMap.from_choice(choice, names=library.names, blobs=blobs, library=name, first_row=first_row)
+        tile_map = TileMap.from_choice(
+            choice, names=library.names, blobs=blobs, library=name, first_row=first_row, library_version=library.version
+        )
         rid = message.request_id
         if whole:  # a final output: written once, as the JPEG and the pyramid (_final_outputs)
             container, blob = IMAGE_OUTPUT_CONTAINER, tile_map_name(rid)
