@@ -20,7 +20,7 @@
    the photos the indexer handled after it (its ``indexer.batch`` log lines) must be M.
 4. **Faces** near the edge (``benchmarks.face_crops``).
 5. **Use every photo** on a library of ``--every`` small photos and a grid of 1,200 cells
-   (``benchmarks.every_photo``), once the engine has the option.
+   (``benchmarks.library_every_photo``), once the engine has the option.
 
 6. **The browser's upload flow** on the same photos (``benchmarks.browser_upload``), when the
    libraries page has it; the peak RSS figures then cover both uploads.
@@ -333,14 +333,14 @@ def report(result: dict[str, Any], faces: Any, every: dict[str, Any] | None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks import every_photo, face_crops
+    from benchmarks import face_crops, library_every_photo
 
     args = _args(argv if argv is not None else sys.argv[1:] if __name__ == "__main__" else [])
     result = measure(args.photos, args.added)
     print(f"faces: {args.faces} photos with the astronaut near an edge ...", flush=True)
     faces = face_crops.measure(args.faces) if args.faces else None
     print(f"use every photo: a library of {args.every} small photos ...", flush=True)
-    every = every_photo.measure(args.every) if args.every else None
+    every = library_every_photo.measure(args.every) if args.every else None
     report(result, faces, every)
     RESULTS.mkdir(exist_ok=True)
     body = {**result, "faces": faces and faces.__dict__, "every_photo": every}

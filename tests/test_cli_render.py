@@ -479,3 +479,17 @@ def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, t
     assert_clean_failure(
         run(*args, "-o", str(out), "--tile-map", str(tmp_path / "nowhere" / "map.csv")), "does not exist"
     )
+
+
+def test_render_using_every_photo_places_each_one_or_names_the_tiles_across_it_needs(
+    target: Path, tiles_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "every.png"
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--correction", "0"]
+    result = run(*args, "--use-every-photo", "--tiles-across", "3", "-o", str(out))  # 3 x 2 = 6 cells, 8 photos
+    assert_clean_failure(result, "choose at least 4 tiles across to use every photo")
+    assert not out.exists()
+    assert run(*args, "--use-every-photo", "--tiles-across", "4", "-o", str(out)).exit_code == 0
+    with Image.open(out) as mosaic:
+        cells = np.asarray(mosaic.convert("RGB")).reshape(3, 8, 4, 8, 3)[:, 4, :, 4].reshape(-1, 3)  # flat tiles
+    assert len(np.unique(cells, axis=0)) == 8  # every one of the 8 photos, in 12 cells

@@ -109,6 +109,7 @@ def _render_options(
     match_contrast: bool = False,
     colour_first: bool,
     max_uses: int | None = None,
+    use_every_photo: bool = False,
 ) -> Any:
     """The engine's RenderOptions with only the options given on the command line changed."""
     import dataclasses
@@ -118,6 +119,8 @@ def _render_options(
     changes: dict[str, Any] = {"colour_first": colour_first, "max_uses": max_uses}
     if match_contrast:
         changes["match_contrast"] = True
+    if use_every_photo:
+        changes["use_every_photo"] = True
     for name, value in (("variety", variety), ("correction", correction), ("overlay", overlay)):
         if value is not None:
             changes[name] = value
@@ -189,6 +192,13 @@ def _render_options(
     default=None,
     help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].",
 )
+@click.option(
+    "--use-every-photo",
+    is_flag=True,
+    default=False,
+    help="Every photo of the library (near-duplicates counted once) at least once; refused, naming the "
+    "smallest --tiles-across that works, when the mosaic has too few tiles.",
+)
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
 @click.option(
     "--max-output-pixels",
@@ -226,6 +236,7 @@ def render(
     match_contrast: bool,
     colour_first: bool,
     max_uses: int | None,
+    use_every_photo: bool,
     seed: str,
     max_output_pixels: int | None,
     outputs: tuple[Path, ...],
@@ -258,6 +269,7 @@ def render(
         match_contrast=match_contrast,
         colour_first=colour_first,
         max_uses=max_uses,
+        use_every_photo=use_every_photo,
     )
     limit = max_output_pixels or settings.max_output_pixels
     grid = _plan(image, tile_size=tile_size, tiles_across=tiles_across, slices=slices, limit=limit, formats=formats)
@@ -269,11 +281,13 @@ def render(
         f"{grid.output_width}x{grid.output_height} px",
         err=True,
     )
-    kept = feasible_distance(options.variety, len(library.names))
+    if use_every_photo:
+        _check_every_photo(library, grid, image.size)
+    kept = feasible_distance(options.variety, library.group_count)
     if kept < options.variety:  # the engine lowers the rule to what the library can keep
         near = "a photo may sit next to itself" if kept == 0 else f"the variety is lowered to {kept}"
         click.echo(
-            f"note: with {len(library.names)} photos {near}; "
+            f"note: with {library.group_count} photos {near}; "
             f"variety {options.variety} needs {tiles_needed(options.variety)} photos or more",
             err=True,
         )
@@ -308,10 +322,27 @@ def _library_for(library_spec: str, *, use_cache: bool, max_uses: int | None, ce
         from mosaic.fair import check_budget
 
         try:
-            check_budget(cells, len(library.names), max_uses)
+            check_budget(cells, library.group_count, max_uses)
         except TileBudgetError as exc:
             raise click.BadParameter(str(exc), param_hint="--max-uses") from None
     return library
+
+
+def _check_every_photo(library: Any, grid: Any, photo: tuple[int, int]) -> None:
+    """A usage error naming the smallest tiles across when the grid cannot hold every photo."""
+    from mosaic.cover import CoverError, check_cover
+
+    try:
+        check_cover(
+            grid.cells,
+            library.group_count,
+            width=photo[0],
+            height=photo[1],
+            tile_size=grid.tile_size,
+            tiles_across=grid.tiles_across,
+        )
+    except CoverError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tiles-across") from None
 
 
 def _plan(

@@ -263,6 +263,8 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     )
     assert page.locator('.library-cards [data-library="demo"] img').count() == 24
     shot(page, "07-libraries")
+    # A library of the person's own photos: uploaded straight to storage, indexed by the
+    # indexer role (tests/web/test_browser_uploads.py follows the upload itself).
     photos = []
     for i, colour in enumerate([(200, 40, 40), (40, 160, 60), (30, 60, 200), (230, 200, 40)]):
         path = tmp_path / f"holiday-{i}.png"
@@ -271,15 +273,14 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#lib-name").fill("holiday")
     page.locator("#lib-description").fill("Four flat colours")
     page.set_input_files("#lib-files", photos)
-    assert page.locator("#lib-chosen").inner_text().startswith("4 files")
+    assert page.locator("#lib-chosen").inner_text().startswith("4 photos")
     page.locator("#lib-submit").click()
-    page.locator("#lib-ok").wait_for(state="visible")
-    assert "4 tiles" in page.locator("#lib-ok").inner_text()
-    # Four photos cannot keep the no-repeat rule, and the page says so; the demo library can.
+    page.locator('.library-photos[data-library="holiday"][data-pending="0"]').wait_for(timeout=60_000)
+    assert "4 indexed" in page.locator(".library-photos [role=status]").inner_text()
+    page.locator('.library-cards [data-library="holiday"] h2 small').filter(has_text="4 tiles").wait_for()
+    # Four photos cannot keep the no-repeat rule, and the card says so; the demo library can.
     note = "Few photos: a photo may sit next to itself. With 196 photos or more, no photo repeats within 3 tiles."
-    assert note in page.locator("#lib-ok").inner_text()
-    page.locator('.library-cards [data-library="holiday"] img').first.wait_for()
-    assert page.locator('.library-cards [data-library="holiday"] .repeat-note').count() == 1
+    assert page.locator('.library-cards [data-library="holiday"] .repeat-note').inner_text() == note
     assert page.locator('.library-cards [data-library="demo"] .repeat-note').count() == 0
     wait_until(
         page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)"
@@ -309,6 +310,40 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert browser_context.violations == [], "the page broke its Content-Security-Policy"
     headers = page.request.get(base + "/").headers
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
+
+
+def test_use_every_photo_shows_the_tiles_across_it_needs_and_a_too_small_grid_is_refused(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    from mosaic.cover import smallest_tiles_across
+
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live_app["url"] + "/")
+    page.locator('.library-option[data-library="demo"]').wait_for()
+    page.set_input_files("#image", str(photo_file(tmp_path)))  # chelsea: 451 x 300
+    page.locator("#final-dims").filter(has_text="×").wait_for()
+    page.locator('.library-option[data-library="demo"]').click()
+    page.locator("#tile_size").fill("12")
+    page.locator("#tiles_across").fill("40")
+    page.locator("#print-planner summary").click()
+    assert page.locator("#print-every").is_hidden()  # only while the option is ticked
+    page.locator("#use_every_photo").check()
+    photos = live_app["pipeline"].services.libraries.info("demo").tile_count  # no groups: every tile a photo
+    need = smallest_tiles_across(451, 300, tile_size=12, groups=photos)
+    page.locator("#print-every").filter(
+        has_text=f"{photos:,} photos need at least {need} tiles across of 12 px (now 40: too few)."
+    ).wait_for()
+    shot(page, "02c-use-every-photo")
+    page.locator("#submit").click()  # 40 across: too few cells, refused before anything is stored
+    page.locator("#form-error").filter(has_text=f"choose at least {need} tiles across to use every photo").wait_for()
+    assert page.url == live_app["url"] + "/"
+    page.locator("#tiles_across").fill(str(need))
+    page.locator("#print-every").filter(has_text=f"(now {need}: enough).").wait_for()
+    page.locator("#use_every_photo").uncheck()
+    page.locator("#print-every").wait_for(state="hidden")
+    assert not errors and not browser_context.violations
 
 
 def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(
