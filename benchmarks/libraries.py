@@ -187,6 +187,13 @@ def _linked(folder: Path, paths: list[Path]) -> Path:
     return folder
 
 
+def _progress(result: dict[str, Any], step: str) -> None:
+    """The figures so far, printed and saved: a long run stopped later still leaves them."""
+    print(f"  {step}: " + json.dumps({k: v for k, v in result.items() if k != "cli"}), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "libraries.json").write_text(json.dumps(result, indent=1))
+
+
 # -- the baseline -----------------------------------------------------------------------------------
 
 
@@ -242,11 +249,13 @@ def measure(photos: int, added: int) -> dict[str, Any]:
                 "web_peak_mib": {str(p): _peak_mib(p) for p in web},
                 "indexer_peak_mib": _peak_mib(indexer),
             }
+            _progress(result, "library add")
             more = _linked(tmp / "more", [*first, giant, *later])
             print(f"library add: the same folder and {len(later)} new photos ...", flush=True)
             result["added_seconds"], _ = _add(url, more, tmp / "clients.json")
             result["added_decoded"] = sum(int(b.get("photos", 0)) for b in _batches(log)[len(handled) :])
             result["added"] = len(later)
+            _progress(result, "added")
             print("browser: the libraries page uploads the same photos (headless Chromium) ...", flush=True)
             result["browser_seconds"] = browser_upload.seconds(url, LIBRARY + "-browser", upload, tmp / "chromium")
             result["indexer_peak_mib"] = _peak_mib(indexer)
