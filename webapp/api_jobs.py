@@ -133,6 +133,8 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
             max_pixels=limits.max_input_pixels,
         )
         grid, slices = _plan(photo, library, tile_size, tiles_across, slices, max_uses)
+        # The job renders with the library as it is now, whatever is added or removed meanwhile.
+        library_version = services().libraries.pin(library) if services().failover is None else None
     except Exception:
         if admitted:
             _give_back(owner)
@@ -147,6 +149,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         admitted=admitted,
         max_uses=max_uses,
         correction=correction,
+        library_version=library_version,
     )
 
 
@@ -268,6 +271,7 @@ def _submit(
     admitted: bool = True,
     max_uses: int | None = None,
     correction: int | None = None,
+    library_version: str | None = None,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -294,6 +298,7 @@ def _submit(
             tiles_across=grid.tiles_across,
             max_uses=max_uses,
             correction=correction,
+            library_version=library_version,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:

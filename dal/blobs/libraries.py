@@ -41,6 +41,7 @@ import io
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ _INFO_SECONDS = 10.0  # how long a process trusts a library's metadata for tile 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$")
 _RESERVED = frozenset(INTERNAL_CONTAINERS)
 _UPLOAD_THREADS = 8
+_PINNED_KEPT = 4  # pinned versions a process keeps in memory besides each library's current one
 _PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is in the mark
 
 
@@ -198,6 +200,7 @@ class LibraryStore:
         self.prefix = prefix
         self._cache: dict[str, _Cached] = {}
         self._infos: dict[str, tuple[float, LibraryInfo | None]] = {}  # container -> (monotonic time, info)
+        self._pinned: OrderedDict[tuple[str, str], TileLibrary] = OrderedDict()  # (container, version), LRU
         # Libraries the indexer fills: manifest and segments (dal.blobs.indexed), segments cached here.
         self.indexed = IndexedLibraries(self.container_client)
         self._lock = threading.Lock()
@@ -285,6 +288,15 @@ class LibraryStore:
         metadata[SAMPLES_KEY] = ",".join(f"{n}.jpg" for n in _spread(indexed, SAMPLES_KEPT))
         container.set_container_metadata(metadata)
         self._forget(container.container_name)
+
+    def pin(self, name: str) -> str | None:
+        """The version a job that starts now renders with, kept for it (``IndexedLibraries.pin``), of
+        a library the indexer fills; None for one with an ``index.zip`` (replaced whole, loaded as
+        it is) or with nothing indexed yet."""
+        info = self.info(name, max_age=_INFO_SECONDS)
+        if info is None or not info.uploads:
+            return None
+        return self.indexed.pin(name)
 
     def release(self, name: str) -> None:
         """Give back a claim whose creation failed (best effort: the original error is the answer)."""
@@ -450,13 +462,17 @@ class LibraryStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, uri_or_name: str, *, fresh_for: float = 0.0) -> TileLibrary:
+    def load(self, uri_or_name: str, *, fresh_for: float = 0.0, version: str | None = None) -> TileLibrary:
         """The library, from memory while its index's ETag is unchanged (one conditional GET).
 
         ``fresh_for`` > 0: no request at all while the last check is younger than that many
         seconds (a processor's slices of one job, and of the jobs right after, share one check).
+        ``version``: exactly that version of a library the indexer fills (a job's pinned version,
+        ``IndexedLibraries.pin``), however the library changed since; kept in memory by version.
         """
         container = self._container_from(uri_or_name)
+        if version is not None:
+            return self._load_version(container, version)
         with self._lock:
             cached = self._cache.get(container)
         if cached is not None and fresh_for > 0 and time.monotonic() - cached.checked < fresh_for:
@@ -501,6 +517,25 @@ class LibraryStore:
         with self._lock:
             # No index.zip: the conditional GET of the next load is a 404 that comes back here.
             self._cache[container] = _Cached(etag='"none"', version=library.version, library=library, checked=checked)
+        return library
+
+    def _load_version(self, container: str, version: str) -> TileLibrary:
+        """A pinned version: the library in memory when it is that version, else composed from the
+        version's manifest (its segments cached), and kept among the last few versions used."""
+        with self._lock:
+            cached = self._cache.get(container)
+            if cached is not None and cached.version == version:
+                return cached.library
+            pinned = self._pinned.get((container, version))
+            if pinned is not None:
+                self._pinned.move_to_end((container, version))
+                return pinned
+        name = unprefixed(self.prefix, container)
+        library = self.indexed.compose(name, self.indexed.read_version(name, version))
+        with self._lock:
+            self._pinned[(container, version)] = library
+            while len(self._pinned) > _PINNED_KEPT:
+                self._pinned.popitem(last=False)
         return library
 
     def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:
