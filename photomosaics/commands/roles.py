@@ -9,6 +9,7 @@ and ``--max-messages`` make a run end by itself, for tests and one-off draining.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import click
@@ -254,10 +255,12 @@ def _run(
     from workers.failures import poison_hook
     from workers.runtime.leases import LeaseJournal
     from workers.runtime.listener import QueueListener
+    from workers.runtime.listener_options import ListenerOptions
     from workers.runtime.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.runtime.role import Role, exit_role, patiently, run_role
 
     settings = services.settings
+    paced = ListenerOptions.from_settings(settings)
     hints, journal = channel_from_env(), LeaseJournal.from_env()
     configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
     queues = [bound.queue(services.queues) for bound in bindings]
@@ -267,17 +270,15 @@ def _run(
             queue,
             traced(timed(bound.handler, role=role, queue=queue.logical_name), queue=queue.logical_name),
             name=f"{role}-{queue.logical_name}",
-            batch_size=settings.batch_size,
-            concurrency=max(concurrency, min_concurrency),
-            min_concurrency=min_concurrency,
+            options=replace(
+                paced,
+                concurrency=max(concurrency, min_concurrency),
+                min_concurrency=min_concurrency,
+                visibility_timeout=min(settings.lease_seconds, timeout),
+                grace=grace,
+            ),
             hints=hints,
             journal=journal,
-            poll_max_hinted=max(settings.poll_max_hinted_interval, settings.poll_max_interval),
-            visibility_timeout=min(settings.lease_seconds, timeout),
-            poll_min=settings.poll_min_interval,
-            poll_max=settings.poll_max_interval,
-            retry_delay=settings.retry_delay,
-            grace=grace,
             on_poison=None if bound.what is None else poison_hook(services.jobs, actor=services.name, what=bound.what),
         )
         for bound, queue, timeout in zip(bindings, queues, timeouts, strict=True)

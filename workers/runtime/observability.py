@@ -132,7 +132,7 @@ class Liveness:
     def __init__(self, listeners: Sequence[QueueListener], *, stale: float | None = None) -> None:
         self.listeners = list(listeners)
         # Longer than the slowest idle poll (poll_max) by a wide margin.
-        self.stale = stale if stale is not None else max(60.0, 5 * max(lsn.poll_max for lsn in self.listeners))
+        self.stale = stale if stale is not None else max(60.0, 5 * max(lsn.options.poll_max for lsn in self.listeners))
         now = time.monotonic()
         self._seen = {id(lsn): (lsn.stats["receives"], now) for lsn in self.listeners}
 

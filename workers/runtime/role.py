@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import NoReturn, TypeVar
 
@@ -96,7 +97,7 @@ class Role:
         self.listeners = list(listeners)
         if grace is not None:
             for listener in self.listeners:
-                listener.grace = grace
+                listener.options = replace(listener.options, grace=grace)
         for listener in self.listeners:  # work on one queue predicts work on the others
             listener.on_activity = lambda me=listener: self._nudge_others(me)
         self.signals: list[int] = []
@@ -119,7 +120,7 @@ class Role:
         self.signals.append(signum)
         name = signal.Signals(signum).name
         if len(self.signals) == 1:
-            grace = max(listener.grace for listener in self.listeners)
+            grace = max(listener.options.grace for listener in self.listeners)
             log.warning(
                 kv(
                     "role.stopping",
