@@ -98,7 +98,7 @@ def find_library(name: str) -> str:
         raise ApiError(400, "invalid_field", f"library: {exc}") from None
     if not found or not found.visible_to(me):
         raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
-    return libraries.uri(name)
+    return found.uri  # its container's: the same after a rename (dal.blobs.library_names)
 
 
 @bp.post("/jobs")

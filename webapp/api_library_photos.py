@@ -71,8 +71,8 @@ def library_photos(name: str) -> Response:
     if len(query) > MAX_QUERY:
         raise ApiError(400, "invalid_field", f"q: at most {MAX_QUERY} characters")
     svc = services()
-    manifest, _ = svc.libraries.indexed.read(info.name)
-    states = _states(svc.staging.staged(info.name), manifest)
+    manifest, _ = svc.libraries.indexed.read(info.key)
+    states = _states(svc.staging.staged(info.key), manifest)
     counts = {s: 0 for s in STATES}
     for value, _size in states.values():
         counts[value] += 1
@@ -125,10 +125,10 @@ def _removable(info: LibraryInfo, names: list[str]) -> tuple[list[str], list[str
     """(photos of the library, names it has no photo of): staged, recorded, or removed before
     (a repeated removal is the same answer)."""
     svc = services()
-    manifest, _ = svc.libraries.indexed.read(info.name)
-    staged = svc.staging.staged(info.name) if len(names) > 1 else {}
+    manifest, _ = svc.libraries.indexed.read(info.key)
+    staged = svc.staging.staged(info.key) if len(names) > 1 else {}
     if len(names) == 1 and names[0] not in manifest.photos:
-        size = svc.staging.staged_size(info.name, names[0])  # one HEAD, not a listing
+        size = svc.staging.staged_size(info.key, names[0])  # one HEAD, not a listing
         staged = {} if size is None else {names[0]: size}
     found = [n for n in names if n in staged or n in manifest.photos]
     return found, [n for n in names if n not in found]
@@ -149,7 +149,7 @@ def remove_photo(name: str, photo: str) -> tuple[str, int]:
     found, missing = _removable(info, [_photo_name(photo, "photo")])
     if missing:
         raise ApiError(404, "photo_not_found", f"library {info.name!r} has no photo {photo!r}")
-    services().staging.remove(info.name, found)
+    services().staging.remove(info.key, found)
     return "", 204
 
 
@@ -166,5 +166,5 @@ def remove_photos(name: str) -> Response:
     names = sorted({_photo_name(p, f"photos[{i}]") for i, p in enumerate(photos)})
     info = owned_uploads_library(name, library_info(name))
     found, missing = _removable(info, names)
-    version = services().staging.remove(info.name, found).version if found else None
+    version = services().staging.remove(info.key, found).version if found else None
     return jsonify({"library": info.name, "removed": found, "not_found": missing, "version": version or None})

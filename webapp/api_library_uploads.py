@@ -130,14 +130,14 @@ def grant_uploads(name: str) -> tuple[Response, int]:
             wanted.append((file_name, size))
     info, created = _open(name, description.strip() or name)
     svc = services()
-    staged = svc.staging.staged(info.name)
+    staged = svc.staging.staged(info.key)
     declared = sum(size for file_name, size in wanted if staged.get(safe_photo_name(file_name)) != size)
     if declared:
         try:
             svc.upload_quota.admit(client_id(), amount=declared)
         except QuotaExceeded as exc:
             raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
-    grants, expires = svc.staging.grant(info.name, wanted, staged=staged)
+    grants, expires = svc.staging.grant(info.key, wanted, staged=staged)
     body_out = {
         "library": info.name,
         "created": created,
@@ -171,8 +171,8 @@ def index_library(name: str) -> tuple[Response, int]:
     202 with the counts; the work is queued on ``indexrequest``, one message per 32 photos."""
     svc = services()
     info = owned_uploads_library(name, library_info(name))
-    staged = svc.staging.staged(info.name)
-    manifest, _ = svc.libraries.indexed.read(info.name)
+    staged = svc.staging.staged(info.key)
+    manifest, _ = svc.libraries.indexed.read(info.key)
     pending = sorted(
         n
         for n, size in staged.items()
@@ -180,7 +180,7 @@ def index_library(name: str) -> tuple[Response, int]:
     )
     again = [n for n in pending if (p := manifest.photos.get(n)) is not None and p.state == "removed"]
     if again:  # removed, then uploaded again: the tombstones go, so that the new index is recorded
-        svc.libraries.indexed.revive(info.name, again)
+        svc.libraries.indexed.revive(info.key, again)
     messages = _index_requests(info, pending)
     for start in range(0, len(messages), 32):
         svc.send(messages[start : start + 32])

@@ -62,6 +62,7 @@ from azure.storage.blob import ContentSettings
 from PIL import Image
 
 from dal.blobs.indexed import IndexedLibraries, Manifest
+from dal.blobs.library_names import alias_target, display_name, rename_library
 from dal.blobs.store import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
 from dal.config import INTERNAL_CONTAINERS, LIBRARY_METADATA_KEY, StorageClients
 from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryExistsError, LibraryNotFoundError
@@ -122,6 +123,9 @@ class LibraryInfo:
     shared: bool = False  # marked by an operator for every client
     samples: tuple[str, ...] = ()  # a few tile blob names, spread over the library
     uploads: bool = False  # filled by direct uploads and the indexer (``open_for_uploads``)
+    # The library's container (without the prefix), which never changes: ``name`` is what people
+    # see and use, and differs from it once the library was renamed (``dal.blobs.library_names``).
+    key: str = ""
 
     def visible_to(self, client_id: str) -> bool:
         """A client sees its own libraries and the shared ones."""
@@ -274,6 +278,22 @@ class LibraryStore:
             raise
         self._forget(container.container_name)
 
+    def rename(self, name: str, new: str) -> LibraryInfo:
+        """Call the library ``name`` (its current name or its key) ``new`` from now on; jobs made
+        with it keep working (``dal.blobs.library_names``). ``LibraryNotFoundError``, or
+        ``LibraryExistsError`` when ``new`` is taken."""
+        info = self.info(name)
+        if info is None:
+            raise LibraryNotFoundError(f"there is no tile library called {name!r}")
+        rename_library(self, info, new)
+        renamed = self.info(new)
+        assert renamed is not None, f"library {name!r} renamed to {new!r} and not found under it"
+        return renamed
+
+    def forget(self, name: str) -> None:
+        """Drop what this process remembers of the library ``name``'s metadata (after a change)."""
+        self._forget(self.container_name(name))
+
     def publish(self, name: str, manifest: Manifest) -> None:
         """An indexed library's new version, tile count and samples in its container's metadata
         (what listings and ``info`` read); the manifest itself is the version (``dal.blobs.indexed``)."""
@@ -296,7 +316,7 @@ class LibraryStore:
         info = self.info(name, max_age=_INFO_SECONDS)
         if info is None or not info.uploads:
             return None
-        return self.indexed.pin(name)
+        return self.indexed.pin(info.key)
 
     def release(self, name: str) -> None:
         """Give back a claim whose creation failed (best effort: the original error is the answer)."""
@@ -431,6 +451,17 @@ class LibraryStore:
     def delete(self, name: str) -> bool:
         """Delete the library's container (idempotent); True when there was one to delete."""
         container = self.container_name(name)
+        try:
+            shown = display_name(self._service.get_container_client(container).get_container_properties().metadata)
+        except ResourceNotFoundError:
+            shown = ""
+        if shown and shown != name:  # its alias (dal.blobs.library_names): the name is free again
+            alias = self._service.get_container_client(self.container_name(shown))
+            try:
+                if alias_target(alias.get_container_properties().metadata) == container:
+                    alias.delete_container()
+            except ResourceNotFoundError:
+                pass
         try:
             self._service.delete_container(container)
             existed = True
@@ -569,8 +600,10 @@ class LibraryStore:
         values = {k.lower(): v or "" for k, v in (metadata or {}).items()}
         count = values.get(TILE_COUNT_KEY, "")
         samples = tuple(f"{TILE_PREFIX}{n}" for n in values.get(SAMPLES_KEY, "").split(",") if n)
+        key = unprefixed(self.prefix, container)
         return LibraryInfo(
-            name=unprefixed(self.prefix, container),
+            name=display_name(metadata) or key,
+            key=key,
             description=description,
             tile_count=int(count) if count.isdigit() else -1,
             version=values.get(VERSION_KEY, ""),
@@ -620,14 +653,27 @@ class LibraryStore:
             cached = self._infos.get(container)
         if cached is not None and max_age > 0 and time.monotonic() - cached[0] < max_age:
             return cached[1]
-        try:
-            metadata = self._service.get_container_client(container).get_container_properties().metadata
-        except ResourceNotFoundError:
-            metadata = None
-        info = self._info_from(container, metadata)
+        info = self._read_info(container, name)
         with self._lock:
             self._infos[container] = (time.monotonic(), info)
         return info
+
+    def _read_info(self, container: str, name: str) -> LibraryInfo | None:
+        """The library a container is, or the one an alias of ``name`` points at while that library
+        still carries the name (``dal.blobs.library_names``)."""
+        try:
+            metadata = self._service.get_container_client(container).get_container_properties().metadata
+        except ResourceNotFoundError:
+            return None
+        target = alias_target(metadata) if _description(metadata) is None else ""
+        if not target:
+            return self._info_from(container, metadata)
+        try:
+            pointed = self._service.get_container_client(target).get_container_properties().metadata
+        except ResourceNotFoundError:
+            return None
+        info = self._info_from(target, pointed)
+        return info if info is not None and info.name == name else None
 
     def read_tile(self, name: str, blob_name: str, *, viewer: str | None = None) -> bytes:
         """One tile image's JPEG bytes (``blob_name`` as listed by ``sample_tiles``).
@@ -638,7 +684,9 @@ class LibraryStore:
         if info is None or (viewer is not None and not info.visible_to(viewer)):
             raise LibraryNotFoundError(f"there is no tile library called {name!r}")
         try:
-            return bytes(self._service.get_blob_client(self.container_name(name), blob_name).download_blob().readall())
+            return bytes(
+                self._service.get_blob_client(self.container_name(info.key), blob_name).download_blob().readall()
+            )
         except ResourceNotFoundError:
             raise LibraryNotFoundError(f"tile library {name!r} has no tile {blob_name!r}") from None
 

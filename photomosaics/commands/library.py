@@ -1,5 +1,6 @@
 """``photomosaics library create|list|share``: tile libraries in storage, as the operator;
-``photomosaics library add|remove``: a person's photos into (out of) their library, through the web app's API.
+``photomosaics library add|remove|rename``: a person's photos into (out of) their library, and its
+name, through the web app's API.
 
 Storage is chosen by ``photomosaics.storage.command_stores``: the configured account, the
 Azurite of a running ``photomosaics run``, or an embedded one on the same data folder.
@@ -357,6 +358,27 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
 
 
 _REMOVE_BATCH = 1000  # POST /api/libraries/<name>/photos/remove takes at most this many
+
+
+@library.command("rename")
+@click.argument("old")
+@click.argument("new")
+@click.option(
+    "--url",
+    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
+    show_default="http://127.0.0.1:8080",
+    callback=lambda ctx, param, value: _base_url(ctx, param, value),
+    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
+)
+def rename(old: str, new: str, url: str) -> None:
+    """Rename your library OLD to NEW through the web app. Jobs made with it keep working, and
+    OLD stays its address too (no one else can take it)."""
+    from photomosaics.commands.submit import _Api
+
+    api = _Api(url, timeout=60.0)
+    _load_client(api.session, api.base)
+    body = api.call("PATCH", f"/api/libraries/{old}", json={"name": new}).json()
+    click.echo(f"library {old} is now called {body['name']}")
 
 
 def _base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
