@@ -7,7 +7,7 @@ photos (5,000 names a request) and one read of the manifest, whatever the page. 
 repeats or skips a photo while others are added.
 
 ``DELETE /api/libraries/<name>/photos/<photo>`` removes one photo and ``POST
-/api/libraries/<name>/photos/remove`` up to ``MAX_REMOVE`` (``dal.blobs.staging.LibraryStaging.remove``):
+/api/libraries/<name>/remove-photos`` up to ``MAX_REMOVE`` (``dal.blobs.staging.LibraryStaging.remove``):
 the library publishes a version without them; a job that started before renders with its
 own version. Only the owner; repeating a removal answers the same (a tombstone remembers it).
 """
@@ -61,8 +61,8 @@ def library_photos(name: str) -> Response:
     """Progress, counts and one page of the photos; see the module docstring."""
     info = _visible(name)
     limit = int_field(request.args, "limit", low=1, high=1000, default=100)
-    after = request.args.get("continuation") or ""
-    if after and not _PHOTO.fullmatch(after):
+    after = request.args.get("continuation")
+    if after is not None and not _PHOTO.fullmatch(after):  # present: a name of the previous page
         raise ApiError(400, "invalid_field", "continuation: not a marker of this listing")
     state = request.args.get("state") or None
     if state is not None and state not in STATES:
@@ -77,7 +77,7 @@ def library_photos(name: str) -> Response:
     for value, _size in states.values():
         counts[value] += 1
     chosen = sorted(n for n, (s, _) in states.items() if (state is None or s == state) and query in n.lower())
-    start = next((i for i, n in enumerate(chosen) if n > after), len(chosen)) if after else 0
+    start = next((i for i, n in enumerate(chosen) if n > after), len(chosen)) if after is not None else 0
     page = chosen[start : start + limit]
     more = start + limit < len(chosen)
     group_of = {n: i for i, group in enumerate(manifest.groups) for n in group}
@@ -153,7 +153,7 @@ def remove_photo(name: str, photo: str) -> tuple[str, int]:
     return "", 204
 
 
-@bp.post("/libraries/<name>/photos/remove")
+@bp.post("/libraries/<name>/remove-photos")
 def remove_photos(name: str) -> Response:
     """Remove up to ``MAX_REMOVE`` photos: the ones removed, the names the library has no photo
     of, and the version published without them."""

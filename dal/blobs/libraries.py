@@ -473,8 +473,10 @@ class LibraryStore:
         return existed
 
     def set_shared(self, name: str, shared: bool) -> None:
-        """An operator marks a library for every client (or takes the mark off)."""
-        container = self._service.get_container_client(self.container_name(name))
+        """An operator marks a library for every client (or takes the mark off); ``name`` may be
+        its current name after a rename (``dal.blobs.library_names``) or its key."""
+        info = self.info(name)
+        container = self._service.get_container_client(self.container_name(info.key if info else name))
         try:
             metadata = dict(container.get_container_properties().metadata)
         except ResourceNotFoundError:
@@ -486,6 +488,7 @@ class LibraryStore:
             metadata[SHARED_KEY] = "true"
         container.set_container_metadata(metadata)
         self._forget(container.container_name)
+        self.forget(name)
 
     def _forget(self, container: str) -> None:
         with self._lock:

@@ -347,7 +347,7 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
     version = None
     for start in range(0, len(names), _REMOVE_BATCH):
         body = api.call(
-            "POST", f"/api/libraries/{name}/photos/remove", json={"photos": names[start : start + _REMOVE_BATCH]}
+            "POST", f"/api/libraries/{name}/remove-photos", json={"photos": names[start : start + _REMOVE_BATCH]}
         ).json()
         removed += body["removed"]
         missing += body["not_found"]
@@ -357,7 +357,7 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
         raise click.ClickException(f"no photo called {', '.join(missing[:20])}" + (" ..." if len(missing) > 20 else ""))
 
 
-_REMOVE_BATCH = 1000  # POST /api/libraries/<name>/photos/remove takes at most this many
+_REMOVE_BATCH = 1000  # POST /api/libraries/<name>/remove-photos takes at most this many
 
 
 @library.command("rename")

@@ -270,9 +270,16 @@ WORKFLOWS = {
         "getJobPyramid",
         "getJobTiles",
     ],
-    "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "deleteLibrary"],
-    # a library of staged uploads: the grant (valet-key URLs), indexing, the photos' progress
-    "uploads": ["grantLibraryUploads", "indexLibrary", "getLibraryPhotos", "getLibrary"],
+    "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "renameLibrary", "deleteLibrary"],
+    # a library of staged uploads: the grant (valet-key URLs), indexing, the photos' progress, removal
+    "uploads": [
+        "grantLibraryUploads",
+        "indexLibrary",
+        "getLibraryPhotos",
+        "getLibrary",
+        "removeLibraryPhoto",
+        "removeLibraryPhotos",
+    ],
     "poison": ["listQueues", "getPoison", "requeuePoison", "purgePoison"],
 }
 

@@ -75,7 +75,7 @@ def test_a_job_renders_with_its_version_while_photos_are_added_and_removed(
 
     # Before the slices render: two photos go, two come, and the library publishes a new version.
     removed = ["p0.jpg", "p1.jpg"]
-    gone = client.post(f"/api/libraries/{library}/photos/remove", json={"photos": removed}).get_json()
+    gone = client.post(f"/api/libraries/{library}/remove-photos", json={"photos": removed}).get_json()
     assert gone["removed"] == removed and gone["not_found"] == []
     upload(client, library, {"q0.jpg": photo(100), "q1.jpg": photo(101)})
     index(client, services, library)
