@@ -154,8 +154,8 @@ def plan_parts(grid: Grid, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> Parts
     height = min(PART_ROWS, fits)
     count = max(1, down // height) if height == PART_ROWS else math.ceil(down / height)
     base, extra = divmod(down, count)
-    cuts, at = [0], 0
+    starts, at = [0], 0
     for index in range(count):
         at += base + (1 if index < extra else 0)
-        cuts.append(at)
-    return Parts(tuple(cuts))
+        starts.append(at)
+    return Parts(tuple(starts))

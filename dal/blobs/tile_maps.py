@@ -12,7 +12,9 @@ the same CSV.
 
 The blob: gzip (no timestamp, so the same placement gives the same bytes) of one JSON
 header line, ``{"format": "photomosaics-tile-map", "version": 1, "library", "first_row",
-"rows", "columns", "dtype", "tiles": [[name, tile blob], ...]}``, a newline, then ``rows ×
+"rows", "columns", "dtype", "tiles": [[name, tile blob], ...]}`` (and ``library_version``, the
+version of the library the band was rendered with, in maps made since it was kept: the job
+page tells the photos a mosaic left out from those added later), a newline, then ``rows ×
 columns`` little-endian integers of ``dtype`` (``<u2``, or ``<i4`` past 32,767 distinct tiles),
 row by row: ``2 × k + mirrored`` with ``k`` an index into ``tiles`` (each tile used, once).
 A varied placement is close to random, so compression gains little: level 1, and none past
@@ -27,6 +29,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +58,7 @@ class TileMap:
     first_row: int
     tiles: tuple[tuple[str, str], ...]
     cells: np.ndarray
+    library_version: str = ""  # "" when the map does not say (made before it was kept, or bands of two versions)
 
     @property
     def rows(self) -> int:
@@ -66,7 +70,14 @@ class TileMap:
 
     @classmethod
     def from_choice(
-        cls, choice: np.ndarray, *, names: Sequence[str], blobs: Sequence[str], library: str, first_row: int = 0
+        cls,
+        choice: np.ndarray,
+        *,
+        names: Sequence[str],
+        blobs: Sequence[str],
+        library: str,
+        first_row: int = 0,
+        library_version: str = "",
     ) -> TileMap:
         """The map of an engine placement: ``choice`` ``(rows, columns)`` indexes the library's
         candidates, ``>= len(names)`` being mirror images (``mosaic.render.choose_tiles``)."""
@@ -84,7 +95,8 @@ class TileMap:
         cells = index[tile]
         if mirrored is not None:
             cells += mirrored
-        return cls(library=library, first_row=first_row, tiles=tuple((names[i], blobs[i]) for i in used), cells=cells)
+        tiles = tuple((names[i], blobs[i]) for i in used.tolist())
+        return cls(library=library, first_row=first_row, tiles=tiles, cells=cells, library_version=library_version)
 
     def at(self, col: int, row: int) -> tuple[str, str, bool]:
         """``(name, tile blob, mirrored)`` of the cell at column ``col``, row ``row`` (of the band)."""
@@ -100,23 +112,34 @@ class TileMap:
         mirrored = (self.cells[rows, columns] & 1).astype(bool)
         return rows, columns, mirrored, self.tiles[held[0]][1] if held else None
 
+    def uses(self) -> dict[str, int]:
+        """How many cells each photo the mosaic uses holds (mirrored or not), by name."""
+        counts = np.bincount((self.cells >> 1).ravel(), minlength=len(self.tiles)).tolist()
+        found: dict[str, int] = {}
+        for (name, _), count in zip(self.tiles, counts, strict=True):
+            found[name] = found.get(name, 0) + count  # one name twice: two blobs of one photo
+        return found
+
     def names_like(self, text: str) -> list[str]:
         """The names of the photos the mosaic uses that contain ``text`` (any case), sorted."""
         wanted = text.casefold()
         return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
 
     def encode(self) -> bytes:
-        header = {
+        dtype = _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1]
+        header: dict[str, Any] = {
             "format": _FORMAT,
             "version": _VERSION,
             "library": self.library,
             "first_row": self.first_row,
             "rows": self.rows,
             "columns": self.columns,
-            "dtype": _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1],
+            "dtype": dtype,
             "tiles": [list(t) for t in self.tiles],
         }
-        cells = self.cells.astype(header["dtype"]).tobytes()
+        if self.library_version:
+            header["library_version"] = self.library_version
+        cells = self.cells.astype(dtype).tobytes()
         body = json.dumps(header, separators=(",", ":")).encode() + b"\n" + cells
         return gzip.compress(body, compresslevel=1 if self.cells.size <= _COMPRESS_CELLS else 0, mtime=0)
 
@@ -144,7 +167,13 @@ class TileMap:
         cells = np.frombuffer(body, dtype=dtype).reshape(rows, columns).astype(np.int32)
         if cells.size and (cells.min() < 0 or cells.max() >> 1 >= len(tiles)):
             raise TileMapFormatError("a cell names a tile the map does not list")
-        return cls(library=str(header["library"]), first_row=int(header["first_row"]), tiles=tiles, cells=cells)
+        return cls(
+            library=str(header["library"]),
+            first_row=int(header["first_row"]),
+            tiles=tiles,
+            cells=cells,
+            library_version=str(header.get("library_version") or ""),
+        )
 
     def csv_lines(self) -> Iterator[str]:
         """``col,row,tile,mirrored`` (mirrored 0 or 1), row by row, header first; lines end in
@@ -183,7 +212,11 @@ def join_bands(bands: Sequence[TileMap]) -> TileMap:
         remap = np.array([where[t] for t in band.tiles], dtype=np.int32)
         parts.append(2 * remap[band.cells >> 1] + (band.cells & 1))
     cells = np.concatenate(parts, axis=0).astype(np.int32)
-    return TileMap(library=first.library, first_row=first.first_row, tiles=tuple(tiles), cells=cells)
+    versions = {band.library_version for band in bands}
+    version = versions.pop() if len(versions) == 1 else ""  # bands of two versions: the map cannot say which
+    return TileMap(
+        library=first.library, first_row=first.first_row, tiles=tuple(tiles), cells=cells, library_version=version
+    )
 
 
 def load_job_map(download: Callable[[str, str], bytes], request_id: str, slices: int) -> bytes:

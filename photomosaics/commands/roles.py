@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Companion(Protocol):
-    """A role's background part besides its listeners (``workers.controller.stragglers.StragglerWatcher``)."""
+    """A role's background part besides its listeners (``workers.controller.hedging.Hedger``)."""
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
@@ -100,16 +100,16 @@ def _services_for(role: str) -> RoleServices:
 def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
     from workers.controller.controller import JobController
-    from workers.controller.stragglers import StragglerWatcher
+    from workers.controller.hedging import Hedger
     from workers.runtime.bindings import bindings_of
 
     services = _services_for("controller")
-    # Hedged slices (workers.controller.stragglers): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
+    # Hedged slices (workers.controller.hedging): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
     try:
-        watcher = StragglerWatcher(services) if services.settings.hedges_per_slice > 0 else None
+        watcher = Hedger(services) if services.settings.hedges_per_slice > 0 else None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    ctl = JobController(services, stragglers=watcher)
+    ctl = JobController(services, hedger=watcher)
     _run(
         services,
         "controller",
@@ -243,7 +243,7 @@ def _run(
 ) -> None:
     """One ``QueueListener`` per bound handler (``workers.runtime.bindings``); run them as a role.
 
-    ``companions`` (the controller's straggler watcher) start before the listeners and stop
+    ``companions`` (the controller's hedger) start before the listeners and stop
     after they ended, before the process exits.
 
     Hints (``PHOTOMOSAICS_HINT_DIR``) and the lease journal (``PHOTOMOSAICS_LEASE_DIR``) are

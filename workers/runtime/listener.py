@@ -32,8 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from dal.hints.channel import HintChannel
-from dal.queues.consumable import Consumable, PoisonHook, ReceivedMessage
-from dal.queues.stored_queue import Accepted  # the service's limit per receive
+from dal.queues.consumable import Accepted, Consumable, PoisonHook, ReceivedMessage
 from workers.runtime.backoff import RetrySchedule
 from workers.runtime.counters import Counters
 from workers.runtime.elastic import ElasticPool

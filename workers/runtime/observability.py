@@ -202,9 +202,10 @@ def serve_role_metrics(
     liveness = Liveness(listeners)
     server = ThreadingHTTPServer(address, _handler(registry, liveness))
     server.daemon_threads = True
-    server.liveness = liveness  # type: ignore[attr-defined]
+    server.liveness = liveness  # type: ignore[attr-defined]  # the request handler reads it from its server
     threading.Thread(target=server.serve_forever, name=f"{role}-metrics", daemon=True).start()
     host, port = server.server_address[:2]
+    host = host.decode() if isinstance(host, bytes) else host  # typeshed allows bytes; AF_INET gives str
     log.info(kv("role.metrics", role=role, url=f"http://{host}:{port}/metrics"))
     return server
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import NoReturn, TypeVar
 
-from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
+from dal.config import CONNECTION_STRING_ENV, RetryProfile, Settings, StorageClients, describe_connection_string
 from dal.errors import StorageConfigurationError
 from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
 from dal.observability.transactions import counter_from_env, dump_installed_counter
@@ -65,7 +65,7 @@ def patiently(step: Callable[[], T], *, role: str, what: str, sleep: Callable[[f
             wait = min(_PATIENCE_MAX, wait * 2)
 
 
-def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
+def storage_from_env(*, role: str, profile: RetryProfile = "worker") -> StorageClients:
     """Storage clients for a role: the configured account, with the transaction counter if asked.
 
     A role never starts its own Azurite: it must share storage with the rest of the app, so
@@ -82,7 +82,7 @@ def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
     counter = counter_from_env(role=role)
     # Prometheus counters always (cheap; served when PHOTOMOSAICS_METRICS_PORT is set).
     hook = chain_hooks(counter, StorageRequestMetrics())
-    storage = StorageClients(connection_string, profile=profile, response_hook=hook)  # type: ignore[arg-type]
+    storage = StorageClients(connection_string, profile=profile, response_hook=hook)
     log.info(kv("role.storage", role=role, account=describe_connection_string(connection_string)))
     return storage
 
