@@ -200,7 +200,9 @@ def within_budget(start: np.ndarray, goal: np.ndarray, limit: float) -> np.ndarr
     return pulled
 
 
-def _over_budget(start: np.ndarray, goal: np.ndarray, pulled: np.ndarray, limit: float, block: slice) -> tuple:
+def _over_budget(
+    start: np.ndarray, goal: np.ndarray, pulled: np.ndarray, limit: float, block: slice
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For one ``block`` of rows (its temporaries stay in cache): the chroma kept where the
     lightness move alone spends the budget (written to ``pulled``), and the rows whose whole
     move is over it, with their chroma part of ΔE00 and their lightness term."""

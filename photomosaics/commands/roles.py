@@ -39,7 +39,7 @@ _grace = click.option(
 )
 
 
-def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
+def _concurrency(default: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """``--concurrency`` (the most handlers at once per queue) and ``--min-concurrency``.
 
     Between the two the listener is elastic (``workers.runtime.elastic``): it grows with the queue's
@@ -47,7 +47,7 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
     processor renders on a core, so it stays at one (``photomosaics run`` starts one per core).
     """
 
-    def decorate(f: Callable) -> Callable:  # type: ignore[type-arg]
+    def decorate(f: Callable[..., None]) -> Callable[..., None]:
         f = click.option(
             "--min-concurrency",
             type=click.IntRange(min=1),
