@@ -166,7 +166,7 @@ _FIELD_CHECKS: dict[str, FieldCheck] = {
     "library": lambda v: _check_library(v),
     "library_uri": lambda v: _check_uri("library_uri", v),
     "photos": lambda v: _check_photos(v),
-    "library_version": _optional(_check_library_version),
+    "library_version": _optional(lambda v: _check_library_version(v)),
 }
 
 
