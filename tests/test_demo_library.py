@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from workers.demo_colours import colour_coverage, mean_lab
+from mosaic.gamut import colour_coverage, mean_lab
 from workers.demo_library import (
     DEMO_LIBRARY_NAME,
     DEMO_TILES,

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dal import errors
+from dal.errors import QueueMessageFormatException
 from dal.queues.messages import (
     MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
@@ -19,7 +20,6 @@ from dal.queues.messages import (
     ImageResponseMessage,
     LibraryCleanupMessage,
     QueueMessage,
-    QueueMessageFormatException,
     SliceRequestMessage,
     SliceResponseMessage,
 )

@@ -33,8 +33,7 @@ from dal.blobs.names import (
 from dal.blobs.rendered import decode_rendered
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, InvalidLibraryNameError, QuotaExceeded, ServiceBusy
-from dal.jobs.model import TERMINAL_STATUSES, JobStatus
-from dal.jobs.store import Job
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
 from dal.operations.cleanup import delete_job_everywhere, request_cleanup
 from dal.queues.lanes import lane_for
 from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage

@@ -58,8 +58,7 @@ from PIL import Image
 from dal.blobs.libraries import LibraryStore
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
-from mosaic.sources import fingerprint
-from workers.demo_colours import (
+from mosaic.gamut import (
     COVERAGE_RADIUS,
     COVERAGE_STEP,
     Grade,
@@ -70,6 +69,7 @@ from workers.demo_colours import (
     in_gamut_grid,
     mean_lab,
 )
+from mosaic.sources import fingerprint
 
 log = logging.getLogger(__name__)
 

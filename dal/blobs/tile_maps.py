@@ -37,7 +37,7 @@ from dal.blobs.names import slice_tile_map_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, TileMapFormatError
 
-__all__ = ["CSV_HEADER", "TILE_MAP_CONTENT_TYPE", "TileMap", "TileMapFormatError", "join_bands", "load_job_map"]
+__all__ = ["CSV_HEADER", "TILE_MAP_CONTENT_TYPE", "TileMap", "join_bands", "load_job_map"]
 
 TILE_MAP_CONTENT_TYPE = "application/gzip"
 CSV_HEADER = "col,row,tile,mirrored"

@@ -21,8 +21,9 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from dal.queues.messages import ID_PATTERN, MAX_ID_LENGTH, MAX_TILE_SIZE, ImageRequestMessage
+from dal.queues.messages import ID_PATTERN, MAX_ID_LENGTH, ImageRequestMessage
 from mosaic.grid import Grid
+from mosaic.limits import MAX_TILE_SIZE
 
 
 class JobStatus(StrEnum):

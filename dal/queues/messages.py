@@ -44,7 +44,6 @@ __all__ = [
     "MAX_INLINE_BAND_CHARS",
     "MAX_PHOTOS_PER_INDEX_REQUEST",
     "MAX_REPORT_STAGES",
-    "MAX_TILE_SIZE",
     "MESSAGE_TYPES",
     "PAYLOAD_VERSION",
     "REPORT_FIELDS",
@@ -56,7 +55,6 @@ __all__ = [
     "JobCleanupMessage",
     "LibraryCleanupMessage",
     "QueueMessage",
-    "QueueMessageFormatException",
     "SliceRequestMessage",
     "SliceResponseMessage",
 ]

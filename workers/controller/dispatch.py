@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+from dal.blobs.names import band_blob_name
 from dal.config import SLICE_REQUEST_CONTAINER
 from dal.jobs.model import Job
 from dal.queues.messages import ImageRequestMessage, SliceRequestMessage
-from workers.imaging.slicing import Band, band_blob_name, encode_band, inline_band
+from workers.imaging.slicing import Band, encode_band, inline_band
 from workers.services import RoleServices
 from workers.stages import Stopwatch
 

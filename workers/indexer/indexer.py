@@ -31,8 +31,8 @@ from dal.blobs.indexed import SEGMENT_PREFIX, PhotoOutcome
 from dal.errors import LibraryNotFoundError
 from dal.jobs.model import library_name
 from dal.names import unprefixed
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import IndexRequestMessage
-from dal.queues.work_queue import ReceivedMessage
 from mosaic.library import TileLibrary
 from mosaic.photo_index import PhotoRefused, index_photo
 from mosaic.sources import MAX_FILE_BYTES

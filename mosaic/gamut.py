@@ -1,10 +1,10 @@
-"""The colours the demo library should reach, and the grades that recolour a crop to reach one.
+"""The in-gamut colours a tile library should reach, and the grades that recolour a crop to reach one.
 
 The colours are the in-gamut CIELAB colours on a grid ``COVERAGE_STEP`` apart; one is
 *covered* when a tile's mean is within ``COVERAGE_RADIUS`` (ΔE76) of it (``colour_coverage``).
 A ``Grade`` recolours a crop in CIELAB (a lightness curve, a hue rotation, a chroma scale and
 shift), keeping its detail; ``fit_grade`` finds the one that moves a crop's mean to a target
-colour. ``workers.demo_library`` uses both to fill the gaps its real crops leave. Only look-up
+colour. The demo library (``workers.demo_library``) uses both to fill the gaps its real crops leave. Only look-up
 tables and elementwise IEEE arithmetic (no ``pow``, ``sin`` or BLAS): the same tiles anywhere.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
+from .signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
 
 __all__ = [
     "COVERAGE_RADIUS",
