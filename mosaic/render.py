@@ -11,13 +11,13 @@ by array reshapes, matching by chunked matrix products, composition by fancy ind
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
-from . import detail
+from . import detail, sized
 from .blend import blend_toward
+from .cells import check_tile_size
 from .compose import compose
 from .correction import (
     add_shift,
@@ -33,135 +33,24 @@ from .correction import (
 from .fair import assign
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_grid
 from .levelling import even_out
-from .library import TileLibrary
+from .library import ATLAS_SIZE, TileLibrary
+from .library_features import (
+    _mirror,
+    _sub_cells,
+    _weights,
+    candidate_sub_cells,
+    candidate_tiles,
+    tile_features,
+    tile_index,
+)
 from .matching import nearest
+from .options import DEFAULT_OPTIONS, RenderOptions
 from .parts import Parts, plan_parts
-from .signatures import SUB, cell_pixels, colour_features, features, with_texture
-from .tile_index import TileIndex, build_index, nearest_tiles
+from .signatures import SUB, cell_pixels, colour_features, features
+from .tile_index import nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, tile_graph
 
 STRIP_CELLS = 1 << 17  # cells matched per step (see ``strips``)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RenderOptions:
-    """What people of the mosaic programs expect to tune; the pipeline uses the defaults.
-
-    A photomosaic makes two promises: from afar it is the target photo, up close every cell
-    is a real, recognisable photograph. The defaults keep both (``docs/engine.md``).
-
-    variety:       no tile repeats within this many cells (0 = off). Lowered automatically
-                   when the library is too small to honour it. The default, 3, also bounds
-                   every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
-                   cells apart, so each 4×4 quarter of the window holds at most one.
-    correction:    0–100 %: how far each placed tile's mean colour moves toward its cell's
-                   mean colour (CIELAB: lightness 1.75 times this share, chroma this share
-                   but only within a budget of ΔE00 for the whole move, 4.5 at 50 %), the
-                   tile moved as a whole: every pixel gets the same offset, so its layout
-                   and contrast stay the photo's own (``correction``). The default, 50,
-                   keeps the median tile within 5 ΔE00 of the library photo and beats a
-                   program that repeats its nearest tile from afar (``docs/engine.md``).
-    overlay:       0–100 % of the target painted over the tiles at sub-cell resolution (4×4
-                   patches per tile), the tiles' detail kept: the target photo with a tile
-                   texture on top. Off (0) by default. When on it scores better on pixel
-                   fidelity because it *is* the target; up close the tiles stop being
-                   photographs (print-mosaic makers call it a fake photomosaic).
-    match_contrast: with an overlay only: each tile's contrast is held to its cell's (down
-                   to a quarter), the overlay rises to 100 % where the target cell is flat,
-                   and it is interpolated within each tile (``detail``). Off by default: it
-                   flattens tiles into texture.
-    colour_first:  match the mean colour only (ignores the layout inside a cell).
-    colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
-                   cell (higher favours colour fidelity, lower structure). The default, 16,
-                   is chosen knowing the correction: a tile's colour distance to its cell
-                   is paid twice, by what the correction leaves (seen from afar) and by
-                   what it moves (seen up close), so a tile whose colour is already close
-                   beats one whose layout fits a little better but needs a large shift.
-    mirror:        tiles may also be used mirrored left-right: twice the choice from the
-                   same photos (a tile and its mirror image count as one for variety).
-    max_uses:      fair use: no tile (with its mirror image) placed more than this many
-                   times in the whole mosaic (None = no limit). The cells are then assigned
-                   by a minimum-cost flow over the whole grid (``fair``), which replaces the
-                   variety rule.
-    """
-
-    variety: int = 3
-    correction: int = 50
-    overlay: int = 0
-    colour_first: bool = False
-    colour_weight: float = 16.0
-    mirror: bool = True
-    max_uses: int | None = None
-    match_contrast: bool = False
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.variety <= 16:
-            raise ValueError(f"variety must be 0..16 cells, got {self.variety}")
-        for name in ("correction", "overlay"):
-            value = getattr(self, name)
-            if type(value) is not int or not 0 <= value <= 100:
-                raise ValueError(f"{name} must be an integer 0..100 %, got {value!r}")
-        if not self.colour_weight > 0:
-            raise ValueError(f"colour_weight must be positive, got {self.colour_weight}")
-        if self.max_uses is not None and (type(self.max_uses) is not int or self.max_uses < 1):
-            raise ValueError(f"max_uses must be a positive integer or None, got {self.max_uses!r}")
-
-
-DEFAULT_OPTIONS = RenderOptions()
-
-
-def _weights(options: RenderOptions, tile_size: int) -> tuple[float, float]:
-    if options.colour_first or tile_size < SUB:
-        return 0.0, 1.0
-    return 1.0, options.colour_weight
-
-
-def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
-    """Features of every candidate: the tiles, then (with ``mirror``) their mirror images."""
-    structure, colour = _weights(options, tile_size)
-    return library.cached(
-        ("features", tile_size, structure, colour, _mirror(options, tile_size)),
-        lambda: with_texture(
-            features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
-            candidate_tiles(library, tile_size, options),
-            candidate_sub_cells(library, tile_size, options),
-            structure=structure,
-            colour=colour,
-        ),
-    )
-
-
-def tile_index(library: TileLibrary, tile_size: int, options: RenderOptions) -> TileIndex | None:
-    """The search index over ``tile_features`` (None for libraries small enough to scan), cached."""
-    structure, colour = _weights(options, tile_size)
-    return library.cached(
-        ("index", tile_size, structure, colour, _mirror(options, tile_size)),
-        lambda: build_index(tile_features(library, tile_size, options)),
-    )
-
-
-def _mirror(options: RenderOptions, tile_size: int) -> bool:
-    """Mirror images only matter where layout is matched (a flat colour is its own mirror)."""
-    return options.mirror and not options.colour_first and tile_size >= SUB
-
-
-def candidate_sub_cells(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
-    sub = library.sub_cells(tile_size)
-    if not _mirror(options, tile_size):
-        return sub
-    return library.cached(("sub-mirror", tile_size), lambda: np.concatenate([sub, sub[:, :, ::-1]]))
-
-
-def candidate_tiles(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
-    tiles = library.tiles(tile_size)
-    if not _mirror(options, tile_size):
-        return tiles
-    return library.cached(("tiles-mirror", tile_size), lambda: np.concatenate([tiles, tiles[:, :, ::-1]]))
-
-
-def _sub_cells(cells: np.ndarray) -> np.ndarray:
-    rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
-    return cells.reshape(rows, SUB, cols, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(-1, SUB, SUB, 3)
 
 
 def choose_tiles(
@@ -181,16 +70,17 @@ def choose_tiles(
     band is one part, with other cells below it. Indices ``>= len(library)`` are mirror
     images (``candidate_tiles``).
     """
-    rows, cols = _check_cells(cells, tile_size)
+    rows, cols = _check_cells(cells, tile_size, options)
     if options.max_uses is not None:
         return assign_fair(cells, library, tile_size=tile_size, options=options)
     if cell_pixels(tile_size) == 1:
         return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
     k = cell_pixels(tile_size)
     choice = np.empty((rows, cols), np.int32)
+    choose_part = sized.choose_part if options.sized else _choose_part  # cells of several sizes: ``sized``
     for part, below in _parts_of(parts, row_offset, rows):
         first, last = part.start - row_offset, part.stop - row_offset
-        choice[first:last] = _choose_part(
+        choice[first:last] = choose_part(
             cells[first * k : last * k], library, tile_size, seed, part.start, options, border_below=below
         )
     return choice
@@ -312,7 +202,8 @@ def _arrange_sub(sub: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return sub.reshape(rows, cols, SUB, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(rows * SUB, cols * SUB, 3)
 
 
-def _check_cells(cells: np.ndarray, tile_size: int) -> tuple[int, int]:
+def _check_cells(cells: np.ndarray, tile_size: int, options: RenderOptions = DEFAULT_OPTIONS) -> tuple[int, int]:
+    check_tile_size(options.cell_sizes, tile_size, ATLAS_SIZE)
     if cells.ndim != 3 or cells.shape[2] != 3 or cells.dtype != np.uint8:
         raise ValueError(f"cells must be (H, W, 3) uint8, got {cells.shape} {cells.dtype}")
     k = cell_pixels(tile_size)
@@ -343,7 +234,7 @@ def render_band(
     made already (fair use, ``assign_fair``, or ``choose_tiles``); by default the band chooses
     its own tiles. ``out``: where to paint it (``paint``).
     """
-    rows, cols = _check_cells(cells, tile_size)
+    rows, cols = _check_cells(cells, tile_size, options)
     if choice is None:
         choice = choose_tiles(
             cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options, parts=parts
@@ -353,9 +244,10 @@ def render_band(
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
     k = cell_pixels(tile_size)
+    painter = sized.paint_part if options.sized else paint
     for part, _ in _parts_of(parts, row_offset, rows):
         first, last = part.start - row_offset, part.stop - row_offset
-        paint(
+        painter(
             cells[first * k : last * k],
             choice[first:last],
             library,
@@ -560,7 +452,7 @@ def render_with_placement(
     elif grid.tile_size != tile_size:
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
-    parts = plan_parts(grid)
+    parts = plan_parts(grid, align=options.cell_sizes[-1])
     whole = None
     if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
         whole = assign_fair(cells, library, tile_size=tile_size, options=options)

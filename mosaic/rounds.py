@@ -35,8 +35,19 @@ def _window(d: int) -> np.ndarray:
     return np.stack([dy[keep], dx[keep]], axis=1)
 
 
-def resolve(candidates: Candidates, priority: np.ndarray, d: int, rows: int, cols: int, base: int) -> np.ndarray:
+def resolve(
+    candidates: Candidates,
+    priority: np.ndarray,
+    d: int,
+    rows: int,
+    cols: int,
+    base: int,
+    *,
+    absent: np.ndarray | None = None,
+) -> np.ndarray:
     """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates.
+
+    ``absent``: flat bool, cells that hold no tile (they never conflict; their choice is −1).
 
     A round: every cell whose tile is also held, within ``d``, by a neighbour of higher
     priority that is not itself beaten moves on to its next candidate. While many cells
@@ -46,6 +57,8 @@ def resolve(candidates: Candidates, priority: np.ndarray, d: int, rows: int, col
     """
     n = rows * cols
     state = _State(candidates, priority, base)
+    if absent is not None:
+        state.key[absent] = -1 - np.flatnonzero(absent)  # a key no other cell has, as out of candidates
     board = _Board(priority, d)
     key2d = state.key.reshape(rows, cols)
     while True:

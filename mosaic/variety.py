@@ -159,6 +159,8 @@ def choose_varied(
     graph: np.ndarray | None = None,
     index: TileIndex | None = None,
     border_below: bool = True,
+    present: np.ndarray | None = None,
+    share: tuple[int, int] = (0, 1),
 ) -> np.ndarray:
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
 
@@ -168,18 +170,24 @@ def choose_varied(
     its mirror image) and count as a repeat; default: every candidate is its own tile.
     ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``Candidates``).
     ``index``: ``tile_index.build_index(tiles)`` for big libraries (None: full scans).
+    ``present``: ``(rows, cols) bool``, the cells that exist (cells of several sizes,
+    ``sized``); the others choose nothing (−1) and hold no tile. ``share``: ``(i, n)``, the
+    border rows use the ``i``-th of ``n`` disjoint shares of the border classes (the sizes of
+    a mosaic of several, so cells of two sizes across a part border never share a photo).
     """
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
-    d = feasible_distance(distance, base)
+    d = feasible_distance(distance, base // share[1])
     if d == 0:
         return nearest_tiles(cells, tiles, index).reshape(rows, cols)
     seed_int = seed_number(seed)
     border = _border_rows(rows, row_offset, d, border_below)
-    classes = tile_classes(base, d, seed_int)[np.arange(n_tiles) % base]
+    classes = tile_classes(base, (d + 1) * share[1] - 1, seed_int)[np.arange(n_tiles) % base] - share[0] * (d + 1)
+    exists = None if present is None else present.ravel()
 
     def cells_of(row_list: np.ndarray) -> np.ndarray:
-        return (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
+        flat = (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
+        return flat if exists is None else flat[exists[flat]]
 
     groups = []
     inner_rows = np.flatnonzero(~border)
@@ -193,8 +201,8 @@ def choose_varied(
 
     # The border rows choose first: they have a share of the library, the rows inside all of it.
     priority = priorities(rows, cols, row_offset, d, seed_int) + border[:, None] * (d + 1) * (d + 2)
-    choice = resolve(candidates, priority, d, rows, cols, base)
-    stuck = np.argwhere(choice < 0)
+    choice = resolve(candidates, priority, d, rows, cols, base, absent=None if exists is None else ~exists)
+    stuck = np.argwhere((choice < 0) if present is None else (choice < 0) & present)
     if stuck.size:
         _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols, base)
     return choice

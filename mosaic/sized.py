@@ -1,0 +1,207 @@
+"""Choosing and painting a part whose cells have several sizes (``cells`` plans which).
+
+Each size is a grid of its own (the part's cell image box-reduced by the size, ``SUB`` pixels
+per cell), matched on the same features as a single-size mosaic, against the library at that
+size (``library_features``: tiles of ``size × tile_size`` pixels), largest size first. Variety
+is counted over photos, whatever their size:
+
+- cells of one size: the variety rule on their own grid (``variety.choose_varied`` with only
+  the planned cells present): no photo within ``distance`` cells of that size;
+- cells of two sizes: no photo within ``distance`` base cells of a larger cell holding it,
+  rectangle to rectangle. A smaller cell that breaks it takes its next-best photo that is free
+  (``_apart``), one by one in row order;
+- across a part border the sizes' border rows draw on disjoint shares of the library
+  (``choose_varied(share=)``), as the rows of one size already do.
+
+Each placed photo is corrected as a whole (``correction.reach``: its offset and, where its
+range stops it, its gain), as in a single-size mosaic; the levelling of flat patches is left
+out (a calm area is now one large photo, not twenty small ones).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cells import level_image, origins, plan_cells
+from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
+from .library import TileLibrary
+from .library_features import _mirror, _sub_cells, _weights, candidate_tiles, tile_features, tile_index
+from .matching import best
+from .options import RenderOptions
+from .signatures import SUB, features
+from .tile_index import nearest_tiles
+from .variety import _border_rows, choose_varied, feasible_distance, graph_size, seed_number, tile_classes, tile_graph
+
+PAINT_BYTES = 1 << 24  # tile pixels gathered per step
+FIRST_CHOICES = 64  # next-best photos looked at first for a cell that must give way
+
+
+def choose_part(
+    cells: np.ndarray,
+    library: TileLibrary,
+    tile_size: int,
+    seed: str,
+    row_offset: int,
+    options: RenderOptions,
+    *,
+    border_below: bool,
+) -> np.ndarray:
+    """``(rows, cols) int32``: for every base cell, the candidate of the cell that covers it
+    (at that cell's size). ``row_offset``: the part's first row, a multiple of the largest size."""
+    rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
+    sizes = options.cell_sizes
+    plan = plan_cells(cells, sizes, options.split)
+    count = len(library)
+    choice = np.full((rows, cols), -1, np.int32)
+    placed = np.full((rows, cols), -1, np.int64)  # the photo of every larger cell placed so far
+    for order, size in enumerate(reversed(sizes)):
+        present = origins(plan, size)
+        if not present.any():
+            continue
+        big = size * tile_size
+        structure, colour = _weights(options, big)
+        candidates = tile_features(library, big, options)
+        wanted = features(_sub_cells(level_image(cells, size)), structure=structure, colour=colour)
+        level_rows, level_cols = present.shape
+        d = feasible_distance(options.variety, count // len(sizes)) if options.variety else 0
+        if d:
+            width = graph_size(d)
+            key = ("graph", big, structure, colour, _mirror(options, big), width)
+            graph = library.cached(key, lambda c=candidates, n=width: tile_graph(c, n))
+            level = choose_varied(
+                wanted,
+                candidates,
+                rows=level_rows,
+                cols=level_cols,
+                row_offset=row_offset // size,
+                distance=options.variety,
+                seed=seed,
+                distinct=count,
+                graph=graph,
+                index=tile_index(library, big, options),
+                border_below=border_below,
+                present=present,
+                share=(order, len(sizes)),
+            )
+            allowed = _allowed(count, candidates.shape[0], d, seed, (order, len(sizes)))
+            border = _border_rows(level_rows, row_offset // size, d, border_below)
+            _apart(level, present, size, placed, wanted, candidates, d, count, allowed, border, row_offset // size)
+        else:
+            level = nearest_tiles(wanted, candidates, tile_index(library, big, options)).reshape(present.shape)
+        whole = np.repeat(np.repeat(np.where(present, level, -1), size, axis=0), size, axis=1)
+        area = (slice(0, level_rows * size), slice(0, level_cols * size))
+        mine = whole >= 0
+        choice[area][mine] = whole[mine]
+        placed[area][mine] = whole[mine] % count
+    return choice
+
+
+def _allowed(count: int, candidates: int, d: int, seed: str, share: tuple[int, int]) -> list[np.ndarray]:
+    """The candidates each border class may use, as ``choose_varied`` deals them."""
+    classes = tile_classes(count, (d + 1) * share[1] - 1, seed_number(seed))[np.arange(candidates) % count]
+    return [np.flatnonzero(classes == share[0] * (d + 1) + q) for q in range(d + 1)]
+
+
+def _apart(
+    level: np.ndarray,
+    present: np.ndarray,
+    size: int,
+    placed: np.ndarray,
+    wanted: np.ndarray,
+    candidates: np.ndarray,
+    d: int,
+    count: int,
+    allowed: list[np.ndarray],
+    border: np.ndarray,
+    level_offset: int,
+) -> None:
+    """Move, in place, every cell of ``level`` whose photo a larger cell holds within ``d``
+    base cells to its best photo free of both sizes (row order: the result is fixed)."""
+    hit = _near_larger(np.where(present, level % count, -1), size, placed, d) & present
+    level_cols = level.shape[1]
+    for i, j in np.argwhere(hit):
+        members = allowed[(i + level_offset) % (d + 1)] if border[i] else None
+        pool = candidates if members is None else candidates[members]
+        r0, c0 = i * size, j * size
+        near = placed[max(0, r0 - d) : r0 + size + d, max(0, c0 - d) : c0 + size + d].ravel()
+        lo, hi = max(0, i - d), min(level.shape[0], i + d + 1)
+        left, right = max(0, j - d), min(level_cols, j + d + 1)
+        same = level[lo:hi, left:right][present[lo:hi, left:right]] % count
+        taken = np.concatenate([near[near >= 0], same])
+        for width in (FIRST_CHOICES, pool.shape[0]):
+            ranked, _ = best(wanted[i * level_cols + j][None], pool, width)
+            ranked = ranked[0] if members is None else members[ranked[0]]
+            free = ranked[~np.isin(ranked % count, taken)]
+            if free.size:
+                level[i, j] = free[0]
+                break
+        # no free photo: cannot happen, feasible_distance leaves more photos than a window holds
+
+
+def _near_larger(photo: np.ndarray, size: int, placed: np.ndarray, d: int) -> np.ndarray:
+    """``photo``'s cells (a grid of cells of ``size``) whose photo ``placed`` holds within ``d``
+    base cells of the cell's rectangle."""
+    rows, cols = photo.shape
+    pad = d + size
+    around = np.pad(placed, pad, constant_values=-1)
+    hit = np.zeros(photo.shape, bool)
+    for dy in range(-d, size + d):
+        for dx in range(-d, size + d):
+            view = around[pad + dy : pad + dy + rows * size : size, pad + dx : pad + dx + cols * size : size]
+            hit |= view == photo
+    return hit & (photo >= 0)
+
+
+def paint_part(
+    cells: np.ndarray,
+    choice: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    options: RenderOptions,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The pixels of a part whose cells are chosen (``choose_part``): every cell's photo at its
+    size, moved as a whole toward its cell's colour."""
+    rows, cols = choice.shape
+    if out is None:
+        out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
+    plan = plan_cells(cells, options.cell_sizes, options.split)
+    for size in options.cell_sizes:
+        present = origins(plan, size)
+        if present.any():
+            _paint_size(cells, choice, library, size, tile_size, options, present, out)
+    return out
+
+
+def _paint_size(
+    cells: np.ndarray,
+    choice: np.ndarray,
+    library: TileLibrary,
+    size: int,
+    tile_size: int,
+    options: RenderOptions,
+    present: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    big = size * tile_size
+    level_rows, level_cols = present.shape
+    ri, ci = np.nonzero(present)
+    chosen = choice[ri * size, ci * size]
+    tiles = candidate_tiles(library, big, options)
+    if options.correction:
+        means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
+        spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
+        which = chosen % len(library)  # a mirror image has its tile's colours
+        targets = cell_means(_sub_cells(level_image(cells, size)))[ri * level_cols + ci]
+        shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
+    view = out[: level_rows * big, : level_cols * big].reshape(level_rows, big, level_cols, big, 3)
+    step = max(1, PAINT_BYTES // (big * big * 3))
+    for start in range(0, chosen.size, step):
+        part = slice(start, start + step)
+        n = chosen[part].size
+        strip = np.ascontiguousarray(tiles[chosen[part]].transpose(1, 0, 2, 3)).reshape(big, n * big, 3)
+        if options.correction:
+            contract(strip, gain[part][None], means[which[part]][None])
+            add_shift(strip, shift[part][None])
+        view[ri[part], :, ci[part]] = strip.reshape(big, n, big, 3).transpose(1, 0, 2, 3)
