@@ -20,10 +20,15 @@ out (a calm area is now one large photo, not twenty small ones).
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import numpy as np
+from PIL import Image
 
 from .cells import level_image, origins, plan_cells
 from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
+from .grid import Grid, cell_image
 from .library import TileLibrary
 from .library_features import _mirror, _sub_cells, _weights, candidate_tiles, tile_features, tile_index
 from .matching import best
@@ -33,6 +38,7 @@ from .tile_index import nearest_tiles
 from .variety import _border_rows, choose_varied, feasible_distance, graph_size, seed_number, tile_classes, tile_graph
 
 PAINT_BYTES = 1 << 24  # tile pixels gathered per step
+LAYOUT_GROWTH = float(os.environ.get("LAYOUT_GROWTH", "1"))
 FIRST_CHOICES = 64  # next-best photos looked at first for a cell that must give way
 
 
@@ -59,14 +65,15 @@ def choose_part(
         if not present.any():
             continue
         big = size * tile_size
-        structure, colour = _weights(options, big)
-        candidates = tile_features(library, big, options)
+        matching = at_size(options, size)
+        structure, colour = _weights(matching, big)
+        candidates = tile_features(library, big, matching)
         wanted = features(_sub_cells(level_image(cells, size)), structure=structure, colour=colour)
         level_rows, level_cols = present.shape
         d = feasible_distance(options.variety, count // len(sizes)) if options.variety else 0
         if d:
             width = graph_size(d)
-            key = ("graph", big, structure, colour, _mirror(options, big), width)
+            key = ("graph", big, structure, colour, _mirror(matching, big), width)
             graph = library.cached(key, lambda c=candidates, n=width: tile_graph(c, n))
             level = choose_varied(
                 wanted,
@@ -78,7 +85,7 @@ def choose_part(
                 seed=seed,
                 distinct=count,
                 graph=graph,
-                index=tile_index(library, big, options),
+                index=tile_index(library, big, matching),
                 border_below=border_below,
                 present=present,
                 share=(order, len(sizes)),
@@ -87,13 +94,28 @@ def choose_part(
             border = _border_rows(level_rows, row_offset // size, d, border_below)
             _apart(level, present, size, placed, wanted, candidates, d, count, allowed, border, row_offset // size)
         else:
-            level = nearest_tiles(wanted, candidates, tile_index(library, big, options)).reshape(present.shape)
+            level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         whole = np.repeat(np.repeat(np.where(present, level, -1), size, axis=0), size, axis=1)
         area = (slice(0, level_rows * size), slice(0, level_cols * size))
         mine = whole >= 0
         choice[area][mine] = whole[mine]
         placed[area][mine] = whole[mine] % count
     return choice
+
+
+def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions) -> np.ndarray:
+    """``(tiles_down, tiles_across) uint8``: the size of the cell covering each base cell, as
+    the render plans it (the tile map's rectangles)."""
+    return plan_cells(cell_image(image, grid), options.cell_sizes, options.split)
+
+
+def at_size(options: RenderOptions, size: int) -> RenderOptions:
+    """The matching options of cells of ``size``: a large photo's layout is seen from afar
+    (each of its sub-cells is ``size / SUB`` of a base cell or more), so it weighs ``LAYOUT_GROWTH
+    ** (size - 1)`` times more against the colour than a base cell's."""
+    if size == 1:
+        return options
+    return dataclasses.replace(options, colour_weight=options.colour_weight / LAYOUT_GROWTH ** (size - 1))
 
 
 def _allowed(count: int, candidates: int, d: int, seed: str, share: tuple[int, int]) -> list[np.ndarray]:
