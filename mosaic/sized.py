@@ -21,7 +21,6 @@ out (a calm area is now one large photo, not twenty small ones).
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 from PIL import Image
@@ -38,7 +37,7 @@ from .tile_index import nearest_tiles
 from .variety import _border_rows, choose_varied, feasible_distance, graph_size, seed_number, tile_classes, tile_graph
 
 PAINT_BYTES = 1 << 24  # tile pixels gathered per step
-LAYOUT_GROWTH = float(os.environ.get("LAYOUT_GROWTH", "1"))
+LAYOUT_GROWTH = 2.0  # measured: horse at tile 8, far SSIM 0.49 at 1, 0.60 at 2, 0.68 at 4 (far ΔE00 3.8, 4.4, 5.1)
 FIRST_CHOICES = 64  # next-best photos looked at first for a cell that must give way
 
 
