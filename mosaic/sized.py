@@ -13,7 +13,9 @@ is counted over photos, whatever their size:
 - across a part border the sizes' border rows draw on disjoint shares of the library
   (``choose_varied(share=)``), as the rows of one size already do.
 
-Each placed photo is corrected as a whole (``correction.reach``: its offset and, where its
+A large photo's layout is seen from afar (at the base grid a 4× photo is 4 × 4 pixels, its
+sub-cells), so its matching weighs the layout more against the colour the larger the cell
+(``at_size``). Each placed photo is corrected as a whole (``correction.reach``: its offset and, where its
 range stops it, its gain), as in a single-size mosaic; the levelling of flat patches is left
 out (a calm area is now one large photo, not twenty small ones).
 """
@@ -109,9 +111,9 @@ def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions) -> np.nda
 
 
 def at_size(options: RenderOptions, size: int) -> RenderOptions:
-    """The matching options of cells of ``size``: a large photo's layout is seen from afar
-    (each of its sub-cells is ``size / SUB`` of a base cell or more), so it weighs ``LAYOUT_GROWTH
-    ** (size - 1)`` times more against the colour than a base cell's."""
+    """The matching options of cells of ``size``: a large photo's layout is seen from afar (a
+    cell of size 4 has one sub-cell per base cell), so it weighs ``LAYOUT_GROWTH ** (size - 1)``
+    times more against the colour than a base cell's (2 at size 2, 8 at size 4)."""
     if size == 1:
         return options
     return dataclasses.replace(options, colour_weight=options.colour_weight / LAYOUT_GROWTH ** (size - 1))
@@ -140,23 +142,35 @@ def _apart(
     base cells to its best photo free of both sizes (row order: the result is fixed)."""
     hit = _near_larger(np.where(present, level % count, -1), size, placed, d) & present
     level_cols = level.shape[1]
-    for i, j in np.argwhere(hit):
-        members = allowed[(i + level_offset) % (d + 1)] if border[i] else None
+    cells = np.argwhere(hit)
+    if not cells.size:
+        return
+    pools = [None if border_row is None else allowed[border_row] for border_row in (None, *range(d + 1))]
+    group = np.where(border[cells[:, 0]], 1 + (cells[:, 0] + level_offset) % (d + 1), 0)
+    ranked = np.empty((len(cells), FIRST_CHOICES), np.int64)
+    for g in np.unique(group):  # the next-best photos of every cell that must give way, one search per share
+        members = pools[g]
         pool = candidates if members is None else candidates[members]
+        mine = np.flatnonzero(group == g)
+        found, _ = best(wanted[cells[mine, 0] * level_cols + cells[mine, 1]], pool, FIRST_CHOICES)
+        found = found if members is None else members[found]
+        ranked[mine] = -1
+        ranked[mine, : found.shape[1]] = found
+    for (i, j), first, g in zip(cells.tolist(), ranked, group.tolist()):
         r0, c0 = i * size, j * size
-        near = placed[max(0, r0 - d) : r0 + size + d, max(0, c0 - d) : c0 + size + d].ravel()
+        near = placed[max(0, r0 - d) : r0 + size + d, max(0, c0 - d) : c0 + size + d]
         lo, hi = max(0, i - d), min(level.shape[0], i + d + 1)
         left, right = max(0, j - d), min(level_cols, j + d + 1)
         same = level[lo:hi, left:right][present[lo:hi, left:right]] % count
-        taken = np.concatenate([near[near >= 0], same])
-        for width in (FIRST_CHOICES, pool.shape[0]):
-            ranked, _ = best(wanted[i * level_cols + j][None], pool, width)
-            ranked = ranked[0] if members is None else members[ranked[0]]
-            free = ranked[~np.isin(ranked % count, taken)]
-            if free.size:
-                level[i, j] = free[0]
-                break
-        # no free photo: cannot happen, feasible_distance leaves more photos than a window holds
+        taken = {*near[near >= 0].tolist(), *same.tolist()}
+        free = next((t for t in first.tolist() if t >= 0 and t % count not in taken), None)
+        if free is None:  # rare: every photo of the short list is taken nearby; rank the whole share
+            members = pools[g]
+            pool = candidates if members is None else candidates[members]
+            order, _ = best(wanted[i * level_cols + j][None], pool, pool.shape[0])
+            order = order[0] if members is None else members[order[0]]
+            free = next(t for t in order.tolist() if t % count not in taken)  # feasible_distance leaves one
+        level[i, j] = free
 
 
 def _near_larger(photo: np.ndarray, size: int, placed: np.ndarray, d: int) -> np.ndarray:
