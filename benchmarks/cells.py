@@ -8,7 +8,7 @@ up close each cell is compared with its photo at the cell's own size (``fidelity
 and the window share counts each cell once, at its top-left base cell, among the 64 base cells
 of a window (a 4× cell holds 16 of them: counted by area one large photo alone would be 25 %).
 ``make bench`` (``main``): the calm families the engine doc names, the CPU of the 12 MP tile 8
-render against one size, and ``docs/images/cells-*.png`` (target | one size | several | metapixel).
+render against one size, and ``docs/images/cells-*.jpg`` (target | one size | several | metapixel).
 """
 
 from __future__ import annotations
@@ -181,8 +181,8 @@ def save_picture(panels: list[np.ndarray], name: str) -> Path:
     crops = [p[top : top + PANEL, left : left + PANEL] for p in full]
     rows = [_beside(whole), np.full((6, 4 * PANEL + 18, 3), 255, np.uint8), _beside(crops)]
     IMAGES.mkdir(parents=True, exist_ok=True)
-    path = IMAGES / f"cells-{name}.png"
-    Image.fromarray(np.concatenate(rows, axis=0)).save(path, optimize=True)
+    path = IMAGES / f"cells-{name}.jpg"
+    Image.fromarray(np.concatenate(rows, axis=0)).save(path, quality=88, optimize=True)
     return path
 
 
