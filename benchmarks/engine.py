@@ -522,7 +522,7 @@ def _print_verdicts(results: dict[str, Any]) -> None:
             )
     if wins or losses:
         print(
-            f"  quality vs metapixel -d 0 (variety and blend off): better on both scores in {wins} of {wins + losses} runs"
+            f"  quality vs metapixel -d 0 (variety and overlay off): better on both scores in {wins} of {wins + losses} runs"
         )
     colour = [(k, j) for k, j in results.items() if isinstance(j, dict) and j.get("per_cell")]
     better = sum(j["engine"]["engine colour-first"]["delta_e"] <= j["per_cell"]["delta_e"] for _, j in colour)

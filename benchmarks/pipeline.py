@@ -217,7 +217,7 @@ def from_idle(cs: str, folder: Path, services: Any, library_uri: str, data: byte
 
 def idle_cost(connection_string: str, folder: Path) -> dict[str, Any]:
     """Transactions of one idle responder with the default polling, over ``IDLE_SECONDS``."""
-    from workers.runtime.listener import poll_delay
+    from workers.runtime.backoff import poll_delay
 
     roles = Roles(connection_string, folder, {"PHOTOMOSAICS_LOG_LEVEL": "WARNING"})
     roles.start("responder")

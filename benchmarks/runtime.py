@@ -66,6 +66,7 @@ def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: 
     pub/sub server, ``dal.hints.pubsub``; kill its server first to measure the fallback)."""
     from dal.hints.channel import LocalHintChannel, short_hint_dir
     from workers.runtime.listener import QueueListener
+    from workers.runtime.listener_options import ListenerOptions
 
     queue = _queue(storage, f"k{uuid.uuid4().hex[:8]}")
     if channel is None and hinted:
@@ -77,7 +78,9 @@ def pickup(storage: Any, tmp: Path, *, hinted: bool, samples: int = 8, channel: 
         started[received.message.request_id] = time.perf_counter()
         got.set()
 
-    listener = QueueListener(queue, handler, name="bench", poll_min=0.1, poll_max=2.0, hints=channel)
+    listener = QueueListener(
+        queue, handler, name="bench", options=ListenerOptions(poll_min=0.1, poll_max=2.0), hints=channel
+    )
     thread = threading.Thread(target=listener.run, daemon=True)
     thread.start()
     latencies = []
@@ -140,9 +143,11 @@ from dal.hints.channel import channel_from_env
 from dal.queues.work_queue import QueueAccessor
 from workers.runtime.leases import LeaseJournal
 from workers.runtime.listener import QueueListener
+from workers.runtime.listener_options import ListenerOptions
 queue = QueueAccessor(StorageClients(os.environ["BENCH_CS"]), prefix=os.environ["BENCH_PREFIX"]).slice_response
-QueueListener(queue, lambda received: time.sleep(3600), name="victim", hints=channel_from_env(),
-              journal=LeaseJournal.from_env(), visibility_timeout=60, poll_min=0.05, poll_max=0.5).run()
+options = ListenerOptions(visibility_timeout=60, poll_min=0.05, poll_max=0.5)
+QueueListener(queue, lambda received: time.sleep(3600), name="victim", options=options, hints=channel_from_env(),
+              journal=LeaseJournal.from_env()).run()
 """
 
 
@@ -153,6 +158,7 @@ def recovery(cs: str, storage: Any, tmp: Path) -> float:
     from photomosaics.local.supervisor import ChildSpec, Supervisor
     from workers.runtime.leases import LEASE_DIR_ENV
     from workers.runtime.listener import QueueListener
+    from workers.runtime.listener_options import ListenerOptions
 
     prefix = f"r{uuid.uuid4().hex[:8]}"
     queue = _queue(storage, prefix)
@@ -178,9 +184,7 @@ def recovery(cs: str, storage: Any, tmp: Path) -> float:
         queue,
         lambda r: (at.append(time.perf_counter()), received.set()),
         name="rescuer",
-        poll_min=0.1,
-        poll_max=2.0,
-        poll_max_hinted=60.0,
+        options=ListenerOptions(poll_min=0.1, poll_max=2.0, poll_max_hinted=60.0),
         hints=channel,
     )
     thread = threading.Thread(target=rescuer.run, daemon=True)

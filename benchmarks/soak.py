@@ -16,7 +16,7 @@ fault every 4-12 s (seeded), of five kinds: a worker role SIGKILLed (the supervi
 it); storage frozen (Azurite SIGSTOPped for 2-5 s, then SIGCONT); junk in a work queue
 (``tests/support/junk.py``); the Valkey server killed and started again 3-10 s later; a processor
 SIGSTOPped past its lease, then resumed (the lease is ``LEASE`` s here, the pause longer; the
-controller hedges the paused processor's slice long before, ``workers.controller.stragglers``). One
+controller hedges the paused processor's slice long before, ``workers.controller.hedging``). One
 processor is paused at a time: with both stopped no job could move until one resumes, an
 outage of the whole stage rather than a hung worker.
 

@@ -31,9 +31,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
+
+if TYPE_CHECKING:  # the SDKs load when a client is first made, not at import (render needs none)
+    from azure.data.tables import TableServiceClient
+    from azure.storage.blob import BlobServiceClient
+    from azure.storage.queue import QueueServiceClient
+
+    from dal.retry import ThrottleAwareRetry
 
 # Queue, container and table names (the README's architecture diagram; docs/CONTRACTS.md).
 IMAGE_REQUEST_QUEUE = "imagerequest"
@@ -135,7 +142,7 @@ def _parse(name: str, raw: str, kind: type) -> int | float | str:
     if kind is str:
         return raw
     try:
-        return kind(raw)  # type: ignore[no-any-return]
+        return kind(raw)
     except ValueError:
         noun = "an integer" if kind is int else "a number"
         raise ValueError(f"{name} must be {noun}, got {raw!r}") from None
@@ -169,7 +176,7 @@ class Settings:
     retry_delay: float = 5.0
     # The controller: a slice response older than this (seconds) no longer holds the stitch claim.
     stitch_timeout: float = 600.0
-    # Hedged slices (workers.controller.stragglers): the controller sends a slice again when it is out longer than
+    # Hedged slices (workers.controller.hedging): the controller sends a slice again when it is out longer than
     # max(floor, factor x what its siblings took), at most this many times per slice; 0 turns it off.
     hedge_floor_seconds: float = 1.0
     hedge_factor: float = 3.0
@@ -353,12 +360,12 @@ class StorageClients:
         self._retry_scale, self._server_busy_wait = retry_tuning_from_env()
         self._on_retry = getattr(response_hook, "record_retry", None)
 
-    def _retry(self) -> Any:
+    def _retry(self) -> ThrottleAwareRetry:
         from dal.retry import ThrottleAwareRetry
 
         busy = 0.0 if self.profile == "probe" else self._server_busy_wait  # a probe reports, it does not wait
-        tuning = {"scale": self._retry_scale, "server_busy_wait": busy, "on_retry": self._on_retry}
-        return ThrottleAwareRetry(**_every_kind(_QUEUE_BLOB_RETRY[self.profile]), **tuning)
+        retries = _every_kind(_QUEUE_BLOB_RETRY[self.profile])
+        return ThrottleAwareRetry(scale=self._retry_scale, server_busy_wait=busy, on_retry=self._on_retry, **retries)
 
     def _table_retry(self) -> dict[str, float]:
         """The table profile; ``PHOTOMOSAICS_RETRY_SCALE`` scales its waits too (no ServerBusy wait)."""
@@ -377,7 +384,7 @@ class StorageClients:
         return kwargs
 
     @cached_property
-    def queue_service(self) -> Any:
+    def queue_service(self) -> QueueServiceClient:
         from azure.storage.queue import QueueServiceClient
 
         return QueueServiceClient.from_connection_string(
@@ -385,7 +392,7 @@ class StorageClients:
         )
 
     @cached_property
-    def blob_service(self) -> Any:
+    def blob_service(self) -> BlobServiceClient:
         from azure.storage.blob import BlobServiceClient
 
         return BlobServiceClient.from_connection_string(
@@ -393,7 +400,7 @@ class StorageClients:
         )
 
     @cached_property
-    def table_service(self) -> Any:
+    def table_service(self) -> TableServiceClient:
         from azure.data.tables import TableServiceClient
 
         return TableServiceClient.from_connection_string(

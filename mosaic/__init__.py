@@ -17,7 +17,7 @@ reader can lift it out whole. Its errors and limits are its own:
     candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
     correction  whole-tile colour correction: each placed tile moved as one piece toward its cell
-    blend       the optional overlay: the target painted over the tiles per sub-cell, integer-exact
+    overlay     the optional overlay: the target painted over the tiles per sub-cell, integer-exact
     detail      contrast matching for the overlay: tile detail held to the cell's
     render      RenderOptions, render_band (one slice), render (the whole mosaic)
 """

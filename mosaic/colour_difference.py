@@ -139,7 +139,7 @@ def _hue_weights(c: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # it is held at ±90°.
     x, y = c * _COS[275] + s * _SIN[275], s * _COS[275] - c * _SIN[275]
     half = np.where(x > 0, y / np.maximum(1 + x, 1), np.copysign(np.float32(1), y))
-    acc = np.float32(_ATAN[-1])
+    acc: np.floating | np.ndarray = np.float32(_ATAN[-1])
     for coefficient in _ATAN[-2::-1]:
         acc = acc * (half * half) + np.float32(coefficient)
     angle = half * acc * np.float32(2 * 180 / np.pi / 25)  # (h̄' - 275°) / 25°

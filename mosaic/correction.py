@@ -1,7 +1,7 @@
 """Whole-tile colour correction: each placed tile moved as one piece toward its cell's colour.
 
 A photomosaic promises two things: from afar the target, up close every cell a real
-photograph. Painting the target over the tiles (``blend``, the overlay) keeps only the
+photograph. Painting the target over the tiles (``overlay``) keeps only the
 first. This correction keeps both: every pixel of a placed tile gets the same offset, so
 its layout and its contrast are the photo's own, and only its mean colour moves.
 
@@ -47,8 +47,8 @@ import math
 
 import numpy as np
 
-from .blend import _saturating_add
 from .colour_difference import BLOCK, chroma_difference
+from .overlay import _saturating_add
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
 LIGHTNESS = 1.75  # lightness moves this many times ``percent`` (at most all the way), chroma ``percent``
@@ -200,7 +200,9 @@ def within_budget(start: np.ndarray, goal: np.ndarray, limit: float) -> np.ndarr
     return pulled
 
 
-def _over_budget(start: np.ndarray, goal: np.ndarray, pulled: np.ndarray, limit: float, block: slice) -> tuple:
+def _over_budget(
+    start: np.ndarray, goal: np.ndarray, pulled: np.ndarray, limit: float, block: slice
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For one ``block`` of rows (its temporaries stay in cache): the chroma kept where the
     lightness move alone spends the budget (written to ``pulled``), and the rows whose whole
     move is over it, with their chroma part of ΔE00 and their lightness term."""
@@ -271,7 +273,7 @@ def add_shift(out: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Move each cell of a composed mosaic ``out`` by its ``shift`` (``(rows, cols, 3)``), in place.
 
     Saturating uint8 adds of one row of offsets per cell row, repeated to the tile width
-    and broadcast over the tile's rows (``blend._saturating_add``): no int16 copy of the
+    and broadcast over the tile's rows (``overlay._saturating_add``): no int16 copy of the
     mosaic. Offsets beyond ±127 (only at high corrections) take more passes.
     """
     rows, cols = shift.shape[:2]

@@ -2,7 +2,7 @@
 to its cell's, and the overlay rising where the target is flat. It flattens tiles into texture:
 a tile held at a quarter of its contrast is no longer a photograph up close.
 
-The blend moves a tile's colours toward the target but keeps its detail, and a tile's detail
+The overlay moves a tile's colours toward the target but keeps its detail, and a tile's detail
 is what makes a mosaic. Where the target cell itself is flat (a sky, a wall, a black
 background) that detail is all error: the eye sees busy tiles where the photo is calm, and
 SSIM's contrast term punishes exactly that. The variety rule makes it worse there: a flat
@@ -20,11 +20,11 @@ the detail a cell image cannot see inside its sub-cells), and never less than
 FLOOR / STEPS of its own: in a flat area the tiles stay visible, only quieter. The gain is
 quantised to STEPS levels; the tile's mean colour is kept.
 
-The blend then rises with the flatness: ``blend`` % for a cell whose tile keeps its full
-contrast, up to 100 % for one held at the floor (``local_blend``). What is left of a tile's
-layout in a flat cell is what the blend leaves uncorrected, so a flat cell gets its
-colour in full and a structured cell keeps its tile's own layout. And the blend's
-correction is interpolated within each tile only (``blend_toward(cell=SUB)``): smoothed
+The overlay then rises with the flatness: ``overlay`` % for a cell whose tile keeps its full
+contrast, up to 100 % for one held at the floor (``local_overlay``). What is left of a tile's
+layout in a flat cell is what the overlay leaves uncorrected, so a flat cell gets its
+colour in full and a structured cell keeps its tile's own layout. And the overlay's
+correction is interpolated within each tile only (``overlay_toward(cell=SUB)``): smoothed
 across tile borders, it drew a ramp at every border where neighbouring tiles differ,
 contrast the photo does not have (a bevelled rim on every tile in flat areas).
 
@@ -109,7 +109,7 @@ def attenuate(pixels: np.ndarray, means: np.ndarray, levels: np.ndarray) -> np.n
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
-def local_blend(levels: np.ndarray, blend: int) -> np.ndarray:
-    """Each cell's blend percent: ``blend`` at full gain, rising linearly to 100 at FLOOR."""
+def local_overlay(levels: np.ndarray, overlay: int) -> np.ndarray:
+    """Each cell's overlay percent: ``overlay`` at full gain, rising linearly to 100 at FLOOR."""
     span = STEPS - FLOOR
-    return (blend + ((100 - blend) * (STEPS - np.maximum(levels, FLOOR)) + span // 2) // span).astype(np.int32)
+    return (overlay + ((100 - overlay) * (STEPS - np.maximum(levels, FLOOR)) + span // 2) // span).astype(np.int32)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import struct
 import warnings
+from typing import cast
 
 import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
@@ -74,9 +75,9 @@ def open_image(
                     width, height = height, width
                 image.draft("RGB", (max(1, width), max(1, height)))
             icc = image.info.get("icc_profile")
-            image = _upright(image)
-            image.load()
-            return to_rgb(_to_srgb(image, icc))
+            upright = _upright(image)
+            upright.load()
+            return to_rgb(_to_srgb(upright, icc))
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
@@ -109,7 +110,8 @@ def _upright(image: Image.Image) -> Image.Image:
     try:
         return ImageOps.exif_transpose(image)
     except (TypeError, ValueError, KeyError, IndexError, struct.error):
-        method = _TRANSPOSE.get(image.getexif().get(_ORIENTATION_TAG))
+        orientation = image.getexif().get(_ORIENTATION_TAG)
+        method = _TRANSPOSE.get(orientation) if isinstance(orientation, int) else None
         return image if method is None else image.transpose(method)
 
 
@@ -127,7 +129,8 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
         profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
         if "srgb" in ImageCms.getProfileDescription(profile).lower():
             return image  # already sRGB: skip a transform of every pixel that would change nothing
-        return ImageCms.profileToProfile(image, profile, _SRGB, outputMode=_ICC_MODES[image.mode])
+        converted = ImageCms.profileToProfile(image, profile, _SRGB, outputMode=_ICC_MODES[image.mode])
+        return image if converted is None else converted  # None only for inPlace=True
     except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
         return image
 
@@ -156,7 +159,7 @@ def _wide_to_grey(image: Image.Image) -> np.ndarray:
     """
     width, height = image.size
     out = np.empty((height, width), np.uint8)
-    _, high = image.getextrema()  # type: ignore[misc]
+    high = cast(float, image.getextrema()[1])  # one band: (low, high), not a pair per band
     top = 65535.0 if image.mode.startswith("I;16") or high > 255 else 255.0
     if image.mode == "F" and high <= 1.0:
         top = 1.0

@@ -157,10 +157,10 @@ def plan_parts(grid: Grid, *, max_slice_pixels: int = MAX_SLICE_PIXELS, align: i
     height = min(PART_ROWS, fits)
     count = max(1, down // height) if height == PART_ROWS else math.ceil(down / height)
     base, extra = divmod(down, count)
-    cuts, at = [0], 0
+    starts, at = [0], 0
     for index in range(count):
         at += base + (1 if index < extra else 0)
-        cuts.append(at)
+        starts.append(at)
     if align > 1:
-        cuts = sorted({*(c // align * align for c in cuts[:-1]), down})
-    return Parts(tuple(cuts))
+        starts = sorted({*(c // align * align for c in starts[:-1]), down})
+    return Parts(tuple(starts))

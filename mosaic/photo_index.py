@@ -114,7 +114,8 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
 def _face_cascade() -> Any:
     import cv2
 
-    cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
+    folder = cv2.data.haarcascades  # type: ignore[attr-defined]  # OpenCV's stubs leave out cv2.data, the wheel's cascades
+    cascade = cv2.CascadeClassifier(folder + "haarcascade_frontalface_default.xml")
     if cascade.empty():  # pragma: no cover - the wheel ships it
         raise RuntimeError("OpenCV's frontal-face cascade is missing from the installed wheel")
     return cascade
@@ -127,8 +128,8 @@ def detect_faces(image: Image.Image) -> list[tuple[int, int, int, int]]:
     grey = np.asarray(image.convert("L"))
     grey = cv2.equalizeHist(np.ascontiguousarray(grey))
     found = _face_cascade().detectMultiScale(grey, scaleFactor=1.1, minNeighbors=5, minSize=(_FACE_MIN, _FACE_MIN))
-    boxes = [tuple(int(v) for v in box) for box in (found if len(found) else [])]
-    return sorted(boxes, key=lambda b: -b[2] * b[3])  # type: ignore[return-value]
+    boxes = [(int(x), int(y), int(w), int(h)) for x, y, w, h in (found if len(found) else [])]
+    return sorted(boxes, key=lambda b: -b[2] * b[3])
 
 
 def _fit(low: int, high: int, side: int, length: int) -> int | None:

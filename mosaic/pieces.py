@@ -180,7 +180,8 @@ def band_tiles(
     ``pixels`` are the output rows from ``first_row`` on (at least ``piece.pyramid_rows``)."""
     rows = piece.pyramid_rows
     level_pixels = pixels[rows.start - first_row : rows.stop - first_row]
-    top, tiles = top_level(piece.width, piece.height), []
+    top = top_level(piece.width, piece.height)
+    tiles: list[tuple[int, int, int, np.ndarray]] = []
     offset = rows.start  # the level's row of level_pixels[0]
     for j in range(piece.levels):
         height, width = math.ceil(piece.height / 2**j), math.ceil(piece.width / 2**j)

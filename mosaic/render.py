@@ -16,7 +16,6 @@ import numpy as np
 from PIL import Image
 
 from . import detail, sized
-from .blend import blend_toward
 from .cells import check_tile_size
 from .compose import compose
 from .correction import (
@@ -45,6 +44,7 @@ from .library_features import (
 )
 from .matching import nearest
 from .options import DEFAULT_OPTIONS, RenderOptions
+from .overlay import overlay_toward
 from .parts import Parts, plan_parts
 from .signatures import SUB, cell_pixels, colour_features, features
 from .tile_index import nearest_tiles
@@ -284,7 +284,7 @@ def _overlaid(
     out: np.ndarray | None,
 ) -> np.ndarray:
     """``paint`` with an overlay: the tiles placed (into ``out``), shifted, then the target
-    painted over them in place (``blend_toward``)."""
+    painted over them in place (``overlay_toward``)."""
     rows, cols = choice.shape
     tiles = candidate_tiles(library, tile_size, options)
     shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
@@ -296,21 +296,21 @@ def _overlaid(
         if shift is not None:
             add_shift(out, shift)
             means = shift_sub_cells(means.reshape(-1, 1, 1, 3), shift.reshape(-1, 3)).reshape(means.shape)
-        return blend_toward(out, cells, means, options.overlay)
+        return overlay_toward(out, cells, means, options.overlay)
     if not options.match_contrast:
         out = compose(choice, tiles, out)
         sub = candidate_sub_cells(library, tile_size, options)[choice.ravel()]
         if shift is not None:
             add_shift(out, shift)
             sub = shift_sub_cells(sub, shift.reshape(-1, 3))
-        return blend_toward(out, cells, _arrange_sub(sub, rows, cols), options.overlay)
+        return overlay_toward(out, cells, _arrange_sub(sub, rows, cols), options.overlay)
     out, placed, levels = _compose_matched(cells, choice, library, tile_size, options, out)
     if shift is not None:
         add_shift(out, shift)
         placed = _arrange_sub(shift_sub_cells(_sub_cells(placed), shift.reshape(-1, 3)), rows, cols)
-    local = detail.local_blend(levels, options.overlay).reshape(rows, cols)
+    local = detail.local_overlay(levels, options.overlay).reshape(rows, cols)
     local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the overlay reads it
-    return blend_toward(out, cells, placed, options.overlay, local, cell=SUB)
+    return overlay_toward(out, cells, placed, options.overlay, local, cell=SUB)
 
 
 def _correct_whole(
@@ -360,7 +360,7 @@ def _compose_matched(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``compose`` with each tile's contrast held to its cell's (``detail``).
 
-    Returns the pixels, the placed tiles' sub-cells (as the blend needs them) and each
+    Returns the pixels, the placed tiles' sub-cells (as the overlay needs them) and each
     cell's gain level. Tiles at full gain are placed as they are; each distinct (tile,
     level) pair below it is made once.
     """

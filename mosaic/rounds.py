@@ -8,6 +8,8 @@ outcome depends only on the candidates and priorities.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from .candidates import Candidates
@@ -15,7 +17,7 @@ from .candidates import Candidates
 _SPARSE_BELOW = 32  # switch to pair lists once fewer than 1/32 of the cells move in a round
 
 
-def _pairs(rows: int, cols: int, d: int):
+def _pairs(rows: int, cols: int, d: int) -> Iterator[tuple[tuple[slice, slice], tuple[slice, slice]]]:
     """Slices (A, B) of every cell pair at offset (dy, dx) in the half window."""
     for dy in range(0, d + 1):
         for dx in range(-d, d + 1):

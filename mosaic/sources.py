@@ -22,6 +22,7 @@ binary file)`` pairs, where an upload that is a zip is read as a zip, its entrie
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import zipfile
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO
 
 from PIL import Image
 
@@ -43,7 +44,7 @@ MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_FILES = 20_000
 
 Skipped = list[tuple[str, str]]
-Upload = tuple[str, "bytes | BinaryIO"]
+Upload = tuple[str, "bytes | IO[bytes]"]
 # A zip starts with its first entry's header, or, empty, with its end record: an empty zip
 # is an empty zip ("no usable image among 0 files"), not "not an image".
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -150,15 +151,23 @@ def _add_folder(folder: Path, sources: TileSources) -> None:
         if reason := _junk_reason(relative):
             sources.skipped.append((str(relative), reason))
         else:
-            sources.add(str(relative), path.stat().st_size, lambda path=path: _read_at_most(path.open("rb")))
+            sources.add(str(relative), path.stat().st_size, functools.partial(_read_file, path))
 
 
-def _read_at_most(handle: BinaryIO) -> bytes:
+def _read_file(path: Path) -> bytes:
+    return _read_at_most(path.open("rb"))
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    return _read_at_most(archive.open(info))
+
+
+def _read_at_most(handle: IO[bytes]) -> bytes:
     with handle:
         return handle.read(MAX_FILE_BYTES + 1)
 
 
-def _read_from_start(stream: BinaryIO) -> bytes:
+def _read_from_start(stream: IO[bytes]) -> bytes:
     stream.seek(0)
     return stream.read(MAX_FILE_BYTES + 1)
 
@@ -169,10 +178,10 @@ _END_SEARCH = 22 + 0xFFFF  # the end record and the longest comment it may carry
 DIRECTORY_BYTES_PER_FILE = 512  # a photo's directory entry is about 100 bytes (name, zip64 and time extras)
 
 
-def _directory_extent(handle: Path | BinaryIO) -> tuple[int, int] | None:
+def _directory_extent(handle: Path | IO[bytes]) -> tuple[int, int] | None:
     """``(entries, directory bytes)`` from the zip's end records, reading only its last 64 KB;
     None when there is no end record (``zipfile`` then says what is wrong)."""
-    stream: BinaryIO = handle.open("rb") if isinstance(handle, Path) else handle
+    stream: IO[bytes] = handle.open("rb") if isinstance(handle, Path) else handle
     try:
         size = stream.seek(0, io.SEEK_END)
         start = max(0, size - _END_SEARCH)
@@ -202,7 +211,7 @@ def _directory_extent(handle: Path | BinaryIO) -> tuple[int, int] | None:
             stream.seek(0)
 
 
-def _add_zip(handle: Path | BinaryIO, label: str, folder: str, sources: TileSources) -> None:
+def _add_zip(handle: Path | IO[bytes], label: str, folder: str, sources: TileSources) -> None:
     """A zip's entries from its directory alone; each is inflated only when it is read.
 
     The directory's entry count and size are read from its end records first: ``zipfile`` parses
@@ -221,22 +230,22 @@ def _add_zip(handle: Path | BinaryIO, label: str, folder: str, sources: TileSour
         archive = sources.closing.enter_context(zipfile.ZipFile(handle))
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise TileSourceError(f"{label} is not a valid zip file: {exc}") from None
-    entries = archive.infolist()
-    if len(entries) > sources.limits.max_files:
+    members = archive.infolist()
+    if len(members) > sources.limits.max_files:
         raise SourceLimitError(f"{label} holds more than {sources.limits.max_files:,} entries")
-    for info in sorted(entries, key=lambda i: i.filename):
+    for info in sorted(members, key=lambda i: i.filename):
         if info.is_dir():
             continue
         name = folder + info.filename
         if reason := _junk_reason(PurePosixPath(info.filename)):
             sources.skipped.append((name, reason))
         else:
-            sources.add(name, info.file_size, lambda info=info: _read_at_most(archive.open(info)))
+            sources.add(name, info.file_size, functools.partial(_read_member, archive, info))
 
 
-def _add_upload(name: str, data: bytes | BinaryIO, sources: TileSources) -> None:
+def _add_upload(name: str, data: bytes | IO[bytes], sources: TileSources) -> None:
     if isinstance(data, (bytes, bytearray)):
-        stream: BinaryIO = io.BytesIO(data)
+        stream: IO[bytes] = io.BytesIO(data)
     else:
         stream = data
     stream.seek(0)

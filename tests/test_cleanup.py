@@ -17,6 +17,9 @@ from dal.jobs.store import JobStore
 from dal.operations.cleanup import CLEANUP_STEPS, delete_job_everywhere, request_cleanup
 from tests.support.stored_jobs import CLIENT, leftovers, make_job, world  # noqa: F401 (a fixture)
 from workers.runtime.listener import QueueListener
+from workers.runtime.listener_options import ListenerOptions
+
+FAST = ListenerOptions(poll_min=0.05, poll_max=0.2, retry_delay=1.0, grace=10.0)
 
 NOW = datetime.now(UTC)
 
@@ -42,9 +45,7 @@ def test_a_crash_mid_cleanup_leaves_nothing_after_redelivery(world: dict[str, An
 
         delete_job_everywhere(blobs, jobs, received.message.client_id, received.message.request_id, after_step=after)
 
-    listener = QueueListener(
-        queue, handler, name="cleanup-test", poll_min=0.05, poll_max=0.2, retry_delay=1.0, grace=10.0
-    )
+    listener = QueueListener(queue, handler, name="cleanup-test", options=FAST)
     listener.run(max_messages=2)  # the crashed delivery, then its redelivery
 
     assert deliveries == [1, 2]
@@ -147,9 +148,7 @@ def test_the_cleaner_deletes_jobs_and_libraries_from_the_one_queue(storage: Stor
     request_library_cleanup(queue, CLIENT, "theirs")  # not CLIENT's: nothing is deleted
 
     cleaner = JobCleaner(services)
-    listener = QueueListener(
-        queue, cleaner.handle_job_cleanup, name="cleanup-test", poll_min=0.05, poll_max=0.2, retry_delay=1.0, grace=10.0
-    )
+    listener = QueueListener(queue, cleaner.handle_job_cleanup, name="cleanup-test", options=FAST)
     listener.run(max_messages=3)
 
     assert leftovers(services.blobs, services.jobs, rid) == []

@@ -18,6 +18,7 @@ from tests.support.waiting import wait_for
 from workers.failures import poison_hook
 from workers.runtime.errors import PermanentJobError
 from workers.runtime.listener import QueueListener
+from workers.runtime.listener_options import ListenerOptions
 
 CLIENT = "failures-client"
 
@@ -56,9 +57,7 @@ def run_listener(queue: ImageProcessingQueue, jobs: JobStore, handler: object) -
         queue,
         handler,
         name="failures",
-        poll_min=0.05,
-        poll_max=0.2,
-        retry_delay=0.0,  # type: ignore[arg-type]
+        options=ListenerOptions(poll_min=0.05, poll_max=0.2, retry_delay=0.0),
         on_poison=poison_hook(jobs, actor="ctl-test", what="slicing the picture"),
     )
     subject.run(burst=True)

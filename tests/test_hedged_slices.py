@@ -1,4 +1,4 @@
-"""Hedged slices with real role processes on Azurite (``workers.controller.stragglers``).
+"""Hedged slices with real role processes on Azurite (``workers.controller.hedging``).
 
 A processor SIGSTOPped while it holds a slice (a real child process, a lease of 300 s) no longer
 holds its job up: the controller sends the slice again and the job finishes, pixel-identical,
@@ -117,8 +117,8 @@ def test_a_slice_queue_whose_oldest_message_waits_unclaimed_is_announced_again(
 
     from dal.hints.channel import LocalHintChannel, short_hint_dir
     from tests.support.junk import put_junk
-    from workers.controller import stragglers
-    from workers.controller.stragglers import StragglerWatcher
+    from workers.controller import slice_clock
+    from workers.controller.hedging import Hedger
 
     channel = LocalHintChannel(short_hint_dir(tmp_path / "h"))
     queues = pipe.services.queues.slice_request_queues()
@@ -127,14 +127,14 @@ def test_a_slice_queue_whose_oldest_message_waits_unclaimed_is_announced_again(
     heard: list[int | None] = []
     subscription = channel.subscribe(queues[0].hint_name, lambda count, lane=None: heard.append(count))
     try:
-        watcher = StragglerWatcher(pipe.services)
+        watcher = Hedger(pipe.services)
         watcher.reannounce(watcher.fronts())
         assert watcher.reannounced == 0 and heard == []  # nothing waits: nothing to say
         put_junk(queues[0])  # waiting, never announced
-        monkeypatch.setattr(stragglers, "STALE_WAIT", timedelta(hours=1))
+        monkeypatch.setattr(slice_clock, "STALE_WAIT", timedelta(hours=1))
         watcher.reannounce(watcher.fronts())
         assert watcher.reannounced == 0  # it has not waited long
-        monkeypatch.setattr(stragglers, "STALE_WAIT", timedelta(0))
+        monkeypatch.setattr(slice_clock, "STALE_WAIT", timedelta(0))
         watcher.reannounce(watcher.fronts())
         assert watcher.reannounced == 1
         wait_for(lambda: heard or None)

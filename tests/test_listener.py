@@ -15,8 +15,10 @@ from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor, ReceivedM
 from tests.support.listeners import in_thread, listener, message
 from tests.support.queues import drop_queue
 from tests.support.waiting import wait_for
+from workers.runtime.backoff import poll_delay, retry_delay_for
 from workers.runtime.errors import PermanentJobError, RetryLater
-from workers.runtime.listener import QueueListener, poll_delay, retry_delay_for
+from workers.runtime.listener import QueueListener
+from workers.runtime.listener_options import ListenerOptions
 
 # ``queue`` (conftest): a fresh sliceresponse queue, 2 deliveries allowed, 2 s default invisibility.
 
@@ -266,9 +268,9 @@ def test_an_idle_listener_backs_off_and_a_new_message_resets_it(queue: ImageProc
 
 def test_invalid_options_are_refused(queue: ImageProcessingQueue) -> None:
     with pytest.raises(ValueError, match="batch_size"):
-        QueueListener(queue, lambda r: None, name="x", batch_size=33)
+        ListenerOptions(batch_size=33)
     with pytest.raises(ValueError, match="poll_min"):
-        QueueListener(queue, lambda r: None, name="x", poll_min=2, poll_max=1)
+        ListenerOptions(poll_min=2, poll_max=1)
 
 
 def test_nudge_ends_an_idle_wait_at_once(queue: ImageProcessingQueue) -> None:

@@ -44,9 +44,7 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
         env = {"PHOTOMOSAICS_METRICS_PORT": "0"}
         if role == "processor":
             env["PHOTOMOSAICS_TEST_SLICE_DELAY"] = "0.4"  # slow enough to be seen mid-job
-        if (
-            role == "controller"
-        ):  # exact counts below: no hedged copy (workers.controller.stragglers) if a render stalls
+        if role == "controller":  # exact counts below: no hedged copy (workers.controller.hedging) if a render stalls
             env["PHOTOMOSAICS_HEDGES_PER_SLICE"] = "0"
         roles[role] = pipe.start(role, env=env)
     url = {role: _metrics_url(process) for role, process in roles.items()}

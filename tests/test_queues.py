@@ -187,7 +187,7 @@ def test_release_makes_it_visible_at_once(queues: QueueAccessor) -> None:
 def test_a_queue_whose_messages_are_all_in_flight_has_none_visible_though_its_count_says_one(
     queues: QueueAccessor,
 ) -> None:
-    """What the straggler watcher asks before it hedges (``workers.controller.stragglers``): is a message
+    """What the hedger asks before it hedges (``workers.controller.hedging``): is a message
     waiting? The approximate count cannot say (it counts messages in a worker's hands); a peek can."""
     queue = queues.image_request
     assert queue.oldest_visible() is None

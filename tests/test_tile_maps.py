@@ -96,6 +96,27 @@ def test_a_placement_of_more_than_32767_distinct_photos_is_stored_in_wider_numbe
     ]
 
 
+def test_the_map_keeps_its_library_version_and_counts_each_photos_cells() -> None:
+    whole = placement(6, 5)
+    cuts = [(0, 2), (2, 6)]
+    bands = [
+        TileMap.from_choice(whole[a:b], names=NAMES, blobs=BLOBS, library="pets", first_row=a, library_version="v1")
+        for a, b in cuts
+    ]
+    joined = join_bands([TileMap.decode(b.encode()) for b in bands])
+    assert joined.library_version == "v1"
+    counts = np.bincount((whole % 4).ravel(), minlength=4)
+    assert joined.uses() == {NAMES[i]: int(counts[i]) for i in range(4) if counts[i]}
+    # bands of two versions (a library replaced mid-job): the map cannot say which it was
+    mixed = [bands[0], TileMap.from_choice(whole[2:], names=NAMES, blobs=BLOBS, library="pets", first_row=2)]
+    assert join_bands(mixed).library_version == ""
+    # a map made before the version was kept reads as unknown
+    assert (
+        TileMap.decode(TileMap.from_choice(whole, names=NAMES, blobs=BLOBS, library="pets").encode()).library_version
+        == ""
+    )
+
+
 def sized_placement(rows: int = 8, cols: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """A placement with one 4x4 cell, two 2x2 cells and base cells, as ``mosaic.sized`` makes it."""
     choice, sizes = placement(rows, cols), np.ones((rows, cols), np.uint8)

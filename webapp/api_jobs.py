@@ -22,7 +22,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
-from dal.blobs.libraries import validate_library_name
+from dal.blobs.libraries import LibraryInfo, validate_library_name
 from dal.blobs.names import (
     input_blob_name,
     output_blob_name,
@@ -96,7 +96,7 @@ def find_library(name: str) -> str:
             return libraries.uri(name)
     except InvalidLibraryNameError as exc:
         raise ApiError(400, "invalid_field", f"library: {exc}") from None
-    if not found or not found.visible_to(me):
+    if not isinstance(found, LibraryInfo) or not found.visible_to(me):  # False: there is none
         raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
     return libraries.uri(name)
 
@@ -300,7 +300,7 @@ def _submit(
             svc.jobs.create(job)
         else:
             parked = paired.create_job(job, force_secondary=parked)
-        (paired.secondary if parked else svc).jobs.add_event(
+        (paired.secondary if parked and paired is not None else svc).jobs.add_event(
             request_id,
             "submitted",
             actor="web",
@@ -336,8 +336,9 @@ def list_jobs() -> Response:
         if svc.failover is None:
             jobs, next_token = svc.jobs.list_for_client(owner, limit=limit, continuation=token)
         else:
+            nothing: tuple[list[Job], str | None] = ([], None)
             jobs, next_token = svc.failover.ask_primary(
-                lambda: svc.jobs.list_for_client(owner, limit=limit, continuation=token), ([], None)
+                lambda: svc.jobs.list_for_client(owner, limit=limit, continuation=token), nothing
             )
     except ValueError as exc:
         raise ApiError(400, "invalid_field", f"continuation: {exc}") from None

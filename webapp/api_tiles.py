@@ -18,8 +18,9 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
+from dal.blobs.libraries import TILE_PREFIX
 from dal.blobs.tile_maps import CSV_HEADER, TileMap, load_job_map
-from dal.errors import BlobMissingError, TileMapFormatError
+from dal.errors import BlobMissingError, InvalidLibraryNameError, TileMapFormatError
 from dal.jobs.model import JobStatus
 from dal.jobs.store import Job
 from webapp.api_jobs import own_job
@@ -36,9 +37,11 @@ NAMES_LISTED = 20  # photo names a search answers (``count`` says how many match
 MAX_NAME = 512  # characters of a tile name asked for, or searched for
 _ONE_OF = ("tile", "search")
 _KNOWN = frozenset({"col", "row", "x", "y", "tile", "search", "format"})
+INFO_SECONDS = 10.0  # a library's marks (uploads or not) are trusted this long
 
 
-def _tile_map(job: Job) -> TileMap:
+def job_tile_map(job: Job) -> TileMap:
+    """The finished job's whole map (409 before it is done, 404 when it has none), cached."""
     if job.status != JobStatus.DONE:
         raise ApiError(409, "not_ready", f"the mosaic is not finished yet (status {job.status})")
 
@@ -86,7 +89,7 @@ def job_tiles(request_id: str) -> Response:
             "ask for one cell (col and row, or x and y), one photo (tile), a search or the whole map (format=csv)",
         )
     text = _name_field(asked[0]) if asked else ""
-    tile_map = _tile_map(job)
+    tile_map = job_tile_map(job)
     if asked == ["tile"]:
         return jsonify(_places(job, tile_map, text))
     if asked == ["search"]:
@@ -106,12 +109,22 @@ def job_tiles(request_id: str) -> Response:
             "tile": name,
             "mirrored": mirrored,
             "library": job.library,
-            "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=blob),
+            "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=display_blob(job, name, blob)),
             "x": col * job.tile_size,
             "y": row * job.tile_size,
             "size": job.tile_size,
         }
     )
+
+
+def display_blob(job: Job, name: str, blob: str) -> str:
+    """The photo's display tile: the map's blob, except in an uploads library, whose indexer
+    names it after the staged photo (``tiles/<name>.jpg``, ``dal.blobs.staging``)."""
+    try:
+        info = services().libraries.info(job.library, max_age=INFO_SECONDS)
+    except InvalidLibraryNameError:
+        return blob
+    return f"{TILE_PREFIX}{name}.jpg" if info is not None and info.uploads else blob
 
 
 def _name_field(field: str) -> str:
@@ -130,7 +143,9 @@ def _places(job: Job, tile_map: TileMap, name: str) -> dict[str, Any]:
     return {
         "tile": name,
         "library": job.library,
-        "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=blob) if blob else None,
+        "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=display_blob(job, name, blob))
+        if blob
+        else None,
         "count": int(rows.size),
         "size": size,
         "cells": [{"col": c, "row": r, "x": c * size, "y": r * size, "mirrored": m} for r, c, m in listed],

@@ -78,6 +78,6 @@ def init_app(app: Flask, *, trusted_proxies: int) -> None:
         raise RuntimeError(f"PHOTOMOSAICS_TRUSTED_PROXIES must be 0 or more, got {trusted_proxies}")
     if trusted_proxies:
         n = trusted_proxies
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n, x_host=n, x_port=n)  # type: ignore[method-assign]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n, x_host=n, x_port=n)  # type: ignore[method-assign]  # Flask's documented way to wrap its WSGI app
     app.session_interface = _SchemeAwareSessions()
     app.after_request(_strict_transport)

@@ -36,7 +36,9 @@ def _local_port(environ: dict[str, Any]) -> int | None:
 def on_metrics_port() -> bool:
     """True when this request came in on the configured metrics port."""
     port = current_app.config.get("METRICS_PORT")
-    return bool(port) and _local_port(request.environ) == int(port)
+    if not port:
+        return False
+    return _local_port(request.environ) == int(port)
 
 
 def require_operator() -> None:

@@ -14,7 +14,7 @@ from functools import cached_property
 
 from flask import Flask, current_app
 
-from dal.config import Settings, StorageClients
+from dal.config import RetryProfile, Settings, StorageClients
 from dal.observability.prometheus import StorageRequestMetrics
 from dal.stores import Stores
 
@@ -30,15 +30,20 @@ class WebServices(Stores):
 
     @classmethod
     def connect(
-        cls, connection_string: str, settings: Settings, *, profile: str = "interactive", secondary: str | None = None
+        cls,
+        connection_string: str,
+        settings: Settings,
+        *,
+        profile: RetryProfile = "interactive",
+        secondary: str | None = None,
     ) -> WebServices:
 
         # StorageClients is itself lazy: nothing touches the network until a store is used.
         # Every storage call is counted for /metrics (webapp/metrics.py).
         storage = StorageClients(connection_string, profile=profile, response_hook=StorageRequestMetrics())
         # The paired secondary account (dal.availability.failover): submissions go on while the primary is down.
-        paired = StorageClients(secondary, profile=profile) if secondary else None  # type: ignore[arg-type]
-        return cls(storage, settings, secondary=paired)  # type: ignore[arg-type]
+        paired = StorageClients(secondary, profile=profile) if secondary else None
+        return cls(storage, settings, secondary=paired)
 
     @cached_property
     def probe(self) -> StorageClients:
@@ -56,7 +61,11 @@ class WebServices(Stores):
                 self.ensure()
                 self._ready = True
             else:  # paired: a primary that is down now is set up on a later request (dal.availability.failover)
-                self._ready = self.failover.ask_primary(lambda: self.ensure() or True, False)
+                self._ready = self.failover.ask_primary(self._ensure_and_say_so, False)
+
+    def _ensure_and_say_so(self) -> bool:
+        self.ensure()
+        return True
 
 
 def init_app(app: Flask) -> None:

@@ -3,7 +3,7 @@
 - ``runtime``: the queue runtime every role runs on (listener, leases, elastic pool, backoff,
   settling, hint credit, handler errors, logging, metrics, the role process). It knows no role.
 - ``controller``: the JobController (``controller``), its slice dispatch (``dispatch``), hedged
-  slices (``stragglers``) and the stitch (``assembly``).
+  slices (``hedging``, ``slice_clock``) and the stitch (``assembly``).
 - ``processor``: the ImageProcessor (``processor``).
 - ``responder``: the responder (``responder``) and the ``jobcleanup`` handler (``cleaner``).
 - ``indexer``: the indexer role (tile libraries at a person's scale).

@@ -338,7 +338,8 @@ def _thumbnails(photos: list[tuple[str, Image.Image]], crops: list[_Crop]) -> np
     reduced = [image.reduce(factor) for _, image in photos]
     thumbs = np.empty((len(crops), _THUMB, _THUMB, 3), np.uint8)
     for row, crop in enumerate(crops):
-        box = tuple(v / factor for v in crop.box)
+        left, top, right, bottom = crop.box
+        box = (left / factor, top / factor, right / factor, bottom / factor)
         thumbs[row] = np.asarray(reduced[crop.photo].resize((_THUMB, _THUMB), Image.Resampling.BOX, box=box))
     return thumbs
 
@@ -406,9 +407,9 @@ def _order(means: np.ndarray, features: np.ndarray, count: int) -> list[int]:
     chosen: list[int] = []
     while len(chosen) < min(count, len(features)):
         for rows, queue in queues:
-            row = next(queue, None)
-            if row is not None and len(chosen) < count:
-                chosen.append(int(rows[row]))
+            picked = next(queue, None)
+            if picked is not None and len(chosen) < count:
+                chosen.append(int(rows[picked]))
     return chosen
 
 
@@ -487,7 +488,7 @@ def demo_tile_images(
         raise ValueError(f"count must be at least 1, got {count}")
     photos = demo_photos(exclude=exclude)
     crops = _plan(max(count, DEMO_TILES), frozenset(exclude))
-    tiles = []
+    tiles: list[tuple[str, bytes]] = []
     for crop in crops[:count]:
         name, image = photos[crop.photo]
         tile = image.resize((TILE_PIXELS, TILE_PIXELS), Image.Resampling.LANCZOS, box=crop.box, reducing_gap=3.0)

@@ -16,9 +16,9 @@ __all__ = ["job_options"]
 
 def job_options(*, correction: int | None = None, max_uses: int | None = None) -> RenderOptions:
     """``DEFAULT_OPTIONS`` with what the job's message sets (None: the default)."""
-    changes: dict[str, int] = {}
+    options = DEFAULT_OPTIONS
     if correction is not None:
-        changes["correction"] = correction
+        options = dataclasses.replace(options, correction=correction)
     if max_uses is not None:
-        changes["max_uses"] = max_uses
-    return dataclasses.replace(DEFAULT_OPTIONS, **changes) if changes else DEFAULT_OPTIONS
+        options = dataclasses.replace(options, max_uses=max_uses)
+    return options

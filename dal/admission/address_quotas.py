@@ -35,11 +35,10 @@ import random
 import time
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
-from azure.data.tables import UpdateMode
+from azure.data.tables import TableClient, TableEntity, UpdateMode
 
 from dal.config import CLIENT_QUOTAS_TABLE, StorageClients
 from dal.errors import QuotaExceeded
@@ -97,10 +96,10 @@ class AddressBuckets:
         self.row, self.key, self.counted, self.per = row, key, counted, per
 
     @cached_property
-    def _table(self) -> Any:
+    def _table(self) -> TableClient:
         return self.storage.table_service.get_table_client(self.table_name)
 
-    def _tokens(self, entity: dict[str, Any] | None, now: float) -> float:
+    def _tokens(self, entity: TableEntity | None, now: float) -> float:
         if entity is None:
             return float(self.burst)
         elapsed = max(0.0, now - float(entity["updated"]))
@@ -141,13 +140,13 @@ class AddressBuckets:
             if self._write(key, min(float(self.burst), self._tokens(entity, clock) + amount), clock, entity):
                 return
 
-    def _read(self, key: str) -> dict[str, Any] | None:
+    def _read(self, key: str) -> TableEntity | None:
         try:
-            return self._table.get_entity(key, self.row)  # type: ignore[no-any-return]
+            return self._table.get_entity(key, self.row)
         except ResourceNotFoundError:
             return None
 
-    def _write(self, key: str, tokens: float, now: float, entity: dict[str, Any] | None) -> bool:
+    def _write(self, key: str, tokens: float, now: float, entity: TableEntity | None) -> bool:
         """Store the bucket if nobody else did since it was read; False when someone did."""
         row = {"PartitionKey": key, "RowKey": self.row, "tokens": float(tokens), "updated": float(now)}
         try:
@@ -159,7 +158,7 @@ class AddressBuckets:
                     mode=UpdateMode.REPLACE,
                     etag=entity.metadata["etag"],
                     match_condition=MatchConditions.IfNotModified,
-                )  # type: ignore[attr-defined]
+                )
         except (ResourceModifiedError, ResourceExistsError):
             return False
         return True

@@ -117,7 +117,7 @@ class QuotaStore:
                 time.sleep(random.uniform(0.005, 0.05))  # lost the race: re-read and decide again
         raise QuotaExceeded("too many simultaneous submissions for this client", retry_after=1)
 
-    def _replace_if_unchanged(self, entity: dict, *, etag: str) -> None:
+    def _replace_if_unchanged(self, entity: dict[str, Any], *, etag: str) -> None:
         """Write the row only if nobody wrote it since we read it (412 -> ResourceModifiedError)."""
         self._table.update_entity(
             entity, mode=UpdateMode.REPLACE, etag=etag, match_condition=MatchConditions.IfNotModified

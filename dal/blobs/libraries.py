@@ -37,6 +37,7 @@ spread over the library, so listing libraries with their samples stays one listi
 
 from __future__ import annotations
 
+import builtins  # LibraryStore.list shadows list in the annotations of its later methods
 import io
 import re
 import threading
@@ -556,7 +557,7 @@ class LibraryStore:
                 libraries.append(info)
         return sorted(libraries, key=lambda info: info.name)
 
-    def list_page(self, size: int, marker: str | None = None) -> tuple[list[LibraryInfo], str | None]:
+    def list_page(self, size: int, marker: str | None = None) -> tuple[builtins.list[LibraryInfo], str | None]:
         """One page of the account's containers under this store's prefix (``size`` of them, one
         listing request), as the libraries among them, and the service's marker for the next page
         (None: the last). A page may hold fewer libraries than ``size``, or none, and still have a
@@ -607,10 +608,10 @@ class LibraryStore:
         except ResourceNotFoundError:
             raise LibraryNotFoundError(f"tile library {name!r} has no tile {blob_name!r}") from None
 
-    def sample_tiles(self, name: str, count: int) -> list[str]:
+    def sample_tiles(self, name: str, count: int) -> builtins.list[str]:
         """Blob names of up to ``count`` tile images of the library, for previews."""
         container = self._service.get_container_client(self.container_name(name))
-        names = []
+        names: builtins.list[str] = []
         for blob_name in container.list_blob_names(name_starts_with=TILE_PREFIX):
             if len(names) >= count:
                 break

@@ -66,7 +66,7 @@ class _BlobFile(io.RawIOBase):
         self.pos = max(0, base + offset)
         return self.pos
 
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]  # io passes a memoryview; typeshed's Buffer has no len or slicing
         want = min(len(buffer), self.size - self.pos)
         if want <= 0:
             return 0

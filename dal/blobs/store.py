@@ -302,7 +302,7 @@ class BlobStore:
             raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty a container)")
         client = self._container(container)
         names = list(self.list_names(container, prefix))
-        gone, failed = 0, {}
+        gone, failed = 0, dict[int, int]()
         for start in range(0, len(names), _DELETE_BATCH):
             for response in client.delete_blobs(*names[start : start + _DELETE_BATCH], raise_on_any_failure=False):
                 if response.status_code in _DELETED_OR_ABSENT:

@@ -12,7 +12,9 @@ the same CSV.
 
 The blob: gzip (no timestamp, so the same placement gives the same bytes) of one JSON
 header line, ``{"format": "photomosaics-tile-map", "version": 1, "library", "first_row",
-"rows", "columns", "dtype", "tiles": [[name, tile blob], ...]}``, a newline, then ``rows ×
+"rows", "columns", "dtype", "tiles": [[name, tile blob], ...]}`` (and ``library_version``, the
+version of the library the band was rendered with, in maps made since it was kept: the job
+page tells the photos a mosaic left out from those added later), a newline, then ``rows ×
 columns`` little-endian integers of ``dtype`` (``<u2``, or ``<i4`` past 32,767 distinct tiles),
 row by row: ``2 × k + mirrored`` with ``k`` an index into ``tiles`` (each tile used, once).
 A mosaic of cells of several sizes (``mosaic.cells``) is version 2: the header says
@@ -32,6 +34,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +74,7 @@ class TileMap:
     first_row: int
     tiles: tuple[tuple[str, str], ...]
     cells: np.ndarray
+    library_version: str = ""  # "" when the map does not say (made before it was kept, or bands of two versions)
     sizes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
@@ -94,6 +98,7 @@ class TileMap:
         blobs: Sequence[str],
         library: str,
         first_row: int = 0,
+        library_version: str = "",
         sizes: np.ndarray | None = None,
     ) -> TileMap:
         """The map of an engine placement: ``choice`` ``(rows, columns)`` indexes the library's
@@ -115,8 +120,15 @@ class TileMap:
             cells += mirrored
         if sizes is not None and np.asarray(sizes).shape != choice.shape:
             raise ValueError(f"sizes are {np.asarray(sizes).shape}, the placement {choice.shape}")
-        tiles = tuple((names[i], blobs[i]) for i in used)
-        return cls(library=library, first_row=first_row, tiles=tiles, cells=cells, sizes=sizes)
+        tiles = tuple((names[i], blobs[i]) for i in used.tolist())
+        return cls(
+            library=library,
+            first_row=first_row,
+            tiles=tiles,
+            cells=cells,
+            library_version=library_version,
+            sizes=sizes,
+        )
 
     def cell_at(self, col: int, row: int) -> tuple[int, int, int]:
         """``(col, row, size)`` of the cell covering base cell ``col``, ``row`` (rows of the
@@ -132,7 +144,7 @@ class TileMap:
         if self.sizes is None:
             return np.ones(self.cells.shape, bool)
         rows = (np.arange(self.rows) + self.first_row)[:, None]
-        return (rows % self.sizes == 0) & (np.arange(self.columns)[None, :] % self.sizes == 0)
+        return np.asarray((rows % self.sizes == 0) & (np.arange(self.columns)[None, :] % self.sizes == 0))
 
     def at(self, col: int, row: int) -> tuple[str, str, bool]:
         """``(name, tile blob, mirrored)`` of the cell at column ``col``, row ``row`` (of the band)."""
@@ -149,25 +161,36 @@ class TileMap:
         mirrored = (self.cells[rows, columns] & 1).astype(bool)
         return rows, columns, mirrored, self.tiles[held[0]][1] if held else None
 
+    def uses(self) -> dict[str, int]:
+        """How many cells each photo the mosaic uses holds (mirrored or not), by name."""
+        counts = np.bincount((self.cells >> 1).ravel(), minlength=len(self.tiles)).tolist()
+        found: dict[str, int] = {}
+        for (name, _), count in zip(self.tiles, counts, strict=True):
+            found[name] = found.get(name, 0) + count  # one name twice: two blobs of one photo
+        return found
+
     def names_like(self, text: str) -> list[str]:
         """The names of the photos the mosaic uses that contain ``text`` (any case), sorted."""
         wanted = text.casefold()
         return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
 
     def encode(self) -> bytes:
-        header = {
+        dtype = _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1]
+        header: dict[str, Any] = {
             "format": _FORMAT,
             "version": _VERSION if self.sizes is None else _SIZED_VERSION,
             "library": self.library,
             "first_row": self.first_row,
             "rows": self.rows,
             "columns": self.columns,
-            "dtype": _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1],
+            "dtype": dtype,
             "tiles": [list(t) for t in self.tiles],
         }
+        if self.library_version:
+            header["library_version"] = self.library_version
         if self.sizes is not None:
             header["sized"] = True
-        cells = self.cells.astype(header["dtype"]).tobytes()
+        cells = self.cells.astype(dtype).tobytes()
         if self.sizes is not None:
             cells += self.sizes.astype(np.uint8).tobytes()
         body = json.dumps(header, separators=(",", ":")).encode() + b"\n" + cells
@@ -203,8 +226,14 @@ class TileMap:
         sizes = np.frombuffer(body[split:], dtype=np.uint8).reshape(rows, columns).copy() if sized else None
         if sizes is not None and not np.isin(sizes, (1, 2, 4)).all():
             raise TileMapFormatError("a cell's size is not 1, 2 or 4")
-        first_row = int(header["first_row"])
-        return cls(library=str(header["library"]), first_row=first_row, tiles=tiles, cells=cells, sizes=sizes)
+        return cls(
+            library=str(header["library"]),
+            first_row=int(header["first_row"]),
+            tiles=tiles,
+            cells=cells,
+            library_version=str(header.get("library_version") or ""),
+            sizes=sizes,
+        )
 
     def csv_lines(self) -> Iterator[str]:
         """``col,row,tile,mirrored`` (mirrored 0 or 1), row by row, header first; lines end in
@@ -252,11 +281,20 @@ def join_bands(bands: Sequence[TileMap]) -> TileMap:
         remap = np.array([where[t] for t in band.tiles], dtype=np.int32)
         parts.append(2 * remap[band.cells >> 1] + (band.cells & 1))
     cells = np.concatenate(parts, axis=0).astype(np.int32)
+    versions = {band.library_version for band in bands}
+    version = versions.pop() if len(versions) == 1 else ""  # bands of two versions: the map cannot say which
     sizes = None
     if any(band.sizes is not None for band in bands):
         ones = [np.ones(band.cells.shape, np.uint8) if band.sizes is None else band.sizes for band in bands]
         sizes = np.concatenate(ones, axis=0)
-    return TileMap(library=first.library, first_row=first.first_row, tiles=tuple(tiles), cells=cells, sizes=sizes)
+    return TileMap(
+        library=first.library,
+        first_row=first.first_row,
+        tiles=tuple(tiles),
+        cells=cells,
+        library_version=version,
+        sizes=sizes,
+    )
 
 
 def load_job_map(download: Callable[[str, str], bytes], request_id: str, slices: int) -> bytes:

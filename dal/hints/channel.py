@@ -85,7 +85,8 @@ def short_hint_dir(preferred: Path) -> Path:
 
 
 class HintSubscription(Protocol):
-    received: int
+    @property
+    def received(self) -> int: ...
 
     @property
     def healthy(self) -> bool: ...

@@ -452,7 +452,7 @@ def _delete_together(table: Any, keys: list[tuple[str, str]]) -> None:
     try:
         table.submit_transaction([("delete", {"PartitionKey": pk, "RowKey": rk}) for pk, rk in keys])
     except TableTransactionError as exc:
-        if exc.error_code != "ResourceNotFound":
+        if exc.error_code != "ResourceNotFound":  # type: ignore[attr-defined]  # the SDK documents and sets it, never declares it
             raise
         for pk, rk in keys:
             table.delete_entity(pk, rk)

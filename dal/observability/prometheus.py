@@ -107,7 +107,7 @@ def chain_hooks(*hooks: Callable[[Any], None] | None) -> Callable[[Any], None] |
             for sink in retry_sinks:
                 sink(kind, seconds)
 
-        hook.record_retry = record_retry  # type: ignore[attr-defined]
+        hook.record_retry = record_retry  # type: ignore[attr-defined]  # found with getattr by StorageClients (dal.config)
     return hook
 
 

@@ -1,7 +1,8 @@
 """What a listener consumes: one queue, a sharded queue or priority lanes, through one interface.
 
 Also the delivery a listener holds (``ReceivedMessage``: the typed message and its receipt),
-what a peek sees, and the hook told of a message moved to poison.
+what one receive hands out (``Accepted``), what a peek sees, the hook told of a message moved
+to poison, and one physical queue (``QueuePart``: what shards and lanes are made of).
 
 ``workers.runtime.listener`` receives, settles and renews through this protocol only, so it never asks
 which kind of queue it holds. ``ImageProcessingQueue`` (one queue), ``ShardedQueue`` (K queues
@@ -11,16 +12,16 @@ a message goes to the physical queue it came from (``ReceivedMessage.queue_name`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from dal.queues.messages import QueueMessage
-from dal.queues.stored_queue import Accepted
+from dal.queues.stored_queue import PoisonQueue
 from dal.queues.wire import ClaimCheck
 
-__all__ = ["Consumable", "PeekedMessage", "PoisonHook", "ReceivedMessage"]
+__all__ = ["Accepted", "Consumable", "PeekedMessage", "PoisonHook", "QueuePart", "ReceivedMessage"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,19 @@ class ReceivedMessage:
     queue_name: str
     next_visible_on: datetime | None = None
     claim_check: ClaimCheck | None = None  # the blob that held the payload, deleted with the message
+
+
+class Accepted(list[ReceivedMessage]):
+    """What one receive handed out, and how many messages it moved to poison instead (``poisoned``).
+
+    A receive that moved messages aside proves nothing about what is behind them: its caller
+    receives again at once, as after a message it handled, rather than waiting for more work
+    (``workers.runtime.listener``); a consumer of several queues does not take that queue for empty.
+    """
+
+    def __init__(self, messages: Iterable[ReceivedMessage] = (), *, poisoned: int = 0) -> None:
+        super().__init__(messages)
+        self.poisoned = poisoned
 
 
 @dataclass(frozen=True)
@@ -81,7 +95,7 @@ class Consumable(Protocol):
         ...
 
     @property
-    def parts(self) -> Sequence[Consumable]:
+    def parts(self) -> Sequence[QueuePart]:
         """The physical queues behind it (one for a plain queue)."""
         ...
 
@@ -106,3 +120,15 @@ class Consumable(Protocol):
     def hinted(self, lane: int | None) -> None:
         """A wake-up hint for ``lane`` (None: unknown) arrived; a plain queue keeps no such state."""
         ...
+
+
+@runtime_checkable
+class QueuePart(Consumable, Protocol):
+    """One physical queue (``ImageProcessingQueue``): a ``Consumable`` that is its own only part,
+    with the names, address and poison queue that metrics, shards and lanes read of each part."""
+
+    short_name: str  # the unprefixed name: ``slicerequest-1`` for a shard
+    poison: PoisonQueue
+
+    @property
+    def url(self) -> str: ...

@@ -40,10 +40,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
+from dal.queues.consumable import Accepted, Consumable, PoisonHook, ReceivedMessage
 from dal.queues.shards import ShardedQueue, shard_names
-from dal.queues.stored_queue import Accepted
 
 __all__ = [
     "KNOWN_EMPTY_SECONDS",
@@ -80,15 +79,13 @@ def lane_for(jobs_ahead: int, lanes: int) -> int:
 class PriorityLanes(ShardedQueue):
     """Several lanes (each a queue or a ``ShardedQueue``) consumed highest priority first."""
 
-    def __init__(self, lanes: Sequence[Any]) -> None:
-        shards = [shard for lane in lanes for shard in getattr(lane, "shards", [lane])]
+    def __init__(self, lanes: Sequence[Consumable]) -> None:
+        shards = [shard for lane in lanes for shard in lane.parts]
         super().__init__(shards)  # settle, peek and depth work on every shard of every lane
         self.lanes = list(lanes)
         self._receives = 0
         self._count_lock = threading.Lock()
-        self._lane_of = {
-            shard.name: i for i, lane in enumerate(self.lanes) for shard in getattr(lane, "shards", [lane])
-        }
+        self._lane_of = {shard.name: i for i, lane in enumerate(self.lanes) for shard in lane.parts}
         # Skipping lanes known to be empty is only safe while hints announce new work: the
         # listener sets this before each receive (False: every receive tries every lane).
         self.skip_known_empty = False
@@ -102,12 +99,12 @@ class PriorityLanes(ShardedQueue):
     def hinted(self, lane: int | None) -> None:
         """A hint for ``lane`` (None: any lane) arrived: try it again on the next receive."""
         with self._count_lock:
-            named = lane is not None and 0 <= lane < len(self.lanes)
-            for i in [lane] if named else range(len(self.lanes)):  # type: ignore[list-item]
+            named = [lane] if lane is not None and 0 <= lane < len(self.lanes) else None
+            for i in named or range(len(self.lanes)):
                 self._hints[i] += 1
                 self._empty_at.pop(i, None)
 
-    def release(self, received: Any, *, delay: int = 0) -> bool:
+    def release(self, received: ReceivedMessage, *, delay: int = 0) -> bool:
         """Make a held message visible again (after ``delay``): its lane is worth a call then."""
         lane = self._lane_of.get(received.queue_name)
         if lane is not None:
@@ -118,7 +115,9 @@ class PriorityLanes(ShardedQueue):
                 )
         return super().release(received, delay=delay)
 
-    def accept_messages(self, max_messages: int = 16, **options: Any) -> Accepted:
+    def accept_messages(
+        self, max_messages: int = 16, *, visibility_timeout: int | None = None, on_poison: PoisonHook | None = None
+    ) -> Accepted:
         """One receive from the highest lane with work (every ``REVERSE_EVERY``-th: lowest first),
         skipping the lanes known to be empty (see the module docstring). A lane whose receive
         moved messages to poison is not empty: that result is returned (``Accepted.poisoned``)
@@ -144,13 +143,14 @@ class PriorityLanes(ShardedQueue):
             if i in skip:
                 continue
             started = time.monotonic()
-            batch = self.lanes[i].accept_messages(max_messages, **options)
-            poisoned = getattr(batch, "poisoned", 0)
+            batch = self.lanes[i].accept_messages(
+                max_messages, visibility_timeout=visibility_timeout, on_poison=on_poison
+            )
             with self._count_lock:
-                if batch or poisoned:
+                if batch or batch.poisoned:
                     self._empty_at.pop(i, None)
                 elif self._hints[i] == hints[i]:  # a hint for it during the call: not known empty
                     self._empty_at[i] = started
-            if batch or poisoned:
-                return Accepted(batch, poisoned=poisoned)
+            if batch or batch.poisoned:
+                return batch
         return Accepted()

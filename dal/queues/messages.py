@@ -19,9 +19,10 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 from dal.config import (
@@ -99,7 +100,9 @@ def _fail(reason: str, raw: str | bytes | None = None) -> QueueMessageFormatExce
     return QueueMessageFormatException(reason, raw)
 
 
-def _check_uri(name: str, value: str) -> None:
+def _check_uri(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise _fail(f"{name} must be a string, got {type(value).__name__}")
     if any(ch.isspace() or not ch.isprintable() for ch in value):
         raise _fail(f"{name} must be an absolute http(s) URI without spaces or control characters")
     try:
@@ -118,22 +121,35 @@ def _check_int(name: str, value: object, *, low: int, high: int | None = None) -
         raise _fail(f"{name} must be {bounds}, got {value}")
 
 
+FieldCheck = Callable[[object], None]
+
+
+def _optional(check: FieldCheck) -> FieldCheck:
+    """``check`` for a field that may also be absent (None)."""
+
+    def checked(value: object) -> None:
+        if value is not None:
+            check(value)
+
+    return checked
+
+
 # How each field is validated; every message field must appear here.
-_FIELD_CHECKS: dict[str, Any] = {
+_FIELD_CHECKS: dict[str, FieldCheck] = {
     "queue_uri": lambda v: _check_uri("queue_uri", v),
     "image_uri": lambda v: _check_uri("image_uri", v),
     "image_library_uri": lambda v: _check_uri("image_library_uri", v),
     "slice_uri": lambda v: _check_uri("slice_uri", v),
     "tile_size": lambda v: _check_int("tile_size", v, low=1, high=MAX_TILE_SIZE),
     "slices": lambda v: _check_int("slices", v, low=1),
-    "tiles_across": lambda v: v is None or _check_int("tiles_across", v, low=1),
-    "max_uses": lambda v: v is None or _check_int("max_uses", v, low=1),
-    "correction": lambda v: v is None or _check_int("correction", v, low=0, high=100),
+    "tiles_across": _optional(lambda v: _check_int("tiles_across", v, low=1)),
+    "max_uses": _optional(lambda v: _check_int("max_uses", v, low=1)),
+    "correction": _optional(lambda v: _check_int("correction", v, low=0, high=100)),
     "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
-    "traceparent": lambda v: v is None or _check_traceparent(v),
-    "band": lambda v: v is None or _check_band(v),
-    "report": lambda v: v is None or _check_report(v),
-    "job_done": lambda v: v is None or _check_true("job_done", v),
+    "traceparent": _optional(lambda v: _check_traceparent(v)),
+    "band": _optional(lambda v: _check_band(v)),
+    "report": _optional(lambda v: _check_report(v)),
+    "job_done": _optional(lambda v: _check_true("job_done", v)),
     "library": lambda v: _check_library(v),
     "library_uri": lambda v: _check_uri("library_uri", v),
     "photos": lambda v: _check_photos(v),
@@ -150,7 +166,9 @@ def _check_photos(value: object) -> None:
         raise _fail("photos names a photo twice")
 
 
-def _check_library(value: str) -> None:
+def _check_library(value: object) -> None:
+    if not isinstance(value, str):
+        raise _fail(f"library must be a string, got {type(value).__name__}")
     if not _LIBRARY_NAME.fullmatch(value):
         raise _fail(f"library must be a library name (3-63 of a-z, 0-9 and single hyphens), got {value[:80]!r}")
 
@@ -161,7 +179,8 @@ def _check_true(name: str, value: object) -> None:
 
 
 def _number(value: object) -> bool:
-    return type(value) in (int, float) and math.isfinite(value) and value >= 0  # type: ignore[arg-type]
+    # type(), not isinstance: a bool is an int subclass but never a number of seconds
+    return isinstance(value, int | float) and type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
 def _check_report(value: object) -> None:
@@ -266,7 +285,7 @@ class QueueMessage:
         ASCII only (``ensure_ascii``), so any Unicode in a URI survives every encoding.
         """
         traced = self.traceparent is not None
-        body: dict[str, Any] = {"type": self.TYPE, "version": TRACED_PAYLOAD_VERSION if traced else PAYLOAD_VERSION}
+        body: dict[str, object] = {"type": self.TYPE, "version": TRACED_PAYLOAD_VERSION if traced else PAYLOAD_VERSION}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name != "traceparent" and not (value is None and f.name in _OMITTED_WHEN_NONE):
@@ -323,10 +342,10 @@ class QueueMessage:
             raise _fail(f"expected a {cls.TYPE} message, got {kind}")
         if queue_name is not None and not queue_name.endswith(message_cls.QUEUE):
             raise _fail(f"a {kind} message belongs in queue {message_cls.QUEUE!r}, not {queue_name!r}")
-        return message_cls._from_fields(body)  # type: ignore[return-value]
+        return message_cls._from_fields(body)  # type: ignore[return-value]  # message_cls is cls unless cls is QueueMessage (checked above)
 
     @classmethod
-    def _from_fields(cls: type[M], body: dict[str, Any]) -> M:
+    def _from_fields(cls: type[M], body: dict[str, object]) -> M:
         names = [f.name for f in dataclasses.fields(cls)]
         given = set(body) - {"type", "version"}
         missing = [n for n in names if n not in given and n not in _OPTIONAL]
@@ -336,15 +355,15 @@ class QueueMessage:
         if extra:
             shown = ", ".join(repr(e[:40]) for e in extra[:5])
             raise _fail(f"{cls.TYPE} message has unexpected field(s): {shown}")
-        return cls(**{n: body[n] for n in names if n in given})
+        return cls(**{n: body[n] for n in names if n in given})  # type: ignore[arg-type]  # JSON values; __post_init__ checks each field's type
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise _fail(f"payload contains {name}, which is not valid JSON")
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
     for key, value in pairs:
         if key in result:
             raise _fail(f"field {key[:40]!r} appears twice")
@@ -352,7 +371,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _load_json(text: str) -> dict[str, Any]:
+def _load_json(text: str) -> dict[str, object]:
     try:
         body = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
     except QueueMessageFormatException:
@@ -416,7 +435,7 @@ class SliceResponseMessage(QueueMessage):
 
     slice_uri: str
     slice_sequence: int
-    report: dict[str, Any] | None = None
+    report: dict[str, object] | None = None
 
     TYPE: ClassVar[str] = "SliceResponse"
     QUEUE: ClassVar[str] = SLICE_RESPONSE_QUEUE

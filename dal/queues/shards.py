@@ -24,9 +24,8 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Sequence
-from typing import Any
 
-from dal.queues.stored_queue import Accepted
+from dal.queues.consumable import Accepted, PeekedMessage, PoisonHook, QueuePart, ReceivedMessage
 
 __all__ = ["MAX_SHARDS", "ShardedQueue", "shard_index", "shard_names"]
 
@@ -48,7 +47,7 @@ class ShardedQueue:
 
     skip_known_empty = False  # every receive tries the shards in turn
 
-    def __init__(self, shards: Sequence[Any]) -> None:
+    def __init__(self, shards: Sequence[QueuePart]) -> None:
         if not shards:
             raise ValueError("a sharded queue needs at least one shard")
         self.shards = list(shards)
@@ -65,7 +64,7 @@ class ShardedQueue:
         return f"ShardedQueue({[s.name for s in self.shards]!r})"
 
     @property
-    def parts(self) -> list[Any]:
+    def parts(self) -> list[QueuePart]:
         return list(self.shards)
 
     def hinted(self, lane: int | None) -> None:
@@ -73,17 +72,19 @@ class ShardedQueue:
 
     @property
     def url(self) -> str:
-        return str(self.shards[0].url)
+        return self.shards[0].url
 
     @property
     def timeout(self) -> int:
-        return int(self.shards[0].timeout)
+        return self.shards[0].timeout
 
     @property
     def poison_threshold(self) -> int:
-        return int(self.shards[0].poison_threshold)
+        return self.shards[0].poison_threshold
 
-    def accept_messages(self, max_messages: int = 16, **options: Any) -> Accepted:
+    def accept_messages(
+        self, max_messages: int = 16, *, visibility_timeout: int | None = None, on_poison: PoisonHook | None = None
+    ) -> Accepted:
         """One receive from the next shard with work, starting after the last one that had some.
 
         A shard whose receive moved messages to poison had some: that result is returned as it
@@ -93,33 +94,34 @@ class ShardedQueue:
             start = self._next
         for step in range(len(self.shards)):
             index = (start + step) % len(self.shards)
-            batch = self.shards[index].accept_messages(max_messages, **options)
-            poisoned = getattr(batch, "poisoned", 0)
-            if batch or poisoned:
+            batch = self.shards[index].accept_messages(
+                max_messages, visibility_timeout=visibility_timeout, on_poison=on_poison
+            )
+            if batch or batch.poisoned:
                 with self._lock:
                     self._next = (index + 1) % len(self.shards)
-                return Accepted(batch, poisoned=poisoned)
+                return batch
         with self._lock:
             self._next = (start + 1) % len(self.shards)
         return Accepted()
 
-    def _shard_of(self, received: Any) -> Any:
+    def _shard_of(self, received: ReceivedMessage) -> QueuePart:
         return self._by_name[received.queue_name]
 
-    def delete(self, received: Any) -> bool:
-        return bool(self._shard_of(received).delete(received))
+    def delete(self, received: ReceivedMessage) -> bool:
+        return self._shard_of(received).delete(received)
 
-    def renew(self, received: Any, timeout: int | None = None) -> Any:
+    def renew(self, received: ReceivedMessage, timeout: int | None = None) -> ReceivedMessage | None:
         return self._shard_of(received).renew(received, timeout)
 
-    def release(self, received: Any, *, delay: int = 0) -> bool:
-        return bool(self._shard_of(received).release(received, delay=delay))
+    def release(self, received: ReceivedMessage, *, delay: int = 0) -> bool:
+        return self._shard_of(received).release(received, delay=delay)
 
-    def move_to_poison(self, received: Any, reason: str) -> None:
+    def move_to_poison(self, received: ReceivedMessage, reason: str) -> None:
         self._shard_of(received).move_to_poison(received, reason)
 
-    def peek(self, max_messages: int = 32) -> list[Any]:
-        found: list[Any] = []
+    def peek(self, max_messages: int = 32) -> list[PeekedMessage]:
+        found: list[PeekedMessage] = []
         for shard in self.shards:
             found.extend(shard.peek(max_messages))
             if len(found) >= max_messages:
@@ -127,4 +129,4 @@ class ShardedQueue:
         return found[:max_messages]
 
     def approximate_depth(self) -> int:
-        return sum(int(shard.approximate_depth()) for shard in self.shards)
+        return sum(shard.approximate_depth() for shard in self.shards)

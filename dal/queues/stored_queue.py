@@ -9,10 +9,9 @@ The typed work queue, ``dal.queues.work_queue.ImageProcessingQueue``, builds on 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
@@ -30,15 +29,19 @@ from dal.queues.wire import (
     parse_claim_check,
 )
 
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
+    from azure.storage.queue import QueueMessage as StorageQueueMessage
+
 __all__ = [
     "MAX_BATCH",
     "MAX_VISIBILITY",
-    "Accepted",
     "PoisonQueue",
     "StoredQueue",
     "TakenPoison",
     "check_batch",
     "check_visibility",
+    "delivered",
     "owned_by_someone_else",
 ]
 
@@ -46,17 +49,15 @@ MAX_BATCH = 32
 MAX_VISIBILITY = 7 * 24 * 3600
 
 
-class Accepted(list[Any]):
-    """What one receive handed out, and how many messages it moved to poison instead (``poisoned``).
+_T = TypeVar("_T")
 
-    A receive that moved messages aside proves nothing about what is behind them: its caller
-    receives again at once, as after a message it handled, rather than waiting for more work
-    (``workers.runtime.listener``); a consumer of several queues does not take that queue for empty.
-    """
 
-    def __init__(self, messages: Iterable[Any] = (), *, poisoned: int = 0) -> None:
-        super().__init__(messages)
-        self.poisoned = poisoned
+def delivered(value: _T | None, field: str) -> _T:
+    """A field the SDK types Optional that the service always sends with a received, updated or
+    peeked message (``pop_receipt``, ``dequeue_count``); a reply without it is refused, not guessed."""
+    if value is None:
+        raise ValueError(f"the queue service sent a message without its {field}")
+    return value
 
 
 def owned_by_someone_else(exc: HttpResponseError) -> bool:
@@ -114,7 +115,7 @@ class StoredQueue:
 
     # --- wire ------------------------------------------------------------------------
 
-    def _container(self) -> Any:
+    def _container(self) -> ContainerClient:
         return self.storage.blob_service.get_container_client(self._claim_container)
 
     def put_text(self, text: str, *, delay: int = 0, ttl: int | None = None) -> None:
@@ -184,14 +185,18 @@ class StoredQueue:
         taken = []
         for raw in page:
             text, check = self._resolve(raw.content or "")
-            taken.append(TakenText(id=raw.id, pop_receipt=raw.pop_receipt, text=text, claim_check=check))
+            taken.append(
+                TakenText(
+                    id=raw.id, pop_receipt=delivered(raw.pop_receipt, "pop_receipt"), text=text, claim_check=check
+                )
+            )
         return taken
 
     def delete_taken(self, taken: TakenText) -> bool:
         """Delete a taken message and its claim-check blob; False if it is no longer ours."""
         return self._delete_with_claim(taken.id, taken.pop_receipt, taken.claim_check)
 
-    def _receive_page(self, max_messages: int, visibility_timeout: int) -> list[Any]:
+    def _receive_page(self, max_messages: int, visibility_timeout: int) -> list[StorageQueueMessage]:
         """One bounded receive (one request, never a drain); [] when the queue does not exist."""
         check_batch(max_messages)
         check_visibility("visibility_timeout", visibility_timeout, low=1)
@@ -214,7 +219,7 @@ class StoredQueue:
             self._delete_claim(check)
         return True
 
-    def _peek_raw(self, max_messages: int) -> list[Any]:
+    def _peek_raw(self, max_messages: int) -> list[StorageQueueMessage]:
         check_batch(max_messages)
         try:
             return list(self._client.peek_messages(max_messages=max_messages))
@@ -276,7 +281,13 @@ class PoisonQueue(StoredQueue):
             except (ClaimCheckMissingError, ValueError, KeyError, TypeError) as exc:
                 check, entry, error = None, None, f"not a poison envelope: {exc}"
             taken.append(
-                TakenPoison(id=raw.id, pop_receipt=raw.pop_receipt, entry=entry, error=error, claim_check=check)
+                TakenPoison(
+                    id=raw.id,
+                    pop_receipt=delivered(raw.pop_receipt, "pop_receipt"),
+                    entry=entry,
+                    error=error,
+                    claim_check=check,
+                )
             )
         return taken
 

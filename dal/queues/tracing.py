@@ -31,14 +31,21 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from dal.queues.messages import QueueMessage
+
+if TYPE_CHECKING:  # the SDK loads only when tracing is on (configure_tracing)
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from dal.queues.consumable import ReceivedMessage
 
 __all__ = [
     "MESSAGING_SYSTEM",
@@ -53,11 +60,21 @@ __all__ = [
 
 MESSAGING_SYSTEM = "azure_storage_queues"
 _PROPAGATOR = TraceContextTextMapPropagator()
-_tracer: Any = trace.NoOpTracer()  # replaced by configure_tracing
+_tracer: trace.Tracer = trace.NoOpTracer()  # replaced by configure_tracing
 _lock = threading.Lock()
-_provider: Any = None
+_provider: TracerProvider | None = None
 
-F = TypeVar("F", bound=Callable[..., Any])
+
+class _Sender(Protocol):
+    """What ``traced_submit`` reads of the queue whose ``submit`` it wraps."""
+
+    @property
+    def logical_name(self) -> str: ...
+
+
+_S = TypeVar("_S", bound=_Sender)
+_P = ParamSpec("_P")
+_Messages = QueueMessage | Sequence[QueueMessage]
 
 
 def tracing_requested(environ: dict[str, str] | None = None) -> bool:
@@ -71,7 +88,7 @@ def tracing_requested(environ: dict[str, str] | None = None) -> bool:
     return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
-def configure_tracing(service: str, *, exporter: Any = None) -> bool:
+def configure_tracing(service: str, *, exporter: SpanExporter | None = None) -> bool:
     """Install a TracerProvider for this process when asked to; returns whether tracing is on.
 
     Call it in each process that does work (after a fork: the batch processor's thread does
@@ -137,14 +154,16 @@ def _parent_for(messages: Sequence[QueueMessage]) -> otel_context.Context | None
     return _context_of(carried.pop()) if len(carried) == 1 else None
 
 
-def traced_submit(submit: F) -> F:
+def traced_submit(
+    submit: Callable[Concatenate[_S, _Messages, _P], None],
+) -> Callable[Concatenate[_S, _Messages, _P], None]:
     """Decorator for ``submit(self, messages, ...)`` of a queue with ``logical_name``."""
 
-    @functools.wraps(submit)
-    def wrapper(self: Any, messages: QueueMessage | Sequence[QueueMessage], *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: _S, messages: _Messages, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
         batch = [messages] if isinstance(messages, QueueMessage) else list(messages)
         if not batch:
-            return submit(self, batch, *args, **kwargs)
+            submit(self, batch, *args, **kwargs)
+            return
         attributes = _attributes(self.logical_name, "send")
         if len(batch) > 1:
             attributes["messaging.batch.message_count"] = len(batch)
@@ -155,12 +174,13 @@ def traced_submit(submit: F) -> F:
             traceparent = _traceparent(span) if span.is_recording() else None
             if traceparent is not None:
                 batch = [dataclasses.replace(m, traceparent=traceparent) for m in batch]
-            return submit(self, batch, *args, **kwargs)
+            submit(self, batch, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    functools.update_wrapper(wrapper, submit)  # in place: wraps() would hide the signature from mypy
+    return wrapper
 
 
-def _attributes(queue: str, operation: str) -> dict[str, Any]:
+def _attributes(queue: str, operation: str) -> dict[str, AttributeValue]:
     return {
         "messaging.system": MESSAGING_SYSTEM,
         "messaging.destination.name": queue,
@@ -170,21 +190,13 @@ def _attributes(queue: str, operation: str) -> dict[str, Any]:
 
 
 @contextmanager
-def process_span(received: Any, *, queue: str) -> Iterator[trace.Span]:
-    """The CONSUMER span of handling one message, a child of the context it carries.
-
-    ``received`` is a ``dal.queues.consumable.ReceivedMessage`` (not imported: ``dal.queues.work_queue`` imports
-    this module, and the layers test forbids import cycles, even type-only ones).
-    """
+def process_span(received: ReceivedMessage, *, queue: str) -> Iterator[trace.Span]:
+    """The CONSUMER span of handling one message, a child of the context it carries."""
     message = received.message
     attributes = _attributes(queue, "process")
-    attributes.update(
-        {
-            "messaging.message.id": received.id,
-            "photomosaics.request_id": message.request_id,
-            "photomosaics.dequeue_count": received.dequeue_count,
-        }
-    )
+    attributes["messaging.message.id"] = received.id
+    attributes["photomosaics.request_id"] = message.request_id
+    attributes["photomosaics.dequeue_count"] = received.dequeue_count
     with _tracer.start_as_current_span(
         f"process {queue}",
         context=_context_of(message.traceparent),
@@ -205,6 +217,6 @@ def process_span(received: Any, *, queue: str) -> Iterator[trace.Span]:
 def stitch_span(request_id: str, slices: int) -> Iterator[trace.Span]:
     """The INTERNAL span of stitching a job's slices into its mosaic (a child of the
     ``process sliceresponse`` span that completed the set), so a trace shows the stitch time."""
-    attributes = {"photomosaics.request_id": request_id, "photomosaics.slices": slices}
+    attributes: dict[str, AttributeValue] = {"photomosaics.request_id": request_id, "photomosaics.slices": slices}
     with _tracer.start_as_current_span("stitch", kind=SpanKind.INTERNAL, attributes=attributes) as span:
         yield span

@@ -20,7 +20,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
@@ -40,22 +40,26 @@ from dal.config import (
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
 from dal.hints.channel import HintChannel, channel_from_env
 from dal.names import prefixed
-from dal.queues.consumable import Consumable, PeekedMessage, PoisonHook, ReceivedMessage
+from dal.queues.consumable import Accepted, Consumable, PeekedMessage, PoisonHook, ReceivedMessage
 from dal.queues.lanes import MAX_LANES, PriorityLanes, lane_name
 from dal.queues.messages import QueueMessage
 from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
 from dal.queues.stored_queue import (
     MAX_BATCH,
     MAX_VISIBILITY,
-    Accepted,
     PoisonQueue,
     StoredQueue,
     check_batch,
     check_visibility,
+    delivered,
     owned_by_someone_else,
 )
 from dal.queues.tracing import traced_submit
 from dal.queues.wire import Undecodable, poison_envelope
+
+if TYPE_CHECKING:
+    from azure.storage.queue import QueueMessage as StorageQueueMessage
+    from azure.storage.queue import QueueServiceClient
 
 __all__ = [
     "MAX_BATCH",
@@ -208,8 +212,8 @@ class ImageProcessingQueue(StoredQueue):
         for raw in page or []:
             try:
                 received = self._check(raw)
-                if received is not None and raw.dequeue_count > threshold:
-                    reason = f"dequeue count {raw.dequeue_count} exceeds the poison threshold {threshold}"
+                if received is not None and received.dequeue_count > threshold:
+                    reason = f"dequeue count {received.dequeue_count} exceeds the poison threshold {threshold}"
                     self._poison_raw(raw, reason)
                     accepted.poisoned += 1
                     _tell(on_poison, received, reason)
@@ -223,7 +227,7 @@ class ImageProcessingQueue(StoredQueue):
                 accepted.append(received)
         return accepted
 
-    def _check(self, raw: Any) -> ReceivedMessage | None:
+    def _check(self, raw: StorageQueueMessage) -> ReceivedMessage | None:
         """The typed message, or None when it is not one (then it is already in poison)."""
         content = raw.content
         if isinstance(content, Undecodable):
@@ -238,8 +242,8 @@ class ImageProcessingQueue(StoredQueue):
         return ReceivedMessage(
             message=message,
             id=raw.id,
-            pop_receipt=raw.pop_receipt,
-            dequeue_count=raw.dequeue_count,
+            pop_receipt=delivered(raw.pop_receipt, "pop_receipt"),
+            dequeue_count=delivered(raw.dequeue_count, "dequeue_count"),
             inserted_on=raw.inserted_on,
             expires_on=raw.expires_on,
             queue_name=self.name,
@@ -247,7 +251,7 @@ class ImageProcessingQueue(StoredQueue):
             claim_check=check,
         )
 
-    def _poison_raw(self, raw: Any, reason: str) -> None:
+    def _poison_raw(self, raw: StorageQueueMessage, reason: str) -> None:
         """Move a message that could not become a ReceivedMessage; keep its text whatever it is."""
         content = raw.content
         check = None
@@ -260,9 +264,13 @@ class ImageProcessingQueue(StoredQueue):
             except ClaimCheckMissingError:
                 pass  # keep the reference itself: that is all there is
         self._send_to_poison(
-            reason=reason, dequeue_count=raw.dequeue_count, payload=payload, encoding=encoding, message_id=raw.id
+            reason=reason,
+            dequeue_count=delivered(raw.dequeue_count, "dequeue_count"),
+            payload=payload,
+            encoding=encoding,
+            message_id=raw.id,
         )
-        self._delete_with_claim(raw.id, raw.pop_receipt, check)
+        self._delete_with_claim(raw.id, delivered(raw.pop_receipt, "pop_receipt"), check)
 
     def _send_to_poison(self, *, reason: str, dequeue_count: int, payload: str, encoding: str, message_id: str) -> None:
         log.warning("queue %s: message %s moved to %s: %s", self.name, message_id, self.poison.name, reason)
@@ -290,14 +298,15 @@ class ImageProcessingQueue(StoredQueue):
         updated = self._update(received, seconds)
         if updated is None:
             return None
-        return dataclasses.replace(received, pop_receipt=updated.pop_receipt, next_visible_on=updated.next_visible_on)
+        receipt = delivered(updated.pop_receipt, "pop_receipt")
+        return dataclasses.replace(received, pop_receipt=receipt, next_visible_on=updated.next_visible_on)
 
     def release(self, received: ReceivedMessage, *, delay: int = 0) -> bool:
         """Hand a message back: visible again after ``delay`` seconds (0: at once)."""
         check_visibility("delay", delay, low=0)
         return self._update(received, delay) is not None
 
-    def _update(self, received: ReceivedMessage, seconds: int) -> Any:
+    def _update(self, received: ReceivedMessage, seconds: int) -> StorageQueueMessage | None:
         try:
             return self._client.update_message(received.id, received.pop_receipt, visibility_timeout=seconds)
         except HttpResponseError as exc:
@@ -365,7 +374,7 @@ class ImageProcessingQueue(StoredQueue):
         """Look at the front of the queue without taking anything (no dequeue count change)."""
         return [self._peeked(raw) for raw in self._peek_raw(max_messages)]
 
-    def _peeked(self, raw: Any) -> PeekedMessage:
+    def _peeked(self, raw: StorageQueueMessage) -> PeekedMessage:
         message, error = None, None
         if isinstance(raw.content, Undecodable):
             error = raw.content.reason
@@ -376,7 +385,8 @@ class ImageProcessingQueue(StoredQueue):
             except (QueueMessageFormatException, ClaimCheckMissingError) as exc:
                 error = str(exc)
         times = {"inserted_on": raw.inserted_on, "expires_on": raw.expires_on}
-        return PeekedMessage(message=message, id=raw.id, dequeue_count=raw.dequeue_count, error=error, **times)
+        count = delivered(raw.dequeue_count, "dequeue_count")
+        return PeekedMessage(message=message, id=raw.id, dequeue_count=count, error=error, **times)
 
 
 class QueueAccessor:
@@ -476,7 +486,7 @@ class QueueAccessor:
             queue.ensure_exists()
 
 
-def make_visible_now(queue_service: Any, queue: str, message_id: str, pop_receipt: str) -> bool:
+def make_visible_now(queue_service: QueueServiceClient, queue: str, message_id: str, pop_receipt: str) -> bool:
     """Make a held message visible at once by its id and pop receipt (a dead holder's hand-back).
 
     False when the receipt no longer holds (the message was settled or renewed meanwhile):

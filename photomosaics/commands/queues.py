@@ -11,9 +11,15 @@ string, which already grants everything: it needs no operator token (the web API
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
+
+if TYPE_CHECKING:  # the storage SDK loads when a command runs, not with the CLI
+    from dal.queues.work_queue import ImageProcessingQueue
+    from dal.stores import Stores
 
 
 @click.group(invoke_without_command=True)
@@ -55,7 +61,7 @@ def _which(message_id: str | None, all_: bool) -> str | None:
     return message_id
 
 
-def _queue(stores, name: str):  # type: ignore[no-untyped-def]
+def _queue(stores: Stores, name: str) -> ImageProcessingQueue:
     try:
         return stores.queues.by_name(name)
     except KeyError:

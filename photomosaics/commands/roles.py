@@ -9,6 +9,7 @@ and ``--max-messages`` make a run end by itself, for tests and one-off draining.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import click
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Companion(Protocol):
-    """A role's background part besides its listeners (``workers.controller.stragglers.StragglerWatcher``)."""
+    """A role's background part besides its listeners (``workers.controller.hedging.Hedger``)."""
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
@@ -38,7 +39,7 @@ _grace = click.option(
 )
 
 
-def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
+def _concurrency(default: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """``--concurrency`` (the most handlers at once per queue) and ``--min-concurrency``.
 
     Between the two the listener is elastic (``workers.runtime.elastic``): it grows with the queue's
@@ -46,7 +47,7 @@ def _concurrency(default: int) -> Callable:  # type: ignore[type-arg]
     processor renders on a core, so it stays at one (``photomosaics run`` starts one per core).
     """
 
-    def decorate(f: Callable) -> Callable:  # type: ignore[type-arg]
+    def decorate(f: Callable[..., None]) -> Callable[..., None]:
         f = click.option(
             "--min-concurrency",
             type=click.IntRange(min=1),
@@ -99,16 +100,16 @@ def _services_for(role: str) -> RoleServices:
 def controller(*, burst: bool, max_messages: int | None, concurrency: int, min_concurrency: int, grace: float) -> None:
     """Run a JobController: slices jobs from imagerequest, stitches from sliceresponse."""
     from workers.controller.controller import JobController
-    from workers.controller.stragglers import StragglerWatcher
+    from workers.controller.hedging import Hedger
     from workers.runtime.bindings import bindings_of
 
     services = _services_for("controller")
-    # Hedged slices (workers.controller.stragglers): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
+    # Hedged slices (workers.controller.hedging): a thread that sends late slices again; PHOTOMOSAICS_HEDGES_PER_SLICE=0: none.
     try:
-        watcher = StragglerWatcher(services) if services.settings.hedges_per_slice > 0 else None
+        watcher = Hedger(services) if services.settings.hedges_per_slice > 0 else None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    ctl = JobController(services, stragglers=watcher)
+    ctl = JobController(services, hedger=watcher)
     _run(
         services,
         "controller",
@@ -242,7 +243,7 @@ def _run(
 ) -> None:
     """One ``QueueListener`` per bound handler (``workers.runtime.bindings``); run them as a role.
 
-    ``companions`` (the controller's straggler watcher) start before the listeners and stop
+    ``companions`` (the controller's hedger) start before the listeners and stop
     after they ended, before the process exits.
 
     Hints (``PHOTOMOSAICS_HINT_DIR``) and the lease journal (``PHOTOMOSAICS_LEASE_DIR``) are
@@ -254,10 +255,12 @@ def _run(
     from workers.failures import poison_hook
     from workers.runtime.leases import LeaseJournal
     from workers.runtime.listener import QueueListener
+    from workers.runtime.listener_options import ListenerOptions
     from workers.runtime.observability import metrics_address, serve_role_metrics, timed, traced
     from workers.runtime.role import Role, exit_role, patiently, run_role
 
     settings = services.settings
+    paced = ListenerOptions.from_settings(settings)
     hints, journal = channel_from_env(), LeaseJournal.from_env()
     configure_tracing(f"photomosaics-{role}")  # only when OTEL_* variables ask for it
     queues = [bound.queue(services.queues) for bound in bindings]
@@ -267,17 +270,15 @@ def _run(
             queue,
             traced(timed(bound.handler, role=role, queue=queue.logical_name), queue=queue.logical_name),
             name=f"{role}-{queue.logical_name}",
-            batch_size=settings.batch_size,
-            concurrency=max(concurrency, min_concurrency),
-            min_concurrency=min_concurrency,
+            options=replace(
+                paced,
+                concurrency=max(concurrency, min_concurrency),
+                min_concurrency=min_concurrency,
+                visibility_timeout=min(settings.lease_seconds, timeout),
+                grace=grace,
+            ),
             hints=hints,
             journal=journal,
-            poll_max_hinted=max(settings.poll_max_hinted_interval, settings.poll_max_interval),
-            visibility_timeout=min(settings.lease_seconds, timeout),
-            poll_min=settings.poll_min_interval,
-            poll_max=settings.poll_max_interval,
-            retry_delay=settings.retry_delay,
-            grace=grace,
             on_poison=None if bound.what is None else poison_hook(services.jobs, actor=services.name, what=bound.what),
         )
         for bound, queue, timeout in zip(bindings, queues, timeouts, strict=True)

@@ -32,9 +32,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from photomosaics.local.supervisor import ChildSpec
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +168,7 @@ def children(
     shared: dict[str, str] | None = None,
     web_extra: dict[str, str] | None = None,
     metrics_ports: dict[str, int] | None = None,
-):  # -> list[ChildSpec]
+) -> list[ChildSpec]:
     from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
     from dal.config import CONNECTION_STRING_ENV
     from photomosaics.local.supervisor import ChildSpec

@@ -112,14 +112,14 @@ _STREAM_RETRY_SECONDS = 2.0  # between streams when the server gave no hint (ref
 
 def _sse(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """(event, data) pairs of a Server-Sent Events stream."""
-    event, data = "message", []
+    event, data = "message", list[str]()
     for line in response.iter_lines(decode_unicode=True):
         if line is None:
             continue
         if line == "":
             if data:
                 yield event, json.loads("\n".join(data))
-            event, data = "message", []
+            event, data = "message", list[str]()
         elif line.startswith(":"):
             yield "comment", {}  # a keep-alive: lets the caller check its deadline
         elif line.startswith("event:"):

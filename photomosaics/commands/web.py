@@ -63,8 +63,13 @@ def _multiprocess_metrics() -> None:
         return
     folder = tempfile.mkdtemp(prefix="photomosaics-metrics-")
     master = os.getpid()
+
     # Forked workers inherit atexit hooks: only the master (the last to exit) removes it.
-    atexit.register(lambda: os.getpid() == master and shutil.rmtree(folder, ignore_errors=True))
+    def remove_folder() -> None:
+        if os.getpid() == master:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove_folder)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
 
 
@@ -128,7 +133,7 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
         _ensure_demo_library(connection_string)
     app = create_app()
 
-    class _Server(BaseApplication):  # type: ignore[misc]
+    class _Server(BaseApplication):
         def load_config(self) -> None:
             for key, value in options.items():
                 if key in self.cfg.settings:

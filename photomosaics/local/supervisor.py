@@ -234,8 +234,9 @@ class Supervisor:
         code, pid = child.process.returncode, child.process.pid
         self._kill_group(pid)  # whatever the child left behind in its group goes with it
         child.process = None
-        if self.on_exit is not None:
-            self._hook(lambda: self.on_exit(child.spec.name, pid, code))  # type: ignore[misc]
+        on_exit = self.on_exit
+        if on_exit is not None:
+            self._hook(lambda: on_exit(child.spec.name, pid, code))
         uptime = now - child.started_at
         if uptime >= self.stable_after:
             child.failures = 0
@@ -300,7 +301,8 @@ class Supervisor:
                 deadline = min(deadline, time.monotonic() + IMMEDIATE_GRACE)
                 for child in self._running():
                     with contextlib.suppress(ProcessLookupError):
-                        child.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+                        if child.process is not None:  # a running child has one
+                            child.process.send_signal(signal.SIGTERM)
             time.sleep(0.05)
         for child in self._children:
             if child.process is None:

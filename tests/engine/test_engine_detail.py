@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from mosaic import SUB, RenderOptions, TileLibrary, render
-from mosaic.detail import FLOOR, STEPS, attenuate, gain_levels, local_blend, tile_variance
+from mosaic.detail import FLOOR, STEPS, attenuate, gain_levels, local_overlay, tile_variance
 
 from .conftest import random_library
 from .test_engine_render import _stitch
@@ -44,9 +44,9 @@ def test_attenuation_keeps_the_mean_and_scales_the_rest_exactly() -> None:
     assert np.array_equal(attenuate(pixels, means, np.array([STEPS])), pixels)
 
 
-def test_the_blend_rises_from_its_setting_at_full_contrast_to_100_at_the_floor() -> None:
+def test_the_overlay_rises_from_its_setting_at_full_contrast_to_100_at_the_floor() -> None:
     levels = np.arange(FLOOR, STEPS + 1)
-    percents = local_blend(levels, 90)
+    percents = local_overlay(levels, 90)
     assert percents[0] == 100 and percents[-1] == 90
     assert np.all(np.diff(percents) <= 0)
 

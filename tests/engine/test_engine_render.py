@@ -432,10 +432,10 @@ def test_whole_band_and_pair_list_conflict_rounds_choose_alike(
     assert (choices[0] != plain).sum() > 20  # conflicts were there to settle
 
 
-def _reference_blend(
+def _reference_overlay(
     out: np.ndarray, cells: np.ndarray, placed: np.ndarray, percent: int | np.ndarray, cell: int | None = None
 ) -> np.ndarray:
-    """The blend written plainly: integer bilinear ×m per axis (edges repeat), doubled, saturating adds.
+    """The overlay written plainly: integer bilinear ×m per axis (edges repeat), doubled, saturating adds.
 
     ``percent``: one for all, or one per sub-cell (``(H, W, 1)``: then always two passes).
     ``cell``: sub-cells per cell side; the interpolation then stays inside each cell (its
@@ -471,29 +471,29 @@ def _reference_blend(
 
 @pytest.mark.parametrize("tile_size", [2, 8, 12, 16, 24, 64])
 @pytest.mark.parametrize("percent", [40, 100])
-@pytest.mark.parametrize("blend_bytes", [1, 1 << 20])  # one sub-cell row per strip, or the whole band
-def test_blend_is_the_plain_integer_bilinear_correction(
-    monkeypatch: pytest.MonkeyPatch, tile_size: int, percent: int, blend_bytes: int
+@pytest.mark.parametrize("overlay_bytes", [1, 1 << 20])  # one sub-cell row per strip, or the whole band
+def test_overlay_is_the_plain_integer_bilinear_correction(
+    monkeypatch: pytest.MonkeyPatch, tile_size: int, percent: int, overlay_bytes: int
 ) -> None:
     import importlib
 
-    blend_module = importlib.import_module("mosaic.blend")
-    monkeypatch.setattr(blend_module, "BLEND_BYTES", blend_bytes)
+    overlay_module = importlib.import_module("mosaic.overlay")
+    monkeypatch.setattr(overlay_module, "OVERLAY_BYTES", overlay_bytes)
     rng = np.random.default_rng(tile_size + percent)
     k = 1 if tile_size < SUB else SUB
     rows, cols = 5, 7
     cells = rng.integers(0, 256, (rows * k, cols * k, 3), dtype=np.uint8)
     placed = rng.integers(0, 256, (rows * k, cols * k, 3), dtype=np.uint8)
     out = rng.integers(0, 256, (rows * tile_size, cols * tile_size, 3), dtype=np.uint8)
-    expected = _reference_blend(out, cells, placed, percent)
-    got = blend_module.blend_toward(out.copy(), cells, placed, percent)
+    expected = _reference_overlay(out, cells, placed, percent)
+    got = overlay_module.overlay_toward(out.copy(), cells, placed, percent)
     assert np.array_equal(got, expected)
     assert (got == 0).any() and (got == 255).any()  # saturation was exercised
     local = rng.integers(percent // 2, percent + 1, cells.shape[:2])  # a percent per sub-cell
-    expected = _reference_blend(out, cells, placed, local[:, :, None])
-    got = blend_module.blend_toward(out.copy(), cells, placed, percent, local)
+    expected = _reference_overlay(out, cells, placed, local[:, :, None])
+    got = overlay_module.overlay_toward(out.copy(), cells, placed, percent, local)
     assert np.array_equal(got, expected)
     if k == SUB:  # the correction interpolated within each cell only
-        expected = _reference_blend(out, cells, placed, local[:, :, None], cell=SUB)
-        got = blend_module.blend_toward(out.copy(), cells, placed, percent, local, cell=SUB)
+        expected = _reference_overlay(out, cells, placed, local[:, :, None], cell=SUB)
+        got = overlay_module.overlay_toward(out.copy(), cells, placed, percent, local, cell=SUB)
         assert np.array_equal(got, expected)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from typing import Any
 
+from dal.queues.consumable import Consumable
 from dal.queues.messages import SliceResponseMessage
 from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
 from workers.runtime.listener import QueueListener
+from workers.runtime.listener_options import ListenerOptions
 
 
 def message(queue: ImageProcessingQueue, seq: int = 0) -> SliceResponseMessage:
@@ -21,11 +24,14 @@ def message(queue: ImageProcessingQueue, seq: int = 0) -> SliceResponseMessage:
     )
 
 
-def listener(
-    queue: ImageProcessingQueue, handler: Callable[[ReceivedMessage], None], **options: object
-) -> QueueListener:
-    defaults: dict[str, object] = {"name": "test", "poll_min": 0.05, "poll_max": 0.2, "retry_delay": 1.0, "grace": 10.0}
-    return QueueListener(queue, handler, **{**defaults, **options})  # type: ignore[arg-type]
+COLLABORATORS = ("name", "hints", "journal", "on_poison", "rng")
+
+
+def listener(queue: Consumable, handler: Callable[[ReceivedMessage], None], **given: Any) -> QueueListener:
+    """A fast-polling listener: ``given`` mixes its collaborators and its ``ListenerOptions`` fields."""
+    collaborators = {key: given.pop(key) for key in COLLABORATORS if key in given}
+    options = ListenerOptions(**{"poll_min": 0.05, "poll_max": 0.2, "retry_delay": 1.0, "grace": 10.0, **given})
+    return QueueListener(queue, handler, **{"name": "test", **collaborators}, options=options)
 
 
 def in_thread(target: Callable[[], object]) -> threading.Thread:

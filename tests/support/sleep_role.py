@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dal.queues.work_queue import QueueAccessor, ReceivedMessage
 from workers.runtime.listener import QueueListener
+from workers.runtime.listener_options import ListenerOptions
 from workers.runtime.role import Role, configure_role_logging, exit_role, run_role, storage_from_env
 
 
@@ -36,9 +37,8 @@ def main() -> None:
         time.sleep(args.seconds)  # ordinary handler code: it does not know about signals
         (args.markers / f"done-{seq}").touch()
 
-    listener = QueueListener(
-        queue, handle, name="sleeper", concurrency=args.concurrency, prefetch=args.prefetch, poll_min=0.05, poll_max=0.5
-    )
+    options = ListenerOptions(concurrency=args.concurrency, prefetch=args.prefetch, poll_min=0.05, poll_max=0.5)
+    listener = QueueListener(queue, handle, name="sleeper", options=options)
     exit_role(run_role(Role("sleeper", [listener], grace=args.grace)))
 
 

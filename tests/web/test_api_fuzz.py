@@ -15,7 +15,7 @@ use-after-free, ...):
   random walk may never draw "create, then read" at a CI-sized scenario count, and reaches a
   finished job only when the roles happen to be quick): submit a real photo, wait for the job
   and follow every link from the submission and the job (get, events, preview, slice, result,
-  Deep Zoom descriptor, tile, pyramid, tile map, delete last); create a library and follow its links
+  Deep Zoom descriptor, tile, pyramid, tile map, photos, delete last); create a library and follow its links
   (get, tile); list the queues and follow the links to a poison queue, then to requeue and
   purge a message by the id it listed. Each link's runtime expressions are resolved as a
   generated client would, and every call must answer 2xx.
@@ -269,6 +269,7 @@ WORKFLOWS = {
         "getJobDziTile",
         "getJobPyramid",
         "getJobTiles",
+        "getJobPhotos",
     ],
     "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "deleteLibrary"],
     # a library of staged uploads: the grant (valet-key URLs), indexing, the photos' progress
@@ -379,6 +380,7 @@ def test_the_links_of_a_finished_job_reach_every_job_operation_with_2xx(served: 
         "getJobDziTile",
         "getJobPyramid",
         "getJobTiles",
+        "getJobPhotos",
         "deleteJob",
     } <= {link["operationId"] for link in links.values()}
     deleting = {name: link for name, link in links.items() if link["operationId"] == "deleteJob"}

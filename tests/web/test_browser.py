@@ -368,6 +368,125 @@ def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(
         assert errors == []
 
 
+@pytest.fixture
+def finished_job_page(
+    app: Any, browser_context: Any, web_storage: Any, web_settings: Any, tmp_path: Path
+) -> Iterator[Any]:
+    """A finished job's page, made in seconds with no roles: submitted by the browser, finished
+    straight in storage with a small pyramid and a tile map placing photos 3, 0, 7, 11 and 12 of
+    the web tests' 18-photo library (3 most often). Yields ``(page, base, request_id, uses)``,
+    ``uses`` each library photo's cells by name."""
+    from dal.blobs.libraries import LibraryStore, tile_blob_names
+    from dal.blobs.names import tile_map_name
+    from dal.blobs.store import BlobStore
+    from dal.blobs.tile_maps import TileMap
+    from dal.config import IMAGE_OUTPUT_CONTAINER
+    from tests.web.conftest import LIBRARY, png_bytes, served
+    from tests.web.test_api_pyramid import client_of, finish_with_pyramid
+    from webapp.csrf import CSRF_HEADER, CSRF_VALUE
+
+    with served(app) as base:
+        page = browser_context.new_page()
+        page.errors = []
+        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+        page.goto(base + "/jobs")  # the browser gets its client-id cookie
+        form = {"library": LIBRARY, "tile_size": "8", "slices": "1", "tiles_across": "16"}
+        image = {"name": "photo.png", "mimeType": "image/png", "buffer": png_bytes(64, 48)}
+        created = page.request.post(
+            f"{base}/api/jobs", headers={CSRF_HEADER: CSRF_VALUE}, multipart={"image": image, **form}
+        )
+        assert created.status == 202, created.text()
+        request_id = created.json()["request_id"]
+        cookie = next(c["value"] for c in browser_context.cookies() if c["name"] == app.config["SESSION_COOKIE_NAME"])
+        finish_with_pyramid(
+            client_of(app, cookie),
+            request_id,
+            web_storage,
+            web_settings,
+            tmp_path,
+            width=128,
+            height=96,
+            output_name="{}.jpg",
+        )
+        library = LibraryStore(web_storage, prefix=web_settings.name_prefix).load(LIBRARY)
+        used = np.array([3, 0, 7, 11, 12])
+        choice = used[np.random.default_rng(5).integers(0, len(used), (12, 16))]
+        choice[:6] = 3
+        tile_map = TileMap.from_choice(
+            choice,
+            names=library.names,
+            blobs=tile_blob_names(library.names),
+            library=LIBRARY,
+            library_version=library.version,
+        )
+        BlobStore(web_storage, prefix=web_settings.name_prefix).upload(
+            IMAGE_OUTPUT_CONTAINER, tile_map_name(request_id), tile_map.encode(), content_type="application/gzip"
+        )
+        page.goto(f"{base}/jobs/{request_id}")
+        yield page, base, request_id, {name: int(n) for name, n in tile_map.uses().items()}
+
+
+def test_pick_your_photo_from_the_thumbnails_and_see_the_ones_left_out(
+    finished_job_page: Any, browser_context: Any
+) -> None:
+    """Beside the viewer: the library's thumbnails with use counts; sorted by use, the first is
+    the most used photo, and choosing it outlines every cell it holds; "Left out" lists the rest
+    with why."""
+    page, base, request_id, uses = finished_job_page
+    page.locator("#viewer-card").wait_for(state="visible")
+    wait_until(page, "document.getElementById('viewport').dataset.opened === '1'")
+    page.locator("#photo-picker .picker-photo").first.wait_for()
+    assert page.locator("#picker-counts").inner_text() == "5 of 18 used · 13 left out"
+    assert page.locator("#photo-picker .picker-photo").count() == 18
+    page.locator("#picker-search").fill("C1")  # searched by name, any case
+    wait_until(page, "document.querySelectorAll('#photo-picker .picker-photo').length === 8")
+    names = page.locator("#photo-picker .picker-photo").evaluate_all("bs => bs.map(b => b.dataset.name)")
+    assert names == [f"c1{i}.png" for i in range(8)] and page.locator("#picker-page").inner_text() == "1–8 of 8"
+    page.locator("#picker-search").fill("")
+    wait_until(page, "document.querySelectorAll('#photo-picker .picker-photo').length === 18")
+    page.locator("#picker-sort").select_option("most_used")
+    top, count = max(uses.items(), key=lambda kv: kv[1])
+    first = page.locator(f'#photo-picker .picker-photo[data-name="{top}"]')
+    first.wait_for()
+    assert page.locator("#photo-picker .picker-photo").first.get_attribute("data-name") == top
+    assert first.locator(".picker-uses").inner_text() == f"×{count}"
+    wait_until(
+        page, "[...document.querySelectorAll('#picker-photos img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
+    first.click()
+    page.locator("#tile-name").filter(has_text=top).wait_for()
+    page.locator("#tile-places-count").filter(has_text=f"1 of {count}").wait_for()
+    assert page.locator(".tile-mark-also").count() == count
+    assert first.get_attribute("aria-pressed") == "true"
+    page.wait_for_timeout(600)  # the viewer's pan settles
+    shot(page, "13-pick-your-photo", full_page=False)
+
+    page.locator('#photo-picker [data-show="left_out"]').click()
+    page.locator("#picker-photos.reasons .picker-why").first.wait_for()
+    assert page.locator("#picker-photos .picker-why").count() == 13
+    reasons = set(page.locator("#picker-photos .picker-reason").all_inner_texts())
+    assert reasons == {"not in any cell: other photos matched the colours better"}
+    left = page.locator("#photo-picker .picker-photo").first
+    left.click()
+    page.locator("#picker-note").filter(has_text="is not in this mosaic: not in any cell").wait_for()
+    assert page.locator("#tile-info").is_hidden() and page.locator(".tile-mark-also").count() == 0
+    shot(page, "14-photos-left-out")
+
+    phone = browser_context.new_page()
+    phone.set_viewport_size(PHONE)
+    phone.goto(f"{base}/jobs/{request_id}")
+    phone.locator("#photo-picker .picker-photo").first.wait_for()
+    wait_until(
+        phone, "[...document.querySelectorAll('#picker-photos img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
+    phone.locator("#photo-picker").scroll_into_view_if_needed()
+    shot(phone, "15-phone-your-photos")
+    overflow = phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the job page scrolls sideways on a phone by {overflow}px"
+    assert page.errors == []
+    assert browser_context.violations == [], "the page broke its Content-Security-Policy"
+
+
 def every_place_of_the_clicked_photo(page: Any, tile_map: Any, name: str, clicked: tuple[int, int]) -> None:
     """Find your photo: every cell the clicked photo holds is outlined, and "Next place" steps
     through them."""

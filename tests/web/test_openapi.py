@@ -91,6 +91,9 @@ def test_real_answers_are_documented(client: Any, spec: dict[str, Any]) -> None:
         ("/api/jobs/{request_id}/pyramid", "get", lambda: client.get(f"/api/jobs/{request_id}/pyramid")),
         ("/api/jobs/{request_id}/preview", "get", lambda: client.get(f"/api/jobs/{request_id}/preview")),
         ("/api/jobs/{request_id}/preview", "get", lambda: client.get(f"/api/jobs/{request_id}/preview?size=2")),
+        ("/api/jobs/{request_id}/photos", "get", lambda: client.get(f"/api/jobs/{request_id}/photos")),
+        ("/api/jobs/{request_id}/photos", "get", lambda: client.get(f"/api/jobs/{request_id}/photos?limit=0")),
+        ("/api/jobs/{request_id}/photos", "get", lambda: client.get(f"/api/jobs/{missing}/photos")),
         ("/api/libraries", "get", lambda: client.get("/api/libraries")),
         (
             "/api/libraries",

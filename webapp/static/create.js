@@ -1,7 +1,7 @@
 /* The create page: pick a photo (preview), a library (sample tiles), settings with the final
    size from /api/plan, then POST /api/jobs and go to the job's page. The "tiles ↔ photo"
    slider (correction) shows what it does on three of the library's own photos, tinted here as
-   the engine tints a placed tile (tint.js): one offset for the whole tile toward its cell's colour. */
+   the engine tints a placed tile (correction.js): one offset for the whole tile toward its cell's colour. */
 "use strict";
 
 (() => {
@@ -46,7 +46,7 @@
     swatches.replaceChildren(...EXAMPLE_CELLS.map((cell, i) => {
       const canvas = PM.el("canvas", { width: String(EXAMPLE_SIDE), height: String(EXAMPLE_SIDE), class: "example-tile" });
       const tile = exampleTiles.length ? exampleTiles[i % exampleTiles.length] : null;
-      if (tile) tint(canvas, tile, cell, percent);
+      if (tile) correct(canvas, tile, cell, percent);
       const spot = PM.el("span", { class: "example-cell", title: "the colour of the tile's spot in your photo" });
       spot.style.backgroundColor = `rgb(${cell.join(",")})`;
       return PM.el("div", { class: "example" }, canvas, spot);
@@ -54,7 +54,7 @@
     swatches.dataset.percent = String(percent);
   }
 
-  function tint(canvas, tile, cell, percent) {
+  function correct(canvas, tile, cell, percent) {
     const context = canvas.getContext("2d");
     context.drawImage(tile, 0, 0, EXAMPLE_SIDE, EXAMPLE_SIDE);
     const image = context.getImageData(0, 0, EXAMPLE_SIDE, EXAMPLE_SIDE);
@@ -62,7 +62,7 @@
     const mean = [0, 0, 0];
     for (let i = 0; i < px.length; i += 4) for (let c = 0; c < 3; c++) mean[c] += px[i + c];
     const count = px.length / 4;
-    const offset = PMTint.offset(mean.map((sum) => Math.round(sum / count)), cell, percent);
+    const offset = PMCorrection.offset(mean.map((sum) => Math.round(sum / count)), cell, percent);
     for (let i = 0; i < px.length; i += 4) for (let c = 0; c < 3; c++) px[i + c] = px[i + c] + offset[c];
     context.putImageData(image, 0, 0); // Uint8ClampedArray: the few pixels past 0 or 255 clip
   }

@@ -2,7 +2,9 @@
    then the mosaic in OpenSeadragon (served by the app from npm: /vendor/openseadragon/) on
    its Deep Zoom pyramid (wheel, pinch, drag, buttons; down to single tiles) with downloads:
    the full-resolution JPEG where it fits the format, and the pyramid as a zip. A click on a
-   tile names the library photo in it, and finds every place a photo holds (which_photo.js). */
+   tile names the library photo in it, and finds every place a photo holds (which_photo.js);
+   beside the viewer, the library's thumbnails with their use counts and the photos left out
+   (photo_picker.js). */
 "use strict";
 
 (() => {
@@ -146,6 +148,7 @@
     stage.hidden = true;
     document.getElementById("progress-card").classList.add("finished");
     card.hidden = false;
+    document.getElementById("photo-picker").hidden = !window.OpenSeadragon; // beside the viewer: before its height is set
     // As tall as the picture needs at this width, within 240 px .. 75 % of the window.
     const wanted = (viewport.clientWidth * job.output_height) / job.output_width;
     viewport.style.height = `${Math.round(Math.max(240, Math.min(window.innerHeight * 0.75, wanted)))}px`;
@@ -195,7 +198,8 @@
       item.addHandler("fully-loaded-change", report);
       report();
     });
-    WhichPhoto.attach(viewer, job, statusUrl);
+    const places = WhichPhoto.attach(viewer, job, statusUrl);
+    PhotoPicker.attach(places, statusUrl);
     const zoomBy = (factor) => viewer.viewport.zoomBy(factor);
     document.getElementById("zoom-in").addEventListener("click", () => zoomBy(1.6));
     document.getElementById("zoom-out").addEventListener("click", () => zoomBy(1 / 1.6));

@@ -6,7 +6,8 @@
 "use strict";
 
 const WhichPhoto = (() => {
-  /** A click (not a drag) on the mosaic names the tile under it. */
+  /** A click (not a drag) on the mosaic names the tile under it. Returns {find(name), clear()}
+      for other ways of choosing a photo. */
   function attach(viewer, job, statusUrl) {
     const panel = document.getElementById("tile-info");
     const photo = document.getElementById("tile-photo");
@@ -56,6 +57,16 @@ const WhichPhoto = (() => {
         panel.hidden = false;
       }
     });
+    // For the photo picker (photo_picker.js): find a chosen photo the same way, or show none.
+    return {
+      find: (name) => places.find(name),
+      clear() {
+        places.reset(null, null);
+        if (mark.parentNode) viewer.removeOverlay(mark);
+        panel.hidden = true;
+        viewer.viewport.goHome(); // the whole mosaic: nothing of this photo to show in it
+      },
+    };
   }
 
   /* "Every place it is": the cells one photo holds, all outlined, the viewer stepping from one

@@ -2,6 +2,6 @@
 
 - ``controller``: ``JobController``, the handlers of ``imagerequest`` and ``sliceresponse``.
 - ``dispatch``: a job's bands stored (or inlined) and one ``SliceRequestMessage`` sent per band.
-- ``stragglers``: hedged slices, a late slice sent again (``StragglerWatcher``).
+- ``hedging``: hedged slices, a late slice sent again (``Hedger``); ``slice_clock``: when a slice is late.
 - ``assembly``: the stitch under the stitch claim (``Stitcher``): one slice, giant pieces, or many slices.
 """

@@ -39,8 +39,8 @@ and the zip is one blob written once. Jobs writes reuse the row just read or wri
 last for that job, ``_RecentRows``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 
-Stragglers (``workers.controller.stragglers``, on unless ``PHOTOMOSAICS_HEDGES_PER_SLICE=0``): the
-controller role runs a ``StragglerWatcher`` thread, which this handler tells of every dispatch
+Stragglers (``workers.controller.hedging``, on unless ``PHOTOMOSAICS_HEDGES_PER_SLICE=0``): the
+controller role runs a ``Hedger`` thread, which this handler tells of every dispatch
 and every slice response (in memory, no storage call). A slice out far longer than its
 siblings took, while no slice waits in the queues (a backlog is never hedged), is sent again
 once, the same ``SliceRequestMessage`` to the same queue: a paused processor (SIGSTOP, a frozen
@@ -78,7 +78,7 @@ from mosaic.pieces import PiecePlan, job_plan
 from mosaic.render import assign_fair
 from workers.controller.assembly import Stitcher
 from workers.controller.dispatch import dispatch_slices, store_bands
-from workers.controller.stragglers import StragglerWatcher
+from workers.controller.hedging import Hedger
 from workers.imaging.slicing import band_blob_name, cut_bands, output_blob_name
 from workers.job_options import job_options
 from workers.runtime.bindings import consumes
@@ -100,10 +100,10 @@ _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
 class JobController:
     """Handlers for ``imagerequest`` and ``sliceresponse``; safe to run in several processes."""
 
-    def __init__(self, services: RoleServices, *, stragglers: StragglerWatcher | None = None) -> None:
+    def __init__(self, services: RoleServices, *, hedger: Hedger | None = None) -> None:
         self.services = services
         self.name = services.name
-        self.stragglers = stragglers  # told of dispatches and responses (None: not watched, as in a test)
+        self.hedger = hedger  # told of dispatches and responses (None: not watched, as in a test)
         self._written = _RecentRows()
         self._stitcher = Stitcher(services)
         self._log_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-log")
@@ -167,8 +167,8 @@ class JobController:
         sent = dispatch_slices(
             self.services, self.name, message, job, bands, stored, lane=lane, ahead=ahead, clock=clock
         )
-        if self.stragglers is not None:
-            self.stragglers.dispatched(message.client_id, sent, {b.sequence: b.rows * b.tiles_across for b in bands})
+        if self.hedger is not None:
+            self.hedger.dispatched(message.client_id, sent, {b.sequence: b.rows * b.tiles_across for b in bands})
 
     def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
         """The whole job's tile per cell with no tile more than ``max_uses`` times."""
@@ -298,8 +298,8 @@ class JobController:
             log.warning("slice %d of unknown job %s ignored (deleted?)", seq, rid)
             return
         self._written.remember(job)
-        if self.stragglers is not None:  # back, and what the row says is done (by any controller) or ended
-            self.stragglers.recorded(job, seq)
+        if self.hedger is not None:  # back, and what the row says is done (by any controller) or ended
+            self.hedger.recorded(job, seq)
         if job.status in TERMINAL_STATUSES or len(job.slices_done) < job.slices:
             return
         if job.output_name is not None:

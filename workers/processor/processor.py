@@ -19,7 +19,7 @@ decode it and cut its tiles from a second JPEG generation). A pyramid that fails
 upload, on a failed-over account) is only logged: the controller builds it from the JPEG,
 as it does for a processor of an older release that writes the JPEG alone. These final outputs
 are written once (``keep_existing``): a redelivery, or the slow first holder of a slice the
-controller hedged (``workers.controller.stragglers``), renders the same pixels and leaves what is stored
+controller hedged (``workers.controller.hedging``), renders the same pixels and leaves what is stored
 alone, so a finished job's JPEG and pyramid never change under a reader (a new version would
 break a download in progress). Its slice blob, an intermediate, is rewritten with the same bytes.
 
@@ -141,7 +141,7 @@ class ImageProcessor:
         # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
         # fresh slice of an ended job is rendered and then ignored by the controller. The same
         # read skips a slice already recorded as done: the copy that comes back after its lease
-        # when the controller hedged it (workers.controller.stragglers) and another processor finished it.
+        # when the controller hedged it (workers.controller.hedging) and another processor finished it.
         if received.dequeue_count > 1:
             job = jobs.get(message.client_id, rid)
             if job is not None and (job.status in TERMINAL_STATUSES or seq in job.slices_done):
@@ -230,7 +230,9 @@ class ImageProcessor:
         the stitch joins. Deterministic bytes: a redelivery rewrites the same blob."""
         blobs = library.cached(("tile-blob-names",), lambda: tile_blob_names(library.names))
         name = library_name(message.image_library_uri)
-        tile_map = TileMap.from_choice(choice, names=library.names, blobs=blobs, library=name, first_row=first_row)
+        tile_map = TileMap.from_choice(
+            choice, names=library.names, blobs=blobs, library=name, first_row=first_row, library_version=library.version
+        )
         rid = message.request_id
         if whole:  # a final output: written once, as the JPEG and the pyramid (_final_outputs)
             container, blob = IMAGE_OUTPUT_CONTAINER, tile_map_name(rid)
@@ -250,7 +252,7 @@ class ImageProcessor:
         commit: the last block and the block list, or a small pyramid's one Put Blob)."""
         store, blobs = self.services, self.services.blobs  # the JPEG: to the secondary account when the primary fails
         # Written once (keep_existing): a late duplicate of this slice (a redelivery, or the slow
-        # first holder of a hedged slice, workers.controller.stragglers) leaves a finished job's outputs as
+        # first holder of a hedged slice, workers.controller.hedging) leaves a finished job's outputs as
         # they are, instead of replacing them under a download in progress with a new ETag.
         with (
             blobs.open_writer(

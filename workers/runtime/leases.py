@@ -193,7 +193,7 @@ class LeaseJournal:
             # The message's own queue: a sharded or laned listener (dal.queues.shards, dal.queues.lanes) holds
             # messages of several. The hint goes to the name the listeners subscribe to (the
             # base queue's): a hint for "slicerequest-lane1" would reach no one.
-            queue = getattr(current, "queue_name", None) or queue_name
+            queue = current.queue_name or queue_name
             entries.append({"queue": queue, "hint": queue_name, "id": current.id, "pop_receipt": current.pop_receipt})
         with self._lock:
             if self._by_listener.get(listener, []) == entries:

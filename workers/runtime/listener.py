@@ -2,13 +2,17 @@
 
 ``QueueListener`` receives batches from a ``Consumable`` (a queue, shards or lanes) and runs a
 handler on each message, at least once: a message is deleted only after its handler returned.
-It composes small parts, each in its own module:
+It is made of a queue, a handler, its ``ListenerOptions`` (``workers.runtime.listener_options``)
+and its collaborators (hints, lease journal, poison hook), and composes small parts, each in its
+own module:
 
 - ``workers.runtime.elastic.ElasticPool``: how many handlers run at once (grows on a backlog,
   shrinks on an empty receive);
 - ``workers.runtime.hint_credit.HintCredit``: what the wake-up hints announced and nobody took, so a
   hint-covered listener does not receive only to find nothing;
-- ``workers.runtime.backoff``: the idle back-off and the retry delays (``RetrySchedule``);
+- ``workers.runtime.idling.Idling``: how long an idle listener waits (``workers.runtime.backoff``'s
+  ramp, or until announced work) and whether a receive is worth its transaction;
+- ``workers.runtime.backoff``: the retry delays (``RetrySchedule``);
 - ``workers.runtime.leases``: the held messages, their renewal at half-time and the lease journal the
   supervisor hands back after a crash;
 - ``workers.runtime.settling.MessageRunner``: a handler's outcome turned into delete, retry or poison.
@@ -27,22 +31,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from dal.config import Settings
 from dal.hints.channel import HintChannel
-from dal.queues.consumable import Consumable, PoisonHook, ReceivedMessage
-from dal.queues.stored_queue import MAX_BATCH, Accepted  # the service's limit per receive
-from workers.runtime.backoff import RetrySchedule, poll_delay, retry_delay_for
+from dal.queues.consumable import Accepted, Consumable, PoisonHook, ReceivedMessage
+from workers.runtime.backoff import RetrySchedule
 from workers.runtime.counters import Counters
 from workers.runtime.elastic import ElasticPool
 from workers.runtime.hint_credit import HintSubscriber
+from workers.runtime.idling import Idling
 from workers.runtime.leases import HeldMessage, HeldMessages, LeaseJournal, LeaseKeeper
+from workers.runtime.listener_options import ListenerOptions
 from workers.runtime.logfmt import kv
 from workers.runtime.settling import Handler, MessageRunner
 
-__all__ = ["MAX_BATCH", "Handler", "PoisonHook", "QueueListener", "poll_delay", "retry_delay_for"]
+__all__ = ["QueueListener"]
 
 log = logging.getLogger(__name__)
-_DEFAULTS = Settings()  # the listener's defaults are the application's, written once in dal.config
+DEFAULT_OPTIONS = ListenerOptions()  # the application's settings, one consumer at a time
 STATS = (
     "receives",
     "empty_receives",
@@ -84,39 +88,24 @@ class QueueListener:
         handler: Handler,
         *,
         name: str,
-        batch_size: int = _DEFAULTS.batch_size,
-        concurrency: int = 1,
-        prefetch: int = 0,
-        poll_min: float = _DEFAULTS.poll_min_interval,
-        poll_max: float = _DEFAULTS.poll_max_interval,
-        retry_delay: float = _DEFAULTS.retry_delay,
-        max_retry_delay: float = 300.0,
-        grace: float = 30.0,
-        visibility_timeout: int | None = None,
+        options: ListenerOptions = DEFAULT_OPTIONS,
+        hints: HintChannel | None = None,
+        journal: LeaseJournal | None = None,
         on_poison: PoisonHook | None = None,
         rng: random.Random | None = None,
-        min_concurrency: int | None = None,
-        hints: HintChannel | None = None,
-        poll_max_hinted: float | None = None,
-        journal: LeaseJournal | None = None,
     ) -> None:
-        min_concurrency = concurrency if min_concurrency is None else min_concurrency
-        _check_options(
-            batch_size, concurrency, prefetch, poll_min, poll_max, min_concurrency, poll_max_hinted, visibility_timeout
-        )
-        self.queue, self.name, self.hints = queue, name, hints
-        self.batch_size, self.concurrency, self.prefetch = batch_size, concurrency, prefetch
-        self.poll_min, self.poll_max, self.grace = poll_min, poll_max, grace
-        self.poll_max_hinted = (
-            poll_max_hinted if poll_max_hinted is not None else max(poll_max, _DEFAULTS.poll_max_hinted_interval)
-        )
-        self.visibility_timeout = visibility_timeout
+        """``options``: how it receives (``ListenerOptions``); the rest are its collaborators: the
+        wake-up hints it subscribes to, the journal of the leases it holds (handed back by the
+        supervisor after a crash), what a poisoned message tells, and the back-off's randomness."""
+        self.queue, self.name, self.hints, self.options = queue, name, hints, options
         self.stats = Counters(STATS)
-        self.pool = ElasticPool(low=min_concurrency, high=concurrency, name=name, stats=self.stats)
+        self.pool = ElasticPool(low=options.low, high=options.concurrency, name=name, stats=self.stats)
         self.wakeups = HintSubscriber(hints, queue.name, listener=name, stats=self.stats, on_hint=self._hinted)
         self.retries = RetrySchedule()
+        self.idling = Idling(
+            options, self.wakeups, self.retries, self.stats, listener=name, queue_name=queue.name, rng=rng
+        )
         self._changed = threading.Event()  # a handler finished, or stop was requested
-        self._wake = threading.Event()  # ends an idle wait early: stop(), nudge() or a hint
         self.held = HeldMessages(listener=name, queue_name=queue.name, journal=journal, on_change=self._changed.set)
         self.runner = MessageRunner(
             queue,
@@ -125,20 +114,16 @@ class QueueListener:
             held=self.held,
             stats=self.stats,
             retries=self.retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
+            retry_delay=options.retry_delay,
+            max_retry_delay=options.max_retry_delay,
             on_poison=on_poison,
-            on_retry=self._wake.set,
+            on_retry=self.idling.wake.set,
             freed=self._changed,
         )
-        self._rng = rng or random.Random()
-        self._stopping = threading.Event()
+        self._stopping = self.idling.stopping
         self._immediate = threading.Event()
         self._woken_by_hint = False
-        self._poll_asked = False  # nudge() since the last receive started
         self._on_credit = False  # the next receive was decided on the hint credit alone
-        self._was_idle = False  # the last receive came back empty (nudges do not change it)
-        self.idle_polls = 0  # consecutive empty receives; 0 right after a message arrived
         # Called (in the receive thread) whenever a batch arrived; ``Role`` uses it to nudge the
         # process's other listeners: work on one queue predicts work on the others.
         self.on_activity: Callable[[], None] | None = None
@@ -151,18 +136,18 @@ class QueueListener:
             self._immediate.set()
         self._stopping.set()
         self._changed.set()
-        self._wake.set()
+        self.idling.wake.set()
 
     def nudge(self) -> None:
         """Poll now and restart the idle back-off from ``poll_min`` (thread-safe)."""
-        self._poll_asked = True
-        self.idle_polls = 0
-        self._wake.set()
+        self.idling.poll_asked = True
+        self.idling.polls = 0
+        self.idling.wake.set()
 
     @property
     def capacity(self) -> int:
         """Messages held at most right now: the elastic target plus the prefetch."""
-        return self.pool.active + self.prefetch
+        return self.pool.active + self.options.prefetch
 
     @property
     def hint_covered(self) -> bool:
@@ -172,17 +157,25 @@ class QueueListener:
     @property
     def effective_poll_max(self) -> float:
         """The idle cap: far out while hints cover the queue, ``poll_max`` otherwise."""
-        return self.poll_max_hinted if self.hint_covered else self.poll_max
+        return self.idling.cap
+
+    @property
+    def idle_polls(self) -> int:
+        """Consecutive empty receives; 0 right after a message arrived."""
+        return self.idling.polls
+
+    def idle_delay(self) -> float:
+        return self.idling.delay()
 
     def held_count(self) -> int:
         return len(self.held)
 
     def run(self, *, burst: bool = False, max_messages: int | None = None) -> int:
         """Receive and handle until stopped (or empty with ``burst``, or ``max_messages``)."""
-        timeout = self.visibility_timeout or self.queue.timeout
+        timeout = self.options.visibility_timeout or self.queue.timeout
         self.wakeups.subscribe()
         _log_start(self, timeout)
-        executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"{self.name}-handler")
+        executor = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix=f"{self.name}-handler")
         renewer = LeaseKeeper(
             self.queue,
             self.held.records,
@@ -194,7 +187,7 @@ class QueueListener:
         try:
             self._receive_loop(executor, timeout, burst=burst, max_messages=max_messages)
             self.runner.finish(
-                stopping=self._stopping, immediate=self._immediate, changed=self._changed, grace=self.grace
+                stopping=self._stopping, immediate=self._immediate, changed=self._changed, grace=self.options.grace
             )
         finally:
             self.wakeups.close()
@@ -208,15 +201,15 @@ class QueueListener:
         """A wake-up hint was counted (in the hint channel's thread): wake the loop."""
         self.queue.hinted(lane)  # priority lanes: that lane is worth a call again
         self._woken_by_hint = True
-        self.idle_polls = 0
-        self._wake.set()  # not nudge(): a hint of 0 messages asks for no poll (the credit decides)
+        self.idling.polls = 0
+        self.idling.wake.set()  # not nudge(): a hint of 0 messages asks for no poll (the credit decides)
 
     # -- the loop ---------------------------------------------------------------------
 
     def _receive_loop(
         self, executor: ThreadPoolExecutor, timeout: int, *, burst: bool, max_messages: int | None
     ) -> None:
-        self.idle_polls = 0
+        self.idling.polls = 0
         while not self._stopping.is_set():
             if max_messages is not None and self.stats["received"] >= max_messages:
                 return
@@ -229,11 +222,11 @@ class QueueListener:
                 # We chose to receive again on the hint credit, then waited for a free handler:
                 # peers' taken notices may have spent it meanwhile. Check before paying for a receive.
                 self._on_credit = False
-                if not (self._poll_asked or self._expects_more()):
-                    self._went_idle("credit spent by peers")
-                    self._wait_for_announced_work()
+                if not (self.idling.poll_asked or self.idling.expects_more()):
+                    self.idling.went_idle("credit spent by peers")
+                    self.idling.until_announced_work()
                     continue
-            want = min(self.batch_size, self.capacity - held)
+            want = min(self.options.batch_size, self.capacity - held)
             if max_messages is not None:
                 want = min(want, max_messages - self.stats["received"])
             by_hint, batch, leased_at = self._receive(want, timeout)
@@ -241,7 +234,7 @@ class QueueListener:
                 # Nothing but poison: not an empty receive. No credit spent, no idle wait: receive
                 # again at once, as after a message we handled (the work may be right behind it).
                 self.stats.add("poison_receives")
-                self.idle_polls = 0
+                self.idling.polls = 0
                 self._woken_by_hint = self._woken_by_hint or by_hint  # the pickup still owes the hint
             elif batch:
                 self._take(executor, batch, want, leased_at, by_hint=by_hint, burst=burst)
@@ -255,8 +248,8 @@ class QueueListener:
         self.queue.skip_known_empty = self.hint_covered  # lanes: trust hints while they are heard
         self.wakeups.credit.receive_started()
         self.retries.receive_started()
-        self._wake.clear()
-        self._poll_asked = False
+        self.idling.wake.clear()
+        self.idling.poll_asked = False
         failed = False
         try:
             batch = self.queue.accept_messages(want, visibility_timeout=timeout, on_poison=self.runner.on_poison)
@@ -286,7 +279,7 @@ class QueueListener:
         records = [self._hold(received, leased_at) for received in batch]
         self.held.write_journal()
         self.wakeups.tell_peers(len(batch))
-        work_detected, self._was_idle = self._was_idle, False
+        work_detected, self.idling.idle = self.idling.idle, False
         if work_detected:  # after idle polls, work is here
             self.stats.add("hint_pickups" if by_hint else "poll_pickups")
             log.info(
@@ -297,25 +290,25 @@ class QueueListener:
                     by="hint" if by_hint else "poll",
                 )
             )
-        self.idle_polls = 0
+        self.idling.polls = 0
         for record in records:
             record.future = executor.submit(self.runner.run, record)
         # A short batch emptied the queue: no depth worth a transaction. A full one of a single
         # message says nothing yet; two in a row (or a full bigger one) is a backlog, unless the
         # hints announced no more than we took (then it is one message at a time).
-        more = burst or self._expects_more()
+        more = burst or self.idling.expects_more()
         self._on_credit = more and not burst and self.hint_covered
         self.pool.after_batch(got=len(batch), want=want, more=more, depth=self.queue.approximate_depth)
         _notify(self.on_activity, self.name)
         if not more:
             # Covered by hints and nothing more announced: the QueueEmpty wait, not a receive
             # that would come back empty. A hint, a due retry, stop() or the cap end it.
-            self._went_idle("announced work taken")
-            self._wait_for_announced_work()
+            self.idling.went_idle("announced work taken")
+            self.idling.until_announced_work()
 
     def _after_empty(self, *, burst: bool) -> bool:
         """An empty receive: shrink, then wait (True: a burst run is over)."""
-        self._went_idle("empty receive")
+        self.idling.went_idle("empty receive")
         self.pool.after_empty()
         if burst and self.held_count() == 0 and not _visible_left(self.queue):
             return True
@@ -323,50 +316,8 @@ class QueueListener:
             self._changed.wait(timeout=1.0)
             self._changed.clear()
             return False
-        self.idle_polls += 1
-        if not self._stopping.is_set():  # a stop between our clear() and here set _stopping first
-            self.stats.add("idle_waits")
-            self.stats.add("waiting")  # 1 while in an idle wait: no receive until it ends
-            self._wake.wait(self.idle_delay())
-            self.stats.add("waiting", -1)
-        self._wake.clear()
+        self.idling.after_empty()
         return False
-
-    def _went_idle(self, why: str) -> None:
-        """The queue has no more work for us: logged once per busy spell (``listener.idle``)."""
-        if not self._was_idle:
-            log.info(kv("listener.idle", listener=self.name, queue=self.queue.name, why=why))
-        self._was_idle = True
-
-    def _expects_more(self) -> bool:
-        """After a batch: receive again at once? Yes without a healthy hint subscription (no
-        credit to trust), with credit left, or when a message we released is due again."""
-        if not self.hint_covered:
-            return True
-        return self.retries.take_due() or self.wakeups.credit.left
-
-    def _wait_for_announced_work(self) -> None:
-        """With the hint credit spent: wait (``_idle_delay``) for a hint with credit, a nudge,
-        a retry that is due, stop(), or the safety-net cap."""
-        self.stats.add("idle_waits")
-        self.stats.add("waiting")
-        try:
-            while not self._stopping.is_set():
-                if not self._wake.wait(self.idle_delay()):
-                    return  # the cap, or the retry it waited for: poll
-                self._wake.clear()
-                if self._poll_asked or self._expects_more():
-                    return
-        finally:
-            self.stats.add("waiting", -1)
-
-    def idle_delay(self) -> float:
-        """How long to wait after an empty receive: while hints cover the queue, until a hint,
-        a released message is due, or the safety-net cap; otherwise the exponential ramp."""
-        if not self.hint_covered:
-            return poll_delay(self.idle_polls, poll_min=self.poll_min, poll_max=self.effective_poll_max, rng=self._rng)
-        capped = poll_delay(61, poll_min=self.poll_min, poll_max=self.poll_max_hinted, rng=self._rng)
-        return min(capped, max(self.poll_min, self.retries.next_due() + 0.05))
 
     def _hold(self, received: ReceivedMessage, leased_at: float) -> HeldMessage:
         record = HeldMessage(received=received, current=received, leased_at=leased_at)
@@ -381,10 +332,10 @@ def _log_start(listener: QueueListener, timeout: int) -> None:
             "listener.start",
             listener=listener.name,
             queue=listener.queue.name,
-            batch=listener.batch_size,
+            batch=listener.options.batch_size,
             concurrency=f"{listener.pool.low}..{listener.pool.high}",
             visibility_timeout=timeout,
-            poll_min=listener.poll_min,
+            poll_min=listener.options.poll_min,
             poll_max=listener.effective_poll_max,
             hints=listener.wakeups.subscribed,
         )
@@ -407,27 +358,3 @@ def _visible_left(queue: Consumable) -> bool:
         return bool(queue.peek(1))
     except Exception:
         return False
-
-
-def _check_options(
-    batch_size: int,
-    concurrency: int,
-    prefetch: int,
-    poll_min: float,
-    poll_max: float,
-    min_concurrency: int,
-    poll_max_hinted: float | None,
-    visibility_timeout: int | None,
-) -> None:
-    if not 1 <= batch_size <= MAX_BATCH:
-        raise ValueError(f"batch_size must be 1..{MAX_BATCH}, got {batch_size}")
-    if concurrency < 1 or prefetch < 0:
-        raise ValueError(f"concurrency must be >= 1 and prefetch >= 0, got {concurrency}, {prefetch}")
-    if not 0 < poll_min <= poll_max:
-        raise ValueError(f"need 0 < poll_min <= poll_max, got {poll_min}, {poll_max}")
-    if not 1 <= min_concurrency <= concurrency:
-        raise ValueError(f"need 1 <= min_concurrency <= concurrency, got {min_concurrency}, {concurrency}")
-    if poll_max_hinted is not None and poll_max_hinted < poll_max:
-        raise ValueError(f"poll_max_hinted must be >= poll_max, got {poll_max_hinted} < {poll_max}")
-    if visibility_timeout is not None and visibility_timeout < 1:
-        raise ValueError(f"visibility_timeout must be >= 1 s, got {visibility_timeout}")

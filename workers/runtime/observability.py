@@ -132,7 +132,7 @@ class Liveness:
     def __init__(self, listeners: Sequence[QueueListener], *, stale: float | None = None) -> None:
         self.listeners = list(listeners)
         # Longer than the slowest idle poll (poll_max) by a wide margin.
-        self.stale = stale if stale is not None else max(60.0, 5 * max(lsn.poll_max for lsn in self.listeners))
+        self.stale = stale if stale is not None else max(60.0, 5 * max(lsn.options.poll_max for lsn in self.listeners))
         now = time.monotonic()
         self._seen = {id(lsn): (lsn.stats["receives"], now) for lsn in self.listeners}
 
@@ -202,9 +202,10 @@ def serve_role_metrics(
     liveness = Liveness(listeners)
     server = ThreadingHTTPServer(address, _handler(registry, liveness))
     server.daemon_threads = True
-    server.liveness = liveness  # type: ignore[attr-defined]
+    server.liveness = liveness  # type: ignore[attr-defined]  # the request handler reads it from its server
     threading.Thread(target=server.serve_forever, name=f"{role}-metrics", daemon=True).start()
     host, port = server.server_address[:2]
+    host = host.decode() if isinstance(host, bytes) else host  # typeshed allows bytes; AF_INET gives str
     log.info(kv("role.metrics", role=role, url=f"http://{host}:{port}/metrics"))
     return server
 

@@ -20,10 +20,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import NoReturn, TypeVar
 
-from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
+from dal.config import CONNECTION_STRING_ENV, RetryProfile, Settings, StorageClients, describe_connection_string
 from dal.errors import StorageConfigurationError
 from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
 from dal.observability.transactions import counter_from_env, dump_installed_counter
@@ -64,7 +65,7 @@ def patiently(step: Callable[[], T], *, role: str, what: str, sleep: Callable[[f
             wait = min(_PATIENCE_MAX, wait * 2)
 
 
-def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
+def storage_from_env(*, role: str, profile: RetryProfile = "worker") -> StorageClients:
     """Storage clients for a role: the configured account, with the transaction counter if asked.
 
     A role never starts its own Azurite: it must share storage with the rest of the app, so
@@ -81,7 +82,7 @@ def storage_from_env(*, role: str, profile: str = "worker") -> StorageClients:
     counter = counter_from_env(role=role)
     # Prometheus counters always (cheap; served when PHOTOMOSAICS_METRICS_PORT is set).
     hook = chain_hooks(counter, StorageRequestMetrics())
-    storage = StorageClients(connection_string, profile=profile, response_hook=hook)  # type: ignore[arg-type]
+    storage = StorageClients(connection_string, profile=profile, response_hook=hook)
     log.info(kv("role.storage", role=role, account=describe_connection_string(connection_string)))
     return storage
 
@@ -96,7 +97,7 @@ class Role:
         self.listeners = list(listeners)
         if grace is not None:
             for listener in self.listeners:
-                listener.grace = grace
+                listener.options = replace(listener.options, grace=grace)
         for listener in self.listeners:  # work on one queue predicts work on the others
             listener.on_activity = lambda me=listener: self._nudge_others(me)
         self.signals: list[int] = []
@@ -119,7 +120,7 @@ class Role:
         self.signals.append(signum)
         name = signal.Signals(signum).name
         if len(self.signals) == 1:
-            grace = max(listener.grace for listener in self.listeners)
+            grace = max(listener.options.grace for listener in self.listeners)
             log.warning(
                 kv(
                     "role.stopping",

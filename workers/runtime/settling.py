@@ -64,8 +64,8 @@ class MessageRunner:
             "queue": self.queue.name,
             "message_id": record.received.id,
             "dequeue_count": record.received.dequeue_count,
-            "request_id": getattr(message, "request_id", None),
-            "type": getattr(message, "TYPE", None),
+            "request_id": message.request_id,
+            "type": message.TYPE,
         }
 
     def run(self, record: HeldMessage) -> None:

@@ -5,7 +5,7 @@
    of ΔE00 (4.5 at 50 %). The browser test holds it to the engine's own offsets. */
 "use strict";
 
-window.PMTint = (() => {
+window.PMCorrection = (() => {
   const LIGHTNESS = 1.75;
   const BUDGET = 4.5;
   const WHITE = [0.95047, 1.0, 1.08883];

@@ -1,4 +1,4 @@
-"""When a slice is late, and what the controller's slice clock remembers (``workers.controller.stragglers``).
+"""When a slice is late, and what the controller's slice clock remembers (``workers.controller.hedging``).
 
 Pure: ``late_after`` is a function, and ``SliceClock`` is driven by a clock the test moves by
 hand (``now``), so every case is exact and nothing waits. The pipeline behaviour (a paused
@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dal.queues.messages import SliceRequestMessage
-from workers.controller.stragglers import SliceClock, late_after
+from workers.controller.slice_clock import SliceClock, late_after
 
 RID, OTHER = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
 

@@ -1,5 +1,5 @@
 """The create page's "tiles ↔ photo" examples tint a tile as the engine does: the JavaScript port
-(``webapp/static/tint.js``) run in a real Chromium against ``mosaic.correction.offsets``."""
+(``webapp/static/correction.js``) run in a real Chromium against ``mosaic.correction.offsets``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.web.test_browser import browser_context  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.browser]
 
-TINT = Path(__file__).resolve().parents[2] / "webapp" / "static" / "tint.js"
+TINT = Path(__file__).resolve().parents[2] / "webapp" / "static" / "correction.js"
 
 
 def test_the_preview_tints_a_tile_as_the_engine_does(browser_context: Any) -> None:
@@ -30,7 +30,7 @@ def test_the_preview_tints_a_tile_as_the_engine_does(browser_context: Any) -> No
         engine = offsets(cells, means, -unbounded, unbounded, percent)
         preview = np.array(
             page.evaluate(
-                "([means, cells, percent]) => means.map((m, i) => PMTint.offset(m, cells[i], percent))",
+                "([means, cells, percent]) => means.map((m, i) => PMCorrection.offset(m, cells[i], percent))",
                 [means.tolist(), cells.tolist(), percent],
             )
         )

@@ -5,7 +5,7 @@ patches per tile), keeping the tile's detail: the photo with a tile texture on t
 pixel fidelity and, up close, the tiles stop being photographs; the default correction
 moves whole tiles instead (``correction``).
 
-Integer arithmetic throughout, so a band blended alone is the same band blended within
+Integer arithmetic throughout, so a band overlaid alone is the same band overlaid within
 the whole, on any machine; in-place and in strips, so no full-size temporary is made.
 """
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-BLEND_BYTES = 1 << 20  # output bytes blended per step: the strip's arrays stay in cache
+OVERLAY_BYTES = 1 << 20  # output bytes overlaid per step: the strip's arrays stay in cache
 
 
-def blend_toward(
+def overlay_toward(
     out: np.ndarray,
     cells: np.ndarray,
     placed_sub: np.ndarray,
@@ -31,16 +31,16 @@ def blend_toward(
     to half the output resolution, then doubled) and added to the tile pixels with
     saturation: at 100 % every sub-cell has the target's mean colour. All integer
     arithmetic, in place, in strips of rows; tile sizes that are not a whole number of
-    sub-cells wide go through Pillow's resize (``_blend_resized``).
+    sub-cells wide go through Pillow's resize (``_overlay_resized``).
 
     ``local``: a percent per sub-cell (``(H, W)`` ints, 0..100) used instead of ``percent``
-    (``detail.local_blend``); always two passes then, so the rounding does not depend on
+    (``detail.local_overlay``); always two passes then, so the rounding does not depend on
     which percents a band happens to hold. ``cell``: sub-cells per cell side; the
     correction is then interpolated within each cell only, its edges repeated as the
     band's are. Across a tile border the tiles' colours jump, so a correction interpolated
     across it draws a ramp (a bevelled rim on every tile, strongest where neighbouring
     tiles differ most); within the cell, each tile's rim gets its own correction. (The
-    general path, ``_blend_resized``, for tile sizes that are not a multiple of the
+    general path, ``_overlay_resized``, for tile sizes that are not a multiple of the
     sub-cells, interpolates across borders as before.)
     """
     if percent <= 0:
@@ -52,14 +52,14 @@ def blend_toward(
     sub_h, sub_w = cells.shape[:2]
     factor, rest = divmod(height, sub_h)
     if rest or factor * sub_w != width:
-        return _blend_resized(out, _correction(cells, placed_sub, amount, denominator), passes)
+        return _overlay_resized(out, _correction(cells, placed_sub, amount, denominator), passes)
     double = 2 if factor >= 4 and factor % 2 == 0 else 1  # rows and columns doubled at the end
     m = factor // double  # bilinear ×m from sub-cells to half (or full) resolution
-    step = max(1, BLEND_BYTES // max(1, width * factor * 3))  # sub rows per strip
+    step = max(1, OVERLAY_BYTES // max(1, width * factor * 3))  # sub rows per strip
     for y in range(0, sub_h, step):
         end = min(sub_h, y + step)
         top, bottom = max(0, y - 1), min(sub_h, end + 1)  # one halo row each side
-        part = amount if local is None else amount[top:bottom]
+        part = amount[top:bottom] if isinstance(amount, np.ndarray) else amount  # an array when local is given
         shift = _correction(cells[top:bottom], placed_sub[top:bottom], part, denominator)
         before = shift[:1] if y == 0 else shift[:0]  # the band's edges repeat the edge row
         after = shift[-1:] if end == sub_h else shift[:0]
@@ -118,7 +118,7 @@ def _upsample(padded: np.ndarray, m: int, double: int, first: int = 0, cell: int
     phases = np.empty((rows * m, m, sub_w, 3), np.int8)
     for j, (own, other, side) in enumerate(_bilinear_weights(m)):
         total = vertical * wide(own)
-        total += (left if side < 0 else right) * wide(other)
+        np.add(total, (left if side < 0 else right) * wide(other), out=total)  # +=, which numpy's stubs misjudge
         total += scale // 2
         if scale & (scale - 1) == 0:
             np.right_shift(total, scale.bit_length() - 1, out=total)
@@ -167,7 +167,7 @@ def _saturating_add(view: np.ndarray, shift: np.ndarray, passes: int) -> None:
         np.add(view, wrapping, out=view)
 
 
-def _blend_resized(out: np.ndarray, shift: np.ndarray, passes: int) -> np.ndarray:
+def _overlay_resized(out: np.ndarray, shift: np.ndarray, passes: int) -> np.ndarray:
     """The general case: Pillow's bilinear resize of the correction straight to the output size."""
     height, width = out.shape[:2]
     image = Image.fromarray((shift + 128).astype(np.uint8))
