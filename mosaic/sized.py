@@ -23,6 +23,7 @@ out (a calm area is now one large photo, not twenty small ones).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 from PIL import Image
@@ -75,7 +76,7 @@ def choose_part(
         if d:
             width = graph_size(d)
             key = ("graph", big, structure, colour, _mirror(matching, big), width)
-            graph = library.cached(key, lambda c=candidates, n=width: tile_graph(c, n))
+            graph = library.cached(key, functools.partial(tile_graph, candidates, width))
             level = choose_varied(
                 wanted,
                 candidates,
