@@ -4,6 +4,7 @@ and search index (mirror images after the tiles), computed once per library and 
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image
 
 from .library import TileLibrary
 from .options import RenderOptions
@@ -63,3 +64,10 @@ def candidate_tiles(library: TileLibrary, tile_size: int, options: RenderOptions
 def _sub_cells(cells: np.ndarray) -> np.ndarray:
     rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
     return cells.reshape(rows, SUB, cols, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(-1, SUB, SUB, 3)
+
+
+def _box_means(tiles: np.ndarray) -> np.ndarray:
+    """``(N, 3) uint8`` box mean of each tile, with Pillow's rounding (as cell images have)."""
+    n, s = tiles.shape[0], tiles.shape[1]
+    sheet = Image.fromarray(np.ascontiguousarray(tiles.reshape(n * s, s, 3)))
+    return np.asarray(sheet.reduce(s)).reshape(n, 3).copy()
