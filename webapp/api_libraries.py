@@ -76,6 +76,7 @@ def _library_json(info: LibraryInfo, *, samples: int | None) -> dict[str, Any]:
         "version": info.version,
         "owned": info.owner is not None and info.owner == client_id(),
         "shared": info.shared,
+        "uploads": info.uploads,
         "url": url_for("api_libraries.get_library", name=info.name),
         "samples": [url_for("api_libraries.library_tile", name=info.name, tile=n) for n in names],
     }

@@ -188,8 +188,9 @@ def _info(name: str) -> LibraryInfo | None:
 
 @bp.get("/libraries/<name>/photos")
 def library_photos(name: str) -> Response:
-    """Progress (uploaded, indexed, skipped with reasons, groups) and one page of the photos with
-    their outcome: one listing of ``limit`` staged blobs and one read of the manifest."""
+    """Progress (uploaded, indexed, skipped with reasons, groups, pending) and one page of the
+    photos with their outcome: a listing of every staged blob (5,000 a request) for the counts,
+    one of ``limit`` for the page, and one read of the manifest."""
     libraries = services().libraries
     info = _info(name)
     if info is None or not info.visible_to(client_id()):
@@ -204,6 +205,8 @@ def library_photos(name: str) -> Response:
         page, next_marker = svc.staging.staged_page(info.name, limit, marker)
     except ValueError:
         raise ApiError(400, "invalid_field", "continuation: not a marker of this listing") from None
+    every = svc.staging.staged(info.name)
+    pending = sum(1 for n, size in every.items() if (p := manifest.photos.get(n)) is None or p.size != size)
     group_of = {n: i for i, group in enumerate(manifest.groups) for n in group}
     skipped = [p for p in manifest.photos.values() if p.state == "skipped"]
     reasons: dict[str, int] = {}
@@ -229,6 +232,8 @@ def library_photos(name: str) -> Response:
         "library": info.name,
         "version": manifest.version or None,
         "progress": {
+            "uploaded": len(every),
+            "pending": pending,
             "indexed": sum(1 for p in manifest.photos.values() if p.state == "indexed"),
             "skipped": len(skipped),
             "skipped_reasons": reasons,

@@ -144,8 +144,11 @@ def other_client(app: Flask) -> FlaskClient:
 
 @pytest.fixture(scope="session")
 def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Real controller, processor and responder processes on their own name prefix, the demo
-    library a person gets (2,100 tiles of the sample photos), and the app served on a free loopback port."""
+    """Real controller, processor, responder and indexer processes on their own name prefix, the
+    demo library a person gets (2,100 tiles of the sample photos), and the app served on a free
+    loopback port, whose origin the Blob service's CORS rule allows (the page uploads library
+    photos straight to storage, as ``photomosaics run`` sets it up)."""
+    from dal.blobs.cors import set_upload_cors
     from tests.support.pipelines import Pipeline
     from webapp import create_app
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
@@ -155,6 +158,7 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     pipeline.start("responder")
     # Slow each slice down a little, so that a page sees slices arrive one by one.
     pipeline.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.7"})
+    pipeline.start("indexer")
     pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(), shared=True)
     app = create_app(
         {
@@ -167,6 +171,7 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     )
     try:
         with served(app) as url:
+            set_upload_cors(pipeline.services.storage, url)
             yield {"url": url, "pipeline": pipeline}
     finally:
         pipeline.stop_all()

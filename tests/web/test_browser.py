@@ -263,6 +263,8 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     )
     assert page.locator('.library-cards [data-library="demo"] img').count() == 24
     shot(page, "07-libraries")
+    # A library of the person's own photos: uploaded straight to storage, indexed by the
+    # indexer role (tests/web/test_browser_uploads.py follows the upload itself).
     photos = []
     for i, colour in enumerate([(200, 40, 40), (40, 160, 60), (30, 60, 200), (230, 200, 40)]):
         path = tmp_path / f"holiday-{i}.png"
@@ -271,15 +273,14 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#lib-name").fill("holiday")
     page.locator("#lib-description").fill("Four flat colours")
     page.set_input_files("#lib-files", photos)
-    assert page.locator("#lib-chosen").inner_text().startswith("4 files")
+    assert page.locator("#lib-chosen").inner_text().startswith("4 photos")
     page.locator("#lib-submit").click()
-    page.locator("#lib-ok").wait_for(state="visible")
-    assert "4 tiles" in page.locator("#lib-ok").inner_text()
-    # Four photos cannot keep the no-repeat rule, and the page says so; the demo library can.
+    page.locator('.library-photos[data-library="holiday"][data-pending="0"]').wait_for(timeout=60_000)
+    assert "4 indexed" in page.locator(".library-photos [role=status]").inner_text()
+    page.locator('.library-cards [data-library="holiday"] h2 small').filter(has_text="4 tiles").wait_for()
+    # Four photos cannot keep the no-repeat rule, and the card says so; the demo library can.
     note = "Few photos: a photo may sit next to itself. With 196 photos or more, no photo repeats within 3 tiles."
-    assert note in page.locator("#lib-ok").inner_text()
-    page.locator('.library-cards [data-library="holiday"] img').first.wait_for()
-    assert page.locator('.library-cards [data-library="holiday"] .repeat-note').count() == 1
+    assert page.locator('.library-cards [data-library="holiday"] .repeat-note').inner_text() == note
     assert page.locator('.library-cards [data-library="demo"] .repeat-note').count() == 0
     wait_until(
         page, "[...document.querySelectorAll('.library-cards img')].every(i => i.complete && i.naturalWidth > 0)"

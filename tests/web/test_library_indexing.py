@@ -70,6 +70,8 @@ def test_uploaded_photos_are_indexed_once_with_reasons_and_groups(
     for item in grant["uploads"]:
         BlobClient.from_blob_url(item["url"]).upload_blob(files[item["name"]])
 
+    before = client.get(f"/api/libraries/{library}/photos").get_json()["progress"]
+    assert (before["uploaded"], before["pending"], before["indexed"]) == (5, 5, 0)
     asked = client.post(f"/api/libraries/{library}/index")
     assert asked.status_code == 202 and asked.get_json()["queued"] == 5 and asked.get_json()["requests"] == 1
     services = RoleServices(web_storage, web_settings, "indexer@test")
@@ -80,6 +82,7 @@ def test_uploaded_photos_are_indexed_once_with_reasons_and_groups(
     body = client.get(f"/api/libraries/{library}/photos").get_json()
     progress = body["progress"]
     assert progress["indexed"] == 3 and progress["skipped"] == 2 and progress["groups"] == 1
+    assert progress["uploaded"] == 5 and progress["pending"] == 0  # the page's "ready"
     assert body["groups"] == [["a-again.jpg", "a.jpg"]]
     states = {p["name"]: (p["state"], p["reason"]) for p in body["photos"]}
     assert states["notes.txt"][0] == "skipped" and "not an image" in states["notes.txt"][1]
@@ -102,6 +105,7 @@ def test_uploaded_photos_are_indexed_once_with_reasons_and_groups(
         f"/api/libraries/{library}/uploads", json={"files": [{"name": "c.jpg", "size": len(extra)}]}
     ).get_json()["uploads"]
     BlobClient.from_blob_url(item["url"]).upload_blob(extra)
+    assert client.get(f"/api/libraries/{library}/photos").get_json()["progress"]["pending"] == 1
     assert client.post(f"/api/libraries/{library}/index").get_json()["queued"] == 1
     (more,) = _drain(services, uri)
     assert more.message.photos == ("c.jpg",)

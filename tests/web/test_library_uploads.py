@@ -58,7 +58,7 @@ def test_a_grant_creates_the_library_and_its_urls_write_one_staged_blob_only(cli
     assert [g["uploaded"] for g in again.get_json()["uploads"]] == [True, False]  # the client skips the first
 
     listed = client.get(f"/api/libraries/{library}").get_json()
-    assert listed["owned"] is True and listed["tile_count"] == 0
+    assert listed["owned"] is True and listed["tile_count"] == 0 and listed["uploads"] is True  # "Add photos"
     assert _ask(other_client, library, [{"name": "x.jpg", "size": 5}]).status_code == 404  # not yours
 
 
@@ -85,6 +85,7 @@ def test_bad_files_are_refused_one_by_one_and_bad_requests_whole(client: Any, ti
     assert _ask(client, "Bad_Name", [{"name": "a.jpg", "size": 1}]).status_code == 400
     taken = _ask(client, tile_library, [{"name": "a.jpg", "size": 1}])  # shared, not ours, not uploadable
     assert taken.status_code == 403
+    assert client.get(f"/api/libraries/{tile_library}").get_json()["uploads"] is False
 
 
 def test_declared_bytes_have_an_hourly_quota_per_client(web_settings: Settings, azurite_connection_string: str) -> None:

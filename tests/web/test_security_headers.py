@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -9,12 +10,16 @@ from flask.testing import FlaskClient
 
 from tests.web.conftest import LIBRARY, submit
 from tests.web.test_api_jobs import client_id_of, finish, stores  # noqa: F401 (fixture)
-from webapp.security import CONTENT_SECURITY_POLICY
+from webapp.security import CONTENT_SECURITY_POLICY, blob_origin
 
 
 def assert_secure(response: Any) -> None:
     headers = response.headers
-    assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    # The one difference from the base policy: the page may PUT photos to the storage account.
+    policy = re.sub(
+        r"connect-src 'self' http://127\.0\.0\.1:\d+;", "connect-src 'self';", headers["Content-Security-Policy"]
+    )
+    assert policy == CONTENT_SECURITY_POLICY
     assert "frame-ancestors 'none'" in CONTENT_SECURITY_POLICY and "'unsafe-inline'" not in CONTENT_SECURITY_POLICY
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["X-Frame-Options"] == "DENY"
@@ -75,3 +80,18 @@ def test_results_previews_and_tiles_have_exact_types_and_dispositions(
     assert tile_response.headers["Content-Disposition"] == f'inline; filename="{tile.rsplit("/", 1)[-1]}"'
     assert tile_response.headers["Cache-Control"] == "public, max-age=86400"
     assert_secure(tile_response)
+
+
+def test_the_page_may_connect_to_the_storage_blob_endpoint_only(
+    client: FlaskClient, azurite_connection_string: str
+) -> None:
+    """The libraries page uploads photos straight to Blob Storage (valet key): connect-src names
+    this app's Blob endpoint, and nothing else beyond the app itself."""
+    origin = blob_origin(azurite_connection_string)
+    assert origin is not None and origin.startswith("http://127.0.0.1:")
+    policy = client.get("/libraries").headers["Content-Security-Policy"]
+    assert f"connect-src 'self' {origin};" in policy
+    assert blob_origin(
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net"
+    ) == ("https://acct.blob.core.windows.net")
+    assert blob_origin("") is None and blob_origin("not a connection string") is None

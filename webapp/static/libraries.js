@@ -1,14 +1,38 @@
-/* The libraries page: this browser's and the shared libraries with sample tiles, a form to make one, delete for the owner. */
+/* The libraries page: this browser's and the shared libraries with sample tiles; a form that
+ * uploads photos or a folder straight to storage (PMUploads) into a new library or, from a
+ * card's "Add photos", into one of this browser's; the chosen library's photos live (PMLibraryPhotos). */
 "use strict";
 
 (() => {
   const list = document.getElementById("libraries");
   const form = document.getElementById("library-form");
+  const nameInput = document.getElementById("lib-name");
   const files = document.getElementById("lib-files");
+  const folder = document.getElementById("lib-folder");
+  const drop = document.getElementById("lib-drop");
   const chosen = document.getElementById("lib-chosen");
   const errorBox = document.getElementById("lib-error");
-  const okBox = document.getElementById("lib-ok");
   const submit = document.getElementById("lib-submit");
+  const cancelAdd = document.getElementById("lib-cancel-add");
+  const title = document.getElementById("lib-form-title");
+  const progressBox = document.getElementById("upload-progress");
+  const bar = document.getElementById("upload-bar");
+  const statusLine = document.getElementById("upload-status");
+  const fileList = document.getElementById("upload-files");
+  const photosHost = document.getElementById("library-photos");
+  let picked = { photos: [], leftOut: [] };
+  let addingTo = null; // a library of this browser's, when its card's "Add photos" was clicked
+  let live = null;
+
+  function showError(message) {
+    errorBox.textContent = message;
+    errorBox.hidden = !message;
+  }
+
+  function showPhotos(library, onReady) {
+    if (live) live.stop();
+    live = PMLibraryPhotos.show(photosHost, library, { onReady });
+  }
 
   async function load() {
     try {
@@ -20,7 +44,10 @@
           PM.el("p", { text: lib.description + (lib.shared ? " (shared)" : "") }),
           PM.repeatHint(lib.variety),
           PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "" }))));
-        if (lib.owned) card.append(deleteButton(lib));
+        const actions = PM.el("div", { class: "card-actions" });
+        if (lib.owned && lib.uploads) actions.append(addButton(lib), photosButton(lib));
+        if (lib.owned) actions.append(deleteButton(lib));
+        if (actions.childElementCount) card.append(actions);
         return card;
       }));
       list.replaceChildren(...cards);
@@ -28,6 +55,21 @@
     } catch (error) {
       list.replaceChildren(PM.el("p", { class: "error", text: error.message }));
     }
+  }
+
+  function addButton(lib) {
+    const button = PM.el("button", { type: "button", class: "button add-photos", text: "Add photos", "aria-controls": "library-form" });
+    button.addEventListener("click", () => setMode(lib.name));
+    return button;
+  }
+
+  function photosButton(lib) {
+    const button = PM.el("button", { type: "button", class: "button show-photos", text: "Photos", "aria-controls": "library-photos" });
+    button.addEventListener("click", () => {
+      showPhotos(lib.name);
+      photosHost.scrollIntoView({ behavior: "smooth", block: "start" });
+    });
+    return button;
   }
 
   // Only the owner sees the button (the API refuses anyone else too).
@@ -40,46 +82,115 @@
         await PM.api(lib.url, { method: "DELETE" });
         load();
       } catch (error) {
-        errorBox.textContent = error.message;
-        errorBox.hidden = false;
+        showError(error.message);
         button.disabled = false;
       }
     });
     return button;
   }
 
-  PM.dropzone(document.getElementById("lib-drop"), files, (picked) => {
-    const total = [...picked].reduce((sum, f) => sum + f.size, 0);
-    chosen.textContent = picked.length ? `${picked.length} file${picked.length === 1 ? "" : "s"} · ${(total / 1048576).toFixed(1)} MB` : "No files chosen.";
+  /** The form makes a new library (null) or adds photos to `library`. */
+  function setMode(library) {
+    addingTo = library;
+    nameInput.value = library || "";
+    nameInput.readOnly = Boolean(library);
+    document.getElementById("lib-description-field").hidden = Boolean(library);
+    title.textContent = library ? `Add photos to ${library}` : "Make a library from your photos";
+    submit.textContent = library ? `Upload into ${library}` : "Upload and create library";
+    cancelAdd.hidden = !library;
+    if (library) {
+      document.getElementById("library-form-card").scrollIntoView({ behavior: "smooth", block: "start" });
+      files.focus();
+    }
+  }
+  cancelAdd.addEventListener("click", () => setMode(null));
+
+  function choose(items) {
+    picked = PMUploads.sort(items);
+    const total = picked.photos.reduce((sum, p) => sum + p.file.size, 0);
+    const count = picked.photos.length;
+    const head = count ? `${PM.number(count)} photo${count === 1 ? "" : "s"} · ${(total / 1048576).toFixed(1)} MB.` : "No photos chosen.";
+    chosen.textContent = [head, PMUploads.leftOutNote(picked.leftOut)].filter(Boolean).join(" ");
+  }
+  files.addEventListener("change", () => choose(PMUploads.chosen(files.files)));
+  folder.addEventListener("change", () => choose(PMUploads.chosen(folder.files)));
+  ["dragenter", "dragover"].forEach((type) => drop.addEventListener(type, (e) => { e.preventDefault(); drop.classList.add("drag"); }));
+  ["dragleave", "drop"].forEach((type) => drop.addEventListener(type, () => drop.classList.remove("drag")));
+  drop.addEventListener("drop", async (e) => {
+    e.preventDefault();
+    if (!e.dataTransfer) return;
+    try {
+      choose(await PMUploads.dropped(e.dataTransfer));
+    } catch (error) {
+      showError(`Could not read what was dropped: ${error.message}`);
+    }
   });
+
+  // One row per file, following it: queued, its bytes while uploading, then its end.
+  const rows = new Map();
+  const fileHooks = {
+    file(name, state, sent, size, reason) {
+      let row = rows.get(name);
+      if (!row) {
+        row = PM.el("li", { "data-name": name }, PM.el("span", { class: "upload-name", text: name }), PM.el("small"));
+        rows.set(name, row);
+        fileList.append(row);
+      }
+      row.dataset.state = state;
+      const pct = size ? Math.round((100 * sent) / size) : 0;
+      row.lastChild.textContent = {
+        queued: "waiting", uploading: `${pct} % of ${(size / 1048576).toFixed(1)} MB`, uploaded: "uploaded",
+        skipped: "already uploaded", refused: `refused: ${reason}`, failed: `failed: ${reason}`,
+      }[state];
+    },
+    total(sent, bytes) {
+      const pct = bytes ? Math.min(100, Math.round((100 * sent) / bytes)) : 100;
+      bar.firstElementChild.style.width = `${pct}%`;
+      bar.setAttribute("aria-valuenow", String(pct));
+      statusLine.textContent = `Uploading… ${pct} % of ${(bytes / 1048576).toFixed(1)} MB`;
+    },
+  };
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    errorBox.hidden = true;
-    okBox.hidden = true;
-    const data = new FormData();
-    data.append("name", document.getElementById("lib-name").value.trim());
-    data.append("description", document.getElementById("lib-description").value.trim());
-    for (const file of files.files) data.append("files", file);
+    showError("");
+    const library = nameInput.value.trim();
+    if (!nameInput.checkValidity()) return showError("Give the library a name: 3 to 63 lowercase letters, digits and single hyphens.");
+    if (!picked.photos.length) return showError("Choose photos or a folder first.");
     submit.disabled = true;
-    submit.textContent = "Building tiles…";
+    window.addEventListener("beforeunload", stay); // leaving stops the upload (choosing the folder again resumes it)
+    progressBox.hidden = false;
+    delete progressBox.dataset.done;
+    rows.clear();
+    fileList.replaceChildren();
     try {
-      const created = await PM.api("/api/libraries", { method: "POST", body: data });
-      const skipped = created.skipped.length ? ` (${created.skipped.length} file(s) skipped: ${created.skipped.slice(0, 3).map((s) => s.file).join(", ")})` : "";
-      const note = PM.repeatNote(created.variety);
-      okBox.textContent = `Library “${created.name}” is ready with ${created.tile_count} tiles${skipped}.${note ? ` ${note}` : ""}`;
-      okBox.hidden = false;
+      const description = addingTo ? "" : document.getElementById("lib-description").value.trim();
+      const done = await PMUploads.upload(library, description, picked.photos, fileHooks);
+      const parts = [`${PM.number(done.uploaded)} uploaded`];
+      if (done.skipped) parts.push(`${PM.number(done.skipped)} already there`);
+      if (done.refused.length) parts.push(`${PM.number(done.refused.length)} refused`);
+      if (done.failed.length) parts.push(`${PM.number(done.failed.length)} failed (choose them again to retry)`);
+      statusLine.textContent = `Upload finished: ${parts.join(", ")}. The indexer is making tiles of ${PM.number(done.index.queued)} photo${done.index.queued === 1 ? "" : "s"}.`;
+      progressBox.dataset.done = "1";
+      showPhotos(library, load); // once indexed, the cards again: the new tile count
+      setMode(null);
       form.reset();
-      chosen.textContent = "No files chosen.";
+      picked = { photos: [], leftOut: [] };
+      chosen.textContent = "No photos chosen.";
       load();
     } catch (error) {
-      errorBox.textContent = error.message;
-      errorBox.hidden = false;
+      showError(error.retryAfter ? `${error.message} Try again in ${error.retryAfter} s.` : error.message);
+      statusLine.textContent = "Upload stopped.";
     } finally {
       submit.disabled = false;
-      submit.textContent = "Create library";
+      window.removeEventListener("beforeunload", stay);
     }
   });
+
+  function stay(event) {
+    event.preventDefault();
+    event.returnValue = ""; // older browsers ask only with this set
+  }
 
   load();
 })();

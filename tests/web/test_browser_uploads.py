@@ -1,0 +1,363 @@
+"""A person's folder of photos into a library, in real headless Chromium: the page asks for upload
+URLs, writes every photo straight to the embedded Azurite in blocks (Put Block, Put Block List),
+survives a dropped connection and an expired SAS, asks for indexing and follows the indexer (a
+real ``photomosaics indexer`` process) to the end: the junk file skipped with its reason, the
+burst shot grouped. Then, after a reload, the same folder chosen again sends nothing. A network
+cannot drop on demand, so Playwright's request interception aborts one block PUT once and answers
+another with a 403 once. Screenshots go to ``artifacts/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.web.test_browser import PHONE, browser_context, shot, wait_until  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+QUICK_POLLS = (
+    "PMLibraryPhotos.settings.fastMs = 200; PMLibraryPhotos.settings.slowMs = 400"  # the test need not be gentle
+)
+BLOCK_BYTES = 16 * 1024  # small blocks: every photo here is several, so one can drop mid-file
+DROPPED = "b.jpg"  # its second block's connection drops once
+EXPIRED = "c.jpg"  # its first block meets an expired SAS once
+GRANT_BATCH = 3  # upload URLs asked for three files at a time (the page's default: 500)
+
+
+def _jpeg(seed: int, size: tuple[int, int] = (480, 360), *, exif: bytes | None = None) -> bytes:
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 255, size=(9, 12, 3)).astype(np.uint8)
+    image = Image.fromarray(small).resize(size, Image.Resampling.BICUBIC)
+    noise = rng.integers(-20, 21, (size[1], size[0], 3))
+    image = Image.fromarray(np.clip(np.asarray(image).astype(int) + noise, 0, 255).astype(np.uint8))
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=92, **({"exif": exif} if exif else {}))
+    return out.getvalue()
+
+
+def _folder(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A phone's folder: five photos (one a portrait stored sideways with an EXIF rotation, one a
+    burst shot of another), a junk file named .jpg, a text file and a hidden file."""
+    folder = tmp_path / "wedding"
+    folder.mkdir()
+    burst = np.asarray(Image.open(io.BytesIO(_jpeg(1)))).astype(int)
+    shaken = np.clip(burst + np.random.default_rng(9).integers(-5, 6, burst.shape), 0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(shaken).save(out, "JPEG", quality=92)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° to show: a portrait stored landscape, as phones do
+    photos = {
+        "a.jpg": _jpeg(1),
+        "a-burst.jpg": out.getvalue(),
+        DROPPED: _jpeg(2),
+        EXPIRED: _jpeg(3),
+        "portrait.jpg": _jpeg(4, exif=exif.tobytes()),
+        "d.jpg": _jpeg(5),
+        "broken.jpg": b"this is not a photo, whatever its name says\n" * 40,
+    }
+    for name, data in photos.items():
+        (folder / name).write_bytes(data)
+    (folder / "notes.txt").write_text("guest list")
+    (folder / ".DS_Store").write_bytes(b"\0" * 64)
+    return folder, photos
+
+
+class StorageLog:
+    """Every PUT to a staged blob the page makes: dropped once, refused once, or passed on."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.reached: list[tuple[str, str, str]] = []  # (photo, "block" | "blocklist", block id)
+        self.dropped: list[str] = []
+        self.expired: list[str] = []
+
+    def __call__(self, route: Any) -> None:
+        request = route.request
+        if request.method != "PUT":
+            route.continue_()
+            return
+        url = urlsplit(request.url)
+        photo = unquote(url.path.rsplit("/staging/", 1)[1])
+        query = parse_qs(url.query)
+        kind, block = query.get("comp", ["blob"])[0], query.get("blockid", [""])[0]
+        if photo == DROPPED and kind == "block" and block == _block_id(1) and not self.dropped:
+            self.dropped.append(block)
+            route.abort("connectionreset")
+        elif photo == EXPIRED and kind == "block" and not self.expired:
+            self.expired.append(block)
+            route.fulfill(
+                status=403,
+                headers={"Access-Control-Allow-Origin": self.base, "Content-Type": "application/xml"},
+                body="<?xml version='1.0'?><Error><Code>AuthenticationFailed</Code><Message>Signed expiry time has passed</Message></Error>",
+            )
+        else:
+            self.reached.append((photo, kind, block))
+            route.continue_()
+
+
+def _block_id(index: int) -> str:
+    import base64
+
+    return base64.b64encode(f"block-{index:06d}".encode()).decode()
+
+
+def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    base, pipeline = live_app["url"], live_app["pipeline"]
+    folder, photos = _folder(tmp_path)
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    grants: list[int] = []
+    posts: list[str] = []
+    page.on(
+        "request",
+        lambda r: r.url.endswith("/uploads") and r.method == "POST" and grants.append(len(r.post_data_json["files"])),
+    )
+    page.on("request", lambda r: r.method == "POST" and posts.append(urlsplit(r.url).path))
+    log = StorageLog(base)
+    page.route(re.compile(r"/staging/"), log)
+
+    page.goto(base + "/libraries")
+    page.locator("#libraries .card").first.wait_for()
+    # Small blocks and grant batches, so that seven photos take several of each.
+    page.evaluate(
+        f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.backoffMs = 50;"
+        f" PMUploads.settings.grantBatch = {GRANT_BATCH}; PMLibraryPhotos.settings.pageSize = 4; {QUICK_POLLS}"
+    )
+    # Dropped files are sorted as chosen ones are (a test cannot make a dropped folder: Chromium
+    # gives a page's own DataTransfer no directory entries).
+    page.evaluate(
+        """() => {
+          const data = new DataTransfer();
+          data.items.add(new File(["x".repeat(2048)], "IMG_1.JPG", { type: "image/jpeg" }));
+          data.items.add(new File(["guests"], "notes.txt", { type: "text/plain" }));
+          document.getElementById("lib-drop").dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true }));
+        }"""
+    )
+    page.locator("#lib-chosen").filter(has_text="1 photo · 0.0 MB. 1 file left out: 1 not a photo (.txt).").wait_for()
+    page.locator("#lib-name").fill("wedding")
+    page.locator("#lib-description").fill("Our wedding")
+    page.set_input_files("#lib-folder", str(folder))
+    chosen = page.locator("#lib-chosen").inner_text()
+    assert chosen.startswith("7 photos") and "2 files left out:" in chosen, chosen
+    assert "1 not a photo (.txt)" in chosen and "1 hidden file" in chosen
+    shot(page, "13-library-folder-chosen")
+    page.locator("#lib-submit").click()
+
+    page.locator("#upload-progress[data-done='1']").wait_for(timeout=60_000)
+    rows = page.locator("#upload-files li")
+    assert rows.count() == 7
+    assert {rows.nth(i).get_attribute("data-state") for i in range(7)} == {"uploaded"}
+    bar = page.locator("#upload-bar")
+    assert bar.get_attribute("role") == "progressbar" and bar.get_attribute("aria-valuenow") == "100"
+    assert "Upload finished: 7 uploaded" in page.locator("#upload-status").inner_text()
+    shot(page, "14-library-uploaded")
+
+    # The dropped block was sent again (the same id) and no acknowledged block twice; the expired
+    # SAS made the page ask for a fresh URL for that one file; every photo was committed once.
+    assert log.dropped == [_block_id(1)] and log.expired == [_block_id(0)]
+    blocks = [(p, b) for p, kind, b in log.reached if kind == "block"]
+    assert len(blocks) == len(set(blocks)), "a block reached storage twice"
+    assert (DROPPED, _block_id(1)) in blocks
+    for name, data in photos.items():
+        count = -(-len(data) // BLOCK_BYTES)
+        assert sorted(b for p, b in blocks if p == name) == sorted(_block_id(i) for i in range(count)), name
+    assert sorted(p for p, kind, _ in log.reached if kind == "blocklist") == sorted(photos)
+    assert grants == [3, 3, 1, 1]  # batches of 3 (c.jpg is in the second), then a fresh URL for c.jpg
+    staging = pipeline.services.staging
+    assert staging.staged("wedding") == {name: len(data) for name, data in photos.items()}
+    assert all(staging.read_staged("wedding", name) == data for name, data in photos.items())
+
+    # The indexer's progress, live, to the end: the junk skipped with its reason, the burst grouped.
+    panel = page.locator('.library-photos[data-library="wedding"]')
+    panel.wait_for()
+    panel.and_(page.locator("[data-pending='0']")).wait_for(timeout=90_000)
+    status = panel.locator("[role=status]").inner_text()
+    assert "7 uploaded · 6 indexed · 1 skipped · 1 group of near-duplicates — ready" in status, status
+    assert panel.locator("[role=progressbar]").get_attribute("aria-valuenow") == "100"
+    # Four photos a page here: the first page, then the rest.
+    names = ["a-burst.jpg", "a.jpg", "b.jpg", "broken.jpg", "c.jpg", "d.jpg", "portrait.jpg"]
+    assert panel.locator(".photo").evaluate_all("items => items.map(i => i.dataset.name)") == names[:4]
+    assert panel.locator(".pager button").first.is_disabled()
+    junk = panel.locator('.photo[data-name="broken.jpg"]')
+    assert junk.get_attribute("data-state") == "skipped"
+    reason = junk.locator(".photo-state").inner_text()
+    assert reason.startswith("skipped: ") and len(reason) > 12
+    assert panel.locator(".skip-reasons li").inner_text() == f"1 {reason}"
+    assert panel.locator(".photo-group").inner_text() == "Group 1: a-burst.jpg, a.jpg"
+    assert panel.locator('.photo[data-state="indexed"] img').count() == 3
+    wait_until(page, "[...document.querySelectorAll('.photo-grid img')].every(i => i.complete && i.naturalWidth > 0)")
+    shot(page, "15a-library-indexed-page-1")
+    panel.get_by_role("button", name="Next ›").click()
+    panel.locator('.photo[data-name="portrait.jpg"]').wait_for()
+    assert panel.locator(".photo").evaluate_all("items => items.map(i => i.dataset.name)") == names[4:]
+    assert all(panel.locator(".photo").nth(i).get_attribute("data-state") == "indexed" for i in range(3))
+    assert panel.get_by_role("button", name="Next ›").is_disabled()
+    assert panel.locator(".pager .hint").inner_text() == "page 2"
+    wait_until(page, "[...document.querySelectorAll('.photo-grid img')].every(i => i.complete && i.naturalWidth > 0)")
+    page.locator('.library-cards [data-library="wedding"] h2 small').filter(has_text="6 tiles").wait_for()
+    shot(page, "15-library-indexed")
+
+    # A reload, "Add photos" on the card, the same folder again: every file is already there.
+    reached = len(log.reached)
+    page.reload()
+    page.evaluate(QUICK_POLLS)
+    page.locator('.library-cards [data-library="wedding"] .add-photos').click()
+    assert page.locator("#lib-form-title").inner_text() == "Add photos to wedding"
+    page.set_input_files("#lib-folder", str(folder))
+    page.locator("#lib-submit").click()
+    page.locator("#upload-progress[data-done='1']").wait_for(timeout=30_000)
+    assert {rows.nth(i).get_attribute("data-state") for i in range(rows.count())} == {"skipped"}
+    assert "0 uploaded, 7 already there" in page.locator("#upload-status").inner_text()
+    assert "of 0 photos" in page.locator("#upload-status").inner_text()
+    assert len(log.reached) == reached, "a photo already uploaded was sent again"
+    panel.and_(page.locator("[data-pending='0']")).wait_for()
+
+    phone = browser_context.new_page()
+    phone.set_viewport_size(PHONE)
+    phone.goto(base + "/libraries")
+    phone.locator('.library-cards [data-library="wedding"] .show-photos').click()
+    phone.locator('.library-photos[data-pending="0"] .photo img').first.wait_for()
+    wait_until(phone, "[...document.querySelectorAll('.photo-grid img')].every(i => i.complete && i.naturalWidth > 0)")
+    phone.wait_for_timeout(500)  # the bar's width eases in
+    shot(phone, "16-phone-library-photos")
+    overflow = phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"/libraries scrolls sideways on a phone by {overflow}px"
+    # No photo went through the web app: the multipart POST /api/libraries is for API clients only.
+    assert "/api/libraries" not in posts and set(posts) == {
+        "/api/libraries/wedding/uploads",
+        "/api/libraries/wedding/index",
+    }
+    assert errors == []
+    assert browser_context.violations == [], "the page broke its Content-Security-Policy"
+
+
+def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    """A dropped folder is read with webkitGetAsEntry and readEntries (which answers a folder in
+    batches until an empty one). Chromium gives a page's own DataTransfer no folders, so the
+    entries are made in the page, as Chromium's would answer; what is tested is the page's walk:
+    nested folders, batches, the folder's own name dropped, hidden files and non-photos left out,
+    and the names are those ``photomosaics library add`` gives the same folder (the same blobs)."""
+    from photomosaics.commands.library import photo_files
+
+    tree = ["day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg", "IMG_4.png", "notes.txt", ".hidden/x.jpg"]
+    folder = tmp_path / "wedding"
+    for rel in tree:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(b"x" * 10)
+    page = browser_context.new_page()
+    page.goto(live_app["url"] + "/libraries")
+    sorted_out = page.evaluate(
+        """async (paths) => {
+          const dir = (path, children) => ({ isFile: false, isDirectory: true, fullPath: path,
+            createReader() {  // two entries a batch, then none: as readEntries pages a big folder
+              let at = 0;
+              return { readEntries(ok) { const batch = children.slice(at, at + 2); at += 2; setTimeout(() => ok(batch)); } };
+            } });
+          const file = (path) => ({ isFile: true, isDirectory: false, fullPath: path,
+            file(ok) { ok(new File(["x".repeat(10)], path.split("/").pop())); } });
+          const root = { children: new Map() };
+          for (const path of paths) {
+            let node = root;
+            const parts = path.split("/");
+            parts.forEach((part, i) => {
+              if (!node.children.has(part)) node.children.set(part, i === parts.length - 1 ? { path } : { children: new Map() });
+              node = node.children.get(part);
+            });
+          }
+          const build = (node, path) => node.children
+            ? dir(path, [...node.children].map(([name, child]) => build(child, `${path}/${name}`)))
+            : file(path);
+          const entry = build(root.children.get("wedding"), "/wedding");
+          const items = await PMUploads.dropped({ items: [{ webkitGetAsEntry: () => entry }], files: [] });
+          const { photos, leftOut } = PMUploads.sort(items);
+          return { names: photos.map((p) => p.name), leftOut: leftOut.map((l) => `${l.name}: ${l.why}`) };
+        }""",
+        [f"wedding/{rel}" for rel in tree],
+    )
+    cli = sorted(path.relative_to(folder).as_posix() for path in photo_files(folder))
+    assert sorted_out["names"] == cli == ["IMG_4.png", "day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg"]
+    assert sorted(sorted_out["leftOut"]) == [".hidden/x.jpg: hidden file", "notes.txt: not a photo (.txt)"]
+
+
+class Holding:
+    """Passes every PUT to a staged blob on, but the first of ``photo``: held unanswered, as
+    storage that froze (the page is reloaded meanwhile)."""
+
+    def __init__(self, photo: str) -> None:
+        self.photo = photo
+        self.held: list[Any] = []
+        self.reached: list[tuple[str, str]] = []  # (photo, "block" | "blocklist")
+
+    def __call__(self, route: Any) -> None:
+        if route.request.method != "PUT":
+            route.continue_()
+            return
+        url = urlsplit(route.request.url)
+        photo = unquote(url.path.rsplit("/staging/", 1)[1])
+        if photo == self.photo and not self.held:
+            self.held.append(route)
+            return
+        self.reached.append((photo, parse_qs(url.query)["comp"][0]))
+        route.continue_()
+
+
+def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    base, staging = live_app["url"], live_app["pipeline"].services.staging
+    folder, photos = _folder(tmp_path)
+    page = browser_context.new_page()
+    dialogs: list[str] = []
+
+    def leave(dialog: Any) -> None:
+        dialogs.append(dialog.type)
+        dialog.accept()
+
+    page.on("dialog", leave)
+    storage = Holding(EXPIRED)
+    page.route(re.compile(r"/staging/"), storage)
+    page.goto(base + "/libraries")
+    page.locator("#libraries .card").first.wait_for()
+    page.evaluate(f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMUploads.settings.grantBatch = {GRANT_BATCH}")
+    page.locator("#lib-name").fill("party")
+    page.set_input_files("#lib-folder", str(folder))
+    page.locator("#lib-submit").click()
+    # Batches of three: the second (broken.jpg, c.jpg, d.jpg) waits for c.jpg, whose storage froze,
+    # and portrait.jpg (the third) is not granted yet; the five others are in storage.
+    wait_until(page, "document.querySelectorAll('#upload-files li[data-state=uploaded]').length === 5")
+    assert len(storage.held) == 1
+    page.reload()  # the person leaves mid-upload; the page asked first
+    assert dialogs == ["beforeunload"]
+    page.locator("#libraries .card").first.wait_for()
+    committed = {p for p, kind in storage.reached if kind == "blocklist"}
+    assert committed == set(photos) - {EXPIRED, "portrait.jpg"}
+    assert set(staging.staged("party")) == committed
+
+    page.evaluate(QUICK_POLLS)
+    page.locator('.library-cards [data-library="party"] .add-photos').click()
+    page.set_input_files("#lib-folder", str(folder))
+    page.locator("#lib-submit").click()
+    page.locator("#upload-progress[data-done='1']").wait_for(timeout=60_000)
+    rows = page.locator("#upload-files li")
+    states = {rows.nth(i).get_attribute("data-name"): rows.nth(i).get_attribute("data-state") for i in range(7)}
+    assert states == {name: "skipped" if name in committed else "uploaded" for name in photos}
+    commits = [p for p, kind in storage.reached if kind == "blocklist"]
+    assert sorted(commits) == sorted(photos), "every photo committed exactly once over the two visits"
+    assert staging.staged("party") == {name: len(data) for name, data in photos.items()}
+    assert all(staging.read_staged("party", name) == data for name, data in photos.items())
+    page.locator('.library-photos[data-library="party"][data-pending="0"]').wait_for(timeout=90_000)
+    page.locator('.library-cards [data-library="party"] h2 small').filter(has_text="6 tiles").wait_for()
+    shot(page, "17-library-resumed-after-reload")

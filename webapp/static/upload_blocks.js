@@ -1,0 +1,107 @@
+/* One file straight to Blob Storage with its SAS URL (the valet key): a block blob written as
+ * Put Block per chunk, then Put Block List. Block ids are deterministic (the chunk's index), so a
+ * retried or resumed block is the same block; a failed block is retried with backoff and only
+ * blocks storage has not acknowledged are sent again; a 403 (the SAS expired) asks for a fresh URL.
+ * Plain JS; XMLHttpRequest for Put Block because it reports bytes sent (fetch does not). */
+"use strict";
+
+const PMBlocks = (() => {
+  const settings = {
+    blockBytes: 4 * 1024 * 1024, // 4 MiB: well under Put Block's limit, few requests per phone photo
+    attempts: 6, // per block: network drops, 5xx, 408, 429
+    backoffMs: 500, // doubled per attempt, at most maxBackoffMs
+    maxBackoffMs: 8000,
+    refreshes: 2, // fresh SAS URLs asked for one file after 403s
+    requestTimeoutMs: 180000, // a request storage leaves unanswered this long counts as dropped (4 MiB at 25 KB/s)
+  };
+  const VERSION = "2025-01-05"; // a Blob REST API version both Azure and Azurite accept
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /** Deterministic, equal-length block ids (Base64 of "block-000042"). */
+  const blockId = (index) => btoa(`block-${String(index).padStart(6, "0")}`);
+
+  /** One request to storage; resolves {status, text}; status 0 when the connection dropped. */
+  function send(method, url, body, headers, onBytes) {
+    return new Promise((resolve) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open(method, url);
+      xhr.timeout = settings.requestTimeoutMs;
+      for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
+      if (onBytes) xhr.upload.onprogress = (e) => onBytes(e.loaded);
+      xhr.onload = () => resolve({ status: xhr.status, text: xhr.responseText });
+      xhr.onerror = () => resolve({ status: 0, text: "the connection dropped" });
+      xhr.ontimeout = xhr.onerror;
+      xhr.send(body);
+    });
+  }
+
+  /** Why storage refused, from its XML error (<Code>, <Message>) or the status. */
+  function reason(answer) {
+    const code = /<Code>([^<]+)<\/Code>/.exec(answer.text || "");
+    return answer.status ? `storage answered ${answer.status}${code ? ` ${code[1]}` : ""}` : answer.text;
+  }
+
+  const retryable = (status) => status === 0 || status === 408 || status === 429 || status >= 500;
+
+  class UploadError extends Error {}
+
+  /**
+   * Upload `file` to `grant.url`. `refresh()` resolves a new grant for this file (after a 403);
+   * `onProgress(bytes)` reports the bytes acknowledged plus those of the block in flight.
+   */
+  async function uploadFile(file, grant, { refresh, onProgress = () => {} }) {
+    let url = grant.url;
+    let refreshed = 0;
+    const size = settings.blockBytes;
+    const count = Math.max(1, Math.ceil(file.size / size));
+    const acknowledged = new Set();
+    let done = 0; // bytes of acknowledged blocks
+
+    // Run `request(url)` until storage takes it: backoff on drops, a fresh URL on 403.
+    async function persist(what, request) {
+      for (let attempt = 1; ; attempt += 1) {
+        const answer = await request(url);
+        if (answer.status >= 200 && answer.status < 300) return answer;
+        if (answer.status === 403 && refreshed < settings.refreshes) {
+          refreshed += 1;
+          const fresh = await refresh();
+          if (fresh.uploaded) return null; // committed meanwhile (another tab, an earlier try)
+          url = fresh.url;
+          attempt = 0;
+          continue;
+        }
+        if (!retryable(answer.status) || attempt >= settings.attempts) {
+          throw new UploadError(`${what}: ${reason(answer)}`);
+        }
+        const wait = Math.min(settings.maxBackoffMs, settings.backoffMs * 2 ** (attempt - 1));
+        await sleep(wait * (0.75 + Math.random() * 0.5));
+      }
+    }
+
+    for (let index = 0; index < count; index += 1) {
+      if (acknowledged.has(index)) continue;
+      const start = index * size;
+      const chunk = file.slice(start, Math.min(file.size, start + size));
+      const blockUrl = (base) => `${base}&comp=block&blockid=${encodeURIComponent(blockId(index))}`;
+      const answer = await persist(`block ${index + 1} of ${count}`, (base) =>
+        send("PUT", blockUrl(base), chunk, { "x-ms-version": VERSION }, (bytes) => onProgress(done + bytes)));
+      if (answer === null) return onProgress(file.size);
+      acknowledged.add(index);
+      done += chunk.size;
+      onProgress(done);
+    }
+    const ids = Array.from({ length: count }, (_, i) => `<Latest>${blockId(i)}</Latest>`).join("");
+    const list = `<?xml version="1.0" encoding="utf-8"?><BlockList>${ids}</BlockList>`;
+    const headers = {
+      "x-ms-version": VERSION,
+      "Content-Type": "application/xml",
+      "x-ms-blob-content-type": file.type || "application/octet-stream",
+    };
+    await persist("commit", (base) => send("PUT", `${base}&comp=blocklist`, list, headers));
+    onProgress(file.size);
+    return undefined;
+  }
+
+  return { settings, blockId, uploadFile, UploadError };
+})();
