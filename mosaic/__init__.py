@@ -8,7 +8,7 @@ reader can lift it out whole. Its errors and limits are its own:
     sources     open_tile_sources, SourceLimits, build_library_from: a library from a folder, zips or uploads
     images      open_image, probe_size, ImageDecodeError — every uploaded image is decoded here
     image_structure  check_structure: what opening a file costs, bounded before Pillow reads it
-    library     TileLibrary (atlas + index blob), build_library
+    library     TileLibrary (atlas + index blob + groups of near-duplicates), build_library
     grid        Grid, plan_grid (output-size rule), plan_bands (slices), cell_image
     signatures  CIELAB sub-cell features, exact integers
     matching    nearest tiles by chunked matrix products
@@ -16,6 +16,7 @@ reader can lift it out whole. Its errors and limits are its own:
     rounds      the variety rule's conflict rounds (which candidate each cell keeps)
     candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
+    cover       use every photo: one cell pinned to every group, a min-cost assignment
     correction  whole-tile colour correction: each placed tile moved as one piece toward its cell
     overlay     the optional overlay: the target painted over the tiles per sub-cell, integer-exact
     detail      contrast matching for the overlay: tile detail held to the cell's

@@ -54,6 +54,13 @@ class Candidates:
             else:
                 self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]
 
+    def pin(self, cells: np.ndarray, tiles: np.ndarray) -> None:
+        """Give each of ``cells`` (flat indices) the one-tile list ``tiles`` ("use every photo")."""
+        self.ranked[cells] = -1
+        self.ranked[cells, 0] = tiles
+        self.width[cells] = 1
+        self.allowed[cells] = 1
+
     def at(self, cells: np.ndarray, position: np.ndarray) -> np.ndarray:
         """The tile at ``position`` (< width) in the lists of ``cells``."""
         rows = self.row[cells]

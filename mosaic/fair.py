@@ -1,5 +1,8 @@
 """Fair use of tiles: every tile at most ``max_uses`` times, at the least total distance.
 
+A tile here is a library photo with its mirror image and its near-duplicates (a group,
+``TileLibrary.group_of``): a burst of ten shots shares one budget of ``max_uses``.
+
 This is a minimum-cost flow: one unit from each cell to a tile, at most ``max_uses`` units
 through each tile, the cost of a cell on a tile its exact squared feature distance
 (``signatures``, integers). A dense cells × tiles matrix does not fit (200 k cells × 10 k
@@ -69,25 +72,50 @@ def check_budget(cells: int, tiles: int, max_uses: int) -> None:
         )
 
 
-def assign(cells: np.ndarray, candidates: np.ndarray, *, distinct: int, max_uses: int) -> np.ndarray:
+def assign(
+    cells: np.ndarray,
+    candidates: np.ndarray,
+    *,
+    distinct: int,
+    max_uses: int,
+    groups: np.ndarray | None = None,
+    taken: np.ndarray | None = None,
+) -> np.ndarray:
     """``(n,) int32`` candidate per cell, each tile (``index % distinct``) used ≤ ``max_uses`` times."""
-    return solve(cells, candidates, distinct=distinct, max_uses=max_uses).choice
+    return solve(cells, candidates, distinct=distinct, max_uses=max_uses, groups=groups, taken=taken).choice
 
 
-def solve(cells: np.ndarray, candidates: np.ndarray, *, distinct: int, max_uses: int) -> Assignment:
-    """The minimum-cost flow of the module docstring."""
+def solve(
+    cells: np.ndarray,
+    candidates: np.ndarray,
+    *,
+    distinct: int,
+    max_uses: int,
+    groups: np.ndarray | None = None,
+    taken: np.ndarray | None = None,
+) -> Assignment:
+    """The minimum-cost flow of the module docstring.
+
+    ``groups``: ``(distinct,)`` each tile's group (``TileLibrary.group_of``): ``max_uses`` counts
+    a group of near-duplicates as one photo, and each cell may take the group's member that fits
+    it best. ``taken``: uses per group already spent elsewhere (the cells "use every photo"
+    pinned, ``mosaic.cover``)."""
     n = cells.shape[0]
-    check_budget(n, distinct, max_uses)
+    group = np.arange(distinct, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
+    count = int(group.max()) + 1
+    spent = np.zeros(count, np.int64) if taken is None else np.asarray(taken, np.int64)
+    check_budget(n + int(spent.sum()), count, max_uses)
+    capacity = max_uses - spent
     orientations = -(-candidates.shape[0] // distinct)  # 1, or 2 with mirror images
     norms = np.einsum("ij,ij->i", cells.astype(np.float64), cells.astype(np.float64))
     k = min(FIRST_K, distinct)
     while True:
         index, score = best(cells, candidates, k * orientations)
         cost = np.rint(score + norms[:, None]).astype(np.int64)  # exact squared distances
-        tile = index.astype(np.int64) % distinct
+        tile = group[index.astype(np.int64) % distinct]
         keep = _first_of_each_tile(tile)
         rows = np.broadcast_to(np.arange(n)[:, None], tile.shape)[keep]
-        picked = _min_cost_flow(rows, tile[keep], cost[keep], n, distinct, max_uses)
+        picked = _min_cost_flow(rows, tile[keep], cost[keep], n, count, capacity)
         if picked is not None or k >= distinct:
             break
         k = min(4 * k, distinct)
@@ -110,7 +138,7 @@ def _first_of_each_tile(tile: np.ndarray) -> np.ndarray:
 
 
 def _min_cost_flow(
-    rows: np.ndarray, tiles: np.ndarray, costs: np.ndarray, n: int, distinct: int, max_uses: int
+    rows: np.ndarray, tiles: np.ndarray, costs: np.ndarray, n: int, distinct: int, capacity: np.ndarray
 ) -> np.ndarray | None:
     """Indices (into the arc arrays) of the arc chosen for each cell, None if a cell overflows."""
     from ortools.graph.python import min_cost_flow
@@ -130,7 +158,7 @@ def _min_cost_flow(
     flow.add_arcs_with_capacity_and_unit_cost(
         np.arange(n, n + distinct, dtype=np.int32),
         np.full(distinct, sink, np.int32),
-        np.full(distinct, max_uses, np.int64),
+        np.asarray(capacity, np.int64),
         np.zeros(distinct, np.int64),
     )
     flow.add_arc_with_capacity_and_unit_cost(overflow, sink, n, 0)

@@ -1,7 +1,9 @@
 """Tile libraries: square tiles in one atlas, and the compact index blob workers fetch.
 
 A library is an ``(N, 64, 64, 3) uint8`` atlas of tiles at the largest tile size plus their
-names and a content-hash ``version``. Smaller tile sizes are derived from the atlas (Lanczos,
+names, a content-hash ``version`` and the *groups* of near-duplicate tiles (a burst of shots:
+the engine treats a group as one photo for variety, ``max_uses`` and "use every photo"; a tile
+in no group is a group of its own). Smaller tile sizes are derived from the atlas (Lanczos,
 per tile, cached), and so are the matching signatures, so the index is all a worker needs:
 one blob, not one per tile. The index is a zip of ``index.json`` and PNG pages of 4096 tiles
 (lossless, so a library read back is the library written).
@@ -30,7 +32,8 @@ from .signatures import SUB
 
 ATLAS_SIZE = MAX_TILE_SIZE  # tiles are stored at the largest tile size
 FORMAT = "photomosaics-tile-library"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # written for libraries without groups: the bytes of every library before groups
+GROUPS_FORMAT_VERSION = 2  # the same, with ``groups`` in index.json
 _PAGE = 64  # tiles per page side: 4096 tiles, 4096 x 4096 pixels per PNG page
 T = TypeVar("T")
 
@@ -42,6 +45,7 @@ class TileLibrary:
     atlas: np.ndarray
     names: tuple[str, ...]
     version: str
+    groups: tuple[tuple[int, ...], ...] = ()  # near-duplicates: tile indices, groups of two or more
     _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -54,18 +58,44 @@ class TileLibrary:
         if self.atlas.shape[0] == 0:
             raise ValueError("a tile library needs at least one tile")
         self.atlas.flags.writeable = False
+        groups = tuple(tuple(sorted(int(i) for i in g)) for g in self.groups if len(g) > 1)
+        members = [i for g in groups for i in g]
+        if any(not 0 <= i < len(self.names) for i in members) or len(set(members)) != len(members):
+            raise ValueError("groups must name tiles of the library, each tile in one group at most")
+        object.__setattr__(self, "groups", tuple(sorted(groups)))
 
     @classmethod
-    def from_tiles(cls, atlas: np.ndarray, names: Iterable[str]) -> TileLibrary:
-        """A library whose version is the hash of its tiles and names."""
+    def from_tiles(cls, atlas: np.ndarray, names: Iterable[str], groups: Iterable[Iterable[int]] = ()) -> TileLibrary:
+        """A library whose version is the hash of its tiles, names (and groups, when it has any)."""
         atlas = np.ascontiguousarray(atlas, dtype=np.uint8)
         names = tuple(names)
+        kept = tuple(tuple(int(i) for i in g) for g in groups)
         digest = hashlib.sha256(atlas.tobytes())
         digest.update(json.dumps(names).encode())
-        return cls(atlas=atlas, names=names, version=digest.hexdigest()[:20])
+        if any(len(g) > 1 for g in kept):
+            digest.update(json.dumps(sorted(sorted(g) for g in kept if len(g) > 1)).encode())
+        return cls(atlas=atlas, names=names, version=digest.hexdigest()[:20], groups=kept)
 
     def __len__(self) -> int:
         return int(self.atlas.shape[0])
+
+    def group_of(self) -> np.ndarray:
+        """``(N,) int64``: each tile's group, numbered 0.. in the order of their first tiles. A
+        library without groups numbers its tiles 0..N-1, so everything keyed on groups is keyed
+        on tiles exactly as before."""
+
+        def label() -> np.ndarray:
+            first = np.arange(len(self), dtype=np.int64)
+            for group in self.groups:
+                first[list(group)] = group[0]
+            return np.unique(first, return_inverse=True)[1].astype(np.int64).ravel()
+
+        return self.cached(("group-of",), label)
+
+    @property
+    def group_count(self) -> int:
+        """How many photos the engine sees: tiles, near-duplicates counted once."""
+        return len(self) - sum(len(g) - 1 for g in self.groups)
 
     def cached(self, key: Any, compute: Callable[[], T]) -> T:
         """Per-library memo for derived data (tile sizes, signatures, search indexes; arrays read-only)."""
@@ -95,13 +125,15 @@ class TileLibrary:
         pages = math.ceil(count / (_PAGE * _PAGE))
         meta = {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": GROUPS_FORMAT_VERSION if self.groups else FORMAT_VERSION,
             "version": self.version,
             "tile_size": ATLAS_SIZE,
             "count": count,
             "pages": pages,
             "names": list(self.names),
         }
+        if self.groups:
+            meta["groups"] = [list(g) for g in self.groups]
         with zipfile.ZipFile(buffer, "w") as archive:
             archive.writestr("index.json", json.dumps(meta), compress_type=zipfile.ZIP_DEFLATED)
             for page in range(pages):
@@ -119,10 +151,10 @@ class TileLibrary:
                 meta = json.loads(archive.read("index.json"))
                 if meta.get("format") != FORMAT:
                     raise LibraryFormatError("not a tile library index")
-                if meta.get("format_version") != FORMAT_VERSION:
+                if meta.get("format_version") not in (FORMAT_VERSION, GROUPS_FORMAT_VERSION):
                     raise LibraryFormatError(
                         f"tile library format version {meta.get('format_version')} is not supported "
-                        f"(this code reads version {FORMAT_VERSION}); rebuild the library"
+                        f"(this code reads versions {FORMAT_VERSION} and {GROUPS_FORMAT_VERSION}); rebuild the library"
                     )
                 count = int(meta["count"])
                 parts = []
@@ -132,12 +164,13 @@ class TileLibrary:
                         page_png = io.BytesIO(archive.read(f"atlas-{page:03d}.png"))
                         sheet = np.asarray(Image.open(page_png, formats=("PNG",)).convert("RGB"))  # PNG only
                     parts.append(_unsheet(sheet, min(_PAGE * _PAGE, count - page * _PAGE * _PAGE)))
+            atlas = np.concatenate(parts) if parts else np.zeros((0, ATLAS_SIZE, ATLAS_SIZE, 3), np.uint8)
+            groups = tuple(tuple(int(i) for i in g) for g in meta.get("groups", []))
+            return cls(atlas=atlas, names=tuple(meta["names"]), version=str(meta["version"]), groups=groups)
         except LibraryFormatError:
             raise
         except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as exc:
             raise LibraryFormatError(f"unreadable tile library index: {exc}") from exc
-        atlas = np.concatenate(parts) if parts else np.zeros((0, ATLAS_SIZE, ATLAS_SIZE, 3), np.uint8)
-        return cls(atlas=atlas, names=tuple(meta["names"]), version=str(meta["version"]))
 
 
 def _sheet(tiles: np.ndarray) -> np.ndarray:

@@ -21,6 +21,10 @@ MAX_SLICE_PIXELS = 50_000_000
 # took 19 s and 1.0 GB (K = 16); a 400 MP grid of 8 px tiles (6 million cells) would need
 # tens of GB. The default 40 MP mosaic at 16 px tiles has 156,000 cells and fits.
 MAX_FAIR_CELLS = 200_000
+# The most cells a "use every photo" job may have: its whole grid is chosen in one process (the
+# controller), around the pins (``mosaic.cover``). The default 40 MP mosaic at 8 px tiles has
+# 625,000 cells; 2 million is a 128 MP mosaic at 8 px.
+MAX_COVER_CELLS = 2_000_000
 DEFAULT_MAX_INPUT_PIXELS = 60_000_000  # decoded before any check would be a decompression bomb
 # The most pixels a side the encoders write: libjpeg's JPEG_MAX_DIMENSION (65,500, not the
 # format's 65,535; libvips and Pillow both use libjpeg) and libwebp's 16,383.

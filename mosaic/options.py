@@ -47,6 +47,10 @@ class RenderOptions:
                    times in the whole mosaic (None = no limit). The cells are then assigned
                    by a minimum-cost flow over the whole grid (``fair``), which replaces the
                    variety rule.
+    use_every_photo: every library photo (every group of near-duplicates) placed at least
+                   once: one cell per group chosen for the whole grid first (``cover``), the
+                   usual choice around it. The grid needs at least as many cells as the
+                   library has groups. Only with one cell size.
     cell_sizes:    the sizes a cell may take, in base tiles (``cells``): (1,) = every cell one
                    tile (the default); (1, 2, 4) lets a calm block of 2×2 or 4×4 base cells
                    take one photo at that size, small photos staying where the detail is.
@@ -62,6 +66,7 @@ class RenderOptions:
     mirror: bool = True
     max_uses: int | None = None
     match_contrast: bool = False
+    use_every_photo: bool = False
     cell_sizes: tuple[int, ...] = (1,)
     split: int = 50
 
@@ -76,11 +81,17 @@ class RenderOptions:
             raise ValueError(f"colour_weight must be positive, got {self.colour_weight}")
         if self.max_uses is not None and (type(self.max_uses) is not int or self.max_uses < 1):
             raise ValueError(f"max_uses must be a positive integer or None, got {self.max_uses!r}")
+        if type(self.use_every_photo) is not bool:
+            raise ValueError(f"use_every_photo must be true or false, got {self.use_every_photo!r}")
         check_cell_sizes(self.cell_sizes)
         if type(self.split) is not int or not 0 <= self.split <= 100:
             raise ValueError(f"split must be an integer 0..100, got {self.split!r}")
         if len(self.cell_sizes) > 1 and (self.overlay or self.max_uses is not None):
             raise ValueError("cells of several sizes work without an overlay and without max_uses")
+        if len(self.cell_sizes) > 1 and self.use_every_photo:
+            raise ValueError(
+                "cells of several sizes cannot use every photo: choose one cell size (1) to use every photo"
+            )
 
     @property
     def sized(self) -> bool:

@@ -18,7 +18,10 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   are (a gradient-energy measure), the centre winning ties.
 - ``perceptual_hash``: a 64-bit DCT hash (the pHash construction: 32 × 32 grey, the 8 × 8
   lowest frequencies against their median), so burst shots and the same scene twice are a few
-  bits apart (``dal.blobs.indexed.group_photos`` groups them).
+  bits apart, followed by the photo's mean colour in CIELAB (3 bytes): a layout hash alone
+  cannot tell a red card from a blue one (flat photos have no layout, every one hashes alike),
+  nor a scene from its black-and-white print. ``dal.blobs.indexed.group_photos`` groups photos
+  close in both.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ from PIL import Image
 from .errors import ImageDecodeError
 from .images import open_image, to_rgb
 from .library import ATLAS_SIZE
+from .signatures import srgb_to_lab
 
 __all__ = [
     "MAX_PHOTO_PIXELS",
     "WORK_SIDE",
     "IndexedPhoto",
     "PhotoRefused",
+    "colour_distance",
     "decode_photo",
     "detect_faces",
     "hamming",
@@ -53,6 +58,7 @@ WORK_SIDE = 384  # the shorter side the crop, the face search and the hash work 
 MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused before decoding
 _HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"avif")
 _HASH_SIDE = 32
+_FLAT = 1.0  # the largest low-frequency coefficient (grey levels) of a photo with no layout
 _FACE_MIN = 24  # the smallest face searched for, in work pixels
 
 
@@ -63,7 +69,7 @@ class PhotoRefused(ImageDecodeError):
 @dataclass(frozen=True)
 class IndexedPhoto:
     tile: np.ndarray  # (ATLAS_SIZE, ATLAS_SIZE, 3) uint8
-    hash: str  # 16 hex digits
+    hash: str  # 22 hex digits: layout hash, then mean colour
     faces: int  # faces found
     box: tuple[int, int, int]  # (left, top, side) of the square in the work image
     work_size: tuple[int, int]  # the decoded (reduced) size
@@ -184,17 +190,33 @@ def _dct_matrix(n: int) -> np.ndarray:
 
 
 def perceptual_hash(image: Image.Image) -> str:
-    """64-bit DCT hash as 16 hex digits (see the module docstring)."""
-    grey = image.convert("L").resize((_HASH_SIDE, _HASH_SIDE), Image.Resampling.BOX)
-    pixels = np.asarray(grey, dtype=np.float64)
+    """22 hex digits: the 64-bit DCT hash of the layout, then the mean colour (module docstring)."""
+    small = image.convert("RGB").resize((_HASH_SIDE, _HASH_SIDE), Image.Resampling.BOX)
+    pixels = np.asarray(small.convert("L"), dtype=np.float64)
     dct = _dct_matrix(_HASH_SIDE)
     low = (dct @ pixels @ dct.T)[:8, :8]
     bits = (low > np.median(low)).ravel()
-    return f"{int(''.join('1' if b else '0' for b in bits), 2):016x}"
+    if np.abs(low.ravel()[1:]).max() < _FLAT:  # no layout at all: rounding noise would pick the bits
+        bits[:] = False
+    lab = srgb_to_lab(np.asarray(small, dtype=np.uint8)).reshape(-1, 3).mean(axis=0)
+    colour = (round(lab[0] * 2.55), round(lab[1]) + 128, round(lab[2]) + 128)
+    return f"{int(''.join('1' if b else '0' for b in bits), 2):016x}" + "".join(
+        f"{min(255, max(0, c)):02x}" for c in colour
+    )
 
 
 def hamming(a: str, b: str) -> int:
-    return (int(a, 16) ^ int(b, 16)).bit_count()
+    """Bits apart of two hashes' layouts (their first 16 hex digits)."""
+    return (int(a[:16], 16) ^ int(b[:16], 16)).bit_count()
+
+
+def colour_distance(a: str, b: str) -> float | None:
+    """ΔE76 between two hashes' mean colours, or None when either has none (an older hash)."""
+    if len(a) < 22 or len(b) < 22:
+        return None
+    la, lb = (np.array([int(h[i : i + 2], 16) for i in (16, 18, 20)], dtype=np.float64) for h in (a, b))
+    la[0], lb[0] = la[0] / 2.55, lb[0] / 2.55
+    return float(np.linalg.norm(la - lb))
 
 
 def index_photo(data: bytes, *, max_pixels: int = MAX_PHOTO_PIXELS) -> IndexedPhoto:

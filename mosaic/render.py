@@ -17,6 +17,7 @@ from PIL import Image
 
 from . import sized
 from .cells import check_tile_size
+from .cover import check_cover, pin_groups
 from .fair import assign
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_grid
 from .library import ATLAS_SIZE, TileLibrary
@@ -36,7 +37,7 @@ from .painting import paint
 from .parts import Parts, plan_parts
 from .signatures import SUB, cell_pixels, colour_features, features
 from .tile_index import nearest_tiles
-from .variety import choose_varied, feasible_distance, graph_size, tile_graph
+from .variety import choose_varied, feasible_distance, graph_size, seed_number, tile_graph
 
 STRIP_CELLS = 1 << 17  # cells matched per step (see ``strips``)
 
@@ -50,26 +51,40 @@ def choose_tiles(
     row_offset: int = 0,
     options: RenderOptions = DEFAULT_OPTIONS,
     parts: Parts | None = None,
+    pins: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(rows, cols) int32``: the candidate chosen for every cell of the band.
 
     ``parts``: the grid's parts (``mosaic.parts.plan_parts``); the band's rows are whole parts,
     each chosen on its own, so any band of the same rows chooses the same tiles. None: the
     band is one part, with other cells below it. Indices ``>= len(library)`` are mirror
-    images (``candidate_tiles``).
+    images (``candidate_tiles``). ``pins``: the band's rows of ``cover``'s pins ("use every
+    photo": a candidate per cell, −1 where free), which the choice keeps.
     """
     rows, cols = _check_cells(cells, tile_size, options)
     if options.max_uses is not None:
-        return assign_fair(cells, library, tile_size=tile_size, options=options)
+        return assign_fair(cells, library, tile_size=tile_size, options=options, pins=pins)
     if cell_pixels(tile_size) == 1:
-        return _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
+        choice = _nearest_colour(cells.reshape(-1, 3), library, tile_size).reshape(rows, cols)
+        return choice if pins is None else np.where(pins >= 0, pins, choice).astype(np.int32)
     k = cell_pixels(tile_size)
     choice = np.empty((rows, cols), np.int32)
-    choose_part = sized.choose_part if options.sized else _choose_part  # cells of several sizes: ``sized``
     for part, below in _parts_of(parts, row_offset, rows):
         first, last = part.start - row_offset, part.stop - row_offset
-        choice[first:last] = choose_part(
-            cells[first * k : last * k], library, tile_size, seed, part.start, options, border_below=below
+        if options.sized:  # cells of several sizes: ``sized`` (no pins: ``RenderOptions`` refuses them)
+            choice[first:last] = sized.choose_part(
+                cells[first * k : last * k], library, tile_size, seed, part.start, options, border_below=below
+            )
+            continue
+        choice[first:last] = _choose_part(
+            cells[first * k : last * k],
+            library,
+            tile_size,
+            seed,
+            part.start,
+            options,
+            border_below=below,
+            pins=None if pins is None else pins[first:last],
         )
     return choice
 
@@ -91,6 +106,7 @@ def _choose_part(
     options: RenderOptions,
     *,
     border_below: bool,
+    pins: np.ndarray | None = None,
 ) -> np.ndarray:
     rows, cols = _check_cells(cells, tile_size)
     structure, colour = _weights(options, tile_size)
@@ -98,7 +114,7 @@ def _choose_part(
     index = tile_index(library, tile_size, options)
     graph = None
     if options.variety:
-        size = graph_size(feasible_distance(options.variety, len(library)))
+        size = graph_size(feasible_distance(options.variety, library.group_count))
         # Keyed by what the graph depends on (not the whole options: a new correction reuses it).
         key = ("graph", tile_size, structure, colour, _mirror(options, tile_size), size)
         graph = library.cached(key, lambda: tile_graph(candidates, size))
@@ -118,29 +134,123 @@ def _choose_part(
                 graph=graph,
                 index=index,
                 border_below=border_below or stop < rows,
+                groups=library.group_of(),
+                pins=None if pins is None else pins[start:stop],
             )
         else:
             choice[start:stop] = nearest_tiles(wanted, candidates, index).reshape(stop - start, cols)
+            if pins is not None:
+                choice[start:stop] = np.where(pins[start:stop] >= 0, pins[start:stop], choice[start:stop])
     return choice
 
 
-def assign_fair(cells: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions) -> np.ndarray:
+def assign_fair(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    options: RenderOptions,
+    pins: np.ndarray | None = None,
+) -> np.ndarray:
     """``(rows, cols) int32``: the fair-use choice (``options.max_uses``) for a whole cell image.
 
     Global by nature, so ``render`` calls it once on the whole grid and gives each band its
-    rows; the pipeline renders a fair-use job as one slice for the same reason.
+    rows; the controller assigns a fair-use job once and hands each band its rows for the
+    same reason. ``pins``: cells already given a tile ("use every photo", ``cover``), each
+    spending one use of its group.
     """
     assert options.max_uses is not None
     rows, cols = _check_cells(cells, tile_size)
+    wanted, candidates = matching_features(cells, library, tile_size=tile_size, options=options)
+    group = library.group_of()
+    if pins is None:
+        return assign(wanted, candidates, distinct=len(library), max_uses=options.max_uses, groups=group).reshape(
+            rows, cols
+        )
+    flat = pins.ravel()
+    free = np.flatnonzero(flat < 0)
+    taken = np.bincount(group[flat[flat >= 0] % len(library)], minlength=int(group.max()) + 1)
+    choice = flat.astype(np.int32).copy()
+    if free.size:
+        choice[free] = assign(
+            wanted[free], candidates, distinct=len(library), max_uses=options.max_uses, groups=group, taken=taken
+        )
+    return choice.reshape(rows, cols)
+
+
+def matching_features(
+    cells: np.ndarray, library: TileLibrary, *, tile_size: int, options: RenderOptions
+) -> tuple[np.ndarray, np.ndarray]:
+    """The whole cell image's features and the candidates' (the colour alone at 1 px per cell)."""
     if cell_pixels(tile_size) == 1:
         tile_means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))
         candidates = library.cached(("colour-features", tile_size), lambda: colour_features(tile_means))
-        wanted = colour_features(cells.reshape(-1, 3))
-    else:
-        structure, colour = _weights(options, tile_size)
-        candidates = tile_features(library, tile_size, options)
-        wanted = features(_sub_cells(cells), structure=structure, colour=colour)
-    return assign(wanted, candidates, distinct=len(library), max_uses=options.max_uses).reshape(rows, cols)
+        return colour_features(cells.reshape(-1, 3)), candidates
+    structure, colour = _weights(options, tile_size)
+    return features(_sub_cells(cells), structure=structure, colour=colour), tile_features(library, tile_size, options)
+
+
+def choose_whole(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    seed: str,
+    options: RenderOptions,
+    parts: Parts,
+    photo: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """``(rows, cols) int32``: the whole grid's choice of a fair-use or use-every-photo job.
+
+    Both are global (a min-cost flow over every cell), so ``render`` and the pipeline's
+    controller make them once, from the grid's cell image, the library and the seed, and every
+    band renders its rows: one slice or many, the same bytes. ``photo``: the photo's size, for
+    the smallest tiles across a ``CoverError`` names (default: the grid's own shape)."""
+    pins = None
+    if options.use_every_photo:
+        pins = cover_pins(cells, library, tile_size=tile_size, seed=seed, options=options, parts=parts, photo=photo)
+    if options.max_uses is not None:
+        return assign_fair(cells, library, tile_size=tile_size, options=options, pins=pins)
+    return choose_tiles(cells, library, tile_size=tile_size, seed=seed, options=options, parts=parts, pins=pins)
+
+
+def cover_pins(
+    cells: np.ndarray,
+    library: TileLibrary,
+    *,
+    tile_size: int,
+    seed: str,
+    options: RenderOptions,
+    parts: Parts,
+    photo: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """``(rows, cols) int32``: one cell pinned to a tile of every group (``cover``), −1 elsewhere.
+    With the variety rule, a pin in a restricted row (next to a part's or a strip's edge) holds
+    only a group of that row's border class."""
+    rows, cols = _check_cells(cells, tile_size)
+    count = library.group_count
+    width, height = photo or (cols * tile_size, rows * tile_size)
+    check_cover(rows * cols, count, width=width, height=height, tile_size=tile_size, tiles_across=cols)
+    wanted, candidates = matching_features(cells, library, tile_size=tile_size, options=options)
+    d = feasible_distance(options.variety, count)
+    if options.max_uses is not None or cell_pixels(tile_size) == 1:
+        d = 0  # no variety rule: no border classes
+    edges = [
+        (part.start + start, part.start + stop)
+        for part in parts.within(range(0, parts.rows))
+        for start, stop in strips(len(part), cols, part.start)
+    ]
+    pins = pin_groups(
+        wanted,
+        candidates,
+        distinct=len(library),
+        groups=library.group_of(),
+        cols=cols,
+        edges=edges,
+        d=d,
+        seed=seed_number(seed),
+    )
+    return pins.reshape(rows, cols)
 
 
 def strips(rows: int, cols: int, row_offset: int) -> list[tuple[int, int]]:
@@ -303,8 +413,10 @@ def render_with_placement(
     cells = cell_image(image, grid)
     parts = plan_parts(grid, align=options.cell_sizes[-1])
     whole = None
-    if options.max_uses is not None:  # one assignment for the whole grid, shared by the bands
-        whole = assign_fair(cells, library, tile_size=tile_size, options=options)
+    if options.max_uses is not None or options.use_every_photo:  # decided once for the whole grid
+        whole = choose_whole(
+            cells, library, tile_size=tile_size, seed=seed, options=options, parts=parts, photo=image.size
+        )
     pixels = np.empty((grid.tiles_down * tile_size, grid.tiles_across * tile_size, 3), np.uint8)
     choice = np.empty((grid.tiles_down, grid.tiles_across), np.int32)
     for band in parts.bands(slices):  # each painted straight into its rows of the mosaic

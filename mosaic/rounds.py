@@ -43,13 +43,15 @@ def resolve(
     d: int,
     rows: int,
     cols: int,
-    base: int,
+    key_of: np.ndarray,
     *,
     absent: np.ndarray | None = None,
 ) -> np.ndarray:
     """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates.
 
-    ``absent``: flat bool, cells that hold no tile (they never conflict; their choice is −1).
+    ``key_of[candidate]``: what counts as a repeat (its tile's group: a tile, its mirror image
+    and its near-duplicates hold the same key). ``absent``: flat bool, cells that hold no tile
+    (they never conflict; their choice is −1).
 
     A round: every cell whose tile is also held, within ``d``, by a neighbour of higher
     priority that is not itself beaten moves on to its next candidate. While many cells
@@ -58,7 +60,7 @@ def resolve(
     windows (``_sparse_rounds``). Both compute the same rounds.
     """
     n = rows * cols
-    state = _State(candidates, priority, base)
+    state = _State(candidates, priority, key_of)
     if absent is not None:
         state.key[absent] = -1 - np.flatnonzero(absent)  # a key no other cell has, as out of candidates
     board = _Board(priority, d)
@@ -77,13 +79,13 @@ def resolve(
 class _State:
     """Each cell's position in its candidate list, its tile and its conflict key."""
 
-    def __init__(self, candidates: Candidates, priority: np.ndarray, base: int) -> None:
-        self.candidates, self.base = candidates, base
+    def __init__(self, candidates: Candidates, priority: np.ndarray, key_of: np.ndarray) -> None:
+        self.candidates, self.key_of = candidates, key_of
         self.prio = priority.ravel()
         n = self.prio.size
         self.ptr = np.zeros(n, np.intp)
         self.cur = candidates.ranked[:, 0].copy()
-        self.key = (self.cur % base).astype(np.int32)  # a unique negative once out of candidates
+        self.key = key_of[self.cur].astype(np.int32)  # a unique negative once out of candidates
 
     def advance(self, losers: np.ndarray) -> None:
         """Move ``losers`` (sorted flat indices) to their next candidate, refilling lists."""
@@ -98,7 +100,7 @@ class _State:
             short = ptr >= width
         cur = cand.at(losers, np.minimum(ptr, width - 1))
         self.cur[losers] = cur
-        key = cur % self.base
+        key = self.key_of[cur]
         if short.any():  # out of candidates: a key no other cell has
             key = np.where(short, -1 - losers, key)
         self.key[losers] = key

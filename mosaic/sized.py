@@ -3,7 +3,8 @@
 Each size is a grid of its own (the part's cell image box-reduced by the size, ``SUB`` pixels
 per cell), matched on the same features as a single-size mosaic, against the library at that
 size (``library_features``: tiles of ``size × tile_size`` pixels), largest size first. Variety
-is counted over photos, whatever their size:
+is counted over photos (a group of near-duplicates is one photo, ``TileLibrary.group_of``),
+whatever their size:
 
 - cells of one size: the variety rule on their own grid (``variety.choose_varied`` with only
   the planned cells present): no photo within ``distance`` cells of that size;
@@ -60,8 +61,9 @@ def choose_part(
     sizes = options.cell_sizes
     plan = plan_cells(cells, sizes, options.split)
     count = len(library)
+    group = library.group_of()  # near-duplicates are one photo (``TileLibrary.group_of``)
     choice = np.full((rows, cols), -1, np.int32)
-    placed = np.full((rows, cols), -1, np.int64)  # the photo of every larger cell placed so far
+    placed = np.full((rows, cols), -1, np.int64)  # the photo (group) of every larger cell placed so far
     for order, size in enumerate(reversed(sizes)):
         present = origins(plan, size)
         if not present.any():
@@ -72,7 +74,7 @@ def choose_part(
         candidates = tile_features(library, big, matching)
         wanted = features(_sub_cells(level_image(cells, size)), structure=structure, colour=colour)
         level_rows, level_cols = present.shape
-        d = feasible_distance(options.variety, count // len(sizes)) if options.variety else 0
+        d = feasible_distance(options.variety, library.group_count // len(sizes)) if options.variety else 0
         if d:
             width = graph_size(d)
             key = ("graph", big, structure, colour, _mirror(matching, big), width)
@@ -91,17 +93,19 @@ def choose_part(
                 border_below=border_below,
                 present=present,
                 share=(order, len(sizes)),
+                groups=group,
             )
-            allowed = _allowed(count, candidates.shape[0], d, seed, (order, len(sizes)))
+            key_of = group[np.arange(candidates.shape[0]) % count]
+            allowed = _allowed(key_of, library.group_count, d, seed, (order, len(sizes)))
             border = _border_rows(level_rows, row_offset // size, d, border_below)
-            _apart(level, present, size, placed, wanted, candidates, d, count, allowed, border, row_offset // size)
+            _apart(level, present, size, placed, wanted, candidates, d, key_of, allowed, border, row_offset // size)
         else:
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         whole = np.repeat(np.repeat(np.where(present, level, -1), size, axis=0), size, axis=1)
         area = (slice(0, level_rows * size), slice(0, level_cols * size))
         mine = whole >= 0
         choice[area][mine] = whole[mine]
-        placed[area][mine] = whole[mine] % count
+        placed[area][mine] = group[whole[mine] % count]
     return choice
 
 
@@ -120,9 +124,10 @@ def at_size(options: RenderOptions, size: int) -> RenderOptions:
     return dataclasses.replace(options, colour_weight=options.colour_weight / LAYOUT_GROWTH ** (size - 1))
 
 
-def _allowed(count: int, candidates: int, d: int, seed: str, share: tuple[int, int]) -> list[np.ndarray]:
-    """The candidates each border class may use, as ``choose_varied`` deals them."""
-    classes = tile_classes(count, (d + 1) * share[1] - 1, seed_number(seed))[np.arange(candidates) % count]
+def _allowed(key_of: np.ndarray, count: int, d: int, seed: str, share: tuple[int, int]) -> list[np.ndarray]:
+    """The candidates each border class may use, as ``choose_varied`` deals them (``key_of``:
+    each candidate's group, ``count`` groups)."""
+    classes = tile_classes(count, (d + 1) * share[1] - 1, seed_number(seed))[key_of]
     return [np.flatnonzero(classes == share[0] * (d + 1) + q) for q in range(d + 1)]
 
 
@@ -134,14 +139,15 @@ def _apart(
     wanted: np.ndarray,
     candidates: np.ndarray,
     d: int,
-    count: int,
+    key_of: np.ndarray,
     allowed: list[np.ndarray],
     border: np.ndarray,
     level_offset: int,
 ) -> None:
     """Move, in place, every cell of ``level`` whose photo a larger cell holds within ``d``
-    base cells to its best photo free of both sizes (row order: the result is fixed)."""
-    hit = _near_larger(np.where(present, level % count, -1), size, placed, d) & present
+    base cells to its best photo free of both sizes (row order: the result is fixed). A photo
+    is its group (``key_of[candidate]``): near-duplicates count as one."""
+    hit = _near_larger(np.where(present, key_of[level], -1), size, placed, d) & present
     level_cols = level.shape[1]
     cells = np.argwhere(hit)
     if not cells.size:
@@ -162,15 +168,15 @@ def _apart(
         near = placed[max(0, r0 - d) : r0 + size + d, max(0, c0 - d) : c0 + size + d]
         lo, hi = max(0, i - d), min(level.shape[0], i + d + 1)
         left, right = max(0, j - d), min(level_cols, j + d + 1)
-        same = level[lo:hi, left:right][present[lo:hi, left:right]] % count
+        same = key_of[level[lo:hi, left:right][present[lo:hi, left:right]]]
         taken = {*near[near >= 0].tolist(), *same.tolist()}
-        free = next((t for t in first.tolist() if t >= 0 and t % count not in taken), None)
+        free = next((t for t in first.tolist() if t >= 0 and int(key_of[t]) not in taken), None)
         if free is None:  # rare: every photo of the short list is taken nearby; rank the whole share
             members = pools[g]
             pool = candidates if members is None else candidates[members]
             order, _ = best(wanted[i * level_cols + j][None], pool, pool.shape[0])
             order = order[0] if members is None else members[order[0]]
-            free = next(t for t in order.tolist() if t % count not in taken)  # feasible_distance leaves one
+            free = next(t for t in order.tolist() if int(key_of[t]) not in taken)  # feasible_distance leaves one
         level[i, j] = free
 
 

@@ -1,5 +1,8 @@
 """Anti-repetition: no tile used twice within ``distance`` cells, deterministic and part-safe.
 
+A *tile* here is a library photo with its mirror image and its near-duplicates (a group,
+``TileLibrary.group_of``): a burst of ten shots is one photo to every rule below.
+
 Inside a part (``mosaic.parts``) every cell gets its ``m`` best tiles, best first. Conflicts
 (two cells within ``distance`` — Chebyshev, so a (2d+1)² square — holding the same tile) are
 settled in parallel rounds: a cell whose tile is also held by a neighbour of higher priority,
@@ -161,6 +164,8 @@ def choose_varied(
     border_below: bool = True,
     present: np.ndarray | None = None,
     share: tuple[int, int] = (0, 1),
+    groups: np.ndarray | None = None,
+    pins: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
 
@@ -174,37 +179,50 @@ def choose_varied(
     ``sized``); the others choose nothing (−1) and hold no tile. ``share``: ``(i, n)``, the
     border rows use the ``i``-th of ``n`` disjoint shares of the border classes (the sizes of
     a mosaic of several, so cells of two sizes across a part border never share a photo).
+    ``groups``: ``(distinct,)`` each tile's group (``TileLibrary.group_of``): near-duplicates
+    count as one photo, for the distance and the border classes; None: every tile its own.
+    ``pins``: ``(rows, cols)`` a candidate each cell must hold, −1 where it is free ("use every
+    photo", ``mosaic.cover``: one cell per group, placed where its group's border class allows).
     """
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
-    d = feasible_distance(distance, base // share[1])
+    group = np.arange(base, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
+    count = int(group.max()) + 1
+    d = feasible_distance(distance, count // share[1])
+    pinned = None if pins is None else np.flatnonzero(pins.ravel() >= 0)
     if d == 0:
-        return nearest_tiles(cells, tiles, index).reshape(rows, cols)
+        choice = nearest_tiles(cells, tiles, index).reshape(rows, cols)
+        return choice if pins is None else np.where(pins >= 0, pins, choice).astype(np.int32)
     seed_int = seed_number(seed)
     border = _border_rows(rows, row_offset, d, border_below)
-    classes = tile_classes(base, (d + 1) * share[1] - 1, seed_int)[np.arange(n_tiles) % base] - share[0] * (d + 1)
+    key_of = group[np.arange(n_tiles) % base]
+    classes = tile_classes(count, (d + 1) * share[1] - 1, seed_int)[key_of] - share[0] * (d + 1)
     exists = None if present is None else present.ravel()
 
     def cells_of(row_list: np.ndarray) -> np.ndarray:
         flat = (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
         return flat if exists is None else flat[exists[flat]]
 
-    groups = []
+    parts = []
     inner_rows = np.flatnonzero(~border)
     if inner_rows.size:
-        groups.append((cells_of(inner_rows), np.arange(n_tiles)))
+        parts.append((cells_of(inner_rows), np.arange(n_tiles)))
     for q in range(d + 1):
         rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
         if rows_q.size:
-            groups.append((cells_of(rows_q), np.flatnonzero(classes == q)))
-    candidates = Candidates(cells, tiles, groups, graph, index)
+            parts.append((cells_of(rows_q), np.flatnonzero(classes == q)))
+    candidates = Candidates(cells, tiles, parts, graph, index)
 
     # The border rows choose first: they have a share of the library, the rows inside all of it.
     priority = priorities(rows, cols, row_offset, d, seed_int) + border[:, None] * (d + 1) * (d + 2)
-    choice = resolve(candidates, priority, d, rows, cols, base, absent=None if exists is None else ~exists)
+    if pins is not None and pinned is not None and pinned.size:
+        candidates.pin(pinned, pins.ravel()[pinned])
+        priority = priority.copy()
+        priority.ravel()[pinned] = 2 * (d + 1) * (d + 2)  # above every free cell: a pinned cell never moves
+    choice = resolve(candidates, priority, d, rows, cols, key_of, absent=None if exists is None else ~exists)
     stuck = np.argwhere((choice < 0) if present is None else (choice < 0) & present)
     if stuck.size:
-        _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols, base)
+        _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols, key_of)
     return choice
 
 
@@ -219,17 +237,17 @@ def _settle_one_by_one(
     row_offset: int,
     d: int,
     cols: int,
-    base: int,
+    key_of: np.ndarray,
 ) -> None:
     order = np.argsort(-priority[stuck[:, 0], stuck[:, 1]], kind="stable")
     for r, c in stuck[order]:
         allowed = np.arange(tiles.shape[0])
         if border[r]:
             allowed = np.flatnonzero(classes == (r + row_offset) % (d + 1))
-        taken = choice[max(0, r - d) : r + d + 1, max(0, c - d) : c + d + 1] % base
+        taken = key_of[choice[max(0, r - d) : r + d + 1, max(0, c - d) : c + d + 1]]
         index, _ = best(cells[r * cols + c][None, :], tiles[allowed], allowed.size)
         for t in allowed[index[0]]:
-            if not (taken == t % base).any():
+            if not (taken == key_of[t]).any():
                 choice[r, c] = t
                 break
         else:  # cannot happen: feasible_distance leaves more tiles than neighbours

@@ -316,6 +316,7 @@ def test_render_with_a_library_in_storage(
         (["--max-uses", "0"], "0 is not in the range x>=1"),
         (["--cell-sizes", "2,4"], "cell sizes must rise from 1"),
         (["--cell-sizes", "1,2", "--overlay", "30"], "several sizes work without an overlay"),
+        (["--cell-sizes", "1,2", "--use-every-photo"], "cells of several sizes cannot use every photo"),
         (["--cell-sizes", "1,4", "--tile-size", "32"], "over the library's 64 px tiles"),
         (["--cell-sizes", "1,2", "--split", "101"], "101 is not in the range 0<=x<=100"),
         (
@@ -505,3 +506,17 @@ def test_cells_of_several_sizes_reach_the_engine_and_the_tile_map_gives_their_re
     sizes = {(int(r[0]), int(r[1])): int(r[4]) for r in rows[1:]}
     assert sizes[(0, 0)] == 4 and sizes[(15, 7)] == 1
     assert sum(s * s for s in sizes.values()) == 16 * 8  # the cells cover the grid once
+
+
+def test_render_using_every_photo_places_each_one_or_names_the_tiles_across_it_needs(
+    target: Path, tiles_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "every.png"
+    args = ["render", str(target), "--library", str(tiles_dir), "--tile-size", "8", "--correction", "0"]
+    result = run(*args, "--use-every-photo", "--tiles-across", "3", "-o", str(out))  # 3 x 2 = 6 cells, 8 photos
+    assert_clean_failure(result, "choose at least 4 tiles across to use every photo")
+    assert not out.exists()
+    assert run(*args, "--use-every-photo", "--tiles-across", "4", "-o", str(out)).exit_code == 0
+    with Image.open(out) as mosaic:
+        cells = np.asarray(mosaic.convert("RGB")).reshape(3, 8, 4, 8, 3)[:, 4, :, 4].reshape(-1, 3)  # flat tiles
+    assert len(np.unique(cells, axis=0)) == 8  # every one of the 8 photos, in 12 cells

@@ -175,6 +175,16 @@ def test_an_image_response_may_say_its_stitcher_finished_the_job() -> None:
             QueueMessage.parse(json.dumps({**json.loads(done.payload()), "job_done": bad}))
 
 
+def test_an_image_request_may_ask_for_every_photo_true_or_absent() -> None:
+    plain = next(m for m in EXAMPLES if isinstance(m, ImageRequestMessage))
+    assert plain.use_every_photo is None and "use_every_photo" not in json.loads(plain.payload())  # as before
+    every = dataclasses.replace(plain, use_every_photo=True)
+    assert QueueMessage.parse(every.payload()) == every and json.loads(every.payload())["use_every_photo"] is True
+    for bad in (False, 1, "true"):
+        with pytest.raises(QueueMessageFormatException, match="use_every_photo"):
+            QueueMessage.parse(json.dumps({**json.loads(every.payload()), "use_every_photo": bad}))
+
+
 def reason_of(text: str | bytes, **kwargs: object) -> str:
     with pytest.raises(QueueMessageFormatException) as info:
         QueueMessage.parse(text, **kwargs)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_na
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.queues.work_queue import ReceivedMessage
 from mosaic.images import open_image
+from mosaic.library import TileLibrary
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
@@ -129,6 +131,46 @@ def test_a_fair_use_job_that_the_library_cannot_cover_fails_with_the_reason(pipe
         JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
     assert pipe.services.queues.slice_request.accept_messages(32, visibility_timeout=1) == []
     assert rid
+
+
+def grouped_copy(pipe: Pipeline) -> tuple[str, TileLibrary]:
+    """The pipeline's library with every fourth tile and the next one a group of near-duplicates."""
+    plain = pipe.services.libraries.load(pipe.library_uri)
+    groups = [[i, i + 1] for i in range(0, len(plain) - 1, 4)]
+    library = TileLibrary.from_tiles(plain.atlas, plain.names, groups)
+    return pipe.create_library(f"grouped-{uuid.uuid4().hex[:8]}", library), library
+
+
+def test_a_use_every_photo_job_is_chosen_once_and_its_slices_place_every_group(pipe: Pipeline) -> None:
+    uri, library = grouped_copy(pipe)
+    assert pipe.services.libraries.load(uri).groups == library.groups  # the groups travel with the library
+    image = plain_photo(3, seed=5)
+    rid = pipe.submit(image, library_uri=uri, tile_size=PLAIN_TILE, slices=3, tiles_across=12, use_every_photo=True)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    requests = receive_all(pipe.services.queues.slice_request, 3)
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    for received in requests:
+        processor.handle_slice_request(received)
+    in_order = sorted(requests, key=lambda r: r.message.slice_sequence)  # type: ignore[attr-defined]
+    bands = [decode_band(band_bytes(r.message.band, lambda: b"")) for r in in_order]  # type: ignore[attr-defined]
+    choice = np.concatenate([b.choice for b in bands])  # type: ignore[misc]
+    assert set(library.group_of()[choice.ravel() % len(library)]) == set(range(library.group_count))
+    job = pipe.job(rid)
+    assert job is not None
+    options = RenderOptions(use_every_photo=True)
+    expected = render(open_image(image), library, tile_size=PLAIN_TILE, tiles_across=12, seed=rid, options=options)
+    assert np.array_equal(pipe.slice_outputs(job), expected)
+
+
+def test_a_use_every_photo_job_on_too_few_cells_fails_naming_the_tiles_across(pipe: Pipeline) -> None:
+    uri, library = grouped_copy(pipe)
+    image = sample_photo(48, 36, seed=5)
+    pipe.submit(image, library_uri=uri, tile_size=16, slices=1, tiles_across=4, use_every_photo=True)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    with pytest.raises(PermanentJobError, match=f"{library.group_count} photos .* choose at least 8 tiles across"):
+        JobController(RoleServices(pipe.services.storage, pipe.settings, "ctl")).handle_image_request(request)
+    assert pipe.services.queues.slice_request.accept_messages(32, visibility_timeout=1) == []
 
 
 @pytest.mark.parametrize("damage", ["missing_library", "undecodable_band", "undecodable_band_blob"])

@@ -44,11 +44,12 @@ from mosaic.grid import Grid
 from webapp import planning, streams
 from webapp.clients import client_id
 from webapp.errors import ApiError
+from webapp.every_photo import check_every_photo
 from webapp.ingress import client_address
 from webapp.previews import PREVIEWS, PYRAMIDS, jpeg_preview, pyramid_preview, rendered_preview, snap_side
 from webapp.serialize import event_json, job_json
 from webapp.services import services, settings
-from webapp.validation import ValidImage, int_field, optional_int_field, validate_image
+from webapp.validation import ValidImage, flag_field, int_field, optional_int_field, validate_image
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_jobs", __name__, url_prefix="/api")
@@ -122,6 +123,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     max_uses = optional_int_field(request.form, "max_uses", low=1, high=MAX_USES)
     # Tiles <-> photo: how far each whole tile's colour moves toward its cell's (0..100 %).
     correction = optional_int_field(request.form, "correction", low=0, high=100)
+    use_every_photo = flag_field(request.form, "use_every_photo")  # every library photo at least once
     owner = client_id()
     admitted = _admit(owner)
     try:
@@ -133,6 +135,8 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
             max_pixels=limits.max_input_pixels,
         )
         grid, slices = _plan(photo, library, tile_size, tiles_across, slices, max_uses)
+        if use_every_photo:
+            check_every_photo(library, grid, photo)
     except Exception:
         if admitted:
             _give_back(owner)
@@ -147,6 +151,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         admitted=admitted,
         max_uses=max_uses,
         correction=correction,
+        use_every_photo=use_every_photo,
     )
 
 
@@ -268,6 +273,7 @@ def _submit(
     admitted: bool = True,
     max_uses: int | None = None,
     correction: int | None = None,
+    use_every_photo: bool = False,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -294,6 +300,7 @@ def _submit(
             tiles_across=grid.tiles_across,
             max_uses=max_uses,
             correction=correction,
+            use_every_photo=use_every_photo or None,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:
@@ -308,6 +315,7 @@ def _submit(
             f"of {tile_size} px from {library!r} in {slices} slice(s)"
             + (f", each tile at most {max_uses} times" if max_uses is not None else "")
             + (f", colour correction {correction} %" if correction is not None else "")
+            + (", every photo at least once" if use_every_photo else "")
             + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
         svc.send(message, force_secondary=parked)

@@ -3,7 +3,9 @@
 ``GET /api/print-plan/for-paper?tile_size=&dpi=&width_cm=`` answers how many tiles across
 fill a print that wide at that DPI (the pixels it needs, rounded to whole tiles);
 ``GET /api/print-plan/for-grid?tile_size=&dpi=&tiles_across=`` answers how wide that grid
-prints. Two routes, each with all its parameters required, rather than one route taking
+prints; ``GET /api/print-plan/every-photo?library=&tile_size=&width=&height=`` answers the
+fewest tiles across that use every photo of the library once (``use_every_photo``) for a
+photo of that size. Routes each with all their parameters required, rather than one route taking
 "exactly one of" two: OpenAPI 3.0 query parameters cannot state that rule, so a client
 generator or fuzzer reading the spec would send requests the server must refuse. The
 arithmetic is ``mosaic.print_planner`` (its round trip is property-tested); this module only
@@ -17,9 +19,11 @@ import re
 
 from flask import Blueprint, Response, jsonify, request
 
-from mosaic.print_planner import PrintPlan, paper_for_grid, plan_for_paper
+from mosaic.print_planner import PrintPlan, every_photo_tiles_across, paper_for_grid, plan_for_paper
 from webapp import planning
+from webapp.api_jobs import find_library
 from webapp.errors import ApiError
+from webapp.every_photo import library_photo_count
 from webapp.validation import int_field
 
 bp = Blueprint("api_print", __name__, url_prefix="/api")
@@ -72,6 +76,34 @@ def plan_for_grid() -> Response:
     tile_size, dpi = _common()
     across = int_field(request.args, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
     return _answer(paper_for_grid(across, tile_size, dpi), dpi)
+
+
+MAX_PHOTO_SIDE = 1_000_000  # as GET /api/plan
+
+
+@bp.get("/print-plan/every-photo")
+def plan_every_photo() -> Response:
+    """The fewest tiles across that use every photo of ``library`` once, for a photo of ``width``
+    × ``height`` at ``tile_size``: what the create page's planner shows when "use every photo" is on."""
+    tile_size = int_field(request.args, "tile_size", low=1, high=64)
+    width = int_field(request.args, "width", low=1, high=MAX_PHOTO_SIDE)
+    height = int_field(request.args, "height", low=1, high=MAX_PHOTO_SIDE)
+    name = (request.args.get("library") or "").strip()
+    if not name:
+        raise ApiError(400, "missing_field", "library is required")
+    find_library(name)  # 400 for an impossible name, 404 for one this client cannot use
+    photos = library_photo_count(name)
+    if photos < 1:
+        raise ApiError(503, "storage_unavailable", f"how many photos {name!r} holds cannot be read now; try again")
+    across = every_photo_tiles_across(width, height, tile_size, photos)
+    if across == 0 or across > planning.MAX_TILES_ACROSS:
+        raise ApiError(
+            422,
+            "invalid_plan",
+            f"{photos:,} photos need more cells than a mosaic of this photo at {tile_size} px tiles may have: "
+            "choose smaller tiles",
+        )
+    return jsonify({"library": name, "photos": photos, "tile_size": tile_size, "tiles_across": across})
 
 
 def _answer(plan: PrintPlan, dpi: int) -> Response:

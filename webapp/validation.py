@@ -50,7 +50,18 @@ LIST_FIELDS = frozenset({"files"})
 # would leave "which one counts" to chance, so it is refused. A field no endpoint reads is ignored
 # however often it comes (the spec allows other fields), so its repeats are ignored too.
 READ_FIELDS = frozenset(
-    {"image", "library", "tile_size", "slices", "tiles_across", "max_uses", "correction", "name", "description"}
+    {
+        "image",
+        "library",
+        "tile_size",
+        "slices",
+        "tiles_across",
+        "max_uses",
+        "correction",
+        "use_every_photo",
+        "name",
+        "description",
+    }
 )
 SHOWN_CHARACTERS = 40  # a field's value is echoed in an error up to this long, else its length only
 _EXIF_ORIENTATION = 0x0112
@@ -144,6 +155,18 @@ def optional_int_field(form: Mapping[str, str], name: str, *, low: int, high: in
             400, "invalid_field", f"{name} must be a whole number, got {shown(raw)}; omit it for the default"
         )
     return int_field(form, name, low=low, high=high)
+
+
+def flag_field(form: Mapping[str, str], name: str) -> bool:
+    """A boolean form field, ``true`` or ``false`` as the spec's ``boolean`` is written; absent is
+    false; anything else is 400 (a "yes" or "1" is not guessed at)."""
+    raw = form.get(name)
+    if raw is None:
+        return False
+    text = str(raw).strip()
+    if text not in ("true", "false"):
+        raise ApiError(400, "invalid_field", f"{name} must be true or false, got {shown(raw)}")
+    return text == "true"
 
 
 def shown(value: object) -> str:

@@ -14,11 +14,15 @@ from mosaic.render import DEFAULT_OPTIONS, RenderOptions
 __all__ = ["job_options"]
 
 
-def job_options(*, correction: int | None = None, max_uses: int | None = None) -> RenderOptions:
+def job_options(
+    *, correction: int | None = None, max_uses: int | None = None, use_every_photo: bool | None = None
+) -> RenderOptions:
     """``DEFAULT_OPTIONS`` with what the job's message sets (None: the default)."""
     options = DEFAULT_OPTIONS
     if correction is not None:
         options = dataclasses.replace(options, correction=correction)
     if max_uses is not None:
         options = dataclasses.replace(options, max_uses=max_uses)
+    if use_every_photo:
+        options = dataclasses.replace(options, use_every_photo=True)
     return options

@@ -41,6 +41,9 @@ MANIFEST_BLOB = "manifest.json"
 SEGMENT_PREFIX = "segments/"
 FORMAT = "photomosaics-library-manifest"
 GROUP_DISTANCE = 10  # Hamming distance of two 64-bit hashes within which photos are one group
+# ... and how close their mean colours must be (ΔE76): a burst's shots differ by a few units,
+# while flat or plain photos, whose layout hashes are all alike, differ by their colour.
+GROUP_COLOUR_DISTANCE = 12.0
 _ATTEMPTS = 30
 
 
@@ -50,7 +53,7 @@ class PhotoOutcome:
     state: str  # "indexed" or "skipped"
     size: int  # the staged blob's size when it was indexed (a re-upload of another size is indexed again)
     reason: str = ""  # why it was skipped
-    hash: str = ""  # 16 hex digits: the perceptual hash (mosaic.photo_index.perceptual_hash)
+    hash: str = ""  # 22 hex digits: the layout hash and mean colour (mosaic.photo_index.perceptual_hash)
     segment: str = ""  # the segment blob holding its tile
 
 
@@ -81,11 +84,25 @@ class Manifest:
         return cls(version=str(body["version"]), photos=photos, groups=[list(g) for g in body["groups"]])
 
 
-def group_photos(hashes: dict[str, str], distance: int = GROUP_DISTANCE) -> list[list[str]]:
-    """Near-duplicates (bursts, the same scene twice): photos whose hashes are within ``distance``
-    bits, joined transitively; only groups of two or more, each sorted, by first name."""
+def _mean_colours(hashes: list[str]) -> np.ndarray:
+    """``(n, 3)`` CIELAB mean colours from the hashes' last 6 hex digits; NaN for an older hash
+    without them (``mosaic.photo_index.perceptual_hash``)."""
+    out = np.full((len(hashes), 3), np.nan)
+    for i, h in enumerate(hashes):
+        if len(h) >= 22:
+            out[i] = [int(h[16:18], 16) / 2.55, int(h[18:20], 16) - 128, int(h[20:22], 16) - 128]
+    return out
+
+
+def group_photos(
+    hashes: dict[str, str], distance: int = GROUP_DISTANCE, colour: float = GROUP_COLOUR_DISTANCE
+) -> list[list[str]]:
+    """Near-duplicates (bursts, the same scene twice): photos whose layout hashes are within
+    ``distance`` bits and whose mean colours are within ``colour`` ΔE76 (when both hashes carry
+    one), joined transitively; only groups of two or more, each sorted, by first name."""
     names = sorted(hashes)
-    values = np.array([int(hashes[n], 16) for n in names], dtype=np.uint64)
+    values = np.array([int(hashes[n][:16], 16) for n in names], dtype=np.uint64)
+    colours = _mean_colours([hashes[n] for n in names])
     parent = list(range(len(names)))
 
     def root(i: int) -> int:
@@ -99,7 +116,9 @@ def group_photos(hashes: dict[str, str], distance: int = GROUP_DISTANCE) -> list
             break
         xor = values[i + 1 :] ^ values[i]
         bits = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
-        for j in np.nonzero(bits <= distance)[0]:
+        apart = np.linalg.norm(colours[i + 1 :] - colours[i], axis=1)
+        alike = (bits <= distance) & ~(apart > colour)  # an unknown colour (NaN) does not keep photos apart
+        for j in np.nonzero(alike)[0]:
             a, b = root(i), root(i + 1 + int(j))
             if a != b:
                 parent[b] = a
@@ -174,7 +193,8 @@ class IndexedLibraries:
         raise RuntimeError(f"library {library!r}: the manifest changed {_ATTEMPTS} times while merging a batch")
 
     def compose(self, library: str, manifest: Manifest | None = None) -> TileLibrary:
-        """The published library: every indexed photo's tile, by name, from the cached segments."""
+        """The published library: every indexed photo's tile, by name, from the cached segments, with
+        the manifest's near-duplicate groups (the engine counts a group as one photo)."""
         manifest = manifest or self.read(library)[0]
         indexed = manifest.indexed()
         if not indexed:
@@ -191,4 +211,8 @@ class IndexedLibraries:
                 with self._lock:
                     self._segments[key] = cached
             tiles.append(cached.atlas[cached.names.index(name)])
-        return TileLibrary(atlas=np.stack(tiles), names=tuple(indexed), version=manifest.version)
+        position = {name: i for i, name in enumerate(indexed)}
+        groups = [[position[n] for n in group if n in position] for group in manifest.groups]
+        return TileLibrary(
+            atlas=np.stack(tiles), names=tuple(indexed), version=manifest.version, groups=tuple(map(tuple, groups))
+        )

@@ -77,9 +77,9 @@ _CLIENT_ID = re.compile(ID_PATTERN)
 LIBRARY_NAME_PATTERN = r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*"
 _LIBRARY_NAME = re.compile(LIBRARY_NAME_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "correction", "band", "report", "job_done"}
+_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "correction", "band", "report", "job_done", "use_every_photo"}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses", "correction", "band", "report", "job_done"}
+_OMITTED_WHEN_NONE = {"max_uses", "correction", "band", "report", "job_done", "use_every_photo"}
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
 MAX_REPORT_STAGES = 32
@@ -150,6 +150,7 @@ _FIELD_CHECKS: dict[str, FieldCheck] = {
     "band": _optional(lambda v: _check_band(v)),
     "report": _optional(lambda v: _check_report(v)),
     "job_done": _optional(lambda v: _check_true("job_done", v)),
+    "use_every_photo": _optional(lambda v: _check_true("use_every_photo", v)),
     "library": lambda v: _check_library(v),
     "library_uri": lambda v: _check_uri("library_uri", v),
     "photos": lambda v: _check_photos(v),
@@ -398,6 +399,9 @@ class ImageRequestMessage(QueueMessage):
     # How far each tile's colour moves toward its cell's, 0..100 % (None: the engine's default,
     # ``mosaic.render.RenderOptions.correction``): the person's choice between tiles and photo.
     correction: int | None = None
+    # Every library photo (every group of near-duplicates) at least once: true or absent. The
+    # controller chooses the whole grid once (``mosaic.render.choose_whole``), as for max_uses.
+    use_every_photo: bool | None = None
 
     TYPE: ClassVar[str] = "ImageRequest"
     QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE

@@ -109,6 +109,7 @@ def _render_options(
     match_contrast: bool = False,
     colour_first: bool,
     max_uses: int | None = None,
+    use_every_photo: bool = False,
     cell_sizes: tuple[int, ...] | None = None,
     split: int | None = None,
 ) -> Any:
@@ -121,6 +122,8 @@ def _render_options(
     changes: dict[str, Any] = {"colour_first": colour_first, "max_uses": max_uses}
     if match_contrast:
         changes["match_contrast"] = True
+    if use_every_photo:
+        changes["use_every_photo"] = True
     given = (("variety", variety), ("correction", correction), ("overlay", overlay), ("cell_sizes", cell_sizes))
     for name, value in (*given, ("split", split)):
         if value is not None:
@@ -209,6 +212,13 @@ def _cell_sizes(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | 
     help="Fair use: no tile placed more than N times in the mosaic (exact minimum-cost assignment) [default: no limit].",
 )
 @click.option(
+    "--use-every-photo",
+    is_flag=True,
+    default=False,
+    help="Every photo of the library (near-duplicates counted once) at least once; refused, naming the "
+    "smallest --tiles-across that works, when the mosaic has too few tiles.",
+)
+@click.option(
     "--cell-sizes",
     callback=_cell_sizes,
     default=None,
@@ -259,6 +269,7 @@ def render(
     match_contrast: bool,
     colour_first: bool,
     max_uses: int | None,
+    use_every_photo: bool,
     cell_sizes: tuple[int, ...] | None,
     split: int | None,
     seed: str,
@@ -293,6 +304,7 @@ def render(
         match_contrast=match_contrast,
         colour_first=colour_first,
         max_uses=max_uses,
+        use_every_photo=use_every_photo,
         cell_sizes=cell_sizes,
         split=split,
     )
@@ -307,11 +319,13 @@ def render(
         f"{grid.output_width}x{grid.output_height} px",
         err=True,
     )
-    kept = feasible_distance(options.variety, len(library.names))
+    if use_every_photo:
+        _check_every_photo(library, grid, image.size)
+    kept = feasible_distance(options.variety, library.group_count)
     if kept < options.variety:  # the engine lowers the rule to what the library can keep
         near = "a photo may sit next to itself" if kept == 0 else f"the variety is lowered to {kept}"
         click.echo(
-            f"note: with {len(library.names)} photos {near}; "
+            f"note: with {library.group_count} photos {near}; "
             f"variety {options.variety} needs {tiles_needed(options.variety)} photos or more",
             err=True,
         )
@@ -362,10 +376,27 @@ def _library_for(library_spec: str, *, use_cache: bool, max_uses: int | None, ce
         from mosaic.fair import check_budget
 
         try:
-            check_budget(cells, len(library.names), max_uses)
+            check_budget(cells, library.group_count, max_uses)
         except TileBudgetError as exc:
             raise click.BadParameter(str(exc), param_hint="--max-uses") from None
     return library
+
+
+def _check_every_photo(library: Any, grid: Any, photo: tuple[int, int]) -> None:
+    """A usage error naming the smallest tiles across when the grid cannot hold every photo."""
+    from mosaic.cover import CoverError, check_cover
+
+    try:
+        check_cover(
+            grid.cells,
+            library.group_count,
+            width=photo[0],
+            height=photo[1],
+            tile_size=grid.tile_size,
+            tiles_across=grid.tiles_across,
+        )
+    except CoverError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tiles-across") from None
 
 
 def _plan(

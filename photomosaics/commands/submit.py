@@ -192,6 +192,13 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
     "the tile moved as a whole [default: the server's engine default].",
 )
 @click.option(
+    "--use-every-photo",
+    is_flag=True,
+    default=False,
+    help="Every photo of the library (near-duplicates counted once) at least once; refused, naming "
+    "the smallest --tiles-across that works, when the mosaic has too few tiles.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
@@ -224,6 +231,7 @@ def submit(
     slices: int,
     tiles_across: int | None,
     correction: int | None,
+    use_every_photo: bool,
     output: Path | None,
     url: str,
     timeout: float,
@@ -241,6 +249,8 @@ def submit(
         form["tiles_across"] = str(tiles_across)
     if correction is not None:
         form["correction"] = str(correction)
+    if use_every_photo:
+        form["use_every_photo"] = "true"
     _say_reach(api, image, form)
     created = _create(api, image, form, retry_until=min(deadline, started + retry_for))
     job = api.call("GET", created["status_url"]).json()

@@ -12,6 +12,7 @@ from mosaic.cells import origins, parse_cell_sizes, plan_cells
 from mosaic.render import DEFAULT_OPTIONS, RenderOptions, render_with_placement
 
 from .conftest import random_library
+from .test_engine_groups import burst_library, calm_photo
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,8 @@ def test_cell_sizes_are_checked_and_one_size_is_the_default() -> None:
         RenderOptions(cell_sizes=(1, 2), split=101)
     with pytest.raises(ValueError, match="several sizes"):
         RenderOptions(cell_sizes=(1, 2), overlay=30)
+    with pytest.raises(ValueError, match="cells of several sizes cannot use every photo"):
+        RenderOptions(cell_sizes=(1, 2), use_every_photo=True)
 
 
 def test_calm_blocks_merge_and_detail_stays_small() -> None:
@@ -93,6 +96,35 @@ def test_each_cell_shows_one_photo_at_its_size_and_photos_keep_apart_whatever_th
                 gap_rows = max(r1 - (r0 + s0), r0 - (r1 + s1)) + 1
                 gap_cols = max(c1 - (c0 + s0), c0 - (c1 + s1)) + 1
                 assert max(gap_rows, gap_cols) > d, ((r0, c0, s0), (r1, c1, s1))
+
+
+def _burst_gaps(choice: np.ndarray, plan: np.ndarray, sizes: tuple[int, ...], count: int) -> list[int]:
+    """The Chebyshev distance in base cells between every two cells holding a burst shot."""
+    rects = [
+        (r * size, c * size, size)
+        for size in sizes
+        for r, c in np.argwhere(origins(plan, size))
+        if int(choice[r * size, c * size]) % count >= 300
+    ]
+    return [
+        max(max(r1 - (r0 + s0), r0 - (r1 + s1)) + 1, max(c1 - (c0 + s0), c0 - (c1 + s1)) + 1)
+        for i, (r0, c0, s0) in enumerate(rects)
+        for r1, c1, s1 in rects[i + 1 :]
+    ]
+
+
+def test_near_duplicates_are_one_photo_to_cells_of_every_size() -> None:
+    photo, options = calm_photo(), RenderOptions(cell_sizes=(1, 2, 4), split=90)
+    grid = plan_grid(*photo.size, tile_size=8, tiles_across=30)
+    plan = plan_cells(cell_image(photo, grid), options.cell_sizes, options.split)
+    assert {1, 2, 4} <= set(np.unique(plan).tolist())
+    gaps = {}
+    for grouped in (False, True):
+        library = burst_library(grouped=grouped)
+        _, choice = render_with_placement(photo, library, tile_size=8, tiles_across=30, seed="s", options=options)
+        gaps[grouped] = _burst_gaps(choice, plan, options.cell_sizes, len(library))
+    assert min(gaps[False]) == 1  # 30 "different" grey shots side by side
+    assert gaps[True] and min(gaps[True]) > 2  # one photo: kept apart (variety 2 with 301 photos in 3 shares)
 
 
 def test_one_size_is_the_single_size_mosaic(library: TileLibrary) -> None:

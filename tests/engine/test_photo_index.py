@@ -13,6 +13,7 @@ from PIL import Image
 from dal.blobs.indexed import group_photos
 from mosaic.photo_index import (
     PhotoRefused,
+    colour_distance,
     decode_photo,
     detect_faces,
     hamming,
@@ -116,6 +117,31 @@ def test_burst_shots_hash_close_and_group_and_other_photos_do_not() -> None:
     assert hamming(astronaut, coffee) > 16 and min(hamming(astronaut, h) for h in burst.values()) > 16
     groups = group_photos({**burst, "astronaut.jpg": astronaut, "coffee.jpg": coffee})
     assert groups == [sorted(burst)]
+
+
+def test_plain_photos_of_different_colours_are_not_one_group_but_a_slightly_brighter_shot_is() -> None:
+    """Flat photos have no layout, so their layout hashes are alike: the mean colour tells them
+    apart. A burst shot a little brighter than the others still joins them."""
+    plain = {
+        f"{name}.png": perceptual_hash(Image.new("RGB", (400, 300), rgb))
+        for name, rgb in {
+            "red": (220, 30, 30),
+            "green": (30, 200, 40),
+            "blue": (30, 40, 210),
+            "yellow": (240, 220, 20),
+        }.items()
+    }
+    assert {h[:16] for h in plain.values()} == {"0" * 16}  # no layout: the layout alone would group them
+    base = np.asarray(Image.fromarray(skimage_data.chelsea()).resize((1200, 900))).astype(np.int16)
+    shots = {
+        f"shot-{i}.jpg": perceptual_hash(
+            decode_photo(_jpeg(Image.fromarray(np.clip(base + lift, 0, 255).astype(np.uint8))))
+        )
+        for i, lift in enumerate((0, 6, 12))
+    }
+    assert group_photos({**plain, **shots}) == [sorted(shots)]
+    assert colour_distance(plain["red.png"], plain["blue.png"]) > 50
+    assert group_photos({"old-a": "0" * 16, "old-b": "0" * 16}) == [["old-a", "old-b"]]  # older hashes: layout alone
 
 
 def _png_bomb() -> bytes:

@@ -190,6 +190,7 @@ class Pipeline:
         ext: str = "png",
         max_uses: int | None = None,
         correction: int | None = None,
+        use_every_photo: bool | None = None,
     ) -> str:
         """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
         request_id = str(uuid.uuid4())
@@ -209,6 +210,7 @@ class Pipeline:
                 tiles_across=tiles_across,
                 max_uses=max_uses,
                 correction=correction,
+                use_every_photo=use_every_photo,
             )
         )
         return request_id

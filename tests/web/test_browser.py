@@ -312,6 +312,40 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
 
 
+def test_use_every_photo_shows_the_tiles_across_it_needs_and_a_too_small_grid_is_refused(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    from mosaic.cover import smallest_tiles_across
+
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live_app["url"] + "/")
+    page.locator('.library-option[data-library="demo"]').wait_for()
+    page.set_input_files("#image", str(photo_file(tmp_path)))  # chelsea: 451 x 300
+    page.locator("#final-dims").filter(has_text="×").wait_for()
+    page.locator('.library-option[data-library="demo"]').click()
+    page.locator("#tile_size").fill("12")
+    page.locator("#tiles_across").fill("40")
+    page.locator("#print-planner summary").click()
+    assert page.locator("#print-every").is_hidden()  # only while the option is ticked
+    page.locator("#use_every_photo").check()
+    photos = live_app["pipeline"].services.libraries.info("demo").tile_count  # no groups: every tile a photo
+    need = smallest_tiles_across(451, 300, tile_size=12, groups=photos)
+    page.locator("#print-every").filter(
+        has_text=f"{photos:,} photos need at least {need} tiles across of 12 px (now 40: too few)."
+    ).wait_for()
+    shot(page, "02c-use-every-photo")
+    page.locator("#submit").click()  # 40 across: too few cells, refused before anything is stored
+    page.locator("#form-error").filter(has_text=f"choose at least {need} tiles across to use every photo").wait_for()
+    assert page.url == live_app["url"] + "/"
+    page.locator("#tiles_across").fill(str(need))
+    page.locator("#print-every").filter(has_text=f"(now {need}: enough).").wait_for()
+    page.locator("#use_every_photo").uncheck()
+    page.locator("#print-every").wait_for(state="hidden")
+    assert not errors and not browser_context.violations
+
+
 def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(
     app: Any, browser_context: Any, web_storage: Any, web_settings: Any, tmp_path: Path
 ) -> None:

@@ -90,6 +90,11 @@ def test_uploaded_photos_are_indexed_once_with_reasons_and_groups(
     version = body["version"]
     tiles = services.libraries.load(library)
     assert sorted(tiles.names) == ["a-again.jpg", "a.jpg", "b.jpg"] and tiles.version == version
+    # The composed library carries the group: the engine sees two photos, not three.
+    assert [sorted(tiles.names[i] for i in g) for g in tiles.groups] == [["a-again.jpg", "a.jpg"]]
+    assert tiles.group_count == 2
+    plan = client.get(f"/api/print-plan/every-photo?library={library}&tile_size=8&width=640&height=480").get_json()
+    assert plan["photos"] == 2  # read from the manifest's groups, the library not loaded
     listed = client.get(f"/api/libraries/{library}").get_json()
     assert listed["tile_count"] == 3 and listed["version"] == version and listed["samples"]
 

@@ -274,6 +274,7 @@ def test_a_stored_error_reaches_a_client_as_one_bounded_line() -> None:
         ("tiles_across", ["10", "20"]),
         ("max_uses", ["5", "6"]),
         ("correction", ["10", "90"]),
+        ("use_every_photo", ["true", "false"]),
         ("image", "two files"),
     ],
 )
@@ -319,7 +320,7 @@ def test_every_form_field_the_code_reads_is_held_to_once() -> None:
 
     code = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[2] / "webapp").glob("*.py"))
     read = set(re.findall(r"request\.(?:form|files)\.get(?:list)?\(\"(\w+)\"", code))
-    read |= set(re.findall(r"int_field\(request\.form, \"(\w+)\"", code))
+    read |= set(re.findall(r"(?:int_field|flag_field)\(request\.form, \"(\w+)\"", code))
     assert read - LIST_FIELDS == READ_FIELDS
 
 

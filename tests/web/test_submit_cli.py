@@ -88,6 +88,7 @@ def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path
     [
         (["--library", "nosuchlibrary"], "no tile library called 'nosuchlibrary' (HTTP 404 library_not_found)"),
         (["--library", LIBRARY, "--slices", "999"], "HTTP 400 invalid_field"),
+        (["--library", LIBRARY, "--use-every-photo", "--tiles-across", "4"], "tiles across to use every photo"),
     ],
 )
 def test_refusals_are_clear_and_exit_1(idle_app: str, photo: Path, args: list[str], message: str) -> None:

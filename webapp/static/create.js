@@ -134,6 +134,8 @@
     const probe = new Image();
     probe.onload = () => {
       photo = { file, width: probe.naturalWidth, height: probe.naturalHeight };
+      form.dataset.photoWidth = String(photo.width); // the print planner's "use every photo" reads it
+      form.dataset.photoHeight = String(photo.height);
       preview.src = url;
       preview.hidden = false;
       empty.hidden = true;
@@ -147,6 +149,8 @@
       // plans the grid itself; its answer says what is wrong if anything is.
       URL.revokeObjectURL(url);
       photo = { file, width: null, height: null };
+      delete form.dataset.photoWidth;
+      delete form.dataset.photoHeight;
       preview.hidden = true;
       empty.hidden = false;
       info.textContent = `${file.name} · ${(file.size / 1048576).toFixed(1)} MB · no preview in this browser`;
@@ -266,6 +270,7 @@
     data.append("correction", correction.value);
     const maxUses = document.getElementById("max_uses").value.trim();
     if (maxUses !== "") data.append("max_uses", maxUses);
+    if (document.getElementById("use_every_photo").checked) data.append("use_every_photo", "true");
     submit.disabled = true;
     submit.textContent = "Uploading…";
     try {

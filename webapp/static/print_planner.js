@@ -1,6 +1,8 @@
 /* The print planner on the create page: paper width and DPI in, tiles across out (from
    /api/print-plan/for-paper), and back: how wide the current detail prints at that DPI. "Use this
-   detail" moves the Detail slider (create.js replans the final size on its input event). */
+   detail" moves the Detail slider (create.js replans the final size on its input event). With
+   "Use every photo" ticked it also says the fewest tiles across that use every photo of the chosen
+   library once, for this photo (/api/print-plan/every-photo). */
 "use strict";
 
 (() => {
@@ -12,8 +14,32 @@
   const use = document.getElementById("print-use");
   const tileSize = document.getElementById("tile_size");
   const across = document.getElementById("tiles_across");
+  const every = document.getElementById("print-every");
+  const everyBox = document.getElementById("use_every_photo");
+  const form = document.getElementById("create-form");
   let planned = null;
   let seq = 0;
+  let everySeq = 0;
+
+  async function updateEvery() {
+    const mine = ++everySeq;
+    const library = form.querySelector('input[name="library"]:checked');
+    const { photoWidth, photoHeight } = form.dataset;
+    if (!everyBox.checked || !library || !photoWidth) { every.hidden = true; return; }
+    const query = { library: library.value, tile_size: tileSize.value, width: photoWidth, height: photoHeight };
+    try {
+      const need = await PM.api(`/api/print-plan/every-photo?${new URLSearchParams(query)}`);
+      if (mine !== everySeq) return;
+      const now = Number(across.value);
+      every.textContent = `Use every photo: ${PM.number(need.photos)} photos need at least ` +
+        `${PM.number(need.tiles_across)} tiles across of ${need.tile_size} px` +
+        (across.disabled ? "." : now >= need.tiles_across ? ` (now ${now}: enough).` : ` (now ${now}: too few).`);
+    } catch (error) {
+      if (mine !== everySeq) return;
+      every.textContent = `Use every photo: ${error.message}`;
+    }
+    every.hidden = false;
+  }
 
   async function update() {
     const mine = ++seq;
@@ -47,8 +73,11 @@
   dpi.addEventListener("input", update);
   tileSize.addEventListener("input", update);
   across.addEventListener("input", update);
+  for (const source of [tileSize, across, everyBox]) source.addEventListener("input", updateEvery);
+  everyBox.addEventListener("change", updateEvery);
+  form.addEventListener("change", (event) => { if (event.target.name === "library") updateEvery(); });
   // The slider is enabled once a photo is planned: watch for it.
-  new MutationObserver(update).observe(across, { attributes: true, attributeFilter: ["disabled", "max"] });
+  new MutationObserver(() => { update(); updateEvery(); }).observe(across, { attributes: true, attributeFilter: ["disabled", "max"] });
   use.addEventListener("click", () => {
     if (!planned || across.disabled) return;
     across.value = String(Math.min(planned.tiles_across, Number(across.max)));

@@ -5,10 +5,11 @@ RGB), plan the grid, resample to the cell image, cut it into ``slices`` bands of
 rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 32 KiB of PNG,
 into its message: ``workers.imaging.slicing.inline_band``), record the job, and only then send one
 ``SliceRequestMessage`` per band. A redelivered request rewrites the same
-blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) is
-assigned here, once, for the whole grid (``mosaic.render.assign_fair``: a global min-cost
-flow, deterministic, so a redelivery writes the same choice), and each band PNG carries its
-rows of that choice: the bands together can never exceed N, whichever processors render them.
+blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) or a
+"use every photo" job is chosen here, once, for the whole grid (``mosaic.render.choose_whole``:
+a global min-cost flow, deterministic, so a redelivery writes the same choice), and each band
+PNG carries its rows of that choice: the bands together can never exceed N nor leave a photo
+out, whichever processors render them.
 The slices go to a lane of ``slicerequest`` (``dal.queues.lanes``): a client's oldest unfinished job
 to lane 0, its later jobs lower, so one client's backlog never queues ahead of another
 client's single job.
@@ -68,6 +69,7 @@ from dal.queues import tracing
 from dal.queues.lanes import lane_for
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
 from dal.queues.work_queue import ReceivedMessage
+from mosaic.cover import CoverError
 from mosaic.errors import TileBudgetError
 from mosaic.grid import cell_image, min_slices, plan_grid
 from mosaic.images import ImageDecodeError, open_image
@@ -75,7 +77,7 @@ from mosaic.library import LibraryFormatError
 from mosaic.limits import MAX_SLICE_PIXELS
 from mosaic.parts import plan_parts
 from mosaic.pieces import PiecePlan, job_plan
-from mosaic.render import assign_fair
+from mosaic.render import choose_whole
 from workers.controller.assembly import Stitcher
 from workers.controller.dispatch import dispatch_slices, store_bands
 from workers.controller.hedging import Hedger
@@ -150,8 +152,8 @@ class JobController:
 
         cells = cell_image(image, grid)
         choice = None
-        if message.max_uses is not None:
-            choice = self._assign_fair(message, cells, grid)
+        if message.max_uses is not None or message.use_every_photo:
+            choice = self._choose_whole(message, cells, grid, image.size)
             clock.lap("fair_assignment")
         bands = cut_bands(
             cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice, plan=plan
@@ -170,8 +172,9 @@ class JobController:
         if self.hedger is not None:
             self.hedger.dispatched(message.client_id, sent, {b.sequence: b.rows * b.tiles_across for b in bands})
 
-    def _assign_fair(self, message: ImageRequestMessage, cells: Any, grid: Grid) -> Any:
-        """The whole job's tile per cell with no tile more than ``max_uses`` times."""
+    def _choose_whole(self, message: ImageRequestMessage, cells: Any, grid: Grid, photo: tuple[int, int]) -> Any:
+        """The whole job's tile per cell: no tile more than ``max_uses`` times, every photo once
+        with ``use_every_photo``."""
 
         name = library_name(message.image_library_uri)
         try:
@@ -181,8 +184,20 @@ class JobController:
         except LibraryFormatError as exc:
             raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
         try:
-            options = job_options(correction=message.correction, max_uses=message.max_uses)
-            return assign_fair(cells, library, tile_size=grid.tile_size, options=options)
+            options = job_options(
+                correction=message.correction, max_uses=message.max_uses, use_every_photo=message.use_every_photo
+            )
+            return choose_whole(
+                cells,
+                library,
+                tile_size=grid.tile_size,
+                seed=message.request_id,
+                options=options,
+                parts=plan_parts(grid),
+                photo=photo,
+            )
+        except CoverError as exc:
+            raise PermanentJobError(f"the mosaic cannot use every photo: {exc}") from None
         except TileBudgetError as exc:
             raise PermanentJobError(
                 f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}"
