@@ -178,7 +178,7 @@ class JobController:
 
         name = library_name(message.image_library_uri)
         try:
-            library = self.services.libraries.load(message.image_library_uri)
+            library = self.services.libraries.load(message.image_library_uri, version=message.library_version)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:

@@ -63,6 +63,7 @@ def dispatch_slices(
             tile_size=message.tile_size,
             band=inline,
             correction=message.correction,
+            library_version=message.library_version,
         )
         for band, (url, inline) in zip(bands, stored, strict=True)
         if band.sequence not in job.slices_done

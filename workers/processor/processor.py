@@ -148,7 +148,7 @@ class ImageProcessor:
                 why = "it is done already" if seq in job.slices_done else f"the job is {job.status}"
                 log.info("job %s: slice %d not rendered (%s)", rid, seq, why)
                 return
-        library = self._library(message.image_library_uri)
+        library = self._library(message.image_library_uri, message.library_version)
         clock = Stopwatch()
         band = self._read_band(message, clock)
         pixels, choice = _render(message, band, library)
@@ -290,11 +290,11 @@ class ImageProcessor:
             )
             return url, False
 
-    def _library(self, uri: str) -> TileLibrary:
+    def _library(self, uri: str, version: str | None) -> TileLibrary:
         name = library_name(uri)
-
         try:
-            return self.services.libraries.load(uri, fresh_for=self.services.settings.library_revalidate_seconds)
+            fresh_for = self.services.settings.library_revalidate_seconds
+            return self.services.libraries.load(uri, fresh_for=fresh_for, version=version)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:
