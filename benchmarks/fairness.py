@@ -79,7 +79,7 @@ def _send(browser: Any, data: bytes) -> tuple[str, str, float]:
 
 def _wait(services: Any, jobs: list[tuple[str, str, float]], *, timeout: float = 900) -> dict[str, float]:
     """Seconds from each job's send to ``done`` (polled every 0.2 s)."""
-    from dal.jobs.store import TERMINAL_STATUSES
+    from dal.jobs.model import TERMINAL_STATUSES
 
     took: dict[str, float] = {}
     deadline = time.monotonic() + timeout

@@ -80,10 +80,13 @@ def integrity(mosaic: np.ndarray, placed: np.ndarray) -> dict[str, Any]:
     Returns the share recognisable, the median contrast ratio, the median colour moved
     (ΔE00) and the per-cell correlations (``r``).
     """
+    return summarise(*per_cell(_cells(mosaic, placed.shape[1]), placed))
+
+
+def per_cell(cells: np.ndarray, placed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each cell ``(n, s, s, 3)`` against its placed tile: luma correlation, contrast ratio, colour moved."""
     from skimage.color import deltaE_ciede2000, rgb2lab
 
-    tile = placed.shape[1]
-    cells = _cells(mosaic, tile)
     a = _luma(cells).reshape(len(cells), -1)
     b = _luma(placed).reshape(len(placed), -1)
     a -= a.mean(axis=1, keepdims=True)
@@ -97,6 +100,11 @@ def integrity(mosaic: np.ndarray, placed: np.ndarray) -> dict[str, Any]:
     ratio = np.where(flat, 1.0, ratio)
     means = np.stack([cells.reshape(len(cells), -1, 3).mean(axis=1), placed.reshape(len(placed), -1, 3).mean(axis=1)])
     moved = deltaE_ciede2000(rgb2lab(means[0][None] / 255.0)[0], rgb2lab(means[1][None] / 255.0)[0])
+    return r, ratio, moved
+
+
+def summarise(r: np.ndarray, ratio: np.ndarray, moved: np.ndarray) -> dict[str, Any]:
+    """``per_cell``'s figures as the goals read them."""
     return {
         "recognisable": float((r >= RECOGNISABLE).mean()),
         "contrast": float(np.median(ratio)),

@@ -126,7 +126,7 @@ def diff(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) ->
 
 
 def wait_done(services: Any, request_id: str, *, timeout: float = 600, interval: float = 0.05) -> Any:
-    from dal.jobs.store import TERMINAL_STATUSES
+    from dal.jobs.model import TERMINAL_STATUSES
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

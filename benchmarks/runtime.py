@@ -205,7 +205,7 @@ def burst(cs: str, services: Any, library_uri: str, data: bytes, tmp: Path, *, e
     """50 small jobs at once through controller, responder and 2 processors."""
     from dal.config import CONNECTION_STRING_ENV
     from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
-    from dal.jobs.store import TERMINAL_STATUSES
+    from dal.jobs.model import TERMINAL_STATUSES
     from dal.queues.messages import ImageRequestMessage
 
     hint_dir = short_hint_dir(tmp / f"bhints-{elastic}")

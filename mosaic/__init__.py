@@ -17,6 +17,7 @@ reader can lift it out whole. Its errors and limits are its own:
     candidates  each cell's ranked tiles, shared by variety and rounds
     fair        max_uses: each tile at most N times, an exact sparse min-cost assignment
     cover       use every photo: one cell pinned to every group, a min-cost assignment
+    gamut       the in-gamut CIELAB colours a library should reach, its coverage, colour grades
     correction  whole-tile colour correction: each placed tile moved as one piece toward its cell
     overlay     the optional overlay: the target painted over the tiles per sub-cell, integer-exact
     detail      contrast matching for the overlay: tile detail held to the cell's

@@ -139,16 +139,19 @@ class Parts:
         return [range(self.cuts[a], self.cuts[b]) for a, b in zip(chosen, chosen[1:])]
 
 
-def plan_parts(grid: Grid, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> Parts:
+def plan_parts(grid: Grid, *, max_slice_pixels: int = MAX_SLICE_PIXELS, align: int = 1) -> Parts:
     """The grid's parts: seams at its Deep Zoom units when it has them, else even runs of
-    ``PART_ROWS`` cell rows or more (fewer where a part would pass ``max_slice_pixels``)."""
+    ``PART_ROWS`` cell rows or more (fewer where a part would pass ``max_slice_pixels``).
+    ``align``: the largest cell size (``cells``); every cut but the grid's end is moved to a
+    multiple of it (a seam part widened), so no cell of that size straddles two parts."""
     down, size = grid.tiles_down, grid.tile_size
     lattice = unit_lattice(grid)
     if lattice is not None:
         cuts = {0, down}
         for boundary in lattice.boundaries():
             start, stop = seam_rows(lattice, boundary, grid.output_height)
-            cuts.update((start // size, min(down, -(-stop // size))))
+            last = -(-stop // size)  # the first cell row past the seam
+            cuts.update((start // size // align * align, min(down, -(-last // align) * align)))
         return Parts(tuple(sorted(cuts)))
     fits = max(1, max_slice_pixels // max(1, grid.output_width * size))
     height = min(PART_ROWS, fits)
@@ -158,4 +161,6 @@ def plan_parts(grid: Grid, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> Parts
     for index in range(count):
         at += base + (1 if index < extra else 0)
         starts.append(at)
+    if align > 1:
+        starts = sorted({*(c // align * align for c in starts[:-1]), down})
     return Parts(tuple(starts))

@@ -11,165 +11,35 @@ by array reshapes, matching by chunked matrix products, composition by fancy ind
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
-from . import detail
-from .compose import compose
-from .correction import (
-    add_shift,
-    cell_means,
-    contract,
-    luma_spread,
-    offsets,
-    offsets_rgb,
-    reach,
-    shift_sub_cells,
-    tile_colours,
-)
+from . import sized
+from .cells import check_tile_size
 from .cover import check_cover, pin_groups
 from .fair import assign
 from .grid import DEFAULT_MAX_OUTPUT_PIXELS, Grid, band_cells, cell_image, plan_grid
-from .levelling import even_out
-from .library import TileLibrary
+from .library import ATLAS_SIZE, TileLibrary
+from .library_features import (
+    _box_means,
+    _mirror,
+    _sub_cells,
+    _weights,
+    tile_features,
+    tile_index,
+)
+from .library_features import candidate_sub_cells as candidate_sub_cells  # callers import them from here
+from .library_features import candidate_tiles as candidate_tiles
 from .matching import nearest
-from .overlay import overlay_toward
+from .options import DEFAULT_OPTIONS, RenderOptions
+from .painting import paint
 from .parts import Parts, plan_parts
-from .signatures import SUB, cell_pixels, colour_features, features, with_texture
-from .tile_index import TileIndex, build_index, nearest_tiles
+from .signatures import SUB, cell_pixels, colour_features, features
+from .tile_index import nearest_tiles
 from .variety import choose_varied, feasible_distance, graph_size, seed_number, tile_graph
 
 STRIP_CELLS = 1 << 17  # cells matched per step (see ``strips``)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RenderOptions:
-    """What people of the mosaic programs expect to tune; the pipeline uses the defaults.
-
-    A photomosaic makes two promises: from afar it is the target photo, up close every cell
-    is a real, recognisable photograph. The defaults keep both (``docs/engine.md``).
-
-    variety:       no tile repeats within this many cells (0 = off). Lowered automatically
-                   when the library is too small to honour it. The default, 3, also bounds
-                   every 8×8-cell window to 4 copies of a tile (6.25 %): two copies are ≥ 4
-                   cells apart, so each 4×4 quarter of the window holds at most one.
-    correction:    0–100 %: how far each placed tile's mean colour moves toward its cell's
-                   mean colour (CIELAB: lightness 1.75 times this share, chroma this share
-                   but only within a budget of ΔE00 for the whole move, 4.5 at 50 %), the
-                   tile moved as a whole: every pixel gets the same offset, so its layout
-                   and contrast stay the photo's own (``correction``). The default, 50,
-                   keeps the median tile within 5 ΔE00 of the library photo and beats a
-                   program that repeats its nearest tile from afar (``docs/engine.md``).
-    overlay:       0–100 % of the target painted over the tiles at sub-cell resolution (4×4
-                   patches per tile), the tiles' detail kept: the target photo with a tile
-                   texture on top. Off (0) by default. When on it scores better on pixel
-                   fidelity because it *is* the target; up close the tiles stop being
-                   photographs (print-mosaic makers call it a fake photomosaic).
-    match_contrast: with an overlay only: each tile's contrast is held to its cell's (down
-                   to a quarter), the overlay rises to 100 % where the target cell is flat,
-                   and it is interpolated within each tile (``detail``). Off by default: it
-                   flattens tiles into texture.
-    colour_first:  match the mean colour only (ignores the layout inside a cell).
-    colour_weight: weight of the mean colour (CIELAB) against the luma layout inside the
-                   cell (higher favours colour fidelity, lower structure). The default, 16,
-                   is chosen knowing the correction: a tile's colour distance to its cell
-                   is paid twice, by what the correction leaves (seen from afar) and by
-                   what it moves (seen up close), so a tile whose colour is already close
-                   beats one whose layout fits a little better but needs a large shift.
-    mirror:        tiles may also be used mirrored left-right: twice the choice from the
-                   same photos (a tile and its mirror image count as one for variety).
-    max_uses:      fair use: no tile (with its mirror image) placed more than this many
-                   times in the whole mosaic (None = no limit). The cells are then assigned
-                   by a minimum-cost flow over the whole grid (``fair``), which replaces the
-                   variety rule.
-    use_every_photo: every library photo (every group of near-duplicates) placed at least
-                   once: one cell per group chosen for the whole grid first (``cover``), the
-                   usual choice around it. The grid needs at least as many cells as the
-                   library has groups.
-    """
-
-    variety: int = 3
-    correction: int = 50
-    overlay: int = 0
-    colour_first: bool = False
-    colour_weight: float = 16.0
-    mirror: bool = True
-    max_uses: int | None = None
-    match_contrast: bool = False
-    use_every_photo: bool = False
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.variety <= 16:
-            raise ValueError(f"variety must be 0..16 cells, got {self.variety}")
-        for name in ("correction", "overlay"):
-            value = getattr(self, name)
-            if type(value) is not int or not 0 <= value <= 100:
-                raise ValueError(f"{name} must be an integer 0..100 %, got {value!r}")
-        if not self.colour_weight > 0:
-            raise ValueError(f"colour_weight must be positive, got {self.colour_weight}")
-        if self.max_uses is not None and (type(self.max_uses) is not int or self.max_uses < 1):
-            raise ValueError(f"max_uses must be a positive integer or None, got {self.max_uses!r}")
-        if type(self.use_every_photo) is not bool:
-            raise ValueError(f"use_every_photo must be true or false, got {self.use_every_photo!r}")
-
-
-DEFAULT_OPTIONS = RenderOptions()
-
-
-def _weights(options: RenderOptions, tile_size: int) -> tuple[float, float]:
-    if options.colour_first or tile_size < SUB:
-        return 0.0, 1.0
-    return 1.0, options.colour_weight
-
-
-def tile_features(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
-    """Features of every candidate: the tiles, then (with ``mirror``) their mirror images."""
-    structure, colour = _weights(options, tile_size)
-    return library.cached(
-        ("features", tile_size, structure, colour, _mirror(options, tile_size)),
-        lambda: with_texture(
-            features(candidate_sub_cells(library, tile_size, options), structure=structure, colour=colour),
-            candidate_tiles(library, tile_size, options),
-            candidate_sub_cells(library, tile_size, options),
-            structure=structure,
-            colour=colour,
-        ),
-    )
-
-
-def tile_index(library: TileLibrary, tile_size: int, options: RenderOptions) -> TileIndex | None:
-    """The search index over ``tile_features`` (None for libraries small enough to scan), cached."""
-    structure, colour = _weights(options, tile_size)
-    return library.cached(
-        ("index", tile_size, structure, colour, _mirror(options, tile_size)),
-        lambda: build_index(tile_features(library, tile_size, options)),
-    )
-
-
-def _mirror(options: RenderOptions, tile_size: int) -> bool:
-    """Mirror images only matter where layout is matched (a flat colour is its own mirror)."""
-    return options.mirror and not options.colour_first and tile_size >= SUB
-
-
-def candidate_sub_cells(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
-    sub = library.sub_cells(tile_size)
-    if not _mirror(options, tile_size):
-        return sub
-    return library.cached(("sub-mirror", tile_size), lambda: np.concatenate([sub, sub[:, :, ::-1]]))
-
-
-def candidate_tiles(library: TileLibrary, tile_size: int, options: RenderOptions) -> np.ndarray:
-    tiles = library.tiles(tile_size)
-    if not _mirror(options, tile_size):
-        return tiles
-    return library.cached(("tiles-mirror", tile_size), lambda: np.concatenate([tiles, tiles[:, :, ::-1]]))
-
-
-def _sub_cells(cells: np.ndarray) -> np.ndarray:
-    rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
-    return cells.reshape(rows, SUB, cols, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(-1, SUB, SUB, 3)
 
 
 def choose_tiles(
@@ -191,7 +61,7 @@ def choose_tiles(
     images (``candidate_tiles``). ``pins``: the band's rows of ``cover``'s pins ("use every
     photo": a candidate per cell, −1 where free), which the choice keeps.
     """
-    rows, cols = _check_cells(cells, tile_size)
+    rows, cols = _check_cells(cells, tile_size, options)
     if options.max_uses is not None:
         return assign_fair(cells, library, tile_size=tile_size, options=options, pins=pins)
     if cell_pixels(tile_size) == 1:
@@ -201,6 +71,11 @@ def choose_tiles(
     choice = np.empty((rows, cols), np.int32)
     for part, below in _parts_of(parts, row_offset, rows):
         first, last = part.start - row_offset, part.stop - row_offset
+        if options.sized:  # cells of several sizes: ``sized`` (no pins: ``RenderOptions`` refuses them)
+            choice[first:last] = sized.choose_part(
+                cells[first * k : last * k], library, tile_size, seed, part.start, options, border_below=below
+            )
+            continue
         choice[first:last] = _choose_part(
             cells[first * k : last * k],
             library,
@@ -414,18 +289,8 @@ def _nearest_colour(colours: np.ndarray, library: TileLibrary, tile_size: int) -
     return table[packed]
 
 
-def _box_means(tiles: np.ndarray) -> np.ndarray:
-    """``(N, 3) uint8`` box mean of each tile, with Pillow's rounding (as cell images have)."""
-    n, s = tiles.shape[0], tiles.shape[1]
-    sheet = Image.fromarray(np.ascontiguousarray(tiles.reshape(n * s, s, 3)))
-    return np.asarray(sheet.reduce(s)).reshape(n, 3).copy()
-
-
-def _arrange_sub(sub: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    return sub.reshape(rows, cols, SUB, SUB, 3).transpose(0, 2, 1, 3, 4).reshape(rows * SUB, cols * SUB, 3)
-
-
-def _check_cells(cells: np.ndarray, tile_size: int) -> tuple[int, int]:
+def _check_cells(cells: np.ndarray, tile_size: int, options: RenderOptions = DEFAULT_OPTIONS) -> tuple[int, int]:
+    check_tile_size(options.cell_sizes, tile_size, ATLAS_SIZE)
     if cells.ndim != 3 or cells.shape[2] != 3 or cells.dtype != np.uint8:
         raise ValueError(f"cells must be (H, W, 3) uint8, got {cells.shape} {cells.dtype}")
     k = cell_pixels(tile_size)
@@ -456,7 +321,7 @@ def render_band(
     made already (fair use, ``assign_fair``, or ``choose_tiles``); by default the band chooses
     its own tiles. ``out``: where to paint it (``paint``).
     """
-    rows, cols = _check_cells(cells, tile_size)
+    rows, cols = _check_cells(cells, tile_size, options)
     if choice is None:
         choice = choose_tiles(
             cells, library, tile_size=tile_size, seed=seed, row_offset=row_offset, options=options, parts=parts
@@ -466,9 +331,10 @@ def render_band(
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
     k = cell_pixels(tile_size)
+    painter = sized.paint_part if options.sized else paint
     for part, _ in _parts_of(parts, row_offset, rows):
         first, last = part.start - row_offset, part.stop - row_offset
-        paint(
+        painter(
             cells[first * k : last * k],
             choice[first:last],
             library,
@@ -477,134 +343,6 @@ def render_band(
             out=out[first * tile_size : last * tile_size],
         )
     return out
-
-
-def paint(
-    cells: np.ndarray,
-    choice: np.ndarray,
-    library: TileLibrary,
-    *,
-    tile_size: int,
-    options: RenderOptions,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """The pixels of a band whose tiles are chosen: placed, corrected and (optionally) overlaid.
-    ``out``: an array (a view of a larger image) to paint into, by default a new one."""
-    if not options.overlay:
-        out = compose(choice, candidate_tiles(library, tile_size, options), out)
-        return _correct_whole(out, cells, choice, library, tile_size, options) if options.correction else out
-    return _overlaid(cells, choice, library, tile_size, options, out)
-
-
-def _overlaid(
-    cells: np.ndarray,
-    choice: np.ndarray,
-    library: TileLibrary,
-    tile_size: int,
-    options: RenderOptions,
-    out: np.ndarray | None,
-) -> np.ndarray:
-    """``paint`` with an overlay: the tiles placed (into ``out``), shifted, then the target
-    painted over them in place (``overlay_toward``)."""
-    rows, cols = choice.shape
-    tiles = candidate_tiles(library, tile_size, options)
-    shift = _shifts(cells, choice, library, tile_size, options) if options.correction else None
-    if cell_pixels(tile_size) == 1:
-        means = library.cached(("means", tile_size), lambda: _box_means(library.tiles(tile_size)))[
-            choice % len(library)
-        ]
-        out = compose(choice, tiles, out)
-        if shift is not None:
-            add_shift(out, shift)
-            means = shift_sub_cells(means.reshape(-1, 1, 1, 3), shift.reshape(-1, 3)).reshape(means.shape)
-        return overlay_toward(out, cells, means, options.overlay)
-    if not options.match_contrast:
-        out = compose(choice, tiles, out)
-        sub = candidate_sub_cells(library, tile_size, options)[choice.ravel()]
-        if shift is not None:
-            add_shift(out, shift)
-            sub = shift_sub_cells(sub, shift.reshape(-1, 3))
-        return overlay_toward(out, cells, _arrange_sub(sub, rows, cols), options.overlay)
-    out, placed, levels = _compose_matched(cells, choice, library, tile_size, options, out)
-    if shift is not None:
-        add_shift(out, shift)
-        placed = _arrange_sub(shift_sub_cells(_sub_cells(placed), shift.reshape(-1, 3)), rows, cols)
-    local = detail.local_overlay(levels, options.overlay).reshape(rows, cols)
-    local = np.repeat(np.repeat(local, SUB, axis=0), SUB, axis=1)  # per sub-cell, as the overlay reads it
-    return overlay_toward(out, cells, placed, options.overlay, local, cell=SUB)
-
-
-def _correct_whole(
-    out: np.ndarray, cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
-) -> np.ndarray:
-    """The default correction of a composed band, in place: each placed tile's offset and,
-    where its range stops it short, the gain that makes room (``correction.reach``). With
-    an overlay the target painted over does that reaching: ``_shifts`` alone."""
-    if cell_pixels(tile_size) == 1:
-        return add_shift(out, _shifts(cells, choice, library, tile_size, options))
-    which, means, low, high = _placed_colours(choice, library, tile_size)
-    spread = library.cached(("tile-spread", tile_size), lambda: luma_spread(library.tiles(tile_size)))[which]
-    targets = cell_means(_sub_cells(cells))
-    shift, gain = reach(targets, means, low, high, spread, options.correction)
-    even_out(targets, means, low, high, spread, options.correction, shift, gain, choice.shape)
-    contract(out, gain.reshape(choice.shape), means.reshape((*choice.shape, 3)))
-    return add_shift(out, shift.reshape((*choice.shape, 3)))
-
-
-def _shifts(
-    cells: np.ndarray, choice: np.ndarray, library: TileLibrary, tile_size: int, options: RenderOptions
-) -> np.ndarray:
-    """``(rows, cols, 3) int16``: the whole-tile offset of every placed tile (``correction``)."""
-    _, means, low, high = _placed_colours(choice, library, tile_size)
-    if cell_pixels(tile_size) == 1:
-        shift = offsets_rgb(cells.reshape(-1, 3), means, low, high, options.correction)
-    else:
-        shift = offsets(cell_means(_sub_cells(cells)), means, low, high, options.correction)
-    return shift.reshape((*choice.shape, 3))
-
-
-def _placed_colours(choice: np.ndarray, library: TileLibrary, tile_size: int) -> tuple[np.ndarray, ...]:
-    """For every placed tile, flat: its library index, and its mean colour and offset bounds
-    (``tile_colours``, computed once per library and tile size)."""
-    means, low, high = library.cached(("tile-colours", tile_size), lambda: tile_colours(library.tiles(tile_size)))
-    which = choice.ravel() % len(library)  # a mirror image has its tile's colours
-    return which, means[which], low[which], high[which]
-
-
-def _compose_matched(
-    cells: np.ndarray,
-    choice: np.ndarray,
-    library: TileLibrary,
-    tile_size: int,
-    options: RenderOptions,
-    out: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``compose`` with each tile's contrast held to its cell's (``detail``).
-
-    Returns the pixels, the placed tiles' sub-cells (as the overlay needs them) and each
-    cell's gain level. Tiles at full gain are placed as they are; each distinct (tile,
-    level) pair below it is made once.
-    """
-    rows, cols = choice.shape
-    tiles = candidate_tiles(library, tile_size, options)
-    sub = candidate_sub_cells(library, tile_size, options)
-    mirror = _mirror(options, tile_size)
-    variance = library.cached(("tile-variance", tile_size, mirror), lambda: detail.tile_variance(tiles))
-    means = library.cached(("tile-means", tile_size, mirror), lambda: detail.tile_means(sub))
-    flat = choice.ravel().astype(np.int64)
-    levels = detail.gain_levels(_sub_cells(cells), variance[flat])
-    placed = sub[flat]
-    quiet = np.flatnonzero(levels < detail.STEPS)
-    if not quiet.size:
-        return compose(choice, tiles, out), _arrange_sub(placed, rows, cols), levels
-    count = tiles.shape[0]
-    unique, inverse = np.unique(levels[quiet] * count + flat[quiet], return_inverse=True)
-    which, level = unique % count, unique // count
-    source = np.concatenate([tiles, detail.attenuate(tiles[which], means[which], level)])  # one gather places both
-    index = flat.copy()
-    index[quiet] = count + inverse.ravel()
-    placed[quiet] = detail.attenuate(sub[which], means[which], level)[inverse.ravel()]
-    return compose(index.reshape(rows, cols), source, out), _arrange_sub(placed, rows, cols), levels
 
 
 def render(
@@ -673,7 +411,7 @@ def render_with_placement(
     elif grid.tile_size != tile_size:
         raise ValueError(f"grid is planned for tile size {grid.tile_size}, not {tile_size}")
     cells = cell_image(image, grid)
-    parts = plan_parts(grid)
+    parts = plan_parts(grid, align=options.cell_sizes[-1])
     whole = None
     if options.max_uses is not None or options.use_every_photo:  # decided once for the whole grid
         whole = choose_whole(

@@ -38,12 +38,20 @@ def _window(d: int) -> np.ndarray:
 
 
 def resolve(
-    candidates: Candidates, priority: np.ndarray, d: int, rows: int, cols: int, key_of: np.ndarray
+    candidates: Candidates,
+    priority: np.ndarray,
+    d: int,
+    rows: int,
+    cols: int,
+    key_of: np.ndarray,
+    *,
+    absent: np.ndarray | None = None,
 ) -> np.ndarray:
     """Parallel conflict rounds; returns choices, −1 where a cell ran out of candidates.
 
     ``key_of[candidate]``: what counts as a repeat (its tile's group: a tile, its mirror image
-    and its near-duplicates hold the same key).
+    and its near-duplicates hold the same key). ``absent``: flat bool, cells that hold no tile
+    (they never conflict; their choice is −1).
 
     A round: every cell whose tile is also held, within ``d``, by a neighbour of higher
     priority that is not itself beaten moves on to its next candidate. While many cells
@@ -53,6 +61,8 @@ def resolve(
     """
     n = rows * cols
     state = _State(candidates, priority, key_of)
+    if absent is not None:
+        state.key[absent] = -1 - np.flatnonzero(absent)  # a key no other cell has, as out of candidates
     board = _Board(priority, d)
     key2d = state.key.reshape(rows, cols)
     while True:

@@ -162,6 +162,8 @@ def choose_varied(
     graph: np.ndarray | None = None,
     index: TileIndex | None = None,
     border_below: bool = True,
+    present: np.ndarray | None = None,
+    share: tuple[int, int] = (0, 1),
     groups: np.ndarray | None = None,
     pins: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -173,6 +175,10 @@ def choose_varied(
     its mirror image) and count as a repeat; default: every candidate is its own tile.
     ``graph``: ``tile_graph(tiles, ...)``, each tile's nearest tiles (see ``Candidates``).
     ``index``: ``tile_index.build_index(tiles)`` for big libraries (None: full scans).
+    ``present``: ``(rows, cols) bool``, the cells that exist (cells of several sizes,
+    ``sized``); the others choose nothing (−1) and hold no tile. ``share``: ``(i, n)``, the
+    border rows use the ``i``-th of ``n`` disjoint shares of the border classes (the sizes of
+    a mosaic of several, so cells of two sizes across a part border never share a photo).
     ``groups``: ``(distinct,)`` each tile's group (``TileLibrary.group_of``): near-duplicates
     count as one photo, for the distance and the border classes; None: every tile its own.
     ``pins``: ``(rows, cols)`` a candidate each cell must hold, −1 where it is free ("use every
@@ -181,7 +187,8 @@ def choose_varied(
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
     group = np.arange(base, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
-    d = feasible_distance(distance, int(group.max()) + 1)
+    count = int(group.max()) + 1
+    d = feasible_distance(distance, count // share[1])
     pinned = None if pins is None else np.flatnonzero(pins.ravel() >= 0)
     if d == 0:
         choice = nearest_tiles(cells, tiles, index).reshape(rows, cols)
@@ -189,10 +196,12 @@ def choose_varied(
     seed_int = seed_number(seed)
     border = _border_rows(rows, row_offset, d, border_below)
     key_of = group[np.arange(n_tiles) % base]
-    classes = tile_classes(int(group.max()) + 1, d, seed_int)[key_of]
+    classes = tile_classes(count, (d + 1) * share[1] - 1, seed_int)[key_of] - share[0] * (d + 1)
+    exists = None if present is None else present.ravel()
 
     def cells_of(row_list: np.ndarray) -> np.ndarray:
-        return (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
+        flat = (row_list[:, None] * cols + np.arange(cols)[None, :]).ravel()
+        return flat if exists is None else flat[exists[flat]]
 
     parts = []
     inner_rows = np.flatnonzero(~border)
@@ -210,8 +219,8 @@ def choose_varied(
         candidates.pin(pinned, pins.ravel()[pinned])
         priority = priority.copy()
         priority.ravel()[pinned] = 2 * (d + 1) * (d + 2)  # above every free cell: a pinned cell never moves
-    choice = resolve(candidates, priority, d, rows, cols, key_of)
-    stuck = np.argwhere(choice < 0)
+    choice = resolve(candidates, priority, d, rows, cols, key_of, absent=None if exists is None else ~exists)
+    stuck = np.argwhere((choice < 0) if present is None else (choice < 0) & present)
     if stuck.size:
         _settle_one_by_one(choice, stuck, priority, cells, tiles, classes, border, row_offset, d, cols, key_of)
     return choice

@@ -314,6 +314,11 @@ def test_render_with_a_library_in_storage(
         (["--overlay", "150"], "150 is not in the range 0<=x<=100"),
         (["--correction", "101"], "101 is not in the range 0<=x<=100"),
         (["--max-uses", "0"], "0 is not in the range x>=1"),
+        (["--cell-sizes", "2,4"], "cell sizes must rise from 1"),
+        (["--cell-sizes", "1,2", "--overlay", "30"], "several sizes work without an overlay"),
+        (["--cell-sizes", "1,2", "--use-every-photo"], "cells of several sizes cannot use every photo"),
+        (["--cell-sizes", "1,4", "--tile-size", "32"], "over the library's 64 px tiles"),
+        (["--cell-sizes", "1,2", "--split", "101"], "101 is not in the range 0<=x<=100"),
         (
             ["--max-uses", "2", "--tiles-across", "12"],
             "96 cells need more than 8 tiles x 2 uses: raise max_uses to at least 12",
@@ -479,6 +484,28 @@ def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, t
     assert_clean_failure(
         run(*args, "-o", str(out), "--tile-map", str(tmp_path / "nowhere" / "map.csv")), "does not exist"
     )
+
+
+def test_cells_of_several_sizes_reach_the_engine_and_the_tile_map_gives_their_rectangles(
+    tiles_dir: Path, tmp_path: Path
+) -> None:
+    import csv
+
+    calm = tmp_path / "calm.png"  # a flat half: large cells; a striped half: small ones
+    image = Image.new("RGB", (64, 32), (240, 220, 40))
+    for x in range(32, 64, 2):
+        image.paste((20, 20, 20), (x, 0, x + 1, 32))
+    image.save(calm)
+    out, tile_map = tmp_path / "m.png", tmp_path / "map.csv"
+    args = ["render", str(calm), "--library", str(tiles_dir), "-t", "8", "--tiles-across", "16", "--variety", "0"]
+    result = run(*args, "--cell-sizes", "1,2,4", "-o", str(out), "--tile-map", str(tile_map))
+    assert result.exit_code == 0, result.output
+    with tile_map.open(newline="") as stream:
+        rows = list(csv.reader(stream))
+    assert rows[0] == ["col", "row", "tile", "mirrored", "size"]
+    sizes = {(int(r[0]), int(r[1])): int(r[4]) for r in rows[1:]}
+    assert sizes[(0, 0)] == 4 and sizes[(15, 7)] == 1
+    assert sum(s * s for s in sizes.values()) == 16 * 8  # the cells cover the grid once
 
 
 def test_render_using_every_photo_places_each_one_or_names_the_tiles_across_it_needs(

@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dal.blobs.names import slice_output_name
+from dal.blobs.rendered import encode_rendered
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER
-from dal.jobs.model import JobStatus
-from dal.jobs.store import Job
+from dal.jobs.model import Job, JobStatus
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import ImageResponseMessage, SliceResponseMessage
-from dal.queues.work_queue import ReceivedMessage
 from mosaic.grid import Grid, cell_image, plan_grid
 from mosaic.images import open_image
 from mosaic.parts import Parts, plan_parts
@@ -26,7 +27,7 @@ from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from workers.controller.controller import JobController
 from workers.failures import poison_hook
 from workers.imaging import slicing
-from workers.imaging.slicing import decode_band, encode_output, encode_png, encode_rendered, slice_output_name
+from workers.imaging.slicing import decode_band, encode_output, encode_png
 from workers.responder.responder import Responder
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices

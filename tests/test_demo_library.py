@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mosaic.gamut import colour_coverage, mean_lab
 from workers.demo_library import (
     DEMO_LIBRARY_NAME,
     DEMO_TILES,
     GRADED_SHARE,
     TILE_PIXELS,
-    colour_coverage,
     demo_photos,
     demo_tile_images,
-    mean_lab,
 )
 
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from dal.config import StorageClients
-from dal.jobs.model import JobStatus
-from dal.jobs.store import Job, JobStore
+from dal.jobs.model import Job, JobStatus
+from dal.jobs.store import JobStore
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import ImageRequestMessage
-from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
+from dal.queues.work_queue import ImageProcessingQueue
 from tests.support.waiting import wait_for
 from workers.failures import poison_hook
 from workers.runtime.errors import PermanentJobError

@@ -17,7 +17,7 @@ import pytest
 
 from dal.config import StorageClients
 from dal.observability.transactions import TransactionCounter
-from dal.queues.work_queue import ReceivedMessage
+from dal.queues.consumable import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.render import render
 from tests.support.pipelines import Pipeline, sample_photo

@@ -10,15 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dal.config import StorageClients
-from dal.errors import StorageConfigurationError
-from dal.jobs.store import (
-    Job,
-    JobExistsError,
-    JobNotFoundError,
-    JobStore,
-    decode_slices,
-    encode_slices,
-)
+from dal.errors import JobExistsError, JobNotFoundError, StorageConfigurationError
+from dal.jobs.model import Job, decode_slices, encode_slices
+from dal.jobs.store import JobStore
 from tests.support.faultproxy import faulty_account
 
 

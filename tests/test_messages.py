@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dal import errors
+from dal.errors import QueueMessageFormatException
 from dal.queues.messages import (
     MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
@@ -19,7 +20,6 @@ from dal.queues.messages import (
     ImageResponseMessage,
     LibraryCleanupMessage,
     QueueMessage,
-    QueueMessageFormatException,
     SliceRequestMessage,
     SliceResponseMessage,
 )
@@ -135,6 +135,18 @@ def test_the_colour_correction_is_written_only_when_set_and_checked(kind: type[Q
     for bad, why in ((-1, "0..100"), (101, "0..100"), (True, "integer"), ("50", "integer"), (50.0, "integer")):
         with pytest.raises(QueueMessageFormatException, match=f"correction must be .*{why}"):
             QueueMessage.parse(json.dumps({**json.loads(plain.payload()), "correction": bad}))
+
+
+@pytest.mark.parametrize("kind", [ImageRequestMessage, SliceRequestMessage])
+def test_the_library_version_is_written_only_when_set_and_checked(kind: type[QueueMessage]) -> None:
+    """A job pins its library's version; a job of an index.zip library is byte for byte as before."""
+    plain = next(m for m in EXAMPLES if type(m) is kind)
+    assert plain.library_version is None and "library_version" not in json.loads(plain.payload())  # type: ignore[attr-defined]
+    pinned = dataclasses.replace(plain, library_version="0123456789abcdef0123")  # type: ignore[call-arg]
+    assert json.loads(pinned.payload())["version"] == 1 and QueueMessage.parse(pinned.payload()) == pinned
+    for bad in ("", "ABC", "g" * 20, "a" * 65, 12, "../x"):
+        with pytest.raises(QueueMessageFormatException, match="library_version must be"):
+            QueueMessage.parse(json.dumps({**json.loads(plain.payload()), "library_version": bad}))
 
 
 def test_a_slice_report_is_written_only_when_set_and_checked() -> None:

@@ -12,7 +12,7 @@ import pytest
 from dal.blobs.libraries import INDEX_BLOB
 from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
-from dal.queues.work_queue import ReceivedMessage
+from dal.queues.consumable import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
 from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement

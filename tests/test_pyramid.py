@@ -18,9 +18,9 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from PIL import Image
 
-from dal.blobs.names import pyramid_blob_name
+from dal.blobs.names import pyramid_blob_name, slice_output_name
 from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
-from dal.blobs.rendered import encode_rendered, slice_output_name
+from dal.blobs.rendered import encode_rendered
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.operations.cleanup import delete_job_everywhere
 from dal.queues.messages import SliceRequestMessage, SliceResponseMessage
@@ -138,7 +138,8 @@ def test_a_one_slice_jobs_processor_stores_its_pyramid_beside_its_jpeg_and_the_c
 def test_a_one_slice_job_of_an_older_processor_that_wrote_only_the_jpeg_gets_its_pyramid_from_the_controller(
     pipe: Pipeline,
 ) -> None:
-    from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, encode_output, output_blob_name
+    from dal.blobs.names import output_blob_name
+    from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, encode_output
 
     ctl = JobController(pipe.services)
     rid = _one_slice_job(pipe, ctl)

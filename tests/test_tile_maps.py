@@ -115,3 +115,62 @@ def test_the_map_keeps_its_library_version_and_counts_each_photos_cells() -> Non
         TileMap.decode(TileMap.from_choice(whole, names=NAMES, blobs=BLOBS, library="pets").encode()).library_version
         == ""
     )
+
+
+def sized_placement(rows: int = 8, cols: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """A placement with one 4x4 cell, two 2x2 cells and base cells, as ``mosaic.sized`` makes it."""
+    choice, sizes = placement(rows, cols), np.ones((rows, cols), np.uint8)
+    for top, left, size, value in ((0, 4, 4, 5), (4, 0, 2, 1), (6, 2, 2, 6)):
+        choice[top : top + size, left : left + size] = value
+        sizes[top : top + size, left : left + size] = size
+    return choice, sizes
+
+
+def test_a_map_of_several_cell_sizes_says_each_cells_rectangle_and_is_version_2() -> None:
+    choice, sizes = sized_placement()
+    tile_map = TileMap.from_choice(choice, names=NAMES, blobs=BLOBS, library="pets", sizes=sizes)
+    assert (
+        tile_map.cell_at(6, 3) == (4, 0, 4)
+        and tile_map.cell_at(1, 5) == (0, 4, 2)
+        and tile_map.cell_at(3, 0) == (3, 0, 1)
+    )
+    assert tile_map.at(7, 2) == (NAMES[1], BLOBS[1], True)  # every base cell of a large cell holds its photo
+    data = tile_map.encode()
+    assert b'"version":2' in gzip.decompress(data) and b'"sized":true' in gzip.decompress(data)
+    back = TileMap.decode(data)
+    assert np.array_equal(back.sizes, sizes) and np.array_equal(back.cells, tile_map.cells)
+    rows = list(csv.reader(io.StringIO("".join(tile_map.csv_lines()))))
+    assert rows[0] == ["col", "row", "tile", "mirrored", "size"]
+    assert ["4", "0", NAMES[1], "1", "4"] in rows and ["0", "4", NAMES[1], "0", "2"] in rows
+    assert len(rows) - 1 == 64 - 15 - 3 - 3  # one line per cell: the large ones once
+    rows_found, cols_found, _, _ = tile_map.places(NAMES[1])  # a large cell once, at its top-left
+    assert (0, 4) in zip(rows_found.tolist(), cols_found.tolist()) and (1, 4) not in zip(
+        rows_found.tolist(), cols_found.tolist()
+    )
+
+
+def test_one_size_stays_the_version_1_map_byte_for_byte() -> None:
+    choice = placement(6, 5)
+    plain = TileMap.from_choice(choice, names=NAMES, blobs=BLOBS, library="pets")
+    ones = TileMap.from_choice(choice, names=NAMES, blobs=BLOBS, library="pets", sizes=np.ones((6, 5), np.uint8))
+    assert ones.encode() == plain.encode() and b'"version":1' in gzip.decompress(plain.encode())
+    assert "".join(ones.csv_lines()).startswith(CSV_HEADER + "\r\n")
+
+
+def test_bands_of_several_sizes_join_and_keep_their_rectangles() -> None:
+    choice, sizes = sized_placement()
+    maps = [
+        TileMap.from_choice(choice[a:b], names=NAMES, blobs=BLOBS, library="pets", first_row=a, sizes=sizes[a:b])
+        for a, b in ((0, 4), (4, 8))
+    ]
+    joined = join_bands([TileMap.decode(m.encode()) for m in maps])
+    assert np.array_equal(joined.sizes, sizes) and maps[1].cell_at(3, 3) == (2, 2, 2)  # band rows: 6 - 4
+    assert joined.cell_at(3, 7) == (2, 6, 2)
+
+
+def test_a_sized_map_with_a_bad_size_is_refused() -> None:
+    choice, sizes = sized_placement()
+    sizes[0, 0] = 3
+    data = TileMap.from_choice(choice, names=NAMES, blobs=BLOBS, library="pets", sizes=sizes).encode()
+    with pytest.raises(TileMapFormatError, match="size"):
+        TileMap.decode(data)

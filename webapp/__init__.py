@@ -93,6 +93,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         api_job_photos,
         api_jobs,
         api_libraries,
+        api_library_photos,
         api_library_uploads,
         api_poison,
         api_print,
@@ -125,6 +126,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_job_photos.bp)
     app.register_blueprint(api_libraries.bp)
     app.register_blueprint(api_library_uploads.bp)
+    app.register_blueprint(api_library_photos.bp)
     app.register_blueprint(api_poison.bp)
     app.register_blueprint(api_print.bp)
     app.register_blueprint(api_pyramid.bp)

@@ -19,7 +19,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 
 from dal.blobs.libraries import LibraryInfo
 from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
-from dal.jobs.store import Job
+from dal.jobs.model import Job
 from webapp.api_jobs import own_job
 from webapp.api_tiles import MAX_NAME, job_tile_map
 from webapp.clients import client_id

@@ -33,8 +33,7 @@ from dal.blobs.names import (
 from dal.blobs.rendered import decode_rendered
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, InvalidLibraryNameError, QuotaExceeded, ServiceBusy
-from dal.jobs.model import TERMINAL_STATUSES, JobStatus
-from dal.jobs.store import Job
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
 from dal.operations.cleanup import delete_job_everywhere, request_cleanup
 from dal.queues.lanes import lane_for
 from dal.queues.messages import REQUEST_ID_PATTERN, ImageRequestMessage
@@ -99,7 +98,7 @@ def find_library(name: str) -> str:
         raise ApiError(400, "invalid_field", f"library: {exc}") from None
     if not isinstance(found, LibraryInfo) or not found.visible_to(me):  # False: there is none
         raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
-    return libraries.uri(name)
+    return found.uri  # its container's: the same after a rename (dal.blobs.library_names)
 
 
 @bp.post("/jobs")
@@ -137,6 +136,8 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         grid, slices = _plan(photo, library, tile_size, tiles_across, slices, max_uses)
         if use_every_photo:
             check_every_photo(library, grid, photo)
+        # The job renders with the library as it is now, whatever is added or removed meanwhile.
+        library_version = services().libraries.pin(library) if services().failover is None else None
     except Exception:
         if admitted:
             _give_back(owner)
@@ -152,6 +153,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         max_uses=max_uses,
         correction=correction,
         use_every_photo=use_every_photo,
+        library_version=library_version,
     )
 
 
@@ -274,6 +276,7 @@ def _submit(
     max_uses: int | None = None,
     correction: int | None = None,
     use_every_photo: bool = False,
+    library_version: str | None = None,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -301,6 +304,7 @@ def _submit(
             max_uses=max_uses,
             correction=correction,
             use_every_photo=use_every_photo or None,
+            library_version=library_version,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:

@@ -67,7 +67,7 @@ def _library_json(info: LibraryInfo, *, samples: int | None) -> dict[str, Any]:
     if samples is None:
         names = list(info.samples[:SAMPLES_IN_LIST])
     else:
-        names = _spread(services().libraries.sample_tiles(info.name, MAX_SAMPLE_SCAN), samples) if samples else []
+        names = _spread(services().libraries.sample_tiles(info.key, MAX_SAMPLE_SCAN), samples) if samples else []
     return {
         "name": info.name,
         "description": info.description,
@@ -199,10 +199,37 @@ def delete_library(name: str) -> tuple[str, int]:
     if info.owner != me:
         raise ApiError(403, "not_owner", f"library {name!r} is shared by the operator; only its owner can delete it")
     svc = services()
-    request_library_cleanup(svc.queues.job_cleanup, me, name)
-    delete_library_everywhere(svc.libraries, me, name)
+    request_library_cleanup(svc.queues.job_cleanup, me, info.key)
+    delete_library_everywhere(svc.libraries, me, info.key)
     log.info("library %s deleted by its owner", name)
     return "", 204
+
+
+@bp.patch("/libraries/<name>")
+def rename_library(name: str) -> Response:
+    """Rename one of this client's libraries: ``{"name": "new-name"}``. The name is a record that
+    points at the library's container, which never moves (``dal.blobs.library_names``), so jobs
+    made with the library, and its old name's links, keep working."""
+    body = request.get_json(silent=True)
+    new = body.get("name") if isinstance(body, dict) else None
+    if not isinstance(new, str) or not new.strip():
+        raise ApiError(400, "missing_field", "name is required: the library's new name")
+    libraries = services().libraries
+    try:
+        libraries.container_name(new.strip())
+    except InvalidLibraryNameError as exc:
+        raise ApiError(400, "invalid_field", str(exc)) from None
+    info = visible_library(name)
+    if info.owner != client_id():
+        raise ApiError(403, "not_owner", f"library {name!r} is shared by the operator; only its owner can rename it")
+    try:
+        renamed = libraries.rename(name, new.strip())
+    except LibraryExistsError:
+        raise ApiError(
+            409, "library_exists", f"a library called {new.strip()!r} exists already; choose another name"
+        ) from None
+    log.info("library %s renamed %s by its owner", info.key, renamed.name)
+    return jsonify(_library_json(renamed, samples=0))
 
 
 @bp.post("/libraries")

@@ -15,7 +15,7 @@ import logging
 import uuid
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request, url_for
+from flask import Blueprint, Response, jsonify, request
 
 from dal.blobs.libraries import LibraryInfo
 from dal.blobs.staging import safe_photo_name
@@ -26,7 +26,7 @@ from webapp.api_libraries import _admit_library, _give_back_library
 from webapp.clients import client_id
 from webapp.errors import ApiError
 from webapp.services import services
-from webapp.validation import int_field, shown
+from webapp.validation import shown
 
 log = logging.getLogger(__name__)
 bp = Blueprint("api_library_uploads", __name__, url_prefix="/api")
@@ -61,13 +61,15 @@ def _files(body: dict[str, Any]) -> list[tuple[str, int]]:
     return out
 
 
-def _mine(name: str, info: LibraryInfo | None) -> LibraryInfo:
+def owned_uploads_library(name: str, info: LibraryInfo | None) -> LibraryInfo:
     """The library if this client owns it and it takes uploads; else the error to answer."""
     me = client_id()
     if info is None or not info.visible_to(me):
         raise ApiError(404, "library_not_found", f"there is no tile library called {shown(name)}")
     if info.owner != me:
-        raise ApiError(403, "not_owner", f"library {name!r} is shared by the operator; only its owner adds photos")
+        raise ApiError(
+            403, "not_owner", f"library {name!r} is shared by the operator; only its owner changes its photos"
+        )
     if not info.uploads:
         raise ApiError(
             409,
@@ -86,7 +88,7 @@ def _open(name: str, description: str) -> tuple[LibraryInfo, bool]:
         raise ApiError(400, "invalid_field", str(exc)) from None
     info = libraries.info(name)
     if info is not None:
-        return _mine(name, info), False
+        return owned_uploads_library(name, info), False
     owner = _admit_library(client_id())
     try:
         libraries.open_for_uploads(name, description, owner=owner)
@@ -95,9 +97,9 @@ def _open(name: str, description: str) -> tuple[LibraryInfo, bool]:
         info = libraries.info(name)
         if info is None:  # claimed, not marked yet: someone else's creation in progress
             raise ApiError(409, "library_exists", f"a library called {name!r} is being created") from None
-        return _mine(name, info), False
+        return owned_uploads_library(name, info), False
     log.info("library %s opened for uploads", name)
-    return _mine(name, libraries.info(name)), True
+    return owned_uploads_library(name, libraries.info(name)), True
 
 
 @bp.post("/libraries/<name>/uploads")
@@ -128,14 +130,14 @@ def grant_uploads(name: str) -> tuple[Response, int]:
             wanted.append((file_name, size))
     info, created = _open(name, description.strip() or name)
     svc = services()
-    staged = svc.staging.staged(info.name)
+    staged = svc.staging.staged(info.key)
     declared = sum(size for file_name, size in wanted if staged.get(safe_photo_name(file_name)) != size)
     if declared:
         try:
             svc.upload_quota.admit(client_id(), amount=declared)
         except QuotaExceeded as exc:
             raise ApiError(429, "quota_exceeded", exc.detail, headers={"Retry-After": str(exc.retry_after)}) from None
-    grants, expires = svc.staging.grant(info.name, wanted, staged=staged)
+    grants, expires = svc.staging.grant(info.key, wanted, staged=staged)
     body_out = {
         "library": info.name,
         "created": created,
@@ -168,10 +170,17 @@ def index_library(name: str) -> tuple[Response, int]:
     """Ask the indexer for every staged photo not indexed yet (or re-uploaded with another size):
     202 with the counts; the work is queued on ``indexrequest``, one message per 32 photos."""
     svc = services()
-    info = _mine(name, _info(name))
-    staged = svc.staging.staged(info.name)
-    manifest, _ = svc.libraries.indexed.read(info.name)
-    pending = sorted(n for n, size in staged.items() if (p := manifest.photos.get(n)) is None or p.size != size)
+    info = owned_uploads_library(name, library_info(name))
+    staged = svc.staging.staged(info.key)
+    manifest, _ = svc.libraries.indexed.read(info.key)
+    pending = sorted(
+        n
+        for n, size in staged.items()
+        if (p := manifest.photos.get(n)) is None or p.size != size or p.state == "removed"
+    )
+    again = [n for n in pending if (p := manifest.photos.get(n)) is not None and p.state == "removed"]
+    if again:  # removed, then uploaded again: the tombstones go, so that the new index is recorded
+        svc.libraries.indexed.revive(info.key, again)
     messages = _index_requests(info, pending)
     for start in range(0, len(messages), 32):
         svc.send(messages[start : start + 32])
@@ -179,68 +188,8 @@ def index_library(name: str) -> tuple[Response, int]:
     return jsonify(body), 202
 
 
-def _info(name: str) -> LibraryInfo | None:
+def library_info(name: str) -> LibraryInfo | None:
     try:
         return services().libraries.info(name)
     except InvalidLibraryNameError:
         return None
-
-
-@bp.get("/libraries/<name>/photos")
-def library_photos(name: str) -> Response:
-    """Progress (uploaded, indexed, skipped with reasons, groups, pending) and one page of the
-    photos with their outcome: a listing of every staged blob (5,000 a request) for the counts,
-    one of ``limit`` for the page, and one read of the manifest."""
-    libraries = services().libraries
-    info = _info(name)
-    if info is None or not info.visible_to(client_id()):
-        raise ApiError(404, "library_not_found", f"there is no tile library called {shown(name)}")
-    limit = int_field(request.args, "limit", low=1, high=1000, default=100)
-    marker = request.args.get("continuation") or None
-    if marker is not None and len(marker) > 1024:  # the spec's bound: a marker of this listing is short
-        raise ApiError(400, "invalid_field", "continuation: not a marker of this listing")
-    svc = services()
-    manifest, _ = libraries.indexed.read(info.name)
-    try:
-        page, next_marker = svc.staging.staged_page(info.name, limit, marker)
-    except ValueError:
-        raise ApiError(400, "invalid_field", "continuation: not a marker of this listing") from None
-    every = svc.staging.staged(info.name)
-    pending = sum(1 for n, size in every.items() if (p := manifest.photos.get(n)) is None or p.size != size)
-    group_of = {n: i for i, group in enumerate(manifest.groups) for n in group}
-    skipped = [p for p in manifest.photos.values() if p.state == "skipped"]
-    reasons: dict[str, int] = {}
-    for p in skipped:
-        reasons[p.reason] = reasons.get(p.reason, 0) + 1
-    photos = []
-    for staged in page:
-        outcome = manifest.photos.get(staged.name)
-        state = "uploaded" if outcome is None or outcome.size != staged.size else outcome.state
-        photos.append(
-            {
-                "name": staged.name,
-                "size": staged.size,
-                "state": state,
-                "reason": outcome.reason if state == "skipped" and outcome else None,
-                "group": group_of.get(staged.name),
-                "tile_url": url_for("api_libraries.library_tile", name=info.name, tile=f"tiles/{staged.name}.jpg")
-                if state == "indexed"
-                else None,
-            }
-        )
-    body = {
-        "library": info.name,
-        "version": manifest.version or None,
-        "progress": {
-            "uploaded": len(every),
-            "pending": pending,
-            "indexed": sum(1 for p in manifest.photos.values() if p.state == "indexed"),
-            "skipped": len(skipped),
-            "skipped_reasons": reasons,
-            "groups": len(manifest.groups),
-        },
-        "groups": manifest.groups[:100],
-        "photos": photos,
-        "continuation": next_marker,
-    }
-    return jsonify(body)

@@ -21,8 +21,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from dal.blobs.libraries import TILE_PREFIX
 from dal.blobs.tile_maps import CSV_HEADER, TileMap, load_job_map
 from dal.errors import BlobMissingError, InvalidLibraryNameError, TileMapFormatError
-from dal.jobs.model import JobStatus
-from dal.jobs.store import Job
+from dal.jobs.model import Job, JobStatus
 from webapp.api_jobs import own_job
 from webapp.errors import ApiError
 from webapp.previews import PREVIEWS

@@ -58,7 +58,7 @@ def read_library(libraries: LibraryStore, info: LibraryInfo) -> LibraryPhotos:
     (its display tiles are ``tiles/<staged name>.jpg``, ``dal.blobs.staging``), the cached
     index (``LibraryStore.load``) for an operator's (``tile_blob_names``)."""
     if info.uploads:
-        manifest, _ = libraries.indexed.read(info.name)
+        manifest, _ = libraries.indexed.read(info.key)  # its container: the same after a rename
         names = tuple(manifest.indexed())
         skipped = tuple((n, p.reason) for n, p in sorted(manifest.photos.items()) if p.state == "skipped")
         return LibraryPhotos(
@@ -68,7 +68,7 @@ def read_library(libraries: LibraryStore, info: LibraryInfo) -> LibraryPhotos:
             skipped=skipped,
             groups=tuple(tuple(g) for g in manifest.groups),
         )
-    library = libraries.load(info.name, fresh_for=INFO_SECONDS)
+    library = libraries.load(info.key, fresh_for=INFO_SECONDS)
     # Groups, when the engine's library keeps them; none before (read as it is, degrade to none).
     groups = tuple(tuple(g) for g in getattr(library, "groups", ()) or ())
     return LibraryPhotos(

@@ -58,7 +58,17 @@ from PIL import Image
 from dal.blobs.libraries import LibraryStore
 from dal.config import StorageClients
 from dal.errors import PhotoMosaicsError
-from mosaic.signatures import lab_to_linear_rgb, lab_to_srgb, srgb_to_lab
+from mosaic.gamut import (
+    COVERAGE_RADIUS,
+    COVERAGE_STEP,
+    Grade,
+    apply_grade,
+    covered_by,
+    fit_grade,
+    grid_neighbours,
+    in_gamut_grid,
+    mean_lab,
+)
 from mosaic.sources import fingerprint
 
 log = logging.getLogger(__name__)
@@ -71,8 +81,6 @@ TILE_PIXELS = 64
 # took 2.2-2.5x at 12 MP, tile 16 and 1.4-2.8x at 1 MP, tile 8; 2,100 tiles 1.2x and 0.7x
 # (warm, interleaved, on a busy machine).
 DEMO_TILES = 2100
-COVERAGE_STEP = 5.0  # the CIELAB grid of colours the library should reach (L*, a*, b* step)
-COVERAGE_RADIUS = 10.0  # a grid colour is covered when a tile's mean is this close (ΔE76)
 GRADED_SHARE = 0.3  # at most this share of the library is colour-graded crops
 
 # (package, path inside the package). Only real photographs: the colour wheel, logos and
@@ -107,38 +115,15 @@ _THUMB = 16  # the crops' thumbnails, from which signatures and grades are compu
 _MIN_GAIN = 4  # a graded tile must cover at least this many more grid colours
 
 
-def _ladder(low: float, ratio: float, steps: int) -> np.ndarray:
-    values = [low]
-    for _ in range(steps - 1):
-        values.append(values[-1] * ratio)
-    return np.array(values)
-
-
-# The lightness curve's parameters tried: 2^-10 .. 2^10 in steps of 2^(1/8), by products only.
-_K_LADDER = _ladder(2.0**-10, float(np.sqrt(np.sqrt(np.sqrt(2.0)))), 161)
-
-
 class DemoPhotosMissing(PhotoMosaicsError, RuntimeError):
     """None of the sample photos are installed (scikit-image / scikit-learn missing)."""
-
-
-@dataclass(frozen=True)
-class _Grade:
-    """A colour grade in CIELAB: ``L' = 100·x / (x + k·(1 − x))`` with ``x = L/100``, then
-    ``(a', b') = s·R·(a, b) + shift``, R the rotation with cosine ``cos`` and sine ``sin``."""
-
-    k: float
-    cos: float
-    sin: float
-    scale: float
-    shift: tuple[float, float]
 
 
 @dataclass(frozen=True)
 class _Crop:
     photo: int
     box: tuple[int, int, int, int]
-    grade: _Grade | None = None
+    grade: Grade | None = None
 
 
 def _package_dir(package: str) -> Path | None:
@@ -211,124 +196,6 @@ def _candidates(photos: list[tuple[str, Image.Image]]) -> list[_Crop]:
 
 
 # --- colour: CIELAB (D65) coverage, with the engine's transforms (mosaic.signatures) ---
-
-
-def _grid(step: float) -> tuple[np.ndarray, np.ndarray]:
-    """The CIELAB colours on a ``step`` grid, and which of them sRGB can show."""
-    lightness = np.arange(0.0, 100.0 + 1e-9, step)
-    ab = np.arange(-128.0, 128.0, step)
-    grid = np.stack(np.meshgrid(lightness, ab, ab, indexing="ij"), axis=-1)
-    inside = np.ones(grid.shape[:3], bool)
-    for channel in lab_to_linear_rgb(grid):
-        inside &= (channel >= -1e-9) & (channel <= 1 + 1e-9)
-    return grid, inside
-
-
-def in_gamut_grid(step: float = COVERAGE_STEP) -> np.ndarray:
-    """The CIELAB colours on a ``step`` grid that sRGB can show: ``(n, 3)`` float64."""
-    grid, inside = _grid(step)
-    return grid[inside]
-
-
-def _grid_neighbours(step: float, radius: float) -> np.ndarray:
-    """For each colour of ``in_gamut_grid(step)``, the indices of those within ``radius`` of
-    it (itself included), as an ``(n, m)`` table padded with -1."""
-    _, inside = _grid(step)
-    index = np.full(inside.shape, -1, np.int64)
-    index[inside] = np.arange(int(inside.sum()))
-    reach = int(radius // step)
-    span = range(-reach, reach + 1)
-    offsets = [
-        (i, j, k) for i in span for j in span for k in span if (i * i + j * j + k * k) * step * step <= radius * radius
-    ]
-    padded = np.pad(index, reach, constant_values=-1)
-    where = np.argwhere(inside) + reach
-    return np.stack([padded[where[:, 0] + i, where[:, 1] + j, where[:, 2] + k] for i, j, k in offsets], axis=1)
-
-
-def mean_lab(rgb: np.ndarray) -> np.ndarray:
-    """``(n, h, w, 3) uint8`` images -> ``(n, 3)`` CIELAB of each image's mean sRGB colour."""
-    means = np.clip(np.rint(rgb.reshape(rgb.shape[0], -1, 3).mean(axis=1)), 0, 255).astype(np.uint8)
-    return srgb_to_lab(means)
-
-
-def colour_coverage(
-    means: np.ndarray, radius: float = COVERAGE_RADIUS, step: float = COVERAGE_STEP
-) -> dict[str, float]:
-    """Shares of the in-gamut CIELAB grid within ``radius`` (ΔE76) of one of ``means`` ``(n, 3)``:
-    ``all``, ``dark`` (L* <= 30) and ``saturated`` (chroma >= 50)."""
-    grid = in_gamut_grid(step)
-    near = _covered(means, step, radius)
-    dark, saturated = grid[:, 0] <= 30, np.hypot(grid[:, 1], grid[:, 2]) >= 50
-    return {"all": float(near.mean()), "dark": float(near[dark].mean()), "saturated": float(near[saturated].mean())}
-
-
-def _covered(means: np.ndarray, step: float, radius: float) -> np.ndarray:
-    """Which colours of ``in_gamut_grid(step)`` lie within ``radius`` of one of ``means``
-    ``(n, 3)``: each mean looks only at the grid colours in the box around it."""
-    grid, inside = _grid(step)
-    hit = np.zeros(inside.shape, bool)
-    origin = grid[0, 0, 0]
-    reach = int(radius // step) + 1
-    base = np.floor((means - origin) / step).astype(np.int64)
-    for offset in np.ndindex(2 * reach + 1, 2 * reach + 1, 2 * reach + 1):
-        cell = base + np.array(offset) - reach + 1
-        ok = np.all((cell >= 0) & (cell < np.array(inside.shape)), axis=1)
-        cell = cell[ok]
-        colour = origin + cell * step
-        near = ((colour - means[ok]) ** 2).sum(axis=1) <= radius * radius
-        hit[tuple(cell[near].T)] = True
-    return hit[inside]
-
-
-# --- colour grades ---
-
-
-def _apply_lab(lab: np.ndarray, grade: _Grade) -> np.ndarray:
-    x = np.clip(lab[..., 0] / 100, 0.0, 1.0)
-    lightness = 100 * x / np.maximum(x + grade.k * (1 - x), 1e-12)
-    a, b = lab[..., 1], lab[..., 2]
-    a2 = grade.scale * (grade.cos * a - grade.sin * b) + grade.shift[0]
-    b2 = grade.scale * (grade.sin * a + grade.cos * b) + grade.shift[1]
-    return np.stack([lightness, a2, b2], axis=-1)
-
-
-def apply_grade(rgb: np.ndarray, grade: _Grade) -> np.ndarray:
-    """``(..., 3) uint8`` sRGB graded in CIELAB, back to ``uint8`` sRGB."""
-    return lab_to_srgb(_apply_lab(srgb_to_lab(rgb), grade))
-
-
-def _fit_grade(thumb: np.ndarray, target: np.ndarray) -> tuple[_Grade, np.ndarray]:
-    """The grade that moves ``thumb``'s (``(h, w, 3) uint8``) mean colour to ``target``, and
-    the mean it reaches (clipping at the gamut's edge can stop it short)."""
-    lab = srgb_to_lab(thumb).reshape(-1, 3)
-    x = np.clip(lab[:, 0] / 100, 0.0, 1.0)
-    mean_ab = lab[:, 1:].mean(axis=0)
-    chroma = float(np.sqrt(mean_ab[0] * mean_ab[0] + mean_ab[1] * mean_ab[1]))
-    aim = target.astype(np.float64).copy()
-    # Mean lightness for each k of a fixed geometric ladder (falls as k grows), then k by
-    # linear interpolation on that curve: one vectorised step instead of a bisection.
-    curve = (100 * x[None, :] / np.maximum(x[None, :] + _K_LADDER[:, None] * (1 - x[None, :]), 1e-12)).mean(axis=1)
-    grade, reached = None, target
-    for _ in range(2):  # aim past the target by what clipping took off the first time
-        k = float(np.interp(-aim[0], -curve, _K_LADDER))
-        aim_chroma = float(np.sqrt(aim[1] * aim[1] + aim[2] * aim[2]))
-        if chroma > 2.0 and aim_chroma > 2.0:
-            cos = float((mean_ab[0] * aim[1] + mean_ab[1] * aim[2]) / (chroma * aim_chroma))
-            sin = float((mean_ab[0] * aim[2] - mean_ab[1] * aim[1]) / (chroma * aim_chroma))
-            scale = min(max(aim_chroma / chroma, 0.5), 2.0)
-        else:
-            cos, sin, scale = 1.0, 0.0, 1.0
-        rotated = scale * np.array([cos * mean_ab[0] - sin * mean_ab[1], sin * mean_ab[0] + cos * mean_ab[1]])
-        shift = aim[1:] - rotated
-        grade = _Grade(k, cos, sin, scale, (float(shift[0]), float(shift[1])))
-        reached = mean_lab(apply_grade(thumb, grade)[None])[0]
-        aim = aim + (target - reached)
-    assert grade is not None
-    return grade, reached
-
-
-# --- choosing the tiles ---
 
 
 def _thumbnails(photos: list[tuple[str, Image.Image]], crops: list[_Crop]) -> np.ndarray:
@@ -413,7 +280,7 @@ def _order(means: np.ndarray, features: np.ndarray, count: int) -> list[int]:
     return chosen
 
 
-def _fill_gaps(means: np.ndarray, thumbs: np.ndarray, chosen: list[int], budget: int) -> list[tuple[int, _Grade]]:
+def _fill_gaps(means: np.ndarray, thumbs: np.ndarray, chosen: list[int], budget: int) -> list[tuple[int, Grade]]:
     """Up to ``budget`` (crop row, grade) that cover the most uncovered grid colours.
 
     Greedy set cover on the in-gamut grid: each step takes the grid colour with the most
@@ -421,13 +288,13 @@ def _fill_gaps(means: np.ndarray, thumbs: np.ndarray, chosen: list[int], budget:
     counts what the graded mean (not the aim) really covers.
     """
     grid = in_gamut_grid()
-    covered = _covered(means[chosen], COVERAGE_STEP, COVERAGE_RADIUS)
-    neighbours = _grid_neighbours(COVERAGE_STEP, COVERAGE_RADIUS)
+    covered = covered_by(means[chosen], COVERAGE_STEP, COVERAGE_RADIUS)
+    neighbours = grid_neighbours(COVERAGE_STEP, COVERAGE_RADIUS)
     uncovered = np.append(~covered, False)  # index -1 (padding) reads False
     gain = uncovered[neighbours].sum(axis=1)
     free = np.ones(len(means), bool)
     free[chosen] = False
-    out: list[tuple[int, _Grade]] = []
+    out: list[tuple[int, Grade]] = []
     tried = np.zeros(len(grid), bool)
     while len(out) < budget:
         gain[tried] = -1
@@ -437,7 +304,7 @@ def _fill_gaps(means: np.ndarray, thumbs: np.ndarray, chosen: list[int], budget:
         tried[best] = True
         target = grid[best]
         source = int(np.argmin(np.where(free, ((means - target) ** 2).sum(axis=1), np.inf)))
-        grade, reached = _fit_grade(thumbs[source], target)
+        grade, reached = fit_grade(thumbs[source], target)
         newly = np.flatnonzero(~covered & (((grid - reached) ** 2).sum(axis=1) <= COVERAGE_RADIUS**2))
         if len(newly) < _MIN_GAIN:
             continue  # clipping kept it from the gap: leave the crop for another colour

@@ -24,12 +24,12 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from dal.errors import JobNotFoundError
-from dal.jobs.model import JobStatus, library_name
-from dal.jobs.store import TERMINAL_STATUSES, Job, JobStore
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
+from dal.jobs.store import JobStore
+from dal.queues.consumable import PoisonHook, ReceivedMessage
 from dal.queues.messages import ImageRequestMessage, QueueMessage
-from dal.queues.work_queue import PoisonHook, ReceivedMessage
 
-__all__ = ["fail_job", "library_name", "poison_hook"]
+__all__ = ["fail_job", "poison_hook"]
 
 log = logging.getLogger(__name__)
 

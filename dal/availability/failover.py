@@ -55,7 +55,8 @@ from dal.queues.work_queue import QueueAccessor
 if TYPE_CHECKING:
     from dal.blobs.store import BlobStore
     from dal.config import Settings
-    from dal.jobs.store import Job, JobEvent, JobStore
+    from dal.jobs.model import Job, JobEvent
+    from dal.jobs.store import JobStore
 
 __all__ = [
     "BACKLOG_PREFIX",

@@ -16,6 +16,13 @@ metadata after each merge. ``LibraryStore.load`` falls back to ``compose`` when 
 of every segment the manifest names, sorted by photo name, so the library (and its version) is
 the same whatever order batches finished in. Segments are immutable, so a process caches them
 by name and a new version costs only the segments it has not seen.
+
+Photos also leave (``remove``: a tombstone per photo, which a late index of the same photo cannot
+undo; ``revive`` forgets it when the photo is uploaded again). A job renders with the version it
+started with: ``pin`` keeps the current manifest as ``versions/<version>.json``, never changed
+after, and ``read_version`` + ``compose`` give that library back however the manifest moved on.
+A segment no indexed photo names any more is *retired* (with the time) rather than deleted;
+``collect`` deletes version files and retired segments older than ``VERSION_RETENTION_SECONDS``.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -35,22 +43,35 @@ from azure.storage.blob import ContentSettings
 from dal.errors import LibraryNotFoundError
 from mosaic.library import TileLibrary
 
-__all__ = ["MANIFEST_BLOB", "SEGMENT_PREFIX", "IndexedLibraries", "Manifest", "PhotoOutcome", "group_photos"]
+__all__ = [
+    "MANIFEST_BLOB",
+    "SEGMENT_PREFIX",
+    "VERSION_PREFIX",
+    "IndexedLibraries",
+    "Manifest",
+    "PhotoOutcome",
+    "group_photos",
+]
 
 MANIFEST_BLOB = "manifest.json"
 SEGMENT_PREFIX = "segments/"
+VERSION_PREFIX = "versions/"  # versions/<version>.json: a published manifest a job pinned, immutable
 FORMAT = "photomosaics-library-manifest"
 GROUP_DISTANCE = 10  # Hamming distance of two 64-bit hashes within which photos are one group
 # ... and how close their mean colours must be (ΔE76): a burst's shots differ by a few units,
 # while flat or plain photos, whose layout hashes are all alike, differ by their colour.
 GROUP_COLOUR_DISTANCE = 12.0
 _ATTEMPTS = 30
+# How long a job can render with the version it started with after the library changed: pinned
+# versions and retired segments are collected (``collect``) once this much older. Longer than a
+# queued job can wait (a queue message lives 7 days).
+VERSION_RETENTION_SECONDS = 8 * 24 * 3600
 
 
 @dataclass(frozen=True)
 class PhotoOutcome:
     name: str  # the staged name
-    state: str  # "indexed" or "skipped"
+    state: str  # "indexed", "skipped", or "removed" (by its owner: a tombstone a late index cannot undo)
     size: int  # the staged blob's size when it was indexed (a re-upload of another size is indexed again)
     reason: str = ""  # why it was skipped
     hash: str = ""  # 22 hex digits: the layout hash and mean colour (mosaic.photo_index.perceptual_hash)
@@ -62,6 +83,9 @@ class Manifest:
     version: str
     photos: dict[str, PhotoOutcome]
     groups: list[list[str]]
+    # Segments no indexed photo names any more -> when that began (ISO 8601): older versions may
+    # still need them, so they are deleted only after the retention (``dal.blobs.library_versions``).
+    retired: dict[str, str] = field(default_factory=dict)
 
     def indexed(self) -> list[str]:
         return sorted(n for n, p in self.photos.items() if p.state == "indexed")
@@ -72,6 +96,7 @@ class Manifest:
             "version": self.version,
             "photos": [asdict(self.photos[n]) for n in sorted(self.photos)],
             "groups": self.groups,
+            **({"retired": dict(sorted(self.retired.items()))} if self.retired else {}),
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -81,7 +106,10 @@ class Manifest:
         if body.get("format") != FORMAT:
             raise ValueError("not a library manifest")
         photos = {p["name"]: PhotoOutcome(**p) for p in body["photos"]}
-        return cls(version=str(body["version"]), photos=photos, groups=[list(g) for g in body["groups"]])
+        retired = {str(k): str(v) for k, v in body.get("retired", {}).items()}
+        return cls(
+            version=str(body["version"]), photos=photos, groups=[list(g) for g in body["groups"]], retired=retired
+        )
 
 
 def _mean_colours(hashes: list[str]) -> np.ndarray:
@@ -128,6 +156,22 @@ def group_photos(
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
 
 
+def _named_segments(manifest: Manifest) -> set[str]:
+    return {p.segment for p in manifest.photos.values() if p.state == "indexed" and p.segment}
+
+
+def _settle(manifest: Manifest, before: set[str]) -> None:
+    """After a change: the groups, the version, and segments no indexed photo names any more retired."""
+    manifest.groups = group_photos({n: p.hash for n, p in manifest.photos.items() if p.state == "indexed"})
+    manifest.version = _version(manifest.photos)
+    named = _named_segments(manifest)
+    now = datetime.now(UTC).isoformat()
+    for segment in before - named:
+        manifest.retired.setdefault(segment, now)
+    for segment in named:
+        manifest.retired.pop(segment, None)
+
+
 def _version(photos: dict[str, PhotoOutcome]) -> str:
     digest = hashlib.sha256()
     for name in sorted(photos):
@@ -166,18 +210,16 @@ class IndexedLibraries:
         )
         return blob
 
-    def record(self, library: str, outcomes: Iterable[PhotoOutcome]) -> Manifest:
-        """Merge outcomes into the manifest (conditional write, retried on a lost race), regroup and
-        give it its new version; the caller publishes it (``LibraryStore.publish``)."""
-        outcomes = list(outcomes)
-        container = self._container(library)
-        blob = container.get_blob_client(MANIFEST_BLOB)
+    def update(self, library: str, change: Callable[[Manifest], None]) -> Manifest:
+        """Apply ``change`` to the manifest and write it back (one conditional write; a writer that
+        lost the race re-reads and applies it again), regrouped, with its segments retired and its
+        new version; the caller publishes it (``LibraryStore.publish``)."""
+        blob = self._container(library).get_blob_client(MANIFEST_BLOB)
         for _ in range(_ATTEMPTS):
             manifest, etag = self.read(library)
-            for outcome in outcomes:
-                manifest.photos[outcome.name] = outcome
-            manifest.groups = group_photos({n: p.hash for n, p in manifest.photos.items() if p.state == "indexed"})
-            manifest.version = _version(manifest.photos)
+            before = _named_segments(manifest)
+            change(manifest)
+            _settle(manifest, before)
             try:
                 if etag is None:
                     blob.upload_blob(manifest.to_json(), overwrite=False)
@@ -190,7 +232,94 @@ class IndexedLibraries:
             except ResourceNotFoundError:
                 raise LibraryNotFoundError(f"tile library {library!r} is gone") from None
             return manifest
-        raise RuntimeError(f"library {library!r}: the manifest changed {_ATTEMPTS} times while merging a batch")
+        raise RuntimeError(f"library {library!r}: the manifest changed {_ATTEMPTS} times while it was updated")
+
+    def record(self, library: str, outcomes: Iterable[PhotoOutcome]) -> Manifest:
+        """Merge a batch's outcomes into the manifest (``update``). A photo its owner removed while
+        the batch ran stays removed: the tombstone wins over a late index."""
+        outcomes = list(outcomes)
+
+        def merge(manifest: Manifest) -> None:
+            for outcome in outcomes:
+                current = manifest.photos.get(outcome.name)
+                if current is None or current.state != "removed":
+                    manifest.photos[outcome.name] = outcome
+
+        return self.update(library, merge)
+
+    def remove(self, library: str, names: Iterable[str]) -> Manifest:
+        """Photos taken out of the library by its owner: a tombstone each (``update``)."""
+        names = list(names)
+
+        def bury(manifest: Manifest) -> None:
+            for name in names:
+                old = manifest.photos.get(name)
+                manifest.photos[name] = PhotoOutcome(name=name, state="removed", size=old.size if old else 0)
+
+        return self.update(library, bury)
+
+    def revive(self, library: str, names: Iterable[str]) -> None:
+        """Forget the tombstones of photos uploaded again, so that their new index is recorded."""
+        names = list(names)
+
+        def forget(manifest: Manifest) -> None:
+            for name in names:
+                if (p := manifest.photos.get(name)) is not None and p.state == "removed":
+                    del manifest.photos[name]
+
+        self.update(library, forget)
+
+    # -- versions a job renders with ---------------------------------------------------------
+
+    def pin(self, library: str) -> str | None:
+        """Keep the current version as ``versions/<version>.json`` for a job that starts now; its
+        version, or None when nothing is indexed. The blob is rewritten with the same bytes when
+        another job pinned it before, which also renews its age (``collect``)."""
+        manifest, etag = self.read(library)
+        if etag is None or not manifest.indexed():
+            return None
+        self._container(library).upload_blob(
+            f"{VERSION_PREFIX}{manifest.version}.json",
+            manifest.to_json(),
+            overwrite=True,
+            content_settings=ContentSettings(content_type="application/json"),
+        )
+        return manifest.version
+
+    def read_version(self, library: str, version: str) -> Manifest:
+        """The manifest of a pinned version; ``LibraryNotFoundError`` when it is gone (collected)."""
+        try:
+            data = self._container(library).get_blob_client(f"{VERSION_PREFIX}{version}.json").download_blob().readall()
+        except ResourceNotFoundError:
+            raise LibraryNotFoundError(
+                f"version {version} of tile library {library!r} is gone: the library changed and that "
+                f"version was collected (kept {VERSION_RETENTION_SECONDS // 86400} days after a job started with it)"
+            ) from None
+        return Manifest.from_json(data)
+
+    def collect(
+        self, library: str, *, retention: float = VERSION_RETENTION_SECONDS, now: datetime | None = None
+    ) -> list[str]:
+        """Delete what no job can need any more: pinned versions not pinned for ``retention``
+        seconds and segments retired longer ago (``Manifest.retired``); the blobs deleted."""
+        cutoff = (now or datetime.now(UTC)) - timedelta(seconds=retention)
+        container = self._container(library)
+        old = [p.name for p in container.list_blobs(name_starts_with=VERSION_PREFIX) if p.last_modified <= cutoff]
+        manifest, _ = self.read(library)
+        expired = [s for s, since in manifest.retired.items() if datetime.fromisoformat(since) <= cutoff]
+        for name in old + expired:  # the blobs first: a crash before the manifest write repeats only deletes
+            try:
+                container.delete_blob(name)
+            except ResourceNotFoundError:
+                pass
+        if expired:
+
+            def forget(manifest: Manifest) -> None:
+                for segment in expired:
+                    manifest.retired.pop(segment, None)
+
+            self.update(library, forget)
+        return old + expired
 
     def compose(self, library: str, manifest: Manifest | None = None) -> TileLibrary:
         """The published library: every indexed photo's tile, by name, from the cached segments, with

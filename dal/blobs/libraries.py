@@ -42,6 +42,7 @@ import io
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from azure.storage.blob import ContentSettings
 from PIL import Image
 
 from dal.blobs.indexed import IndexedLibraries, Manifest
+from dal.blobs.library_names import alias_target, display_name, rename_library
 from dal.blobs.store import CONTAINER_NAME_MAX, CONTAINER_NAME_MIN
 from dal.config import INTERNAL_CONTAINERS, LIBRARY_METADATA_KEY, StorageClients
 from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryExistsError, LibraryNotFoundError
@@ -83,6 +85,7 @@ _INFO_SECONDS = 10.0  # how long a process trusts a library's metadata for tile 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*$")
 _RESERVED = frozenset(INTERNAL_CONTAINERS)
 _UPLOAD_THREADS = 8
+_PINNED_KEPT = 4  # pinned versions a process keeps in memory besides each library's current one
 _PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is in the mark
 
 
@@ -121,6 +124,9 @@ class LibraryInfo:
     shared: bool = False  # marked by an operator for every client
     samples: tuple[str, ...] = ()  # a few tile blob names, spread over the library
     uploads: bool = False  # filled by direct uploads and the indexer (``open_for_uploads``)
+    # The library's container (without the prefix), which never changes: ``name`` is what people
+    # see and use, and differs from it once the library was renamed (``dal.blobs.library_names``).
+    key: str = ""
 
     def visible_to(self, client_id: str) -> bool:
         """A client sees its own libraries and the shared ones."""
@@ -199,6 +205,7 @@ class LibraryStore:
         self.prefix = prefix
         self._cache: dict[str, _Cached] = {}
         self._infos: dict[str, tuple[float, LibraryInfo | None]] = {}  # container -> (monotonic time, info)
+        self._pinned: OrderedDict[tuple[str, str], TileLibrary] = OrderedDict()  # (container, version), LRU
         # Libraries the indexer fills: manifest and segments (dal.blobs.indexed), segments cached here.
         self.indexed = IndexedLibraries(self.container_client)
         self._lock = threading.Lock()
@@ -272,6 +279,22 @@ class LibraryStore:
             raise
         self._forget(container.container_name)
 
+    def rename(self, name: str, new: str) -> LibraryInfo:
+        """Call the library ``name`` (its current name or its key) ``new`` from now on; jobs made
+        with it keep working (``dal.blobs.library_names``). ``LibraryNotFoundError``, or
+        ``LibraryExistsError`` when ``new`` is taken."""
+        info = self.info(name)
+        if info is None:
+            raise LibraryNotFoundError(f"there is no tile library called {name!r}")
+        rename_library(self, info, new)
+        renamed = self.info(new)
+        assert renamed is not None, f"library {name!r} renamed to {new!r} and not found under it"
+        return renamed
+
+    def forget(self, name: str) -> None:
+        """Drop what this process remembers of the library ``name``'s metadata (after a change)."""
+        self._forget(self.container_name(name))
+
     def publish(self, name: str, manifest: Manifest) -> None:
         """An indexed library's new version, tile count and samples in its container's metadata
         (what listings and ``info`` read); the manifest itself is the version (``dal.blobs.indexed``)."""
@@ -286,6 +309,15 @@ class LibraryStore:
         metadata[SAMPLES_KEY] = ",".join(f"{n}.jpg" for n in _spread(indexed, SAMPLES_KEPT))
         container.set_container_metadata(metadata)
         self._forget(container.container_name)
+
+    def pin(self, name: str) -> str | None:
+        """The version a job that starts now renders with, kept for it (``IndexedLibraries.pin``), of
+        a library the indexer fills; None for one with an ``index.zip`` (replaced whole, loaded as
+        it is) or with nothing indexed yet."""
+        info = self.info(name, max_age=_INFO_SECONDS)
+        if info is None or not info.uploads:
+            return None
+        return self.indexed.pin(info.key)
 
     def release(self, name: str) -> None:
         """Give back a claim whose creation failed (best effort: the original error is the answer)."""
@@ -421,6 +453,17 @@ class LibraryStore:
         """Delete the library's container (idempotent); True when there was one to delete."""
         container = self.container_name(name)
         try:
+            shown = display_name(self._service.get_container_client(container).get_container_properties().metadata)
+        except ResourceNotFoundError:
+            shown = ""
+        if shown and shown != name:  # its alias (dal.blobs.library_names): the name is free again
+            alias = self._service.get_container_client(self.container_name(shown))
+            try:
+                if alias_target(alias.get_container_properties().metadata) == container:
+                    alias.delete_container()
+            except ResourceNotFoundError:
+                pass
+        try:
             self._service.delete_container(container)
             existed = True
         except ResourceNotFoundError:
@@ -431,8 +474,10 @@ class LibraryStore:
         return existed
 
     def set_shared(self, name: str, shared: bool) -> None:
-        """An operator marks a library for every client (or takes the mark off)."""
-        container = self._service.get_container_client(self.container_name(name))
+        """An operator marks a library for every client (or takes the mark off); ``name`` may be
+        its current name after a rename (``dal.blobs.library_names``) or its key."""
+        info = self.info(name)
+        container = self._service.get_container_client(self.container_name(info.key if info else name))
         try:
             metadata = dict(container.get_container_properties().metadata)
         except ResourceNotFoundError:
@@ -444,6 +489,7 @@ class LibraryStore:
             metadata[SHARED_KEY] = "true"
         container.set_container_metadata(metadata)
         self._forget(container.container_name)
+        self.forget(name)
 
     def _forget(self, container: str) -> None:
         with self._lock:
@@ -451,13 +497,17 @@ class LibraryStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, uri_or_name: str, *, fresh_for: float = 0.0) -> TileLibrary:
+    def load(self, uri_or_name: str, *, fresh_for: float = 0.0, version: str | None = None) -> TileLibrary:
         """The library, from memory while its index's ETag is unchanged (one conditional GET).
 
         ``fresh_for`` > 0: no request at all while the last check is younger than that many
         seconds (a processor's slices of one job, and of the jobs right after, share one check).
+        ``version``: exactly that version of a library the indexer fills (a job's pinned version,
+        ``IndexedLibraries.pin``), however the library changed since; kept in memory by version.
         """
         container = self._container_from(uri_or_name)
+        if version is not None:
+            return self._load_version(container, version)
         with self._lock:
             cached = self._cache.get(container)
         if cached is not None and fresh_for > 0 and time.monotonic() - cached.checked < fresh_for:
@@ -504,6 +554,25 @@ class LibraryStore:
             self._cache[container] = _Cached(etag='"none"', version=library.version, library=library, checked=checked)
         return library
 
+    def _load_version(self, container: str, version: str) -> TileLibrary:
+        """A pinned version: the library in memory when it is that version, else composed from the
+        version's manifest (its segments cached), and kept among the last few versions used."""
+        with self._lock:
+            cached = self._cache.get(container)
+            if cached is not None and cached.version == version:
+                return cached.library
+            pinned = self._pinned.get((container, version))
+            if pinned is not None:
+                self._pinned.move_to_end((container, version))
+                return pinned
+        name = unprefixed(self.prefix, container)
+        library = self.indexed.compose(name, self.indexed.read_version(name, version))
+        with self._lock:
+            self._pinned[(container, version)] = library
+            while len(self._pinned) > _PINNED_KEPT:
+                self._pinned.popitem(last=False)
+        return library
+
     def _not_found(self, container: str, exc: ResourceNotFoundError) -> LibraryNotFoundError:
         name = unprefixed(self.prefix, container)
         if getattr(exc, "error_code", None) == "ContainerNotFound":
@@ -535,8 +604,10 @@ class LibraryStore:
         values = {k.lower(): v or "" for k, v in (metadata or {}).items()}
         count = values.get(TILE_COUNT_KEY, "")
         samples = tuple(f"{TILE_PREFIX}{n}" for n in values.get(SAMPLES_KEY, "").split(",") if n)
+        key = unprefixed(self.prefix, container)
         return LibraryInfo(
-            name=unprefixed(self.prefix, container),
+            name=display_name(metadata) or key,
+            key=key,
             description=description,
             tile_count=int(count) if count.isdigit() else -1,
             version=values.get(VERSION_KEY, ""),
@@ -586,14 +657,27 @@ class LibraryStore:
             cached = self._infos.get(container)
         if cached is not None and max_age > 0 and time.monotonic() - cached[0] < max_age:
             return cached[1]
-        try:
-            metadata = self._service.get_container_client(container).get_container_properties().metadata
-        except ResourceNotFoundError:
-            metadata = None
-        info = self._info_from(container, metadata)
+        info = self._read_info(container, name)
         with self._lock:
             self._infos[container] = (time.monotonic(), info)
         return info
+
+    def _read_info(self, container: str, name: str) -> LibraryInfo | None:
+        """The library a container is, or the one an alias of ``name`` points at while that library
+        still carries the name (``dal.blobs.library_names``)."""
+        try:
+            metadata = self._service.get_container_client(container).get_container_properties().metadata
+        except ResourceNotFoundError:
+            return None
+        target = alias_target(metadata) if _description(metadata) is None else ""
+        if not target:
+            return self._info_from(container, metadata)
+        try:
+            pointed = self._service.get_container_client(target).get_container_properties().metadata
+        except ResourceNotFoundError:
+            return None
+        info = self._info_from(target, pointed)
+        return info if info is not None and info.name == name else None
 
     def read_tile(self, name: str, blob_name: str, *, viewer: str | None = None) -> bytes:
         """One tile image's JPEG bytes (``blob_name`` as listed by ``sample_tiles``).
@@ -604,7 +688,9 @@ class LibraryStore:
         if info is None or (viewer is not None and not info.visible_to(viewer)):
             raise LibraryNotFoundError(f"there is no tile library called {name!r}")
         try:
-            return bytes(self._service.get_blob_client(self.container_name(name), blob_name).download_blob().readall())
+            return bytes(
+                self._service.get_blob_client(self.container_name(info.key), blob_name).download_blob().readall()
+            )
         except ResourceNotFoundError:
             raise LibraryNotFoundError(f"tile library {name!r} has no tile {blob_name!r}") from None
 

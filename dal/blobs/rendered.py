@@ -20,16 +20,11 @@ import io
 
 import numpy as np
 
-from dal.blobs.names import RENDERED_EXTENSION, slice_blob_candidates, slice_output_name
 from dal.errors import RenderedFormatError
 
 __all__ = [
-    "RENDERED_EXTENSION",
-    "RenderedFormatError",
     "decode_rendered",
     "encode_rendered",
-    "slice_blob_candidates",
-    "slice_output_name",
 ]
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

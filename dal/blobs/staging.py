@@ -26,6 +26,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
@@ -34,6 +35,7 @@ from typing import Any
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
 
+from dal.blobs.indexed import Manifest
 from dal.blobs.libraries import TILE_PREFIX, LibraryStore
 from dal.errors import StorageConfigurationError
 
@@ -51,6 +53,7 @@ STAGING_PREFIX = "staging/"
 SAS_SECONDS = 15 * 60
 SAS_CLOCK_SKEW = 5 * 60  # the SAS starts this much earlier: a client clock a little behind still works
 MAX_SAFE_NAME = 160
+_DELETE_THREADS = 8
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -184,6 +187,33 @@ class LibraryStaging:
             overwrite=True,
             content_settings=ContentSettings(content_type="image/jpeg"),
         )
+
+    def remove(self, library: str, names: Sequence[str]) -> Manifest:
+        """Take photos out of the library (its owner's request); the version published without them.
+
+        In this order, so that a retry converges and a racing index cannot bring a photo back:
+        the staged blobs go (a later index request finds nothing to index), then the manifest
+        records a tombstone per photo and publishes the new version (``IndexedLibraries.remove``),
+        then the display tiles go, and what no job can need any more is collected
+        (``IndexedLibraries.collect``: segments stay for older versions until then)."""
+        self._delete_each(library, [STAGING_PREFIX + n for n in names])
+        manifest = self.libraries.indexed.remove(library, names)
+        self.libraries.publish(library, manifest)
+        self._delete_each(library, [f"{TILE_PREFIX}{n}.jpg" for n in names])
+        self.libraries.indexed.collect(library)
+        return manifest
+
+    def _delete_each(self, library: str, blobs: list[str]) -> None:
+        container = self._container(library)
+
+        def delete(blob: str) -> None:
+            try:
+                container.delete_blob(blob)
+            except ResourceNotFoundError:
+                pass  # gone already: a retried removal
+
+        with ThreadPoolExecutor(max_workers=_DELETE_THREADS) as pool:
+            list(pool.map(delete, blobs))
 
     def delete_staged(self, library: str, names: Iterable[str]) -> None:
         """Remove staged photos (best effort, missing ones are fine)."""

@@ -17,6 +17,11 @@ version of the library the band was rendered with, in maps made since it was kep
 page tells the photos a mosaic left out from those added later), a newline, then ``rows ×
 columns`` little-endian integers of ``dtype`` (``<u2``, or ``<i4`` past 32,767 distinct tiles),
 row by row: ``2 × k + mirrored`` with ``k`` an index into ``tiles`` (each tile used, once).
+A mosaic of cells of several sizes (``mosaic.cells``) is version 2: the header says
+``"sized": true`` and the cells are followed by ``rows × columns`` bytes, the size (in base
+cells) of the cell that covers each base cell; every base cell of a large cell holds its photo,
+and the cell's rectangle is ``size`` base cells from the multiple of ``size`` at or below it
+(``cell_at``). A single-size map stays version 1, byte for byte, and both versions are read.
 A varied placement is close to random, so compression gains little: level 1, and none past
 ``_COMPRESS_CELLS`` (a 40 MP mosaic of 1 px tiles is 40 M cells). A 12 MP mosaic of 8 px tiles
 (190,000 cells) is 0.3 MB and costs about 0.03 s to make.
@@ -37,12 +42,21 @@ from dal.blobs.names import slice_tile_map_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, TileMapFormatError
 
-__all__ = ["CSV_HEADER", "TILE_MAP_CONTENT_TYPE", "TileMap", "TileMapFormatError", "join_bands", "load_job_map"]
+__all__ = [
+    "CSV_HEADER",
+    "SIZED_CSV_HEADER",
+    "TILE_MAP_CONTENT_TYPE",
+    "TileMap",
+    "join_bands",
+    "load_job_map",
+]
 
 TILE_MAP_CONTENT_TYPE = "application/gzip"
 CSV_HEADER = "col,row,tile,mirrored"
+SIZED_CSV_HEADER = "col,row,tile,mirrored,size"  # one line per cell, at its top-left base cell
 _FORMAT = "photomosaics-tile-map"
 _VERSION = 1
+_SIZED_VERSION = 2
 _MAX_HEADER = 64 << 20  # bytes before the first newline: the tile names of a large library
 _COMPRESS_CELLS = 1 << 21  # larger maps are stored (gzip level 0): seconds of deflate for a few %
 _DTYPES = ("<u2", "<i4")
@@ -52,13 +66,19 @@ _DTYPES = ("<u2", "<i4")
 class TileMap:
     """The placement of a band of cells (the whole mosaic when ``first_row`` is 0 and it has
     every row). ``cells``: ``(rows, columns) int32``, ``2 × k + mirrored``, ``k`` indexing
-    ``tiles`` (``(name, tile blob)`` pairs)."""
+    ``tiles`` (``(name, tile blob)`` pairs). ``sizes``: ``(rows, columns) uint8``, the size
+    of the cell covering each base cell, or None: every cell one base cell."""
 
     library: str
     first_row: int
     tiles: tuple[tuple[str, str], ...]
     cells: np.ndarray
     library_version: str = ""  # "" when the map does not say (made before it was kept, or bands of two versions)
+    sizes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.sizes is not None and not (self.sizes > 1).any():
+            object.__setattr__(self, "sizes", None)  # one size: the version 1 map, byte for byte
 
     @property
     def rows(self) -> int:
@@ -78,9 +98,11 @@ class TileMap:
         library: str,
         first_row: int = 0,
         library_version: str = "",
+        sizes: np.ndarray | None = None,
     ) -> TileMap:
         """The map of an engine placement: ``choice`` ``(rows, columns)`` indexes the library's
-        candidates, ``>= len(names)`` being mirror images (``mosaic.render.choose_tiles``)."""
+        candidates, ``>= len(names)`` being mirror images (``mosaic.render.choose_tiles``);
+        ``sizes``: each base cell's cell size (``mosaic.sized.cell_sizes``), None for one size."""
         count = len(names)
         choice = np.asarray(choice)
         if choice.ndim != 2 or (choice.size and (choice.min() < 0 or choice.max() >= 2 * count)):
@@ -95,8 +117,33 @@ class TileMap:
         cells = index[tile]
         if mirrored is not None:
             cells += mirrored
+        if sizes is not None and np.asarray(sizes).shape != choice.shape:
+            raise ValueError(f"sizes are {np.asarray(sizes).shape}, the placement {choice.shape}")
         tiles = tuple((names[i], blobs[i]) for i in used.tolist())
-        return cls(library=library, first_row=first_row, tiles=tiles, cells=cells, library_version=library_version)
+        return cls(
+            library=library,
+            first_row=first_row,
+            tiles=tiles,
+            cells=cells,
+            library_version=library_version,
+            sizes=sizes,
+        )
+
+    def cell_at(self, col: int, row: int) -> tuple[int, int, int]:
+        """``(col, row, size)`` of the cell covering base cell ``col``, ``row`` (rows of the
+        band, counted from the mosaic's first row as its first row is): its top-left base cell."""
+        if self.sizes is None:
+            return col, row, 1
+        size = int(self.sizes[row, col])
+        top = (self.first_row + row) // size * size - self.first_row
+        return col // size * size, top, size
+
+    def _origins(self) -> np.ndarray:
+        """``(rows, columns) bool``: the base cells where a cell has its top-left corner."""
+        if self.sizes is None:
+            return np.ones(self.cells.shape, bool)
+        rows = (np.arange(self.rows) + self.first_row)[:, None]
+        return np.asarray((rows % self.sizes == 0) & (np.arange(self.columns)[None, :] % self.sizes == 0))
 
     def at(self, col: int, row: int) -> tuple[str, str, bool]:
         """``(name, tile blob, mirrored)`` of the cell at column ``col``, row ``row`` (of the band)."""
@@ -108,7 +155,8 @@ class TileMap:
         """Every cell holding the photo ``name``, row by row: ``(rows, columns, mirrored,
         tile blob)``, rows of the band; empty arrays and None when the mosaic does not use it."""
         held = [i for i, (tile, _) in enumerate(self.tiles) if tile == name]
-        rows, columns = np.nonzero(np.isin(self.cells >> 1, held)) if held else (np.zeros(0, np.intp),) * 2
+        found = np.isin(self.cells >> 1, held) & self._origins()  # a large cell once, at its top-left
+        rows, columns = np.nonzero(found) if held else (np.zeros(0, np.intp),) * 2
         mirrored = (self.cells[rows, columns] & 1).astype(bool)
         return rows, columns, mirrored, self.tiles[held[0]][1] if held else None
 
@@ -129,7 +177,7 @@ class TileMap:
         dtype = _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1]
         header: dict[str, Any] = {
             "format": _FORMAT,
-            "version": _VERSION,
+            "version": _VERSION if self.sizes is None else _SIZED_VERSION,
             "library": self.library,
             "first_row": self.first_row,
             "rows": self.rows,
@@ -139,7 +187,11 @@ class TileMap:
         }
         if self.library_version:
             header["library_version"] = self.library_version
+        if self.sizes is not None:
+            header["sized"] = True
         cells = self.cells.astype(dtype).tobytes()
+        if self.sizes is not None:
+            cells += self.sizes.astype(np.uint8).tobytes()
         body = json.dumps(header, separators=(",", ":")).encode() + b"\n" + cells
         return gzip.compress(body, compresslevel=1 if self.cells.size <= _COMPRESS_CELLS else 0, mtime=0)
 
@@ -154,41 +206,57 @@ class TileMap:
             header = json.loads(line)
             rows, columns, tiles = int(header["rows"]), int(header["columns"]), header["tiles"]
             dtype = header["dtype"]
-            ok = header.get("format") == _FORMAT and header.get("version") == _VERSION and dtype in _DTYPES
+            version = header.get("version")
+            sized = version == _SIZED_VERSION and header.get("sized") is True
+            ok = header.get("format") == _FORMAT and (version == _VERSION or sized) and dtype in _DTYPES
             tiles = tuple((str(name), str(blob)) for name, blob in tiles)
         except (ValueError, KeyError, TypeError) as exc:
             raise TileMapFormatError(f"the tile map's header is unreadable: {exc}") from None
         if not ok:
-            raise TileMapFormatError(f"not a version {_VERSION} tile map")
+            raise TileMapFormatError(f"not a version {_VERSION} or {_SIZED_VERSION} tile map")
         body = raw[len(line) + 1 :]
-        width = np.dtype(dtype).itemsize
+        width = np.dtype(dtype).itemsize + (1 if sized else 0)
         if rows < 0 or columns < 0 or len(body) != width * rows * columns:
             raise TileMapFormatError(f"{len(body)} bytes of cells for {rows}x{columns}")
-        cells = np.frombuffer(body, dtype=dtype).reshape(rows, columns).astype(np.int32)
+        split = np.dtype(dtype).itemsize * rows * columns
+        cells = np.frombuffer(body[:split], dtype=dtype).reshape(rows, columns).astype(np.int32)
         if cells.size and (cells.min() < 0 or cells.max() >> 1 >= len(tiles)):
             raise TileMapFormatError("a cell names a tile the map does not list")
+        sizes = np.frombuffer(body[split:], dtype=np.uint8).reshape(rows, columns).copy() if sized else None
+        if sizes is not None and not np.isin(sizes, (1, 2, 4)).all():
+            raise TileMapFormatError("a cell's size is not 1, 2 or 4")
         return cls(
             library=str(header["library"]),
             first_row=int(header["first_row"]),
             tiles=tiles,
             cells=cells,
             library_version=str(header.get("library_version") or ""),
+            sizes=sizes,
         )
 
     def csv_lines(self) -> Iterator[str]:
         """``col,row,tile,mirrored`` (mirrored 0 or 1), row by row, header first; lines end in
-        ``\\r\\n`` as RFC 4180 has them, names quoted as the ``csv`` module would."""
+        ``\\r\\n`` as RFC 4180 has them, names quoted as the ``csv`` module would. A map of
+        several cell sizes adds ``size``: one line per cell, at its top-left base cell."""
         import csv
 
-        yield CSV_HEADER + "\r\n"
+        yield (CSV_HEADER if self.sizes is None else SIZED_CSV_HEADER) + "\r\n"
         quoted = []
         for name, _ in self.tiles:
             out = io.StringIO()
             csv.writer(out).writerow([name])
             quoted.append(out.getvalue().rstrip("\r\n"))
+        origins = self._origins()
         for r in range(self.rows):
             row = self.first_row + r
-            yield "".join(f"{c},{row},{quoted[v >> 1]},{v & 1}\r\n" for c, v in enumerate(self.cells[r].tolist()))
+            if self.sizes is None:
+                yield "".join(f"{c},{row},{quoted[v >> 1]},{v & 1}\r\n" for c, v in enumerate(self.cells[r].tolist()))
+                continue
+            found = np.flatnonzero(origins[r])
+            values, sizes = self.cells[r, found].tolist(), self.sizes[r, found].tolist()
+            yield "".join(
+                f"{c},{row},{quoted[v >> 1]},{v & 1},{s}\r\n" for c, v, s in zip(found.tolist(), values, sizes)
+            )
 
 
 def join_bands(bands: Sequence[TileMap]) -> TileMap:
@@ -214,8 +282,17 @@ def join_bands(bands: Sequence[TileMap]) -> TileMap:
     cells = np.concatenate(parts, axis=0).astype(np.int32)
     versions = {band.library_version for band in bands}
     version = versions.pop() if len(versions) == 1 else ""  # bands of two versions: the map cannot say which
+    sizes = None
+    if any(band.sizes is not None for band in bands):
+        ones = [np.ones(band.cells.shape, np.uint8) if band.sizes is None else band.sizes for band in bands]
+        sizes = np.concatenate(ones, axis=0)
     return TileMap(
-        library=first.library, first_row=first.first_row, tiles=tuple(tiles), cells=cells, library_version=version
+        library=first.library,
+        first_row=first.first_row,
+        tiles=tuple(tiles),
+        cells=cells,
+        library_version=version,
+        sizes=sizes,
     )
 
 

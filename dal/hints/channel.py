@@ -58,11 +58,8 @@ __all__ = [
     "HintChannel",
     "HintSubscription",
     "LocalHintChannel",
-    "OnHint",
     "Subscription",
     "channel_from_env",
-    "hint_count",
-    "hint_payload",
     "make_channel",
     "short_hint_dir",
 ]

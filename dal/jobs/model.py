@@ -21,8 +21,9 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from dal.queues.messages import ID_PATTERN, MAX_ID_LENGTH, MAX_TILE_SIZE, ImageRequestMessage
+from dal.queues.messages import ID_PATTERN, MAX_ID_LENGTH, ImageRequestMessage
 from mosaic.grid import Grid
+from mosaic.limits import MAX_TILE_SIZE
 
 
 class JobStatus(StrEnum):
@@ -124,6 +125,8 @@ class Job:
     # The stitch claim: the id of the SliceResponse message whose handler stitches (stable across
     # its redeliveries), set by the update that completes ``slices_done`` (workers.controller.controller).
     stitcher: str | None = None
+    # The library version the job renders with (ImageRequestMessage.library_version); None: as it is.
+    library_version: str | None = None
     etag: str | None = None
 
     @classmethod
@@ -157,6 +160,7 @@ class Job:
             output_width=grid.output_width if grid else 0,
             output_height=grid.output_height if grid else 0,
             input_name=input_name,
+            library_version=message.library_version,
         )
 
     @property
@@ -227,6 +231,7 @@ def job_to_entity(job: Job) -> dict[str, Any]:
         "index_key": index_key(job),
         "slice_events": encode_slice_events(job.slice_events),
         "stitcher": job.stitcher,
+        "library_version": job.library_version,
     }
 
 
@@ -317,5 +322,6 @@ def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
         finished_at=to_utc(entity.get("finished_at")),
         slice_events=decode_slice_events(entity["RowKey"], entity.get("slice_events")),
         stitcher=entity.get("stitcher"),
+        library_version=entity.get("library_version"),
         etag=etag,
     )

@@ -60,13 +60,9 @@ from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
 from dal.errors import JobExistsError, JobNotFoundError, JobUpdateConflictError, StorageConfigurationError
 from dal.jobs.model import (
     INDEX_MARK,
-    JOB_STATUSES,
     TERMINAL_STATUSES,
     Job,
     JobEvent,
-    JobStatus,
-    decode_slices,
-    encode_slices,
     job_from_entity,
     job_from_entity_dict,
     job_to_entity,
@@ -79,19 +75,8 @@ from dal.queues.messages import ID_PATTERN
 from dal.retry import REPEATABLE_POST, ensure_table
 
 __all__ = [
-    "JOB_STATUSES",
-    "TERMINAL_STATUSES",
-    "Job",
-    "JobEvent",
-    "JobExistsError",
-    "JobNotFoundError",
-    "JobStatus",
     "JobStore",
     "JobUpdate",
-    "JobUpdateConflictError",
-    "decode_slices",
-    "encode_slices",
-    "validate_key",
 ]
 
 _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")

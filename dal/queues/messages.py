@@ -44,7 +44,6 @@ __all__ = [
     "MAX_INLINE_BAND_CHARS",
     "MAX_PHOTOS_PER_INDEX_REQUEST",
     "MAX_REPORT_STAGES",
-    "MAX_TILE_SIZE",
     "MESSAGE_TYPES",
     "PAYLOAD_VERSION",
     "REPORT_FIELDS",
@@ -56,7 +55,6 @@ __all__ = [
     "JobCleanupMessage",
     "LibraryCleanupMessage",
     "QueueMessage",
-    "QueueMessageFormatException",
     "SliceRequestMessage",
     "SliceResponseMessage",
 ]
@@ -77,9 +75,19 @@ _CLIENT_ID = re.compile(ID_PATTERN)
 LIBRARY_NAME_PATTERN = r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*"
 _LIBRARY_NAME = re.compile(LIBRARY_NAME_PATTERN)
 # Field kinds: how each field is checked. Optional fields may be null or absent.
-_OPTIONAL = {"tiles_across", "traceparent", "max_uses", "correction", "band", "report", "job_done", "use_every_photo"}
+_OPTIONAL = {
+    "tiles_across",
+    "traceparent",
+    "max_uses",
+    "correction",
+    "band",
+    "report",
+    "job_done",
+    "use_every_photo",
+    "library_version",
+}
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-_OMITTED_WHEN_NONE = {"max_uses", "correction", "band", "report", "job_done", "use_every_photo"}
+_OMITTED_WHEN_NONE = {"max_uses", "correction", "band", "report", "job_done", "use_every_photo", "library_version"}
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
 MAX_REPORT_STAGES = 32
@@ -92,6 +100,8 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 # An IndexRequest's photos: staged names (dal.blobs.staging.safe_photo_name), one receive's worth.
 MAX_PHOTOS_PER_INDEX_REQUEST = 32
 _PHOTO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,159}")
+# A library version (``dal.blobs.indexed``: 20 hex digits of a hash), as a job pins it.
+_LIBRARY_VERSION = re.compile(r"[0-9a-f]{1,64}")
 
 M = TypeVar("M", bound="QueueMessage")
 
@@ -154,6 +164,7 @@ _FIELD_CHECKS: dict[str, FieldCheck] = {
     "library": lambda v: _check_library(v),
     "library_uri": lambda v: _check_uri("library_uri", v),
     "photos": lambda v: _check_photos(v),
+    "library_version": _optional(lambda v: _check_library_version(v)),
 }
 
 
@@ -165,6 +176,11 @@ def _check_photos(value: object) -> None:
             raise _fail(f"photos: {str(name)[:80]!r} is not a staged photo name ([A-Za-z0-9._-], 1..160)")
     if len(set(value)) != len(value):
         raise _fail("photos names a photo twice")
+
+
+def _check_library_version(value: object) -> None:
+    if not isinstance(value, str) or not _LIBRARY_VERSION.fullmatch(value):
+        raise _fail(f"library_version must be 1..64 lower-case hex digits, got {str(value)[:80]!r}")
 
 
 def _check_library(value: object) -> None:
@@ -402,6 +418,10 @@ class ImageRequestMessage(QueueMessage):
     # Every library photo (every group of near-duplicates) at least once: true or absent. The
     # controller chooses the whole grid once (``mosaic.render.choose_whole``), as for max_uses.
     use_every_photo: bool | None = None
+    # The version of a library the indexer fills that the job renders with, pinned when it was
+    # admitted (``dal.blobs.indexed``): photos added or removed later do not change it. None:
+    # the library as it is (one with an ``index.zip``).
+    library_version: str | None = None
 
     TYPE: ClassVar[str] = "ImageRequest"
     QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE
@@ -422,6 +442,7 @@ class SliceRequestMessage(QueueMessage):
     tile_size: int
     band: str | None = None
     correction: int | None = None  # as the job's ImageRequest says (None: the engine's default)
+    library_version: str | None = None  # as the job's ImageRequest says (None: the library as it is)
 
     TYPE: ClassVar[str] = "SliceRequest"
     QUEUE: ClassVar[str] = SLICE_REQUEST_QUEUE

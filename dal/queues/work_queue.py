@@ -45,7 +45,6 @@ from dal.queues.lanes import MAX_LANES, PriorityLanes, lane_name
 from dal.queues.messages import QueueMessage
 from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
 from dal.queues.stored_queue import (
-    MAX_BATCH,
     MAX_VISIBILITY,
     PoisonQueue,
     StoredQueue,
@@ -62,16 +61,10 @@ if TYPE_CHECKING:
     from azure.storage.queue import QueueServiceClient
 
 __all__ = [
-    "MAX_BATCH",
     "POISON_THRESHOLD_KEY",
     "TIMEOUT_KEY",
-    "Accepted",
     "ImageProcessingQueue",
-    "PeekedMessage",
-    "PoisonHook",
-    "PoisonQueue",
     "QueueAccessor",
-    "ReceivedMessage",
 ]
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """``photomosaics library create|list|share``: tile libraries in storage, as the operator;
-``photomosaics library add``: a person's photos into their library, through the web app's API.
+``photomosaics library add|remove|rename``: a person's photos into (out of) their library, and its
+name, through the web app's API.
 
 Storage is chosen by ``photomosaics.storage.command_stores``: the configured account, the
 Azurite of a running ``photomosaics run``, or an embedded one on the same data folder.
@@ -316,6 +317,68 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         )
     if sent["failed"]:
         raise click.ClickException(f"{len(sent['failed']):,} photos failed to upload; run the same command again")
+
+
+@library.command("remove")
+@click.argument("name")
+@click.argument("photos", nargs=-1, required=True)
+@click.option(
+    "--url",
+    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
+    show_default="http://127.0.0.1:8080",
+    callback=lambda ctx, param, value: _base_url(ctx, param, value),
+    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
+)
+def remove(name: str, photos: tuple[str, ...], url: str) -> None:
+    """Remove PHOTOS (as `add` uploaded them: a file's path in its folder, or its name in the
+    library) from your library NAME, through the web app. Jobs already started keep the version
+    they started with. Exit 1 when the library has no photo of some of the names."""
+    from dal.blobs.staging import safe_photo_name
+    from photomosaics.commands.submit import _Api
+
+    try:
+        names = sorted({safe_photo_name(p) for p in photos})
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    api = _Api(url, timeout=60.0)
+    _load_client(api.session, api.base)
+    removed: list[str] = []
+    missing: list[str] = []
+    version = None
+    for start in range(0, len(names), _REMOVE_BATCH):
+        body = api.call(
+            "POST", f"/api/libraries/{name}/remove-photos", json={"photos": names[start : start + _REMOVE_BATCH]}
+        ).json()
+        removed += body["removed"]
+        missing += body["not_found"]
+        version = body["version"] or version
+    click.echo(f"library {name}: {len(removed):,} removed" + (f", now version {version}" if version else ""))
+    if missing:
+        raise click.ClickException(f"no photo called {', '.join(missing[:20])}" + (" ..." if len(missing) > 20 else ""))
+
+
+_REMOVE_BATCH = 1000  # POST /api/libraries/<name>/remove-photos takes at most this many
+
+
+@library.command("rename")
+@click.argument("old")
+@click.argument("new")
+@click.option(
+    "--url",
+    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
+    show_default="http://127.0.0.1:8080",
+    callback=lambda ctx, param, value: _base_url(ctx, param, value),
+    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
+)
+def rename(old: str, new: str, url: str) -> None:
+    """Rename your library OLD to NEW through the web app. Jobs made with it keep working, and
+    OLD stays its address too (no one else can take it)."""
+    from photomosaics.commands.submit import _Api
+
+    api = _Api(url, timeout=60.0)
+    _load_client(api.session, api.base)
+    body = api.call("PATCH", f"/api/libraries/{old}", json={"name": new}).json()
+    click.echo(f"library {old} is now called {body['name']}")
 
 
 def _base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -110,8 +110,11 @@ def _render_options(
     colour_first: bool,
     max_uses: int | None = None,
     use_every_photo: bool = False,
+    cell_sizes: tuple[int, ...] | None = None,
+    split: int | None = None,
 ) -> Any:
-    """The engine's RenderOptions with only the options given on the command line changed."""
+    """The engine's RenderOptions with only the options given on the command line changed;
+    a combination the engine refuses is a usage error."""
     import dataclasses
 
     from mosaic.render import DEFAULT_OPTIONS
@@ -121,10 +124,26 @@ def _render_options(
         changes["match_contrast"] = True
     if use_every_photo:
         changes["use_every_photo"] = True
-    for name, value in (("variety", variety), ("correction", correction), ("overlay", overlay)):
+    given = (("variety", variety), ("correction", correction), ("overlay", overlay), ("cell_sizes", cell_sizes))
+    for name, value in (*given, ("split", split)):
         if value is not None:
             changes[name] = value
-    return dataclasses.replace(DEFAULT_OPTIONS, **changes)
+    try:
+        return dataclasses.replace(DEFAULT_OPTIONS, **changes)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cell-sizes") from None
+
+
+def _cell_sizes(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | None:
+    """``--cell-sizes 1,2,4`` -> ``(1, 2, 4)``; a clear usage error for anything else."""
+    from mosaic.cells import parse_cell_sizes
+
+    if value is None:
+        return None
+    try:
+        return parse_cell_sizes(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
@@ -199,6 +218,20 @@ def _render_options(
     help="Every photo of the library (near-duplicates counted once) at least once; refused, naming the "
     "smallest --tiles-across that works, when the mosaic has too few tiles.",
 )
+@click.option(
+    "--cell-sizes",
+    callback=_cell_sizes,
+    default=None,
+    metavar="SIZES",
+    help="Sizes a cell may take, in tiles, e.g. 1,2,4: a calm area gets one large photo, detail small "
+    "ones (needs tiles of 4 px or more, the largest cell at most 64 px) [default: 1, every cell one tile].",
+)
+@click.option(
+    "--split",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="With --cell-sizes: how eagerly the grid is split into small cells, 0-100 [default: 50].",
+)
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
 @click.option(
     "--max-output-pixels",
@@ -237,6 +270,8 @@ def render(
     colour_first: bool,
     max_uses: int | None,
     use_every_photo: bool,
+    cell_sizes: tuple[int, ...] | None,
+    split: int | None,
     seed: str,
     max_output_pixels: int | None,
     outputs: tuple[Path, ...],
@@ -270,7 +305,10 @@ def render(
         colour_first=colour_first,
         max_uses=max_uses,
         use_every_photo=use_every_photo,
+        cell_sizes=cell_sizes,
+        split=split,
     )
+    _check_cells_fit(options, tile_size)
     limit = max_output_pixels or settings.max_output_pixels
     grid = _plan(image, tile_size=tile_size, tiles_across=tiles_across, slices=slices, limit=limit, formats=formats)
     library = _library_for(
@@ -311,7 +349,23 @@ def render(
         )
     _write_all(mosaic, formats, quality)
     if tile_map is not None:
-        _write_tile_map(placement, library, library_spec, tile_map)
+        sizes = None
+        if options.sized:  # each cell's rectangle: the sizes the engine planned from the same cells
+            from mosaic.sized import cell_sizes as planned_sizes
+
+            sizes = planned_sizes(image, grid, options)
+        _write_tile_map(placement, library, library_spec, tile_map, sizes)
+
+
+def _check_cells_fit(options: Any, tile_size: int) -> None:
+    """A usage error, before any work, when the cells' sizes do not fit the tile size."""
+    from mosaic.cells import check_tile_size
+    from mosaic.library import ATLAS_SIZE
+
+    try:
+        check_tile_size(options.cell_sizes, tile_size, ATLAS_SIZE)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cell-sizes") from None
 
 
 def _library_for(library_spec: str, *, use_cache: bool, max_uses: int | None, cells: int) -> Any:
@@ -376,13 +430,16 @@ def _write_all(mosaic: Any, formats: dict[Path, str], quality: int) -> None:
         click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
 
 
-def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path) -> None:
-    """The placement as CSV (``dal.blobs.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``)."""
+def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path, sizes: Any = None) -> None:
+    """The placement as CSV (``dal.blobs.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``;
+    with cells of several sizes, one line per cell with its size)."""
     from dal.blobs.libraries import tile_blob_names
     from dal.blobs.tile_maps import TileMap
 
     names = library.names
-    placed = TileMap.from_choice(placement, names=names, blobs=tile_blob_names(names), library=library_spec)
+    placed = TileMap.from_choice(
+        placement, names=names, blobs=tile_blob_names(names), library=library_spec, sizes=sizes
+    )
     try:
         with path.open("w", encoding="utf-8", newline="") as out:
             out.writelines(placed.csv_lines())

@@ -103,6 +103,9 @@ def _photo(kind: str, width: int, height: int) -> Image.Image:
         ("smooth", 64, 4, RenderOptions()),
         ("noisy", 8, 20, RenderOptions(correction=80, overlay=30)),
         ("smooth", 2, 40, RenderOptions()),
+        ("smooth", 8, 16, RenderOptions(cell_sizes=(1, 2, 4))),
+        ("noisy", 16, 10, RenderOptions(cell_sizes=(1, 2), split=20)),
+        ("flat", 8, 12, RenderOptions(cell_sizes=(1, 4))),
     ],
 )
 def test_any_slicing_in_any_order_renders_the_offline_bytes(
@@ -112,8 +115,9 @@ def test_any_slicing_in_any_order_renders_the_offline_bytes(
     height = 6200 if tile_size >= 32 else 3100
     photo = _photo(kind, across * 10, across * 10 * height // (across * tile_size))
     grid = plan_grid(photo.width, photo.height, tile_size=tile_size, tiles_across=across)
-    parts = plan_parts(grid)
-    assert parts.count >= 2, parts
+    largest = options.cell_sizes[-1]  # cells of several sizes: parts align to the largest
+    parts = plan_parts(grid, align=largest)
+    assert parts.count >= 2 and all(cut % largest == 0 for cut in parts.cuts[:-1]), parts
     pixels, choice = render_with_placement(
         photo, library, tile_size=tile_size, tiles_across=across, seed="j", options=options
     )
@@ -124,7 +128,7 @@ def test_any_slicing_in_any_order_renders_the_offline_bytes(
             photo, library, tile_size=tile_size, tiles_across=across, seed="j", options=options, slices=slices
         )
         assert encode_output(again) == jpeg and np.array_equal(placed, choice), slices
-        plan = job_plan(grid, slices)
+        plan = None if options.sized else job_plan(grid, slices)  # several sizes: offline only, plain bands
         bands = parts.bands(slices) if plan is None else [p.cells for p in plan.pieces()]
         for band in reversed(bands):  # each band alone, as a processor renders it, in any order
             alone = render_band(

@@ -7,9 +7,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from dal.queues.consumable import Consumable
+from dal.queues.consumable import Consumable, ReceivedMessage
 from dal.queues.messages import SliceResponseMessage
-from dal.queues.work_queue import ImageProcessingQueue, ReceivedMessage
+from dal.queues.work_queue import ImageProcessingQueue
 from workers.runtime.listener import QueueListener
 from workers.runtime.listener_options import ListenerOptions
 

@@ -25,7 +25,7 @@ from PIL import Image
 
 from dal.blobs.tile_maps import TileMap
 from dal.config import CONNECTION_STRING_ENV, IMAGE_INPUT_CONTAINER, Settings, StorageClients
-from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.jobs.model import TERMINAL_STATUSES, Job
 from dal.queues.messages import ImageRequestMessage
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
@@ -265,8 +265,9 @@ class Pipeline:
         A one-slice job has none (its processor wrote the final JPEG directly): compare its
         output bytes instead.
         """
+        from dal.blobs.names import slice_output_name
+        from dal.blobs.rendered import decode_rendered
         from dal.config import SLICE_RESPONSE_CONTAINER
-        from workers.imaging.slicing import decode_rendered, slice_output_name
 
         assert job.slices > 1, "a one-slice job has no rendered slices in storage"
         bands = [

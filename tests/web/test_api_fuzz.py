@@ -271,9 +271,16 @@ WORKFLOWS = {
         "getJobTiles",
         "getJobPhotos",
     ],
-    "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "deleteLibrary"],
-    # a library of staged uploads: the grant (valet-key URLs), indexing, the photos' progress
-    "uploads": ["grantLibraryUploads", "indexLibrary", "getLibraryPhotos", "getLibrary"],
+    "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "renameLibrary", "deleteLibrary"],
+    # a library of staged uploads: the grant (valet-key URLs), indexing, the photos' progress, removal
+    "uploads": [
+        "grantLibraryUploads",
+        "indexLibrary",
+        "getLibraryPhotos",
+        "getLibrary",
+        "removeLibraryPhoto",
+        "removeLibraryPhotos",
+    ],
     "poison": ["listQueues", "getPoison", "requeuePoison", "purgePoison"],
 }
 

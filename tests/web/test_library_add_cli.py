@@ -157,3 +157,29 @@ def test_no_photos_or_no_folder_is_a_usage_error(tmp_path: Path, client_file: Pa
     assert run("mine", str(empty)).exit_code == 2
     assert run("mine", str(tmp_path / "missing")).exit_code == 2
     assert run("mine", str(tmp_path / "photos"), "--url", "ftp://host").exit_code == 2
+
+
+def test_remove_takes_photos_out_by_the_names_add_used(
+    app_url: str, indexer: RoleServices, folder: dict[str, bytes], tmp_path: Path, client_file: Path
+) -> None:
+    name = f"rm-{uuid.uuid4().hex[:10]}"
+    assert run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "60").exit_code == 0
+    before = indexer.libraries.load(name).version
+    result = CliRunner().invoke(main, ["library", "remove", name, "day 2/c.jpg", "a.jpg", "--url", app_url])
+    assert result.exit_code == 0 and f"library {name}: 2 removed, now version" in result.output, result.output
+    after = indexer.libraries.load(name)
+    assert after.names == (safe_photo_name("b.JPEG"),) and after.version != before
+    missing = CliRunner().invoke(main, ["library", "remove", name, "a.jpg", "nope.jpg", "--url", app_url])
+    assert missing.exit_code == 1 and "no photo called nope.jpg" in missing.output and "1 removed" in missing.output
+
+
+def test_rename_gives_the_library_a_new_name_and_says_when_it_is_taken(
+    app_url: str, indexer: RoleServices, folder: dict[str, bytes], tmp_path: Path, client_file: Path, tile_library: str
+) -> None:
+    name, new = f"rn-{uuid.uuid4().hex[:10]}", f"rn-{uuid.uuid4().hex[:10]}"
+    assert run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "60").exit_code == 0
+    result = CliRunner().invoke(main, ["library", "rename", name, new, "--url", app_url])
+    assert result.exit_code == 0 and f"library {name} is now called {new}" in result.output, result.output
+    assert indexer.libraries.info(new) is not None and indexer.libraries.info(new).key == name  # type: ignore[union-attr]
+    taken = CliRunner().invoke(main, ["library", "rename", new, tile_library, "--url", app_url])
+    assert taken.exit_code == 1 and "HTTP 409 library_exists" in taken.output, taken.output

@@ -33,19 +33,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dal.blobs.names import pieces_blob_name, pyramid_blob_name
-from dal.blobs.rendered import slice_blob_candidates
+from dal.blobs.names import output_blob_name, pieces_blob_name, pyramid_blob_name, slice_blob_candidates
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, RenderedFormatError
-from dal.jobs.store import Job
+from dal.jobs.model import Job
 from dal.queues.messages import SliceResponseMessage
 from mosaic.deepzoom import descriptor_xml, write_dzi_zip
+from mosaic.limits import JPEG_MAX_SIDE
 from mosaic.stored_zip import central_directory, local_entries
 from workers.imaging.band_pieces import MANIFEST_KEY, Manifest, stage_all
 from workers.imaging.jpeg_segments import full_header
-from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png, output_blob_name
+from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, BandFormatError, decode_png
 from workers.imaging.stitching import (
-    JPEG_MAX_SIDE,
     PYRAMID_CONTENT_TYPE,
     Streamed,
     fits_jpeg,

@@ -63,12 +63,11 @@ from typing import TYPE_CHECKING, Any
 
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER
 from dal.errors import BlobMissingError, InvalidLibraryNameError, JobExistsError, JobNotFoundError
-from dal.jobs.model import JobEvent, JobStatus, library_name, slice_event, utcnow
-from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobEvent, JobStatus, library_name, slice_event, utcnow
 from dal.queues import tracing
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.lanes import lane_for
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
-from dal.queues.work_queue import ReceivedMessage
 from mosaic.cover import CoverError
 from mosaic.errors import TileBudgetError
 from mosaic.grid import cell_image, min_slices, plan_grid
@@ -81,7 +80,7 @@ from mosaic.render import choose_whole
 from workers.controller.assembly import Stitcher
 from workers.controller.dispatch import dispatch_slices, store_bands
 from workers.controller.hedging import Hedger
-from workers.imaging.slicing import band_blob_name, cut_bands, output_blob_name
+from workers.imaging.slicing import cut_bands
 from workers.job_options import job_options
 from workers.runtime.bindings import consumes
 from workers.runtime.errors import PermanentJobError
@@ -93,7 +92,7 @@ if TYPE_CHECKING:
 
     from mosaic.grid import Grid
 
-__all__ = ["JobController", "band_blob_name", "output_blob_name"]
+__all__ = ["JobController"]
 
 log = logging.getLogger(__name__)
 _BEFORE_RENDERING = (JobStatus.QUEUED, JobStatus.SLICING)
@@ -178,7 +177,7 @@ class JobController:
 
         name = library_name(message.image_library_uri)
         try:
-            library = self.services.libraries.load(message.image_library_uri)
+            library = self.services.libraries.load(message.image_library_uri, version=message.library_version)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:

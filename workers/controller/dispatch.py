@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+from dal.blobs.names import band_blob_name
 from dal.config import SLICE_REQUEST_CONTAINER
 from dal.jobs.model import Job
 from dal.queues.messages import ImageRequestMessage, SliceRequestMessage
-from workers.imaging.slicing import Band, band_blob_name, encode_band, inline_band
+from workers.imaging.slicing import Band, encode_band, inline_band
 from workers.services import RoleServices
 from workers.stages import Stopwatch
 
@@ -63,6 +64,7 @@ def dispatch_slices(
             tile_size=message.tile_size,
             band=inline,
             correction=message.correction,
+            library_version=message.library_version,
         )
         for band, (url, inline) in zip(bands, stored, strict=True)
         if band.sequence not in job.slices_done

@@ -49,7 +49,7 @@ from datetime import datetime
 
 from prometheus_client import Counter
 
-from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.jobs.model import TERMINAL_STATUSES, Job
 from dal.queues.messages import SliceRequestMessage
 from workers.controller import slice_clock
 from workers.controller.slice_clock import LateSlice, SliceClock

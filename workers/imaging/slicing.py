@@ -42,8 +42,6 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, PngImagePlugin
 
-from dal.blobs.names import OUTPUT_EXTENSION, band_blob_name, output_blob_name
-from dal.blobs.rendered import RENDERED_EXTENSION, decode_rendered, encode_rendered, slice_output_name
 from dal.errors import PhotoMosaicsError
 from mosaic.pieces import Piece, PiecePlan
 from workers.imaging.stitching import encode_jpeg, from_pixels
@@ -51,23 +49,16 @@ from workers.imaging.stitching import encode_jpeg, from_pixels
 __all__ = [
     "INLINE_BAND_MAX_BYTES",
     "OUTPUT_CONTENT_TYPE",
-    "OUTPUT_EXTENSION",
-    "RENDERED_EXTENSION",
     "Band",
     "BandFormatError",
-    "band_blob_name",
     "band_bytes",
     "cut_bands",
     "decode_band",
     "decode_png",
-    "decode_rendered",
     "encode_band",
     "encode_output",
     "encode_png",
-    "encode_rendered",
     "inline_band",
-    "output_blob_name",
-    "slice_output_name",
     "stitch",
 ]
 

@@ -42,7 +42,6 @@ from mosaic.deepzoom import stream_save, write_dzi_zip
 from mosaic.limits import JPEG_MAX_SIDE  # libjpeg's 65,500: a mosaic over it has only its pyramid
 
 __all__ = [
-    "JPEG_MAX_SIDE",
     "JPEG_OPTIONS",
     "PYRAMID_CONTENT_TYPE",
     "Streamed",

@@ -13,7 +13,8 @@ HEIC, faces kept, perceptual hash) or record why not. Then, in this order:
 At-least-once: the message is deleted only after the manifest is written; a killed indexer
 leaves its message to come back, and the redelivered batch writes the same blobs and merges
 the same outcomes (idempotent per photo). A photo that is no longer staged (deleted meanwhile)
-is skipped with that reason. A job renders with the manifest version it loaded; later batches
+is skipped with that reason, and a photo its owner removed meanwhile stays removed (its
+tombstone wins). A job renders with the version it pinned (``dal.blobs.indexed``); later batches
 publish new versions without changing the segments an earlier version names.
 """
 
@@ -30,8 +31,8 @@ from dal.blobs.indexed import SEGMENT_PREFIX, PhotoOutcome
 from dal.errors import LibraryNotFoundError
 from dal.jobs.model import library_name
 from dal.names import unprefixed
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import IndexRequestMessage
-from dal.queues.work_queue import ReceivedMessage
 from mosaic.library import TileLibrary
 from mosaic.photo_index import PhotoRefused, index_photo
 from mosaic.sources import MAX_FILE_BYTES

@@ -57,30 +57,20 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from dal.blobs.libraries import tile_blob_names
-from dal.blobs.names import pyramid_blob_name, slice_tile_map_name, tile_map_name
+from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, slice_tile_map_name, tile_map_name
+from dal.blobs.rendered import encode_rendered
 from dal.blobs.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
-from dal.jobs.model import library_name
-from dal.jobs.store import TERMINAL_STATUSES
+from dal.jobs.model import TERMINAL_STATUSES, library_name
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
-from dal.queues.work_queue import ReceivedMessage
 from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
 from mosaic.render import choose_tiles, render_band
 from workers.imaging.band_pieces import make_pieces
-from workers.imaging.slicing import (
-    OUTPUT_CONTENT_TYPE,
-    Band,
-    BandFormatError,
-    band_bytes,
-    decode_band,
-    encode_output,
-    encode_rendered,
-    output_blob_name,
-    slice_output_name,
-)
+from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, Band, BandFormatError, band_bytes, decode_band, encode_output
 from workers.imaging.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels
 from workers.job_options import job_options
 from workers.runtime.bindings import consumes
@@ -148,7 +138,7 @@ class ImageProcessor:
                 why = "it is done already" if seq in job.slices_done else f"the job is {job.status}"
                 log.info("job %s: slice %d not rendered (%s)", rid, seq, why)
                 return
-        library = self._library(message.image_library_uri)
+        library = self._library(message.image_library_uri, message.library_version)
         clock = Stopwatch()
         band = self._read_band(message, clock)
         pixels, choice = _render(message, band, library)
@@ -290,11 +280,11 @@ class ImageProcessor:
             )
             return url, False
 
-    def _library(self, uri: str) -> TileLibrary:
+    def _library(self, uri: str, version: str | None) -> TileLibrary:
         name = library_name(uri)
-
         try:
-            return self.services.libraries.load(uri, fresh_for=self.services.settings.library_revalidate_seconds)
+            fresh_for = self.services.settings.library_revalidate_seconds
+            return self.services.libraries.load(uri, fresh_for=fresh_for, version=version)
         except (BlobMissingError, LookupError) as exc:
             raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
         except LibraryFormatError as exc:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 
 from dal.operations.cleanup import delete_job_everywhere, delete_library_everywhere
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import JobCleanupMessage, LibraryCleanupMessage
-from dal.queues.work_queue import ReceivedMessage
 from workers.runtime.bindings import consumes
 from workers.services import RoleServices
 

@@ -20,10 +20,9 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from dal.errors import JobNotFoundError
-from dal.jobs.model import JobStatus
-from dal.jobs.store import TERMINAL_STATUSES, Job
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
+from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import ImageResponseMessage
-from dal.queues.work_queue import ReceivedMessage
 from workers.runtime.bindings import consumes
 from workers.services import RoleServices
 

@@ -35,7 +35,7 @@ from dal.queues.tracing import process_span
 from workers.runtime.logfmt import kv
 
 if TYPE_CHECKING:
-    from dal.queues.work_queue import ReceivedMessage
+    from dal.queues.consumable import ReceivedMessage
     from workers.runtime.listener import QueueListener
 
 __all__ = [

@@ -1,0 +1,130 @@
+"""Cells of several sizes: where the grid keeps small cells and where a calm block takes one photo.
+
+The grid of base cells (one tile each) is cut into blocks of the largest cell size, aligned to
+the grid's top-left corner; a block is a quadtree of sizes 1×, 2×, 4× the base tile. A block of
+``s`` × ``s`` base cells becomes one cell of size ``s`` when it is *calm* at the matching
+resolution (the cell image, ``SUB`` × ``SUB`` pixels per base cell), and when each of its four
+quarters is one cell of the size below (if that size is allowed):
+
+- its colour: every base cell's mean CIELAB colour lies within ``CALM_DELTA_E`` (ΔE76) of the
+  block's mean, and
+- its structure: the RMS luma gradient between neighbouring pixels of the cell image (Y′,
+  0..100) is under ``CALM_GRADIENT``.
+
+``split`` (0–100, default 50) scales both thresholds by (100 − split) / 50: higher keeps more
+small cells, 100 none large. The plan reads the cell image only, block by block, so a run of
+rows that starts on a multiple of the largest size (``parts.plan_parts(..., align=)``) plans
+alone exactly what the whole grid plans there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from .signatures import SUB, luma, srgb_to_lab
+
+SIZES = (1, 2, 4)  # the sizes a cell may take, in base tiles
+CALM_DELTA_E = 4.0  # at split 50: the farthest a base cell's colour may lie from its block's mean
+CALM_GRADIENT = 2.0  # at split 50: the RMS luma step between neighbouring cell-image pixels
+
+
+def check_cell_sizes(sizes: tuple[int, ...]) -> None:
+    """ValueError unless ``sizes`` is a rising tuple of ``SIZES`` that starts with 1."""
+    if (
+        not isinstance(sizes, tuple)
+        or not sizes
+        or sizes[0] != 1
+        or any(type(s) is not int or s not in SIZES for s in sizes)
+        or list(sizes) != sorted(set(sizes))
+    ):
+        raise ValueError(f"cell sizes must rise from 1 and be among {SIZES}, e.g. (1, 2, 4); got {sizes!r}")
+
+
+def parse_cell_sizes(text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` -> ``(1, 2, 4)``; ValueError with what is wrong."""
+    try:
+        sizes = tuple(sorted(int(part) for part in text.replace(" ", "").split(",")))
+    except ValueError:
+        raise ValueError(f"cell sizes must be a list like 1,2,4; got {text!r}") from None
+    check_cell_sizes(sizes)
+    return sizes
+
+
+def check_tile_size(sizes: tuple[int, ...], tile_size: int, largest_tile: int) -> None:
+    """ValueError unless every cell of ``sizes`` fits the library's tiles and shows a layout."""
+    if len(sizes) > 1 and tile_size < SUB:
+        raise ValueError(f"cells of several sizes need tiles of {SUB} pixels or more, got {tile_size}")
+    if sizes[-1] * tile_size > largest_tile:
+        raise ValueError(
+            f"a cell of {sizes[-1]} tiles of {tile_size} px is {sizes[-1] * tile_size} px, "
+            f"over the library's {largest_tile} px tiles: use a smaller tile size or fewer sizes"
+        )
+
+
+def thresholds(split: int) -> tuple[float, float]:
+    """(ΔE76, RMS gradient) under which a block is calm, at eagerness ``split``."""
+    scale = (100 - split) / 50
+    return CALM_DELTA_E * scale, CALM_GRADIENT * scale
+
+
+def plan_cells(cells: np.ndarray, sizes: tuple[int, ...], split: int) -> np.ndarray:
+    """``(rows, cols) uint8``: the size of the cell that covers each base cell.
+
+    ``cells``: a cell image (``SUB`` pixels per base cell) whose first row is a multiple of
+    the largest size. A cell of size ``s`` has its top-left base cell on multiples of ``s``.
+    """
+    rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
+    plan = np.ones((rows, cols), np.uint8)
+    if len(sizes) == 1:
+        return plan
+    colour_limit, gradient_limit = thresholds(split)
+    means = np.asarray(Image.fromarray(cells).reduce(SUB))  # each base cell's mean colour
+    lab = srgb_to_lab(means)
+    energy = _gradient_energy(cells, sizes[-1])
+    below = np.ones((rows, cols), bool)  # where the size below covers whole blocks (size 1: all)
+    for size in sizes[1:]:
+        r, c = rows // size, cols // size
+        if r == 0 or c == 0:
+            break
+        block_lab = lab[: r * size, : c * size].reshape(r, size, c, size, 3)
+        centre = block_lab.mean(axis=(1, 3), keepdims=True)
+        spread = np.sqrt(((block_lab - centre) ** 2).sum(axis=4)).max(axis=(1, 3))
+        gradient = np.sqrt(energy[: r * size, : c * size].reshape(r, size, c, size).mean(axis=(1, 3)))
+        whole = below[: r * size, : c * size].reshape(r, size, c, size).all(axis=(1, 3))
+        calm = whole & (spread <= colour_limit) & (gradient <= gradient_limit)
+        merged = np.repeat(np.repeat(calm, size, axis=0), size, axis=1)
+        plan[: r * size, : c * size][merged] = size
+        below = np.zeros((rows, cols), bool)
+        below[: r * size, : c * size] = merged
+    return plan
+
+
+def _gradient_energy(cells: np.ndarray, largest: int) -> np.ndarray:
+    """``(rows, cols)``: the mean squared luma step to the right and down neighbours, per base
+    cell; steps out of a block of the ``largest`` size are left out (a block is read alone)."""
+    y = luma(cells)
+    edge = SUB * largest
+    across, down = (y[:, 1:] - y[:, :-1]) ** 2, (y[1:, :] - y[:-1, :]) ** 2
+    across[:, edge - 1 :: edge] = 0
+    down[edge - 1 :: edge, :] = 0
+    step = np.zeros(y.shape)
+    step[:, :-1] += across
+    step[:-1, :] += down
+    rows, cols = y.shape[0] // SUB, y.shape[1] // SUB
+    return step.reshape(rows, SUB, cols, SUB).mean(axis=(1, 3)) / 2
+
+
+def origins(plan: np.ndarray, size: int) -> np.ndarray:
+    """``(rows // size, cols // size) bool``: where a cell of ``size`` has its top-left base cell."""
+    r, c = plan.shape[0] // size, plan.shape[1] // size
+    return plan[: r * size : size, : c * size : size] == size
+
+
+def level_image(cells: np.ndarray, size: int) -> np.ndarray:
+    """The cell image of cells of ``size``: ``SUB`` pixels per cell, each the box mean of its block."""
+    if size == 1:
+        return cells
+    rows, cols = cells.shape[0] // (SUB * size), cells.shape[1] // (SUB * size)
+    block = np.ascontiguousarray(cells[: rows * SUB * size, : cols * SUB * size])
+    return np.asarray(Image.fromarray(block).reduce(size))
