@@ -15,6 +15,7 @@ project is rooted here and named in this drawing.
      │    │    └── SourceLimitError           one over a limit (bytes unpacked, files, pixels)
      │    ├── NoUsableImageError (ValueError) a would-be library source without one usable image
      │    └── TileBudgetError (ValueError)    max_uses x library size < cells: no fair assignment
+     │         └── CoverError                 mosaic.cover — too few cells to use every photo once
      ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
      ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone

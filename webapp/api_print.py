@@ -93,7 +93,9 @@ def plan_every_photo() -> Response:
         raise ApiError(400, "missing_field", "library is required")
     find_library(name)  # 400 for an impossible name, 404 for one this client cannot use
     photos = library_photo_count(name)
-    if photos < 1:
+    if photos == 0:
+        raise ApiError(409, "library_not_ready", f"library {name!r} has no indexed photos yet")
+    if photos < 0:
         raise ApiError(503, "storage_unavailable", f"how many photos {name!r} holds cannot be read now; try again")
     across = every_photo_tiles_across(width, height, tile_size, photos)
     if across == 0 or across > planning.MAX_TILES_ACROSS:

@@ -25,7 +25,8 @@ __all__ = ["check_every_photo", "library_photo_count"]
 
 def library_photo_count(library: str) -> int:
     """The photos the engine sees in a library: its tiles, each group of near-duplicates once (a
-    library the indexer fills: its manifest's groups); -1 when storage does not say."""
+    library the indexer fills: its manifest's groups; 0 before its first photo is indexed); -1
+    when storage does not say."""
     libraries = services().libraries
     try:
         info = libraries.info(library)
@@ -33,7 +34,7 @@ def library_photo_count(library: str) -> int:
             return -1
         if not info.uploads:
             return info.tile_count
-        manifest, _ = libraries.indexed.read(library)
+        manifest, _ = libraries.indexed.read(info.key)  # its container, whatever it is called now
     except Exception:  # storage unreachable: the controller checks the loaded library
         log.warning("library %r could not be read; use_every_photo is checked by the controller", library)
         return -1

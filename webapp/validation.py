@@ -163,7 +163,7 @@ def flag_field(form: Mapping[str, str], name: str) -> bool:
     raw = form.get(name)
     if raw is None:
         return False
-    text = str(raw).strip()
+    text = str(raw)
     if text not in ("true", "false"):
         raise ApiError(400, "invalid_field", f"{name} must be true or false, got {shown(raw)}")
     return text == "true"

@@ -108,15 +108,27 @@ def test_declared_bytes_have_an_hourly_quota_per_client(web_settings: Settings, 
 
 
 def test_the_cors_rule_lets_exactly_one_origin_preflight_a_put(web_storage: StorageClients) -> None:
-    origin = "http://127.0.0.1:8765"
-    set_upload_cors(web_storage, origin)
-    url = web_storage.blob_service.url.rstrip("/") + "/anycontainer/staging/a.jpg"
-    headers = {"Access-Control-Request-Method": "PUT", "Access-Control-Request-Headers": "x-ms-blob-type,x-ms-version"}
-    allowed = requests.options(url, headers={"Origin": origin, **headers}, timeout=10)
-    assert allowed.status_code == 200 and allowed.headers.get("Access-Control-Allow-Origin") == origin
-    other = requests.options(url, headers={"Origin": "http://evil.example", **headers}, timeout=10)
-    assert other.status_code == 403 and "Access-Control-Allow-Origin" not in other.headers
-    delete = requests.options(url, headers={"Origin": origin, "Access-Control-Request-Method": "DELETE"}, timeout=10)
-    assert delete.status_code == 403
-    with pytest.raises(ValueError):
-        set_upload_cors(web_storage, "*")
+    """The account-wide rule is this test's for its duration only: the browser tests on the same
+    Azurite (``live_app``) need their own origin's rule back afterwards."""
+    saved = web_storage.blob_service.get_service_properties()["cors"]
+    try:
+        origin = "http://127.0.0.1:8765"
+        set_upload_cors(web_storage, origin)
+        url = web_storage.blob_service.url.rstrip("/") + "/anycontainer/staging/a.jpg"
+        headers = {
+            "Access-Control-Request-Method": "PUT",
+            "Access-Control-Request-Headers": "x-ms-blob-type,x-ms-version",
+        }
+        allowed = requests.options(url, headers={"Origin": origin, **headers}, timeout=10)
+        assert allowed.status_code == 200 and allowed.headers.get("Access-Control-Allow-Origin") == origin
+        other = requests.options(url, headers={"Origin": "http://evil.example", **headers}, timeout=10)
+        assert other.status_code == 403 and "Access-Control-Allow-Origin" not in other.headers
+        delete = requests.options(
+            url, headers={"Origin": origin, "Access-Control-Request-Method": "DELETE"}, timeout=10
+        )
+        assert delete.status_code == 403
+        with pytest.raises(ValueError):
+            set_upload_cors(web_storage, "*")
+
+    finally:
+        web_storage.blob_service.set_service_properties(cors=saved)
