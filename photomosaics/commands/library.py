@@ -251,17 +251,21 @@ def _follow_index(api: Any, name: str, expected: int, deadline: float) -> dict[s
     return progress
 
 
-@library.command("add")
-@click.argument("name")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-d", "--description", default=None, help="The library's description, when this creates it.")
-@click.option(
+# The web app the client commands (add, remove, rename) talk to, as `photomosaics submit` does.
+_url_option = click.option(
     "--url",
     default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
     show_default="http://127.0.0.1:8080",
     callback=lambda ctx, param, value: _base_url(ctx, param, value),
     help="Base URL of the web app (env PHOTOMOSAICS_URL).",
 )
+
+
+@library.command("add")
+@click.argument("name")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-d", "--description", default=None, help="The library's description, when this creates it.")
+@_url_option
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
@@ -322,13 +326,7 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
 @library.command("remove")
 @click.argument("name")
 @click.argument("photos", nargs=-1, required=True)
-@click.option(
-    "--url",
-    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
-    show_default="http://127.0.0.1:8080",
-    callback=lambda ctx, param, value: _base_url(ctx, param, value),
-    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
-)
+@_url_option
 def remove(name: str, photos: tuple[str, ...], url: str) -> None:
     """Remove PHOTOS (as `add` uploaded them: a file's path in its folder, or its name in the
     library) from your library NAME, through the web app. Jobs already started keep the version
@@ -363,13 +361,7 @@ _REMOVE_BATCH = 1000  # POST /api/libraries/<name>/remove-photos takes at most t
 @library.command("rename")
 @click.argument("old")
 @click.argument("new")
-@click.option(
-    "--url",
-    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
-    show_default="http://127.0.0.1:8080",
-    callback=lambda ctx, param, value: _base_url(ctx, param, value),
-    help="Base URL of the web app (env PHOTOMOSAICS_URL).",
-)
+@_url_option
 def rename(old: str, new: str, url: str) -> None:
     """Rename your library OLD to NEW through the web app. Jobs made with it keep working, and
     OLD stays its address too (no one else can take it)."""
