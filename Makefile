@@ -20,19 +20,24 @@ DEV_LOCK := requirements/dev.lock
 RUNTIME_LOCK := requirements/runtime.lock
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 UV_VERSION ?= 0.13.9
+UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python
 LOCK_ARGS := --universal --python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock'
 
 .PHONY: install run run-paired demo-failover test lint format bench clean lock lock-upgrade
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
+# uv installs (pip bootstraps it): it keeps every wheel it fetched in its cache and links them
+# into the next venv, where pip fetches and unpacks all ~100 again (no cache of them here):
+# measured in a clean clone, 4-15 min with pip, 20 s with uv's cache warm, 2 min 16 s cold.
 $(PY_STAMP): pyproject.toml $(DEV_LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --require-hashes --no-deps -r $(DEV_LOCK)
-	$(PIP) install --quiet --no-deps --no-build-isolation -e .
+	@test -x $(BIN)/uv || $(PIP) install --quiet uv==$(UV_VERSION)
+	$(UV_INSTALL) --quiet --require-hashes --no-deps -r $(DEV_LOCK)
+	$(UV_INSTALL) --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-# uv resolves (pip cannot write hashed, cross-platform locks); pip installs.
+# uv resolves (pip cannot write hashed, cross-platform locks) and installs (above).
 lock lock-upgrade:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(PIP) install --quiet uv==$(UV_VERSION)
@@ -43,8 +48,10 @@ lock lock-upgrade:
 # Azurite (the storage emulator) comes from npm, pinned by package-lock.json. npm runs on the
 # system's Node.js when it is new enough for that Azurite, else on Node.js from PyPI installed
 # into .venv (photomosaics/local/node_runtime.py): Python is the only prerequisite.
+# --prefer-offline: a package npm's cache already holds (checked against the lock's integrity
+# hash) is not fetched again; without it every tarball was downloaded anew (minutes here).
 $(NODE_STAMP): package.json package-lock.json $(PY_STAMP)
-	$(BIN)/python -m photomosaics.local.node_runtime npm ci --no-audit --no-fund --loglevel=error
+	$(BIN)/python -m photomosaics.local.node_runtime npm ci --prefer-offline --no-audit --no-fund --loglevel=error
 	@touch $@
 
 run: install

@@ -70,7 +70,8 @@ def test_floors_are_past_the_advisories() -> None:
 
 def test_make_installs_from_the_lock_with_hashes() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    assert "install --quiet --require-hashes --no-deps -r $(DEV_LOCK)" in makefile
+    assert "UV_INSTALL := $(BIN)/uv pip install" in makefile
+    assert "$(UV_INSTALL) --quiet --require-hashes --no-deps -r $(DEV_LOCK)" in makefile
     assert "--no-deps --no-build-isolation -e ." in makefile
     assert re.search(r"^lock lock-upgrade:", makefile, re.M), "a documented way to refresh the lock"
     assert "requirements/dev.lock" in makefile
