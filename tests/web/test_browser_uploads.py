@@ -456,3 +456,26 @@ def test_a_half_sent_file_resumes_after_a_reload_with_only_its_missing_blocks(
     assert all(staging.read_staged("halfway", name) == data for name, data in photos.items())
     assert page.evaluate(f"{JOURNAL}.length") == 0, "a committed file is still remembered"
     page.locator('.library-photos[data-library="halfway"][data-pending="0"]').wait_for(timeout=90_000)
+
+
+def test_the_app_typed_as_localhost_uploads_too(live_app: dict[str, Any], browser_context: Any, tmp_path: Path) -> None:
+    """A person types ``localhost`` as often as ``127.0.0.1``: the storage's CORS rule allows both
+    (``dal.blobs.cors.local_origins``, as ``photomosaics run`` sets it), so the page's PUTs from
+    either origin reach storage."""
+    base, staging = live_app["url"], live_app["pipeline"].services.staging
+    local = base.replace("://127.0.0.1:", "://localhost:")
+    photo = tmp_path / "typed.jpg"
+    photo.write_bytes(_jpeg(21))
+    page = browser_context.new_page()
+    refused: list[str] = []
+    page.on("requestfailed", lambda r: "/staging/" in r.url and refused.append(r.failure or "failed"))
+    page.goto(local + "/libraries")
+    page.locator("#libraries .card").first.wait_for()
+    page.evaluate(f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.attempts = 1")
+    page.locator("#lib-name").fill("typed-localhost")
+    page.set_input_files("#lib-files", str(photo))
+    page.locator("#lib-submit").click()
+    page.locator("#upload-progress[data-done='1']").wait_for(timeout=30_000)
+    assert "Upload finished: 1 uploaded" in page.locator("#upload-status").inner_text(), refused
+    assert refused == []
+    assert staging.read_staged("typed-localhost", "typed.jpg") == photo.read_bytes()
