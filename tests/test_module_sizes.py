@@ -20,8 +20,6 @@ MAX_CLASS_LINES = 250
 # The reason for each is the same: issue 44 found them over the limit and the splits go one
 # module per commit, largest first.
 ALLOWED: dict[str, int] = {
-    "dal/blobs/libraries.py": 705,
-    "dal/blobs/libraries.py::LibraryStore": 511,
     "dal/blobs/store.py::BlobStore": 266,
     "dal/config.py": 417,
     "dal/jobs/store.py": 443,

@@ -22,7 +22,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
-from dal.blobs.libraries import LibraryInfo, validate_library_name
+from dal.blobs.library_info import LibraryInfo, validate_library_name
 from dal.blobs.names import (
     input_blob_name,
     output_blob_name,

@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dal.blobs.libraries import LibraryInfo
+from dal.blobs.library_info import LibraryInfo
 from dal.blobs.staging import safe_photo_name
 from dal.errors import InvalidLibraryNameError, LibraryExistsError, QuotaExceeded
 from dal.queues.messages import MAX_PHOTOS_PER_INDEX_REQUEST, IndexRequestMessage

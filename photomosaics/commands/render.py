@@ -433,7 +433,7 @@ def _write_all(mosaic: Any, formats: dict[Path, str], quality: int) -> None:
 def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path, sizes: Any = None) -> None:
     """The placement as CSV (``dal.blobs.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``;
     with cells of several sizes, one line per cell with its size)."""
-    from dal.blobs.libraries import tile_blob_names
+    from dal.blobs.library_creation import tile_blob_names
     from dal.blobs.tile_maps import TileMap
 
     names = library.names

@@ -56,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from dal.blobs.libraries import tile_blob_names
+from dal.blobs.library_creation import tile_blob_names
 from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, slice_tile_map_name, tile_map_name
 from dal.blobs.rendered import encode_rendered
 from dal.blobs.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
