@@ -30,7 +30,6 @@ ALLOWED: dict[str, int] = {
     "mosaic/render.py": 454,
     "photomosaics/commands/render.py": 531,
     "photomosaics/commands/run.py": 425,
-    "webapp/api_jobs.py": 562,
     "workers/controller/controller.py": 473,
     "workers/controller/controller.py::JobController": 312,
 }
