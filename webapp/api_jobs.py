@@ -23,7 +23,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from dal.jobs.model import TERMINAL_STATUSES, Job
 from dal.operations.cleanup import delete_job_everywhere, request_cleanup
-from dal.queues.messages import REQUEST_ID_PATTERN
+from dal.queues.message_fields import REQUEST_ID_PATTERN
 from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError

@@ -64,7 +64,8 @@ from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs.model import TERMINAL_STATUSES, library_name
 from dal.queues.consumable import ReceivedMessage
-from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
+from dal.queues.message_fields import MAX_REPORT_STAGES
+from dal.queues.messages import SliceRequestMessage, SliceResponseMessage
 from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
