@@ -27,7 +27,6 @@ ALLOWED: dict[str, int] = {
     "dal/queues/work_queue.py": 502,
     "dal/queues/work_queue.py::ImageProcessingQueue": 303,
     "mosaic/render.py": 454,
-    "photomosaics/commands/render.py": 531,
     "photomosaics/commands/run.py": 425,
     "workers/controller/controller.py": 473,
     "workers/controller/controller.py::JobController": 312,
