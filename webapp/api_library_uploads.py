@@ -17,10 +17,11 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dal.blobs.libraries import LibraryInfo
+from dal.blobs.library_info import LibraryInfo
 from dal.blobs.staging import safe_photo_name
 from dal.errors import InvalidLibraryNameError, LibraryExistsError, QuotaExceeded
-from dal.queues.messages import MAX_PHOTOS_PER_INDEX_REQUEST, IndexRequestMessage
+from dal.queues.message_fields import MAX_PHOTOS_PER_INDEX_REQUEST
+from dal.queues.messages import IndexRequestMessage
 from mosaic.sources import MAX_FILE_BYTES
 from webapp.api_libraries import _admit_library, _give_back_library
 from webapp.clients import client_id

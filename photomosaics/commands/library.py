@@ -55,7 +55,7 @@ def create(name: str, source: Path, description: str | None, shared: bool, data_
     NAME: 3-63 lowercase letters, digits and single hyphens (a container name). A library made
     here is the operator's: no web client owns it, and it is shared unless --private.
     """
-    from dal.blobs.libraries import validate_library_name
+    from dal.blobs.library_info import validate_library_name
     from dal.errors import LibraryError
     from mosaic.sources import TileSourceError
 
