@@ -42,7 +42,8 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
 
 from dal.blobs.indexed import Manifest
-from dal.blobs.libraries import TILE_PREFIX, LibraryStore
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_info import TILE_PREFIX
 from dal.config import StorageClients
 from dal.errors import StorageConfigurationError
 
