@@ -250,7 +250,7 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
     entries are made in the page, as Chromium's would answer; what is tested is the page's walk:
     nested folders, batches, the folder's own name dropped, hidden files and non-photos left out,
     and the names are those ``photomosaics library add`` gives the same folder (the same blobs)."""
-    from photomosaics.commands.library import photo_files
+    from photomosaics.library_upload import photo_files
 
     tree = ["day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg", "IMG_4.png", "notes.txt", ".hidden/x.jpg"]
     folder = tmp_path / "wedding"
