@@ -491,4 +491,4 @@ def test_the_app_typed_as_localhost_uploads_too(live_app: dict[str, Any], browse
     page.locator("#upload-progress[data-done='1']").wait_for(timeout=30_000)
     assert "Upload finished: 1 uploaded" in page.locator("#upload-status").inner_text(), refused
     assert refused == []
-    assert staging.read_staged("typed-localhost", "typed.jpg") == photo.read_bytes()
+    assert staging.read_staged("typed-localhost", "typed.jpg").data == photo.read_bytes()
