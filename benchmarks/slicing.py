@@ -65,7 +65,7 @@ def identity(quick: bool) -> tuple[int, int]:
     from mosaic import SUB, open_image, plan_grid
     from mosaic.parts import plan_parts
     from mosaic.render import render_with_placement
-    from photomosaics.commands.render import load_library
+    from photomosaics.render_library import load_library
     from workers.imaging.slicing import encode_output
 
     library = load_library("demo", echo=False)
@@ -103,7 +103,7 @@ def parts_cost() -> tuple[float, float]:
     from benchmarks.photos import target_jpeg
     from mosaic import SUB, cell_image, open_image, plan_grid, render_band
     from mosaic.parts import Parts, plan_parts
-    from photomosaics.commands.render import load_library
+    from photomosaics.render_library import load_library
 
     size = dict(TARGETS)["12 MP"]
     grid = plan_grid(size[0], size[1], tile_size=8, tiles_across=size[0] // 8)

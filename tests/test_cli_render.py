@@ -398,7 +398,7 @@ def test_render_with_fair_use_places_no_tile_more_than_max_uses_times(
 def test_a_render_writes_the_same_bytes_for_any_slicing(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     from mosaic.deepzoom import write_dzi
     from mosaic.render import render
-    from photomosaics.commands.render import load_library
+    from photomosaics.render_library import load_library
     from workers.imaging.slicing import encode_output
 
     out = tmp_path / "m.jpg"
@@ -433,9 +433,9 @@ def test_a_render_writes_the_same_bytes_for_any_slicing(target: Path, tiles_dir:
 def test_a_render_too_big_for_memory_is_refused_before_any_work(
     target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from photomosaics.commands import render as command
+    from photomosaics import render_outputs
 
-    monkeypatch.setattr(command, "RENDER_BYTES_PER_PIXEL", 1e15)
+    monkeypatch.setattr(render_outputs, "RENDER_BYTES_PER_PIXEL", 1e15)
     out = tmp_path / "m.jpg"
     result = run(
         "render", str(target), "--library", str(tiles_dir), "--tile-size", "4", "--tiles-across", "24", "-o", str(out)
@@ -449,7 +449,7 @@ def test_render_writes_the_tile_map_of_the_placement_it_rendered(target: Path, t
 
     from mosaic.images import open_image
     from mosaic.render import placed_tiles, render_with_placement
-    from photomosaics.commands.render import load_library
+    from photomosaics.render_library import load_library
 
     out, tile_map = tmp_path / "m.png", tmp_path / "map.csv"
     args = [

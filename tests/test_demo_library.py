@@ -134,7 +134,7 @@ def test_count_is_validated() -> None:
 
 
 def test_demo_name_is_a_valid_library_name() -> None:
-    from dal.blobs.libraries import validate_library_name
+    from dal.blobs.library_info import validate_library_name
 
     assert validate_library_name(DEMO_LIBRARY_NAME) == "demo"
 

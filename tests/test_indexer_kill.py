@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from dal.blobs.indexed import SEGMENT_PREFIX
-from dal.blobs.libraries import TILE_PREFIX
+from dal.blobs.library_info import TILE_PREFIX
 from dal.blobs.staging import STAGING_PREFIX
 from dal.queues.messages import IndexRequestMessage
 

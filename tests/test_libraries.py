@@ -10,16 +10,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from dal.blobs.libraries import (
-    INDEX_BLOB,
-    TILE_PREFIX,
-    EmptyLibraryError,
-    InvalidLibraryNameError,
-    LibraryNotFoundError,
-    LibraryStore,
-    validate_library_name,
-)
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_info import INDEX_BLOB, TILE_PREFIX, validate_library_name
 from dal.config import StorageClients
+from dal.errors import EmptyLibraryError, InvalidLibraryNameError, LibraryNotFoundError
 
 COLOURS = [
     (220, 40, 40),

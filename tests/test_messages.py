@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from dal import errors
 from dal.errors import QueueMessageFormatException
+from dal.queues.message_fields import MAX_INLINE_BAND_CHARS
 from dal.queues.messages import (
-    MAX_INLINE_BAND_CHARS,
     MESSAGE_TYPES,
     ImageRequestMessage,
     ImageResponseMessage,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dal.blobs.libraries import INDEX_BLOB
+from dal.blobs.library_info import INDEX_BLOB
 from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RESPONSE_CONTAINER, StorageClients
 from dal.queues.consumable import ReceivedMessage

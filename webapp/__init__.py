@@ -90,6 +90,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     DECODES.configure(settings.web_decode_megapixels, wait_seconds=float(app.config["DECODE_WAIT_SECONDS"]))
     from webapp import (
+        api_job_events,
+        api_job_images,
         api_job_photos,
         api_jobs,
         api_libraries,
@@ -123,6 +125,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     validation.init_app(app)  # a form field sent twice is 400 (after csrf: a cross-site post is 403 first)
     security.init_app(app)
     app.register_blueprint(api_jobs.bp)
+    app.register_blueprint(api_job_events.bp)
+    app.register_blueprint(api_job_images.bp)
     app.register_blueprint(api_job_photos.bp)
     app.register_blueprint(api_libraries.bp)
     app.register_blueprint(api_library_uploads.bp)

@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from dal.blobs.libraries import LibraryInfo
+from dal.blobs.library_info import LibraryInfo
 from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
 from dal.jobs.model import Job
 from webapp.api_jobs import own_job

@@ -23,14 +23,14 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
-from dal.blobs.libraries import (
+from dal.blobs.library_info import LibraryInfo, validate_library_name
+from dal.errors import (
     EmptyLibraryError,
     InvalidLibraryNameError,
-    LibraryInfo,
+    LibraryExistsError,
     LibraryNotFoundError,
-    validate_library_name,
+    QuotaExceeded,
 )
-from dal.errors import LibraryExistsError, QuotaExceeded
 from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from mosaic.errors import SourceLimitError, TileSourceError
 from mosaic.render import DEFAULT_OPTIONS

@@ -20,7 +20,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from dal.blobs.indexed import Manifest
-from dal.blobs.libraries import LibraryInfo
+from dal.blobs.library_info import LibraryInfo
 from webapp.api_library_uploads import library_info, owned_uploads_library
 from webapp.clients import client_id
 from webapp.errors import ApiError

@@ -21,9 +21,9 @@ from flask import Blueprint, Response, jsonify, request
 
 from mosaic.print_planner import PrintPlan, every_photo_tiles_across, paper_for_grid, plan_for_paper
 from webapp import planning
-from webapp.api_jobs import find_library
 from webapp.errors import ApiError
 from webapp.every_photo import library_photo_count
+from webapp.job_submission import find_library
 from webapp.validation import int_field
 
 bp = Blueprint("api_print", __name__, url_prefix="/api")

@@ -21,7 +21,8 @@ from dal.blobs.pyramid import DZI_NAME, tile_name
 from dal.config import IMAGE_OUTPUT_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs.model import JobStatus
-from webapp.api_jobs import own_job, stream_blob
+from webapp.api_job_images import stream_blob
+from webapp.api_jobs import own_job
 from webapp.errors import ApiError
 from webapp.previews import PYRAMIDS
 from webapp.services import services

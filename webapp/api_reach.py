@@ -28,9 +28,9 @@ from mosaic import SUB, open_image
 from mosaic.reach import PREVIEW_ACROSS, library_reach
 from mosaic.render import DEFAULT_OPTIONS
 from webapp import planning
-from webapp.api_jobs import find_library
 from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
+from webapp.job_submission import find_library
 from webapp.services import services, settings
 from webapp.validation import int_field, optional_int_field, validate_image
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from dal.blobs.libraries import TILE_PREFIX
+from dal.blobs.library_info import TILE_PREFIX
 from dal.blobs.tile_maps import CSV_HEADER, TileMap, load_job_map
 from dal.errors import BlobMissingError, InvalidLibraryNameError, TileMapFormatError
 from dal.jobs.model import Job, JobStatus

@@ -14,7 +14,7 @@ import secrets
 
 from flask import Flask, session
 
-from dal.queues.messages import ID_CHARS, MAX_ID_LENGTH
+from dal.queues.message_fields import ID_CHARS, MAX_ID_LENGTH
 
 _SESSION_KEY = "cid"
 _VALID = re.compile(rf"^{ID_CHARS}{{16,{MAX_ID_LENGTH}}}$")

@@ -22,7 +22,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dal.blobs.libraries import TILE_PREFIX, LibraryInfo, LibraryStore, tile_blob_names
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_creation import tile_blob_names
+from dal.blobs.library_info import TILE_PREFIX, LibraryInfo
 from dal.blobs.tile_maps import TileMap
 
 __all__ = [

@@ -65,9 +65,9 @@ def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
         "finished_at": _iso(finished),
         "elapsed_seconds": round(max(0.0, elapsed), 3),
         "status_url": url_for("api_jobs.get_job", request_id=rid),
-        "events_url": url_for("api_jobs.job_events", request_id=rid),
-        "preview_url": url_for("api_jobs.job_preview", request_id=rid),
-        "result_url": url_for("api_jobs.job_result", request_id=rid) if done else None,
+        "events_url": url_for("api_job_events.job_events", request_id=rid),
+        "preview_url": url_for("api_job_images.job_preview", request_id=rid),
+        "result_url": url_for("api_job_images.job_result", request_id=rid) if done else None,
         # Every finished job has a Deep Zoom pyramid.
         "dzi_url": url_for("api_pyramid.job_dzi", request_id=rid) if done else None,
         "pyramid_url": url_for("api_pyramid.job_pyramid", request_id=rid) if done else None,

@@ -104,3 +104,20 @@ def rename_library(store: LibraryNames, info: Named, new: str) -> None:
             pass
     for name in {old, new, key}:
         store.forget(name)
+
+
+def drop_alias(store: LibraryNames, name: str) -> None:
+    """Before the library ``name`` (its key) is deleted: delete the alias that holds its current
+    name, if any, so that the name is free again."""
+    key = store.container_client(name)
+    try:
+        shown = display_name(key.get_container_properties().metadata)
+    except ResourceNotFoundError:
+        return
+    if shown and shown != name:
+        alias = store.container_client(shown)
+        try:
+            if alias_target(alias.get_container_properties().metadata) == key.container_name:
+                alias.delete_container()
+        except ResourceNotFoundError:
+            pass

@@ -21,7 +21,8 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from dal.queues.messages import ID_PATTERN, MAX_ID_LENGTH, ImageRequestMessage
+from dal.queues.message_fields import ID_PATTERN, MAX_ID_LENGTH
+from dal.queues.messages import ImageRequestMessage
 from mosaic.grid import Grid
 from mosaic.limits import MAX_TILE_SIZE
 

@@ -71,7 +71,7 @@ from dal.jobs.model import (
     validate_key,
 )
 from dal.names import prefixed
-from dal.queues.messages import ID_PATTERN
+from dal.queues.message_fields import ID_PATTERN
 from dal.retry import REPEATABLE_POST, ensure_table
 
 __all__ = [

@@ -34,7 +34,8 @@ from dal.config import OPERATIONS_CONTAINER, WORKFLOW_CONTAINERS
 from dal.jobs.model import INDEX_MARK
 from dal.jobs.store import JobStore
 from dal.names import prefixed
-from dal.queues.messages import REQUEST_ID_PATTERN, JobCleanupMessage
+from dal.queues.message_fields import REQUEST_ID_PATTERN
+from dal.queues.messages import JobCleanupMessage
 from dal.queues.work_queue import ImageProcessingQueue
 
 __all__ = ["DEFAULT_ORPHAN_GRACE", "DEFAULT_RETENTION_DAYS", "SweepReport", "sweep"]

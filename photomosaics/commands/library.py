@@ -7,25 +7,22 @@ Azurite of a running ``photomosaics run``, or an embedded one on the same data f
 
 ``add`` is an ordinary client of the web API (no storage credentials): it asks for upload URLs
 (``POST /api/libraries/<name>/uploads``, 500 files a request), writes each photo straight to
-Blob Storage with its write-only SAS URL (several at once), asks for indexing and follows the
-progress. The app's client-id cookie is kept per web app URL in ``PHOTOMOSAICS_CLIENT_FILE``
+Blob Storage with its write-only SAS URL (several at once), asks for each 32 photos to be
+indexed as soon as they are in storage (the indexer works while the rest upload) and follows
+the progress. The app's client-id cookie is kept per web app URL in ``PHOTOMOSAICS_CLIENT_FILE``
 (default: ``clients.json`` in click's app folder), so a later ``add`` is the same client, the
 library's owner.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
+from photomosaics.library_upload import PHOTO_SUFFIXES, Indexing, follow_index, load_client, photo_files, upload_all
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
@@ -54,7 +51,7 @@ def create(name: str, source: Path, description: str | None, shared: bool, data_
     NAME: 3-63 lowercase letters, digits and single hyphens (a container name). A library made
     here is the operator's: no web client owns it, and it is shared unless --private.
     """
-    from dal.blobs.libraries import validate_library_name
+    from dal.blobs.library_info import validate_library_name
     from dal.errors import LibraryError
     from mosaic.sources import TileSourceError
 
@@ -111,146 +108,6 @@ def share(name: str, off: bool, data_dir: str | None) -> None:
     click.echo(f"library {name}: {'private' if off else 'shared with every client'}")
 
 
-PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".gif", ".bmp", ".tif", ".tiff"})
-GRANT_BATCH = 500  # the API's most files per POST .../uploads
-UPLOADS_AT_ONCE = 4
-_CONCURRENCY_PER_UPLOAD = 2
-
-
-def photo_files(folder: Path) -> Iterator[Path]:
-    """The photo files under ``folder`` by extension (case-insensitive), sorted; hidden files
-    and folders (a leading dot) are left out."""
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith(".") and Path(name).suffix.lower() in PHOTO_SUFFIXES:
-                yield Path(root, name)
-
-
-def _client_file() -> Path:
-    explicit = os.environ.get("PHOTOMOSAICS_CLIENT_FILE")
-    return Path(explicit) if explicit else Path(click.get_app_dir("photomosaics")) / "clients.json"
-
-
-def _load_client(session: Any, base: str) -> None:
-    """The cookies this machine was given by the web app at ``base`` before: the same client id."""
-    try:
-        known = json.loads(_client_file().read_text())
-        session.cookies.update(known.get(base, {}))
-    except (OSError, ValueError, AttributeError, TypeError):
-        pass
-
-
-def _save_client(session: Any, base: str) -> None:
-    import requests
-
-    path = _client_file()
-    try:
-        known = json.loads(path.read_text()) if path.exists() else {}
-        if not isinstance(known, dict):
-            known = {}
-        known[base] = requests.utils.dict_from_cookiejar(session.cookies)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a client id is a credential
-        with os.fdopen(fd, "w") as out:
-            json.dump(known, out, indent=1)
-        partial.replace(path)
-    except (OSError, ValueError) as exc:
-        click.echo(f"note: cannot keep the client id in {path} ({exc}); a later add is another client", err=True)
-
-
-class _Bar:
-    """A click progress bar updated from several upload threads."""
-
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
-        self.lock = threading.Lock()
-
-    def add(self, amount: int) -> None:
-        if amount:
-            with self.lock:
-                self.bar.update(amount)
-
-
-def _upload(url: str, path: Path, size: int, bar: _Bar) -> None:
-    from azure.storage.blob import BlobClient
-
-    sent = 0
-
-    def hook(current: int, _total: int | None) -> None:
-        nonlocal sent
-        bar.add(current - sent)
-        sent = current
-
-    try:
-        with path.open("rb") as data:
-            BlobClient.from_blob_url(url).upload_blob(
-                data, length=size, overwrite=True, max_concurrency=_CONCURRENCY_PER_UPLOAD, progress_hook=hook
-            )
-    finally:
-        bar.add(size - sent)  # done or given up: the bar moves past this file either way
-
-
-def _upload_all(api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]]) -> dict[str, Any]:
-    """Grants in batches of 500, each batch uploaded at once; the counts and the refusals."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dal.errors import StorageUnavailable as AzureError  # Azure's own error, named in dal
-
-    out: dict[str, Any] = {"uploaded": 0, "already": 0, "refused": [], "failed": [], "created": False}
-    total = sum(size for _, _, size in files)
-    with (
-        click.progressbar(length=total, label="uploading", file=sys.stderr, show_percent=True) as progress,
-        ThreadPoolExecutor(max_workers=UPLOADS_AT_ONCE, thread_name_prefix="upload") as pool,
-    ):
-        bar = _Bar(progress)
-        for start in range(0, len(files), GRANT_BATCH):
-            batch = files[start : start + GRANT_BATCH]
-            body: dict[str, Any] = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
-            if description is not None:
-                body["description"] = description
-            answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
-            if start == 0:
-                _save_client(api.session, api.base)
-                out["created"] = answer.get("created", False)
-            by_name = {rel: (path, size) for path, rel, size in batch}
-            for refused in answer.get("refused", []):
-                out["refused"].append((refused["name"], refused["reason"]))
-                bar.add(by_name[refused["name"]][1] if refused["name"] in by_name else 0)
-            work = {}
-            for grant in answer["uploads"]:
-                path, size = by_name[grant["name"]]
-                if grant["uploaded"]:
-                    out["already"] += 1
-                    bar.add(size)
-                else:
-                    work[grant["name"]] = pool.submit(_upload, grant["url"], path, size, bar)
-            for rel, future in work.items():
-                try:
-                    future.result()
-                    out["uploaded"] += 1
-                except (AzureError, OSError) as exc:
-                    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
-                    out["failed"].append((rel, str(reason).splitlines()[0]))
-    return out
-
-
-def _follow_index(api: Any, name: str, expected: int, deadline: float) -> dict[str, Any]:
-    """The library's progress, polled until ``indexed + skipped`` reaches ``expected`` or the deadline."""
-    progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
-    done = progress["indexed"] + progress["skipped"]
-    with click.progressbar(length=expected, label="indexing", show_pos=True, file=sys.stderr) as bar:
-        bar.update(min(done, expected))
-        while done < expected and time.monotonic() < deadline:
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-            progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
-            now = progress["indexed"] + progress["skipped"]
-            bar.update(max(0, min(now, expected) - min(done, expected)))
-            done = now
-    return progress
-
-
 # The web app the client commands (add, remove, rename) talk to, as `photomosaics submit` does.
 _url_option = click.option(
     "--url",
@@ -291,9 +148,10 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         raise click.UsageError(f"no photos in {folder} (looked for {', '.join(sorted(s[1:] for s in PHOTO_SUFFIXES))})")
     started = time.monotonic()
     api = _Api(url, timeout=60.0)
-    _load_client(api.session, api.base)
+    load_client(api.session, api.base)
     click.echo(f"{len(files):,} photos in {folder} ({sum(s for _, _, s in files) / 2**20:,.1f} MiB)", err=True)
-    sent = _upload_all(api, name, description, files)
+    indexing = Indexing(api, name)
+    sent = upload_all(api, name, description, files, indexing)
     for refused_name, reason in sent["refused"][:20]:
         click.echo(f"refused {refused_name}: {reason}", err=True)
     if len(sent["refused"]) > 20:
@@ -305,8 +163,8 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         f"{sent['already']:,} already there, {len(sent['refused']):,} refused, {len(sent['failed']):,} failed",
         err=True,
     )
-    queued = api.call("POST", f"/api/libraries/{name}/index", ok=(202,)).json()
-    progress = _follow_index(api, name, queued["staged"], time.monotonic() + timeout)
+    queued = indexing.flush(last=True)  # the last photos; and how many the library has staged in all
+    progress = follow_index(api, name, queued["staged"], time.monotonic() + timeout)
     done = progress["indexed"] + progress["skipped"]
     click.echo(
         f"library {name}: {progress['indexed']:,} indexed, {progress['skipped']:,} skipped, "
@@ -339,7 +197,7 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     api = _Api(url, timeout=60.0)
-    _load_client(api.session, api.base)
+    load_client(api.session, api.base)
     removed: list[str] = []
     missing: list[str] = []
     version = None
@@ -368,7 +226,7 @@ def rename(old: str, new: str, url: str) -> None:
     from photomosaics.commands.submit import _Api
 
     api = _Api(url, timeout=60.0)
-    _load_client(api.session, api.base)
+    load_client(api.session, api.base)
     body = api.call("PATCH", f"/api/libraries/{old}", json={"name": new}).json()
     click.echo(f"library {old} is now called {body['name']}")
 

@@ -4,7 +4,8 @@ The library is a folder or zip of photos (built in memory, its index cached on d
 from the sample photos installed with scikit-image and scikit-learn) or, only when
 ``AZURE_STORAGE_CONNECTION_STRING`` is set, the name of a library in storage. The target is
 rendered part by part, exactly as the workers render it (``mosaic.parts``: the same bytes for any
-``--slices``), with a progress bar per band.
+``--slices``), with a progress bar per band. The library is ``photomosaics.render_library``'s,
+the outputs ``photomosaics.render_outputs``'.
 """
 
 from __future__ import annotations
@@ -18,87 +19,8 @@ import click
 from dal.config import Settings
 from mosaic.limits import MAX_TILE_SIZE
 from mosaic.variety import feasible_distance, tiles_needed
-
-PNG_COMPRESS_LEVEL = 1
-_FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
-
-
-def _build_from_path(path: Path, *, use_cache: bool) -> tuple[Any, list[tuple[str, str]]]:
-    from mosaic.errors import NoUsableImageError, TileSourceError
-    from mosaic.sources import build_library_from
-    from photomosaics import library_cache
-
-    if use_cache and (hit := library_cache.load(path)) is not None:
-        click.echo(f"using the cached index of {path} ({len(hit[0].names)} tiles)", err=True)
-        return hit
-    try:
-        library, skipped = build_library_from(path)
-    except TileSourceError as exc:
-        raise click.BadParameter(str(exc), param_hint="--library") from None
-    except NoUsableImageError as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint="--library") from None
-    if use_cache:
-        library_cache.store(path, library, skipped)
-    return library, skipped
-
-
-def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any:
-    """A ``TileLibrary`` from a folder, a zip, ``demo`` or (with a connection string) a stored name.
-
-    A library built from a folder or zip, or the demo library, is cached on disk
-    (``photomosaics.library_cache``).
-    """
-    from dal.config import CONNECTION_STRING_ENV, Settings
-
-    path = Path(spec).expanduser()
-    if path.exists():
-        library, skipped = _build_from_path(path, use_cache=use_cache)
-    elif spec == "demo":
-        library, skipped = _demo(use_cache=use_cache), []
-    elif Settings.from_env().connection_string:
-        return _load_stored(spec)
-    else:
-        raise click.BadParameter(
-            f"{spec!r} is not a folder or zip of photos, nor 'demo'; a library name in storage "
-            f"needs {CONNECTION_STRING_ENV} to be set",
-            param_hint="--library",
-        )
-    if echo and skipped:
-        click.echo(
-            f"skipped {len(skipped)} file(s) that are not usable images, e.g. {skipped[0][0]} ({skipped[0][1]})",
-            err=True,
-        )
-    return library
-
-
-def _demo(*, use_cache: bool) -> Any:
-    """The demo library, from the disk cache when its key matches (building it takes ~3 s)."""
-    from mosaic.sources import build_library_from
-    from photomosaics import library_cache
-    from workers.demo_library import demo_source_key, demo_tile_images
-
-    key = demo_source_key() if use_cache else None
-    if key is not None and (hit := library_cache.load(key)) is not None:
-        click.echo(f"using the cached demo library ({len(hit[0].names)} tiles)", err=True)
-        return hit[0]
-    library, skipped = build_library_from(demo_tile_images())
-    if key is not None:
-        library_cache.store(key, library, skipped)
-    return library
-
-
-def _load_stored(name: str) -> Any:
-    from dal.blobs.libraries import LibraryStore
-    from dal.config import Settings, StorageClients
-    from dal.errors import LibraryError
-
-    settings = Settings.from_env()
-    assert settings.connection_string is not None
-    store = LibraryStore(StorageClients(settings.connection_string, profile="interactive"), prefix=settings.name_prefix)
-    try:
-        return store.load(name)
-    except (LibraryError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--library") from None
+from photomosaics.render_library import library_for
+from photomosaics.render_outputs import check_fits, check_memory, output_format, write_all, write_tile_map
 
 
 def _render_options(
@@ -285,7 +207,7 @@ def render(
     from mosaic.images import ImageDecodeError, open_image
     from mosaic.render import render_with_placement
 
-    formats = {output: _output_format(output) for output in outputs}
+    formats = {output: output_format(output) for output in outputs}
     if tile_map is not None and not tile_map.parent.is_dir():
         raise click.BadParameter(f"folder {tile_map.parent} does not exist", param_hint="--tile-map")
     settings = Settings.from_env()
@@ -311,7 +233,7 @@ def render(
     _check_cells_fit(options, tile_size)
     limit = max_output_pixels or settings.max_output_pixels
     grid = _plan(image, tile_size=tile_size, tiles_across=tiles_across, slices=slices, limit=limit, formats=formats)
-    library = _library_for(
+    library = library_for(
         library_spec, use_cache=not no_cache, max_uses=max_uses, cells=grid.tiles_across * grid.tiles_down
     )
     click.echo(
@@ -347,14 +269,14 @@ def render(
             max_output_pixels=limit,
             progress=advance,
         )
-    _write_all(mosaic, formats, quality)
+    write_all(mosaic, formats, quality)
     if tile_map is not None:
         sizes = None
         if options.sized:  # each cell's rectangle: the sizes the engine planned from the same cells
             from mosaic.sized import cell_sizes as planned_sizes
 
             sizes = planned_sizes(image, grid, options)
-        _write_tile_map(placement, library, library_spec, tile_map, sizes)
+        write_tile_map(placement, library, library_spec, tile_map, sizes)
 
 
 def _check_cells_fit(options: Any, tile_size: int) -> None:
@@ -366,20 +288,6 @@ def _check_cells_fit(options: Any, tile_size: int) -> None:
         check_tile_size(options.cell_sizes, tile_size, ATLAS_SIZE)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--cell-sizes") from None
-
-
-def _library_for(library_spec: str, *, use_cache: bool, max_uses: int | None, cells: int) -> Any:
-    """The tile library; with ``max_uses``, refused when it cannot cover ``cells`` cells."""
-    library = load_library(library_spec, use_cache=use_cache)
-    if max_uses is not None:
-        from mosaic.errors import TileBudgetError
-        from mosaic.fair import check_budget
-
-        try:
-            check_budget(cells, library.group_count, max_uses)
-        except TileBudgetError as exc:
-            raise click.BadParameter(str(exc), param_hint="--max-uses") from None
-    return library
 
 
 def _check_every_photo(library: Any, grid: Any, photo: tuple[int, int]) -> None:
@@ -412,120 +320,6 @@ def _plan(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--tile-size") from None
     for output, fmt in formats.items():  # refused now, not after the whole render
-        _check_fits(output, fmt, grid.output_width, grid.output_height)
-    _check_memory(grid.output_width * grid.output_height)
+        check_fits(output, fmt, grid.output_width, grid.output_height)
+    check_memory(grid.output_width * grid.output_height)
     return grid
-
-
-def _write_all(mosaic: Any, formats: dict[Path, str], quality: int) -> None:
-    """Every output of one render at once: libvips (the pyramid) and Pillow's encoders work
-    outside the GIL, so a JPEG and its Deep Zoom pyramid take about as long as the pyramid."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(formats)) as pool:
-        written = [pool.submit(_write, mosaic, output, fmt, quality) for output, fmt in formats.items()]
-    for future in written:
-        future.result()
-    for output in formats:
-        click.echo(f"wrote {output} ({mosaic.shape[1]}x{mosaic.shape[0]} px)", err=True)
-
-
-def _write_tile_map(placement: Any, library: Any, library_spec: str, path: Path, sizes: Any = None) -> None:
-    """The placement as CSV (``dal.blobs.tile_maps``: the same lines as ``GET /api/jobs/<id>/tiles?format=csv``;
-    with cells of several sizes, one line per cell with its size)."""
-    from dal.blobs.libraries import tile_blob_names
-    from dal.blobs.tile_maps import TileMap
-
-    names = library.names
-    placed = TileMap.from_choice(
-        placement, names=names, blobs=tile_blob_names(names), library=library_spec, sizes=sizes
-    )
-    try:
-        with path.open("w", encoding="utf-8", newline="") as out:
-            out.writelines(placed.csv_lines())
-    except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc}") from None
-    click.echo(f"wrote {path} ({placed.columns}x{placed.rows} cells, {len(placed.tiles)} distinct photos)", err=True)
-
-
-def _output_format(output: Path) -> str:
-    """The format an output's extension asks for; a clear error for an unknown one or a missing folder."""
-    fmt = "DZI" if output.suffix.lower() == ".dzi" else _FORMATS.get(output.suffix.lower())
-    if fmt is None:
-        raise click.BadParameter(
-            f"unknown image type {output.suffix!r}; use one of {', '.join(_FORMATS)}, .dzi", param_hint="--output"
-        )
-    if not output.parent.is_dir():
-        raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
-    return fmt
-
-
-def _check_fits(output: Path, fmt: str, width: int, height: int) -> None:
-    """A usage error when the format cannot hold a mosaic this large (JPEG 65,500 px a side, WebP 16,383)."""
-    from mosaic.limits import JPEG_MAX_SIDE, WEBP_MAX_SIDE
-
-    most = {"JPEG": JPEG_MAX_SIDE, "WEBP": WEBP_MAX_SIDE}.get(fmt)
-    if most is not None and max(width, height) > most:
-        raise click.BadParameter(
-            f"{output.name}: the mosaic is {width:,}x{height:,} px and {fmt} holds at most {most:,} px a side; "
-            "write .png, .tif or .dzi, or ask for fewer --tiles-across or a smaller --tile-size",
-            param_hint="--output",
-        )
-
-
-# What one render holds per output pixel at its peak (the mosaic, the band being composed, the
-# encoders' buffers), and besides it: measured on this project's renders (docs/benchmarks.md).
-RENDER_BYTES_PER_PIXEL = 7.5
-RENDER_BASE_BYTES = 300 * 2**20
-
-
-def render_memory_bytes(pixels: int) -> int:
-    """The memory an offline render of ``pixels`` output pixels needs at its peak (an estimate)."""
-    return int(RENDER_BASE_BYTES + RENDER_BYTES_PER_PIXEL * pixels)
-
-
-def _available_memory() -> int | None:
-    """MemAvailable from /proc/meminfo (None where there is none)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _check_memory(pixels: int) -> None:
-    """Say what the render needs; refuse, before any work, when it cannot fit in this machine's memory."""
-    need, available = render_memory_bytes(pixels), _available_memory()
-    have = "" if available is None else f", {available / 2**30:.1f} GB available"
-    click.echo(f"this render holds the whole mosaic: it needs about {need / 2**30:.1f} GB of memory{have}", err=True)
-    if available is not None and need > available:
-        raise click.ClickException(
-            f"a {pixels / 1e6:,.0f} MP mosaic needs about {need / 2**30:.1f} GB in one process and this machine has "
-            f"{available / 2**30:.1f} GB available: render it through the pipeline instead (photomosaics run, then "
-            "photomosaics submit), where no role holds the whole mosaic"
-        )
-
-
-def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
-    from PIL import Image
-
-    save: dict[str, Any] = {"quality": quality} if fmt in ("JPEG", "WEBP") else {}
-    if fmt == "PNG":
-        # zlib level 1: a mosaic is photo noise that deflate barely shrinks; Pillow's default
-        # level 6 took 2.7x as long for files only ~10 % smaller (12 MP, tile 8).
-        save["compress_level"] = PNG_COMPRESS_LEVEL
-    try:
-        if fmt == "DZI":
-            from mosaic.deepzoom import write_dzi
-
-            write_dzi(mosaic, output, quality=quality)
-        elif fmt == "JPEG":  # the pipeline's encoder and options (restart markers included): the same bytes
-            from workers.imaging.stitching import from_pixels, jpeg_options
-
-            from_pixels(mosaic).jpegsave(str(output), **{**jpeg_options(mosaic.shape[1]), "Q": quality})
-        else:
-            Image.fromarray(mosaic).save(output, format=fmt, **save)
-    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: Pillow's WebP encoder
-        raise click.ClickException(f"cannot write {output}: {exc}") from None

@@ -132,10 +132,10 @@ def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]
         azurite.stop()
 
 
-def prepare_storage(connection_string: str, *, upload_origin: str | None = None) -> None:
+def prepare_storage(connection_string: str, *, upload_origins: list[str] | None = None) -> None:
     """Queues (with metadata), containers, tables and the demo library, where missing; with
-    ``upload_origin`` (the embedded Azurite), the Blob service's CORS rule that lets the web
-    page at that origin upload photos straight to storage (``dal.blobs.cors``).
+    ``upload_origins`` (the embedded Azurite), the Blob service's CORS rule that lets the web
+    page at those origins upload photos straight to storage (``dal.blobs.cors``).
 
     Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
     ``Stores.ensure`` is the one list of what the app needs to exist."""
@@ -150,8 +150,8 @@ def prepare_storage(connection_string: str, *, upload_origin: str | None = None)
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
     Stores(storage, settings).ensure()
-    if upload_origin is not None:
-        set_upload_cors(storage, upload_origin)
+    if upload_origins:
+        set_upload_cors(storage, upload_origins)
     started = time.monotonic()
     ensure_demo_library(storage, prefix=prefix)
     if time.monotonic() - started > 1:
@@ -350,6 +350,7 @@ def run(
     secondary_azurite: bool,
 ) -> None:
     """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.blobs.cors import local_origins
     from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from photomosaics.local.supervisor import Supervisor, supervise
@@ -370,9 +371,9 @@ def run(
         # The embedded Azurite lets the app's own page upload library photos to it (CORS); on a
         # real account the operator sets that rule (docs/operations.md, "Direct uploads").
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        upload_origin = f"http://{shown_host}:{chosen}" if embedded is not None else None
+        origins = local_origins(host, chosen) if embedded is not None else None
         try:
-            prepare_storage(connection_string, upload_origin=upload_origin)
+            prepare_storage(connection_string, upload_origins=origins)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
         channels = local_channels(data)
@@ -388,7 +389,7 @@ def run(
             keeper = AzuriteKeeper(
                 embedded[0],
                 data / "storage-status.json",
-                on_restart=functools.partial(prepare_storage, upload_origin=upload_origin),
+                on_restart=functools.partial(prepare_storage, upload_origins=origins),
             )
             web_extra[STATUS_FILE_ENV] = str(keeper.status_file)
 

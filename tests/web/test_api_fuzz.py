@@ -193,7 +193,7 @@ def client_session() -> requests.Session:
 
 
 def _valid_library_name(name: str) -> bool:
-    from dal.blobs.libraries import validate_library_name
+    from dal.blobs.library_info import validate_library_name
     from dal.errors import InvalidLibraryNameError
 
     try:

@@ -15,7 +15,8 @@ from PIL import Image
 
 import webapp.api_job_photos
 import webapp.job_photos
-from dal.blobs.libraries import LibraryStore, tile_blob_names
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_creation import tile_blob_names
 from dal.blobs.names import tile_map_name
 from dal.blobs.store import BlobStore
 from dal.blobs.tile_maps import TileMap

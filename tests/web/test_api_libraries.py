@@ -190,7 +190,8 @@ def test_pages_render(client: Any) -> None:
 def test_a_library_file_named_dot_is_a_tile_not_a_500(client: Any, web_storage: Any, web_settings: Any) -> None:
     """A file name with no name part (``.``) once failed the tile naming after the container was
     made: a 500 and an empty container left behind."""
-    from dal.blobs.libraries import LibraryStore, tile_blob_names
+    from dal.blobs.libraries import LibraryStore
+    from dal.blobs.library_creation import tile_blob_names
 
     assert tile_blob_names([".", "/", "..", "a/.", ".png"]) == [
         "tiles/tile.jpg",

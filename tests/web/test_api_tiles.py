@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 import webapp.api_tiles
-from dal.blobs.libraries import LibraryStore, tile_blob_names
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_creation import tile_blob_names
 from dal.blobs.names import slice_tile_map_name
 from dal.blobs.store import BlobStore
 from dal.blobs.tile_maps import TileMap

@@ -411,7 +411,8 @@ def finished_job_page(
     straight in storage with a small pyramid and a tile map placing photos 3, 0, 7, 11 and 12 of
     the web tests' 18-photo library (3 most often). Yields ``(page, base, request_id, uses)``,
     ``uses`` each library photo's cells by name."""
-    from dal.blobs.libraries import LibraryStore, tile_blob_names
+    from dal.blobs.libraries import LibraryStore
+    from dal.blobs.library_creation import tile_blob_names
     from dal.blobs.names import tile_map_name
     from dal.blobs.store import BlobStore
     from dal.blobs.tile_maps import TileMap

@@ -12,7 +12,8 @@ import pytest
 from flask import Flask
 
 import dal.config
-from dal.blobs.libraries import LibraryStore, validate_library_name
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_info import validate_library_name
 from dal.config import Settings, StorageClients
 from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
 from dal.observability.transactions import TransactionCounter

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from dal.blobs.libraries import INDEX_BLOB, TILE_PREFIX, LibraryStore, tile_blob_names
+from dal.blobs.libraries import LibraryStore
+from dal.blobs.library_creation import tile_blob_names
+from dal.blobs.library_info import INDEX_BLOB, TILE_PREFIX
 from dal.config import StorageClients
 from dal.errors import LibraryExistsError
 from tests.web.conftest import png_bytes

@@ -104,6 +104,6 @@ def test_segments_and_versions_stay_for_older_versions_until_collected(
     assert len(services.libraries.load(library, version=pinned)) == 4
     assert set(indexed.collect(library, retention=0)) == {f"{VERSION_PREFIX}{pinned}.json", segment}
     assert not list(container.list_blob_names(name_starts_with=SEGMENT_PREFIX)) and not indexed.read(library)[0].retired
-    services.libraries._pinned.clear()  # another process, which never saw that version
+    services.libraries.loaded._pinned.clear()  # another process, which never saw that version
     with pytest.raises(LibraryNotFoundError, match=f"version {pinned} .* is gone"):
         services.libraries.load(library, version=pinned)

@@ -56,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from dal.blobs.libraries import tile_blob_names
+from dal.blobs.library_creation import tile_blob_names
 from dal.blobs.names import output_blob_name, pyramid_blob_name, slice_output_name, slice_tile_map_name, tile_map_name
 from dal.blobs.rendered import encode_rendered
 from dal.blobs.tile_maps import TILE_MAP_CONTENT_TYPE, TileMap
@@ -64,7 +64,8 @@ from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError
 from dal.jobs.model import TERMINAL_STATUSES, library_name
 from dal.queues.consumable import ReceivedMessage
-from dal.queues.messages import MAX_REPORT_STAGES, SliceRequestMessage, SliceResponseMessage
+from dal.queues.message_fields import MAX_REPORT_STAGES
+from dal.queues.messages import SliceRequestMessage, SliceResponseMessage
 from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
