@@ -10,6 +10,8 @@ NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 # Two pytest-xdist workers, each with its own Azurite: the suite mostly waits on real role
 # processes and storage, so two fit two cores (`make test TEST_WORKERS=auto` on a bigger box).
+# Whole files per worker, in collection order: tests/conftest.py puts the files with slow tests
+# first, where xdist's own order (most tests first) left them for last, to one busy worker.
 TEST_WORKERS ?= 2
 
 # Every Python dependency comes from a lock with hashes (requirements/*.lock, pip's own hashed
@@ -79,7 +81,7 @@ format: install
 	$(BIN)/ruff check --fix .
 
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m benchmarks
