@@ -40,7 +40,7 @@ BURST_TIMEOUT = 300.0
 
 
 def _queue(storage: Any, prefix: str) -> Any:
-    from dal.queues.work_queue import QueueAccessor
+    from dal.queues.accessor import QueueAccessor
 
     queue = QueueAccessor(storage, prefix=prefix).slice_response
     queue.ensure_exists()

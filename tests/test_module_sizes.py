@@ -24,8 +24,6 @@ ALLOWED: dict[str, int] = {
     "dal/config.py": 417,
     "dal/jobs/store.py": 443,
     "dal/jobs/store.py::JobStore": 278,
-    "dal/queues/work_queue.py": 502,
-    "dal/queues/work_queue.py::ImageProcessingQueue": 303,
     "mosaic/render.py": 454,
     "photomosaics/commands/run.py": 425,
     "workers/controller/controller.py": 473,

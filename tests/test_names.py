@@ -20,7 +20,7 @@ from dal.config import (
 )
 from dal.jobs.store import JobStore
 from dal.names import longest_logical, prefixed, unprefixed
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dal", "workers", "webapp", "photomosaics", "mosaic")

@@ -24,9 +24,10 @@ import pytest
 from dal.availability.storage_status import read_status
 from dal.config import StorageClients
 from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+from dal.queues.accessor import QueueAccessor
 from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import SliceRequestMessage
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from photomosaics.local.azurite import Azurite
 from photomosaics.local.storage_keeper import AzuriteKeeper
 from photomosaics.local.supervisor import ChildSpec, Supervisor

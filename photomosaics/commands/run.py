@@ -232,7 +232,7 @@ def hand_back_on_exit(
     """
     from dal.config import Settings, StorageClients
     from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
-    from dal.queues.work_queue import QueueAccessor
+    from dal.queues.accessor import QueueAccessor
     from workers.runtime.leases import LEASE_DIR_ENV, hand_back
 
     lease_dir = Path(channels[LEASE_DIR_ENV])

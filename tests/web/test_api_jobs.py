@@ -18,8 +18,8 @@ from dal.blobs.rendered import encode_rendered
 from dal.blobs.store import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import ImageRequestMessage
-from dal.queues.work_queue import QueueAccessor
 from mosaic.grid import plan_grid
 from tests.web.conftest import LIBRARY, png_bytes, submit
 
