@@ -140,7 +140,7 @@ _VICTIM = """
 import os, time
 from dal.config import StorageClients
 from dal.hints.channel import channel_from_env
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from workers.runtime.leases import LeaseJournal
 from workers.runtime.listener import QueueListener
 from workers.runtime.listener_options import ListenerOptions

@@ -25,6 +25,7 @@ ALLOWED: dict[str, int] = {
     "dal/jobs/store.py": 443,
     "dal/jobs/store.py::JobStore": 278,
     "mosaic/render.py": 454,
+    "photomosaics/commands/library.py": 418,  # grew past the limit on main while the splits ran
     "photomosaics/commands/run.py": 425,
     "workers/controller/controller.py": 473,
     "workers/controller/controller.py::JobController": 312,

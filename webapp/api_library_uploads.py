@@ -166,10 +166,31 @@ def _index_requests(info: LibraryInfo, pending: list[str]) -> list[IndexRequestM
     return messages
 
 
+def _asked_photos() -> set[str] | None:
+    """The staged names of the photos a client asks for (``{"photos": [file names]}``: the files it
+    has just uploaded, so that indexing starts while the rest upload), or None (no body): all."""
+    if not request.get_data(cache=True):
+        return None
+    photos = _json_body().get("photos")
+    if not isinstance(photos, list) or len(photos) > MAX_FILES_PER_REQUEST:
+        raise ApiError(400, "invalid_field", f"photos must be a list of at most {MAX_FILES_PER_REQUEST} file names")
+    asked = set()
+    for i, photo in enumerate(photos):
+        if not isinstance(photo, str) or not 0 < len(photo) <= MAX_FILE_NAME:
+            raise ApiError(400, "invalid_field", f"photos[{i}] must be text of 1..{MAX_FILE_NAME} characters")
+        try:
+            asked.add(safe_photo_name(photo))
+        except ValueError:
+            continue  # names no file: nothing is staged under it (its grant refused it)
+    return asked
+
+
 @bp.post("/libraries/<name>/index")
 def index_library(name: str) -> tuple[Response, int]:
-    """Ask the indexer for every staged photo not indexed yet (or re-uploaded with another size):
-    202 with the counts; the work is queued on ``indexrequest``, one message per 32 photos."""
+    """Ask the indexer for the staged photos not indexed yet (or re-uploaded with another size),
+    all of them or the ones named (``_asked_photos``): 202 with the counts; the work is queued on
+    ``indexrequest``, one message per 32 photos."""
+    asked = _asked_photos()
     svc = services()
     info = owned_uploads_library(name, library_info(name))
     staged = svc.staging.staged(info.key)
@@ -177,7 +198,8 @@ def index_library(name: str) -> tuple[Response, int]:
     pending = sorted(
         n
         for n, size in staged.items()
-        if (p := manifest.photos.get(n)) is None or p.size != size or p.state == "removed"
+        if (asked is None or n in asked)
+        and ((p := manifest.photos.get(n)) is None or p.size != size or p.state == "removed")
     )
     again = [n for n in pending if (p := manifest.photos.get(n)) is not None and p.state == "removed"]
     if again:  # removed, then uploaded again: the tombstones go, so that the new index is recorded

@@ -7,8 +7,9 @@ Azurite of a running ``photomosaics run``, or an embedded one on the same data f
 
 ``add`` is an ordinary client of the web API (no storage credentials): it asks for upload URLs
 (``POST /api/libraries/<name>/uploads``, 500 files a request), writes each photo straight to
-Blob Storage with its write-only SAS URL (several at once), asks for indexing and follows the
-progress. The app's client-id cookie is kept per web app URL in ``PHOTOMOSAICS_CLIENT_FILE``
+Blob Storage with its write-only SAS URL (several at once), asks for each 32 photos to be
+indexed as soon as they are in storage (the indexer works while the rest upload) and follows
+the progress. The app's client-id cookie is kept per web app URL in ``PHOTOMOSAICS_CLIENT_FILE``
 (default: ``clients.json`` in click's app folder), so a later ``add`` is the same client, the
 library's owner.
 """
@@ -192,9 +193,44 @@ def _upload(url: str, path: Path, size: int, bar: _Bar) -> None:
         bar.add(size - sent)  # done or given up: the bar moves past this file either way
 
 
-def _upload_all(api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]]) -> dict[str, Any]:
-    """Grants in batches of 500, each batch uploaded at once; the counts and the refusals."""
-    from concurrent.futures import ThreadPoolExecutor
+class _Indexing:
+    """Asks the indexer for photos as their uploads finish, 32 at a time (one index request's
+    worth), so that indexing runs beside the rest of the upload instead of after it."""
+
+    def __init__(self, api: Any, name: str) -> None:
+        from dal.queues.message_fields import MAX_PHOTOS_PER_INDEX_REQUEST
+
+        self.api, self.name, self.every = api, name, MAX_PHOTOS_PER_INDEX_REQUEST
+        self.waiting: list[str] = []
+        self.answer: dict[str, Any] = {}
+        self.missed = False
+
+    def ready(self, photo: str) -> None:
+        self.waiting.append(photo)
+        if len(self.waiting) >= self.every:
+            self.flush()
+
+    def flush(self, *, last: bool = False) -> dict[str, Any]:
+        """Ask for the photos waiting (none is fine: the answer still counts the staged ones). A
+        request that failed is not fatal: the last one then asks for every photo not indexed."""
+        asked, self.waiting = self.waiting, []
+        body = None if self.missed and last else {"photos": asked}
+        try:
+            self.answer = self.api.call("POST", f"/api/libraries/{self.name}/index", ok=(202,), json=body).json()
+        except click.ClickException as exc:
+            if last:
+                raise
+            click.echo(f"note: asking for indexing failed ({exc.format_message()}); asking again at the end", err=True)
+            self.missed = True
+        return self.answer
+
+
+def _upload_all(
+    api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]], indexing: _Indexing
+) -> dict[str, Any]:
+    """Grants in batches of 500, each batch uploaded at once, each photo handed to ``indexing``
+    once it is in storage; the counts and the refusals."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from dal.errors import StorageUnavailable as AzureError  # Azure's own error, named in dal
 
@@ -224,15 +260,17 @@ def _upload_all(api: Any, name: str, description: str | None, files: list[tuple[
                 if grant["uploaded"]:
                     out["already"] += 1
                     bar.add(size)
+                    indexing.ready(grant["name"])  # uploaded before, perhaps never indexed
                 else:
-                    work[grant["name"]] = pool.submit(_upload, grant["url"], path, size, bar)
-            for rel, future in work.items():
+                    work[pool.submit(_upload, grant["url"], path, size, bar)] = grant["name"]
+            for future in as_completed(work):
                 try:
                     future.result()
                     out["uploaded"] += 1
+                    indexing.ready(work[future])
                 except (AzureError, OSError) as exc:
                     reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
-                    out["failed"].append((rel, str(reason).splitlines()[0]))
+                    out["failed"].append((work[future], str(reason).splitlines()[0]))
     return out
 
 
@@ -293,7 +331,8 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
     api = _Api(url, timeout=60.0)
     _load_client(api.session, api.base)
     click.echo(f"{len(files):,} photos in {folder} ({sum(s for _, _, s in files) / 2**20:,.1f} MiB)", err=True)
-    sent = _upload_all(api, name, description, files)
+    indexing = _Indexing(api, name)
+    sent = _upload_all(api, name, description, files, indexing)
     for refused_name, reason in sent["refused"][:20]:
         click.echo(f"refused {refused_name}: {reason}", err=True)
     if len(sent["refused"]) > 20:
@@ -305,7 +344,7 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         f"{sent['already']:,} already there, {len(sent['refused']):,} refused, {len(sent['failed']):,} failed",
         err=True,
     )
-    queued = api.call("POST", f"/api/libraries/{name}/index", ok=(202,)).json()
+    queued = indexing.flush(last=True)  # the last photos; and how many the library has staged in all
     progress = _follow_index(api, name, queued["staged"], time.monotonic() + timeout)
     done = progress["indexed"] + progress["skipped"]
     click.echo(

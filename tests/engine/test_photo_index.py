@@ -43,6 +43,11 @@ def _photo(width: int = 1600, height: int = 1200, seed: int = 0) -> Image.Image:
 
 def test_a_large_jpeg_is_decoded_reduced_never_whole() -> None:
     data = _jpeg(_photo(4000, 3000))  # 12 MP
+    # A phone's 12 MP photo (3024 px high) is decoded at 1/8 at the default work size.
+    assert decode_photo(_jpeg(_photo(4032, 3024))).size == (WORK_SIDE * 4 // 3, WORK_SIDE)
+    phone = Image.open(io.BytesIO(_jpeg(_photo(4032, 3024))))
+    phone.draft("RGB", (WORK_SIDE, WORK_SIDE))
+    assert phone.size == (504, 378)
     image = decode_photo(data, work_side=384)
     assert min(image.size) == 384 and image.size == (512, 384)
     # Pillow's draft decoded at 1/4 (1000 x 750), not 4000 x 3000, before the last reduction.
@@ -72,16 +77,17 @@ def test_heic_is_read_with_pillow_heif() -> None:
     data = out.getvalue()
     assert data[4:8] == b"ftyp"
     indexed = index_photo(data)
-    assert indexed.tile.shape == (64, 64, 3) and indexed.work_size == (512, 384)
+    assert indexed.tile.shape == (64, 64, 3) and indexed.work_size == (WORK_SIDE * 4 // 3, WORK_SIDE)
 
 
 def _face_at_the_edge() -> tuple[bytes, tuple[int, int, int, int]]:
-    """The astronaut (whose face OpenCV finds) at the left edge of a wide canvas."""
-    astronaut = skimage_data.astronaut()  # 512 x 512
-    canvas = np.full((1024, 2400, 3), 90, np.uint8)
-    canvas[:, 1200:] = _photo(1200, 1024, seed=3)  # busy edges on the right: the energy measure would go there
-    canvas[256:768, 0:512] = astronaut
-    return _jpeg(Image.fromarray(canvas)), (0, 256, 512, 512)
+    """The astronaut (whose face OpenCV finds) at the left edge of a wide canvas, her face about
+    a seventh of its height (the model finds faces from an eighth up, see ``mosaic.photo_index``)."""
+    astronaut = Image.fromarray(skimage_data.astronaut()).resize((1024, 1024), Image.Resampling.LANCZOS)
+    canvas = np.full((1024, 2600, 3), 90, np.uint8)
+    canvas[:, 1300:] = _photo(1300, 1024, seed=3)  # busy edges on the right: the energy measure would go there
+    canvas[:, 0:1024] = np.asarray(astronaut)
+    return _jpeg(Image.fromarray(canvas)), (0, 0, 1024, 1024)
 
 
 def test_a_face_near_the_edge_stays_in_the_tile_where_the_centre_crop_cuts_it() -> None:

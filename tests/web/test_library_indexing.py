@@ -120,3 +120,38 @@ def test_uploaded_photos_are_indexed_once_with_reasons_and_groups(
     assert len(page["photos"]) == 2 and page["continuation"]
     rest = client.get(f"/api/libraries/{library}/photos?limit=10&continuation={page['continuation']}").get_json()
     assert len(rest["photos"]) == 4 and rest["continuation"] is None
+
+
+def test_index_asks_for_the_photos_named_so_indexing_starts_while_the_rest_upload(
+    client: Any, web_settings: Settings, web_storage: StorageClients
+) -> None:
+    library = f"ix-{uuid.uuid4().hex[:10]}"
+    files = {name: _jpeg(seed) for seed, name in enumerate(["a.jpg", "b.jpg", "c.jpg"], start=20)}
+    grant = client.post(
+        f"/api/libraries/{library}/uploads",
+        json={"files": [{"name": n, "size": len(d)} for n, d in files.items()]},
+    ).get_json()
+    for item in grant["uploads"]:
+        BlobClient.from_blob_url(item["url"]).upload_blob(files[item["name"]])
+
+    for bad in ({"photos": "a.jpg"}, {"photos": [1]}, {"photos": [""]}, {"photos": ["a.jpg"] * 501}, ["a.jpg"]):
+        answer = client.post(f"/api/libraries/{library}/index", json=bad)
+        assert answer.status_code == 400 and answer.get_json()["error"] in ("invalid_field", "invalid_body")
+    # Only the photos named and staged: one, in one request; a name never uploaded is passed over.
+    named = client.post(f"/api/libraries/{library}/index", json={"photos": ["a.jpg", "never-sent.jpg"]})
+    assert named.status_code == 202 and named.get_json() == {
+        "library": library,
+        "staged": 3,
+        "queued": 1,
+        "requests": 1,
+    }
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    (first,) = _drain(services, services.libraries.uri(library))
+    assert first.message.photos == ("a.jpg",)
+    # Nothing named: the counts only. Then no body: every staged photo not indexed yet, the other two.
+    counts = client.post(f"/api/libraries/{library}/index", json={"photos": []}).get_json()
+    assert (counts["staged"], counts["queued"], counts["requests"]) == (3, 0, 0)
+    rest = client.post(f"/api/libraries/{library}/index").get_json()
+    assert rest["queued"] == 2
+    (second,) = _drain(services, services.libraries.uri(library))
+    assert second.message.photos == ("b.jpg", "c.jpg")

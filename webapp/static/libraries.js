@@ -29,9 +29,18 @@
     errorBox.hidden = !message;
   }
 
+  /** `library`'s photos in the panel; this browser owns it, so with renaming and removal. */
   function showPhotos(library, onReady) {
     if (live) live.stop();
-    live = PMLibraryPhotos.show(photosHost, library, { onReady });
+    const manage = {
+      onRenamed(name) {
+        if (addingTo === library) setMode(name, { focus: false });
+        showPhotos(name);
+        load();
+      },
+      onRemoved: () => load(), // the cards' tile counts
+    };
+    live = PMLibraryPhotos.show(photosHost, library, { onReady, manage });
   }
 
   async function load() {
@@ -40,7 +49,7 @@
       const cards = await Promise.all(libraries.map(async (lib) => {
         const detail = await PM.api(`${lib.url}?samples=24`);
         const card = PM.el("article", { class: "card", "data-library": lib.name },
-          PM.el("h2", {}, PM.el("span", { text: lib.name }), PM.el("small", { text: lib.tile_count >= 0 ? `${PM.number(lib.tile_count)} tiles` : "" })),
+          PM.el("h2", {}, PM.el("span", { text: lib.name }), PM.el("small", { text: lib.tile_count >= 0 ? `${PM.number(lib.tile_count)} tile${lib.tile_count === 1 ? "" : "s"}` : "" })),
           PM.el("p", { text: lib.description + (lib.shared ? " (shared)" : "") }),
           PM.repeatHint(lib.variety),
           PM.el("div", { class: "samples" }, ...detail.samples.map((src) => PM.el("img", { src, alt: "" }))));
@@ -90,7 +99,7 @@
   }
 
   /** The form makes a new library (null) or adds photos to `library`. */
-  function setMode(library) {
+  function setMode(library, { focus = true } = {}) {
     addingTo = library;
     nameInput.value = library || "";
     nameInput.readOnly = Boolean(library);
@@ -98,7 +107,7 @@
     title.textContent = library ? `Add photos to ${library}` : "Make a library from your photos";
     submit.textContent = library ? `Upload into ${library}` : "Upload and create library";
     cancelAdd.hidden = !library;
-    if (library) {
+    if (library && focus) {
       document.getElementById("library-form-card").scrollIntoView({ behavior: "smooth", block: "start" });
       files.focus();
     }

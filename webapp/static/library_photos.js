@@ -1,13 +1,14 @@
 /* A library's photos, live: uploaded / indexed / skipped-with-why counts polled from
  * GET /api/libraries/<name>/photos while the indexer works (every 1.5 s, slowing to 6 s while
  * nothing changes, stopping when nothing is pending), the near-duplicate groups, and the photos
- * a page at a time with their thumbnail, state and skip reason. */
+ * a page at a time with their thumbnail, state and skip reason. For the owner, a checkbox per
+ * photo, removal and renaming (PMLibraryEdit). */
 "use strict";
 
 const PMLibraryPhotos = (() => {
   const settings = { pageSize: 24, fastMs: 1500, slowMs: 6000 };
 
-  function panel(library) {
+  function panel(library, edit) {
     const id = `photos-${library}`;
     const bar = PM.el("div", { class: "bar" });
     const meter = PM.el("div", {
@@ -23,7 +24,8 @@ const PMLibraryPhotos = (() => {
     const where = PM.el("span", { class: "hint" });
     const pager = PM.el("nav", { class: "pager", "aria-label": "Photo pages" }, back, where, next);
     const root = PM.el("section", { class: "card library-photos", id, "data-library": library, "aria-labelledby": `${id}-h` },
-      PM.el("h2", { id: `${id}-h`, text: `Photos of ${library}` }), meter, status, reasons, groups, grid, pager);
+      PM.el("h2", { id: `${id}-h`, text: `Photos of ${library}` }), edit && edit.rename, meter, status, reasons, groups,
+      edit && edit.selection.tools, edit && edit.selection.status, grid, pager);
     return { root, bar, meter, status, reasons, groups, grid, pager, back, next, where };
   }
 
@@ -34,20 +36,32 @@ const PMLibraryPhotos = (() => {
     return `${parts.join(" · ")} — ${state}`;
   }
 
-  function photoItem(photo) {
+  function photoItem(photo, selection) {
     const label = photo.state === "skipped" ? `skipped: ${photo.reason}` : photo.state;
     const picture = photo.tile_url
       ? PM.el("img", { src: photo.tile_url, alt: "", loading: "lazy", width: "64", height: "64" })
       : PM.el("span", { class: "photo-none", "aria-hidden": "true", text: photo.state === "skipped" ? "✕" : "…" });
     return PM.el("li", { class: `photo ${photo.state}`, "data-name": photo.name, "data-state": photo.state },
-      picture,
+      selection && selection.checkbox(photo.name), picture,
       PM.el("span", { class: "photo-name", text: photo.name }),
       PM.el("small", { class: "photo-state", text: photo.group !== null ? `${label} · group ${photo.group + 1}` : label }));
   }
 
-  /** Show `library`'s photos in `host` (replacing what was there); returns {refresh, stop}. */
-  function show(host, library, { onReady = () => {} } = {}) {
-    const ui = panel(library);
+  /**
+   * Show `library`'s photos in `host` (replacing what was there); returns {refresh, stop}.
+   * `manage` ({onRenamed(name), onRemoved(names)}): the owner's controls to rename and remove.
+   */
+  function show(host, library, { onReady = () => {}, manage = null } = {}) {
+    let view = null;
+    const edit = manage && {
+      rename: PMLibraryEdit.renamer(library, manage.onRenamed),
+      selection: PMLibraryEdit.selection(library, (names) => {
+        view.refresh();
+        manage.onRemoved(names);
+      }),
+    };
+    const selection = edit && edit.selection;
+    const ui = panel(library, edit);
     host.replaceChildren(ui.root);
     const base = `/api/libraries/${encodeURIComponent(library)}/photos?limit=${settings.pageSize}`;
     const markers = [null]; // the continuation of each page seen: Previous goes back one
@@ -71,7 +85,9 @@ const PMLibraryPhotos = (() => {
       ui.groups.hidden = !body.groups.length;
       ui.groups.replaceChildren(PM.el("h3", { text: "Near-duplicates (each group counts as one photo)" }),
         ...body.groups.map((names, i) => PM.el("p", { class: "photo-group", text: `Group ${i + 1}: ${names.join(", ")}` })));
-      ui.grid.replaceChildren(...body.photos.map(photoItem));
+      if (selection) selection.page();
+      ui.grid.replaceChildren(...body.photos.map((photo) => photoItem(photo, selection)));
+      if (selection) selection.update();
       markers[page + 1] = body.continuation;
       ui.back.disabled = page === 0;
       ui.next.disabled = !body.continuation;
@@ -86,6 +102,10 @@ const PMLibraryPhotos = (() => {
       try {
         const marker = markers[page];
         const body = await PM.api(marker ? `${base}&continuation=${encodeURIComponent(marker)}` : base);
+        if (!body.photos.length && page > 0) { // its last photos were removed: the page before
+          page -= 1;
+          return refresh();
+        }
         const p = render(body);
         const now = JSON.stringify(p);
         wait = now === last ? settings.slowMs : settings.fastMs; // gentle while the indexer is quiet
@@ -104,7 +124,8 @@ const PMLibraryPhotos = (() => {
     ui.next.addEventListener("click", () => { page += 1; refresh(); });
     ui.back.addEventListener("click", () => { page = Math.max(0, page - 1); refresh(); });
     refresh();
-    return { refresh, stop: () => { stopped = true; clearTimeout(timer); }, root: ui.root };
+    view = { refresh, stop: () => { stopped = true; clearTimeout(timer); }, root: ui.root };
+    return view;
   }
 
   return { settings, show };

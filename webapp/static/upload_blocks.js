@@ -2,7 +2,9 @@
  * Put Block per chunk, then Put Block List. Block ids are deterministic (the chunk's index), so a
  * retried or resumed block is the same block; a failed block is retried with backoff and only
  * blocks storage has not acknowledged are sent again; a 403 (the SAS expired) asks for a fresh URL.
- * Plain JS; XMLHttpRequest for Put Block because it reports bytes sent (fetch does not). */
+ * The blocks acknowledged are remembered in localStorage (PMBlockJournal) until the commit, so the
+ * same file chosen after a reload sends only the missing ones: the write-only SAS may not read
+ * the block list back. Plain JS; XMLHttpRequest for Put Block because it reports bytes sent. */
 "use strict";
 
 const PMBlocks = (() => {
@@ -15,6 +17,7 @@ const PMBlocks = (() => {
     requestTimeoutMs: 180000, // a request storage leaves unanswered this long counts as dropped (4 MiB at 25 KB/s)
   };
   const VERSION = "2025-01-05"; // a Blob REST API version both Azure and Azurite accept
+  const journal = PMBlockJournal;
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -53,10 +56,16 @@ const PMBlocks = (() => {
   async function uploadFile(file, grant, { refresh, onProgress = () => {} }) {
     let url = grant.url;
     let refreshed = 0;
-    const size = settings.blockBytes;
+    const key = journal.key(url, file);
+    const saved = journal.read(key);
+    // A resumed file keeps the block size its acknowledged blocks were cut with.
+    const size = saved ? saved.blockBytes : settings.blockBytes;
     const count = Math.max(1, Math.ceil(file.size / size));
-    const acknowledged = new Set();
+    const acknowledged = new Set(saved ? saved.blocks.filter((i) => i < count) : []);
+    const since = saved ? saved.since : Date.now();
+    const bytesOf = (index) => Math.min(file.size, (index + 1) * size) - index * size;
     let done = 0; // bytes of acknowledged blocks
+    for (const index of acknowledged) done += bytesOf(index);
 
     // Run `request(url)` until storage takes it: backoff on drops, a fresh URL on 403.
     async function persist(what, request) {
@@ -72,25 +81,34 @@ const PMBlocks = (() => {
           continue;
         }
         if (!retryable(answer.status) || attempt >= settings.attempts) {
-          throw new UploadError(`${what}: ${reason(answer)}`);
+          const error = new UploadError(`${what}: ${reason(answer)}`);
+          error.answer = answer;
+          throw error;
         }
         const wait = Math.min(settings.maxBackoffMs, settings.backoffMs * 2 ** (attempt - 1));
         await sleep(wait * (0.75 + Math.random() * 0.5));
       }
     }
 
-    for (let index = 0; index < count; index += 1) {
-      if (acknowledged.has(index)) continue;
-      const start = index * size;
-      const chunk = file.slice(start, Math.min(file.size, start + size));
-      const blockUrl = (base) => `${base}&comp=block&blockid=${encodeURIComponent(blockId(index))}`;
-      const answer = await persist(`block ${index + 1} of ${count}`, (base) =>
-        send("PUT", blockUrl(base), chunk, { "x-ms-version": VERSION }, (bytes) => onProgress(done + bytes)));
-      if (answer === null) return onProgress(file.size);
-      acknowledged.add(index);
-      done += chunk.size;
+    /** Put Block for every block not acknowledged yet; false when the file was committed meanwhile. */
+    async function sendBlocks() {
       onProgress(done);
+      for (let index = 0; index < count; index += 1) {
+        if (acknowledged.has(index)) continue;
+        const start = index * size;
+        const chunk = file.slice(start, Math.min(file.size, start + size));
+        const blockUrl = (base) => `${base}&comp=block&blockid=${encodeURIComponent(blockId(index))}`;
+        const answer = await persist(`block ${index + 1} of ${count}`, (base) =>
+          send("PUT", blockUrl(base), chunk, { "x-ms-version": VERSION }, (bytes) => onProgress(done + bytes)));
+        if (answer === null) return false;
+        acknowledged.add(index);
+        journal.write(key, { blockBytes: size, blocks: [...acknowledged], since });
+        done += chunk.size;
+        onProgress(done);
+      }
+      return true;
     }
+
     const ids = Array.from({ length: count }, (_, i) => `<Latest>${blockId(i)}</Latest>`).join("");
     const list = `<?xml version="1.0" encoding="utf-8"?><BlockList>${ids}</BlockList>`;
     const headers = {
@@ -98,7 +116,21 @@ const PMBlocks = (() => {
       "Content-Type": "application/xml",
       "x-ms-blob-content-type": file.type || "application/octet-stream",
     };
-    await persist("commit", (base) => send("PUT", `${base}&comp=blocklist`, list, headers));
+    const commit = () => persist("commit", (base) => send("PUT", `${base}&comp=blocklist`, list, headers));
+    if (await sendBlocks()) {
+      try {
+        await commit();
+      } catch (error) {
+        // Blocks remembered from an earlier visit that storage no longer holds (discarded after
+        // 7 days uncommitted, or the blob deleted meanwhile): send the whole file again, once.
+        if (!saved || !/InvalidBlockList/.test((error.answer && error.answer.text) || "")) throw error;
+        journal.forget(key);
+        acknowledged.clear();
+        done = 0;
+        if (await sendBlocks()) await commit();
+      }
+    }
+    journal.forget(key);
     onProgress(file.size);
     return undefined;
   }

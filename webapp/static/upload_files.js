@@ -1,14 +1,16 @@
 /* A person's photos into their library: the chosen files or folders (a folder input, or files and
  * folders dropped, walked with webkitGetAsEntry), obvious non-photos left out, upload URLs asked
  * for 500 files at a time (POST /api/libraries/<name>/uploads), files the grant calls uploaded
- * skipped, the rest written straight to storage four at a time (PMBlocks), then indexing asked
- * for (POST .../index). The same folder chosen again after a reload skips what is uploaded. */
+ * skipped, the rest written straight to storage four at a time (PMBlocks), and indexing asked
+ * for (POST .../index) for each 32 photos in storage, so that it runs while the rest upload.
+ * The same folder chosen again after a reload skips what is uploaded. */
 "use strict";
 
 const PMUploads = (() => {
   const settings = {
     grantBatch: 500, // the API's most files per request
     atOnce: 4, // files in flight: enough to fill a home uplink, gentle on a phone
+    indexEvery: 32, // photos per index request: the indexer starts while the rest upload
   };
   const PHOTO_TYPES = new Set(["jpg", "jpeg", "png", "webp", "heic", "heif", "gif", "bmp", "tif", "tiff"]);
 
@@ -89,6 +91,22 @@ const PMUploads = (() => {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ description: description || undefined, files: files.map((p) => ({ name: p.name, size: p.file.size })) }),
     });
+    const indexUrl = `/api/libraries/${encodeURIComponent(library)}/index`;
+    let ready = []; // in storage, not yet asked to be indexed
+    const askIndex = (names) => PM.api(indexUrl, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ photos: names }),
+    });
+    const indexed = []; // index requests in flight; the last one's answer counts the library
+    let missed = false; // one failed: the last request asks for every photo not indexed yet
+    const isReady = (name) => {
+      ready.push(name);
+      if (ready.length >= settings.indexEvery) {
+        indexed.push(askIndex(ready).catch(() => { missed = true; }));
+        ready = [];
+      }
+    };
     hooks.total(0, total);
     for (const photo of photos) hooks.file(photo.name, "queued", 0, photo.file.size);
 
@@ -109,6 +127,7 @@ const PMUploads = (() => {
           result.skipped += 1;
           sent += photo.file.size;
           hooks.file(photo.name, "skipped", photo.file.size, photo.file.size);
+          isReady(photo.name); // uploaded before, perhaps never indexed
         } else work.push([photo, grant]);
       }
       hooks.total(sent, total);
@@ -125,6 +144,7 @@ const PMUploads = (() => {
           await PMBlocks.uploadFile(photo.file, grant, { refresh, onProgress: progress });
           result.uploaded += 1;
           hooks.file(photo.name, "uploaded", photo.file.size, photo.file.size);
+          isReady(photo.name);
         } catch (error) {
           progress(photo.file.size); // the bar moves past it either way
           result.failed.push({ name: photo.name, reason: error.message });
@@ -132,7 +152,8 @@ const PMUploads = (() => {
         }
       });
     }
-    result.index = await PM.api(`/api/libraries/${encodeURIComponent(library)}/index`, { method: "POST" });
+    await Promise.all(indexed);
+    result.index = await (missed ? PM.api(indexUrl, { method: "POST" }) : askIndex(ready));
     return result;
   }
 
