@@ -168,7 +168,7 @@ def test_the_colour_correction_travels_in_the_request_message(
 def test_without_a_correction_the_job_gets_the_engines_default_which_the_spec_documents(
     client: Any, stores: dict[str, Any]
 ) -> None:
-    from mosaic.render import DEFAULT_OPTIONS
+    from mosaic.options import DEFAULT_OPTIONS
 
     request_id = submit(client, image=TWO_PARTS, tile_size="4", slices="2").json["request_id"]
     message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)

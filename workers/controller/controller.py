@@ -6,7 +6,7 @@ rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 32 
 into its message: ``workers.imaging.slicing.inline_band``), record the job, and only then send one
 ``SliceRequestMessage`` per band. A redelivered request rewrites the same
 blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) or a
-"use every photo" job is chosen here, once, for the whole grid (``mosaic.render.choose_whole``:
+"use every photo" job is chosen here, once, for the whole grid (``mosaic.tile_choice.choose_whole``:
 a global min-cost flow, deterministic, so a redelivery writes the same choice), and each band
 PNG carries its rows of that choice: the bands together can never exceed N nor leave a photo
 out, whichever processors render them.

@@ -17,7 +17,7 @@ from mosaic.errors import TileBudgetError
 from mosaic.images import ImageDecodeError, open_image
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
-from mosaic.render import choose_whole
+from mosaic.tile_choice import choose_whole
 from workers.job_options import job_options
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
