@@ -154,7 +154,7 @@ QueueListener(queue, lambda received: time.sleep(3600), name="victim", options=o
 def recovery(cs: str, storage: Any, tmp: Path) -> float:
     """SIGKILL a holder under the Supervisor; seconds until the message is received again."""
     from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
-    from photomosaics.commands.run import hand_back_on_exit
+    from photomosaics.local.children import hand_back_on_exit
     from photomosaics.local.supervisor import ChildSpec, Supervisor
     from workers.runtime.leases import LEASE_DIR_ENV
     from workers.runtime.listener import QueueListener

@@ -274,7 +274,7 @@ def client_free_job(pipe: Pipeline, request_id: str) -> Any:
 
 
 def test_run_starts_a_syphon_only_when_a_secondary_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
-    from photomosaics.commands.run import children
+    from photomosaics.local.children import children
 
     monkeypatch.delenv(SECONDARY_CONNECTION_STRING_ENV, raising=False)
     common = dict(
