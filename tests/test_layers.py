@@ -307,6 +307,7 @@ LAZY_IMPORTS_ALLOWED = {
     "every command start without loading the whole application (NumPy, the Azure SDK)",
     "photomosaics.render_library": "the render command's library: the Azure SDK only for a library in storage",
     "photomosaics.render_outputs": "the render command's outputs: each encoder (libvips, Deep Zoom) when it is asked for",
+    "photomosaics.library_upload": "`library add`'s client: the Azure SDK and dal only once it uploads, as its command",
     "webapp": "the app factory imports its blueprints (flask's flaskr pattern): they import this package",
     "dal.config": "StorageClients imports its retry policy (dal.retry, a subclass of the Azure SDK's) when it is "
     "made, so a process that only reads Settings (`photomosaics render`) imports no Azure SDK",

@@ -45,6 +45,7 @@ __all__ = [
     "SAS_SECONDS",
     "STAGING_PREFIX",
     "LibraryStaging",
+    "StagedBytes",
     "StagedPhoto",
     "UploadGrant",
     "safe_photo_name",
@@ -92,6 +93,12 @@ class UploadGrant:
 class StagedPhoto:
     name: str  # the safe name (without "staging/")
     size: int
+
+
+@dataclass(frozen=True)
+class StagedBytes:
+    size: int
+    data: bytes | None  # None: over the reader's limit, not read
 
 
 class LibraryStaging:
@@ -173,10 +180,16 @@ class LibraryStaging:
         except ResourceNotFoundError:
             return None
 
-    def read_staged(self, library: str, name: str) -> bytes | None:
-        """The staged photo's bytes, None when it is gone."""
+    def read_staged(self, library: str, name: str, *, max_bytes: int | None = None) -> StagedBytes | None:
+        """The staged photo's size and bytes (its bytes None when over ``max_bytes``), None when it
+        is gone. One GET: its answer carries the size, so no HEAD goes first; a blob over the
+        limit (a client may write more than it declared) stops after that first GET's range."""
+        blob = self._container(library).get_blob_client(STAGING_PREFIX + name)
         try:
-            return bytes(self._container(library).get_blob_client(STAGING_PREFIX + name).download_blob().readall())
+            download = blob.download_blob()
+            if max_bytes is not None and download.size > max_bytes:
+                return StagedBytes(download.size, None)
+            return StagedBytes(download.size, download.readall())
         except ResourceNotFoundError:
             return None
 

@@ -16,17 +16,13 @@ library's owner.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
+from photomosaics.library_upload import PHOTO_SUFFIXES, Indexing, follow_index, load_client, photo_files, upload_all
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
@@ -112,183 +108,6 @@ def share(name: str, off: bool, data_dir: str | None) -> None:
     click.echo(f"library {name}: {'private' if off else 'shared with every client'}")
 
 
-PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".gif", ".bmp", ".tif", ".tiff"})
-GRANT_BATCH = 500  # the API's most files per POST .../uploads
-UPLOADS_AT_ONCE = 4
-_CONCURRENCY_PER_UPLOAD = 2
-
-
-def photo_files(folder: Path) -> Iterator[Path]:
-    """The photo files under ``folder`` by extension (case-insensitive), sorted; hidden files
-    and folders (a leading dot) are left out."""
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith(".") and Path(name).suffix.lower() in PHOTO_SUFFIXES:
-                yield Path(root, name)
-
-
-def _client_file() -> Path:
-    explicit = os.environ.get("PHOTOMOSAICS_CLIENT_FILE")
-    return Path(explicit) if explicit else Path(click.get_app_dir("photomosaics")) / "clients.json"
-
-
-def _load_client(session: Any, base: str) -> None:
-    """The cookies this machine was given by the web app at ``base`` before: the same client id."""
-    try:
-        known = json.loads(_client_file().read_text())
-        session.cookies.update(known.get(base, {}))
-    except (OSError, ValueError, AttributeError, TypeError):
-        pass
-
-
-def _save_client(session: Any, base: str) -> None:
-    import requests
-
-    path = _client_file()
-    try:
-        known = json.loads(path.read_text()) if path.exists() else {}
-        if not isinstance(known, dict):
-            known = {}
-        known[base] = requests.utils.dict_from_cookiejar(session.cookies)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a client id is a credential
-        with os.fdopen(fd, "w") as out:
-            json.dump(known, out, indent=1)
-        partial.replace(path)
-    except (OSError, ValueError) as exc:
-        click.echo(f"note: cannot keep the client id in {path} ({exc}); a later add is another client", err=True)
-
-
-class _Bar:
-    """A click progress bar updated from several upload threads."""
-
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
-        self.lock = threading.Lock()
-
-    def add(self, amount: int) -> None:
-        if amount:
-            with self.lock:
-                self.bar.update(amount)
-
-
-def _upload(url: str, path: Path, size: int, bar: _Bar) -> None:
-    from azure.storage.blob import BlobClient
-
-    sent = 0
-
-    def hook(current: int, _total: int | None) -> None:
-        nonlocal sent
-        bar.add(current - sent)
-        sent = current
-
-    try:
-        with path.open("rb") as data:
-            BlobClient.from_blob_url(url).upload_blob(
-                data, length=size, overwrite=True, max_concurrency=_CONCURRENCY_PER_UPLOAD, progress_hook=hook
-            )
-    finally:
-        bar.add(size - sent)  # done or given up: the bar moves past this file either way
-
-
-class _Indexing:
-    """Asks the indexer for photos as their uploads finish, 32 at a time (one index request's
-    worth), so that indexing runs beside the rest of the upload instead of after it."""
-
-    def __init__(self, api: Any, name: str) -> None:
-        from dal.queues.message_fields import MAX_PHOTOS_PER_INDEX_REQUEST
-
-        self.api, self.name, self.every = api, name, MAX_PHOTOS_PER_INDEX_REQUEST
-        self.waiting: list[str] = []
-        self.answer: dict[str, Any] = {}
-        self.missed = False
-
-    def ready(self, photo: str) -> None:
-        self.waiting.append(photo)
-        if len(self.waiting) >= self.every:
-            self.flush()
-
-    def flush(self, *, last: bool = False) -> dict[str, Any]:
-        """Ask for the photos waiting (none is fine: the answer still counts the staged ones). A
-        request that failed is not fatal: the last one then asks for every photo not indexed."""
-        asked, self.waiting = self.waiting, []
-        body = None if self.missed and last else {"photos": asked}
-        try:
-            self.answer = self.api.call("POST", f"/api/libraries/{self.name}/index", ok=(202,), json=body).json()
-        except click.ClickException as exc:
-            if last:
-                raise
-            click.echo(f"note: asking for indexing failed ({exc.format_message()}); asking again at the end", err=True)
-            self.missed = True
-        return self.answer
-
-
-def _upload_all(
-    api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]], indexing: _Indexing
-) -> dict[str, Any]:
-    """Grants in batches of 500, each batch uploaded at once, each photo handed to ``indexing``
-    once it is in storage; the counts and the refusals."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    from dal.errors import StorageUnavailable as AzureError  # Azure's own error, named in dal
-
-    out: dict[str, Any] = {"uploaded": 0, "already": 0, "refused": [], "failed": [], "created": False}
-    total = sum(size for _, _, size in files)
-    with (
-        click.progressbar(length=total, label="uploading", file=sys.stderr, show_percent=True) as progress,
-        ThreadPoolExecutor(max_workers=UPLOADS_AT_ONCE, thread_name_prefix="upload") as pool,
-    ):
-        bar = _Bar(progress)
-        for start in range(0, len(files), GRANT_BATCH):
-            batch = files[start : start + GRANT_BATCH]
-            body: dict[str, Any] = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
-            if description is not None:
-                body["description"] = description
-            answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
-            if start == 0:
-                _save_client(api.session, api.base)
-                out["created"] = answer.get("created", False)
-            by_name = {rel: (path, size) for path, rel, size in batch}
-            for refused in answer.get("refused", []):
-                out["refused"].append((refused["name"], refused["reason"]))
-                bar.add(by_name[refused["name"]][1] if refused["name"] in by_name else 0)
-            work = {}
-            for grant in answer["uploads"]:
-                path, size = by_name[grant["name"]]
-                if grant["uploaded"]:
-                    out["already"] += 1
-                    bar.add(size)
-                    indexing.ready(grant["name"])  # uploaded before, perhaps never indexed
-                else:
-                    work[pool.submit(_upload, grant["url"], path, size, bar)] = grant["name"]
-            for future in as_completed(work):
-                try:
-                    future.result()
-                    out["uploaded"] += 1
-                    indexing.ready(work[future])
-                except (AzureError, OSError) as exc:
-                    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
-                    out["failed"].append((work[future], str(reason).splitlines()[0]))
-    return out
-
-
-def _follow_index(api: Any, name: str, expected: int, deadline: float) -> dict[str, Any]:
-    """The library's progress, polled until ``indexed + skipped`` reaches ``expected`` or the deadline."""
-    progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
-    done = progress["indexed"] + progress["skipped"]
-    with click.progressbar(length=expected, label="indexing", show_pos=True, file=sys.stderr) as bar:
-        bar.update(min(done, expected))
-        while done < expected and time.monotonic() < deadline:
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-            progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
-            now = progress["indexed"] + progress["skipped"]
-            bar.update(max(0, min(now, expected) - min(done, expected)))
-            done = now
-    return progress
-
-
 # The web app the client commands (add, remove, rename) talk to, as `photomosaics submit` does.
 _url_option = click.option(
     "--url",
@@ -329,10 +148,10 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         raise click.UsageError(f"no photos in {folder} (looked for {', '.join(sorted(s[1:] for s in PHOTO_SUFFIXES))})")
     started = time.monotonic()
     api = _Api(url, timeout=60.0)
-    _load_client(api.session, api.base)
+    load_client(api.session, api.base)
     click.echo(f"{len(files):,} photos in {folder} ({sum(s for _, _, s in files) / 2**20:,.1f} MiB)", err=True)
-    indexing = _Indexing(api, name)
-    sent = _upload_all(api, name, description, files, indexing)
+    indexing = Indexing(api, name)
+    sent = upload_all(api, name, description, files, indexing)
     for refused_name, reason in sent["refused"][:20]:
         click.echo(f"refused {refused_name}: {reason}", err=True)
     if len(sent["refused"]) > 20:
@@ -345,7 +164,7 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         err=True,
     )
     queued = indexing.flush(last=True)  # the last photos; and how many the library has staged in all
-    progress = _follow_index(api, name, queued["staged"], time.monotonic() + timeout)
+    progress = follow_index(api, name, queued["staged"], time.monotonic() + timeout)
     done = progress["indexed"] + progress["skipped"]
     click.echo(
         f"library {name}: {progress['indexed']:,} indexed, {progress['skipped']:,} skipped, "
@@ -378,7 +197,7 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     api = _Api(url, timeout=60.0)
-    _load_client(api.session, api.base)
+    load_client(api.session, api.base)
     removed: list[str] = []
     missing: list[str] = []
     version = None
@@ -407,7 +226,7 @@ def rename(old: str, new: str, url: str) -> None:
     from photomosaics.commands.submit import _Api
 
     api = _Api(url, timeout=60.0)
-    _load_client(api.session, api.base)
+    load_client(api.session, api.base)
     body = api.call("PATCH", f"/api/libraries/{old}", json={"name": new}).json()
     click.echo(f"library {old} is now called {body['name']}")
 

@@ -176,7 +176,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     assert grants == [3, 3, 1, 1]  # batches of 3 (c.jpg is in the second), then a fresh URL for c.jpg
     staging = pipeline.services.staging
     assert staging.staged("wedding") == {name: len(data) for name, data in photos.items()}
-    assert all(staging.read_staged("wedding", name) == data for name, data in photos.items())
+    assert all(staging.read_staged("wedding", name).data == data for name, data in photos.items())
 
     # The indexer's progress, live, to the end: the junk skipped with its reason, the burst grouped.
     panel = page.locator('.library-photos[data-library="wedding"]')
@@ -250,7 +250,7 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
     entries are made in the page, as Chromium's would answer; what is tested is the page's walk:
     nested folders, batches, the folder's own name dropped, hidden files and non-photos left out,
     and the names are those ``photomosaics library add`` gives the same folder (the same blobs)."""
-    from photomosaics.commands.library import photo_files
+    from photomosaics.library_upload import photo_files
 
     tree = ["day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg", "IMG_4.png", "notes.txt", ".hidden/x.jpg"]
     folder = tmp_path / "wedding"
@@ -357,7 +357,7 @@ def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
     commits = [p for p, kind in storage.reached if kind == "blocklist"]
     assert sorted(commits) == sorted(photos), "every photo committed exactly once over the two visits"
     assert staging.staged("party") == {name: len(data) for name, data in photos.items()}
-    assert all(staging.read_staged("party", name) == data for name, data in photos.items())
+    assert all(staging.read_staged("party", name).data == data for name, data in photos.items())
     page.locator('.library-photos[data-library="party"][data-pending="0"]').wait_for(timeout=90_000)
     page.locator('.library-cards [data-library="party"] h2 small').filter(has_text="6 tiles").wait_for()
     shot(page, "17-library-resumed-after-reload")
@@ -453,6 +453,6 @@ def test_a_half_sent_file_resumes_after_a_reload_with_only_its_missing_blocks(
     assert after["stale.jpg"] == [_block_id(i) for i in range(blocks["stale.jpg"])]
     assert storage.commits("stale.jpg") == 2
     assert staging.staged("halfway") == {name: len(data) for name, data in photos.items()}
-    assert all(staging.read_staged("halfway", name) == data for name, data in photos.items())
+    assert all(staging.read_staged("halfway", name).data == data for name, data in photos.items())
     assert page.evaluate(f"{JOURNAL}.length") == 0, "a committed file is still remembered"
     page.locator('.library-photos[data-library="halfway"][data-pending="0"]').wait_for(timeout=90_000)

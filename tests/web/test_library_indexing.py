@@ -155,3 +155,23 @@ def test_index_asks_for_the_photos_named_so_indexing_starts_while_the_rest_uploa
     assert rest["queued"] == 2
     (second,) = _drain(services, services.libraries.uri(library))
     assert second.message.photos == ("b.jpg", "c.jpg")
+
+
+def test_a_staged_photo_is_read_in_one_get_that_stops_at_the_limit(
+    client: Any, web_settings: Settings, web_storage: StorageClients
+) -> None:
+    library = f"ix-{uuid.uuid4().hex[:10]}"
+    data = _jpeg(30)
+    (item,) = client.post(
+        f"/api/libraries/{library}/uploads", json={"files": [{"name": "a.jpg", "size": len(data)}]}
+    ).get_json()["uploads"]
+    BlobClient.from_blob_url(item["url"]).upload_blob(data)
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    staging, info = services.staging, services.libraries.info(library)
+    assert info is not None
+    key = info.key
+    whole = staging.read_staged(key, "a.jpg", max_bytes=len(data))
+    assert whole is not None and (whole.size, whole.data) == (len(data), data)
+    over = staging.read_staged(key, "a.jpg", max_bytes=len(data) - 1)
+    assert over is not None and (over.size, over.data) == (len(data), None)  # the size, not the bytes
+    assert staging.read_staged(key, "never-sent.jpg") is None

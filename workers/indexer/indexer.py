@@ -1,9 +1,10 @@
 """The indexer: makes tiles of the photos people uploaded straight to their library.
 
 On ``indexrequest`` (``IndexRequestMessage``: a library and up to 32 of its staged photos), for
-each photo: read the staged blob's size, refuse one over ``MAX_FILE_BYTES`` without reading it,
-download it, and make its tile (``mosaic.photo_index.index_photo``: reduced decode, EXIF,
-HEIC, faces kept, perceptual hash) or record why not. Then, in this order:
+each photo: download the staged blob (one GET, which also tells its size; one over
+``MAX_FILE_BYTES`` is refused without reading the rest), and make its tile
+(``mosaic.photo_index.index_photo``: reduced decode, EXIF, HEIC, faces kept, perceptual hash)
+or record why not. Then, in this order:
 
 1. each indexed photo's display tile ``tiles/<name>.jpg`` (overwritten identically on a redelivery);
 2. the batch's segment ``segments/<request_id>.zip`` (the tiles, lossless: what workers render with);
@@ -75,22 +76,22 @@ class Indexer:
         names: list[str] = []
         segment = f"{SEGMENT_PREFIX}{message.request_id}.zip"
         for name in message.photos:
-            size = staging.staged_size(library, name)
-            data = None if size is None or size > MAX_FILE_BYTES else staging.read_staged(library, name)
-            if size is None or (data is None and size <= MAX_FILE_BYTES):
+            staged = staging.read_staged(library, name, max_bytes=MAX_FILE_BYTES)
+            if staged is None:
                 outcomes.append(PhotoOutcome(name=name, state="skipped", size=0, reason="not uploaded (or deleted)"))
                 continue
-            if size > MAX_FILE_BYTES:
+            size = staged.size
+            if staged.data is None:
                 reason = f"larger than {MAX_FILE_BYTES // 2**20} MiB"
                 outcomes.append(PhotoOutcome(name=name, state="skipped", size=size, reason=reason))
                 continue
             try:
-                photo = index_photo(data or b"")
+                photo = index_photo(staged.data)
             except PhotoRefused as exc:
                 outcomes.append(PhotoOutcome(name=name, state="skipped", size=size, reason=str(exc)[:300]))
                 continue
             finally:
-                data = None  # not held while the next photo is read
+                staged = None  # its bytes not held while the next photo is read
             staging.put_tile(library, name, _jpeg(photo.tile))
             tiles.append(photo.tile)
             names.append(name)

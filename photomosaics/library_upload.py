@@ -1,0 +1,206 @@
+"""What ``photomosaics library add`` does as a client of the web API: find the photos in a folder,
+keep this machine's client id per web app, upload each photo straight to Blob Storage with the
+write-only SAS URL the app grants (several at once, one progress bar), ask for indexing as
+photos land (``_Indexing``), and follow the library's progress until it is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = [
+    "GRANT_BATCH",
+    "PHOTO_SUFFIXES",
+    "UPLOADS_AT_ONCE",
+    "Indexing",
+    "follow_index",
+    "load_client",
+    "photo_files",
+    "upload_all",
+]
+
+
+PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".gif", ".bmp", ".tif", ".tiff"})
+GRANT_BATCH = 500  # the API's most files per POST .../uploads
+UPLOADS_AT_ONCE = 4
+_CONCURRENCY_PER_UPLOAD = 2
+
+
+def photo_files(folder: Path) -> Iterator[Path]:
+    """The photo files under ``folder`` by extension (case-insensitive), sorted; hidden files
+    and folders (a leading dot) are left out."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith(".") and Path(name).suffix.lower() in PHOTO_SUFFIXES:
+                yield Path(root, name)
+
+
+def _client_file() -> Path:
+    explicit = os.environ.get("PHOTOMOSAICS_CLIENT_FILE")
+    return Path(explicit) if explicit else Path(click.get_app_dir("photomosaics")) / "clients.json"
+
+
+def load_client(session: Any, base: str) -> None:
+    """The cookies this machine was given by the web app at ``base`` before: the same client id."""
+    try:
+        known = json.loads(_client_file().read_text())
+        session.cookies.update(known.get(base, {}))
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+
+
+def save_client(session: Any, base: str) -> None:
+    import requests
+
+    path = _client_file()
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(known, dict):
+            known = {}
+        known[base] = requests.utils.dict_from_cookiejar(session.cookies)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".part")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a client id is a credential
+        with os.fdopen(fd, "w") as out:
+            json.dump(known, out, indent=1)
+        partial.replace(path)
+    except (OSError, ValueError) as exc:
+        click.echo(f"note: cannot keep the client id in {path} ({exc}); a later add is another client", err=True)
+
+
+class _Bar:
+    """A click progress bar updated from several upload threads."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.lock = threading.Lock()
+
+    def add(self, amount: int) -> None:
+        if amount:
+            with self.lock:
+                self.bar.update(amount)
+
+
+def _upload(url: str, path: Path, size: int, bar: _Bar) -> None:
+    from azure.storage.blob import BlobClient
+
+    sent = 0
+
+    def hook(current: int, _total: int | None) -> None:
+        nonlocal sent
+        bar.add(current - sent)
+        sent = current
+
+    try:
+        with path.open("rb") as data:
+            BlobClient.from_blob_url(url).upload_blob(
+                data, length=size, overwrite=True, max_concurrency=_CONCURRENCY_PER_UPLOAD, progress_hook=hook
+            )
+    finally:
+        bar.add(size - sent)  # done or given up: the bar moves past this file either way
+
+
+class Indexing:
+    """Asks the indexer for photos as their uploads finish, 32 at a time (one index request's
+    worth), so that indexing runs beside the rest of the upload instead of after it."""
+
+    def __init__(self, api: Any, name: str) -> None:
+        from dal.queues.message_fields import MAX_PHOTOS_PER_INDEX_REQUEST
+
+        self.api, self.name, self.every = api, name, MAX_PHOTOS_PER_INDEX_REQUEST
+        self.waiting: list[str] = []
+        self.answer: dict[str, Any] = {}
+        self.missed = False
+
+    def ready(self, photo: str) -> None:
+        self.waiting.append(photo)
+        if len(self.waiting) >= self.every:
+            self.flush()
+
+    def flush(self, *, last: bool = False) -> dict[str, Any]:
+        """Ask for the photos waiting (none is fine: the answer still counts the staged ones). A
+        request that failed is not fatal: the last one then asks for every photo not indexed."""
+        asked, self.waiting = self.waiting, []
+        body = None if self.missed and last else {"photos": asked}
+        try:
+            self.answer = self.api.call("POST", f"/api/libraries/{self.name}/index", ok=(202,), json=body).json()
+        except click.ClickException as exc:
+            if last:
+                raise
+            click.echo(f"note: asking for indexing failed ({exc.format_message()}); asking again at the end", err=True)
+            self.missed = True
+        return self.answer
+
+
+def upload_all(
+    api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]], indexing: Indexing
+) -> dict[str, Any]:
+    """Grants in batches of 500, each batch uploaded at once, each photo handed to ``indexing``
+    once it is in storage; the counts and the refusals."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from dal.errors import StorageUnavailable as AzureError  # Azure's own error, named in dal
+
+    out: dict[str, Any] = {"uploaded": 0, "already": 0, "refused": [], "failed": [], "created": False}
+    total = sum(size for _, _, size in files)
+    with (
+        click.progressbar(length=total, label="uploading", file=sys.stderr, show_percent=True) as progress,
+        ThreadPoolExecutor(max_workers=UPLOADS_AT_ONCE, thread_name_prefix="upload") as pool,
+    ):
+        bar = _Bar(progress)
+        for start in range(0, len(files), GRANT_BATCH):
+            batch = files[start : start + GRANT_BATCH]
+            body: dict[str, Any] = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
+            if description is not None:
+                body["description"] = description
+            answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
+            if start == 0:
+                save_client(api.session, api.base)
+                out["created"] = answer.get("created", False)
+            by_name = {rel: (path, size) for path, rel, size in batch}
+            for refused in answer.get("refused", []):
+                out["refused"].append((refused["name"], refused["reason"]))
+                bar.add(by_name[refused["name"]][1] if refused["name"] in by_name else 0)
+            work = {}
+            for grant in answer["uploads"]:
+                path, size = by_name[grant["name"]]
+                if grant["uploaded"]:
+                    out["already"] += 1
+                    bar.add(size)
+                    indexing.ready(grant["name"])  # uploaded before, perhaps never indexed
+                else:
+                    work[pool.submit(_upload, grant["url"], path, size, bar)] = grant["name"]
+            for future in as_completed(work):
+                try:
+                    future.result()
+                    out["uploaded"] += 1
+                    indexing.ready(work[future])
+                except (AzureError, OSError) as exc:
+                    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
+                    out["failed"].append((work[future], str(reason).splitlines()[0]))
+    return out
+
+
+def follow_index(api: Any, name: str, expected: int, deadline: float) -> dict[str, Any]:
+    """The library's progress, polled until ``indexed + skipped`` reaches ``expected`` or the deadline."""
+    progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
+    done = progress["indexed"] + progress["skipped"]
+    with click.progressbar(length=expected, label="indexing", show_pos=True, file=sys.stderr) as bar:
+        bar.update(min(done, expected))
+        while done < expected and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
+            now = progress["indexed"] + progress["skipped"]
+            bar.update(max(0, min(now, expected) - min(done, expected)))
+            done = now
+    return progress
