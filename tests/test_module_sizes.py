@@ -21,7 +21,6 @@ MAX_CLASS_LINES = 250
 # module per commit, largest first.
 ALLOWED: dict[str, int] = {
     "dal/blobs/store.py::BlobStore": 266,
-    "dal/config.py": 417,
 }
 
 

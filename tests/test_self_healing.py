@@ -465,7 +465,7 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
 
 def test_healthz_says_what_happened_to_the_embedded_azurite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dal.availability.storage_status import write_status
-    from dal.config import azurite_connection_string
+    from dal.connection_strings import azurite_connection_string
 
     status_file = tmp_path / "status.json"
     write_status(

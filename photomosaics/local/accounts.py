@@ -17,7 +17,8 @@ import click
 from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 from dal.availability.health import check_storage
 from dal.blobs.cors import set_upload_cors
-from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, expand_connection_string
+from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+from dal.connection_strings import expand_connection_string
 from dal.stores import Stores
 from photomosaics.local.azurite import Azurite, AzuriteError
 from workers.demo_library import ensure_demo_library
