@@ -1,6 +1,6 @@
 """Reliability soak: a steady stream of jobs while faults are injected at random.
 
-The service is the one ``photomosaics run`` starts (``photomosaics.commands.run.children``):
+The service is the one ``photomosaics run`` starts (``photomosaics.local.children.children``):
 the web app, a controller, a responder and two processors as supervised child processes
 (``photomosaics.local.supervisor``; a dead child's leases are handed back at once), its own Azurite on
 disk, and hints through the local folder and a real Valkey server together (``make run``
