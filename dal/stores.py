@@ -26,8 +26,8 @@ from dal.blobs.staging import LibraryStaging
 from dal.blobs.store import BlobStore
 from dal.config import Settings, StorageClients
 from dal.jobs.store import JobStore
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import QueueMessage
-from dal.queues.work_queue import QueueAccessor
 
 __all__ = ["Stores"]
 

@@ -112,7 +112,8 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
     from gunicorn.app.base import BaseApplication
 
     from dal.availability.health import check_storage
-    from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
+    from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+    from dal.connection_strings import describe_connection_string
     from dal.errors import StorageConfigurationError
     from webapp import SECRET_KEY_ENV, create_app
     from webapp.ingress import check_secret_key, required_secret_key

@@ -20,7 +20,7 @@ from flask.testing import FlaskClient
 from PIL import Image
 
 from dal.config import Settings, StorageClients
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 

@@ -15,7 +15,8 @@ import click
 import pytest
 import yaml
 
-from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT
+from dal.config import CONNECTION_STRING_ENV
+from dal.connection_strings import DEVSTORE_ACCOUNT
 from photomosaics.cli import main
 from tests.support.prereqs import require
 
