@@ -205,6 +205,7 @@ def measure(photos: int) -> dict[str, Any]:
             if result["every_photo_job"]["works"]:
                 every = result["every_photo_job"]["request_id"]
                 result["find"] = _find_photo(client, every, paths[len(paths) // 2].name)
+                result["every_photo_left_out"] = _left_out(client, every)
                 result["all_pages"] = _page_all(client, every)
                 used = client.get(f"/api/jobs/{every}/photos", limit=1).json()
                 result["every_photo_job"]["used"], result["every_photo_job"]["left_out"] = (
@@ -262,6 +263,15 @@ def report(result: dict[str, Any]) -> None:
     if plan:
         print(
             f"| every-photo print plan | yes | {plan['photos']:,} photos -> {plan['tiles_across']} across at {EVERY_TILE} px | |"
+        )
+    every_left = result.get("every_photo_left_out")
+    if every_left:
+        groups_only = every_left["works"] and all("group" in kind for kind in every_left["reasons"])
+        print(
+            f"| use every photo: the photos left out are only near-duplicates of a used one | "
+            f"{'yes' if groups_only else '**no**'} | {every_left['count']:,} left out: "
+            + "; ".join(f"{c:,} x '{k}'" for k, c in every_left["reasons"].items())
+            + " | every group placed |"
         )
     find = result.get("find")
     if find:
