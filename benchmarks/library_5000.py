@@ -14,7 +14,8 @@ Azurite, web under gunicorn, controller, responder, indexer, one processor):
    defaults (32 px tiles, 100 across, 4 slices), and ``use_every_photo`` on the grid the
    every-photo print plan (``GET /api/print-plan/every-photo``) names for 16 px tiles.
 4. **Find a photo**: ``GET /api/jobs/<id>/photos`` for the every-photo job: a search for one
-   photo's name answers that photo with its use count; ``show=left_out`` of the defaults job
+   photo's name answers that photo with its use count; the every-photo job leaves out only
+   near-duplicates of a used photo; ``show=left_out`` of the defaults job
    lists photos each with a reason, as many as it says are left out; paging through all
    photos (200 a page) counts every photo of the library once. Page times are medians.
 5. The web processes' and the indexer's peak RSS (``VmHWM``), with ``benchmarks.libraries``'s
