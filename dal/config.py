@@ -157,6 +157,13 @@ class Settings:
     # Bytes of photos one client may declare for direct upload into its libraries, per hour (a bucket
     # of that many bytes, refilled at that rate): POST /api/libraries/<name>/uploads answers 429 past it.
     upload_bytes_per_hour: int = 16 * 2**30
+    # The Blob endpoint a browser reaches when it is not the connection string's (docker compose: the roles
+    # use http://azurite:10000/devstoreaccount1, a browser the host-published http://localhost:10000/...):
+    # the upload URLs the web app grants, and its page's connect-src, use it. Empty: the connection string's.
+    public_blob_endpoint: str = ""
+    # The web app's origins (space- or comma-separated) that `photomosaics web` sets as the account's Blob
+    # CORS rule at start-up, replacing its rules (dal.blobs.cors). Empty: the operator sets the rule.
+    upload_origins: str = ""
     # Proxies in front of the web app whose X-Forwarded-For/-Proto/-Host are trusted (werkzeug's
     # ProxyFix): the client address of the quotas and the scheme of the origin check and cookie.
     trusted_proxies: int = 0
@@ -217,6 +224,8 @@ class Settings:
             "library_client_burst": "PHOTOMOSAICS_LIBRARY_CLIENT_BURST",
             "libraries_per_hour": "PHOTOMOSAICS_LIBRARIES_PER_HOUR",
             "upload_bytes_per_hour": "PHOTOMOSAICS_UPLOAD_BYTES_PER_HOUR",
+            "public_blob_endpoint": "PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT",
+            "upload_origins": "PHOTOMOSAICS_UPLOAD_ORIGINS",
             "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
             "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
             "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",

@@ -94,7 +94,7 @@ class Stores:
     @cached_property
     def staging(self) -> LibraryStaging:
         """Upload grants (write-only SAS) and the staged photos of libraries made for uploads."""
-        return LibraryStaging(self.libraries)
+        return LibraryStaging(self.libraries, public_endpoint=self.settings.public_blob_endpoint)
 
     @cached_property
     def upload_quota(self) -> AddressBuckets:

@@ -149,6 +149,7 @@ def run(
     secondary_azurite: bool,
 ) -> None:
     """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.blobs.cors import local_origins
     from dal.config import Settings
     from dal.errors import StorageConfigurationError
     from photomosaics.local.accounts import prepare_storage, secondary_account, storage_account
@@ -171,9 +172,9 @@ def run(
         # The embedded Azurite lets the app's own page upload library photos to it (CORS); on a
         # real account the operator sets that rule (docs/operations.md, "Direct uploads").
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        upload_origin = f"http://{shown_host}:{chosen}" if embedded is not None else None
+        origins = local_origins(host, chosen) if embedded is not None else None
         try:
-            prepare_storage(connection_string, upload_origin=upload_origin)
+            prepare_storage(connection_string, upload_origins=origins)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
         channels = local_channels(data)
@@ -189,7 +190,7 @@ def run(
             keeper = AzuriteKeeper(
                 embedded[0],
                 data / "storage-status.json",
-                on_restart=functools.partial(prepare_storage, upload_origin=upload_origin),
+                on_restart=functools.partial(prepare_storage, upload_origins=origins),
             )
             web_extra[STATUS_FILE_ENV] = str(keeper.status_file)
 

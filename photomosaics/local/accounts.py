@@ -66,10 +66,10 @@ def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]
         azurite.stop()
 
 
-def prepare_storage(connection_string: str, *, upload_origin: str | None = None) -> None:
+def prepare_storage(connection_string: str, *, upload_origins: list[str] | None = None) -> None:
     """Queues (with metadata), containers, tables and the demo library, where missing; with
-    ``upload_origin`` (the embedded Azurite), the Blob service's CORS rule that lets the web
-    page at that origin upload photos straight to storage (``dal.blobs.cors``).
+    ``upload_origins`` (the embedded Azurite), the Blob service's CORS rule that lets the web
+    page at those origins upload photos straight to storage (``dal.blobs.cors``).
 
     Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
     ``Stores.ensure`` is the one list of what the app needs to exist."""
@@ -78,8 +78,8 @@ def prepare_storage(connection_string: str, *, upload_origin: str | None = None)
     check_storage(StorageClients(connection_string, profile="probe"))
     storage = StorageClients(connection_string, profile="worker")
     Stores(storage, settings).ensure()
-    if upload_origin is not None:
-        set_upload_cors(storage, upload_origin)
+    if upload_origins:
+        set_upload_cors(storage, upload_origins)
     started = time.monotonic()
     ensure_demo_library(storage, prefix=prefix)
     if time.monotonic() - started > 1:
