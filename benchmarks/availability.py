@@ -103,8 +103,8 @@ def _failover(cs: str) -> dict[str, Any]:
     from dal.config import Settings, StorageClients
     from dal.observability.transactions import TransactionCounter
     from dal.operations.syphon import Syphon
+    from dal.queues.accessor import QueueAccessor
     from dal.queues.messages import ImageRequestMessage
-    from dal.queues.work_queue import QueueAccessor
     from dal.stores import Stores
     from photomosaics.local.azurite import Azurite
     from tests.support.faultproxy import faulty_account

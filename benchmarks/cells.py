@@ -46,7 +46,7 @@ def sized_scores(
     from benchmarks.fidelity import far, per_cell, summarise, window_share
     from mosaic import cell_image, plan_grid
     from mosaic.cells import origins, plan_cells
-    from mosaic.render import candidate_tiles
+    from mosaic.library_features import candidate_tiles
 
     tile = job.tile
     width, height = job.target.size
@@ -77,7 +77,8 @@ def sized_scores(
 def ours_sized(job: Any, library: Any, **changes: Any) -> tuple[np.ndarray, dict[str, Any]]:
     """``fidelity.Job.ours`` with cells of several sizes."""
     from mosaic import SUB, open_image, plan_grid
-    from mosaic.render import DEFAULT_OPTIONS, render_with_placement
+    from mosaic.options import DEFAULT_OPTIONS
+    from mosaic.render import render_with_placement
 
     options = dataclasses.replace(DEFAULT_OPTIONS, **changes)
     width, height = job.target.size

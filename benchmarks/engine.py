@@ -77,7 +77,7 @@ def _variants(cells: int = 0, tiles: int = 1) -> dict[str, Any]:
 def _choice(data: bytes, library: Any, tile: int, options: Any) -> np.ndarray:
     """The tile chosen for every cell, as ``render`` with one slice chooses it."""
     from mosaic import SUB, cell_image, open_image, plan_grid, probe_size
-    from mosaic.render import assign_fair, choose_tiles
+    from mosaic.tile_choice import assign_fair, choose_tiles
 
     width, height = probe_size(data)
     grid = plan_grid(width, height, tile_size=tile, tiles_across=width // tile)
@@ -427,8 +427,8 @@ def _library_scaling(work: Path, sources: list[tuple[str, bytes]]) -> dict[str, 
 def _matching_methods(work: Path) -> dict[str, float]:
     """Nearest tile for every cell of the 12 MP target at tile 16: chunked BLAS vs a KD-tree."""
     from mosaic import RenderOptions, TileLibrary, cell_image, open_image, plan_grid
+    from mosaic.library_features import _sub_cells, _weights, tile_features
     from mosaic.matching import nearest
-    from mosaic.render import _sub_cells, _weights, tile_features
     from mosaic.signatures import features
 
     try:

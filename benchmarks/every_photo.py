@@ -44,8 +44,10 @@ def _cpu(work: Any) -> tuple[float, Any]:
 
 def main() -> int:
     from mosaic import SUB, RenderOptions, build_library, cell_image, open_image, plan_grid
+    from mosaic.library_features import candidate_tiles
     from mosaic.parts import plan_parts
-    from mosaic.render import candidate_tiles, choose_tiles, choose_whole, cover_pins, render_with_placement
+    from mosaic.render import render_with_placement
+    from mosaic.tile_choice import choose_tiles, choose_whole, cover_pins
 
     sources, origin = _library_tiles()
     library, _ = build_library(sources)

@@ -215,7 +215,9 @@ class Job:
         import dataclasses
 
         from mosaic import SUB, open_image, plan_grid
-        from mosaic.render import DEFAULT_OPTIONS, candidate_tiles, render_with_placement
+        from mosaic.library_features import candidate_tiles
+        from mosaic.options import DEFAULT_OPTIONS
+        from mosaic.render import render_with_placement
 
         options = dataclasses.replace(DEFAULT_OPTIONS, **changes)
         width, height = self.target.size

@@ -43,7 +43,8 @@ def _library(count: int) -> Any:
 
 def _options_with_option() -> tuple[Any, dict[str, Any]] | None:
     """(options, extra keywords of render_with_placement) asking for every photo; None without it."""
-    from mosaic.render import DEFAULT_OPTIONS, render_with_placement
+    from mosaic.options import DEFAULT_OPTIONS
+    from mosaic.render import render_with_placement
 
     if OPTION in {f.name for f in dataclasses.fields(DEFAULT_OPTIONS)}:
         return dataclasses.replace(DEFAULT_OPTIONS, **{OPTION: True}), {}
@@ -56,7 +57,8 @@ def measure(photos: int = 1000, cells: int = 1200) -> dict[str, Any] | None:
     from benchmarks.fidelity import GOALS, job_scores
     from benchmarks.photos import target_jpeg
     from mosaic import open_image, plan_grid
-    from mosaic.render import candidate_tiles, render_with_placement
+    from mosaic.library_features import candidate_tiles
+    from mosaic.render import render_with_placement
 
     asked = _options_with_option()
     if asked is None:

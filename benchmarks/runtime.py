@@ -40,7 +40,7 @@ BURST_TIMEOUT = 300.0
 
 
 def _queue(storage: Any, prefix: str) -> Any:
-    from dal.queues.work_queue import QueueAccessor
+    from dal.queues.accessor import QueueAccessor
 
     queue = QueueAccessor(storage, prefix=prefix).slice_response
     queue.ensure_exists()
@@ -140,7 +140,7 @@ _VICTIM = """
 import os, time
 from dal.config import StorageClients
 from dal.hints.channel import channel_from_env
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from workers.runtime.leases import LeaseJournal
 from workers.runtime.listener import QueueListener
 from workers.runtime.listener_options import ListenerOptions
@@ -154,7 +154,7 @@ QueueListener(queue, lambda received: time.sleep(3600), name="victim", options=o
 def recovery(cs: str, storage: Any, tmp: Path) -> float:
     """SIGKILL a holder under the Supervisor; seconds until the message is received again."""
     from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
-    from photomosaics.commands.run import hand_back_on_exit
+    from photomosaics.local.children import hand_back_on_exit
     from photomosaics.local.supervisor import ChildSpec, Supervisor
     from workers.runtime.leases import LEASE_DIR_ENV
     from workers.runtime.listener import QueueListener

@@ -1,6 +1,6 @@
 """Reliability soak: a steady stream of jobs while faults are injected at random.
 
-The service is the one ``photomosaics run`` starts (``photomosaics.commands.run.children``):
+The service is the one ``photomosaics run`` starts (``photomosaics.local.children.children``):
 the web app, a controller, a responder and two processors as supervised child processes
 (``photomosaics.local.supervisor``; a dead child's leases are handed back at once), its own Azurite on
 disk, and hints through the local folder and a real Valkey server together (``make run``
@@ -90,7 +90,8 @@ class Service:
     def start(self) -> None:
         from dal.config import Settings, StorageClients
         from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, short_hint_dir
-        from photomosaics.commands.run import children, choose_port
+        from photomosaics.commands.run import choose_port
+        from photomosaics.local.children import children
         from photomosaics.local.supervisor import ChildSpec, Supervisor
         from tests.support.pipelines import synthetic_library
         from workers.runtime.leases import LEASE_DIR_ENV
@@ -146,7 +147,7 @@ class Service:
         """``photomosaics run``'s ``on_exit`` (what a dead child held is visible and announced at
         once), counting the messages found in the dead child's lease journal."""
         from dal.hints.channel import HINTS_URL_ENV
-        from photomosaics.commands.run import hand_back_on_exit
+        from photomosaics.local.children import hand_back_on_exit
         from workers.runtime.leases import LEASE_DIR_ENV, read_journal
 
         hand_back = hand_back_on_exit(cs, shared, hints_url=shared[HINTS_URL_ENV], lease_seconds=LEASE)

@@ -8,8 +8,9 @@
 - ``hints``: wake-up hints that let listeners sleep until work arrives.
 - ``observability``: transaction counting and Prometheus metrics.
 - ``operations``: job cleanup, retention, poison-queue actions, the syphon.
-- ``config``, ``retry``, ``names``, ``errors``: settings and clients, the retry policy
-  (ServerBusy waits), the name prefix, and the storage layer's exceptions.
+- ``config``, ``connection_strings``, ``retry``, ``names``, ``errors``: settings and clients,
+  connection strings, the retry policy (ServerBusy waits), the name prefix, and the storage
+  layer's exceptions.
 - ``stores``: the stores one process holds, assembled from the rooms.
 
 The rooms' allowed directions are declared in ``tests/test_layers.py``.

@@ -33,6 +33,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from dal.connection_strings import connection_string_parts, describe_connection_string, expand_connection_string
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 
 if TYPE_CHECKING:  # the SDKs load when a client is first made, not at import (render needs none)
@@ -76,65 +77,9 @@ JOB_EVENTS_TABLE = "jobevents"
 CLIENT_QUOTAS_TABLE = "clientquotas"
 RENDER_RATES_TABLE = "renderrates"  # each processor's measured seconds per slice: dal.admission.render_rates
 
-# The account every Azurite and the Azure Storage Emulator know; its key is public.
-DEVSTORE_ACCOUNT = "devstoreaccount1"
-DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 
 RetryProfile = Literal["worker", "interactive", "probe"]
-
-
-def azurite_connection_string(host: str, blob_port: int, queue_port: int, table_port: int) -> str:
-    """The connection string of an Azurite listening on the given ports (path-style URLs)."""
-    base = f"http://{host}:{{port}}/{DEVSTORE_ACCOUNT}"
-    return (
-        f"DefaultEndpointsProtocol=http;AccountName={DEVSTORE_ACCOUNT};AccountKey={DEVSTORE_KEY};"
-        f"BlobEndpoint={base.format(port=blob_port)};"
-        f"QueueEndpoint={base.format(port=queue_port)};"
-        f"TableEndpoint={base.format(port=table_port)};"
-    )
-
-
-def expand_connection_string(connection_string: str) -> str:
-    """Expand ``UseDevelopmentStorage=true`` into the emulator's explicit endpoints.
-
-    Not every Azure SDK package understands the shorthand; all of them understand this.
-    """
-    parts = dict(_split_connection_string(connection_string))
-    if parts.get("UseDevelopmentStorage", "").lower() != "true":
-        return connection_string
-    proxy = parts.get("DevelopmentStorageProxyUri", "http://127.0.0.1").rstrip("/")
-    host = proxy.split("://", 1)[-1]
-    return azurite_connection_string(host, 10000, 10001, 10002)
-
-
-def _split_connection_string(connection_string: str) -> list[tuple[str, str]]:
-    pairs = []
-    for part in connection_string.strip().strip(";").split(";"):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ValueError(f"malformed connection string: segment {key.strip()!r} has no '='")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def account_name(connection_string: str) -> str:
-    """The ``AccountName`` a connection string states ("" when it states none or cannot be read)."""
-    try:
-        return dict(_split_connection_string(connection_string)).get("AccountName", "")
-    except ValueError:
-        return ""
-
-
-def describe_connection_string(connection_string: str) -> str:
-    """A description safe to log or show: account and endpoints, never the key or a SAS."""
-    parts = dict(_split_connection_string(expand_connection_string(connection_string)))
-    account = parts.get("AccountName", "?")
-    endpoint = parts.get("BlobEndpoint") or parts.get("EndpointSuffix", "core.windows.net")
-    return f"account {account} at {endpoint}"
 
 
 def _parse(name: str, raw: str, kind: type) -> int | float | str:
@@ -212,6 +157,13 @@ class Settings:
     # Bytes of photos one client may declare for direct upload into its libraries, per hour (a bucket
     # of that many bytes, refilled at that rate): POST /api/libraries/<name>/uploads answers 429 past it.
     upload_bytes_per_hour: int = 16 * 2**30
+    # The Blob endpoint a browser reaches when it is not the connection string's (docker compose: the roles
+    # use http://azurite:10000/devstoreaccount1, a browser the host-published http://localhost:10000/...):
+    # the upload URLs the web app grants, and its page's connect-src, use it. Empty: the connection string's.
+    public_blob_endpoint: str = ""
+    # The web app's origins (space- or comma-separated) that `photomosaics web` sets as the account's Blob
+    # CORS rule at start-up, replacing its rules (dal.blobs.cors). Empty: the operator sets the rule.
+    upload_origins: str = ""
     # Proxies in front of the web app whose X-Forwarded-For/-Proto/-Host are trusted (werkzeug's
     # ProxyFix): the client address of the quotas and the scheme of the origin check and cookie.
     trusted_proxies: int = 0
@@ -272,6 +224,8 @@ class Settings:
             "library_client_burst": "PHOTOMOSAICS_LIBRARY_CLIENT_BURST",
             "libraries_per_hour": "PHOTOMOSAICS_LIBRARIES_PER_HOUR",
             "upload_bytes_per_hour": "PHOTOMOSAICS_UPLOAD_BYTES_PER_HOUR",
+            "public_blob_endpoint": "PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT",
+            "upload_origins": "PHOTOMOSAICS_UPLOAD_ORIGINS",
             "trusted_proxies": "PHOTOMOSAICS_TRUSTED_PROXIES",
             "event_streams_per_client": "PHOTOMOSAICS_EVENT_STREAMS_PER_CLIENT",
             "event_streams_per_process": "PHOTOMOSAICS_EVENT_STREAMS_PER_PROCESS",
@@ -409,9 +363,9 @@ class StorageClients:
 
     @property
     def account_name(self) -> str:
-        return dict(_split_connection_string(self.connection_string)).get("AccountName", "")
+        return connection_string_parts(self.connection_string).get("AccountName", "")
 
     @property
     def account_key(self) -> str:
         """The shared key, for signing SAS tokens only; never log or return it."""
-        return dict(_split_connection_string(self.connection_string)).get("AccountKey", "")
+        return connection_string_parts(self.connection_string).get("AccountKey", "")

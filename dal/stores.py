@@ -26,8 +26,8 @@ from dal.blobs.staging import LibraryStaging
 from dal.blobs.store import BlobStore
 from dal.config import Settings, StorageClients
 from dal.jobs.store import JobStore
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import QueueMessage
-from dal.queues.work_queue import QueueAccessor
 
 __all__ = ["Stores"]
 
@@ -94,7 +94,7 @@ class Stores:
     @cached_property
     def staging(self) -> LibraryStaging:
         """Upload grants (write-only SAS) and the staged photos of libraries made for uploads."""
-        return LibraryStaging(self.libraries)
+        return LibraryStaging(self.libraries, public_endpoint=self.settings.public_blob_endpoint)
 
     @cached_property
     def upload_quota(self) -> AddressBuckets:

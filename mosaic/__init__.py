@@ -21,7 +21,9 @@ reader can lift it out whole. Its errors and limits are its own:
     correction  whole-tile colour correction: each placed tile moved as one piece toward its cell
     overlay     the optional overlay: the target painted over the tiles per sub-cell, integer-exact
     detail      contrast matching for the overlay: tile detail held to the cell's
-    render      RenderOptions, render_band (one slice), render (the whole mosaic)
+    options     RenderOptions, DEFAULT_OPTIONS: what a render may change
+    tile_choice which tile each cell gets: part by part, fairly, or every photo at least once
+    render      render_band (one slice), render (the whole mosaic)
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from .grid import Grid, band_cells, cell_image, plan_bands, plan_grid
 from .images import open_image, probe_size, to_rgb
 from .library import ATLAS_SIZE, TileLibrary, build_library
 from .limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS, MAX_TILE_SIZE
-from .render import DEFAULT_OPTIONS, RenderOptions, placed_tiles, render, render_band, render_with_placement
+from .options import DEFAULT_OPTIONS, RenderOptions
+from .render import placed_tiles, render, render_band, render_with_placement
 from .signatures import SUB, cell_pixels
 from .sources import SourceLimits, build_library_from, open_tile_sources
 

@@ -26,9 +26,11 @@ from PIL import Image
 from .colour_difference import ciede2000
 from .grid import cell_image, plan_grid
 from .library import TileLibrary
+from .options import DEFAULT_OPTIONS, RenderOptions
 from .parts import plan_parts
-from .render import DEFAULT_OPTIONS, RenderOptions, choose_tiles, render_band
+from .render import render_band
 from .signatures import srgb_to_lab
+from .tile_choice import choose_tiles
 
 __all__ = ["MARGIN", "PREVIEW_ACROSS", "Reach", "library_reach"]
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.accessor import QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
 from tests.support.prereqs import require
 from tests.support.queues import drop_queue

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT, StorageClients, expand_connection_string
+from dal.config import CONNECTION_STRING_ENV, StorageClients
+from dal.connection_strings import DEVSTORE_ACCOUNT, expand_connection_string
 from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from tests.support.prereqs import require
 

@@ -7,7 +7,7 @@ from PIL import Image
 
 from benchmarks import fidelity
 from mosaic import RenderOptions, render_with_placement
-from mosaic.render import candidate_tiles
+from mosaic.library_features import candidate_tiles
 from tests.engine.conftest import random_library
 
 

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from photomosaics.cli import main
 
 

@@ -16,14 +16,8 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 
 from dal.availability.health import check_storage
-from dal.config import (
-    CONNECTION_STRING_ENV,
-    DEVSTORE_KEY,
-    Settings,
-    StorageClients,
-    azurite_connection_string,
-    describe_connection_string,
-)
+from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+from dal.connection_strings import DEVSTORE_KEY, azurite_connection_string, describe_connection_string
 from dal.errors import StorageConfigurationError
 from tests.support.faultproxy import faulty_account
 

@@ -448,7 +448,7 @@ def _role_bindings() -> dict[str, set[str]]:
     """
     import workers
     from dal.config import StorageClients
-    from dal.queues.work_queue import QueueAccessor
+    from dal.queues.accessor import QueueAccessor
     from workers.runtime.bindings import declared
 
     for module in pkgutil.walk_packages(workers.__path__, "workers."):
@@ -466,8 +466,8 @@ def _role_bindings() -> dict[str, set[str]]:
 
 def test_the_queue_table_matches_the_code() -> None:
     from dal import config
+    from dal.queues.accessor import QueueAccessor
     from dal.queues.messages import MESSAGE_TYPES
-    from dal.queues.work_queue import QueueAccessor
 
     rows = _queue_table()
     assert rows, "docs/CONTRACTS.md has no table under '## Queues'"

@@ -27,8 +27,8 @@ from dal.availability.failover import (
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
 from dal.observability.transactions import TransactionCounter
 from dal.operations.syphon import Syphon
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import ImageRequestMessage
-from dal.queues.work_queue import QueueAccessor
 from dal.retry import RETRY_SCALE_ENV
 from dal.stores import Stores
 from photomosaics.local.azurite import Azurite, AzuriteError, find_azurite_script
@@ -274,7 +274,7 @@ def client_free_job(pipe: Pipeline, request_id: str) -> Any:
 
 
 def test_run_starts_a_syphon_only_when_a_secondary_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
-    from photomosaics.commands.run import children
+    from photomosaics.local.children import children
 
     monkeypatch.delenv(SECONDARY_CONNECTION_STRING_ENV, raising=False)
     common = dict(

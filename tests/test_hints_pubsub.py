@@ -23,8 +23,8 @@ from dal.hints.channel import (
     short_hint_dir,
 )
 from dal.hints.pubsub import RedisHintChannel
+from dal.queues.accessor import QueueAccessor
 from dal.queues.consumable import ReceivedMessage
-from dal.queues.work_queue import QueueAccessor
 from tests.support.listeners import in_thread, listener, message
 from tests.support.pipelines import (
     SLOW_POLLS,

@@ -65,7 +65,7 @@ def test_a_small_job_fits_its_transaction_budget_and_stays_pixel_identical(pipe:
     controller = JobController(services)
     processor, responder = ImageProcessor(services), Responder(services)
     services.libraries.load(pipe.library_uri)  # a warm processor has its library in memory ...
-    assert controller.library_exists(pipe.library_uri)  # ... and a warm controller checked it (<= 10 s ago)
+    assert controller.inputs.library_exists(pipe.library_uri)  # ... and a warm controller checked it (<= 10 s ago)
     queues = services.queues
 
     def handle(queue: object, handler: object) -> None:

@@ -37,7 +37,7 @@ ALLOWED = {
 AZURE_ERRORS = "azure.core.exceptions"
 
 # dal's rooms and what each may import besides the foundation (``FOUNDATION``).
-FOUNDATION = {"config", "retry", "names", "errors"}
+FOUNDATION = {"config", "connection_strings", "retry", "names", "errors"}
 ROOMS = {
     "hints": set(),
     "queues": {"hints"},
@@ -211,8 +211,9 @@ def test_the_worker_room_checker_sees_the_runtime_import_a_role(tmp_path):
 
 
 def test_dal_top_level_stays_small():
+    # The eight rooms, the five foundation modules (FOUNDATION), stores, __init__ and py.typed.
     entries = [p for p in (ROOT / "dal").iterdir() if p.name != "__pycache__"]
-    assert len(entries) <= 15, sorted(p.name for p in entries)
+    assert len(entries) <= 16, sorted(p.name for p in entries)
 
 
 def cycles() -> list[list[str]]:

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from dal.config import StorageClients
+from dal.queues.accessor import QueueAccessor
 from dal.queues.consumable import ReceivedMessage
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from tests.support.listeners import in_thread, listener, message
 from tests.support.queues import drop_queue
 from tests.support.waiting import wait_for

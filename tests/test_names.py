@@ -11,16 +11,11 @@ from dal.admission.render_rates import RenderRates
 from dal.availability.failover import backlog_queues
 from dal.blobs.libraries import LibraryStore
 from dal.blobs.store import BlobStore
-from dal.config import (
-    CLAIM_CHECK_CONTAINER,
-    IMAGE_INPUT_CONTAINER,
-    Settings,
-    StorageClients,
-    azurite_connection_string,
-)
+from dal.config import CLAIM_CHECK_CONTAINER, IMAGE_INPUT_CONTAINER, Settings, StorageClients
+from dal.connection_strings import azurite_connection_string
 from dal.jobs.store import JobStore
 from dal.names import longest_logical, prefixed, unprefixed
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dal", "workers", "webapp", "photomosaics", "mosaic")

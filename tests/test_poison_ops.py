@@ -11,8 +11,9 @@ from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
 from dal.jobs.model import Job
 from dal.jobs.store import JobStore
 from dal.operations.poison import list_poison, purge, requeue
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import SliceRequestMessage
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from photomosaics.cli import main
 
 

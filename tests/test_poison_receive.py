@@ -22,6 +22,7 @@ import pytest
 
 from dal.config import Settings, StorageClients
 from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, LocalHintChannel, short_hint_dir
+from dal.queues.accessor import QueueAccessor
 from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import (
     ImageRequestMessage,
@@ -30,7 +31,7 @@ from dal.queues.messages import (
     SliceRequestMessage,
     SliceResponseMessage,
 )
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from tests.support.junk import JUNK, put_junk
 from tests.support.listeners import in_thread, listener
 from tests.support.pipelines import Pipeline, sample_photo, synthetic_library

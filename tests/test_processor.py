@@ -15,7 +15,8 @@ from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER, SLICE_RE
 from dal.queues.consumable import ReceivedMessage
 from mosaic.images import open_image
 from mosaic.library import TileLibrary
-from mosaic.render import RenderOptions, placed_tiles, render, render_with_placement
+from mosaic.options import RenderOptions
+from mosaic.render import placed_tiles, render, render_with_placement
 from tests.support.pipelines import CLIENT_ID, Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
 from workers.controller.controller import JobController

@@ -9,6 +9,7 @@ import pytest
 
 from dal.config import CLAIM_CHECK_CONTAINER, Settings, StorageClients
 from dal.errors import QueueMessageFormatException
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import (
     ImageRequestMessage,
     ImageResponseMessage,
@@ -26,7 +27,7 @@ from dal.queues.wire import (
     parse_claim_check,
     poison_envelope,
 )
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from tests.support.waiting import wait_for
 
 RID = "5d0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"

@@ -24,9 +24,10 @@ import pytest
 from dal.availability.storage_status import read_status
 from dal.config import StorageClients
 from dal.hints.channel import HINT_DIR_ENV, LocalHintChannel, short_hint_dir
+from dal.queues.accessor import QueueAccessor
 from dal.queues.consumable import ReceivedMessage
 from dal.queues.messages import SliceRequestMessage
-from dal.queues.work_queue import ImageProcessingQueue, QueueAccessor
+from dal.queues.work_queue import ImageProcessingQueue
 from photomosaics.local.azurite import Azurite
 from photomosaics.local.storage_keeper import AzuriteKeeper
 from photomosaics.local.supervisor import ChildSpec, Supervisor
@@ -354,7 +355,7 @@ def test_elastic_concurrency_grows_with_depth_and_shrinks_when_empty(storage, un
 
 
 def test_a_sigkilled_processors_slice_is_handed_back_by_the_supervisor(pipe: Pipeline, tmp_path: Path) -> None:
-    from photomosaics.commands.run import hand_back_on_exit
+    from photomosaics.local.children import hand_back_on_exit
 
     channels = _channels(tmp_path)
     # A 60 s lease (the default) and 30 s polls: without the hand-back the slice would wait a minute.
@@ -399,7 +400,7 @@ def test_a_child_that_died_before_journaling_gets_its_queues_announced_once_its_
     """Killed between a receive and its journal write, a child leaves messages nobody can hand
     back; they come back unannounced when the lease runs out. The supervisor's hook says "poll
     now" on every work queue then, so hint-covered listeners do not wait for their 60 s poll."""
-    from photomosaics.commands.run import hand_back_on_exit
+    from photomosaics.local.children import hand_back_on_exit
 
     channels = _channels(tmp_path)
     channel = LocalHintChannel(channels[HINT_DIR_ENV])
@@ -464,7 +465,7 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
 
 def test_healthz_says_what_happened_to_the_embedded_azurite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dal.availability.storage_status import write_status
-    from dal.config import azurite_connection_string
+    from dal.connection_strings import azurite_connection_string
 
     status_file = tmp_path / "status.json"
     write_status(

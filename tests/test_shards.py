@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from dal.config import Settings, StorageClients
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.shards import ShardedQueue
-from dal.queues.work_queue import QueueAccessor
 from tests.support.pipelines import Pipeline, synthetic_library
 from tests.support.sliceable import unit_photo
 

@@ -108,7 +108,7 @@ def test_a_standby_child_is_replaced_by_its_warm_spare_at_once(tmp_path: Path, m
 
 
 def test_a_role_in_standby_ends_quietly_when_never_told_to_start(tmp_path: Path) -> None:
-    from photomosaics.commands.run import photomosaics_argv
+    from photomosaics.local.children import photomosaics_argv
     from photomosaics.local.standby import STANDBY_ENV
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "PHOTOMOSAICS_"))}

@@ -33,7 +33,7 @@ from dal.errors import (
 )
 from dal.operations.cleanup import delete_library_everywhere, request_library_cleanup
 from mosaic.errors import SourceLimitError, TileSourceError
-from mosaic.render import DEFAULT_OPTIONS
+from mosaic.options import DEFAULT_OPTIONS
 from mosaic.sources import SourceLimits
 from mosaic.variety import feasible_distance, tiles_needed
 from webapp import planning

@@ -25,8 +25,8 @@ from PIL import Image
 
 from dal.errors import LibraryNotFoundError
 from mosaic import SUB, open_image
+from mosaic.options import DEFAULT_OPTIONS
 from mosaic.reach import PREVIEW_ACROSS, library_reach
-from mosaic.render import DEFAULT_OPTIONS
 from webapp import planning
 from webapp.decode_budget import DECODES
 from webapp.errors import ApiError

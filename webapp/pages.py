@@ -11,7 +11,7 @@ import re
 from flask import Blueprint, abort, render_template
 
 from dal.queues.message_fields import REQUEST_ID_PATTERN
-from mosaic.render import DEFAULT_OPTIONS
+from mosaic.options import DEFAULT_OPTIONS
 from webapp.admin import admin_enabled
 from webapp.services import settings
 

@@ -92,7 +92,11 @@ def add_headers(response: Response) -> Response:
 
 
 def init_app(app: Flask) -> None:
-    """The policy is made once, with the Blob endpoints of the app's storage (and its paired secondary)."""
+    """The policy is made once, with the Blob endpoints of the app's storage (and its paired
+    secondary), and the public one the upload URLs name (``PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT``)."""
     origins = {blob_origin(app.config.get(key)) for key in ("CONNECTION_STRING", "SECONDARY_CONNECTION_STRING")}
+    public = urlsplit(app.config["SETTINGS"].public_blob_endpoint)  # where the browser reaches the Blob service
+    if public.scheme in ("http", "https") and public.netloc:
+        origins.add(f"{public.scheme}://{public.netloc}")
     app.config["CONTENT_SECURITY_POLICY"] = content_security_policy(sorted(o for o in origins if o))
     app.after_request(add_headers)

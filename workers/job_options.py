@@ -1,7 +1,7 @@
 """The engine options of a job, from what its messages carry.
 
 A job's messages name only what the person chose (today the colour correction); everything
-else is the engine's default (``mosaic.render.DEFAULT_OPTIONS``), so the controller's fair-use
+else is the engine's default (``mosaic.options.DEFAULT_OPTIONS``), so the controller's fair-use
 assignment and every processor's band render with the same options.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mosaic.render import DEFAULT_OPTIONS, RenderOptions
+from mosaic.options import DEFAULT_OPTIONS, RenderOptions
 
 __all__ = ["job_options"]
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from dal.admission.render_rates import RenderRates
 from dal.errors import ServiceBusy
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 
 # An image request not yet sliced counts as this many slices (the web form's default).
 SLICES_PER_REQUEST = 4

@@ -48,9 +48,9 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError, Servic
 from dal.config import CLAIM_CHECK_CONTAINER, RetryProfile, StorageClients
 from dal.errors import BlobMissingError, StorageConfigurationError
 from dal.names import prefixed
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import QueueMessage
 from dal.queues.stored_queue import StoredQueue
-from dal.queues.work_queue import QueueAccessor
 
 if TYPE_CHECKING:
     from dal.blobs.store import BlobStore

@@ -61,7 +61,7 @@ class LibraryNames(Protocol):
 
 
 class Named(Protocol):
-    """A library's current name and key (``dal.blobs.libraries.LibraryInfo``)."""
+    """A library's current name and key (``dal.blobs.library_info.LibraryInfo``)."""
 
     @property
     def name(self) -> str: ...

@@ -15,6 +15,11 @@ spaces, accents) is cleaned and given a short hash of the original, so two diffe
 never meet, and the same name always gives the same blob: a repeated upload is the same blob.
 The staged name is the photo's name everywhere after (messages, the index, the API).
 
+The URLs name the account's Blob endpoint as the roles reach it, unless the browser reaches it
+elsewhere (docker compose: ``azurite:10000`` inside, the host-published ``localhost:10000``
+outside): then ``public_endpoint`` (``PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT``) replaces it. The
+SAS signs the account, container and blob, not the host, so the same signature works there.
+
 What a SAS cannot bound is the size actually written: the declared sizes count against the
 client's upload quota (``dal.admission.address_quotas.upload_bytes_bucket``), and the indexer
 reads a staged blob's real size before downloading it.
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
@@ -38,6 +44,7 @@ from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blo
 from dal.blobs.indexed import Manifest
 from dal.blobs.libraries import LibraryStore
 from dal.blobs.library_info import TILE_PREFIX
+from dal.config import StorageClients
 from dal.errors import StorageConfigurationError
 
 __all__ = [
@@ -48,6 +55,7 @@ __all__ = [
     "StagedBytes",
     "StagedPhoto",
     "UploadGrant",
+    "public_blob_endpoint",
     "safe_photo_name",
 ]
 
@@ -79,6 +87,23 @@ def safe_photo_name(name: str) -> str:
     return f"{cleaned[:room].rstrip('-._') or 'photo'}-{digest}{suffix}"
 
 
+def public_blob_endpoint(endpoint: str, storage: StorageClients) -> str:
+    """``endpoint`` checked as the public Blob endpoint of ``storage``'s account
+    (``http://localhost:10000/devstoreaccount1`` for a path-style one such as Azurite,
+    ``https://<account>.blob...`` or a custom domain); without its trailing slash. ValueError for
+    anything else, or for an endpoint of another account."""
+    account = storage.account_name
+    url = urlsplit(endpoint.strip())
+    if url.scheme not in ("http", "https") or not url.netloc or url.query or url.fragment:
+        raise ValueError(f"the public Blob endpoint is http(s)://host[:port][/account], got {endpoint!r}")
+    path = url.path.strip("/")
+    if path and path != account:
+        raise ValueError(f"the public Blob endpoint {endpoint!r} names another account than {account!r}")
+    if not path and urlsplit(storage.blob_service.url).path.strip("/"):
+        raise ValueError(f"the account's URLs are path-style: name the account, {endpoint.rstrip('/')}/{account}")
+    return f"{url.scheme}://{url.netloc}" + (f"/{path}" if path else "")
+
+
 @dataclass(frozen=True)
 class UploadGrant:
     """One file of a grant: its name as given, its staged blob, the URL to write it to."""
@@ -104,9 +129,20 @@ class StagedBytes:
 class LibraryStaging:
     """Upload grants and the staged photos of libraries made for uploads."""
 
-    def __init__(self, libraries: LibraryStore) -> None:
+    def __init__(self, libraries: LibraryStore, *, public_endpoint: str = "") -> None:
         self.libraries = libraries
         self._storage = libraries.storage
+        try:
+            self._public = public_blob_endpoint(public_endpoint, self._storage) if public_endpoint else ""
+        except ValueError as exc:
+            raise StorageConfigurationError(f"PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT: {exc}") from None
+
+    def _public_url(self, url: str) -> str:
+        """``url`` of the roles' Blob endpoint as the browser reaches it."""
+        inside = self._storage.blob_service.url.rstrip("/")
+        if self._public and url.startswith(inside + "/"):
+            return self._public + url[len(inside) :]
+        return url
 
     def _container(self, library: str) -> Any:
         return self.libraries.container_client(library)
@@ -169,7 +205,7 @@ class LibraryStaging:
                 expiry=expires,
                 start=start - timedelta(seconds=SAS_CLOCK_SKEW),
             )
-            url = f"{container.get_blob_client(blob).url}?{sas}"
+            url = f"{self._public_url(container.get_blob_client(blob).url)}?{sas}"
             grants.append(UploadGrant(name=name, blob=blob, url=url, uploaded=present.get(safe) == size))
         return grants, expires
 

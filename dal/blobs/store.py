@@ -300,21 +300,8 @@ class BlobStore:
         """
         if not prefix:
             raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty a container)")
-        client = self._container(container)
         names = list(self.list_names(container, prefix))
-        gone, failed = 0, dict[int, int]()
-        for start in range(0, len(names), _DELETE_BATCH):
-            for response in client.delete_blobs(*names[start : start + _DELETE_BATCH], raise_on_any_failure=False):
-                if response.status_code in _DELETED_OR_ABSENT:
-                    gone += 1
-                else:
-                    failed[response.status_code] = failed.get(response.status_code, 0) + 1
-        if failed:
-            raise HttpResponseError(
-                message=f"{sum(failed.values())} of {len(names)} deletes under {container}/{prefix} failed "
-                f"(status codes {sorted(failed.items())}); deleted {gone}"
-            )
-        return gone
+        return _delete_in_batches(self._container(container), names, where=f"{container}/{prefix}")
 
     def list_names(self, container: str, prefix: str | None = None) -> Iterator[str]:
         """Every blob name (optionally under ``prefix``), following continuation tokens."""
@@ -329,14 +316,35 @@ class BlobStore:
 
     def parse_blob_url(self, url: str) -> tuple[str, str]:
         """(container, name) of a blob URL of this account; ValueError for any other URL."""
-        base = urlsplit(str(self._service.url))
-        parts = urlsplit(url)
-        root = base.path.rstrip("/") + "/"
-        if (parts.scheme, parts.netloc.lower()) != (base.scheme, base.netloc.lower()) or not parts.path.startswith(
-            root
-        ):
-            raise ValueError(f"not a blob URL of this storage account ({base.netloc}{base.path}): {url!r}")
-        container, _, name = parts.path[len(root) :].partition("/")
-        if not container or not name:
-            raise ValueError(f"blob URL has no container or blob name: {url!r}")
-        return validate_container_name(unquote(container)), _validate_blob_name(unquote(name))
+        return split_blob_url(str(self._service.url), url)
+
+
+def split_blob_url(service_url: str, url: str) -> tuple[str, str]:
+    """(container, name) of a blob URL under the Blob service at ``service_url``; ValueError for any other URL."""
+    base = urlsplit(service_url)
+    parts = urlsplit(url)
+    root = base.path.rstrip("/") + "/"
+    if (parts.scheme, parts.netloc.lower()) != (base.scheme, base.netloc.lower()) or not parts.path.startswith(root):
+        raise ValueError(f"not a blob URL of this storage account ({base.netloc}{base.path}): {url!r}")
+    container, _, name = parts.path[len(root) :].partition("/")
+    if not container or not name:
+        raise ValueError(f"blob URL has no container or blob name: {url!r}")
+    return validate_container_name(unquote(container)), _validate_blob_name(unquote(name))
+
+
+def _delete_in_batches(client: Any, names: list[str], *, where: str) -> int:
+    """Delete ``names`` from the container ``client``, 256 to a batch request; how many are gone
+    (404 counts: see ``BlobStore.delete_prefix``), or ``HttpResponseError`` naming the failures."""
+    gone, failed = 0, dict[int, int]()
+    for start in range(0, len(names), _DELETE_BATCH):
+        for response in client.delete_blobs(*names[start : start + _DELETE_BATCH], raise_on_any_failure=False):
+            if response.status_code in _DELETED_OR_ABSENT:
+                gone += 1
+            else:
+                failed[response.status_code] = failed.get(response.status_code, 0) + 1
+    if failed:
+        raise HttpResponseError(
+            message=f"{sum(failed.values())} of {len(names)} deletes under {where} failed "
+            f"(status codes {sorted(failed.items())}); deleted {gone}"
+        )
+    return gone

@@ -101,7 +101,7 @@ class TileMap:
         sizes: np.ndarray | None = None,
     ) -> TileMap:
         """The map of an engine placement: ``choice`` ``(rows, columns)`` indexes the library's
-        candidates, ``>= len(names)`` being mirror images (``mosaic.render.choose_tiles``);
+        candidates, ``>= len(names)`` being mirror images (``mosaic.tile_choice.choose_tiles``);
         ``sizes``: each base cell's cell size (``mosaic.sized.cell_sizes``), None for one size."""
         count = len(names)
         choice = np.asarray(choice)

@@ -47,7 +47,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from dal.config import Settings, account_name
+from dal.config import Settings
+from dal.connection_strings import account_name
 from dal.hints.payload import OnHint, OnTaken, hint_count, hint_lane, hint_payload, hint_taken
 from dal.hints.pubsub import RedisHintChannel
 

@@ -25,10 +25,7 @@ whether another page exists, so the last page returns ``None`` instead of an emp
 race gets 412 (``ResourceModifiedError``), waits a short jittered back-off, re-reads and
 re-applies its change, so concurrent updaters never lose each other's changes.
 
-Table ``jobevents``: ``PartitionKey=request_id``, ``RowKey`` = 20-digit nanoseconds since the
-epoch + ``-`` + 12 random hex digits. Time-ordered (oldest first, as the service sorts), and
-unique even when two writers log at the same instant. Across hosts the order is as good as
-their clocks.
+Table ``jobevents`` is the event log (``dal.jobs.events``): one partition per job, oldest first.
 
 A rendered slice's log line is not a row of ``jobevents``: the processor sends it in its
 SliceResponse (``report``) and the controller stores it in the job row (``Job.slice_events``)
@@ -41,12 +38,9 @@ a redelivered response changes neither. ``events(request_id, job=row)`` merges b
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import random
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import cached_property
@@ -57,7 +51,8 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, Re
 from azure.data.tables import TableTransactionError, UpdateMode
 
 from dal.config import JOB_EVENTS_TABLE, JOBS_TABLE, StorageClients
-from dal.errors import JobExistsError, JobNotFoundError, JobUpdateConflictError, StorageConfigurationError
+from dal.errors import JobExistsError, JobNotFoundError, JobUpdateConflictError
+from dal.jobs.events import JobEventLog
 from dal.jobs.model import (
     INDEX_MARK,
     TERMINAL_STATUSES,
@@ -66,23 +61,21 @@ from dal.jobs.model import (
     job_from_entity,
     job_from_entity_dict,
     job_to_entity,
-    to_utc,
     utcnow,
     validate_key,
 )
+from dal.jobs.tables import BATCH, check_table_name, raise_if_table_missing, tables_exist
 from dal.names import prefixed
 from dal.queues.message_fields import ID_PATTERN
-from dal.retry import REPEATABLE_POST, ensure_table
+from dal.retry import ensure_table
 
 __all__ = [
     "JobStore",
     "JobUpdate",
 ]
 
-_TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _TOKEN_VERSION = "v1:"
 _MAX_UPDATE_ATTEMPTS = 50
-_BATCH = 100  # operations per entity-group transaction
 
 
 def _encode_token(row_key: str) -> str:
@@ -115,8 +108,8 @@ class JobStore:
         self.jobs_table = prefixed(prefix, JOBS_TABLE)
         self.events_table = prefixed(prefix, JOB_EVENTS_TABLE)
         for name in (self.jobs_table, self.events_table):
-            if not _TABLE_NAME.match(name):
-                raise ValueError(f"invalid table name {name!r}: letters and digits, starting with a letter")
+            check_table_name(name)
+        self._tables = f"{self.jobs_table}/{self.events_table}"
 
     @cached_property
     def _jobs(self) -> Any:
@@ -126,26 +119,14 @@ class JobStore:
     def _events(self) -> Any:
         return self.storage.table_service.get_table_client(self.events_table)
 
+    @cached_property
+    def event_log(self) -> JobEventLog:
+        """The jobs' event log (``dal.jobs.events``)."""
+        return JobEventLog(self._events, self.events_table)
+
     def ensure_tables(self) -> None:
         for name in (self.jobs_table, self.events_table):
             ensure_table(self.storage.table_service, name)
-
-    def _raise_if_table_missing(self, exc: Exception, table: str | None = None) -> None:
-        """A missing table is a deployment mistake, not a missing job: say so."""
-        code = getattr(exc, "error_code", None)
-        if str(getattr(code, "value", code)) == "TableNotFound" or (code is None and "TableNotFound" in str(exc)):
-            tables = table or f"{self.jobs_table}/{self.events_table}"
-            raise StorageConfigurationError(
-                f"table {tables!r} does not exist: call JobStore.ensure_tables() at start-up"
-            ) from None
-
-    @contextlib.contextmanager
-    def _tables_exist(self) -> Iterator[None]:
-        try:
-            yield
-        except (ResourceNotFoundError, TableTransactionError) as exc:
-            self._raise_if_table_missing(exc)
-            raise
 
     def create(self, job: Job) -> Job:
         """Store a new job (job row and index entity, atomically); JobExistsError if it exists."""
@@ -153,7 +134,7 @@ class JobStore:
         entity = job_to_entity(job)
         index = {"PartitionKey": job.client_id, "RowKey": entity["index_key"], "request_id": job.request_id}
         try:
-            with self._tables_exist():
+            with tables_exist(self._tables):
                 results = self._jobs.submit_transaction([("create", entity), ("create", index)])
         except (TableTransactionError, ResourceExistsError) as exc:
             if getattr(exc, "error_code", None) == "EntityAlreadyExists" or isinstance(exc, ResourceExistsError):
@@ -167,7 +148,7 @@ class JobStore:
         try:
             return job_from_entity(self._jobs.get_entity(client_id, request_id))
         except ResourceNotFoundError as exc:
-            self._raise_if_table_missing(exc, self.jobs_table)
+            raise_if_table_missing(exc, self.jobs_table)
             return None
 
     def update(
@@ -247,7 +228,7 @@ class JobStore:
             f"PartitionKey eq @pk and RowKey lt @mark and (RowKey eq @rid or ({terminal}))",
             parameters={"pk": client_id, "mark": INDEX_MARK, "rid": request_id},
         )
-        with self._tables_exist():
+        with tables_exist(self._tables):
             jobs = [job_from_entity(row) for row in rows]
         mine = next((job for job in jobs if job.request_id == request_id), None)
         others = [job for job in jobs if job.request_id != request_id and job.status not in TERMINAL_STATUSES]
@@ -270,7 +251,7 @@ class JobStore:
             select=["RowKey", "request_id"],
             results_per_page=limit + 1,
         )
-        with self._tables_exist():
+        with tables_exist(self._tables):
             index = _take(query, limit + 1)
         page, more = index[:limit], len(index) > limit
         jobs = [job for entry in page if (job := self.get(client_id, entry["request_id"])) is not None]
@@ -282,11 +263,9 @@ class JobStore:
         validate_key("client_id", client_id)
         validate_key("request_id", request_id)
         # Events first: if we die half-way the job still exists, so a retry finds everything.
-        found = self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}, select=["RowKey"])
-        with self._tables_exist():
-            keys = [e["RowKey"] for e in found]
-        for start in range(0, len(keys), _BATCH):
-            _delete_together(self._events, [(request_id, k) for k in keys[start : start + _BATCH]])
+        keys = self.event_log.keys(request_id)
+        for start in range(0, len(keys), BATCH):
+            _delete_together(self._events, [(request_id, k) for k in keys[start : start + BATCH]])
         try:
             entity = self._jobs.get_entity(client_id, request_id)
         except ResourceNotFoundError:
@@ -305,14 +284,11 @@ class JobStore:
         try:
             entity = self._jobs.get_entity(client_id, request_id)
         except ResourceNotFoundError as exc:
-            self._raise_if_table_missing(exc, self.jobs_table)
+            raise_if_table_missing(exc, self.jobs_table)
             return False
-        with self._tables_exist():
-            events = [
-                dict(e) for e in self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id})
-            ]
-        for start in range(0, len(events), _BATCH):
-            other._events.submit_transaction([("upsert", e) for e in events[start : start + _BATCH]])
+        events = self.event_log.rows(request_id)
+        for start in range(0, len(events), BATCH):
+            other.event_log.table.submit_transaction([("upsert", e) for e in events[start : start + BATCH]])
         index = {"PartitionKey": client_id, "RowKey": entity["index_key"], "request_id": request_id}
         try:
             other._jobs.submit_transaction([("create", dict(entity)), ("create", index)])
@@ -339,85 +315,14 @@ class JobStore:
         )
 
     def add_events(self, request_id: str, events: Iterable[dict[str, Any]]) -> None:
-        """Append several events (keyword arguments of ``add_event`` each) in one transaction.
-
-        All events of a job share its partition, so up to 100 go in one entity-group
-        transaction: a controller dispatching 16 slices logs them in one write, not 16.
-        ``stages`` (name -> seconds) is where the time of a step went; ``make bench`` sums it.
-
-        Each key is made here, so the write is an upsert, safe to repeat after a dropped
-        connection (``dal.retry``): a lost "done" line would never be written again.
-        """
-        validate_key("request_id", request_id)
-        rows = [_event_entity(request_id, **e) for e in events]
-        with self._tables_exist():
-            if len(rows) == 1:
-                self._events.upsert_entity(rows[0], mode=UpdateMode.REPLACE)  # a PUT: retried
-                return
-            for start in range(0, len(rows), _BATCH):
-                self._events.submit_transaction(
-                    [("upsert", r, {"mode": UpdateMode.REPLACE}) for r in rows[start : start + _BATCH]],
-                    retry_on_methods=REPEATABLE_POST,  # the batch is a POST, but of upserts
-                )
+        """Append several events (keyword arguments of ``add_event`` each) in one transaction, up
+        to 100 (a job's events share its partition): an upsert, safe to repeat (``dal.jobs.events``)."""
+        self.event_log.add_events(request_id, events)
 
     def events(self, request_id: str, *, job: Job | None = None) -> list[JobEvent]:
         """The job's events, oldest first; with its ``job`` row, its slices' ``slice_done`` lines
         too (kept in the row, ``Job.slice_events``), merged in time order."""
-        validate_key("request_id", request_id)
-        with self._tables_exist():
-            rows = list(self._events.query_entities("PartitionKey eq @pk", parameters={"pk": request_id}))
-        found = []
-        for e in rows:
-            at = to_utc(e["at"])
-            assert at is not None
-            found.append(
-                JobEvent(
-                    request_id=request_id,
-                    kind=e["kind"],
-                    actor=e.get("actor", ""),
-                    message=e.get("message", ""),
-                    at=at,
-                    slice=e.get("slice"),
-                    seconds=e.get("seconds"),
-                    stages=_stages(e.get("stages")),
-                )
-            )
-        if job is not None and job.request_id == request_id and job.slice_events:
-            found = sorted([*found, *job.slice_events], key=lambda event: event.at)  # stable: ties keep table order
-        return found
-
-
-def _event_entity(
-    request_id: str,
-    *,
-    kind: str,
-    actor: str,
-    message: str,
-    slice: int | None = None,
-    seconds: float | None = None,
-    stages: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    if not kind:
-        raise ValueError("event kind must not be empty")
-    return {
-        "PartitionKey": request_id,
-        "RowKey": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-        "kind": kind,
-        "actor": actor,
-        "message": message,
-        "at": utcnow(),
-        "slice": slice,
-        "seconds": None if seconds is None else float(seconds),
-        "stages": json.dumps({k: round(float(v), 4) for k, v in stages.items()}) if stages else None,
-    }
-
-
-def _stages(text: str | None) -> dict[str, float] | None:
-    try:
-        value = json.loads(text) if text else None
-    except ValueError:
-        return None  # an unreadable breakdown is lost, never the event
-    return {str(k): float(v) for k, v in value.items()} if isinstance(value, dict) else None
+        return self.event_log.read(request_id, job=job)
 
 
 def _take(items: Iterator[Any] | Iterable[Any], count: int) -> list[Any]:

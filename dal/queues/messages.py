@@ -209,10 +209,10 @@ class ImageRequestMessage(QueueMessage):
     # The controller assigns every cell once for the whole job and ships each band its rows.
     max_uses: int | None = None
     # How far each tile's colour moves toward its cell's, 0..100 % (None: the engine's default,
-    # ``mosaic.render.RenderOptions.correction``): the person's choice between tiles and photo.
+    # ``mosaic.options.RenderOptions.correction``): the person's choice between tiles and photo.
     correction: int | None = None
     # Every library photo (every group of near-duplicates) at least once: true or absent. The
-    # controller chooses the whole grid once (``mosaic.render.choose_whole``), as for max_uses.
+    # controller chooses the whole grid once (``mosaic.tile_choice.choose_whole``), as for max_uses.
     use_every_photo: bool | None = None
     # The version of a library the indexer fills that the job renders with, pinned when it was
     # admitted (``dal.blobs.indexed``): photos added or removed later do not change it. None:

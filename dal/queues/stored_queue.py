@@ -9,6 +9,7 @@ The typed work queue, ``dal.queues.work_queue.ImageProcessingQueue``, builds on 
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -27,6 +28,7 @@ from dal.queues.wire import (
     claim_check_reference,
     encoded_length,
     parse_claim_check,
+    poison_envelope,
 )
 
 if TYPE_CHECKING:
@@ -46,6 +48,8 @@ __all__ = [
 ]
 
 MAX_BATCH = 32
+_PARALLEL_FROM = 1  # puts run in parallel above this many texts
+_PUT_THREADS = 8
 MAX_VISIBILITY = 7 * 24 * 3600
 
 
@@ -133,6 +137,17 @@ class StoredQueue:
                 self._delete_claim(check)
             raise
 
+    def put_texts(self, texts: list[str], *, delay: int = 0, ttl: int | None = None) -> None:
+        """``put_text`` for each; in parallel from two on (Azure has no batch put: a 4-slice job's
+        SliceRequests go out in one round trip instead of four), so their order is not promised."""
+        if len(texts) <= _PARALLEL_FROM:
+            for text in texts:
+                self.put_text(text, delay=delay, ttl=ttl)
+            return
+        with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
+            for future in [pool.submit(self.put_text, text, delay=delay, ttl=ttl) for text in texts]:
+                future.result()
+
     def _store_claim(self, text: str) -> ClaimCheck:
         data = text.encode("utf-8")
         check = ClaimCheck(
@@ -219,6 +234,16 @@ class StoredQueue:
             self._delete_claim(check)
         return True
 
+    def _set_visibility(self, message_id: str, pop_receipt: str, seconds: int) -> StorageQueueMessage | None:
+        """A held message visible again in ``seconds`` (its new receipt), or None when another
+        consumer holds it now (the receipt no longer holds)."""
+        try:
+            return self._client.update_message(message_id, pop_receipt, visibility_timeout=seconds)
+        except HttpResponseError as exc:
+            if owned_by_someone_else(exc):
+                return None
+            raise
+
     def _peek_raw(self, max_messages: int) -> list[StorageQueueMessage]:
         check_batch(max_messages)
         try:
@@ -235,6 +260,12 @@ def check_batch(max_messages: int) -> None:
 def check_visibility(name: str, seconds: int, *, low: int) -> None:
     if type(seconds) is not int or not low <= seconds <= MAX_VISIBILITY:
         raise ValueError(f"{name} must be {low}..{MAX_VISIBILITY} seconds, got {seconds!r}")
+
+
+def check_ttl(ttl: int | None) -> None:
+    """A message's time to live: None (the service's 7 days), a number of seconds, or -1 (never)."""
+    if ttl is not None and (type(ttl) is not int or (ttl < 1 and ttl != -1)):
+        raise ValueError(f"ttl must be a positive number of seconds or -1 (never), got {ttl!r}")
 
 
 @dataclass(frozen=True)
@@ -257,6 +288,21 @@ class PoisonQueue(StoredQueue):
         except ResourceNotFoundError:  # the poison queue is created on first use
             self.create()
             self.put_text(entry_text, ttl=-1)
+
+    def put(
+        self, *, source: str, reason: str, dequeue_count: int, payload: str, encoding: str, message_id: str
+    ) -> None:
+        """Keep a message moved aside from the queue ``source``, with why, in its envelope (the
+        source logs the move: operators find it under the work queue's logger)."""
+        envelope = poison_envelope(
+            reason=reason,
+            dequeue_count=dequeue_count,
+            queue=source,
+            payload=payload,
+            payload_encoding=encoding,
+            message_id=message_id,
+        )
+        self.add(envelope)
 
     def peek(self, max_messages: int = 32) -> list[PoisonEntry]:
         return [entry for _, entry in self.peek_with_ids(max_messages)]
@@ -297,11 +343,7 @@ class PoisonQueue(StoredQueue):
 
     def release(self, taken: TakenPoison) -> None:
         """Make a taken envelope visible again at once."""
-        try:
-            self._client.update_message(taken.id, taken.pop_receipt, visibility_timeout=0)
-        except HttpResponseError as exc:
-            if not owned_by_someone_else(exc):
-                raise
+        self._set_visibility(taken.id, taken.pop_receipt, 0)
 
 
 @dataclass(frozen=True)

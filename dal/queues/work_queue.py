@@ -9,72 +9,54 @@ queue; the receive says how many it moved (``Accepted.poisoned``), so that its c
 not take a receive of nothing but poison for an empty queue. A stale pop receipt (someone
 else owns the message now) gives False/None, never an exception.
 
-``poison_threshold`` and ``timeout`` come from the queue's metadata (``poisonthreshold``,
-``defaulttimeout``) so an operator can tune a queue without a redeploy; without metadata the
-defaults of ``dal.config.Settings`` apply (5 deliveries, like the WebJobs runtime; 300 s).
+``poison_threshold`` and ``timeout`` come from the queue's metadata (``dal.queues.queue_settings``),
+so an operator can tune a queue without a redeploy. The workflow's queues by name are
+``dal.queues.accessor.QueueAccessor``'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError
 
 from dal.config import (
     CLAIM_CHECK_CONTAINER,
-    IMAGE_REQUEST_QUEUE,
-    IMAGE_RESPONSE_QUEUE,
-    INDEX_REQUEST_QUEUE,
-    JOB_CLEANUP_QUEUE,
     POISON_SUFFIX,
-    SLICE_REQUEST_QUEUE,
-    SLICE_RESPONSE_QUEUE,
     Settings,
     StorageClients,
 )
 from dal.errors import ClaimCheckMissingError, QueueMessageFormatException
 from dal.hints.channel import HintChannel, channel_from_env
 from dal.names import prefixed
-from dal.queues.consumable import Accepted, Consumable, PeekedMessage, PoisonHook, ReceivedMessage
-from dal.queues.lanes import MAX_LANES, PriorityLanes, lane_name
+from dal.queues.consumable import Accepted, PeekedMessage, PoisonHook, ReceivedMessage
+from dal.queues.lanes import lane_name
 from dal.queues.messages import QueueMessage
-from dal.queues.shards import MAX_SHARDS, ShardedQueue, shard_index
+from dal.queues.queue_settings import QueueSettings
 from dal.queues.stored_queue import (
-    MAX_VISIBILITY,
     PoisonQueue,
     StoredQueue,
     check_batch,
+    check_ttl,
     check_visibility,
     delivered,
-    owned_by_someone_else,
 )
 from dal.queues.tracing import traced_submit
-from dal.queues.wire import Undecodable, poison_envelope
+from dal.queues.wire import ClaimCheck, Undecodable
 
 if TYPE_CHECKING:
     from azure.storage.queue import QueueMessage as StorageQueueMessage
     from azure.storage.queue import QueueServiceClient
 
 __all__ = [
-    "POISON_THRESHOLD_KEY",
-    "TIMEOUT_KEY",
     "ImageProcessingQueue",
-    "QueueAccessor",
+    "make_visible_now",
 ]
 
 log = logging.getLogger(__name__)
-
-POISON_THRESHOLD_KEY = "poisonthreshold"
-TIMEOUT_KEY = "defaulttimeout"
-# Puts run in parallel above this many messages (Azure has no batch put): from two on, so a
-# 4-slice job's SliceRequests go out in one round trip instead of four (order is not promised).
-_PARALLEL_FROM = 1
-_PUT_THREADS = 8
 
 
 class ImageProcessingQueue(StoredQueue):
@@ -106,7 +88,8 @@ class ImageProcessingQueue(StoredQueue):
         )
         # Hints name the unsharded queue, so one listener over every shard hears them all.
         self.hint_name = prefixed(prefix, name)
-        self._metadata: dict[str, str] | None = None
+        # The poison threshold and default invisibility, from the queue's metadata (dal.queues.queue_settings).
+        self.tuning = QueueSettings(lambda: self._client, self.name, self.settings)
         # Where "work detected" hints go after a send (``dal.hints.channel``); None: PHOTOMOSAICS_HINT_DIR.
         self.hints: HintChannel | None = None
 
@@ -124,38 +107,17 @@ class ImageProcessingQueue(StoredQueue):
 
     def refresh(self) -> None:
         """Forget the cached metadata; the next access reads it again."""
-        self._metadata = None
-
-    def _meta(self) -> dict[str, str]:
-        if self._metadata is None:
-            try:
-                self._metadata = dict(self._client.get_queue_properties().metadata or {})
-            except ResourceNotFoundError:
-                return {}
-        return self._metadata
-
-    def _meta_int(self, key: str, default: int, *, low: int, high: int) -> int:
-        raw = self._meta().get(key)
-        if raw is None:
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            log.warning("queue %s: metadata %s=%r is not %d..%d; using %d", self.name, key, raw, low, high, default)
-            return default
-        return value
+        self.tuning.refresh()
 
     @property
     def poison_threshold(self) -> int:
         """Deliveries allowed before a message is moved to poison (metadata ``poisonthreshold``)."""
-        return self._meta_int(POISON_THRESHOLD_KEY, self.settings.poison_threshold, low=1, high=10_000)
+        return self.tuning.poison_threshold
 
     @property
     def timeout(self) -> int:
         """Default invisibility in seconds (metadata ``defaulttimeout``)."""
-        return self._meta_int(TIMEOUT_KEY, self.settings.visibility_timeout, low=1, high=MAX_VISIBILITY)
+        return self.tuning.timeout
 
     def ensure_exists(self, *, poison_threshold: int | None = None, timeout: int | None = None) -> None:
         """Create the queue and its poison queue; write the given settings as metadata."""
@@ -167,16 +129,7 @@ class ImageProcessingQueue(StoredQueue):
 
     def configure(self, *, poison_threshold: int | None = None, timeout: int | None = None) -> None:
         """Store settings in the queue's metadata, where every process reads them."""
-        metadata = dict(self._client.get_queue_properties().metadata or {})
-        if poison_threshold is not None:
-            if type(poison_threshold) is not int or poison_threshold < 1:
-                raise ValueError(f"poison_threshold must be >= 1, got {poison_threshold!r}")
-            metadata[POISON_THRESHOLD_KEY] = str(poison_threshold)
-        if timeout is not None:
-            check_visibility("timeout", timeout, low=1)
-            metadata[TIMEOUT_KEY] = str(timeout)
-        self._client.set_queue_metadata(metadata=metadata)
-        self._metadata = metadata
+        self.tuning.configure(poison_threshold=poison_threshold, timeout=timeout)
 
     # --- receive ----------------------------------------------------------------------
 
@@ -227,8 +180,7 @@ class ImageProcessingQueue(StoredQueue):
             self._poison_raw(raw, content.reason)
             return None
         try:
-            text, check = self._resolve(content or "")
-            message = QueueMessage.parse(text, queue_name=self.logical_name)
+            message, check = self._parse(content or "")
         except (QueueMessageFormatException, ClaimCheckMissingError) as exc:
             self._poison_raw(raw, f"{type(exc).__name__}: {exc}")
             return None
@@ -244,6 +196,11 @@ class ImageProcessingQueue(StoredQueue):
             claim_check=check,
         )
 
+    def _parse(self, content: str) -> tuple[QueueMessage, ClaimCheck | None]:
+        """The message a received text is (its claim check resolved), and the check if any."""
+        text, check = self._resolve(content)
+        return QueueMessage.parse(text, queue_name=self.logical_name), check
+
     def _poison_raw(self, raw: StorageQueueMessage, reason: str) -> None:
         """Move a message that could not become a ReceivedMessage; keep its text whatever it is."""
         content = raw.content
@@ -256,7 +213,9 @@ class ImageProcessingQueue(StoredQueue):
                 payload, check = self._resolve(payload)
             except ClaimCheckMissingError:
                 pass  # keep the reference itself: that is all there is
-        self._send_to_poison(
+        log.warning("queue %s: message %s moved to %s: %s", self.name, raw.id, self.poison.name, reason)
+        self.poison.put(
+            source=self.name,
             reason=reason,
             dequeue_count=delivered(raw.dequeue_count, "dequeue_count"),
             payload=payload,
@@ -264,19 +223,6 @@ class ImageProcessingQueue(StoredQueue):
             message_id=raw.id,
         )
         self._delete_with_claim(raw.id, delivered(raw.pop_receipt, "pop_receipt"), check)
-
-    def _send_to_poison(self, *, reason: str, dequeue_count: int, payload: str, encoding: str, message_id: str) -> None:
-        log.warning("queue %s: message %s moved to %s: %s", self.name, message_id, self.poison.name, reason)
-        self.poison.add(
-            poison_envelope(
-                reason=reason,
-                dequeue_count=dequeue_count,
-                queue=self.name,
-                payload=payload,
-                payload_encoding=encoding,
-                message_id=message_id,
-            )
-        )
 
     # --- settle -----------------------------------------------------------------------
 
@@ -288,7 +234,7 @@ class ImageProcessingQueue(StoredQueue):
         """Extend invisibility for long work; the result carries the new pop receipt (None if lost)."""
         seconds = self.timeout if timeout is None else timeout
         check_visibility("timeout", seconds, low=1)
-        updated = self._update(received, seconds)
+        updated = self._set_visibility(received.id, received.pop_receipt, seconds)
         if updated is None:
             return None
         receipt = delivered(updated.pop_receipt, "pop_receipt")
@@ -297,19 +243,13 @@ class ImageProcessingQueue(StoredQueue):
     def release(self, received: ReceivedMessage, *, delay: int = 0) -> bool:
         """Hand a message back: visible again after ``delay`` seconds (0: at once)."""
         check_visibility("delay", delay, low=0)
-        return self._update(received, delay) is not None
-
-    def _update(self, received: ReceivedMessage, seconds: int) -> StorageQueueMessage | None:
-        try:
-            return self._client.update_message(received.id, received.pop_receipt, visibility_timeout=seconds)
-        except HttpResponseError as exc:
-            if owned_by_someone_else(exc):
-                return None
-            raise
+        return self._set_visibility(received.id, received.pop_receipt, delay) is not None
 
     def move_to_poison(self, received: ReceivedMessage, reason: str) -> None:
         """Move a message aside now (a permanent error): copy with the reason, then delete."""
-        self._send_to_poison(
+        log.warning("queue %s: message %s moved to %s: %s", self.name, received.id, self.poison.name, reason)
+        self.poison.put(
+            source=self.name,
             reason=reason,
             dequeue_count=received.dequeue_count,
             payload=received.message.payload(),
@@ -330,21 +270,14 @@ class ImageProcessingQueue(StoredQueue):
         """Send messages of this queue's type; all are checked before any is sent."""
         batch = [messages] if isinstance(messages, QueueMessage) else list(messages)
         check_visibility("delay", delay, low=0)
-        if ttl is not None and (type(ttl) is not int or (ttl < 1 and ttl != -1)):
-            raise ValueError(f"ttl must be a positive number of seconds or -1 (never), got {ttl!r}")
+        check_ttl(ttl)
         texts = []
         for message in batch:
             if not isinstance(message, QueueMessage) or self.logical_name != message.QUEUE:
                 kind = getattr(message, "TYPE", type(message).__name__)
                 raise QueueMessageFormatException(f"a {kind} message does not belong in queue {self.name!r}")
             texts.append(message.payload())
-        if len(texts) <= _PARALLEL_FROM:
-            for text in texts:
-                self.put_text(text, delay=delay, ttl=ttl)
-        else:
-            with ThreadPoolExecutor(max_workers=min(_PUT_THREADS, len(texts)), thread_name_prefix="submit") as pool:
-                for future in [pool.submit(self.put_text, text, delay=delay, ttl=ttl) for text in texts]:
-                    future.result()
+        self.put_texts(texts, delay=delay, ttl=ttl)
         if delay == 0:
             self.announce(len(batch))
 
@@ -365,118 +298,7 @@ class ImageProcessingQueue(StoredQueue):
 
     def peek(self, max_messages: int = 32) -> list[PeekedMessage]:
         """Look at the front of the queue without taking anything (no dequeue count change)."""
-        return [self._peeked(raw) for raw in self._peek_raw(max_messages)]
-
-    def _peeked(self, raw: StorageQueueMessage) -> PeekedMessage:
-        message, error = None, None
-        if isinstance(raw.content, Undecodable):
-            error = raw.content.reason
-        else:
-            try:
-                text, _ = self._resolve(raw.content or "")
-                message = QueueMessage.parse(text, queue_name=self.logical_name)
-            except (QueueMessageFormatException, ClaimCheckMissingError) as exc:
-                error = str(exc)
-        times = {"inserted_on": raw.inserted_on, "expires_on": raw.expires_on}
-        count = delivered(raw.dequeue_count, "dequeue_count")
-        return PeekedMessage(message=message, id=raw.id, dequeue_count=count, error=error, **times)
-
-
-class QueueAccessor:
-    """The four work queues of the workflow, by name and by a message's ``queue_uri``."""
-
-    def __init__(self, storage: StorageClients, *, settings: Settings | None = None, prefix: str = "") -> None:
-        self.storage = storage
-        self.prefix = prefix
-
-        def make(name: str) -> ImageProcessingQueue:
-            return ImageProcessingQueue(storage, name, settings=settings, prefix=prefix)
-
-        self.image_request = make(IMAGE_REQUEST_QUEUE)
-        self.slice_request = make(SLICE_REQUEST_QUEUE)
-        self.slice_response = make(SLICE_RESPONSE_QUEUE)
-        self.image_response = make(IMAGE_RESPONSE_QUEUE)
-        self.job_cleanup = make(JOB_CLEANUP_QUEUE)
-        self.index_request = make(INDEX_REQUEST_QUEUE)  # photos uploaded into a library: the indexer
-        shards = (settings or Settings()).slice_shards
-        if type(shards) is not int or not 1 <= shards <= MAX_SHARDS:
-            raise ValueError(f"slice_shards must be 1..{MAX_SHARDS}, got {shards!r}")
-        lanes = (settings or Settings()).fair_lanes
-        if type(lanes) is not int or not 1 <= lanes <= MAX_LANES:
-            raise ValueError(f"fair_lanes must be 1..{MAX_LANES}, got {lanes!r}")
-        # slice_lanes[lane][shard]: lane 0 shard 0 is slicerequest itself (dal.queues.lanes, dal.queues.shards).
-        self.slice_lanes = [
-            [
-                self.slice_request
-                if (lane, i) == (0, 0)
-                else ImageProcessingQueue(
-                    storage, SLICE_REQUEST_QUEUE, settings=settings, prefix=prefix, shard=i, lane=lane
-                )
-                for i in range(shards)
-            ]
-            for lane in range(lanes)
-        ]
-        self.slice_request_shards = self.slice_lanes[0]
-        # imagerequest has lanes too (no shards): the web app sends a client's later jobs lower, so
-        # the controller slices a newcomer's job before another client's backlog.
-        self.image_request_lanes = [self.image_request] + [
-            ImageProcessingQueue(storage, IMAGE_REQUEST_QUEUE, settings=settings, prefix=prefix, lane=lane)
-            for lane in range(1, lanes)
-        ]
-        self.image_requests: Consumable = PriorityLanes(self.image_request_lanes) if lanes > 1 else self.image_request
-        # What processors consume: the lanes highest first, each lane's shards rotated fairly
-        # (the plain queue with one lane and one shard).
-        by_lane = [ShardedQueue(lane) if shards > 1 else lane[0] for lane in self.slice_lanes]
-        self.slice_requests: Consumable = PriorityLanes(by_lane) if lanes > 1 else by_lane[0]
-
-    def slice_request_shard(self, request_id: str, sequence: int, lane: int = 0) -> ImageProcessingQueue:
-        """The queue a slice goes to: its lane, and in it a job's slices are dealt round-robin over the shards."""
-        shards = self.slice_lanes[lane]
-        return shards[shard_index(request_id, sequence, len(shards))]
-
-    def slice_request_queues(self) -> list[ImageProcessingQueue]:
-        """Every lane's every shard of slicerequest."""
-        return [queue for lane in self.slice_lanes for queue in lane]
-
-    def workflow(self) -> list[ImageProcessingQueue]:
-        """The four queues of the mosaic workflow."""
-        return [self.image_request, self.slice_request, self.slice_response, self.image_response]
-
-    def monitored(self) -> list[ImageProcessingQueue]:
-        """Every queue an operator watches: the workflow's four, the other lanes and shards, ``jobcleanup``,
-        ``indexrequest``."""
-        return [
-            *self.workflow(),
-            *self.slice_request_queues()[1:],
-            *self.image_request_lanes[1:],
-            self.job_cleanup,
-            self.index_request,
-        ]
-
-    def by_name(self, name: str) -> ImageProcessingQueue:
-        """A queue by its short (``imagerequest``, ``slicerequest-1``) or full (prefixed) name."""
-        for queue in self.monitored():
-            if name in (queue.short_name, queue.name):
-                return queue
-        raise KeyError(f"no work queue named {name!r}")
-
-    def for_message(self, message: QueueMessage) -> ImageProcessingQueue:
-        """The queue a message is addressed to by its ``queue_uri``; it must match the type."""
-        path = urlsplit(message.queue_uri).path.rstrip("/")
-        name = path.rsplit("/", 1)[-1]
-        matches = [q for q in self.monitored() if q.name == name]
-        if not matches:
-            raise QueueMessageFormatException(
-                f"queue_uri {message.queue_uri!r} names none of the queues {[q.name for q in self.workflow()]}"
-            )
-        queue = matches[0]
-        if queue.logical_name != message.QUEUE:
-            raise QueueMessageFormatException(f"a {message.TYPE} message does not belong in queue {queue.name!r}")
-        return queue
-
-    def ensure_all(self) -> None:
-        for queue in self.monitored():
-            queue.ensure_exists()
+        return [_peeked(raw, self._parse) for raw in self._peek_raw(max_messages)]
 
 
 def make_visible_now(queue_service: QueueServiceClient, queue: str, message_id: str, pop_receipt: str) -> bool:
@@ -500,3 +322,18 @@ def _tell(on_poison: PoisonHook | None, received: ReceivedMessage, reason: str) 
         on_poison(received, reason)
     except Exception:  # the message is safe in poison already; a failed hook must not undo that
         log.exception("queue %s: poison hook failed for message %s", received.queue_name, received.id)
+
+
+def _peeked(raw: StorageQueueMessage, parse: Callable[[str], tuple[QueueMessage, ClaimCheck | None]]) -> PeekedMessage:
+    """A peeked message as the queue's ``parse`` reads it; a bad one has no message and says why."""
+    message, error = None, None
+    if isinstance(raw.content, Undecodable):
+        error = raw.content.reason
+    else:
+        try:
+            message, _ = parse(raw.content or "")
+        except (QueueMessageFormatException, ClaimCheckMissingError) as exc:
+            error = str(exc)
+    times = {"inserted_on": raw.inserted_on, "expires_on": raw.expires_on}
+    count = delivered(raw.dequeue_count, "dequeue_count")
+    return PeekedMessage(message=message, id=raw.id, dequeue_count=count, error=error, **times)

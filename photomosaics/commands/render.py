@@ -39,7 +39,7 @@ def _render_options(
     a combination the engine refuses is a usage error."""
     import dataclasses
 
-    from mosaic.render import DEFAULT_OPTIONS
+    from mosaic.options import DEFAULT_OPTIONS
 
     changes: dict[str, Any] = {"colour_first": colour_first, "max_uses": max_uses}
     if match_contrast:

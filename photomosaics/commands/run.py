@@ -14,32 +14,23 @@ Self-healing on one machine: the children share a hint folder (``dal.hints.chann
 the listeners of that queue at once) and a lease folder (``workers.runtime.leases``: when a child
 dies, the messages it held are handed back and announced at once, not after their lease),
 and the embedded Azurite is restarted on the same ports and data if it dies
-(``photomosaics.local.storage_keeper``), with ``/healthz`` told what happened.
+(``photomosaics.local.storage_keeper``), with ``/healthz`` told what happened. The accounts are
+``photomosaics.local.accounts``', the children ``photomosaics.local.children``'.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import os
 import secrets
 import socket
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
-
-if TYPE_CHECKING:
-    from photomosaics.local.supervisor import ChildSpec
-
-log = logging.getLogger(__name__)
 
 SECRET_KEY_FILE = "secret_key"
 # The operator token of a local run (the Queues page, poison actions) when none is configured.
@@ -74,198 +65,6 @@ def choose_port(host: str, wanted: int) -> int:
                 continue
             return int(sock.getsockname()[1])
     raise click.ClickException(f"no free TCP port on {host}")
-
-
-def photomosaics_argv() -> list[str]:
-    """How to start our own console script from a child process (same interpreter, same venv)."""
-    script = Path(sys.executable).with_name("photomosaics")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from photomosaics.cli import main; main()"]
-
-
-@contextlib.contextmanager
-def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
-    """The configured account (and None), or an embedded Azurite persisting in ``<data_dir>/azurite``."""
-    from dal.config import CONNECTION_STRING_ENV, Settings, expand_connection_string
-    from photomosaics.local.azurite import Azurite, AzuriteError
-
-    configured = Settings.from_env().connection_string
-    if configured:
-        click.echo(f"using the storage account from {CONNECTION_STRING_ENV}")
-        yield expand_connection_string(configured), None
-        return
-    azurite = Azurite(location=data_dir / "azurite")
-    try:
-        connection_string = azurite.start()
-    except AzuriteError as exc:
-        raise click.ClickException(str(exc)) from None
-    node = azurite.runtime.describe() if azurite.runtime else "Node.js"
-    click.echo(f"storage: embedded Azurite (pid {azurite.pid}) on {node}, data in {data_dir / 'azurite'}")
-    holder = [azurite]  # the keeper may replace it with a restarted one
-    try:
-        yield connection_string, holder
-    finally:
-        holder[0].stop()
-        click.echo("Azurite stopped")
-
-
-@contextlib.contextmanager
-def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]:
-    """The paired secondary account (dal.availability.failover): configured, a second embedded Azurite, or none."""
-    from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
-    from photomosaics.local.azurite import Azurite, AzuriteError
-
-    configured = os.environ.get(SECONDARY_CONNECTION_STRING_ENV, "").strip()
-    if configured or not embedded:
-        yield configured or None
-        return
-    azurite = Azurite(location=data_dir / "azurite-secondary")
-    try:
-        connection_string = azurite.start()
-    except AzuriteError as exc:
-        raise click.ClickException(f"secondary account: {exc}") from None
-    click.echo(f"secondary storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite-secondary'}")
-    try:
-        yield connection_string
-    finally:
-        azurite.stop()
-
-
-def prepare_storage(connection_string: str, *, upload_origin: str | None = None) -> None:
-    """Queues (with metadata), containers, tables and the demo library, where missing; with
-    ``upload_origin`` (the embedded Azurite), the Blob service's CORS rule that lets the web
-    page at that origin upload photos straight to storage (``dal.blobs.cors``).
-
-    Runs at start-up and again after the embedded Azurite restarts (``AzuriteKeeper``), so
-    ``Stores.ensure`` is the one list of what the app needs to exist."""
-    from dal.availability.health import check_storage
-    from dal.blobs.cors import set_upload_cors
-    from dal.config import Settings, StorageClients
-    from dal.stores import Stores
-    from workers.demo_library import ensure_demo_library
-
-    settings = Settings.from_env()
-    prefix = settings.name_prefix
-    check_storage(StorageClients(connection_string, profile="probe"))
-    storage = StorageClients(connection_string, profile="worker")
-    Stores(storage, settings).ensure()
-    if upload_origin is not None:
-        set_upload_cors(storage, upload_origin)
-    started = time.monotonic()
-    ensure_demo_library(storage, prefix=prefix)
-    if time.monotonic() - started > 1:
-        click.echo(f"demo tile library created in {time.monotonic() - started:.0f} s")
-
-
-def children(
-    *,
-    connection_string: str,
-    secret_key: str,
-    host: str,
-    port: int,
-    processors: int,
-    shared: dict[str, str] | None = None,
-    web_extra: dict[str, str] | None = None,
-    metrics_ports: dict[str, int] | None = None,
-) -> list[ChildSpec]:
-    from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
-    from dal.config import CONNECTION_STRING_ENV
-    from photomosaics.local.supervisor import ChildSpec
-
-    base = photomosaics_argv()
-    env = {CONNECTION_STRING_ENV: connection_string, **(shared or {})}
-    web_env = {**env, "PHOTOMOSAICS_SECRET_KEY": secret_key, "FLASK_SECRET_KEY": secret_key, **(web_extra or {})}
-    ports = metrics_ports or {}
-
-    def role_env(name: str) -> dict[str, str]:  # each role serves /metrics and /healthz on a loopback port
-        return {**env, "PHOTOMOSAICS_METRICS_PORT": str(ports[name])} if name in ports else env
-
-    specs = [
-        ChildSpec(name="web", argv=[*base, "web", "--host", host, "--port", str(port)], env=web_env),
-        # One of each: a warm standby takes over at once when it dies (photomosaics.local.standby).
-        ChildSpec(name="controller", argv=[*base, "controller"], env=role_env("controller"), standby=True),
-        ChildSpec(name="responder", argv=[*base, "responder"], env=role_env("responder"), standby=True),
-        # Library photos uploaded straight to storage: decoded, cropped and hashed here (workers.indexer).
-        ChildSpec(name="indexer", argv=[*base, "indexer"], env=role_env("indexer")),
-    ]
-    specs += [
-        ChildSpec(name=f"processor-{i + 1}", argv=[*base, "processor"], env=role_env(f"processor-{i + 1}"))
-        for i in range(processors)
-    ]
-    if env.get(SECONDARY_CONNECTION_STRING_ENV) or os.environ.get(SECONDARY_CONNECTION_STRING_ENV):
-        # A paired secondary account (dal.availability.failover): one syphon moves its backlog back (dal.operations.syphon).
-        specs.append(ChildSpec(name="syphon", argv=[*base, "syphon"], env=env))
-    return specs
-
-
-def local_channels(data: Path) -> dict[str, str]:
-    """The hint folder and the lease folder every child of this machine shares."""
-    from dal.hints.channel import HINT_DIR_ENV, short_hint_dir
-    from workers.runtime.leases import LEASE_DIR_ENV
-
-    hint_dir = short_hint_dir(data / "hints")
-    lease_dir = data / "leases"
-    hint_dir.mkdir(parents=True, exist_ok=True)
-    lease_dir.mkdir(parents=True, exist_ok=True)
-    return {HINT_DIR_ENV: str(hint_dir), LEASE_DIR_ENV: str(lease_dir)}
-
-
-def hand_back_on_exit(
-    connection_string: str,
-    channels: dict[str, str],
-    *,
-    hints_url: str | None = None,
-    lease_seconds: float | None = None,
-) -> Callable[[str, int, int | None], None]:
-    """The supervisor's ``on_exit``: hand back what a dead child held, and announce it.
-
-    A child killed between a receive and its lease journal's write (a few milliseconds) held
-    messages nobody can hand back: they come back by themselves when their lease runs out,
-    unannounced, and hint-covered listeners would find them only at their safety-net poll
-    (60 s). So once the lease (``lease_seconds``, else ``PHOTOMOSAICS_LEASE_SECONDS``) has run
-    out, every work queue is announced once more ("poll now": one receive per listener).
-
-    Also hands back what the children of an earlier, killed ``photomosaics run`` left in the
-    lease folder (their pids are gone): at start-up, before any child runs. ``hints_url``: the
-    shared hint server (None: ``PHOTOMOSAICS_HINTS_URL``).
-    """
-    from dal.config import Settings, StorageClients
-    from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, make_channel
-    from dal.queues.work_queue import QueueAccessor
-    from workers.runtime.leases import LEASE_DIR_ENV, hand_back
-
-    lease_dir = Path(channels[LEASE_DIR_ENV])
-    storage = StorageClients(connection_string, profile="probe")
-    settings = Settings.from_env()
-    lease = settings.lease_seconds if lease_seconds is None else lease_seconds
-    # This machine's folder, and the shared server when PHOTOMOSAICS_HINTS_URL names one.
-    url = os.environ.get(HINTS_URL_ENV, "") if hints_url is None else hints_url
-    channel = make_channel(folder=channels[HINT_DIR_ENV], url=url.strip(), namespace=storage.account_name)
-    assert channel is not None  # the folder alone makes one
-    queue_service = storage.queue_service
-    queues = QueueAccessor(storage, settings=settings, prefix=settings.name_prefix)
-    names = sorted({queue.hint_name for queue in queues.monitored()})
-
-    def announce_all() -> None:
-        for name in names:
-            with contextlib.suppress(Exception):  # a hint is an optimisation: the safety net stays
-                channel.publish(name)
-
-    def on_exit(name: str, pid: int, code: int | None) -> None:
-        handed = hand_back(lease_dir, pid, queue_service, announce=channel.publish)
-        if handed:
-            log.warning("%s (pid %s) died holding %d message(s): handed back at once", name, pid, handed)
-        timer = threading.Timer(lease + 1.0, announce_all)
-        timer.daemon = True
-        timer.start()
-
-    for leftover in lease_dir.glob("*.json"):
-        with contextlib.suppress(ValueError):
-            pid = int(leftover.stem)
-            if not Path(f"/proc/{pid}").exists():
-                on_exit("an earlier run's child", pid, None)
-    return on_exit
 
 
 def metrics_ports(names: list[str], base: int) -> dict[str, int]:
@@ -350,8 +149,11 @@ def run(
     secondary_azurite: bool,
 ) -> None:
     """Run everything: Azurite, web app, controller, responder and processors."""
+    from dal.blobs.cors import local_origins
     from dal.config import Settings
     from dal.errors import StorageConfigurationError
+    from photomosaics.local.accounts import prepare_storage, secondary_account, storage_account
+    from photomosaics.local.children import children, hand_back_on_exit, local_channels
     from photomosaics.local.supervisor import Supervisor, supervise
     from workers.runtime.logfmt import configure_logging
 
@@ -370,9 +172,9 @@ def run(
         # The embedded Azurite lets the app's own page upload library photos to it (CORS); on a
         # real account the operator sets that rule (docs/operations.md, "Direct uploads").
         shown_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        upload_origin = f"http://{shown_host}:{chosen}" if embedded is not None else None
+        origins = local_origins(host, chosen) if embedded is not None else None
         try:
-            prepare_storage(connection_string, upload_origin=upload_origin)
+            prepare_storage(connection_string, upload_origins=origins)
         except StorageConfigurationError as exc:
             raise click.ClickException(str(exc)) from None
         channels = local_channels(data)
@@ -388,7 +190,7 @@ def run(
             keeper = AzuriteKeeper(
                 embedded[0],
                 data / "storage-status.json",
-                on_restart=functools.partial(prepare_storage, upload_origin=upload_origin),
+                on_restart=functools.partial(prepare_storage, upload_origins=origins),
             )
             web_extra[STATUS_FILE_ENV] = str(keeper.status_file)
 

@@ -45,6 +45,27 @@ def _ensure_demo_library(connection_string: str) -> None:
         click.echo(f"warning: no demo library: {exc}", err=True)
 
 
+def _prepare_uploads(connection_string: str) -> None:
+    """Check the public Blob endpoint the upload URLs name, and set the account's CORS rule for
+    ``PHOTOMOSAICS_UPLOAD_ORIGINS`` (docker compose: the origins a person types); loudly wrong at start."""
+    from dal.blobs.cors import parse_origins, set_upload_cors
+    from dal.blobs.staging import public_blob_endpoint
+    from dal.config import Settings, StorageClients
+
+    settings = Settings.from_env()
+    storage = StorageClients(connection_string)
+    try:
+        if settings.public_blob_endpoint:
+            public = public_blob_endpoint(settings.public_blob_endpoint, storage)
+            click.echo(f"upload URLs name the Blob endpoint {public}", err=True)
+        origins = parse_origins(settings.upload_origins) if settings.upload_origins else []
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if origins:
+        set_upload_cors(storage, origins)
+        click.echo(f"Blob CORS rule set for uploads from {', '.join(origins)}", err=True)
+
+
 def _multiprocess_metrics() -> None:
     """Several gunicorn workers share /metrics through files in PROMETHEUS_MULTIPROC_DIR.
 
@@ -91,7 +112,8 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
     from gunicorn.app.base import BaseApplication
 
     from dal.availability.health import check_storage
-    from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients, describe_connection_string
+    from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+    from dal.connection_strings import describe_connection_string
     from dal.errors import StorageConfigurationError
     from webapp import SECRET_KEY_ENV, create_app
     from webapp.ingress import check_secret_key, required_secret_key
@@ -129,6 +151,7 @@ def web(*, host: str, port: int, workers: int | None, demo_library: bool) -> Non
         check_storage(StorageClients(connection_string, profile="probe"), throttled_ok=True)
     except StorageConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
+    _prepare_uploads(connection_string)
     if demo_library:
         _ensure_demo_library(connection_string)
     app = create_app()

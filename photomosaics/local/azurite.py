@@ -26,7 +26,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from dal.config import CONNECTION_STRING_ENV, Settings, azurite_connection_string, expand_connection_string
+from dal.config import CONNECTION_STRING_ENV, Settings
+from dal.connection_strings import azurite_connection_string, expand_connection_string
 from dal.errors import PhotoMosaicsError
 from photomosaics.local import node_runtime
 

@@ -9,7 +9,8 @@ from PIL import Image
 
 from mosaic import SUB, TileLibrary, cell_image, plan_grid
 from mosaic.cells import origins, parse_cell_sizes, plan_cells
-from mosaic.render import DEFAULT_OPTIONS, RenderOptions, render_with_placement
+from mosaic.options import DEFAULT_OPTIONS, RenderOptions
+from mosaic.render import render_with_placement
 
 from .conftest import random_library
 from .test_engine_groups import burst_library, calm_photo

@@ -19,9 +19,10 @@ from mosaic import (
 )
 from mosaic.colour_difference import ciede2000
 from mosaic.correction import FLAT, GAIN_FLOOR, add_shift, contract, luma_spread, offsets, reach, tile_colours
+from mosaic.library_features import candidate_tiles
 from mosaic.parts import plan_parts
-from mosaic.render import candidate_tiles, choose_tiles
 from mosaic.signatures import srgb_to_lab
+from mosaic.tile_choice import choose_tiles
 
 from .conftest import flat_library, random_library
 from .test_engine_render import _stitch

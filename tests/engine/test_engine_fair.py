@@ -12,7 +12,7 @@ from mosaic import RenderOptions, TileLibrary, band_cells, cell_image, plan_band
 from mosaic.errors import TileBudgetError
 from mosaic.fair import assign, check_budget
 from mosaic.limits import MAX_FAIR_CELLS
-from mosaic.render import assign_fair, choose_tiles
+from mosaic.tile_choice import assign_fair, choose_tiles
 
 from .conftest import random_library
 

@@ -15,7 +15,8 @@ from mosaic import ATLAS_SIZE, RenderOptions, TileLibrary, cell_image, plan_grid
 from mosaic.cover import CoverError, smallest_tiles_across
 from mosaic.errors import LibraryFormatError
 from mosaic.parts import plan_parts
-from mosaic.render import choose_tiles, choose_whole, render_with_placement
+from mosaic.render import render_with_placement
+from mosaic.tile_choice import choose_tiles, choose_whole
 
 from .conftest import random_library
 

@@ -8,7 +8,7 @@ from PIL import Image
 from mosaic import RenderOptions, render_with_placement
 from mosaic.correction import luma_spread, reach, tile_colours
 from mosaic.levelling import FLAT, GATE, RADIUS, lightness_goals
-from mosaic.render import candidate_tiles
+from mosaic.library_features import candidate_tiles
 from mosaic.signatures import srgb_to_lab
 
 from .conftest import random_library

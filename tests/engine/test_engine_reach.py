@@ -64,7 +64,7 @@ def test_a_narrow_library_is_said_before_the_job_with_what_the_slider_would_give
 
 @pytest.mark.parametrize("correction", [0, 100])
 def test_the_measure_follows_the_jobs_correction(correction: int) -> None:
-    from mosaic.render import RenderOptions
+    from mosaic.options import RenderOptions
 
     reach = library_reach(_apple(), _night_sky(), options=RenderOptions(correction=correction))
     assert reach.correction == correction

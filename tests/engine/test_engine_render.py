@@ -18,10 +18,11 @@ from mosaic import (
     render,
     render_band,
 )
+from mosaic.library_features import _sub_cells, _weights, tile_features
 from mosaic.matching import best, ranked_neighbours
 from mosaic.parts import plan_parts
-from mosaic.render import _sub_cells, _weights, choose_tiles, tile_features
 from mosaic.signatures import features
+from mosaic.tile_choice import choose_tiles
 from mosaic.variety import (
     feasible_distance,
     graph_size,
@@ -390,10 +391,10 @@ def test_huge_bands_are_matched_in_strips_without_changing_the_guarantees(
 ) -> None:
     import importlib
 
-    render_module = importlib.import_module("mosaic.render")
-    monkeypatch.setattr(render_module, "STRIP_CELLS", 200)  # 40 cells across: strips of 8 rows
-    assert render_module.strips(20, 40, 0) == [(0, 8), (8, 16), (16, 20)]
-    assert render_module.strips(10, 40, 5) == [(0, 3), (3, 10)]  # cut at global row 8
+    choice_module = importlib.import_module("mosaic.tile_choice")
+    monkeypatch.setattr(choice_module, "STRIP_CELLS", 200)  # 40 cells across: strips of 8 rows
+    assert choice_module.strips(20, 40, 0) == [(0, 8), (8, 16), (16, 20)]
+    assert choice_module.strips(10, 40, 5) == [(0, 3), (3, 10)]  # cut at global row 8
     options = RenderOptions(correction=0)
     kwargs = {"tile_size": 4, "slices": 3, "tiles_across": 40, "seed": "strips", "options": options}
     whole = render(photo, library200, **kwargs)

@@ -12,8 +12,8 @@ from PIL import Image
 from mosaic import RenderOptions, band_cells, cell_image, plan_bands, plan_grid, render, render_band
 from mosaic.matching import nearest, ranked_neighbours
 from mosaic.parts import plan_parts
-from mosaic.render import choose_tiles
 from mosaic.signatures import BOUND, FEATURES
+from mosaic.tile_choice import choose_tiles
 from mosaic.tile_index import DENSE_MAX, PROBES, build_index, nearest_tiles, ranked_around
 from mosaic.variety import feasible_distance, tile_graph
 

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from dal.config import azurite_connection_string, expand_connection_string
+from dal.connection_strings import azurite_connection_string, expand_connection_string
 
 _HOP_BY_HOP = {
     "connection",

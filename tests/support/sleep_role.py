@@ -11,8 +11,8 @@ import argparse
 import time
 from pathlib import Path
 
+from dal.queues.accessor import QueueAccessor
 from dal.queues.consumable import ReceivedMessage
-from dal.queues.work_queue import QueueAccessor
 from workers.runtime.listener import QueueListener
 from workers.runtime.listener_options import ListenerOptions
 from workers.runtime.role import Role, configure_role_logging, exit_role, run_role, storage_from_env

@@ -20,7 +20,7 @@ from dal.config import (
 )
 from dal.jobs.model import Job
 from dal.jobs.store import JobStore
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 
 CLIENT = "cleanup-test"
 

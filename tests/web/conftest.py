@@ -20,7 +20,7 @@ from flask.testing import FlaskClient
 from PIL import Image
 
 from dal.config import Settings, StorageClients
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
 
@@ -146,9 +146,9 @@ def other_client(app: Flask) -> FlaskClient:
 def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Real controller, processor, responder and indexer processes on their own name prefix, the
     demo library a person gets (2,100 tiles of the sample photos), and the app served on a free
-    loopback port, whose origin the Blob service's CORS rule allows (the page uploads library
-    photos straight to storage, as ``photomosaics run`` sets it up)."""
-    from dal.blobs.cors import set_upload_cors
+    loopback port, whose origins (127.0.0.1 and localhost) the Blob service's CORS rule allows (the
+    page uploads library photos straight to storage, as ``photomosaics run`` sets it up)."""
+    from dal.blobs.cors import local_origins, set_upload_cors
     from tests.support.pipelines import Pipeline
     from webapp import create_app
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
@@ -171,7 +171,8 @@ def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFa
     )
     try:
         with served(app) as url:
-            set_upload_cors(pipeline.services.storage, url)
+            # As `photomosaics run`: the page typed as 127.0.0.1 or as localhost may upload.
+            set_upload_cors(pipeline.services.storage, local_origins("127.0.0.1", int(url.rsplit(":", 1)[1])))
             yield {"url": url, "pipeline": pipeline}
     finally:
         pipeline.stop_all()

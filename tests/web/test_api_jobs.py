@@ -18,8 +18,8 @@ from dal.blobs.rendered import encode_rendered
 from dal.blobs.store import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, Settings, StorageClients
 from dal.jobs.store import JobStore
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import ImageRequestMessage
-from dal.queues.work_queue import QueueAccessor
 from mosaic.grid import plan_grid
 from tests.web.conftest import LIBRARY, png_bytes, submit
 
@@ -168,7 +168,7 @@ def test_the_colour_correction_travels_in_the_request_message(
 def test_without_a_correction_the_job_gets_the_engines_default_which_the_spec_documents(
     client: Any, stores: dict[str, Any]
 ) -> None:
-    from mosaic.render import DEFAULT_OPTIONS
+    from mosaic.options import DEFAULT_OPTIONS
 
     request_id = submit(client, image=TWO_PARTS, tile_size="4", slices="2").json["request_id"]
     message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)

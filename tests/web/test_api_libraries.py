@@ -167,7 +167,7 @@ def test_healthz_and_queues(client: Any, operator: dict[str, str]) -> None:
 def test_healthz_reports_unreachable_storage_without_the_key(web_settings: Any) -> None:
     from dataclasses import replace
 
-    from dal.config import DEVSTORE_KEY, azurite_connection_string
+    from dal.connection_strings import DEVSTORE_KEY, azurite_connection_string
 
     dead = azurite_connection_string("127.0.0.1", 9, 9, 9)  # the discard port: nothing listens
     app: Flask = create_app(

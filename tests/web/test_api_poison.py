@@ -10,8 +10,8 @@ import pytest
 from flask import Flask
 
 from dal.config import Settings, StorageClients
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import SliceRequestMessage
-from dal.queues.work_queue import QueueAccessor
 from tests.web.conftest import SECRET, ApiClient
 from webapp import create_app
 

@@ -24,7 +24,7 @@ from dal.blobs.libraries import LibraryStore
 from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.jobs.model import JobStatus
 from dal.jobs.store import JobStore
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from photomosaics.cli import main
 from tests.web.conftest import (
     LIBRARY,

@@ -15,13 +15,14 @@ import click
 import pytest
 import yaml
 
-from dal.config import CONNECTION_STRING_ENV, DEVSTORE_ACCOUNT
+from dal.config import CONNECTION_STRING_ENV
+from dal.connection_strings import DEVSTORE_ACCOUNT
 from photomosaics.cli import main
 from tests.support.prereqs import require
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-ROLES = {"web", "controller", "responder", "processor", "syphon"}
+ROLES = {"web", "controller", "responder", "indexer", "processor", "syphon"}
 _DEFAULT = re.compile(r"^\$\{(?P<name>[A-Z_]+):-(?P<default>.*)\}$", re.S)
 
 
@@ -59,6 +60,7 @@ def test_services_and_their_commands_are_real(compose: dict[str, Any]) -> None:
         "web": "web",
         "controller": "controller",
         "responder": "responder",
+        "indexer": "indexer",
         "processor": "processor",
         "syphon": "syphon",
     }
@@ -88,6 +90,42 @@ def test_roles_hear_hints_through_the_valkey_service_of_the_tests_version(compos
     assert pinned is not None
     assert services["valkey"]["image"] == f"valkey/valkey:{pinned.group(1)}-alpine" + "${VALKEY_DIGEST:-}"
     assert services["valkey"]["command"][0] == "valkey-server"
+
+
+def _default(value: str, variable: str) -> str:
+    """The default of ``${VARIABLE-default}`` (set but empty stays empty: the way to turn it off)."""
+    match = re.fullmatch(r"\$\{" + variable + r"-(?P<default>[^}]*)\}", value)
+    assert match, value
+    return match.group("default")
+
+
+def test_the_browser_uploads_to_the_published_blob_port_from_the_published_app(compose: dict[str, Any]) -> None:
+    """The roles reach Azurite as ``azurite:10000``, which a browser cannot resolve: the upload
+    URLs name the port the host publishes instead, for the same account, and the CORS rule the web
+    app sets allows the published app as a person types it (127.0.0.1 or localhost)."""
+    from dal.blobs.cors import local_origins, parse_origins
+    from dal.blobs.staging import public_blob_endpoint
+    from dal.config import StorageClients
+
+    services = compose["services"]
+    web = services["web"]["environment"]
+    public = _default(web["PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT"], "PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT")
+    match = _DEFAULT.match(web[CONNECTION_STRING_ENV])
+    assert match is not None
+    inside = StorageClients(match.group("default"))  # no request is made
+    assert public_blob_endpoint(public, inside) == public
+    published = {int(p.split(":")[2]): f"{p.split(':')[0]}:{p.split(':')[1]}" for p in services["azurite"]["ports"]}
+    assert public == f"http://{published[10000]}/{DEVSTORE_ACCOUNT}"
+    host, port, _ = services["web"]["ports"][0].split(":")
+    origins = parse_origins(_default(web["PHOTOMOSAICS_UPLOAD_ORIGINS"], "PHOTOMOSAICS_UPLOAD_ORIGINS"))
+    assert sorted(origins) == sorted(local_origins(host, int(port)))
+    for name in ROLES - {"web"}:  # only the web app grants URLs and sets the rule
+        assert "PHOTOMOSAICS_PUBLIC_BLOB_ENDPOINT" not in services[name]["environment"], name
+    # The uploaded photos are indexed: the indexer role runs against the same account.
+    assert (
+        services["indexer"]["environment"][CONNECTION_STRING_ENV]
+        == services["web"]["environment"][CONNECTION_STRING_ENV]
+    )
 
 
 def test_a_wrong_command_would_be_caught() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from dal.config import Settings, StorageClients
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import ImageRequestMessage
-from dal.queues.work_queue import QueueAccessor
 from mosaic.cover import smallest_tiles_across
 from mosaic.grid import plan_grid
 from tests.web.conftest import LIBRARY, png_bytes, submit

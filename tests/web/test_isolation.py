@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from dal.blobs.store import BlobStore
-from dal.config import DEVSTORE_KEY, IMAGE_OUTPUT_CONTAINER, StorageClients
+from dal.config import IMAGE_OUTPUT_CONTAINER, StorageClients
+from dal.connection_strings import DEVSTORE_KEY
 from dal.jobs.store import JobStore
 from tests.web.conftest import png_bytes, submit
 
@@ -105,7 +106,7 @@ def test_no_key_in_any_response_or_log_line(
 def test_storage_outage_is_503_without_the_key(web_settings: Any, caplog: pytest.LogCaptureFixture) -> None:
     from dataclasses import replace as replace_settings
 
-    from dal.config import azurite_connection_string
+    from dal.connection_strings import azurite_connection_string
     from tests.web.conftest import SECRET, ApiClient
     from webapp import create_app
 

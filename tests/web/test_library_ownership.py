@@ -18,8 +18,8 @@ from dal.config import Settings, StorageClients
 from dal.errors import InvalidLibraryNameError, LibraryNotFoundError
 from dal.observability.transactions import TransactionCounter
 from dal.operations.cleanup import delete_library_everywhere
+from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import LibraryCleanupMessage
-from dal.queues.work_queue import QueueAccessor
 from tests.web.conftest import LIBRARY, png_bytes, submit
 from tests.web.test_api_libraries import new_name, upload_library
 

@@ -21,7 +21,7 @@ from dal.config import IMAGE_INPUT_CONTAINER, Settings, StorageClients
 from dal.errors import QuotaExceeded
 from dal.jobs.model import JobStatus
 from dal.jobs.store import JobStore
-from dal.queues.work_queue import QueueAccessor
+from dal.queues.accessor import QueueAccessor
 from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, submit
 from webapp import create_app
 from webapp.decode_budget import DECODES

@@ -234,7 +234,7 @@ def test_healthz_says_storage_is_unavailable_and_nothing_else(web_settings: Any)
     """Not even the account's name: with the endpoint it is half of what an attacker needs."""
     from dataclasses import replace
 
-    from dal.config import azurite_connection_string
+    from dal.connection_strings import azurite_connection_string
     from webapp import create_app
 
     dead = azurite_connection_string("127.0.0.1", 9, 9, 9)
@@ -246,7 +246,8 @@ def test_healthz_says_storage_is_unavailable_and_nothing_else(web_settings: Any)
 
 
 def test_settings_and_storage_clients_never_show_the_key_in_repr() -> None:
-    from dal.config import DEVSTORE_KEY, Settings, StorageClients, azurite_connection_string
+    from dal.config import Settings, StorageClients
+    from dal.connection_strings import DEVSTORE_KEY, azurite_connection_string
 
     connection = azurite_connection_string("127.0.0.1", 10000, 10001, 10002)
     assert DEVSTORE_KEY in connection

@@ -124,6 +124,7 @@ const PMUploads = (() => {
       for (const grant of answer.uploads) {
         const photo = byName.get(grant.name);
         if (grant.uploaded) {
+          PMBlockJournal.forget(PMBlockJournal.key(grant.url, photo.file)); // committed: nothing to resume
           result.skipped += 1;
           sent += photo.file.size;
           hooks.file(photo.name, "skipped", photo.file.size, photo.file.size);

@@ -6,7 +6,7 @@ rows, write every band to ``slicerequest/<request_id>/<seq>.png`` (or, up to 32 
 into its message: ``workers.imaging.slicing.inline_band``), record the job, and only then send one
 ``SliceRequestMessage`` per band. A redelivered request rewrites the same
 blobs and re-sends only the slices not yet done: harmless. A fair-use job (``max_uses``) or a
-"use every photo" job is chosen here, once, for the whole grid (``mosaic.render.choose_whole``:
+"use every photo" job is chosen here, once, for the whole grid (``mosaic.tile_choice.choose_whole``:
 a global min-cost flow, deterministic, so a redelivery writes the same choice), and each band
 PNG carries its rows of that choice: the bands together can never exceed N nor leave a photo
 out, whichever processors render them.
@@ -37,7 +37,7 @@ processor of an older release wrote the JPEG alone, and the stitch builds the py
 it. Every job gets a pyramid: the job page has one viewer for every size (OpenSeadragon),
 and the zip is one blob written once. Jobs writes reuse the row just read or written
 (``JobStore.update(current=...)``; a slice's update starts from the row the controller wrote
-last for that job, ``_RecentRows``) and the dispatch events go in one table transaction, so a
+last for that job, ``workers.controller.recent_rows``) and the dispatch events go in one table transaction, so a
 job costs few storage transactions beyond its queue messages and blobs (``make bench``).
 
 Stragglers (``workers.controller.hedging``, on unless ``PHOTOMOSAICS_HEDGES_PER_SLICE=0``): the
@@ -53,43 +53,33 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import math
-import threading
-import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER
-from dal.errors import BlobMissingError, InvalidLibraryNameError, JobExistsError, JobNotFoundError
-from dal.jobs.model import TERMINAL_STATUSES, Job, JobEvent, JobStatus, library_name, slice_event, utcnow
+from dal.errors import JobExistsError, JobNotFoundError
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobEvent, JobStatus, slice_event, utcnow
 from dal.queues import tracing
 from dal.queues.consumable import ReceivedMessage
 from dal.queues.lanes import lane_for
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
-from mosaic.cover import CoverError
-from mosaic.errors import TileBudgetError
 from mosaic.grid import cell_image, min_slices, plan_grid
-from mosaic.images import ImageDecodeError, open_image
-from mosaic.library import LibraryFormatError
 from mosaic.limits import MAX_SLICE_PIXELS
 from mosaic.parts import plan_parts
 from mosaic.pieces import PiecePlan, job_plan
-from mosaic.render import choose_whole
 from workers.controller.assembly import Stitcher
 from workers.controller.dispatch import dispatch_slices, store_bands
 from workers.controller.hedging import Hedger
+from workers.controller.job_inputs import JobInputs
+from workers.controller.recent_rows import RecentRows
 from workers.imaging.slicing import cut_bands
-from workers.job_options import job_options
 from workers.runtime.bindings import consumes
 from workers.runtime.errors import PermanentJobError
 from workers.services import RoleServices
 from workers.stages import Stopwatch
 
 if TYPE_CHECKING:
-    from PIL import Image
-
     from mosaic.grid import Grid
 
 __all__ = ["JobController"]
@@ -105,10 +95,10 @@ class JobController:
         self.services = services
         self.name = services.name
         self.hedger = hedger  # told of dispatches and responses (None: not watched, as in a test)
-        self._written = _RecentRows()
+        self._written = RecentRows()
         self._stitcher = Stitcher(services)
         self._log_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-log")
-        self._libraries_seen: dict[str, float] = {}  # library uri -> when it last existed (monotonic)
+        self.inputs = JobInputs(services)  # the job's photo and library (workers.controller.job_inputs)
 
     # --- imagerequest ----------------------------------------------------------------------
 
@@ -131,7 +121,7 @@ class JobController:
                 f"{message.slices} slices were asked for; at most {settings.max_slices} are allowed"
             )
         clock = Stopwatch()
-        image = self._read_image(message, clock)
+        image = self.inputs.read_image(message, clock)
         try:
             grid = plan_grid(
                 image.width,
@@ -152,7 +142,7 @@ class JobController:
         cells = cell_image(image, grid)
         choice = None
         if message.max_uses is not None or message.use_every_photo:
-            choice = self._choose_whole(message, cells, grid, image.size)
+            choice = self.inputs.choose_whole(message, cells, grid, image.size)
             clock.lap("fair_assignment")
         bands = cut_bands(
             cells, tiles_down=grid.tiles_down, tiles_across=grid.tiles_across, rows=rows, choice=choice, plan=plan
@@ -170,75 +160,6 @@ class JobController:
         )
         if self.hedger is not None:
             self.hedger.dispatched(message.client_id, sent, {b.sequence: b.rows * b.tiles_across for b in bands})
-
-    def _choose_whole(self, message: ImageRequestMessage, cells: Any, grid: Grid, photo: tuple[int, int]) -> Any:
-        """The whole job's tile per cell: no tile more than ``max_uses`` times, every photo once
-        with ``use_every_photo``."""
-
-        name = library_name(message.image_library_uri)
-        try:
-            library = self.services.libraries.load(message.image_library_uri, version=message.library_version)
-        except (BlobMissingError, LookupError) as exc:
-            raise PermanentJobError(f"the tile library {name!r} cannot be used: {exc}") from None
-        except LibraryFormatError as exc:
-            raise PermanentJobError(f"the tile library {name!r} is damaged: {exc}") from None
-        try:
-            options = job_options(
-                correction=message.correction, max_uses=message.max_uses, use_every_photo=message.use_every_photo
-            )
-            return choose_whole(
-                cells,
-                library,
-                tile_size=grid.tile_size,
-                seed=message.request_id,
-                options=options,
-                parts=plan_parts(grid),
-                photo=photo,
-            )
-        except CoverError as exc:
-            raise PermanentJobError(f"the mosaic cannot use every photo: {exc}") from None
-        except TileBudgetError as exc:
-            raise PermanentJobError(
-                f"the mosaic cannot use each tile at most {message.max_uses} times: {exc}"
-            ) from None
-
-    def _read_image(self, message: ImageRequestMessage, clock: Stopwatch) -> Image.Image:
-        """The job's photo, decoded, once its tile library is known to exist; PermanentJobError
-        when either cannot be used."""
-        name = library_name(message.image_library_uri)
-        try:
-            found = self.library_exists(message.image_library_uri)
-        except InvalidLibraryNameError as exc:
-            raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
-        if not found:
-            raise PermanentJobError(f"the tile library {name!r} does not exist")
-        try:
-            data = self.services.download_url(message.image_uri)  # either account when paired
-            clock.lap("image_download")
-        except BlobMissingError:
-            raise PermanentJobError("the uploaded image is gone from storage; please upload it again") from None
-        except ValueError as exc:
-            raise PermanentJobError(f"the image address is not a blob of this storage account: {exc}") from None
-        try:
-            image = open_image(data, max_pixels=self.services.settings.max_input_pixels)
-        except ImageDecodeError as exc:
-            raise PermanentJobError(f"the image could not be read as a picture: {exc}") from None
-        clock.lap("image_decode")
-        return image
-
-    def library_exists(self, uri: str) -> bool:
-        """Whether the library exists, asked at most once per ``library_revalidate_seconds`` (10 s)
-        per library, as processors revalidate theirs: jobs in a row share one check. A library
-        deleted within that window fails the job at its processors instead, with the same reason."""
-        now, window = time.monotonic(), self.services.settings.library_revalidate_seconds
-        if now - self._libraries_seen.get(uri, -math.inf) < window:
-            return True
-        found = self.services.libraries.exists(uri)
-        if found:
-            if len(self._libraries_seen) > 1024:  # bounded; libraries are few
-                self._libraries_seen.clear()
-            self._libraries_seen[uri] = now
-        return found
 
     def _record_job(
         self, message: ImageRequestMessage, grid: Grid, existing: Job | None, *, slices: int, status: JobStatus
@@ -410,39 +331,6 @@ class JobController:
                 job_done=True if job.status == JobStatus.DONE else None,
             )
         )
-
-
-class _RecentRows:
-    """The job rows this controller wrote last (with their ETags), the newest ``size`` jobs.
-
-    Only a first guess for ``JobStore.update(current=...)``: the ETag decides, so a row another
-    process changed meanwhile costs one 412 and a read, never a lost update. Thread-safe (the
-    listener may run handlers in several threads).
-    """
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._rows: OrderedDict[str, Job] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, client_id: str, request_id: str) -> Job | None:
-        with self._lock:
-            job = self._rows.get(request_id)
-        return job if job is not None and job.client_id == client_id else None
-
-    def remember(self, job: Job) -> None:
-        with self._lock:
-            if job.status in TERMINAL_STATUSES:
-                self._rows.pop(job.request_id, None)
-                return
-            self._rows[job.request_id] = job
-            self._rows.move_to_end(job.request_id)
-            while len(self._rows) > self.size:
-                self._rows.popitem(last=False)
-
-    def forget(self, request_id: str) -> None:
-        with self._lock:
-            self._rows.pop(request_id, None)
 
 
 def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | None, list[range]]:

@@ -65,7 +65,7 @@ __all__ = [
 OUTPUT_CONTENT_TYPE = "image/jpeg"
 _PREFIX = "photomosaics:"
 # 32 KiB of PNG is 42.7 KiB of Base64 in the message and 56.9 KiB after the wire's own Base64,
-# under the queue's 64 KiB with the other fields (dal.queues.messages.MAX_INLINE_BAND_CHARS). A small
+# under the queue's 64 KiB with the other fields (dal.queues.message_fields.MAX_INLINE_BAND_CHARS). A small
 # job's bands (60 tiles across, 4 slices: 48 x 240 px of cells) are 18-23 KB.
 INLINE_BAND_MAX_BYTES = 32 * 1024
 # Bands up to this many pixels are encoded for size (they may fit INLINE_BAND_MAX_BYTES), bigger

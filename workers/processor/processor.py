@@ -69,7 +69,8 @@ from dal.queues.messages import SliceRequestMessage, SliceResponseMessage
 from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
-from mosaic.render import choose_tiles, render_band
+from mosaic.render import render_band
+from mosaic.tile_choice import choose_tiles
 from workers.imaging.band_pieces import make_pieces
 from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, Band, BandFormatError, band_bytes, decode_band, encode_output
 from workers.imaging.stitching import PYRAMID_CONTENT_TYPE, fits_jpeg, save_pyramid_pixels

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    from dal.queues.accessor import QueueAccessor
     from dal.queues.consumable import Consumable, ReceivedMessage
-    from dal.queues.work_queue import QueueAccessor
 
 __all__ = ["Binding", "BoundHandler", "bindings_of", "consumes", "declared"]
 

@@ -24,7 +24,8 @@ from dataclasses import replace
 from types import FrameType
 from typing import NoReturn, TypeVar
 
-from dal.config import CONNECTION_STRING_ENV, RetryProfile, Settings, StorageClients, describe_connection_string
+from dal.config import CONNECTION_STRING_ENV, RetryProfile, Settings, StorageClients
+from dal.connection_strings import describe_connection_string
 from dal.errors import StorageConfigurationError
 from dal.observability.prometheus import StorageRequestMetrics, chain_hooks
 from dal.observability.transactions import counter_from_env, dump_installed_counter
