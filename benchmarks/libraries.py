@@ -20,7 +20,7 @@
    the photos the indexer handled after it (its ``indexer.batch`` log lines) must be M.
 4. **Faces** near the edge (``benchmarks.face_crops``).
 5. **Use every photo** on a library of ``--every`` small photos and a grid of 1,200 cells
-   (``benchmarks.library_every_photo``), once the engine has the option.
+   (``benchmarks.library_every_photo``); ``--every 0`` leaves it out.
 
 6. **The browser's upload flow** on the same photos (``benchmarks.browser_upload``), when the
    libraries page has it; the peak RSS figures then cover both uploads.
@@ -327,7 +327,7 @@ def report(result: dict[str, Any], faces: Any, every: dict[str, Any] | None) -> 
         )
         print(f"| ... from afar, ΔE00 at one pixel per cell (no goal here) | {scores['delta_e']:.2f} | | |")
     else:
-        print("| use every photo | not measured: the engine has no use_every_photo option yet | | |")
+        print("| use every photo | not measured in this run (`--every 0`) | | |")
     browser = result.get("browser_seconds")
     if browser is None:
         print("| browser upload flow | not measured: the libraries page has no folder upload here | | |")

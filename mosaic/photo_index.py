@@ -63,6 +63,7 @@ __all__ = [
 # The shorter side the crop, the face search and the hash work at: 360 lets libjpeg decode a
 # 12 MP phone photo (3024 px high) at 1/8 of its size, the cheapest reduced decode.
 WORK_SIDE = 360
+_WORK_SLACK = 1.25  # a reduced decode up to this much larger is worked at as it is
 MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused before decoding
 _HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"avif")
 _HASH_SIDE = 32
@@ -90,7 +91,8 @@ def _is_heif(data: bytes) -> bool:
 
 
 def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = MAX_PHOTO_PIXELS) -> Image.Image:
-    """An upright sRGB image whose shorter side is about ``work_side`` (see the module docstring)."""
+    """An upright sRGB image whose shorter side is ``work_side`` to 1.25 times it (see the module
+    docstring)."""
     if not data:
         raise PhotoRefused("zero bytes: an empty file is not a photo")
     if _is_heif(data):
@@ -103,7 +105,7 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
     shorter = min(image.size)
     if shorter < 16:
         raise PhotoRefused(f"too small for a tile: {image.width}x{image.height} pixels")
-    if shorter > work_side:
+    if shorter > work_side * _WORK_SLACK:  # within the slack (a 12 MP photo's 1/8: 378), no resize
         scale = work_side / shorter
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)

@@ -33,6 +33,7 @@ PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", 
 GRANT_BATCH = 500  # the API's most files per POST .../uploads
 UPLOADS_AT_ONCE = 4
 _CONCURRENCY_PER_UPLOAD = 2
+STILL_SECONDS = 20.0  # no progress for this long: the indexer has nothing of ours in work
 
 
 def photo_files(folder: Path) -> Iterator[Path]:
@@ -191,16 +192,31 @@ def upload_all(
     return out
 
 
-def follow_index(api: Any, name: str, expected: int, deadline: float) -> dict[str, Any]:
-    """The library's progress, polled until ``indexed + skipped`` reaches ``expected`` or the deadline."""
-    progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
+def follow_index(api: Any, name: str, deadline: float) -> dict[str, Any]:
+    """The library's progress, polled until ``indexed + skipped`` reaches ``uploaded`` (every
+    staged photo handled: the page's "ready") or the deadline. Photos staged earlier and never
+    asked for (an upload stopped before its index request, files since gone from the folder)
+    would keep it waiting: once nothing has moved for ``STILL_SECONDS``, every photo not indexed
+    yet is asked for, once (asking earlier would queue again the batches still in work)."""
+
+    def read() -> dict[str, Any]:
+        return dict(api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"])
+
+    progress = read()
     done = progress["indexed"] + progress["skipped"]
+    expected = progress["uploaded"]
+    moved, asked_all = time.monotonic(), False
     with click.progressbar(length=expected, label="indexing", show_pos=True, file=sys.stderr) as bar:
         bar.update(min(done, expected))
-        while done < expected and time.monotonic() < deadline:
+        while done < progress["uploaded"] and time.monotonic() < deadline:
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-            progress = api.call("GET", f"/api/libraries/{name}/photos", params={"limit": 1}).json()["progress"]
+            progress = read()
             now = progress["indexed"] + progress["skipped"]
             bar.update(max(0, min(now, expected) - min(done, expected)))
+            if now != done:
+                moved = time.monotonic()
+            elif not asked_all and time.monotonic() - moved > STILL_SECONDS:
+                api.call("POST", f"/api/libraries/{name}/index", ok=(202,))
+                asked_all = True
             done = now
     return progress

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 bp = Blueprint("api_library_uploads", __name__, url_prefix="/api")
 
 MAX_FILES_PER_REQUEST = 500
+# Photos an index request names that are looked up one HEAD each; more are found by a listing.
+MAX_PHOTOS_BY_HEAD = 64
 MAX_FILE_NAME = 1024
 
 
@@ -188,12 +190,16 @@ def _asked_photos() -> set[str] | None:
 @bp.post("/libraries/<name>/index")
 def index_library(name: str) -> tuple[Response, int]:
     """Ask the indexer for the staged photos not indexed yet (or re-uploaded with another size),
-    all of them or the ones named (``_asked_photos``): 202 with the counts; the work is queued on
-    ``indexrequest``, one message per 32 photos."""
+    all of them or the ones named (``_asked_photos``): 202 with the counts (``staged``: of the
+    library, or of the photos named); the work is queued on ``indexrequest``, one message per 32
+    photos."""
     asked = _asked_photos()
     svc = services()
     info = owned_uploads_library(name, library_info(name))
-    staged = svc.staging.staged(info.key)
+    if asked is None or len(asked) > MAX_PHOTOS_BY_HEAD:
+        staged = svc.staging.staged(info.key)
+    else:  # a client's last few uploads: one HEAD each, not a listing of the whole library each time
+        staged = {n: size for n in sorted(asked) if (size := svc.staging.staged_size(info.key, n)) is not None}
     manifest, _ = svc.libraries.indexed.read(info.key)
     pending = sorted(
         n
@@ -207,6 +213,8 @@ def index_library(name: str) -> tuple[Response, int]:
     messages = _index_requests(info, pending)
     for start in range(0, len(messages), 32):
         svc.send(messages[start : start + 32])
+    if asked is not None:
+        staged = {n: size for n, size in staged.items() if n in asked}
     body = {"library": info.name, "staged": len(staged), "queued": len(pending), "requests": len(messages)}
     return jsonify(body), 202
 

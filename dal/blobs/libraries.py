@@ -5,6 +5,7 @@ name rules), claims names, lists and reads what libraries say about themselves, 
 What a library is lives beside it, a room per concern:
 
 - ``dal.blobs.library_info``: the mark and the metadata keys, ``LibraryInfo``, the name rules;
+- ``dal.blobs.library_catalogue``: the libraries' records (``info``, ``list``), read and written;
 - ``dal.blobs.library_creation``: storing the tiles and the index, then the mark;
 - ``dal.blobs.library_loading``: each library in memory per version, one conditional GET;
 - ``dal.blobs.library_names``: renaming (the name is a record, the container never moves);

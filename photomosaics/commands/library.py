@@ -163,18 +163,18 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         f"{sent['already']:,} already there, {len(sent['refused']):,} refused, {len(sent['failed']):,} failed",
         err=True,
     )
-    queued = indexing.flush(last=True)  # the last photos; and how many the library has staged in all
-    progress = follow_index(api, name, queued["staged"], time.monotonic() + timeout)
-    done = progress["indexed"] + progress["skipped"]
+    indexing.flush(last=True)  # the last photos
+    progress = follow_index(api, name, time.monotonic() + timeout)
+    done, staged = progress["indexed"] + progress["skipped"], progress["uploaded"]
     click.echo(
         f"library {name}: {progress['indexed']:,} indexed, {progress['skipped']:,} skipped, "
         f"{progress['groups']:,} groups of near-duplicates ({time.monotonic() - started:.1f} s)"
     )
     for reason, count in sorted(progress.get("skipped_reasons", {}).items(), key=lambda kv: -kv[1]):
         click.echo(f"  skipped {count:,}: {reason}")
-    if done < queued["staged"]:
+    if done < staged:
         raise click.ClickException(
-            f"{queued['staged'] - done:,} of {queued['staged']:,} photos not indexed yet after {timeout:.0f} s; "
+            f"{staged - done:,} of {staged:,} photos not indexed yet after {timeout:.0f} s; "
             f"the indexer goes on (see GET /api/libraries/{name}/photos)"
         )
     if sent["failed"]:

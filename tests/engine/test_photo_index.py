@@ -43,8 +43,9 @@ def _photo(width: int = 1600, height: int = 1200, seed: int = 0) -> Image.Image:
 
 def test_a_large_jpeg_is_decoded_reduced_never_whole() -> None:
     data = _jpeg(_photo(4000, 3000))  # 12 MP
-    # A phone's 12 MP photo (3024 px high) is decoded at 1/8 at the default work size.
-    assert decode_photo(_jpeg(_photo(4032, 3024))).size == (WORK_SIDE * 4 // 3, WORK_SIDE)
+    # A phone's 12 MP photo (3024 px high) is decoded at 1/8 at the default work size, and its
+    # 504 x 378 is worked at as it is (within the slack): no resize after the decode.
+    assert decode_photo(_jpeg(_photo(4032, 3024))).size == (504, 378)
     phone = Image.open(io.BytesIO(_jpeg(_photo(4032, 3024))))
     phone.draft("RGB", (WORK_SIDE, WORK_SIDE))
     assert phone.size == (504, 378)
@@ -149,6 +150,47 @@ def test_plain_photos_of_different_colours_are_not_one_group_but_a_slightly_brig
     assert group_photos({**plain, **shots}) == [sorted(shots)]
     assert colour_distance(plain["red.png"], plain["blue.png"]) > 50
     assert group_photos({"old-a": "0" * 16, "old-b": "0" * 16}) == [["old-a", "old-b"]]  # older hashes: layout alone
+
+
+def test_grouping_a_library_of_hundreds_matches_every_pair_compared_one_by_one() -> None:
+    """``group_photos`` compares blocks of photos at once (the indexer regroups the whole library
+    after every batch); the groups are those of comparing each pair alone, across blocks, with
+    near-duplicates far apart in name order and older hashes without a colour among them."""
+    rng = np.random.default_rng(41)
+    hashes: dict[str, str] = {}
+    for i in range(300):
+        layout, rgb = int(rng.integers(0, 2**63)), rng.integers(0, 256, 3)
+        hashes[f"a{i:03d}"] = f"{layout:016x}" + "".join(f"{v:02x}" for v in rgb)
+        if i % 9 == 0:  # a near-duplicate named to sort far away: a few bits and colour units off
+            flipped = layout ^ (1 << int(rng.integers(0, 64))) ^ (1 << int(rng.integers(0, 64)))
+            near = np.clip(rgb + rng.integers(-4, 5, 3), 0, 255)
+            hashes[f"z{i:03d}"] = f"{flipped:016x}" + "".join(f"{v:02x}" for v in near)
+        if i % 50 == 0:  # an older hash: its layout alone
+            hashes[f"m{i:03d}"] = f"{layout ^ 1:016x}"
+
+    def alike(a: str, b: str) -> bool:
+        if hamming(a, b) > 10:
+            return False
+        apart = colour_distance(a, b)
+        return apart is None or apart <= 12.0
+
+    names = sorted(hashes)
+    parent = {n: n for n in names}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if alike(hashes[a], hashes[b]):
+                parent[root(b)] = root(a)
+    expected: dict[str, list[str]] = {}
+    for n in names:
+        expected.setdefault(root(n), []).append(n)
+    groups = sorted((g for g in expected.values() if len(g) > 1), key=lambda g: g[0])
+    assert len(groups) >= 34 and group_photos(hashes) == groups
 
 
 def _png_bomb() -> bytes:

@@ -132,7 +132,8 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     # Small blocks and grant batches, so that seven photos take several of each.
     page.evaluate(
         f"PMBlocks.settings.blockBytes = {BLOCK_BYTES}; PMBlocks.settings.backoffMs = 50;"
-        f" PMUploads.settings.grantBatch = {GRANT_BATCH}; PMLibraryPhotos.settings.pageSize = 4; {QUICK_POLLS}"
+        f" PMUploads.settings.grantBatch = {GRANT_BATCH}; PMUploads.settings.indexEvery = 3;"
+        f" PMLibraryPhotos.settings.pageSize = 4; {QUICK_POLLS}"
     )
     # Dropped files are sorted as chosen ones are (a test cannot make a dropped folder: Chromium
     # gives a page's own DataTransfer no directory entries).
@@ -161,6 +162,9 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     bar = page.locator("#upload-bar")
     assert bar.get_attribute("role") == "progressbar" and bar.get_attribute("aria-valuenow") == "100"
     assert "Upload finished: 7 uploaded" in page.locator("#upload-status").inner_text()
+    # Indexing asked for as photos landed, three at a time, then the last one; every photo counted.
+    assert sum(p.endswith("/wedding/index") for p in posts) == 3
+    assert "making tiles of 7 photos" in page.locator("#upload-status").inner_text()
     shot(page, "14-library-uploaded")
 
     # The dropped block was sent again (the same id) and no acknowledged block twice; the expired

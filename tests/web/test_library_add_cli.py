@@ -183,3 +183,26 @@ def test_rename_gives_the_library_a_new_name_and_says_when_it_is_taken(
     assert indexer.libraries.info(new) is not None and indexer.libraries.info(new).key == name  # type: ignore[union-attr]
     taken = CliRunner().invoke(main, ["library", "rename", new, tile_library, "--url", app_url])
     assert taken.exit_code == 1 and "HTTP 409 library_exists" in taken.output, taken.output
+
+
+def test_a_photo_staged_earlier_and_never_asked_for_is_indexed_once_nothing_moves(
+    app_url: str,
+    indexer: RoleServices,
+    folder: dict[str, bytes],
+    tmp_path: Path,
+    client_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command asks for its own photos as they land; one uploaded before and never asked for
+    (an upload stopped before its index request, its file since gone) would keep it waiting, so
+    once nothing moves it asks for every photo not indexed yet."""
+    monkeypatch.setattr("photomosaics.library_upload.STILL_SECONDS", 0.5)
+    name = f"add-{uuid.uuid4().hex[:10]}"
+    assert run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "60").exit_code == 0
+    container = indexer.libraries.container_client(name)
+    container.upload_blob(STAGING_PREFIX + "left-behind.jpg", _jpeg(7))  # staged, never asked for
+    (tmp_path / "photos" / "d.jpg").write_bytes(_jpeg(8))
+    result = run(name, str(tmp_path / "photos"), "--url", app_url, "--timeout", "60")
+    assert result.exit_code == 0, result.output
+    assert "1 uploaded, 3 already there" in result.output and "5 indexed, 0 skipped" in result.output
+    assert "left-behind.jpg" in indexer.libraries.load(name).names

@@ -141,18 +141,18 @@ def test_index_asks_for_the_photos_named_so_indexing_starts_while_the_rest_uploa
     named = client.post(f"/api/libraries/{library}/index", json={"photos": ["a.jpg", "never-sent.jpg"]})
     assert named.status_code == 202 and named.get_json() == {
         "library": library,
-        "staged": 3,
+        "staged": 1,  # of the photos named
         "queued": 1,
         "requests": 1,
     }
     services = RoleServices(web_storage, web_settings, "indexer@test")
     (first,) = _drain(services, services.libraries.uri(library))
     assert first.message.photos == ("a.jpg",)
-    # Nothing named: the counts only. Then no body: every staged photo not indexed yet, the other two.
+    # Nothing named: nothing queued. Then no body: every staged photo not indexed yet, the other two.
     counts = client.post(f"/api/libraries/{library}/index", json={"photos": []}).get_json()
-    assert (counts["staged"], counts["queued"], counts["requests"]) == (3, 0, 0)
+    assert (counts["staged"], counts["queued"], counts["requests"]) == (0, 0, 0)
     rest = client.post(f"/api/libraries/{library}/index").get_json()
-    assert rest["queued"] == 2
+    assert (rest["staged"], rest["queued"]) == (3, 2)  # no body: the library's count
     (second,) = _drain(services, services.libraries.uri(library))
     assert second.message.photos == ("b.jpg", "c.jpg")
 

@@ -79,7 +79,8 @@ const PMUploads = (() => {
   /**
    * Upload `photos` ({file, name}) into `library`. `hooks.file(name, state, sent, size)` follows
    * each file (queued, uploading, uploaded, skipped, refused, failed); `hooks.total(sent, bytes)`
-   * the whole. Resolves {uploaded, skipped, refused: [{name, reason}], failed: [{name, reason}], index}.
+   * the whole. Resolves {uploaded, skipped, refused: [{name, reason}], failed: [{name, reason}], index}
+   * (index: the last index answer, its `queued` counting every request's).
    */
   async function upload(library, description, photos, hooks) {
     const grantsUrl = `/api/libraries/${encodeURIComponent(library)}/uploads`;
@@ -93,11 +94,16 @@ const PMUploads = (() => {
     });
     const indexUrl = `/api/libraries/${encodeURIComponent(library)}/index`;
     let ready = []; // in storage, not yet asked to be indexed
-    const askIndex = (names) => PM.api(indexUrl, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ photos: names }),
-    });
+    let queued = 0; // photos the index requests queued, over all of them
+    const askIndex = async (names) => {
+      const answer = await PM.api(indexUrl, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ photos: names }),
+      });
+      queued += answer.queued;
+      return answer;
+    };
     const indexed = []; // index requests in flight; the last one's answer counts the library
     let missed = false; // one failed: the last request asks for every photo not indexed yet
     const isReady = (name) => {
@@ -154,7 +160,8 @@ const PMUploads = (() => {
       });
     }
     await Promise.all(indexed);
-    result.index = await (missed ? PM.api(indexUrl, { method: "POST" }) : askIndex(ready));
+    const last = await (missed ? PM.api(indexUrl, { method: "POST" }) : askIndex(ready));
+    result.index = { ...last, queued: missed ? last.queued : queued };
     return result;
   }
 
