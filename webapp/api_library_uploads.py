@@ -173,7 +173,10 @@ def _asked_photos() -> set[str] | None:
     has just uploaded, so that indexing starts while the rest upload), or None (no body): all."""
     if not request.get_data(cache=True):
         return None
-    photos = _json_body().get("photos")
+    body = _json_body()
+    if "photos" not in body:  # an object without the field: as no body
+        return None
+    photos = body["photos"]
     if not isinstance(photos, list) or len(photos) > MAX_FILES_PER_REQUEST:
         raise ApiError(400, "invalid_field", f"photos must be a list of at most {MAX_FILES_PER_REQUEST} file names")
     asked = set()
