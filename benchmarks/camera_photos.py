@@ -33,16 +33,26 @@ ORIENTATION = 0x0112
 
 @functools.cache
 def _base(index: int) -> Image.Image:
-    rng = np.random.default_rng(1000 + index)
-    width, height = SIZE
+    return textured(
+        1000 + index, SIZE, (6 + index % 5, 8 + index % 7), (60 + 7 * index, 80 + 9 * index), grain=(2, 0.25)
+    )
+
+
+def textured(
+    seed: int, size: tuple[int, int], low: tuple[int, int], mid: tuple[int, int], *, grain: tuple[int, float]
+) -> Image.Image:
+    """A camera-like texture of ``size``: random colour fields of ``low`` and ``mid`` (rows, cols)
+    cells blown up and blended, with a grain at 1/``grain[0]`` of the size, weighted ``grain[1]``."""
+    rng = np.random.default_rng(seed)
+    width, height = size
 
     def field(rows: int, cols: int, resample: Image.Resampling) -> Image.Image:
         return Image.fromarray(rng.integers(0, 256, (rows, cols, 3), dtype=np.uint8)).resize((width, height), resample)
 
-    low = field(6 + index % 5, 8 + index % 7, Image.Resampling.BICUBIC)
-    mid = field(60 + 7 * index, 80 + 9 * index, Image.Resampling.BILINEAR)
-    grain = field(height // 2, width // 2, Image.Resampling.BILINEAR)
-    return Image.blend(Image.blend(low, mid, 0.35), grain, 0.25)
+    blurred = field(*low, Image.Resampling.BICUBIC)
+    detail = field(*mid, Image.Resampling.BILINEAR)
+    fine = field(height // grain[0], width // grain[0], Image.Resampling.BILINEAR)
+    return Image.blend(Image.blend(blurred, detail, 0.35), fine, grain[1])
 
 
 def _params(number: int) -> tuple[int, int, int, tuple[float, float, float]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageChops
 
-from benchmarks.camera_photos import ORIENTATION, orientation
+from benchmarks.camera_photos import ORIENTATION, orientation, textured
 
 SIZE = (1200, 900)
 BASES = 24
@@ -31,16 +31,9 @@ QUALITY = 90
 
 @functools.cache
 def _base(index: int) -> Image.Image:
-    rng = np.random.default_rng(5000 + index)
-    width, height = SIZE
-
-    def field(rows: int, cols: int, resample: Image.Resampling) -> Image.Image:
-        return Image.fromarray(rng.integers(0, 256, (rows, cols, 3), dtype=np.uint8)).resize((width, height), resample)
-
-    low = field(3 + index % 5, 4 + index % 7, Image.Resampling.BICUBIC)
-    mid = field(12 + 3 * index, 16 + 4 * index, Image.Resampling.BILINEAR)
-    grain = field(height // 3, width // 3, Image.Resampling.BILINEAR)
-    return Image.blend(Image.blend(low, mid, 0.35), grain, 0.2)
+    return textured(
+        5000 + index, SIZE, (3 + index % 5, 4 + index % 7), (12 + 3 * index, 16 + 4 * index), grain=(3, 0.2)
+    )
 
 
 def _params(number: int) -> tuple[int, int, int, bool, tuple[float, float, float]]:
