@@ -120,7 +120,6 @@ class Indexing:
 
         self.api, self.name, self.every = api, name, MAX_PHOTOS_PER_INDEX_REQUEST
         self.waiting: list[str] = []
-        self.answer: dict[str, Any] = {}
         self.missed = False
 
     def ready(self, photo: str) -> None:
@@ -128,19 +127,18 @@ class Indexing:
         if len(self.waiting) >= self.every:
             self.flush()
 
-    def flush(self, *, last: bool = False) -> dict[str, Any]:
-        """Ask for the photos waiting (none is fine: the answer still counts the staged ones). A
-        request that failed is not fatal: the last one then asks for every photo not indexed."""
+    def flush(self, *, last: bool = False) -> None:
+        """Ask for the photos waiting. A request that failed is not fatal: the last one then asks
+        for every photo not indexed."""
         asked, self.waiting = self.waiting, []
         body = None if self.missed and last else {"photos": asked}
         try:
-            self.answer = self.api.call("POST", f"/api/libraries/{self.name}/index", ok=(202,), json=body).json()
+            self.api.call("POST", f"/api/libraries/{self.name}/index", ok=(202,), json=body)
         except click.ClickException as exc:
             if last:
                 raise
             click.echo(f"note: asking for indexing failed ({exc.format_message()}); asking again at the end", err=True)
             self.missed = True
-        return self.answer
 
 
 def upload_all(
