@@ -1,6 +1,6 @@
 """A person's folder of photos into a library, in real headless Chromium: the page asks for upload
-URLs, writes every photo straight to the embedded Azurite in blocks (Put Block, Put Block List),
-survives a dropped connection and an expired SAS, asks for indexing and follows the indexer (a
+URLs, writes every photo straight to the embedded Azurite in blocks (Put Block, Put Block List;
+a file of one block in one Put Blob), survives a dropped connection and an expired SAS, asks for indexing and follows the indexer (a
 real ``photomosaics indexer`` process) to the end: the junk file skipped with its reason, the
 burst shot grouped. Then, after a reload, the same folder chosen again sends nothing. A network
 cannot drop on demand, so Playwright's request interception aborts one block PUT once and answers
@@ -75,8 +75,9 @@ class StorageLog:
 
     def __init__(self, base: str) -> None:
         self.base = base
-        self.reached: list[tuple[str, str, str]] = []  # (photo, "block" | "blocklist", block id)
+        self.reached: list[tuple[str, str, str]] = []  # (photo, "block" | "blocklist" | "blob", block id)
         self.dropped: list[str] = []
+        self.dropped_whole: list[str] = []
         self.expired: list[str] = []
 
     def __call__(self, route: Any) -> None:
@@ -90,6 +91,9 @@ class StorageLog:
         kind, block = query.get("comp", ["blob"])[0], query.get("blockid", [""])[0]
         if photo == DROPPED and kind == "block" and block == _block_id(1) and not self.dropped:
             self.dropped.append(block)
+            route.abort("connectionreset")
+        elif kind == "blob" and not self.dropped_whole:  # a one-block file's Put Blob drops once too
+            self.dropped_whole.append(photo)
             route.abort("connectionreset")
         elif photo == EXPIRED and kind == "block" and not self.expired:
             self.expired.append(block)
@@ -173,10 +177,14 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     blocks = [(p, b) for p, kind, b in log.reached if kind == "block"]
     assert len(blocks) == len(set(blocks)), "a block reached storage twice"
     assert (DROPPED, _block_id(1)) in blocks
+    # A file of one block (the junk file here) is one Put Blob: no block, no block list.
+    single = sorted(name for name, data in photos.items() if len(data) <= BLOCK_BYTES)
+    assert single == ["broken.jpg"], single
     for name, data in photos.items():
-        count = -(-len(data) // BLOCK_BYTES)
+        count = -(-len(data) // BLOCK_BYTES) if name not in single else 0
         assert sorted(b for p, b in blocks if p == name) == sorted(_block_id(i) for i in range(count)), name
-    assert sorted(p for p, kind, _ in log.reached if kind == "blocklist") == sorted(photos)
+    assert sorted(p for p, kind, _ in log.reached if kind == "blocklist") == sorted(set(photos) - set(single))
+    assert log.dropped_whole == single and sorted(p for p, kind, _ in log.reached if kind == "blob") == single
     assert grants == [3, 3, 1, 1]  # batches of 3 (c.jpg is in the second), then a fresh URL for c.jpg
     staging = pipeline.services.staging
     assert staging.staged("wedding") == {name: len(data) for name, data in photos.items()}
@@ -303,7 +311,7 @@ class Holding:
     def __init__(self, photo: str) -> None:
         self.photo = photo
         self.held: list[Any] = []
-        self.reached: list[tuple[str, str]] = []  # (photo, "block" | "blocklist")
+        self.reached: list[tuple[str, str]] = []  # (photo, "block" | "blocklist" | "blob")
 
     def __call__(self, route: Any) -> None:
         if route.request.method != "PUT":
@@ -314,7 +322,7 @@ class Holding:
         if photo == self.photo and not self.held:
             self.held.append(route)
             return
-        self.reached.append((photo, parse_qs(url.query)["comp"][0]))
+        self.reached.append((photo, parse_qs(url.query).get("comp", ["blob"])[0]))
         route.continue_()
 
 
@@ -346,7 +354,7 @@ def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
     page.reload()  # the person leaves mid-upload; the page asked first
     assert dialogs == ["beforeunload"]
     page.locator("#libraries .card").first.wait_for()
-    committed = {p for p, kind in storage.reached if kind == "blocklist"}
+    committed = {p for p, kind in storage.reached if kind in ("blocklist", "blob")}  # a one-block file: one Put Blob
     assert committed == set(photos) - {EXPIRED, "portrait.jpg"}
     assert set(staging.staged("party")) == committed
 
@@ -358,7 +366,7 @@ def test_a_reload_mid_upload_then_the_same_folder_sends_only_what_is_missing(
     rows = page.locator("#upload-files li")
     states = {rows.nth(i).get_attribute("data-name"): rows.nth(i).get_attribute("data-state") for i in range(7)}
     assert states == {name: "skipped" if name in committed else "uploaded" for name in photos}
-    commits = [p for p, kind in storage.reached if kind == "blocklist"]
+    commits = [p for p, kind in storage.reached if kind in ("blocklist", "blob")]
     assert sorted(commits) == sorted(photos), "every photo committed exactly once over the two visits"
     assert staging.staged("party") == {name: len(data) for name, data in photos.items()}
     assert all(staging.read_staged("party", name).data == data for name, data in photos.items())
@@ -383,7 +391,7 @@ class Midway:
         url = urlsplit(route.request.url)
         photo = unquote(url.path.rsplit("/staging/", 1)[1])
         query = parse_qs(url.query)
-        kind, block = query["comp"][0], query.get("blockid", [""])[0]
+        kind, block = query.get("comp", ["blob"])[0], query.get("blockid", [""])[0]
         if photo in self.photos and photo not in self.held and block == _block_id(self.hold):
             self.held[photo] = route
             return

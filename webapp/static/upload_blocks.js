@@ -1,4 +1,6 @@
-/* One file straight to Blob Storage with its SAS URL (the valet key): a block blob written as
+/* One file straight to Blob Storage with its SAS URL (the valet key). A file of one block (a phone
+ * photo) is one Put Blob: a drop re-sends at most that block either way, and storage does half the
+ * work of a Put Block and a Put Block List. A larger file is a block blob written as
  * Put Block per chunk, then Put Block List. Block ids are deterministic (the chunk's index), so a
  * retried or resumed block is the same block; a failed block is retried with backoff and only
  * blocks storage has not acknowledged are sent again; a 403 (the SAS expired) asks for a fresh URL.
@@ -9,12 +11,12 @@
 
 const PMBlocks = (() => {
   const settings = {
-    blockBytes: 4 * 1024 * 1024, // 4 MiB: well under Put Block's limit, few requests per phone photo
+    blockBytes: 8 * 1024 * 1024, // 8 MiB: a phone photo (3-5 MB, HEIC less) is one request
     attempts: 6, // per block: network drops, 5xx, 408, 429
     backoffMs: 500, // doubled per attempt, at most maxBackoffMs
     maxBackoffMs: 8000,
     refreshes: 2, // fresh SAS URLs asked for one file after 403s
-    requestTimeoutMs: 180000, // a request storage leaves unanswered this long counts as dropped (4 MiB at 25 KB/s)
+    requestTimeoutMs: 180000, // a request storage leaves unanswered this long counts as dropped (8 MiB at 50 KB/s)
   };
   const VERSION = "2025-01-05"; // a Blob REST API version both Azure and Azurite accept
   const journal = PMBlockJournal;
@@ -107,6 +109,17 @@ const PMBlocks = (() => {
         onProgress(done);
       }
       return true;
+    }
+
+    if (count === 1 && !saved) { // one request: nothing to journal, nothing to commit
+      const headers = {
+        "x-ms-version": VERSION,
+        "x-ms-blob-type": "BlockBlob",
+        "x-ms-blob-content-type": file.type || "application/octet-stream",
+      };
+      await persist("upload", (base) => send("PUT", base, file, headers, onProgress));
+      onProgress(file.size);
+      return undefined;
     }
 
     const ids = Array.from({ length: count }, (_, i) => `<Latest>${blockId(i)}</Latest>`).join("");
