@@ -6,6 +6,7 @@ import math
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from azure.core.exceptions import HttpResponseError
 
+from dal.blobs.listing import names_and_sizes
 from dal.blobs.store import BlobStore
 from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, StorageClients
 from dal.errors import BlobChangedError, BlobMissingError
@@ -86,7 +88,7 @@ def test_listing_follows_continuation_past_5000(storage: StorageClients, unique:
     counted = StorageClients(storage.connection_string, profile="probe", response_hook=hook)
     blobs = BlobStore(counted, prefix=f"t{unique}")
     blobs.ensure_containers()
-    names = {f"many/{i:05d}": b"" for i in range(5_001)}
+    names = {f"many/{i:05d}": b"x" * (i % 7) for i in range(5_001)}
     try:
         upload_many(blobs, IMAGE_OUTPUT_CONTAINER, names, content_type="application/octet-stream", workers=16)
         blobs.upload(IMAGE_OUTPUT_CONTAINER, "other/x", b"", content_type="text/plain")
@@ -94,8 +96,38 @@ def test_listing_follows_continuation_past_5000(storage: StorageClients, unique:
         listed = list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, "many/"))
         assert len(listed) == 5_001 and set(listed) == set(names)
         assert len(list_calls) > 1  # the 5,000-name page limit forced a continuation
+        # The cheap listing of names and sizes (dal.blobs.listing) follows it too.
+        container = counted.blob_service.get_container_client(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
+        list_calls.clear()
+        assert dict(names_and_sizes(container, "many/")) == {n: len(d) for n, d in names.items()}
+        assert len(list_calls) == 2
+        # An SDK whose name pages no longer keep their answer: the public, slower listing, the same result.
+        bare = _NamesOnly(container)
+        assert dict(names_and_sizes(bare, "many/")) == {n: len(d) for n, d in names.items()}
+        assert bare.pages == 1  # its first page showed no answer to read sizes from
     finally:  # one call, where deleting 5,001 blobs would take many
         counted.blob_service.delete_container(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
+
+
+class _NamesOnly:
+    """A container client whose ``list_blob_names`` pages keep no answer (as a later SDK might)."""
+
+    def __init__(self, container: Any) -> None:
+        self.container, self.pages = container, 0
+
+    def list_blob_names(self, **kwargs: Any) -> Any:
+        outer = self
+
+        class Pages:
+            def by_page(self) -> Iterator[list[str]]:
+                for page in outer.container.list_blob_names(**kwargs).by_page():
+                    outer.pages += 1
+                    yield list(page)
+
+        return Pages()
+
+    def list_blobs(self, **kwargs: Any) -> Any:
+        return self.container.list_blobs(**kwargs)
 
 
 def upload_many(

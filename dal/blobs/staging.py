@@ -38,12 +38,13 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobSasPermissions, ContentSettings, generate_blob_sas
 
 from dal.blobs.indexed import Manifest
 from dal.blobs.libraries import LibraryStore
 from dal.blobs.library_info import TILE_PREFIX
+from dal.blobs.listing import names_and_sizes
 from dal.config import StorageClients
 from dal.errors import StorageConfigurationError
 
@@ -53,7 +54,6 @@ __all__ = [
     "STAGING_PREFIX",
     "LibraryStaging",
     "StagedBytes",
-    "StagedPhoto",
     "UploadGrant",
     "public_blob_endpoint",
     "safe_photo_name",
@@ -115,12 +115,6 @@ class UploadGrant:
 
 
 @dataclass(frozen=True)
-class StagedPhoto:
-    name: str  # the safe name (without "staging/")
-    size: int
-
-
-@dataclass(frozen=True)
 class StagedBytes:
     size: int
     data: bytes | None  # None: over the reader's limit, not read
@@ -150,26 +144,7 @@ class LibraryStaging:
     def staged(self, library: str) -> dict[str, int]:
         """Every staged photo of the library: safe name -> size (one listing per 5,000)."""
         container = self._container(library)
-        return {
-            props.name.removeprefix(STAGING_PREFIX): int(props.size or 0)
-            for props in container.list_blobs(name_starts_with=STAGING_PREFIX)
-        }
-
-    def staged_page(self, library: str, size: int, marker: str | None = None) -> tuple[list[StagedPhoto], str | None]:
-        """One listing page of staged photos (``size`` of them, by name) and the next marker (None: last);
-        a marker the service did not issue is ``ValueError``."""
-        pages = self._container(library).list_blobs(name_starts_with=STAGING_PREFIX, results_per_page=size)
-        pager = pages.by_page(continuation_token=marker)
-        try:
-            page = list(next(pager))
-        except StopIteration:
-            return [], None
-        except HttpResponseError as exc:
-            if exc.status_code == 400:
-                raise ValueError("not a marker of this listing") from None
-            raise
-        photos = [StagedPhoto(p.name.removeprefix(STAGING_PREFIX), int(p.size or 0)) for p in page]
-        return photos, pager.continuation_token or None
+        return {name.removeprefix(STAGING_PREFIX): size for name, size in names_and_sizes(container, STAGING_PREFIX)}
 
     def grant(
         self,
