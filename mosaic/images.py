@@ -74,7 +74,7 @@ def open_image(
                 raise ImageDecodeError(
                     f"image of {image.width}x{image.height} pixels is larger than the maximum of {max_pixels:,} pixels"
                 )
-            if min_size is not None and image.format == "JPEG":
+            if min_size is not None and image.format in ("JPEG", "MPO"):  # MPO: the first picture is a JPEG
                 width, height = min_size
                 if image.getexif().get(_ORIENTATION_TAG) in _SIDEWAYS:
                     width, height = height, width

@@ -57,6 +57,19 @@ def test_a_large_jpeg_is_decoded_reduced_never_whole() -> None:
     assert opened.size == (1000, 750)
 
 
+def test_a_phone_jpeg_with_a_second_picture_is_decoded_reduced_too() -> None:
+    """Phones append a depth map or an HDR gain map after the photo (CIPA Multi-Picture Format),
+    which Pillow opens as MPO: the photo, its first picture, is decoded at 1/8 all the same."""
+    photo = _photo(4032, 3024)
+    out = io.BytesIO()
+    photo.save(out, "MPO", save_all=True, append_images=[Image.new("RGB", (1008, 756))], quality=90)
+    assert Image.open(io.BytesIO(out.getvalue())).format == "MPO"
+    image = decode_photo(out.getvalue())
+    assert image.size == (504, 378)  # DCT-scaled: a whole decode would have been resized to 480 x 360
+    first = np.asarray(photo.resize(image.size, Image.Resampling.BOX), dtype=float)
+    assert np.abs(np.asarray(image, dtype=float) - first).mean() < 6  # the photo, not the black map
+
+
 def test_exif_rotation_makes_a_portrait_upright() -> None:
     landscape = _photo(1200, 900)
     marked = np.asarray(landscape).copy()
