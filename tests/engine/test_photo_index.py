@@ -94,6 +94,22 @@ def test_heic_is_read_with_pillow_heif() -> None:
     assert indexed.tile.shape == (64, 64, 3) and indexed.work_size == (WORK_SIDE * 4 // 3, WORK_SIDE)
 
 
+def test_an_iphone_heic_is_indexed_from_its_embedded_thumbnail() -> None:
+    """HEVC has no reduced decode; an iPhone's HEIC carries a 320 x 240 thumbnail, which is
+    decoded instead. A thumbnail too small for it, or none, decodes the photo itself."""
+    import pillow_heif
+
+    photo = _photo(1600, 1200, seed=5)
+    for thumbnails, size in (([320], (320, 240)), ([160], (480, 360)), ([], (480, 360))):
+        out = io.BytesIO()
+        pillow_heif.from_pillow(photo).save(out, format="HEIF", quality=90, thumbnails=thumbnails)
+        image = decode_photo(out.getvalue())
+        assert image.size == size, thumbnails
+        same = np.asarray(photo.resize(size, Image.Resampling.BOX), dtype=float)
+        assert np.abs(np.asarray(image, dtype=float) - same).mean() < 8, thumbnails  # the photo, scaled
+        assert index_photo(out.getvalue()).tile.shape == (64, 64, 3)
+
+
 def _face_at_the_edge() -> tuple[bytes, tuple[int, int, int, int]]:
     """The astronaut (whose face OpenCV finds) at the left edge of a wide canvas, her face about
     a seventh of its height (the model finds faces from an eighth up, see ``mosaic.photo_index``)."""
