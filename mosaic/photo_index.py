@@ -13,7 +13,8 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
   (an iPhone's 320 x 240 is), else the photo is decoded once and reduced.
   Anything else is refused with the reason (``PhotoRefused``): zero bytes, not an image,
-  truncated, a bomb, over the pixel budget.
+  truncated, a bomb, over the pixel budget, a progressive JPEG whose decoding would hold more
+  than ``MAX_PROGRESSIVE_BYTES`` (``mosaic.jpeg_memory``).
 - ``square_box``: the square the tile is cut from. Faces found by OpenCV's cascade detector
   are kept: the square holds the box around every face when it can, else the largest face; with
   no face the square goes where the edges are (a gradient-energy measure), the centre winning
@@ -33,9 +34,11 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +48,14 @@ from PIL import Image
 
 from .errors import ImageDecodeError
 from .images import open_image, to_rgb
+from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .signatures import srgb_to_lab
 
 __all__ = [
     "HEIF_THUMBNAIL_SIDE",
     "MAX_PHOTO_PIXELS",
+    "MAX_PROGRESSIVE_BYTES",
     "WORK_SIDE",
     "IndexedPhoto",
     "PhotoRefused",
@@ -73,6 +78,13 @@ MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused 
 # decode). That is ample for a 64 px tile and the hash; faces are then searched for from a fifth
 # of the shorter side up instead of an eighth.
 HEIF_THUMBNAIL_SIDE = 240
+# A progressive JPEG is decoded holding every coefficient of the image (mosaic.jpeg_memory): a
+# 100 MP one with half-resolution colour (287 MiB) passes, with full-resolution colour (573 MiB)
+# it is refused; above _ALONE_BYTES such decodes run one at a time, so the indexer stays within
+# its 400 MB whatever arrives together.
+MAX_PROGRESSIVE_BYTES = 300 * 2**20
+_ALONE_BYTES = 64 * 2**20
+_ALONE = threading.Lock()
 _HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"avif")
 _HASH_SIDE = 32
 _FLAT = 1.0  # the largest low-frequency coefficient (grey levels) of a photo with no layout
@@ -106,8 +118,10 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
     if _is_heif(data):
         image = _decode_heif(data, max_pixels)
     else:
+        held = _progressive_bytes(data, max_pixels)
         try:
-            image = open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
+            with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
+                image = open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
         except ImageDecodeError as exc:
             raise PhotoRefused(str(exc)) from None
     shorter = min(image.size)
@@ -118,6 +132,21 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
     return image
+
+
+def _progressive_bytes(data: bytes, max_pixels: int) -> int:
+    """What decoding ``data`` holds when it is a progressive JPEG (``mosaic.jpeg_memory``), else 0;
+    ``PhotoRefused`` over ``MAX_PROGRESSIVE_BYTES``. Too many pixels is left to ``open_image``."""
+    frame = progressive_frame(data)
+    if frame is None or frame.width * frame.height > max_pixels:
+        return 0
+    if frame.coefficient_bytes > MAX_PROGRESSIVE_BYTES:
+        raise PhotoRefused(
+            f"a progressive JPEG of {frame.width}x{frame.height} pixels: decoding it holds "
+            f"{frame.coefficient_bytes / 2**20:,.0f} MiB whatever the scale, more than the "
+            f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed; saved as a baseline JPEG it is decoded in a fraction"
+        )
+    return frame.coefficient_bytes
 
 
 def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
