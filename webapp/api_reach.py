@@ -28,7 +28,7 @@ from mosaic import SUB, open_image
 from mosaic.options import DEFAULT_OPTIONS
 from mosaic.reach import PREVIEW_ACROSS, library_reach
 from webapp import planning
-from webapp.decode_budget import DECODES
+from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
 from webapp.job_submission import find_library
 from webapp.services import services, settings
@@ -61,7 +61,7 @@ def plan_with_photo() -> Any:
         max_output_pixels=limits.max_output_pixels,
     )
     side = PREVIEW_ACROSS * SUB
-    with DECODES.reserve(side * side * 4):  # a reduced decode: a few preview cells' pixels per cell
+    with DECODES.reserve(decode_cost(photo.data, side * side * 4)):  # a reduced decode (of a baseline JPEG)
         image = open_image(photo.data, max_pixels=limits.max_input_pixels, min_size=(side, side))
         image.thumbnail((side * 2, side * 2), Image.Resampling.BOX)
     options = DEFAULT_OPTIONS if correction is None else replace(DEFAULT_OPTIONS, correction=correction)

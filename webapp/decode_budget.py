@@ -8,6 +8,11 @@ image's header. When the budget is full a request waits a moment (``wait_seconds
 another decode to finish, then answers 503 with ``Retry-After``: the client comes back, the
 process stays inside its memory. A decode larger than the whole budget waits until it is
 alone. The budget is per process: a pod running N gunicorn workers holds N of them.
+
+A progressive JPEG costs more than its pixels: libjpeg holds every DCT coefficient of the image
+while it decodes, at any scale (``mosaic.jpeg_memory``: 6 bytes a pixel with full-resolution
+colour), so ``decode_cost`` adds those bytes, at the budget's 4 a pixel, to what such a decode
+reserves. A flat 60 MP progressive JPEG of a few hundred KB (150 MP of budget) then runs alone.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from mosaic.jpeg_memory import progressive_frame
 from webapp.errors import ApiError
 
 DEFAULT_BUDGET_MEGAPIXELS = 100  # one photo at the 60 MP input limit, and room beside it
@@ -77,6 +83,13 @@ class DecodeBudget:
             with self._condition:
                 self._in_use -= need
                 self._condition.notify_all()
+
+
+def decode_cost(data: bytes, pixels: int) -> int:
+    """What decoding ``data`` to ``pixels`` output pixels reserves: those pixels, plus a progressive
+    JPEG's coefficients at 4 bytes a pixel (the module docstring)."""
+    frame = progressive_frame(data)
+    return pixels + (frame.coefficient_bytes // 4 if frame is not None else 0)
 
 
 # The process's budget; ``webapp.create_app`` sizes it from the settings.

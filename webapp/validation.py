@@ -22,7 +22,7 @@ from PIL import Image, UnidentifiedImageError
 
 from mosaic.image_structure import ImageStructureError, check_structure
 from mosaic.images import DECODER_FORMATS, FORMAT_NAMES
-from webapp.decode_budget import DECODES
+from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
 
 # Pillow format name -> (file extension, content type).
@@ -106,7 +106,7 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
                         "too_many_pixels",
                         f"the {what} is {width}×{height} = {width * height:,} pixels; the limit is {max_pixels:,}",
                     )
-                with DECODES.reserve(width * height):  # 503 + Retry-After when the process is full
+                with DECODES.reserve(decode_cost(data, width * height)):  # 503 + Retry-After when full
                     image.load()
                 orientation = image.getexif().get(_EXIF_ORIENTATION)
                 image_format = image.format

@@ -18,7 +18,7 @@ from PIL import Image
 
 from tests.web.conftest import LIBRARY, SECRET, ApiClient, png_bytes, served, submit
 from webapp import api_libraries
-from webapp.decode_budget import DECODES, DecodeBudget
+from webapp.decode_budget import DECODES, DecodeBudget, decode_cost
 from webapp.errors import ApiError
 from webapp.previews import PREVIEW_SIDES, PreviewCache, snap_side
 
@@ -50,6 +50,32 @@ def test_the_decoding_budget_answers_503_with_retry_after_when_full(app: Flask, 
         assert client.get("/api/jobs").get_json()["jobs"] == []  # nothing was stored
         assert submit(client, image=png_bytes(64, 48)).status_code == 202  # room again
         assert DECODES.in_use == 0
+    finally:
+        DECODES.configure(app.config["SETTINGS"].web_decode_megapixels)
+
+
+def test_a_progressive_jpeg_reserves_its_coefficients_too(app: Flask, client: Any) -> None:
+    """The same 2,000 x 1,500 picture as a baseline JPEG fits beside 3 MP already held in an
+    8 MP budget; as a progressive one with full-resolution colour (17.2 MiB of coefficients,
+    4.5 M more units) it does not, and waits for room: here a 503."""
+    rng = np.random.default_rng(3)
+    picture = Image.fromarray(rng.integers(0, 255, (15, 20, 3), dtype=np.uint8)).resize((2000, 1500))
+
+    def jpeg(progressive: bool) -> bytes:
+        out = io.BytesIO()
+        picture.save(out, "JPEG", quality=85, progressive=progressive, subsampling=0)
+        return out.getvalue()
+
+    assert decode_cost(jpeg(False), 3_000_000) == 3_000_000
+    assert decode_cost(jpeg(True), 3_000_000) == 3_000_000 + 250 * 188 * 3 * 128 // 4  # blocks x components x 128 B
+    app.config["DECODE_WAIT_SECONDS"] = 0.0
+    DECODES.configure(8, wait_seconds=0.0)
+    try:
+        with DECODES.reserve(3_000_000):
+            assert submit(client, image=jpeg(False), filename="baseline.jpg").status_code == 202
+            refused = submit(client, image=jpeg(True), filename="progressive.jpg")
+            assert refused.status_code == 503 and refused.get_json()["error"] == "busy_decoding"
+        assert submit(client, image=jpeg(True), filename="progressive.jpg").status_code == 202  # room again
     finally:
         DECODES.configure(app.config["SETTINGS"].web_decode_megapixels)
 
