@@ -11,7 +11,8 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   colours are brought to sRGB. HEIC/HEIF (an iPhone's default) is read by pillow-heif, which
   applies the file's own rotation; HEVC has no reduced decode, so the photo's embedded thumbnail
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
-  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced.
+  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced. A PNG, WebP, TIFF or
+  GIF over 16 MP is decoded small by libvips (``mosaic.shrink_on_load``), a smaller one by Pillow.
   Anything else is refused with the reason (``PhotoRefused``): zero bytes, not an image,
   truncated, a bomb, over the pixel budget, a progressive JPEG whose decoding would hold more
   than ``MAX_PROGRESSIVE_BYTES`` (``mosaic.jpeg_memory``).
@@ -47,9 +48,10 @@ import numpy as np
 from PIL import Image
 
 from .errors import ImageDecodeError
-from .images import open_image, to_rgb
+from .images import open_image, probe_image, to_rgb
 from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
+from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
 from .signatures import srgb_to_lab
 
 __all__ = [
@@ -80,8 +82,9 @@ MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused 
 HEIF_THUMBNAIL_SIDE = 240
 # A progressive JPEG is decoded holding every coefficient of the image (mosaic.jpeg_memory): a
 # 100 MP one with half-resolution colour (287 MiB) passes, with full-resolution colour (573 MiB)
-# it is refused; above _ALONE_BYTES such decodes run one at a time, so the indexer stays within
-# its 400 MB whatever arrives together.
+# it is refused. A PNG, WebP, TIFF or GIF whose pixels would pass _ALONE_BYTES is decoded small
+# by libvips (mosaic.shrink_on_load). Either, above _ALONE_BYTES, runs one at a time, so the
+# indexer stays within its 400 MB whatever arrives together.
 MAX_PROGRESSIVE_BYTES = 300 * 2**20
 _ALONE_BYTES = 64 * 2**20
 _ALONE = threading.Lock()
@@ -118,10 +121,8 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
     if _is_heif(data):
         image = _decode_heif(data, max_pixels)
     else:
-        held = _progressive_bytes(data, max_pixels)
         try:
-            with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
-                image = open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
+            image = _decode(data, work_side, max_pixels)
         except ImageDecodeError as exc:
             raise PhotoRefused(str(exc)) from None
     shorter = min(image.size)
@@ -132,6 +133,21 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
     return image
+
+
+def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
+    """A JPEG by libjpeg's reduced decode; a large PNG, WebP, TIFF or GIF by libvips' (which has
+    none of its own to offer: ``mosaic.shrink_on_load``); anything else whole, by Pillow."""
+    image_format, width, height = probe_image(data)
+    if width * height > max_pixels:
+        raise ImageDecodeError(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
+    if image_format in LIBVIPS_FORMATS and width * height * 4 > _ALONE_BYTES:
+        scale = min(1.0, work_side / min(width, height))
+        with _ALONE:
+            return decode_shrunk(data, round(max(width, height) * scale))
+    held = _progressive_bytes(data, max_pixels)
+    with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
+        return open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
 
 
 def _progressive_bytes(data: bytes, max_pixels: int) -> int:

@@ -1,0 +1,65 @@
+"""A large image in a format with no reduced decode, decoded small by libvips.
+
+Pillow decodes a PNG, WebP, TIFF or GIF whole before it can be reduced: a 100 MP PNG with alpha
+took the indexer to 898 MiB, a flat 100 MP WebP of 179 KB to 1,567 MiB. libvips' ``thumbnail``
+streams a PNG's or TIFF's rows through its shrink and asks libwebp for a scaled decode, so the
+same photos cost about 150 MiB. It also turns the image by its EXIF orientation and brings its
+colours to sRGB through its ICC profile, as ``mosaic.images.open_image`` does.
+
+Only what ``open_image``'s checks have let through reaches here (``check_structure``, a format
+of ``DECODER_FORMATS`` read by Pillow from the header, the pixel budget), and libvips is told to
+refuse its loaders marked untrusted. Its operation cache is off in a process that calls this:
+a cached thumbnail would hold its input's bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from .errors import ImageDecodeError
+from .images import to_rgb
+
+__all__ = ["LIBVIPS_FORMATS", "decode_shrunk"]
+
+LIBVIPS_FORMATS = frozenset({"PNG", "WEBP", "TIFF", "GIF"})  # Pillow's names; JPEG has its own reduced decode
+_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
+
+
+@functools.cache
+def _vips() -> Any:
+    import pyvips  # a dependency (pyvips[binary]), imported where it is used
+
+    pyvips.block_untrusted_set(True)
+    pyvips.cache_set_max(0)
+    return pyvips
+
+
+def decode_shrunk(data: bytes, longer: int) -> Image.Image:
+    """The image upright, in sRGB, as RGB, its longer side ``longer`` (never enlarged)."""
+    pyvips = _vips()
+    try:
+        # A square box: libvips fits the stored image before turning it upright.
+        image = pyvips.Image.thumbnail_buffer(
+            data,
+            max(1, longer),
+            height=max(1, longer),
+            size="down",
+            export_profile="srgb",
+            option_string="fail_on=truncated",  # as Pillow: a cut-short file is refused, not padded
+        )
+        if image.format != "uchar":
+            image = image.colourspace("srgb") if image.bands >= 3 else image.colourspace("b-w")
+            image = image.cast("uchar") if image.format == "uchar" else (image / 257).cast("uchar")
+        pixels = np.asarray(image.numpy(), dtype=np.uint8)
+    except pyvips.Error as exc:
+        raise ImageDecodeError(f"cannot decode image: {str(exc).splitlines()[0]}") from None
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, None]
+    mode = _MODES.get(pixels.shape[2])
+    if mode is None:
+        raise ImageDecodeError(f"cannot decode image: {pixels.shape[2]} bands")
+    return to_rgb(Image.fromarray(pixels[:, :, 0] if mode == "L" else pixels, mode))
