@@ -61,7 +61,9 @@ def plan_with_photo() -> Any:
         max_output_pixels=limits.max_output_pixels,
     )
     side = PREVIEW_ACROSS * SUB
-    with DECODES.reserve(decode_cost(photo.data, side * side * 4)):  # a reduced decode (of a baseline JPEG)
+    # A JPEG is decoded reduced (a few preview pixels per cell); any other format whole.
+    pixels = side * side * 4 if photo.format in ("JPEG", "MPO") else photo.width * photo.height
+    with DECODES.reserve(decode_cost(photo.data, pixels)):
         image = open_image(photo.data, max_pixels=limits.max_input_pixels, min_size=(side, side))
         image.thumbnail((side * 2, side * 2), Image.Resampling.BOX)
     options = DEFAULT_OPTIONS if correction is None else replace(DEFAULT_OPTIONS, correction=correction)

@@ -77,3 +77,22 @@ def test_bad_requests_are_clear_and_store_nothing(client: Any, tile_library: str
     assert _plan(client, b"not an image at all").status_code == 415
     assert _plan(client, png_bytes(8, 8), tile_size="0").json["error"] == "invalid_field"
     assert _plan(client, png_bytes(8, 8), correction="101").json["error"] == "invalid_field"
+
+
+def test_the_preview_reserves_what_its_decode_holds(client: Any, monkeypatch: Any) -> None:
+    """A JPEG's preview is a reduced decode; a PNG has none, so its preview reserves every pixel
+    (the budget of webapp.decode_budget, watched through its reserve)."""
+    from webapp.decode_budget import DECODES
+
+    reserved: list[int] = []
+    real = DECODES.reserve
+    monkeypatch.setattr(DECODES, "reserve", lambda pixels: reserved.append(pixels) or real(pixels))
+    photo = Image.new("RGB", (1600, 1200), (40, 90, 160))
+    out = io.BytesIO()
+    photo.save(out, format="PNG")
+    for data, preview in ((_jpeg(photo), "reduced"), (out.getvalue(), "whole")):
+        reserved.clear()
+        assert _plan(client, data).status_code == 200
+        check, preview_pixels = reserved  # the upload's check (a whole decode), then the preview's
+        assert check == 1600 * 1200
+        assert (preview_pixels == 1600 * 1200) == (preview == "whole"), (preview, reserved)
