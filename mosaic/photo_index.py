@@ -138,13 +138,12 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
 def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     """A JPEG by libjpeg's reduced decode; a large PNG, WebP, TIFF or GIF by libvips' (which has
     none of its own to offer: ``mosaic.shrink_on_load``); anything else whole, by Pillow."""
-    image_format, width, height = probe_image(data)
-    if width * height > max_pixels:
-        raise ImageDecodeError(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
-    if image_format in LIBVIPS_FORMATS and width * height * 4 > _ALONE_BYTES:
-        scale = min(1.0, work_side / min(width, height))
-        with _ALONE:
-            return decode_shrunk(data, round(max(width, height) * scale))
+    if data[:3] != b"\xff\xd8\xff":  # not a JPEG (whose header open_image reads once): which, and how large
+        image_format, width, height = probe_image(data)
+        if image_format in LIBVIPS_FORMATS and max_pixels >= width * height > _ALONE_BYTES // 4:
+            scale = min(1.0, work_side / min(width, height))
+            with _ALONE:
+                return decode_shrunk(data, round(max(width, height) * scale))
     held = _progressive_bytes(data, max_pixels)
     with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
         return open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
