@@ -48,12 +48,9 @@ def decode_shrunk(data: bytes, longer: int) -> Image.Image:
             max(1, longer),
             height=max(1, longer),
             size="down",
-            export_profile="srgb",
+            export_profile="srgb",  # also 8 bits a band, three (or four with alpha), whatever came in
             option_string="fail_on=truncated",  # as Pillow: a cut-short file is refused, not padded
         )
-        if image.format != "uchar":
-            image = image.colourspace("srgb") if image.bands >= 3 else image.colourspace("b-w")
-            image = image.cast("uchar") if image.format == "uchar" else (image / 257).cast("uchar")
         pixels = np.asarray(image.numpy(), dtype=np.uint8)
     except pyvips.Error as exc:
         raise ImageDecodeError(f"cannot decode image: {str(exc).splitlines()[0]}") from None

@@ -91,6 +91,13 @@ def test_a_png_header_is_read_without_its_pixels_and_a_transparent_one_lands_on_
     assert int(decoded) < 200, done.stdout  # MiB: the whole RGBA picture is 381
 
 
+def test_a_16_bit_grey_photo_comes_out_8_bit_rgb_over_its_whole_range() -> None:
+    ramp = np.linspace(0, 65535, WIDE[0] * WIDE[1]).reshape(WIDE[1], WIDE[0]).astype(np.uint16)
+    image = decode_photo(_encode(Image.fromarray(ramp), "PNG", compress_level=1))
+    assert image.mode == "RGB" and image.size == (480, 360)
+    assert image.getpixel((0, 0)) == (0, 0, 0) and image.getpixel((479, 359)) == (255, 255, 255)
+
+
 def test_a_corrupt_large_file_is_a_decode_error() -> None:
     from mosaic.errors import ImageDecodeError
 
