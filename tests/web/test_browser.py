@@ -19,22 +19,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from benchmarks.browser_upload import ARGS as CHROMIUM_ARGS  # one list of the flags, the benchmark's
+from benchmarks.browser_upload import CHROMIUM
 from tests.support.prereqs import require
 from tests.web.conftest import enter_operator_token
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 LAPTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
