@@ -8,6 +8,7 @@ project is rooted here and named in this drawing.
     PhotoMosaicsError                         the root: every error we raise on purpose
      ├── MosaicError                          mosaic.errors — anything the engine refuses
      │    ├── ImageDecodeError                bytes that are not an image we can read
+     │    │    ├── UnknownImageFormat         none of the formats the caller accepts
      │    │    ├── ImageStructureError        mosaic.image_structure — opening it would cost too much
      │    │    └── PhotoRefused               mosaic.photo_index — a library photo not indexed (the reason)
      │    ├── LibraryFormatError (ValueError) a library index that is not one
@@ -59,6 +60,7 @@ __all__ = [
     "SourceLimitError",
     "TileBudgetError",
     "TileSourceError",
+    "UnknownImageFormat",
 ]
 
 
@@ -72,6 +74,10 @@ class MosaicError(PhotoMosaicsError):
 
 class ImageDecodeError(MosaicError):
     """The bytes are not an image we can read: corrupt, truncated, unknown or too large."""
+
+
+class UnknownImageFormat(ImageDecodeError):
+    """The bytes are in none of the formats the caller accepts (``str()`` names them)."""
 
 
 class LibraryFormatError(MosaicError, ValueError):

@@ -21,7 +21,7 @@ from typing import cast
 import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
-from .errors import ImageDecodeError
+from .errors import ImageDecodeError, UnknownImageFormat
 from .image_structure import check_structure
 from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 
@@ -29,7 +29,16 @@ from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
 # EPS never reaches Ghostscript and an SGI, PSD or ICO file is "not an image". (A JPEG with
 # more pictures after the first, a phone's depth map, opens through JPEG as Pillow's MPO.)
 DECODER_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
-FORMAT_NAMES = "JPEG, PNG, WebP, GIF, BMP or TIFF"
+_LABELS = {"WEBP": "WebP"}
+
+
+def format_names(formats: tuple[str, ...]) -> str:
+    """``("JPEG", "PNG", "WEBP")`` as a person reads it: "JPEG, PNG or WebP"."""
+    labels = [_LABELS.get(name, name) for name in formats]
+    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
+
+
+FORMAT_NAMES = format_names(DECODER_FORMATS)
 _ORIENTATION_TAG = 0x0112
 _SIDEWAYS = {5, 6, 7, 8}
 _TRANSPOSE = {  # EXIF orientation -> the turn that shows it upright (as Pillow's exif_transpose)
@@ -53,12 +62,15 @@ def open_image(
     *,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     min_size: tuple[int, int] | None = None,
+    formats: tuple[str, ...] = DECODER_FORMATS,
 ) -> Image.Image:
     """Decode ``data`` into an upright RGB image.
 
     ``min_size`` (width, height of the upright image) lets a JPEG decode at a reduced scale
     (libjpeg's DCT scaling) when the caller needs no more than that: several times faster
-    for a 12 MP photo that is about to be reduced to a few pixels per cell.
+    for a 12 MP photo that is about to be reduced to a few pixels per cell. ``formats``: the
+    Pillow plugins tried (a subset of those Pillow has; the indexer adds AVIF); bytes in none
+    of them raise ``UnknownImageFormat``.
     """
     check_structure(data)  # what opening it costs, bounded before Pillow reads its header
     try:
@@ -69,7 +81,7 @@ def open_image(
                 warnings.simplefilter("error", Image.DecompressionBombWarning)
             else:
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data), formats=DECODER_FORMATS)
+            image = Image.open(io.BytesIO(data), formats=formats)
             if image.width * image.height > max_pixels:
                 raise ImageDecodeError(
                     f"image of {image.width}x{image.height} pixels is larger than the maximum of {max_pixels:,} pixels"
@@ -86,7 +98,7 @@ def open_image(
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
-        raise ImageDecodeError(f"not an image in an accepted format ({FORMAT_NAMES})") from None
+        raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
     except (
         OSError,
         SyntaxError,
@@ -158,13 +170,13 @@ def probe_size(data: bytes) -> tuple[int, int]:
     return probe_image(data)[1:]
 
 
-def probe_image(data: bytes) -> tuple[str, int, int]:
+def probe_image(data: bytes, *, formats: tuple[str, ...] = DECODER_FORMATS) -> tuple[str, int, int]:
     """Pillow's format name and the upright (EXIF-oriented) size, from the header alone."""
     check_structure(data)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # nothing is decoded here
-            with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
+            with Image.open(io.BytesIO(data), formats=formats) as image:
                 width, height = image.size
                 if _header_orientation(image) in _SIDEWAYS:
                     width, height = height, width
@@ -172,7 +184,7 @@ def probe_image(data: bytes) -> tuple[str, int, int]:
     except Image.DecompressionBombError as exc:
         raise ImageDecodeError(f"cannot read image header: {exc}") from None
     except UnidentifiedImageError:
-        raise ImageDecodeError(f"not an image in an accepted format ({FORMAT_NAMES})") from None
+        raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
     except (OSError, SyntaxError, ValueError, struct.error) as exc:
         raise ImageDecodeError(f"cannot read image header: {exc}") from exc
 

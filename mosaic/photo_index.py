@@ -11,9 +11,11 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   colours are brought to sRGB. HEIC/HEIF (an iPhone's default) is read by pillow-heif, which
   applies the file's own rotation; HEVC has no reduced decode, so the photo's embedded thumbnail
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
-  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced. A PNG, WebP, TIFF or
-  GIF over 16 MP is decoded small by libvips (``mosaic.shrink_on_load``), a smaller one by Pillow.
-  Anything else is refused with the reason (``PhotoRefused``): zero bytes, not an image,
+  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced. AVIF (the same
+  container around AV1, which some Android phones and most web exports write) is decoded whole
+  by Pillow's libavif, up to ``MAX_AVIF_PIXELS``. A PNG, WebP, TIFF or GIF over 16 MP is decoded
+  small by libvips (``mosaic.shrink_on_load``), a smaller one by Pillow. Anything else is refused
+  with the reason (``PhotoRefused``): zero bytes, not an image of ``PHOTO_FORMAT_NAMES``,
   truncated, a bomb, over the pixel budget, a progressive JPEG whose decoding would hold more
   than ``MAX_PROGRESSIVE_BYTES`` (``mosaic.jpeg_memory``).
 - ``square_box``: the square the tile is cut from. Faces found by OpenCV's cascade detector
@@ -47,8 +49,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .errors import ImageDecodeError
-from .images import open_image, probe_image, to_rgb
+from .errors import ImageDecodeError, UnknownImageFormat
+from .images import DECODER_FORMATS, format_names, open_image, probe_image, to_rgb
 from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
@@ -56,8 +58,10 @@ from .signatures import srgb_to_lab
 
 __all__ = [
     "HEIF_THUMBNAIL_SIDE",
+    "MAX_AVIF_PIXELS",
     "MAX_PHOTO_PIXELS",
     "MAX_PROGRESSIVE_BYTES",
+    "PHOTO_FORMAT_NAMES",
     "WORK_SIDE",
     "IndexedPhoto",
     "PhotoRefused",
@@ -88,7 +92,16 @@ HEIF_THUMBNAIL_SIDE = 240
 MAX_PROGRESSIVE_BYTES = 300 * 2**20
 _ALONE_BYTES = 64 * 2**20
 _ALONE = threading.Lock()
-_HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"avif")
+# libavif has no reduced decode: Pillow holds the YUV planes, libavif's RGB and its own copy,
+# measured 9.4 bytes a pixel (8 bits, 4:2:0) and 11.1 (4:4:4); 10 bits widen the planes to 14.
+_AVIF_BYTES_PER_PIXEL = 14
+MAX_AVIF_PIXELS = MAX_PROGRESSIVE_BYTES // _AVIF_BYTES_PER_PIXEL  # 22 MP: a phone's AVIF passes
+# ISO base media files (the "ftyp" box's brands): HEVC pictures go to pillow-heif, AV1 ones to
+# Pillow's AVIF plugin; a bare "mif1" (HEIF of no declared codec) to pillow-heif, which says why.
+_HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
+_AV1_BRANDS = frozenset({b"avif", b"avis"})
+_HEIF_BRANDS = frozenset({b"mif1", b"msf1"}) | _HEVC_BRANDS | _AV1_BRANDS
+PHOTO_FORMAT_NAMES = format_names((*DECODER_FORMATS, "HEIC", "AVIF"))
 _HASH_SIDE = 32
 _FLAT = 1.0  # the largest low-frequency coefficient (grey levels) of a photo with no layout
 _FACE_MIN = 24  # the smallest face searched for, in work pixels (the model's window)
@@ -109,8 +122,12 @@ class IndexedPhoto:
     work_size: tuple[int, int]  # the decoded (reduced) size
 
 
-def _is_heif(data: bytes) -> bool:
-    return data[4:8] == b"ftyp" and data[8:12] in _HEIF_BRANDS
+def _ftyp_brands(data: bytes) -> frozenset[bytes]:
+    """The major and compatible brands of an ISO base media file's ``ftyp`` box, else none."""
+    if data[4:8] != b"ftyp":
+        return frozenset()
+    end = min(int.from_bytes(data[:4], "big"), len(data), 4096)
+    return frozenset([data[8:12], *(data[at : at + 4] for at in range(16, end - 3, 4))])
 
 
 def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = MAX_PHOTO_PIXELS) -> Image.Image:
@@ -118,13 +135,20 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
     photo's embedded thumbnail (see the module docstring)."""
     if not data:
         raise PhotoRefused("zero bytes: an empty file is not a photo")
-    if _is_heif(data):
-        image = _decode_heif(data, max_pixels)
-    else:
-        try:
+    brands = _ftyp_brands(data) & _HEIF_BRANDS
+    try:
+        if brands & _AV1_BRANDS and not brands & _HEVC_BRANDS:
+            image = _decode_avif(data, max_pixels)
+        elif brands:
+            image = _decode_heif(data, max_pixels)
+        else:
             image = _decode(data, work_side, max_pixels)
-        except ImageDecodeError as exc:
-            raise PhotoRefused(str(exc)) from None
+    except UnknownImageFormat:
+        raise PhotoRefused(f"not an image in an accepted format ({PHOTO_FORMAT_NAMES})") from None
+    except PhotoRefused:
+        raise
+    except ImageDecodeError as exc:
+        raise PhotoRefused(str(exc)) from None
     shorter = min(image.size)
     if shorter < 16:
         raise PhotoRefused(f"too small for a tile: {image.width}x{image.height} pixels")
@@ -162,6 +186,26 @@ def _progressive_bytes(data: bytes, max_pixels: int) -> int:
             f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed; saved as a baseline JPEG it is decoded in a fraction"
         )
     return frame.coefficient_bytes
+
+
+def _decode_avif(data: bytes, max_pixels: int) -> Image.Image:
+    """An AVIF photo decoded whole (libavif has no reduced decode), alone when it is large."""
+    from PIL import features
+
+    if not features.check("avif"):  # pragma: no cover - the locked Pillow wheels carry libavif
+        raise PhotoRefused("AVIF cannot be decoded here: this Pillow was built without libavif")
+    _, width, height = probe_image(data, formats=("AVIF",))
+    if width * height > max_pixels:
+        raise PhotoRefused(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
+    if width * height > MAX_AVIF_PIXELS:
+        raise PhotoRefused(
+            f"an AVIF photo of {width}x{height} pixels: AVIF has no reduced decode, and decoding it would "
+            f"hold about {width * height * _AVIF_BYTES_PER_PIXEL / 2**20:,.0f} MiB, more than the "
+            f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({MAX_AVIF_PIXELS / 1e6:.0f} MP); saved as JPEG it is decoded in a fraction"
+        )
+    held = width * height * _AVIF_BYTES_PER_PIXEL
+    with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
+        return open_image(data, max_pixels=max_pixels, formats=("AVIF",))
 
 
 def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:

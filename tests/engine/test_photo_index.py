@@ -1,4 +1,4 @@
-"""The indexer's work on one photo: reduced decode, EXIF, HEIC, refusals, face-keeping crops, hashes."""
+"""The indexer's work on one photo: reduced decode, EXIF, HEIC, AVIF, refusals, face-keeping crops, hashes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from PIL import Image
 
 from dal.blobs.indexed import group_photos
 from mosaic.photo_index import (
+    MAX_AVIF_PIXELS,
+    PHOTO_FORMAT_NAMES,
     WORK_SIDE,
     PhotoRefused,
     colour_distance,
@@ -108,6 +110,53 @@ def test_an_iphone_heic_is_indexed_from_its_embedded_thumbnail() -> None:
         same = np.asarray(photo.resize(size, Image.Resampling.BOX), dtype=float)
         assert np.abs(np.asarray(image, dtype=float) - same).mean() < 8, thumbnails  # the photo, scaled
         assert index_photo(out.getvalue()).tile.shape == (64, 64, 3)
+
+
+def _avif(image: Image.Image, **kwargs: object) -> bytes:
+    out = io.BytesIO()
+    image.save(out, "AVIF", quality=80, speed=10, **kwargs)
+    return out.getvalue()
+
+
+def test_an_avif_photo_is_read_upright_with_its_colours() -> None:
+    """AVIF (AV1 in the HEIF container) goes to Pillow's libavif, not to pillow-heif (which has
+    no AV1 decoder and refused it), and its rotation turns it upright as a JPEG's does."""
+    photo = _photo(1200, 900, seed=2)
+    marked = np.asarray(photo).copy()
+    marked[:100, :100] = (255, 0, 0)  # red in the stored top-left corner
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = _avif(Image.fromarray(marked), exif=exif.tobytes())
+    image = decode_photo(data)
+    assert image.size == (WORK_SIDE, WORK_SIDE * 4 // 3)  # a portrait, reduced
+    pixels = np.asarray(image, dtype=float)
+    top_right = pixels[:20, -20:].mean(axis=(0, 1))  # the stored top-left is now top-right
+    assert top_right[0] > 200 and top_right[1] < 80
+    same = np.asarray(photo.transpose(Image.Transpose.ROTATE_270).resize(image.size, Image.Resampling.BOX), float)
+    assert np.abs(pixels - same)[40:, :].mean() < 8  # the photo's own colours, away from the mark
+    # A file whose major brand is the generic "mif1", AVIF only among its compatible brands.
+    generic = data.replace(b"ftypavif", b"ftypmif1", 1)
+    assert np.array_equal(np.asarray(decode_photo(generic)), np.asarray(image))
+    assert index_photo(data).tile.shape == (64, 64, 3)
+
+
+def test_an_avif_too_large_to_decode_within_the_budget_is_refused_with_why() -> None:
+    """libavif has no reduced decode: past ``MAX_AVIF_PIXELS`` the indexer would leave its memory
+    budget, so the photo is refused before any pixel is decoded, saying what to do instead."""
+    side = int(MAX_AVIF_PIXELS**0.5) + 16
+    with pytest.raises(PhotoRefused, match=r"AVIF has no reduced decode.*saved as JPEG"):
+        index_photo(_avif(Image.new("RGB", (side, side), (200, 30, 40))))
+    with pytest.raises(PhotoRefused, match="larger than the maximum"):
+        index_photo(_avif(_photo(400, 300)), max_pixels=100_000)
+
+
+def test_a_file_of_no_accepted_format_is_refused_naming_the_formats_a_library_takes() -> None:
+    """JPEG 2000 is a real image format Pillow could open, but not one a library takes."""
+    out = io.BytesIO()
+    _photo(200, 150).save(out, "JPEG2000")
+    assert PHOTO_FORMAT_NAMES == "JPEG, PNG, WebP, GIF, BMP, TIFF, HEIC or AVIF"
+    with pytest.raises(PhotoRefused, match=f"not an image in an accepted format \\({PHOTO_FORMAT_NAMES}\\)"):
+        index_photo(out.getvalue())
 
 
 def _face_at_the_edge() -> tuple[bytes, tuple[int, int, int, int]]:
