@@ -11,7 +11,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,29 +22,69 @@ __all__ = [
     "GRANT_BATCH",
     "PHOTO_SUFFIXES",
     "UPLOADS_AT_ONCE",
+    "FolderPhotos",
     "Indexing",
+    "folder_photos",
     "follow_index",
+    "left_out_note",
     "load_client",
-    "photo_files",
     "upload_all",
 ]
 
 
-PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".gif", ".bmp", ".tif", ".tiff"})
+PHOTO_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".avif", ".gif", ".bmp", ".tif", ".tiff"}
+)
 GRANT_BATCH = 500  # the API's most files per POST .../uploads
 UPLOADS_AT_ONCE = 4
 _CONCURRENCY_PER_UPLOAD = 2
 STILL_SECONDS = 20.0  # no progress for this long: the indexer has nothing of ours in work
 
 
-def photo_files(folder: Path) -> Iterator[Path]:
-    """The photo files under ``folder`` by extension (case-insensitive), sorted; hidden files
-    and folders (a leading dot) are left out."""
+@dataclass(frozen=True)
+class FolderPhotos:
+    """A folder's photos (path, name under the folder, bytes) and the files left out with why."""
+
+    photos: list[tuple[Path, str, int]]
+    left_out: list[tuple[str, str]]
+
+
+def folder_photos(folder: Path) -> FolderPhotos:
+    """The photo files under ``folder`` by extension (case-insensitive), and what is left out, in
+    the library page's words (``upload_files.js``): a hidden file or one in a hidden folder (a
+    leading dot: ``.DS_Store``, a Mac's ``._IMG_1.JPG``), not a photo, an empty file."""
+    photos: list[tuple[Path, str, int]] = []
+    left_out: list[tuple[str, str]] = []
     for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith(".") and Path(name).suffix.lower() in PHOTO_SUFFIXES:
-                yield Path(root, name)
+        dirs.sort()
+        for file in sorted(files):
+            path = Path(root, file)
+            name = path.relative_to(folder).as_posix()
+            suffix = path.suffix.lower()
+            if any(part.startswith(".") for part in name.split("/")):
+                left_out.append((name, "hidden file"))
+            elif suffix not in PHOTO_SUFFIXES:
+                left_out.append((name, f"not a photo ({suffix or 'no extension'})"))
+            else:
+                try:
+                    size = path.stat().st_size
+                except OSError as exc:
+                    left_out.append((name, f"cannot read ({exc.strerror or exc})"))
+                    continue
+                if size:
+                    photos.append((path, name, size))
+                else:
+                    left_out.append((name, "empty file"))
+    return FolderPhotos(photos, left_out)
+
+
+def left_out_note(left_out: list[tuple[str, str]]) -> str:
+    """ "3 files left out: 2 not a photo (.txt), 1 hidden file." (the page's ``leftOutNote``)."""
+    if not left_out:
+        return ""
+    counts = Counter(why for _, why in left_out)
+    parts = ", ".join(f"{count:,} {why}" for why, count in counts.items())
+    return f"{len(left_out):,} file{'' if len(left_out) == 1 else 's'} left out: {parts}."
 
 
 def _client_file() -> Path:

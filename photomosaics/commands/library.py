@@ -22,7 +22,15 @@ from pathlib import Path
 
 import click
 
-from photomosaics.library_upload import PHOTO_SUFFIXES, Indexing, follow_index, load_client, photo_files, upload_all
+from photomosaics.library_upload import (
+    PHOTO_SUFFIXES,
+    Indexing,
+    folder_photos,
+    follow_index,
+    left_out_note,
+    load_client,
+    upload_all,
+)
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
 
@@ -138,12 +146,10 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
     """
     from photomosaics.commands.submit import _Api
 
-    files = []
-    for path in photo_files(folder):
-        try:
-            files.append((path, path.relative_to(folder).as_posix(), path.stat().st_size))
-        except OSError as exc:
-            click.echo(f"cannot read {path}: {exc.strerror or exc}", err=True)
+    found = folder_photos(folder)
+    files = found.photos
+    if found.left_out:
+        click.echo(left_out_note(found.left_out), err=True)
     if not files:
         raise click.UsageError(f"no photos in {folder} (looked for {', '.join(sorted(s[1:] for s in PHOTO_SUFFIXES))})")
     started = time.monotonic()

@@ -261,10 +261,21 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
     batches until an empty one). Chromium gives a page's own DataTransfer no folders, so the
     entries are made in the page, as Chromium's would answer; what is tested is the page's walk:
     nested folders, batches, the folder's own name dropped, hidden files and non-photos left out,
-    and the names are those ``photomosaics library add`` gives the same folder (the same blobs)."""
-    from photomosaics.library_upload import photo_files
+    and the names are those ``photomosaics library add`` gives the same folder (the same blobs),
+    with the same files left out for the same reasons."""
+    from photomosaics.library_upload import folder_photos
 
-    tree = ["day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg", "IMG_4.png", "notes.txt", ".hidden/x.jpg"]
+    tree = [
+        "day1/IMG_1.JPG",
+        "day1/IMG_2.heic",
+        "day2/late/IMG_3.jpeg",
+        "day2/IMG_5.AVIF",
+        "IMG_4.png",
+        "notes.txt",
+        ".hidden/x.jpg",
+        "__MACOSX/day1/._IMG_1.JPG",
+        "README",
+    ]
     folder = tmp_path / "wedding"
     for rel in tree:
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -299,9 +310,17 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
         }""",
         [f"wedding/{rel}" for rel in tree],
     )
-    cli = sorted(path.relative_to(folder).as_posix() for path in photo_files(folder))
-    assert sorted_out["names"] == cli == ["IMG_4.png", "day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/late/IMG_3.jpeg"]
-    assert sorted(sorted_out["leftOut"]) == [".hidden/x.jpg: hidden file", "notes.txt: not a photo (.txt)"]
+    found = folder_photos(folder)
+    cli = sorted(name for _, name, _ in found.photos)
+    assert sorted_out["names"] == cli
+    assert cli == ["IMG_4.png", "day1/IMG_1.JPG", "day1/IMG_2.heic", "day2/IMG_5.AVIF", "day2/late/IMG_3.jpeg"]
+    left_out = [
+        ".hidden/x.jpg: hidden file",
+        "README: not a photo (no extension)",
+        "__MACOSX/day1/._IMG_1.JPG: hidden file",
+        "notes.txt: not a photo (.txt)",
+    ]
+    assert sorted(sorted_out["leftOut"]) == sorted(f"{name}: {why}" for name, why in found.left_out) == left_out
 
 
 class Holding:

@@ -12,7 +12,7 @@ const PMUploads = (() => {
     atOnce: 4, // files in flight: enough to fill a home uplink, gentle on a phone
     indexEvery: 32, // photos per index request: the indexer starts while the rest upload
   };
-  const PHOTO_TYPES = new Set(["jpg", "jpeg", "png", "webp", "heic", "heif", "gif", "bmp", "tif", "tiff"]);
+  const PHOTO_TYPES = new Set(["jpg", "jpeg", "png", "webp", "heic", "heif", "avif", "gif", "bmp", "tif", "tiff"]);
 
   const extension = (path) => (/\.([^./]+)$/.exec(path) || [, ""])[1].toLowerCase();
 
