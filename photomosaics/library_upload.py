@@ -79,11 +79,11 @@ def folder_photos(folder: Path) -> FolderPhotos:
 
 
 def left_out_note(left_out: list[tuple[str, str]]) -> str:
-    """ "3 files left out: 2 not a photo (.txt), 1 hidden file." (the page's ``leftOutNote``)."""
+    """The note the page shows (``leftOutNote``): "3 files left out: not a photo (.txt) × 2, hidden file."."""
     if not left_out:
         return ""
     counts = Counter(why for _, why in left_out)
-    parts = ", ".join(f"{count:,} {why}" for why, count in counts.items())
+    parts = ", ".join(why if count == 1 else f"{why} × {count:,}" for why, count in counts.items())
     return f"{len(left_out):,} file{'' if len(left_out) == 1 else 's'} left out: {parts}."
 
 

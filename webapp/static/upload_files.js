@@ -67,12 +67,12 @@ const PMUploads = (() => {
     return { photos, leftOut };
   }
 
-  /** "3 left out: 2 not a photo (.txt), 1 hidden file" */
+  /** "3 files left out: not a photo (.txt) × 2, hidden file." (the same words as `library add`) */
   function leftOutNote(leftOut) {
     if (!leftOut.length) return "";
     const counts = {};
     for (const { why } of leftOut) counts[why] = (counts[why] || 0) + 1;
-    const parts = Object.entries(counts).map(([why, n]) => `${PM.number(n)} ${why}`);
+    const parts = Object.entries(counts).map(([why, n]) => (n === 1 ? why : `${why} × ${PM.number(n)}`));
     return `${PM.number(leftOut.length)} file${leftOut.length === 1 ? "" : "s"} left out: ${parts.join(", ")}.`;
   }
 
