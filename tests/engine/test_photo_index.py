@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import struct
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from dal.blobs.indexed import group_photos
+from mosaic import photo_index
 from mosaic.photo_index import (
     MAX_AVIF_PIXELS,
     PHOTO_FORMAT_NAMES,
@@ -148,6 +152,27 @@ def test_an_avif_too_large_to_decode_within_the_budget_is_refused_with_why() -> 
         index_photo(_avif(Image.new("RGB", (side, side), (200, 30, 40))))
     with pytest.raises(PhotoRefused, match="larger than the maximum"):
         index_photo(_avif(_photo(400, 300)), max_pixels=100_000)
+
+
+@pytest.mark.parametrize("subsampling", ["4:4:4", "4:2:0"])
+def test_the_avif_budget_bounds_what_libavif_really_holds(tmp_path: Path, subsampling: str) -> None:
+    """Measured in a fresh process, as the indexer decodes it: the peak RSS grows by no more than
+    the ``_AVIF_BYTES_PER_PIXEL`` that ``MAX_AVIF_PIXELS`` is made of, and by at least half of it
+    (a figure far above what is held would refuse photos for nothing)."""
+    path = tmp_path / "photo.avif"
+    path.write_bytes(_avif(_photo(3000, 2000, seed=4), subsampling=subsampling))
+    script = (
+        "import re, sys\n"
+        "from mosaic.photo_index import decode_photo\n"
+        "peak = lambda: int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) * 1024\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
+        "before = peak()\n"
+        "decode_photo(data)\n"
+        "print(peak() - before)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
+    per_pixel = int(done.stdout.split()[0]) / (3000 * 2000)
+    assert photo_index._AVIF_BYTES_PER_PIXEL / 2 <= per_pixel <= photo_index._AVIF_BYTES_PER_PIXEL, per_pixel
 
 
 def test_a_file_of_no_accepted_format_is_refused_naming_the_formats_a_library_takes() -> None:
