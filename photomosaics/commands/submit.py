@@ -9,7 +9,8 @@ prints one clear line and exits 1.
 A submission refused for now (``429`` over a quota, ``503`` busy or storage unavailable) is
 tried again after the server's ``Retry-After`` (5 s when it sends none), saying so on
 stderr, for at most ``--retry-for`` seconds (600 by default; 0: never retry) and never past
-``--timeout``. Nothing was stored by a refused submission, so trying again is safe.
+``--timeout``. Nothing was stored by a refused submission, so trying again is safe. Once the
+app has answered, a refused connection (the app restarting) is tried again for about 45 s.
 """
 
 from __future__ import annotations
@@ -33,8 +34,32 @@ _RETRYABLE = (429, 503)  # over a quota, busy (backpressure) or storage unavaila
 _DEFAULT_RETRY_AFTER = 5
 
 
+def _restart_retry() -> Any:
+    """urllib3's Retry for an app that has answered once: a refused connection (nothing was sent)
+    is tried again 8 times over about 45 s (backoff 0, 1, 2, 4, 8, then 10 s), saying so, and a
+    connection dropped mid-answer twice for a GET. A deploy or a crashed web process that its
+    supervisor brings back is then a pause, not the end of an upload or of a job's progress."""
+    import logging
+
+    from urllib3.util.retry import Retry
+
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # its retry warnings: ours says it in one line
+
+    class Patient(Retry):
+        def sleep(self, response: Any = None) -> None:
+            wait = self.get_backoff_time()
+            if wait:
+                click.echo(f"the web app is not answering (restarting?): trying again in {wait:.0f} s", err=True)
+            super().sleep(response)
+
+    return Patient(total=None, connect=8, read=2, status=0, other=0, backoff_factor=0.5, backoff_max=10)
+
+
 class _Api:
-    """A requests session against one base URL; every failure becomes a ClickException."""
+    """A requests session against one base URL; every failure becomes a ClickException.
+
+    An app that never answered fails at once (a wrong URL, or nothing running); once it has
+    answered, its restarts are waited for (``_restart_retry``)."""
 
     def __init__(self, base: str, *, timeout: float) -> None:
         import requests
@@ -43,6 +68,7 @@ class _Api:
         self.timeout = timeout
         self.session = requests.Session()
         self.session.headers.update(_CSRF)
+        self._reached = False
 
     def call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         import requests
@@ -50,6 +76,9 @@ class _Api:
         url = path if path.startswith("http") else f"{self.base}{path}"
         try:
             response = self.session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), **kwargs)
+            if not self._reached:
+                self._reached = True
+                self.session.mount(f"{self.base}/", requests.adapters.HTTPAdapter(max_retries=_restart_retry()))
         except requests.ConnectionError:
             raise click.ClickException(
                 f"cannot reach the web app at {self.base}: is `photomosaics web` (or `make run`) running?"

@@ -148,6 +148,58 @@ def test_unreachable_app_exits_1(folder: dict[str, bytes], tmp_path: Path, clien
     assert result.exit_code == 1 and "cannot reach the web app" in result.output
 
 
+def test_once_the_app_has_answered_its_restart_is_waited_for(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client of ``library add`` and ``submit``: a deploy, or a web process killed and brought
+    back by ``photomosaics run``, refuses connections for a moment; the next call waits for the
+    app on the same port (saying so) instead of ending the command. Never answered: see above."""
+    from werkzeug.serving import make_server
+
+    from photomosaics.commands.submit import _Api
+    from webapp import create_app
+
+    def start(port: int) -> tuple[Any, threading.Thread, list[str]]:
+        app = create_app(
+            {"SECRET_KEY": SECRET, "SETTINGS": web_settings, "CONNECTION_STRING": azurite_connection_string}
+        )
+        served: list[str] = []
+
+        @app.after_request
+        def close(response: Any) -> Any:  # no kept-alive connection outlives its server
+            served.append(response.status)
+            response.headers["Connection"] = "close"
+            return response
+
+        server = make_server("127.0.0.1", port, app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, name="web", daemon=True)
+        thread.start()
+        return server, thread, served
+
+    first, first_thread, _ = start(0)
+    port = first.server_port
+    api = _Api(f"http://127.0.0.1:{port}", timeout=30)
+    assert api.call("GET", "/api/libraries").status_code == 200
+    first.shutdown()
+    first.server_close()  # nothing listens: connections are refused
+    first_thread.join(timeout=10)
+    later: list[Any] = []
+    back = threading.Timer(1.5, lambda: later.append(start(port)))  # the supervisor's restart
+    back.start()
+    try:
+        assert api.call("GET", "/api/libraries").status_code == 200
+        back.join()
+        served = later[0][2]
+        assert served == ["200 OK"]  # answered by the app that came back
+        assert "the web app is not answering (restarting?): trying again in" in capsys.readouterr().err
+    finally:
+        back.join()
+        for server, thread, _ in later:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=10)
+
+
 def test_no_photos_or_no_folder_is_a_usage_error(tmp_path: Path, client_file: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
