@@ -28,6 +28,7 @@ __all__ = [
     "follow_index",
     "left_out_note",
     "load_client",
+    "not_in_storage",
     "upload_all",
 ]
 
@@ -229,6 +230,21 @@ def upload_all(
                     reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__
                     out["failed"].append((work[future], str(reason).splitlines()[0]))
     return out
+
+
+def not_in_storage(api: Any, name: str, files: list[tuple[Path, str, int]]) -> list[tuple[Path, str, int]]:
+    """The files whose photo the library's staging does not hold (the grants' ``uploaded``): after
+    an upload, the ones whose upload failed and the ones storage lost after acknowledging them
+    (the embedded Azurite writes its index a few seconds after it answers: killed, it forgets
+    the last photos). Refused files are left out (the grant refuses them again)."""
+    missing: list[tuple[Path, str, int]] = []
+    for start in range(0, len(files), GRANT_BATCH):
+        batch = files[start : start + GRANT_BATCH]
+        body = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
+        answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
+        absent = {grant["name"] for grant in answer["uploads"] if not grant["uploaded"]}
+        missing.extend(file for file in batch if file[1] in absent)
+    return missing
 
 
 def follow_index(api: Any, name: str, deadline: float) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from photomosaics.library_upload import (
     follow_index,
     left_out_note,
     load_client,
+    not_in_storage,
     upload_all,
 )
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
@@ -170,7 +171,19 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         err=True,
     )
     indexing.flush(last=True)  # the last photos
-    progress = follow_index(api, name, time.monotonic() + timeout)
+    deadline = time.monotonic() + timeout
+    progress = follow_index(api, name, deadline)
+    # Every photo acknowledged, and still there? Those storage lost since, or that failed, are sent
+    # again once (a second run of the command would do the same).
+    refused = {refused_name for refused_name, _ in sent["refused"]}
+    missing = not_in_storage(api, name, [file for file in files if file[1] not in refused])
+    if missing:
+        count = f"{len(missing):,} photo is" if len(missing) == 1 else f"{len(missing):,} photos are"
+        click.echo(f"{count} not in storage after the upload: sending again", err=True)
+        sent = upload_all(api, name, None, missing, indexing)
+        indexing.flush(last=True)
+        progress = follow_index(api, name, deadline)
+        missing = [file for file in missing if file[1] in {failed_name for failed_name, _ in sent["failed"]}]
     done, staged = progress["indexed"] + progress["skipped"], progress["uploaded"]
     click.echo(
         f"library {name}: {progress['indexed']:,} indexed, {progress['skipped']:,} skipped, "
@@ -183,8 +196,8 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
             f"{staged - done:,} of {staged:,} photos not indexed yet after {timeout:.0f} s; "
             f"the indexer goes on (see GET /api/libraries/{name}/photos)"
         )
-    if sent["failed"]:
-        raise click.ClickException(f"{len(sent['failed']):,} photos failed to upload; run the same command again")
+    if missing:
+        raise click.ClickException(f"{len(missing):,} photos failed to upload; run the same command again")
 
 
 @library.command("remove")
