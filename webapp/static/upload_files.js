@@ -79,12 +79,13 @@ const PMUploads = (() => {
   /**
    * Upload `photos` ({file, name}) into `library`. `hooks.file(name, state, sent, size)` follows
    * each file (queued, uploading, uploaded, skipped, refused, failed); `hooks.total(sent, bytes)`
-   * the whole. Resolves {uploaded, skipped, refused: [{name, reason}], failed: [{name, reason}], index}
-   * (index: the last index answer, its `queued` counting every request's).
+   * the whole. Resolves {uploaded, skipped, resent, refused: [{name, reason}], failed: [{name, reason}],
+   * index} (resent: photos not in storage after their upload, sent again; index: the last index
+   * answer, its `queued` counting every request's).
    */
   async function upload(library, description, photos, hooks) {
     const grantsUrl = `/api/libraries/${encodeURIComponent(library)}/uploads`;
-    const result = { uploaded: 0, skipped: 0, refused: [], failed: [], created: false, index: null };
+    const result = { uploaded: 0, skipped: 0, resent: 0, refused: [], failed: [], created: false, index: null };
     const total = photos.reduce((sum, p) => sum + p.file.size, 0);
     let sent = 0;
     const ask = (files) => PM.api(grantsUrl, {
@@ -116,6 +117,28 @@ const PMUploads = (() => {
     hooks.total(0, total);
     for (const photo of photos) hooks.file(photo.name, "queued", 0, photo.file.size);
 
+    const sentNow = new Map(); // name -> null (in storage) or the reason its upload failed
+    const send = async ([photo, grant]) => {
+      let mine = 0;
+      const progress = (bytes) => {
+        sent += bytes - mine;
+        mine = bytes;
+        hooks.file(photo.name, "uploading", bytes, photo.file.size);
+        hooks.total(sent, total);
+      };
+      const refresh = async () => (await ask([photo])).uploads[0];
+      try {
+        await PMBlocks.uploadFile(photo.file, grant, { refresh, onProgress: progress });
+        sentNow.set(photo.name, null);
+        hooks.file(photo.name, "uploaded", photo.file.size, photo.file.size);
+        isReady(photo.name);
+      } catch (error) {
+        progress(photo.file.size); // the bar moves past it either way
+        sentNow.set(photo.name, error.message);
+        hooks.file(photo.name, "failed", 0, photo.file.size, error.message);
+      }
+    };
+
     for (let start = 0; start < photos.length; start += settings.grantBatch) {
       const batch = photos.slice(start, start + settings.grantBatch);
       const byName = new Map(batch.map((p) => [p.name, p]));
@@ -138,26 +161,23 @@ const PMUploads = (() => {
         } else work.push([photo, grant]);
       }
       hooks.total(sent, total);
-      await pool(work, async ([photo, grant]) => {
-        let mine = 0;
-        const progress = (bytes) => {
-          sent += bytes - mine;
-          mine = bytes;
-          hooks.file(photo.name, "uploading", bytes, photo.file.size);
-          hooks.total(sent, total);
-        };
-        const refresh = async () => (await ask([photo])).uploads[0];
-        try {
-          await PMBlocks.uploadFile(photo.file, grant, { refresh, onProgress: progress });
-          result.uploaded += 1;
-          hooks.file(photo.name, "uploaded", photo.file.size, photo.file.size);
-          isReady(photo.name);
-        } catch (error) {
-          progress(photo.file.size); // the bar moves past it either way
-          result.failed.push({ name: photo.name, reason: error.message });
-          hooks.file(photo.name, "failed", 0, photo.file.size, error.message);
-        }
-      });
+      await pool(work, send);
+    }
+    // Still there? Storage may lose what it acknowledged (the embedded Azurite saves its index a
+    // few seconds after it answers: killed then, it forgets the last photos), and a failed upload
+    // deserves a second try: the grants say which are not in storage, and those are sent again.
+    const again = photos.filter((p) => sentNow.has(p.name));
+    for (let start = 0; start < again.length; start += settings.grantBatch) {
+      const batch = again.slice(start, start + settings.grantBatch);
+      const byName = new Map(batch.map((p) => [p.name, p]));
+      const missing = (await ask(batch)).uploads.filter((grant) => !grant.uploaded);
+      result.resent += missing.length;
+      for (const grant of missing) sent -= byName.get(grant.name).file.size; // counted again as it goes
+      await pool(missing.map((grant) => [byName.get(grant.name), grant]), send);
+    }
+    for (const [name, reason] of sentNow) {
+      if (reason === null) result.uploaded += 1;
+      else result.failed.push({ name, reason });
     }
     await Promise.all(indexed);
     const last = await (missed ? PM.api(indexUrl, { method: "POST" }) : askIndex(ready));
