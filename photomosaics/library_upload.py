@@ -1,12 +1,11 @@
 """What ``photomosaics library add`` does as a client of the web API: find the photos in a folder,
-keep this machine's client id per web app, upload each photo straight to Blob Storage with the
+keep this machine's client id per web app (``photomosaics.client_file``), upload each photo straight to Blob Storage with the
 write-only SAS URL the app grants (several at once, one progress bar), ask for indexing as
 photos land (``_Indexing``), and follow the library's progress until it is ready.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -18,6 +17,8 @@ from typing import Any
 
 import click
 
+from photomosaics.client_file import save_client
+
 __all__ = [
     "GRANT_BATCH",
     "PHOTO_SUFFIXES",
@@ -27,7 +28,6 @@ __all__ = [
     "folder_photos",
     "follow_index",
     "left_out_note",
-    "load_client",
     "not_in_storage",
     "upload_all",
 ]
@@ -86,39 +86,6 @@ def left_out_note(left_out: list[tuple[str, str]]) -> str:
     counts = Counter(why for _, why in left_out)
     parts = ", ".join(why if count == 1 else f"{why} × {count:,}" for why, count in counts.items())
     return f"{len(left_out):,} file{'' if len(left_out) == 1 else 's'} left out: {parts}."
-
-
-def _client_file() -> Path:
-    explicit = os.environ.get("PHOTOMOSAICS_CLIENT_FILE")
-    return Path(explicit) if explicit else Path(click.get_app_dir("photomosaics")) / "clients.json"
-
-
-def load_client(session: Any, base: str) -> None:
-    """The cookies this machine was given by the web app at ``base`` before: the same client id."""
-    try:
-        known = json.loads(_client_file().read_text())
-        session.cookies.update(known.get(base, {}))
-    except (OSError, ValueError, AttributeError, TypeError):
-        pass
-
-
-def save_client(session: Any, base: str) -> None:
-    import requests
-
-    path = _client_file()
-    try:
-        known = json.loads(path.read_text()) if path.exists() else {}
-        if not isinstance(known, dict):
-            known = {}
-        known[base] = requests.utils.dict_from_cookiejar(session.cookies)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a client id is a credential
-        with os.fdopen(fd, "w") as out:
-            json.dump(known, out, indent=1)
-        partial.replace(path)
-    except (OSError, ValueError) as exc:
-        click.echo(f"note: cannot keep the client id in {path} ({exc}); a later add is another client", err=True)
 
 
 class _Bar:

@@ -76,6 +76,15 @@ def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Any]:
     pipeline.stop_all()
 
 
+@pytest.fixture(autouse=True)
+def client_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the commands keep this machine's client id (``photomosaics.client_file``): the
+    test's own folder, never the user's, so no test is another's client."""
+    path = tmp_path / "clients.json"
+    monkeypatch.setenv("PHOTOMOSAICS_CLIENT_FILE", str(path))
+    return path
+
+
 @pytest.fixture
 def unique() -> str:
     """A short name fragment unique to this test, valid in queue, container and table names."""

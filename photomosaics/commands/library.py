@@ -22,13 +22,13 @@ from pathlib import Path
 
 import click
 
+from photomosaics.client_file import load_client
 from photomosaics.library_upload import (
     PHOTO_SUFFIXES,
     Indexing,
     folder_photos,
     follow_index,
     left_out_note,
-    load_client,
     not_in_storage,
     upload_all,
 )

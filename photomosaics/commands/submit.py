@@ -3,8 +3,9 @@
 A plain client of the public API (the same calls the browser makes): POST the photo, follow
 the job's Server-Sent Events (falling back to polling), then stream the result to a file
 (a mosaic too large for a JPEG comes as its Deep Zoom zip and is saved under ``.zip``).
-The session keeps the app's client-id cookie, so the job is this session's own. Any failure
-prints one clear line and exits 1.
+The session keeps the app's client-id cookie, and this machine's between commands
+(``photomosaics.client_file``): the job is its own, and so are the libraries ``library add``
+made. Any failure prints one clear line and exits 1.
 
 A submission refused for now (``429`` over a quota, ``503`` busy or storage unavailable) is
 tried again after the server's ``Retry-After`` (5 s when it sends none), saying so on
@@ -26,6 +27,7 @@ from typing import Any
 import click
 
 from mosaic.limits import MAX_TILE_SIZE
+from photomosaics.client_file import load_client, save_client
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _CSRF = {"X-Requested-With": "photomosaics"}
@@ -273,6 +275,7 @@ def submit(
     if not output.parent.is_dir():  # found out now, not after the whole job has run
         raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
     api = _Api(url, timeout=30.0)
+    load_client(api.session, api.base)  # this machine's client: its own libraries (library add) are usable
     form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
     if tiles_across is not None:
         form["tiles_across"] = str(tiles_across)
@@ -282,6 +285,7 @@ def submit(
         form["use_every_photo"] = "true"
     _say_reach(api, image, form)
     created = _create(api, image, form, retry_until=min(deadline, started + retry_for))
+    save_client(api.session, api.base)
     job = api.call("GET", created["status_url"]).json()
     click.echo(
         f"job {job['request_id']}: {job['output_width']}×{job['output_height']} px, "

@@ -41,13 +41,6 @@ def run(*args: str) -> Any:
 
 
 @pytest.fixture
-def client_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "clients.json"
-    monkeypatch.setenv("PHOTOMOSAICS_CLIENT_FILE", str(path))
-    return path
-
-
-@pytest.fixture
 def app_url(web_settings: Settings, azurite_connection_string: str, tile_library: str) -> Iterator[str]:
     from webapp import create_app
 

@@ -83,6 +83,44 @@ def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path
     assert not out.with_name("out.jpg.part").exists()
 
 
+def test_a_library_made_with_library_add_is_this_machines_to_submit_with(
+    live_app: dict[str, Any], photo: Path, tmp_path: Path, client_file: Path
+) -> None:
+    """A person's first two commands: ``library add wedding ~/photos``, then ``submit me.jpg
+    --library wedding``. The library is private to the client that made it, so both commands are
+    one client: the cookie the app gave the first is kept (``photomosaics.client_file``)."""
+    import uuid
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for seed in range(3):
+        (folder / f"IMG_{seed}.png").write_bytes(png_bytes(120, 90, colour=(60 + 80 * seed, 40, 220 - 70 * seed)))
+    name = f"mine-{uuid.uuid4().hex[:8]}"
+    added = CliRunner().invoke(main, ["library", "add", name, str(folder), "--url", live_app["url"], "--timeout", "60"])
+    assert added.exit_code == 0 and "3 indexed" in added.output, added.output
+    out = tmp_path / "out.jpg"
+    result = run(
+        str(photo),
+        "--library",
+        name,
+        "--tile-size",
+        "8",
+        "--tiles-across",
+        "12",
+        "-o",
+        str(out),
+        "--url",
+        live_app["url"],
+    )
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as mosaic:
+        assert f"from {name!r}" in result.output and mosaic.size == (96, 64)
+    # Another machine (no client file) is another client: the library is not its to use.
+    client_file.unlink()
+    other = run(str(photo), "--library", name, "--tile-size", "8", "-o", str(out), "--url", live_app["url"])
+    assert other.exit_code == 1 and f"no tile library called {name!r}" in other.output, other.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
