@@ -32,8 +32,8 @@ from PIL import Image, ImageOps
 from dal.blobs.pyramid import DZI_NAME, PyramidReader, tile_name
 from mosaic.deepzoom import level_covering, level_size, level_tiles, read_descriptor, tile_origin
 from mosaic.image_structure import check_structure
-from mosaic.images import DECODER_FORMATS
-from webapp.decode_budget import DECODES
+from mosaic.images import pillow_formats
+from webapp.decode_budget import DECODES, decode_cost
 
 _CACHE_BYTES = 64 * 1024 * 1024
 # The sides (px, the longer side) previews are made at: a thumbnail, the page's card, the
@@ -101,9 +101,9 @@ class PreviewCache:
 def jpeg_preview(data: bytes, *, max_side: int, quality: int = 85) -> bytes:
     """The image scaled down to fit ``max_side`` (never up), EXIF-oriented, as JPEG."""
     check_structure(data)  # a stored photo passed it at upload; checked again, it costs nothing
-    with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
-        image.draft("RGB", (max_side, max_side))  # a JPEG decodes at a reduced scale
-        with DECODES.reserve(image.width * image.height):
+    with Image.open(io.BytesIO(data), formats=pillow_formats(data)) as image:
+        image.draft("RGB", (max_side, max_side))  # a JPEG decodes at a reduced scale, a HEIC from its thumbnail
+        with DECODES.reserve(decode_cost(data, image.width * image.height)):
             upright = ImageOps.exif_transpose(image)
             return _thumbnail(upright.convert("RGB"), max_side=max_side, quality=quality)
 
@@ -135,7 +135,7 @@ def pyramid_preview(read: Callable[[str], bytes], *, max_side: int, quality: int
     with DECODES.reserve(size[0] * size[1]), ThreadPoolExecutor(max_workers=min(threads, len(places))) as pool:
         canvas = Image.new("RGB", size)
         for (column, row), data in zip(places, pool.map(lambda p: read(tile_name(level, *p)), places), strict=True):
-            with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as tile:
+            with Image.open(io.BytesIO(data), formats=pillow_formats(data)) as tile:
                 canvas.paste(tile.convert("RGB"), tile_origin(column, row, **cut, overlap=dzi.overlap))
         return _thumbnail(canvas, max_side=max_side, quality=quality)
 

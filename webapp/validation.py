@@ -21,7 +21,7 @@ from flask import Flask, request
 from PIL import Image, UnidentifiedImageError
 
 from mosaic.image_structure import ImageStructureError, check_structure
-from mosaic.images import DECODER_FORMATS, FORMAT_NAMES
+from mosaic.images import FORMAT_NAMES, pillow_formats
 from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
 
@@ -36,6 +36,9 @@ ALLOWED_FORMATS: dict[str, tuple[str, str]] = {
     "GIF": ("gif", "image/gif"),
     "BMP": ("bmp", "image/bmp"),
     "TIFF": ("tif", "image/tiff"),
+    # An iPhone's photo (HEVC in HEIF) and AV1 in the same container; the stored photo keeps its bytes.
+    "HEIF": ("heic", "image/heic"),
+    "AVIF": ("avif", "image/avif"),
 }
 # An integer field as its text (form or query), at most MAX_DIGITS digits: the pattern refuses
 # a longer one before int() sees it (int() of 5,000 digits raises past Python's own limit).
@@ -92,7 +95,7 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data), formats=DECODER_FORMATS) as image:
+            with Image.open(io.BytesIO(data), formats=pillow_formats(data)) as image:
                 if image.format not in ALLOWED_FORMATS:
                     raise ApiError(
                         415,

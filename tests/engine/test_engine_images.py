@@ -206,3 +206,55 @@ def test_a_corrupt_exif_tag_beside_the_orientation_still_decodes_upright(fmt: st
     assert image.size == (30, 40)  # orientation 6: shown turned a quarter clockwise
     expected = np.asarray(source.transpose(Image.Transpose.ROTATE_270), np.int16)
     assert np.abs(np.asarray(image, np.int16) - expected).mean() < 3
+
+
+def _phone_photo() -> tuple[Image.Image, Image.Exif]:
+    """A landscape picture with red in its stored top-left corner, marked to be shown turned."""
+    rng = np.random.default_rng(11)
+    small = rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    pixels = np.asarray(Image.fromarray(small).resize((640, 480), Image.Resampling.BICUBIC)).copy()
+    pixels[:60, :60] = (255, 0, 0)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned 90 degrees clockwise, as a phone stores a portrait
+    return Image.fromarray(pixels), exif
+
+
+@pytest.mark.parametrize("fmt", ["HEIF", "AVIF"])
+def test_an_iphone_heic_and_an_avif_open_upright_as_the_same_picture(fmt: str) -> None:
+    """The photo a person takes with an iPhone (HEIC) or exports for the web (AVIF) is a target
+    photo like a JPEG: upright, its own colours, its size read from the header."""
+    from mosaic.images import probe_image
+
+    photo, exif = _phone_photo()
+    out = io.BytesIO()
+    if fmt == "HEIF":
+        import pillow_heif
+
+        pillow_heif.from_pillow(photo).save(out, format="HEIF", quality=90, exif=exif.tobytes())
+    else:
+        photo.save(out, "AVIF", quality=90, speed=10, exif=exif.tobytes())
+    data = out.getvalue()
+    assert probe_image(data) == (fmt, 480, 640)
+    image = np.asarray(open_image(data), dtype=float)
+    assert image.shape == (640, 480, 3)
+    assert tuple(image[:20, -20:].mean(axis=(0, 1)).round()) >= (240.0, 0.0, 0.0)
+    assert image[:20, -20:, 1:].mean() < 15  # the stored top-left is now top-right
+    upright = np.asarray(photo.transpose(Image.Transpose.ROTATE_270), dtype=float)
+    assert np.abs(image - upright).mean() < 5
+
+
+def test_a_plain_photo_never_imports_pillow_heif() -> None:
+    """pillow-heif costs 0.2 s to import: a JPEG or PNG, in every role and the CLI, does not pay it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import io, sys\n"
+        "from PIL import Image\n"
+        "from mosaic.images import open_image, probe_image\n"
+        "out = io.BytesIO(); Image.new('RGB', (40, 30), (1, 2, 3)).save(out, 'PNG')\n"
+        "open_image(out.getvalue()); probe_image(out.getvalue())\n"
+        "print('pillow_heif' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -260,10 +260,26 @@ def test_exif_rotation_is_planned_upright(client: Any) -> None:
     assert (job["tiles_across"], job["tiles_down"]) == (grid.tiles_across, grid.tiles_down) == (20, 40)
 
 
-def test_every_allowed_format_is_accepted(client: Any) -> None:
-    for fmt, name in [("JPEG", "a.jpg"), ("WEBP", "a.webp"), ("GIF", "a.gif"), ("BMP", "a.bmp"), ("TIFF", "a.tif")]:
-        response = submit(client, image=png_bytes(40, 30, fmt=fmt), filename=name, slices="1")
+def test_every_allowed_format_is_accepted(client: Any, stores: dict[str, Any]) -> None:
+    import pillow_heif
+
+    heic = io.BytesIO()
+    pillow_heif.from_pillow(Image.open(io.BytesIO(png_bytes(40, 30)))).save(heic, format="HEIF", quality=90)
+    photos = [
+        (fmt, png_bytes(40, 30, fmt=fmt), ext) for fmt, ext in [("JPEG", "jpg"), ("WEBP", "webp"), ("GIF", "gif")]
+    ]
+    photos += [
+        (fmt, png_bytes(40, 30, fmt=fmt), ext) for fmt, ext in [("BMP", "bmp"), ("TIFF", "tif"), ("AVIF", "avif")]
+    ]
+    photos.append(("HEIF", heic.getvalue(), "heic"))  # an iPhone's photo
+    for fmt, data, ext in photos:
+        response = submit(client, image=data, filename=f"a.{ext}", slices="1")
         assert response.status_code == 202, (fmt, response.json)
+        assert stores["blobs"].download(IMAGE_INPUT_CONTAINER, f"{response.json['request_id']}.{ext}") == data
+        preview = client.get(f"/api/jobs/{response.json['request_id']}/preview")  # the photo, while it is queued
+        assert preview.status_code == 200 and preview.mimetype == "image/jpeg", fmt
+        with Image.open(io.BytesIO(preview.data)) as shown:
+            assert shown.size == (40, 30), fmt
 
 
 def test_a_phone_jpeg_with_a_second_picture_is_accepted_as_a_jpeg(client: Any, stores: dict[str, Any]) -> None:

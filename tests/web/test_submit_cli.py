@@ -83,6 +83,37 @@ def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path
     assert not out.with_name("out.jpg.part").exists()
 
 
+def test_an_iphone_heic_photo_makes_a_mosaic(live_app: dict[str, Any], tmp_path: Path) -> None:
+    """The photo a person has on their phone is a HEIC: accepted, decoded by the controller and
+    rendered through the real roles like any other."""
+    import io
+
+    import pillow_heif
+
+    photo = tmp_path / "IMG_0001.HEIC"
+    out = io.BytesIO()
+    with Image.open(io.BytesIO(png_bytes(120, 90))) as image:
+        pillow_heif.from_pillow(image).save(out, format="HEIF", quality=90)
+    photo.write_bytes(out.getvalue())
+    mosaic = tmp_path / "mosaic.jpg"
+    result = run(
+        str(photo),
+        "--library",
+        "demo",
+        "--tile-size",
+        "8",
+        "--tiles-across",
+        "12",
+        "-o",
+        str(mosaic),
+        "--url",
+        live_app["url"],
+    )
+    assert result.exit_code == 0, result.output
+    with Image.open(mosaic) as made:
+        assert made.size == (96, 72)
+
+
 def test_a_library_made_with_library_add_is_this_machines_to_submit_with(
     live_app: dict[str, Any], photo: Path, tmp_path: Path, client_file: Path
 ) -> None:
