@@ -73,6 +73,7 @@ def plan_with_photo() -> Any:
         raise ApiError(409, "library_not_ready", f"library {library!r} has no indexed photos yet") from None
     reach = library_reach(image, library_tiles, options=options)
     body = planning.describe(grid, limit=limits.max_slices)
+    body["photo"] = {"width": photo.width, "height": photo.height}  # for a page that cannot read it (a HEIC in Chrome)
     body["reach"] = {
         "warn": reach.warn,
         "message": reach.message(),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pillow_heif
 import pytest
 from PIL import Image
 
@@ -107,6 +108,17 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#form-error").filter(has_text="not an image").wait_for()
     assert page.url == base + "/"
     shot(page, "02a-create-refused")
+
+    # An iPhone's photo (HEIC): Chromium cannot show it, so the server reads its size (POST
+    # /api/plan answers it beside the reach) and the grid is planned as for any other photo.
+    heic = tmp_path / "IMG_0001.HEIC"
+    with Image.open(photo_file(tmp_path)) as source:
+        pillow_heif.from_pillow(source.convert("RGB")).save(heic, format="HEIF", quality=80)
+    page.set_input_files("#image", str(heic))
+    page.locator("#photo-info").filter(has_text="no preview in this browser").wait_for()
+    page.locator("#final-dims").filter(has_text="×").wait_for()
+    with Image.open(photo_file(tmp_path)) as source:
+        assert f"{source.width:,} × {source.height:,} px" in page.locator("#photo-info").inner_text()
 
     page.set_input_files("#image", str(photo_file(tmp_path)))
     page.locator("#final-dims").filter(has_text="×").wait_for()

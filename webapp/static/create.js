@@ -158,6 +158,7 @@
       document.getElementById("final-dims").textContent = "planned on upload";
       document.getElementById("final-extra").textContent = "This browser cannot read the photo's size; the server will choose the grid.";
       ready();
+      scheduleReach(); // the server reads it (a HEIC in Chrome): its answer gives the size, then the grid is planned here
     };
     probe.src = url;
   }
@@ -208,6 +209,7 @@
     const box = document.getElementById("reach");
     if (!photo || !library) { box.hidden = true; return; }
     const seq = ++reachSeq;
+    const asked = photo; // another photo chosen meanwhile: this answer is not about it
     const data = new FormData();
     data.append("image", photo.file);
     data.append("library", library.value);
@@ -216,7 +218,8 @@
     data.append("correction", correction.value);
     try {
       const answer = await PM.api("/api/plan", { method: "POST", body: data });
-      if (seq !== reachSeq) return;
+      if (seq !== reachSeq || photo !== asked) return;
+      if (photo.width === null) learnSize(answer.photo);
       const reach = answer.reach;
       box.hidden = !reach.warn;
       box.dataset.checked = `${library.value}:${tileSize.value}:${correction.value}`; // what it was measured for
@@ -226,6 +229,17 @@
     } catch (error) {
       if (seq === reachSeq) box.hidden = true; // the submission says what is wrong, if anything
     }
+  }
+
+  /** The size the server read from a photo this browser cannot show: the grid is planned as for any other. */
+  function learnSize(size) {
+    photo = { ...photo, width: size.width, height: size.height };
+    form.dataset.photoWidth = String(size.width);
+    form.dataset.photoHeight = String(size.height);
+    info.textContent = `${photo.file.name} · ${PM.size(size.width, size.height)} · ${(photo.file.size / 1048576).toFixed(1)} MB · no preview in this browser`;
+    across.disabled = false;
+    across.dataset.touched = "";
+    plan(true);
   }
 
   /** A data: URL shown through a blob: URL (the page's CSP allows img-src 'self' blob: only). */
