@@ -150,6 +150,14 @@ class Indexing:
             self.missed = True
 
 
+def _grants(api: Any, name: str, batch: list[tuple[Path, str, int]], description: str | None = None) -> dict[str, Any]:
+    """The app's answer to ``POST .../uploads`` for ``batch``: a URL per file, or ``uploaded``."""
+    body: dict[str, Any] = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
+    if description is not None:
+        body["description"] = description
+    return dict(api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json())
+
+
 def upload_all(
     api: Any, name: str, description: str | None, files: list[tuple[Path, str, int]], indexing: Indexing
 ) -> dict[str, Any]:
@@ -168,10 +176,7 @@ def upload_all(
         bar = _Bar(progress)
         for start in range(0, len(files), GRANT_BATCH):
             batch = files[start : start + GRANT_BATCH]
-            body: dict[str, Any] = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
-            if description is not None:
-                body["description"] = description
-            answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
+            answer = _grants(api, name, batch, description)
             if start == 0:
                 save_client(api.session, api.base)
                 out["created"] = answer.get("created", False)
@@ -207,9 +212,7 @@ def not_in_storage(api: Any, name: str, files: list[tuple[Path, str, int]]) -> l
     missing: list[tuple[Path, str, int]] = []
     for start in range(0, len(files), GRANT_BATCH):
         batch = files[start : start + GRANT_BATCH]
-        body = {"files": [{"name": rel, "size": size} for _, rel, size in batch]}
-        answer = api.call("POST", f"/api/libraries/{name}/uploads", ok=(200, 201), json=body).json()
-        absent = {grant["name"] for grant in answer["uploads"] if not grant["uploaded"]}
+        absent = {grant["name"] for grant in _grants(api, name, batch)["uploads"] if not grant["uploaded"]}
         missing.extend(file for file in batch if file[1] in absent)
     return missing
 

@@ -29,6 +29,13 @@ def run(*args: str) -> Any:
     return CliRunner().invoke(main, ["submit", *args], catch_exceptions=False)
 
 
+def _twelve_across(photo: Path, library: str, out: Path, url: str) -> Any:
+    """A small job: 12 tiles of 8 px across."""
+    return run(
+        str(photo), "--library", library, "--tile-size", "8", "--tiles-across", "12", "-o", str(out), "--url", url
+    )
+
+
 @pytest.fixture
 def photo(tmp_path: Path) -> Path:
     path = tmp_path / "photo.png"
@@ -96,19 +103,7 @@ def test_an_iphone_heic_photo_makes_a_mosaic(live_app: dict[str, Any], tmp_path:
         pillow_heif.from_pillow(image).save(out, format="HEIF", quality=90)
     photo.write_bytes(out.getvalue())
     mosaic = tmp_path / "mosaic.jpg"
-    result = run(
-        str(photo),
-        "--library",
-        "demo",
-        "--tile-size",
-        "8",
-        "--tiles-across",
-        "12",
-        "-o",
-        str(mosaic),
-        "--url",
-        live_app["url"],
-    )
+    result = _twelve_across(photo, "demo", mosaic, live_app["url"])
     assert result.exit_code == 0, result.output
     with Image.open(mosaic) as made:
         assert made.size == (96, 72)
@@ -130,19 +125,7 @@ def test_a_library_made_with_library_add_is_this_machines_to_submit_with(
     added = CliRunner().invoke(main, ["library", "add", name, str(folder), "--url", live_app["url"], "--timeout", "60"])
     assert added.exit_code == 0 and "3 indexed" in added.output, added.output
     out = tmp_path / "out.jpg"
-    result = run(
-        str(photo),
-        "--library",
-        name,
-        "--tile-size",
-        "8",
-        "--tiles-across",
-        "12",
-        "-o",
-        str(out),
-        "--url",
-        live_app["url"],
-    )
+    result = _twelve_across(photo, name, out, live_app["url"])
     assert result.exit_code == 0, result.output
     with Image.open(out) as mosaic:
         assert f"from {name!r}" in result.output and mosaic.size == (96, 64)
