@@ -293,7 +293,9 @@ class StorageClients:
 
     ``response_hook`` is called with every raw HTTP response of all three services, retries
     included (each attempt is a billable storage transaction): the transaction counter of
-    the benchmarks uses it.
+    the benchmarks uses it. ``request_hook`` is called with every raw request before it is sent
+    (the listing tests ask for small pages with it, so a few hundred blobs need continuations
+    as 5,000 would).
     """
 
     def __init__(
@@ -302,10 +304,12 @@ class StorageClients:
         *,
         profile: RetryProfile = "worker",
         response_hook: Callable[[Any], None] | None = None,
+        request_hook: Callable[[Any], None] | None = None,
     ) -> None:
         self.connection_string = expand_connection_string(connection_string)
         self.profile = profile
         self._response_hook = response_hook
+        self._request_hook = request_hook
         # Throttling (dal/retry.py): ServerBusy waits, retries are counted when the hook can.
         # Imported here, not at the top: the retry policy subclasses the Azure SDK's, and a
         # process that only reads Settings (``photomosaics render``) imports no Azure SDK.
@@ -335,6 +339,8 @@ class StorageClients:
         kwargs: dict[str, Any] = dict(_TIMEOUTS[self.profile])
         if self._response_hook is not None:
             kwargs["raw_response_hook"] = self._response_hook
+        if self._request_hook is not None:
+            kwargs["raw_request_hook"] = self._request_hook
         return kwargs
 
     @cached_property

@@ -78,37 +78,49 @@ def test_missing_blob_and_container_are_clear(blobs: BlobStore, unique: str) -> 
         blobs.parse_blob_url("https://example.com/devstoreaccount1/imageinput/x.png")
 
 
-def test_listing_follows_continuation_past_5000(storage: StorageClients, unique: str) -> None:
+# The Blob service hands back at most 5,000 names a page; asking for pages of 100 (the
+# ``maxresults`` a client may set) makes 301 blobs take four pages, the same continuation
+# markers 5,001 would need, with 301 uploads instead of 5,001.
+PAGE = 100
+BLOBS = 3 * PAGE + 1
+
+
+def _small_pages(request: Any) -> None:
+    if "comp=list" in request.http_request.url and "maxresults=" not in request.http_request.url:
+        request.http_request.url += f"&maxresults={PAGE}"
+
+
+def test_listing_follows_continuation_markers(storage: StorageClients, unique: str) -> None:
     list_calls: list[Any] = []
 
     def hook(response: Any) -> None:
         if "comp=list" in response.http_request.url:
             list_calls.append(response)
 
-    counted = StorageClients(storage.connection_string, profile="probe", response_hook=hook)
+    counted = StorageClients(storage.connection_string, profile="probe", response_hook=hook, request_hook=_small_pages)
     blobs = BlobStore(counted, prefix=f"t{unique}")
     blobs.ensure_containers()
-    names = {f"many/{i:05d}": b"x" * (i % 7) for i in range(5_001)}
+    names = {f"many/{i:05d}": b"x" * (i % 7) for i in range(BLOBS)}
     try:
         upload_many(blobs, IMAGE_OUTPUT_CONTAINER, names, content_type="application/octet-stream", workers=16)
         blobs.upload(IMAGE_OUTPUT_CONTAINER, "other/x", b"", content_type="text/plain")
         list_calls.clear()
         listed = list(blobs.list_names(IMAGE_OUTPUT_CONTAINER, "many/"))
-        assert len(listed) == 5_001 and set(listed) == set(names)
-        assert len(list_calls) > 1  # the 5,000-name page limit forced a continuation
+        assert len(listed) == BLOBS and set(listed) == set(names)
+        assert len(list_calls) == 4  # each full page ended in a continuation marker, and it was followed
         # The cheap listing of names and sizes (dal.blobs.listing) follows it too.
         container = counted.blob_service.get_container_client(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
         list_calls.clear()
         assert dict(names_and_sizes(container, "many/")) == {n: len(d) for n, d in names.items()}
-        assert len(list_calls) == 2
+        assert len(list_calls) == 4
         # An SDK whose name pages no longer keep their answer: the public, slower listing, the same result.
         bare = _NamesOnly(container)
         assert dict(names_and_sizes(bare, "other/")) == {"other/x": 0}
-        for prefix in ("many/049", "many/050"):  # 100 blobs and 1: the fallback need not list 5,001 slowly
+        for prefix in ("many/001", "many/003"):  # 100 blobs and 1: the fallback need not list them all slowly
             expected = {n: len(d) for n, d in names.items() if n.startswith(prefix)}
             assert dict(names_and_sizes(bare, prefix)) == expected and expected
         assert bare.pages == 3  # each listing's first page showed no answer to read sizes from
-    finally:  # one call, where deleting 5,001 blobs would take many
+    finally:  # one call, where deleting every blob would take many
         counted.blob_service.delete_container(blobs.container_name(IMAGE_OUTPUT_CONTAINER))
 
 
