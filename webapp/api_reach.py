@@ -6,6 +6,8 @@ than the photo where no tile has its colours, and from afar a program that repea
 photo is closer there. A person should learn that before waiting for the job
 (``mosaic.reach``): the answer carries the grid (as ``GET /api/plan``), the figures, a sentence
 to show, and two small previews: the defaults and the colour moved all the way toward the photo.
+The photo's own size and a small picture of it, upright, come back too: a browser that cannot
+show the photo (Chrome and an iPhone's HEIC) shows the server's reading of it instead.
 
 Checked in the same order as a job (``docs/operations.md``): the form's fields, the library
 (404 if this client may not use it), then the photo within the upload limits and the decoding
@@ -73,7 +75,8 @@ def plan_with_photo() -> Any:
         raise ApiError(409, "library_not_ready", f"library {library!r} has no indexed photos yet") from None
     reach = library_reach(image, library_tiles, options=options)
     body = planning.describe(grid, limit=limits.max_slices)
-    body["photo"] = {"width": photo.width, "height": photo.height}  # for a page that cannot read it (a HEIC in Chrome)
+    # For a page that cannot read the photo (a HEIC in Chrome): its size plans the grid, its picture is shown.
+    body["photo"] = {"width": photo.width, "height": photo.height, "preview": _data_url(np.asarray(image))}
     body["reach"] = {
         "warn": reach.warn,
         "message": reach.message(),

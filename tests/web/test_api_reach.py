@@ -96,3 +96,22 @@ def test_the_preview_reserves_what_its_decode_holds(client: Any, monkeypatch: An
         check, preview_pixels = reserved  # the upload's check (a whole decode), then the preview's
         assert check == 1600 * 1200
         assert (preview_pixels == 1600 * 1200) == (preview == "whole"), (preview, reserved)
+
+
+def test_the_answer_carries_the_photos_upright_size_and_picture(client: Any, tile_library: str) -> None:
+    """For a page that cannot show the photo (Chrome and a HEIC): its size and a small picture,
+    turned as the photo's orientation says (a phone's portrait is stored sideways)."""
+    upright = Image.new("RGB", (300, 600), (200, 30, 30))
+    upright.paste((30, 30, 200), (0, 300, 300, 600))  # red above, blue below
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored turned a quarter anticlockwise: shown turned back clockwise
+    stored = io.BytesIO()
+    upright.transpose(Image.Transpose.ROTATE_90).save(stored, format="JPEG", quality=90, exif=exif)
+    response = _plan(client, stored.getvalue(), library=tile_library)
+    assert response.status_code == 200, response.get_json()
+    photo = response.get_json()["photo"]
+    assert (photo["width"], photo["height"]) == (300, 600)
+    picture = _decoded(photo["preview"]).convert("RGB")
+    assert max(picture.size) <= 384 and abs(picture.width / picture.height - 0.5) < 0.02, picture.size
+    top, bottom = picture.getpixel((picture.width // 2, 5)), picture.getpixel((picture.width // 2, picture.height - 5))
+    assert top[0] > 150 > top[2] and bottom[2] > 150 > bottom[0], (top, bottom)

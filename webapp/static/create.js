@@ -231,12 +231,18 @@
     }
   }
 
-  /** The size the server read from a photo this browser cannot show: the grid is planned as for any other. */
+  /** The size and picture the server read from a photo this browser cannot show (a HEIC in
+   *  Chrome): the picture is shown and the grid planned as for any other photo. */
   function learnSize(size) {
     photo = { ...photo, width: size.width, height: size.height };
     form.dataset.photoWidth = String(size.width);
     form.dataset.photoHeight = String(size.height);
-    info.textContent = `${photo.file.name} · ${PM.size(size.width, size.height)} · ${(photo.file.size / 1048576).toFixed(1)} MB · no preview in this browser`;
+    if (size.preview) {
+      showPreview(preview, size.preview);
+      preview.hidden = false;
+      empty.hidden = true;
+    }
+    info.textContent = `${photo.file.name} · ${PM.size(size.width, size.height)} · ${(photo.file.size / 1048576).toFixed(1)} MB · shown as the server read it`;
     across.disabled = false;
     across.dataset.touched = "";
     plan(true);
