@@ -284,6 +284,8 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
         "day2/late/IMG_3.jpeg",
         "day2/IMG_5.AVIF",
         "IMG_4.png",
+        "day2/drawing.svg",
+        "scan.jp2",
         "notes.txt",
         ".hidden/x.jpg",
         "__MACOSX/day1/._IMG_1.JPG",
@@ -302,8 +304,9 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
               let at = 0;
               return { readEntries(ok) { const batch = children.slice(at, at + 2); at += 2; setTimeout(() => ok(batch)); } };
             } });
+          const types = { svg: "image/svg+xml", jp2: "image/jp2" };  // as Chromium types them from disk
           const file = (path) => ({ isFile: true, isDirectory: false, fullPath: path,
-            file(ok) { ok(new File(["x".repeat(10)], path.split("/").pop())); } });
+            file(ok) { ok(new File(["x".repeat(10)], path.split("/").pop(), { type: types[path.split(".").pop()] || "" })); } });
           const root = { children: new Map() };
           for (const path of paths) {
             let node = root;
@@ -332,12 +335,14 @@ def test_a_dropped_folder_is_walked_to_the_names_the_command_line_gives(
         ".hidden/x.jpg: hidden file",
         "README: not a photo (no extension)",
         "__MACOSX/day1/._IMG_1.JPG: hidden file",
+        "day2/drawing.svg: not a photo (.svg)",
         "notes.txt: not a photo (.txt)",
+        "scan.jp2: not a photo (.jp2)",
     ]
     assert sorted(sorted_out["leftOut"]) == sorted(f"{name}: {why}" for name, why in found.left_out) == left_out
     note = left_out_note(sorted(found.left_out, key=lambda item: sorted_out["leftOut"].index(f"{item[0]}: {item[1]}")))
     assert sorted_out["note"] == note  # the same words, in the order the page met the files
-    assert "hidden file × 2" in note and note.startswith("4 files left out: ")
+    assert "hidden file × 2" in note and note.startswith("6 files left out: ")
 
 
 class Holding:

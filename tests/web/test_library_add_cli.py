@@ -293,3 +293,17 @@ def test_a_photo_staged_earlier_and_never_asked_for_is_indexed_once_nothing_move
     assert result.exit_code == 0, result.output
     assert "1 uploaded, 3 already there" in result.output and "5 indexed, 0 skipped" in result.output
     assert "left-behind.jpg" in indexer.libraries.load(name).names
+
+
+def test_the_page_and_the_command_take_the_same_photo_types() -> None:
+    """``upload_files.js`` and ``library add`` choose a folder's photos by the same extensions, so
+    the page and the command line upload the same files (and leave out the same ones)."""
+    import re
+
+    from photomosaics.library_upload import PHOTO_SUFFIXES
+
+    script = (Path(__file__).resolve().parents[2] / "webapp" / "static" / "upload_files.js").read_text()
+    declared = re.search(r"const PHOTO_TYPES = new Set\(\[([^\]]*)\]\)", script)
+    assert declared, "upload_files.js no longer declares PHOTO_TYPES"
+    page = {f".{name}" for name in re.findall(r'"([a-z0-9]+)"', declared.group(1))}
+    assert page == set(PHOTO_SUFFIXES)

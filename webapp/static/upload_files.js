@@ -58,7 +58,7 @@ const PMUploads = (() => {
       const name = strip ? path.slice(path.indexOf("/") + 1) : path;
       const base = name.split("/").pop();
       if (name.split("/").some((part) => part.startsWith("."))) leftOut.push({ name, why: "hidden file" });
-      else if (!PHOTO_TYPES.has(extension(base)) && !(file.type || "").startsWith("image/")) {
+      else if (!PHOTO_TYPES.has(extension(base))) { // by extension, as `library add`: an image/* type (.svg, .jp2) is not enough
         leftOut.push({ name, why: `not a photo (${extension(base) ? `.${extension(base)}` : "no extension"})` });
       } else if (!file.size) leftOut.push({ name, why: "empty file" });
       else photos.push({ file, name });
