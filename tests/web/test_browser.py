@@ -109,16 +109,21 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     assert page.url == base + "/"
     shot(page, "02a-create-refused")
 
-    # An iPhone's photo (HEIC): Chromium cannot show it, so the server reads its size (POST
-    # /api/plan answers it beside the reach) and the grid is planned as for any other photo.
+    # An iPhone's photo (HEIC): Chromium cannot show it, so the server reads it (POST /api/plan
+    # answers its size and a small picture beside the reach): the picture is shown and the grid
+    # is planned as for any other photo.
     heic = tmp_path / "IMG_0001.HEIC"
     with Image.open(photo_file(tmp_path)) as source:
         pillow_heif.from_pillow(source.convert("RGB")).save(heic, format="HEIF", quality=80)
     page.set_input_files("#image", str(heic))
-    page.locator("#photo-info").filter(has_text="no preview in this browser").wait_for()
+    page.locator("#photo-info").filter(has_text="shown as the server read it").wait_for()
     page.locator("#final-dims").filter(has_text="×").wait_for()
     with Image.open(photo_file(tmp_path)) as source:
         assert f"{source.width:,} × {source.height:,} px" in page.locator("#photo-info").inner_text()
+        shown = page.locator("#preview").evaluate("img => [img.hidden, img.naturalWidth, img.naturalHeight]")
+        assert shown[0] is False and shown[1] > 0, shown
+        assert abs(shown[1] / shown[2] - source.width / source.height) < 0.02, shown  # the photo, upright
+    shot(page, "02-create-heic")
 
     page.set_input_files("#image", str(photo_file(tmp_path)))
     page.locator("#final-dims").filter(has_text="×").wait_for()
