@@ -143,23 +143,33 @@ def other_client(app: Flask) -> FlaskClient:
 
 
 @pytest.fixture(scope="session")
-def live_app(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Real controller, processor, responder and indexer processes on their own name prefix, the
-    demo library a person gets (2,100 tiles of the sample photos), and the app served on a free
-    loopback port, whose origins (127.0.0.1 and localhost) the Blob service's CORS rule allows (the
-    page uploads library photos straight to storage, as ``photomosaics run`` sets it up)."""
-    from dal.blobs.cors import local_origins, set_upload_cors
+def live_storage(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The browser tests' name prefix in the session Azurite with the demo library a person gets
+    (2,100 tiles of the sample photos), made once: ``live_app`` runs the roles and the app on it."""
     from tests.support.pipelines import Pipeline
-    from webapp import create_app
     from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
 
     pipeline = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("browser"))
+    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(), shared=True)
+    return pipeline
+
+
+@pytest.fixture(scope="module")
+def live_app(live_storage: Any, azurite_connection_string: str) -> Iterator[dict[str, Any]]:
+    """Real controller, processor, responder and indexer processes on ``live_storage``'s prefix,
+    and the app served on a free loopback port, whose origins (127.0.0.1 and localhost) the Blob
+    service's CORS rule allows (the page uploads library photos straight to storage, as
+    ``photomosaics run`` sets it up). One module's: idle roles poll their queues, and four of
+    them kept for the rest of the session cost more CPU than starting them again."""
+    from dal.blobs.cors import local_origins, set_upload_cors
+    from webapp import create_app
+
+    pipeline = live_storage
     pipeline.start("controller")
     pipeline.start("responder")
     # Slow each slice down a little, so that a page sees slices arrive one by one.
     pipeline.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "0.7"})
     pipeline.start("indexer")
-    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(), shared=True)
     app = create_app(
         {
             "SECRET_KEY": SECRET,
