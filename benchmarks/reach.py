@@ -145,7 +145,10 @@ def judge(rows: list[dict[str, Any]], photos: tuple[str, ...] | None) -> list[di
             libraries = {"demo": demo, "narrow": _narrow(demo, None)[0]}
             target = Image.open(io.BytesIO(target_jpeg(photo, size))).convert("RGB")
             for row in (r for r in rows if r["photo"] == photo):
-                reach = library_reach(target, libraries[row["library"]])
+                library = libraries[row["library"]]
+                if len(library) != row["tiles"]:  # the rows were measured with another library
+                    raise SystemExit(f"{photo} {row['library']}: {len(library)} tiles, the rows had {row['tiles']}")
+                reach = library_reach(target, library)
                 judged.append(
                     {**row, "warn": bool(reach.warn), "preview_delta_e": reach.ours, "nearest_delta_e": reach.nearest}
                 )
