@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from mosaic.reach import MARGIN, library_reach
+from mosaic.library import TileLibrary
+from mosaic.reach import MARGIN, PREVIEW_TILE, library_reach, repeated_colours
 
 from .conftest import random_library
 
@@ -19,7 +20,7 @@ def _apple(size: int = 320) -> Image.Image:
     return image
 
 
-def _night_sky(count: int = 240, planets: int = 6) -> object:
+def _night_sky(count: int = 240, planets: int = 6) -> TileLibrary:
     """Deep-sky photos (dark blues and greys) and a few red planets: a program that repeats its
     nearest photo paints the apple with the planets; with no photo repeated nearby, ours cannot."""
     library = random_library(count, seed=5)
@@ -31,10 +32,8 @@ def _night_sky(count: int = 240, planets: int = 6) -> object:
     return type(library).from_tiles(pixels, [f"sky-{i}.png" for i in range(count)])
 
 
-def _crops_of(image: Image.Image, count: int = 300) -> object:
+def _crops_of(image: Image.Image, count: int = 300) -> TileLibrary:
     """A library cut from the photo itself: it has every colour of it, many times."""
-    from mosaic.library import TileLibrary
-
     rng = np.random.default_rng(3)
     crops = []
     for _ in range(count):
@@ -69,3 +68,32 @@ def test_the_measure_follows_the_jobs_correction(correction: int) -> None:
     reach = library_reach(_apple(), _night_sky(), options=RenderOptions(correction=correction))
     assert reach.correction == correction
     assert set(reach.toward_photo) == {c for c in (75, 100) if c > correction}
+
+
+def test_with_no_red_tile_at_all_a_program_that_repeats_its_photos_is_no_closer() -> None:
+    # The warning says where repeating the nearest photos (metapixel -d 0) would beat the
+    # mosaic from afar. Without a single red photo neither can paint the apple: both come out
+    # grey there, ours a little closer (its colour moved toward red), and the plan says nothing.
+    reach = library_reach(_apple(), _night_sky(planets=0))
+    assert not reach.warn and reach.ours < reach.nearest, (reach.ours, reach.nearest)
+    assert not reach.short_regions()
+
+
+def test_the_repeating_program_chooses_by_small_image_as_metapixel_does() -> None:
+    """Metapixel picks the tile whose small image (YIQ sub-pixels) is nearest, not the nearest
+    mean colour: a cell dark on the left and bright on the right takes the tile with that layout
+    in blue, not the flat tile of the cell's very colour."""
+    from mosaic.signatures import SUB
+
+    flat = np.full((64, 64, 3), 128, np.uint8)
+    split = np.zeros((64, 64, 3), np.uint8)
+    split[:, :32], split[:, 32:] = (10, 10, 60), (220, 220, 250)
+    library = TileLibrary.from_tiles(np.stack([flat, split]), ["flat.png", "split.png"])
+    cells = np.zeros((SUB, SUB * 2, 3), np.uint8)  # two cells: the split one, then a flat grey one
+    cells[:, : SUB // 2] = 0
+    cells[:, SUB // 2 : SUB] = 255
+    cells[:, SUB:] = 128
+    chosen = repeated_colours(cells, library)
+    split_mean = library.sub_cells(PREVIEW_TILE)[1].reshape(-1, 3).mean(axis=0)
+    assert np.abs(chosen[0].astype(float) - split_mean).max() <= 1  # the layout, in blue
+    assert (chosen[1] == 128).all()  # the flat cell: the flat tile
