@@ -470,6 +470,16 @@ def finished_job_page(
         yield page, base, request_id, {name: int(n) for name, n in tile_map.uses().items()}
 
 
+# The viewer's view, settled, lies within the mosaic (OpenSeadragon's own bounds, in its units).
+VIEW_INSIDE_MOSAIC = """(() => {
+  const viewer = OpenSeadragon.getViewer("viewport"), view = viewer.viewport.getBounds(true);
+  const image = viewer.world.getItemAt(0).getBounds(true), slack = 1e-6 * image.width;
+  return (
+    view.x >= image.x - slack && view.y >= image.y - slack &&
+    view.x + view.width <= image.x + image.width + slack && view.y + view.height <= image.y + image.height + slack);
+})()"""
+
+
 def test_pick_your_photo_from_the_thumbnails_and_see_the_ones_left_out(
     finished_job_page: Any, browser_context: Any
 ) -> None:
@@ -502,7 +512,12 @@ def test_pick_your_photo_from_the_thumbnails_and_see_the_ones_left_out(
     page.locator("#tile-places-count").filter(has_text=f"1 of {count}").wait_for()
     assert page.locator(".tile-mark-also").count() == count
     assert first.get_attribute("aria-pressed") == "true"
-    page.wait_for_timeout(600)  # the viewer's pan settles
+    # The place is shown among its neighbours, the mosaic filling the viewer even at its edge
+    # (a first place in a corner is not centred over empty background), its outline in view.
+    wait_until(page, VIEW_INSIDE_MOSAIC)
+    mark, box = (page.locator(s).bounding_box() for s in ("#viewport .tile-mark", "#viewport"))
+    assert mark and box and box["x"] - 1 <= mark["x"] and mark["x"] + mark["width"] <= box["x"] + box["width"] + 1
+    assert box["y"] - 1 <= mark["y"] and mark["y"] + mark["height"] <= box["y"] + box["height"] + 1
     shot(page, "13-pick-your-photo", full_page=False)
 
     page.locator('#photo-picker [data-show="left_out"]').click()

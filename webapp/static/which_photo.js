@@ -85,7 +85,7 @@ const WhichPhoto = (() => {
       const cell = found.cells[index];
       const rect = showCell({ ...cell, tile: found.tile, tile_url: found.tile_url, library: found.library, size: found.size });
       // The place among its neighbours: 9 × 9 tiles, so the photo itself can be seen.
-      viewer.viewport.fitBounds(new window.OpenSeadragon.Rect(rect.x - 4 * rect.width, rect.y - 4 * rect.height, 9 * rect.width, 9 * rect.height));
+      viewer.viewport.fitBoundsWithConstraints(new window.OpenSeadragon.Rect(rect.x - 4 * rect.width, rect.y - 4 * rect.height, 9 * rect.width, 9 * rect.height));
       at = index;
       count.textContent = `${index + 1} of ${PM.number(found.count)}` +
         (found.count > found.cells.length ? ` (the first ${PM.number(found.cells.length)} are listed)` : "");
