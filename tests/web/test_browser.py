@@ -119,7 +119,9 @@ def test_make_a_mosaic_in_the_browser(live_app: dict[str, Any], browser_context:
     page.locator("#photo-info").filter(has_text="shown as the server read it").wait_for()
     page.locator("#final-dims").filter(has_text="×").wait_for()
     with Image.open(photo_file(tmp_path)) as source:
-        assert f"{source.width:,} × {source.height:,} px" in page.locator("#photo-info").inner_text()
+        info = page.locator("#photo-info").inner_text()
+        assert f"{source.width:,} × {source.height:,} px" in info
+        assert f" · {max(1, math.floor(heic.stat().st_size / 1024 + 0.5))} KB · " in info, info  # not "0.0 MB"
         shown = page.locator("#preview").evaluate("img => [img.hidden, img.naturalWidth, img.naturalHeight]")
         assert shown[0] is False and shown[1] > 0, shown
         assert abs(shown[1] / shown[2] - source.width / source.height) < 0.02, shown  # the photo, upright

@@ -153,7 +153,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
           document.getElementById("lib-drop").dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true }));
         }"""
     )
-    page.locator("#lib-chosen").filter(has_text="1 photo · 0.0 MB. 1 file left out: not a photo (.txt).").wait_for()
+    page.locator("#lib-chosen").filter(has_text="1 photo · 2 KB. 1 file left out: not a photo (.txt).").wait_for()
     page.locator("#lib-name").fill("wedding")
     page.locator("#lib-description").fill("Our wedding")
     page.set_input_files("#lib-folder", str(folder))

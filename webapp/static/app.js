@@ -39,6 +39,13 @@ const PM = (() => {
     return `${number(width)} × ${number(height)} px`;
   }
 
+  /* A file's size as a person reads it: "35 KB", "3.4 MB", "1.2 GB" (binary units, as the limits). */
+  function bytes(n) {
+    if (n < 1024 * 1024) return `${Math.max(1, Math.round(n / 1024))} KB`;
+    if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MB`;
+    return `${(n / 1024 ** 3).toFixed(2)} GB`;
+  }
+
   function megapixels(width, height) {
     const mp = (width * height) / 1e6;
     return mp >= 10 ? `${mp.toFixed(0)} MP` : `${mp.toFixed(1)} MP`;
@@ -95,5 +102,5 @@ const PM = (() => {
     input.addEventListener("change", () => onFiles(input.files));
   }
 
-  return { api, libraries, number, size, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
+  return { api, libraries, number, size, bytes, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
 })();

@@ -139,7 +139,7 @@
       preview.src = url;
       preview.hidden = false;
       empty.hidden = true;
-      info.textContent = `${file.name} · ${PM.size(photo.width, photo.height)} · ${(file.size / 1048576).toFixed(1)} MB`;
+      info.textContent = `${file.name} · ${PM.size(photo.width, photo.height)} · ${PM.bytes(file.size)}`;
       across.dataset.touched = "";
       plan(true);
       scheduleReach();
@@ -153,7 +153,7 @@
       delete form.dataset.photoHeight;
       preview.hidden = true;
       empty.hidden = false;
-      info.textContent = `${file.name} · ${(file.size / 1048576).toFixed(1)} MB · no preview in this browser`;
+      info.textContent = `${file.name} · ${PM.bytes(file.size)} · no preview in this browser`;
       across.disabled = true;
       document.getElementById("final-dims").textContent = "planned on upload";
       document.getElementById("final-extra").textContent = "This browser cannot read the photo's size; the server will choose the grid.";
@@ -242,7 +242,7 @@
       preview.hidden = false;
       empty.hidden = true;
     }
-    info.textContent = `${photo.file.name} · ${PM.size(size.width, size.height)} · ${(photo.file.size / 1048576).toFixed(1)} MB · shown as the server read it`;
+    info.textContent = `${photo.file.name} · ${PM.size(size.width, size.height)} · ${PM.bytes(photo.file.size)} · shown as the server read it`;
     across.disabled = false;
     across.dataset.touched = "";
     plan(true);

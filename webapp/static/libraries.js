@@ -118,7 +118,7 @@
     picked = PMUploads.sort(items);
     const total = picked.photos.reduce((sum, p) => sum + p.file.size, 0);
     const count = picked.photos.length;
-    const head = count ? `${PM.number(count)} photo${count === 1 ? "" : "s"} · ${(total / 1048576).toFixed(1)} MB.` : "No photos chosen.";
+    const head = count ? `${PM.number(count)} photo${count === 1 ? "" : "s"} · ${PM.bytes(total)}.` : "No photos chosen.";
     chosen.textContent = [head, PMUploads.leftOutNote(picked.leftOut)].filter(Boolean).join(" ");
   }
   files.addEventListener("change", () => choose(PMUploads.chosen(files.files)));
@@ -148,7 +148,7 @@
       row.dataset.state = state;
       const pct = size ? Math.round((100 * sent) / size) : 0;
       row.lastChild.textContent = {
-        queued: "waiting", uploading: `${pct} % of ${(size / 1048576).toFixed(1)} MB`, uploaded: "uploaded",
+        queued: "waiting", uploading: `${pct} % of ${PM.bytes(size)}`, uploaded: "uploaded",
         skipped: "already uploaded", refused: `refused: ${reason}`, failed: `failed: ${reason}`,
       }[state];
     },
@@ -156,7 +156,7 @@
       const pct = bytes ? Math.min(100, Math.round((100 * sent) / bytes)) : 100;
       bar.firstElementChild.style.width = `${pct}%`;
       bar.setAttribute("aria-valuenow", String(pct));
-      statusLine.textContent = `Uploading… ${pct} % of ${(bytes / 1048576).toFixed(1)} MB`;
+      statusLine.textContent = `Uploading… ${pct} % of ${PM.bytes(bytes)}`;
     },
   };
 
