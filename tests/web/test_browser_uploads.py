@@ -172,7 +172,7 @@ def test_a_folder_uploads_straight_to_storage_resumes_and_is_indexed_live(
     # Storage acknowledged one photo it never kept (as the embedded Azurite does when killed just
     # after): the page asked for grants again once every upload was done, and sent it again.
     assert (
-        "Upload finished: 7 uploaded, 1 sent again (not in storage after their upload)"
+        "Upload finished: 7 uploaded, 1 sent again (it was not in storage after the first upload)"
         in page.locator("#upload-status").inner_text()
     )
     # Indexing asked for as photos landed, three at a time, then the last one; every photo counted.

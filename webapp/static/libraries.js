@@ -177,7 +177,7 @@
       const done = await PMUploads.upload(library, description, picked.photos, fileHooks);
       const parts = [`${PM.number(done.uploaded)} uploaded`];
       if (done.skipped) parts.push(`${PM.number(done.skipped)} already there`);
-      if (done.resent) parts.push(`${PM.number(done.resent)} sent again (not in storage after their upload)`);
+      if (done.resent) parts.push(`${PM.number(done.resent)} sent again (${done.resent === 1 ? "it was" : "they were"} not in storage after the first upload)`);
       if (done.refused.length) parts.push(`${PM.number(done.refused.length)} refused`);
       if (done.failed.length) parts.push(`${PM.number(done.failed.length)} failed (choose them again to retry)`);
       statusLine.textContent = `Upload finished: ${parts.join(", ")}. The indexer is making tiles of ${PM.number(done.index.queued)} photo${done.index.queued === 1 ? "" : "s"}.`;
