@@ -1,12 +1,14 @@
 """Does the plan warn when the library cannot reach the photo's colours, and only then?
 
-``python -m benchmarks reach [--tile N] [--photos NAME ...] [--rows FILE] [--judge FILE]``
-(issue 45's narrow-library goal). For every photo of ``photos.SWEEP`` at 1 MP and two libraries:
+``python -m benchmarks reach [--tile N] [--photos NAME ...] [--rows FILE] [--judge FILE]
+[--library-dir DIR]`` (issue 45's narrow-library goal). For every photo of ``photos.SWEEP`` at
+1 MP and two libraries (or, with ``--library-dir``, the held-out library in DIR alone, e.g. the
+astronomy library ``python -m benchmarks.astronomy DIR`` writes):
 
 - the demo library without the photo's own samples (as the fidelity benchmark has it);
 - a **narrow** one that stands in for the issue's held-out astronomy library (624 deep-sky
-  photos and planet textures; not on this machine, and nothing is downloaded). It is built from
-  the demo library's tiles by mean colour (CIELAB): the night sky, every tile that is dark or
+  photos and planet textures; the real kind: ``--library-dir`` with ``benchmarks.astronomy``).
+  It is built from the demo library's tiles by mean colour (CIELAB): the night sky, every tile that is dark or
   blue and not warm (L* < 35 or b* < -15, with a* < 10), about 750 tiles; and the planets, the
   ``PLANETS`` (6) most saturated warm tiles (hue 15°..75°: red, orange, brown; C* > 25). A
   handful of red tiles is what makes the issue's loss: metapixel ``-d 0`` paints a red area
@@ -49,6 +51,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--photos", nargs="*", default=None, help="photos of photos.SWEEP [all]")
     parser.add_argument("--rows", type=Path, default=None, help="keep the rows (far scores) in this JSON file")
     parser.add_argument("--judge", type=Path, default=None, help="rows of an earlier run: ask only the plan again")
+    parser.add_argument(
+        "--library-dir",
+        type=Path,
+        default=None,
+        help="a held-out library (e.g. python -m benchmarks.astronomy DIR) instead of the demo and narrow ones",
+    )
     return parser.parse_args(argv)
 
 
@@ -79,10 +87,12 @@ def _narrow(library: Any, out_dir: Path | None) -> tuple[Any, Path | None]:
     return TileLibrary.from_tiles(atlas[keep], [str(library.names[i]) for i in keep]), out_dir
 
 
-def measure(photos: tuple[str, ...], tile: int) -> list[dict[str, Any]]:
+def measure(photos: tuple[str, ...], tile: int, library_dir: Path | None = None) -> list[dict[str, Any]]:
+    """The rows of every photo: with the demo and the narrow library, or with the held-out
+    library in ``library_dir`` alone (read once, as the product reads a folder)."""
     from benchmarks.baselines import prepare_metapixel_library
     from benchmarks.engine import TARGETS
-    from benchmarks.fidelity import Job, _demo_library
+    from benchmarks.fidelity import Job, _demo_library, _own_library
     from benchmarks.photos import slug
     from mosaic.reach import library_reach
 
@@ -90,14 +100,20 @@ def measure(photos: tuple[str, ...], tile: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-reach-") as name:
         work = Path(name)
+        held = None if library_dir is None else _own_library(library_dir, work / "held-out")[:2]
         for photo in photos:
-            demo, demo_dir, _ = _demo_library(photo, True, None, work / f"tiles-{slug(photo)}")
-            narrow, narrow_dir = _narrow(demo, work / f"narrow-{slug(photo)}")
+            if held is None:
+                demo, demo_dir, _ = _demo_library(photo, True, None, work / f"tiles-{slug(photo)}")
+                narrow, narrow_dir = _narrow(demo, work / f"narrow-{slug(photo)}")
+                libraries = (("demo", demo, demo_dir), ("narrow", narrow, narrow_dir))
+            else:
+                libraries = (("held-out", *held),)
             job = Job(photo, "1 MP", size, tile, work)
-            for kind, library, tiles in (("demo", demo, demo_dir), ("narrow", narrow, narrow_dir)):
+            for kind, library, tiles in libraries:
                 assert tiles is not None
                 prepared = work / f"metapixel-{tiles.name}-{tile}"
-                prepare_metapixel_library(tiles, prepared, tile)
+                if not prepared.exists():  # the held-out library's, once for every photo
+                    prepare_metapixel_library(tiles, prepared, tile)
                 reach = library_reach(job.target, library)
                 _, ours = job.ours(library)
                 _, theirs = job.metapixel(library, prepared, ("-d", "0"))
@@ -129,22 +145,31 @@ def _print(row: dict[str, Any]) -> None:
     )
 
 
-def judge(rows: list[dict[str, Any]], photos: tuple[str, ...] | None) -> list[dict[str, Any]]:
+def judge(
+    rows: list[dict[str, Any]], photos: tuple[str, ...] | None, library_dir: Path | None = None
+) -> list[dict[str, Any]]:
     """``rows`` of an earlier run with the plan's verdict asked again (the far scores kept)."""
     from benchmarks.engine import TARGETS
     from benchmarks.fidelity import _demo_library
     from benchmarks.photos import slug, target_jpeg
     from mosaic.reach import library_reach
+    from mosaic.sources import build_library_from
 
     size = dict(TARGETS)["1 MP"]
     judged: list[dict[str, Any]] = []
+    held = None if library_dir is None else build_library_from(library_dir)[0]
     with tempfile.TemporaryDirectory(prefix="bench-reach-") as name:
         work = Path(name)
         for photo in dict.fromkeys(r["photo"] for r in rows if photos is None or r["photo"] in photos):
-            demo, _, _ = _demo_library(photo, True, None, work / f"tiles-{slug(photo)}")
-            libraries = {"demo": demo, "narrow": _narrow(demo, None)[0]}
+            if held is None:
+                demo, _, _ = _demo_library(photo, True, None, work / f"tiles-{slug(photo)}")
+                libraries = {"demo": demo, "narrow": _narrow(demo, None)[0]}
+            else:
+                libraries = {"held-out": held}
             target = Image.open(io.BytesIO(target_jpeg(photo, size))).convert("RGB")
             for row in (r for r in rows if r["photo"] == photo):
+                if row["library"] not in libraries:
+                    raise SystemExit(f"{photo}: rows of the {row['library']} library; give the same --library-dir")
                 library = libraries[row["library"]]
                 if len(library) != row["tiles"]:  # the rows were measured with another library
                     raise SystemExit(f"{photo} {row['library']}: {len(library)} tiles, the rows had {row['tiles']}")
@@ -162,7 +187,7 @@ def report(rows: list[dict[str, Any]]) -> None:
         "| ours further on colour | ... of them warned |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for kind in ("demo", "narrow"):
+    for kind in dict.fromkeys(r["library"] for r in rows):
         chosen = [r for r in rows if r["library"] == kind]
         beats = [r for r in chosen if r["far_delta_e"] < r["metapixel_delta_e"] and r["far_ssim"] > r["metapixel_ssim"]]
         further = [r for r in chosen if r["far_delta_e"] > r["metapixel_delta_e"]]
@@ -181,11 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         print("metapixel is not installed (apt install metapixel): nothing to compare with")
         return 1
     if args.judge is not None:
-        rows = judge(json.loads(args.judge.read_text()), tuple(args.photos) if args.photos else None)
+        rows = judge(json.loads(args.judge.read_text()), tuple(args.photos) if args.photos else None, args.library_dir)
     else:
         photos = tuple(args.photos) if args.photos else SWEEP
-        print(f"reach: {len(photos)} photos at 1 MP, tile {args.tile}, the demo and a narrow library ...", flush=True)
-        rows = measure(photos, args.tile)
+        which = "the demo and a narrow library" if args.library_dir is None else f"the library in {args.library_dir}"
+        print(f"reach: {len(photos)} photos at 1 MP, tile {args.tile}, {which} ...", flush=True)
+        rows = measure(photos, args.tile, args.library_dir)
     if args.rows is not None:
         args.rows.write_text(json.dumps(rows, indent=1))
     report(rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from benchmarks import fidelity
@@ -161,3 +162,48 @@ def test_the_held_out_library_takes_each_picture_once_as_square_crops(tmp_path) 
         with Image.open(crop) as image:
             sizes.add(image.size)
     assert sizes == {(wallpapers.TILE, wallpapers.TILE)}
+
+
+def test_the_astronomy_library_takes_the_deep_sky_photos_and_the_bodies_maps_only(tmp_path) -> None:
+    from benchmarks import astronomy
+
+    def picture(path, size, mode="RGB") -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new(mode, size, 90).save(path)
+
+    picture(tmp_path / astronomy.DEEP_SKY / "m42.png", (512, 512))
+    picture(tmp_path / astronomy.DEEP_SKY / "abell31.png", (256, 256), "L")
+    picture(tmp_path / astronomy.TEXTURES / "mars.png", (2048, 1024))
+    picture(tmp_path / astronomy.TEXTURES / "gear.png", (64, 64))  # an icon, not a body
+    picture(tmp_path / astronomy.TEXTURES / "saturn_rings_radial.png", (512, 16))
+    (tmp_path / astronomy.TEXTURES / "moon.png").symlink_to("mars.png")  # a link: not a picture of its own
+    chosen = astronomy.pictures(tmp_path)
+    assert [p.name for p in chosen] == ["abell31.png", "m42.png", "mars.png"]
+    out = tmp_path / "library"
+    assert astronomy.write_library(tmp_path, out) == 3
+    written = {}
+    for path in out.iterdir():
+        with Image.open(path) as image:
+            written[path.name] = (image.format, image.mode, image.size)
+    assert written == {
+        "deep-sky-abell31.jpg": ("JPEG", "RGB", (256, 256)),
+        "deep-sky-m42.jpg": ("JPEG", "RGB", (512, 512)),
+        "body-mars.jpg": ("JPEG", "RGB", (astronomy.LONGEST, astronomy.LONGEST // 2)),
+    }
+
+
+def test_the_reach_benchmark_judges_again_with_a_held_out_library_and_refuses_rows_of_another(tmp_path) -> None:
+    from benchmarks import reach
+
+    library = tmp_path / "held-out"
+    library.mkdir()
+    for i in range(24):  # 24 greys and blues: a narrow library
+        Image.new("RGB", (64, 64), (10 * i, 10 * i, 40 + 8 * i)).save(library / f"{i:02d}.jpg")
+    row = {"photo": "coffee", "library": "held-out", "tiles": 24, "warn": False}
+    row |= {"far_delta_e": 9.0, "far_ssim": 0.9, "metapixel_delta_e": 8.0, "metapixel_ssim": 0.8}
+    (judged,) = reach.judge([row], None, library)
+    assert judged["library"] == "held-out" and judged["far_delta_e"] == 9.0  # the far scores kept
+    assert judged["preview_delta_e"] > 0 and judged["nearest_delta_e"] > 0
+    assert judged["warn"] == (judged["preview_delta_e"] > judged["nearest_delta_e"])
+    with pytest.raises(SystemExit, match="rows of the demo library; give the same --library-dir"):
+        reach.judge([{**row, "library": "demo"}], None, library)
