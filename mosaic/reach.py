@@ -194,6 +194,11 @@ _SIDES = {0: "left", 1: "centre", 2: "right"}
 
 
 def _where(regions: list[tuple[int, int]]) -> str:
-    if not regions or len(regions) == REGIONS * REGIONS:
+    """Where, in words: the regions short, or (when they are most of the photo) the ones spared."""
+    every = [(r, c) for r in range(REGIONS) for c in range(REGIONS)]
+    if not regions or len(regions) == len(every):
         return ""
+    if len(regions) > len(every) // 2:  # eight names read as noise: name the few it reaches
+        spared = [f"the {_NAMES[r]} {_SIDES[c]}" for r, c in every if (r, c) not in regions]
+        return " (everywhere but " + ", ".join(spared[:-1]) + (" and " if len(spared) > 1 else "") + spared[-1] + ")"
     return " (" + ", ".join(f"{_NAMES[r]} {_SIDES[c]}" for r, c in regions) + ")"

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from mosaic.library import TileLibrary
-from mosaic.reach import MARGIN, PREVIEW_TILE, library_reach, repeated_colours
+from mosaic.reach import MARGIN, PREVIEW_TILE, Reach, library_reach, repeated_colours
 
 from .conftest import random_library
 
@@ -97,3 +97,22 @@ def test_the_repeating_program_chooses_by_small_image_as_metapixel_does() -> Non
     split_mean = library.sub_cells(PREVIEW_TILE)[1].reshape(-1, 3).mean(axis=0)
     assert np.abs(chosen[0].astype(float) - split_mean).max() <= 1  # the layout, in blue
     assert (chosen[1] == 128).all()  # the flat cell: the flat tile
+
+
+@pytest.mark.parametrize(
+    ("short", "said"),
+    [
+        ({(0, 0), (1, 2)}, " (top left, middle right): "),
+        ({(r, c) for r in range(3) for c in range(3)} - {(2, 1)}, " (everywhere but the bottom centre): "),
+        (
+            {(r, c) for r in range(3) for c in range(3)} - {(0, 0), (2, 2)},
+            " (everywhere but the top left and the bottom right): ",
+        ),
+        ({(r, c) for r in range(3) for c in range(3)}, "colours: "),
+    ],
+)
+def test_the_note_names_the_regions_short_or_when_they_are_most_the_ones_spared(short: set, said: str) -> None:
+    regions = tuple((r, c, 9.0 if (r, c) in short else 2.0, 4.0) for r in range(3) for c in range(3))
+    blank = np.zeros((1, 1, 3), np.uint8)
+    reach = Reach(8.0, 4.0, regions, {75: 5.0, 100: 2.0}, 50, blank, blank)
+    assert reach.warn and said in reach.message(), reach.message()
