@@ -1,14 +1,17 @@
 """Cells of several sizes against one size and metapixel ``-d 0``: both promises, render CPU, a picture.
 
 ``python -m benchmarks.cells [--photo NAME ...] [--sizes 1,2,4] [--split N] [--tiles 8,16]
-[--library-dir DIR]``: every photo at 1 MP (unseen demo library unless ``--library-dir``), one
-size (the defaults) beside ``--sizes`` (default 1,2,4) and metapixel ``-d 0``. From afar the
+[--library-dir DIR] [--fit none,4] [--no-cpu]``: every photo at 1 MP (unseen demo library unless
+``--library-dir``), one size (the defaults) beside ``--sizes`` (default 1,2,4) and metapixel
+``-d 0``; the sizes once per ``--fit`` limit (``sized.FIT_DELTA_E``: a large cell whose photo
+seen from afar lies farther from its block splits; ``none``: the plan from the target alone,
+as before split by fit; default ``FITS``, both side by side). From afar the
 figures are read at the smallest cell's grid (one pixel per base cell, as ``fidelity.far``);
 up close each cell is compared with its photo at the cell's own size (``fidelity.per_cell``),
 and the window share counts each cell once, at its top-left base cell, among the 64 base cells
 of a window (a 4× cell holds 16 of them: counted by area one large photo alone would be 25 %).
 ``make bench`` (``main``): the calm families the engine doc names, the CPU of the 12 MP tile 8
-render against one size, and ``docs/images/cells-*.jpg`` (target | one size | several | metapixel).
+render against one size, and ``docs/images/cells-*.jpg`` (target | one size | each --fit | metapixel).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ SIZES = (1, 2, 4)
 IMAGES = Path("docs/images")
 PICTURE = ("horse", 8)  # the photo and tile size of the side-by-side picture
 PANEL = 384  # pixels across each panel of the picture
+FITS = (None, 4.0)  # the plan from the target alone (before), split by fit at ``sized.FIT_DELTA_E``
 
 
 def sized_scores(
@@ -45,13 +49,13 @@ def sized_scores(
     ``image``: the target as the render read it (its cells plan the sizes)."""
     from benchmarks.fidelity import far, per_cell, summarise, window_share
     from mosaic import cell_image, plan_grid
-    from mosaic.cells import origins, plan_cells
+    from mosaic.cells import origins, plan_cells, plan_of
     from mosaic.library_features import candidate_tiles
 
     tile = job.tile
     width, height = job.target.size
     grid = plan_grid(width, height, tile_size=tile, tiles_across=width // tile)
-    plan = plan_cells(cell_image(image, grid), options.cell_sizes, options.split)
+    plan = plan_of(plan_cells(cell_image(image, grid), options.cell_sizes, options.split), choice, options.cell_sizes)
     scores: dict[str, Any] = far(pixels, job.target, tile)
     parts = []
     count = len(library)
@@ -74,9 +78,10 @@ def sized_scores(
     return scores
 
 
-def ours_sized(job: Any, library: Any, **changes: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    """``fidelity.Job.ours`` with cells of several sizes."""
-    from mosaic import SUB, open_image, plan_grid
+def ours_sized(job: Any, library: Any, fit: float | None = None, **changes: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """``fidelity.Job.ours`` with cells of several sizes; ``fit``: ``sized.FIT_DELTA_E`` for this
+    render (None: the plan from the target alone)."""
+    from mosaic import SUB, open_image, plan_grid, sized
     from mosaic.options import DEFAULT_OPTIONS
     from mosaic.render import render_with_placement
 
@@ -84,7 +89,13 @@ def ours_sized(job: Any, library: Any, **changes: Any) -> tuple[np.ndarray, dict
     width, height = job.target.size
     grid = plan_grid(width, height, tile_size=job.tile, tiles_across=width // job.tile)
     image = open_image(job.path.read_bytes(), min_size=(grid.tiles_across * SUB, grid.tiles_down * SUB))
-    pixels, choice = render_with_placement(image, library, tile_size=job.tile, grid=grid, seed="bench", options=options)
+    kept, sized.FIT_DELTA_E = sized.FIT_DELTA_E, fit
+    try:
+        pixels, choice = render_with_placement(
+            image, library, tile_size=job.tile, grid=grid, seed="bench", options=options
+        )
+    finally:
+        sized.FIT_DELTA_E = kept
     return pixels, sized_scores(pixels, job, library, options, choice, image)
 
 
@@ -100,9 +111,15 @@ def _row(job: str, name: str, scores: dict[str, Any]) -> list[str]:
 
 
 def compare(
-    photos: tuple[str, ...], tiles: tuple[int, ...], sizes: tuple[int, ...], split: int, library_dir: Any = None
+    photos: tuple[str, ...],
+    tiles: tuple[int, ...],
+    sizes: tuple[int, ...],
+    split: int,
+    library_dir: Any = None,
+    fits: tuple[float | None, ...] = (None,),
 ) -> dict[str, Any]:
-    """Every photo × tile size: one size, several, metapixel ``-d 0``; the table and the tallies."""
+    """Every photo × tile size: one size, several (once per ``fits``: the split-by-fit limit,
+    None for the plan from the target alone), metapixel ``-d 0``; the table and the tallies."""
     import tempfile
 
     from benchmarks.baselines import prepare_metapixel_library
@@ -113,7 +130,7 @@ def compare(
     rows: list[list[str]] = []
     tally = {
         name: {"far ΔE00": 0, "far SSIM": 0, "both far": 0, "up close": 0, "every goal": 0}
-        for name in ("one", "several")
+        for name in ("one", *(_variant(sizes, fit) for fit in fits))
     }
     pictures: dict[tuple[str, int], list[np.ndarray]] = {}
     own = _own_library(library_dir, work / "tiles-own") if library_dir is not None else None
@@ -125,9 +142,11 @@ def compare(
             if not prepared.exists():
                 prepare_metapixel_library(tile_dir, prepared, tile)
             one_px, one = job.ours(library)
-            several_px, several = ours_sized(job, library, cell_sizes=sizes, split=split)
+            several = {
+                _variant(sizes, fit): ours_sized(job, library, fit, cell_sizes=sizes, split=split) for fit in fits
+            }
             anchor_px, anchor = job.metapixel(library, prepared, ("-d", "0"))
-            for name, scores in (("one", one), ("several", several)):
+            for name, scores in (("one", one), *((name, s) for name, (_, s) in several.items())):
                 far_de, far_ssim = scores["delta_e"] < anchor["delta_e"], scores["ssim"] > anchor["ssim"]
                 close = all(
                     scores[k] >= bound if sense == ">=" else scores[k] <= bound
@@ -138,11 +157,16 @@ def compare(
                 tally[name]["up close"] += close
                 tally[name]["every goal"] += close and far_de and far_ssim
             label = f"{photo} t{tile}"
-            rows += [_row(label, "one size", one), _row(label, f"cells {','.join(map(str, sizes))}", several)]
+            rows += [_row(label, "one size", one), *(_row(label, name, s) for name, (_, s) in several.items())]
             rows.append(_row(label, "metapixel -d 0", anchor))
-            pictures[(photo, tile)] = [np.asarray(job.target), one_px, several_px, anchor_px]
+            pictures[(photo, tile)] = [np.asarray(job.target), one_px, *(px for px, _ in several.values()), anchor_px]
             print(f"  measured {label}", flush=True)
     return {"rows": rows, "tally": tally, "jobs": len(photos) * len(tiles), "pictures": pictures}
+
+
+def _variant(sizes: tuple[int, ...], fit: float | None) -> str:
+    name = f"cells {','.join(map(str, sizes))}"
+    return f"{name} target plan" if fit is None else f"{name} fit {fit:g}"
 
 
 def render_cpu(sizes: tuple[int, ...], split: int, runs: int = 3) -> tuple[float, float]:
@@ -180,7 +204,7 @@ def save_picture(panels: list[np.ndarray], name: str) -> Path:
     full = [p if p.shape[:2] == size else np.asarray(Image.fromarray(p).resize(size[::-1])) for p in panels]
     top, left = size[0] // 8, size[1] // 8
     crops = [p[top : top + PANEL, left : left + PANEL] for p in full]
-    rows = [_beside(whole), np.full((6, 4 * PANEL + 18, 3), 255, np.uint8), _beside(crops)]
+    rows = [_beside(whole), np.full((6, len(panels) * (PANEL + 6) - 6, 3), 255, np.uint8), _beside(crops)]
     IMAGES.mkdir(parents=True, exist_ok=True)
     path = IMAGES / f"cells-{name}.jpg"
     Image.fromarray(np.concatenate(rows, axis=0)).save(path, quality=88, optimize=True)
@@ -202,8 +226,8 @@ def report(result: dict[str, Any], sizes: tuple[int, ...]) -> None:
         print("  " + "  ".join(str(v).ljust(w) for v, w in zip(row, widths)))
     print(f"\n  jobs beating metapixel -d 0, of {result['jobs']} (goal: every one)")
     for name, counts in result["tally"].items():
-        label = "one size" if name == "one" else f"cells {','.join(map(str, sizes))}"
-        print(f"  {label:12}" + "  ".join(f"{k}: {v}" for k, v in counts.items()))
+        label = "one size" if name == "one" else name
+        print(f"  {label:22}" + "  ".join(f"{k}: {v}" for k, v in counts.items()))
 
 
 def main(
@@ -213,13 +237,14 @@ def main(
     split: int = 50,
     library_dir: Any = None,
     cpu: bool = True,
+    fits: tuple[float | None, ...] = FITS,
 ) -> int:
     from benchmarks.baselines import metapixel_available
 
     if not metapixel_available():
         print("metapixel is not installed (apt install metapixel): nothing to compare with")
         return 1
-    result = compare(photos, tiles, sizes, split, library_dir)
+    result = compare(photos, tiles, sizes, split, library_dir, fits)
     report(result, sizes)
     if PICTURE in result["pictures"]:
         print(f"\n  picture: {save_picture(result['pictures'][PICTURE], f'{PICTURE[0]}-t{PICTURE[1]}')}")
@@ -242,7 +267,7 @@ if __name__ == "__main__":
     while (name := _take(args, "--photo")) is not None:
         chosen.append(name)
     given_sizes, given_split, given_tiles = _take(args, "--sizes"), _take(args, "--split"), _take(args, "--tiles")
-    own, no_cpu = _take(args, "--library-dir"), "--no-cpu" in args
+    own, no_cpu, given_fits = _take(args, "--library-dir"), "--no-cpu" in args, _take(args, "--fit")
     args = [a for a in args if a != "--no-cpu"]
     if args:
         raise SystemExit(f"{' '.join(args)}: not understood\n{__doc__}")
@@ -254,5 +279,6 @@ if __name__ == "__main__":
             int(given_split) if given_split else 50,
             own,
             not no_cpu,
+            tuple(None if f == "none" else float(f) for f in given_fits.split(",")) if given_fits else FITS,
         )
     )

@@ -14,7 +14,9 @@ quarters is one cell of the size below (if that size is allowed):
 ``split`` (0–100, default 50) scales both thresholds by (100 − split) / 50: higher keeps more
 small cells, 100 none large. The plan reads the cell image only, block by block, so a run of
 rows that starts on a multiple of the largest size (``parts.plan_parts(..., align=)``) plans
-alone exactly what the whole grid plans there.
+alone exactly what the whole grid plans there. This plan is where a block *may* be large: the
+choice splits a block further where its photo fits it badly (``sized``, split by fit), and
+``plan_of`` reads the plan a choice was made on back from the choice.
 """
 
 from __future__ import annotations
@@ -128,3 +130,25 @@ def level_image(cells: np.ndarray, size: int) -> np.ndarray:
     rows, cols = cells.shape[0] // (SUB * size), cells.shape[1] // (SUB * size)
     block = np.ascontiguousarray(cells[: rows * SUB * size, : cols * SUB * size])
     return np.asarray(Image.fromarray(block).reduce(size))
+
+
+def plan_of(upper: np.ndarray, choice: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """The plan a choice was made on: ``upper`` (``plan_cells``, from the target alone) where a
+    block kept its size, smaller where the choice split it (``sized.choose_part`` splits a block
+    whose photo fits it badly). A block of ``upper``'s size ``s`` or larger is one cell of ``s``
+    where all its base cells hold one candidate: a split block never does (``choose_part``)."""
+    rows, cols = choice.shape
+    plan = np.ones((rows, cols), np.uint8)
+    covered = np.zeros((rows, cols), bool)
+    for size in reversed(sizes[1:]):
+        r, c = rows // size, cols // size
+        if r == 0 or c == 0:
+            continue
+        block = choice[: r * size, : c * size].reshape(r, size, c, size)
+        uniform = (block == block[:, :1, :, :1]).all(axis=(1, 3))
+        corner = (slice(0, r * size, size), slice(0, c * size, size))
+        take = uniform & (upper[corner] >= size) & ~covered[corner]
+        merged = np.repeat(np.repeat(take, size, axis=0), size, axis=1)
+        plan[: r * size, : c * size][merged] = size
+        covered[: r * size, : c * size] |= merged
+    return plan

@@ -16,9 +16,16 @@ whatever their size:
 
 A large photo's layout is seen from afar (at the base grid a 4× photo is 4 × 4 pixels, its
 sub-cells), so its matching weighs the layout more against the colour the larger the cell
-(``at_size``). Each placed photo is corrected as a whole (``correction.reach``: its offset and, where its
-range stops it, its gain), as in a single-size mosaic; the levelling of flat patches is left
-out (a calm area is now one large photo, not twenty small ones).
+(``at_size``). The plan from the target alone (``cells.plan_cells``) is where a block may
+be large; the library decides where it is: a large cell whose chosen photo, seen from afar (one
+pixel per base cell, corrected as it will be painted), lies more than ``FIT_DELTA_E`` (RMS ΔE76)
+from its block's base-cell colours splits into cells of the size below, chosen at that size
+(``_far_error``; split by fit). Each block is decided alone, so any slicing of the parts gives
+the same plan; painting and the tile map read it back from the choice (``cells.plan_of``: a
+block is one cell where all its base cells hold one candidate). Each placed photo is
+corrected as a whole (``correction.reach``: its offset and, where its range stops it, its
+gain), as in a single-size mosaic; the levelling of flat patches is left out (a calm area is
+now one large photo, not twenty small ones).
 """
 
 from __future__ import annotations
@@ -29,20 +36,29 @@ import functools
 import numpy as np
 from PIL import Image
 
-from .cells import level_image, origins, plan_cells
+from .cells import level_image, origins, plan_cells, plan_of
 from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
 from .grid import Grid, cell_image
 from .library import TileLibrary
-from .library_features import _mirror, _sub_cells, _weights, candidate_tiles, tile_features, tile_index
+from .library_features import (
+    _mirror,
+    _sub_cells,
+    _weights,
+    candidate_sub_cells,
+    candidate_tiles,
+    tile_features,
+    tile_index,
+)
 from .matching import best
 from .options import RenderOptions
-from .signatures import SUB, features
+from .signatures import SUB, features, srgb_to_lab
 from .tile_index import nearest_tiles
 from .variety import _border_rows, choose_varied, feasible_distance, graph_size, seed_number, tile_classes, tile_graph
 
 PAINT_BYTES = 1 << 24  # tile pixels gathered per step
 LAYOUT_GROWTH = 2.0  # measured: horse at tile 8, far SSIM 0.49 at 1, 0.60 at 2, 0.68 at 4 (far ΔE00 3.8, 4.4, 5.1)
 FIRST_CHOICES = 64  # next-best photos looked at first for a cell that must give way
+FIT_DELTA_E: float | None = 4.0  # a large cell whose photo seen from afar lies farther (RMS ΔE76) from its block splits
 
 
 def choose_part(
@@ -59,7 +75,9 @@ def choose_part(
     (at that cell's size). ``row_offset``: the part's first row, a multiple of the largest size."""
     rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
     sizes = options.cell_sizes
-    plan = plan_cells(cells, sizes, options.split)
+    upper = plan_cells(cells, sizes, options.split)
+    plan = upper.copy()  # split further below where a chosen photo fits its block badly
+    levels: dict[int, np.ndarray] = {}
     count = len(library)
     group = library.group_of()  # near-duplicates are one photo (``TileLibrary.group_of``)
     choice = np.full((rows, cols), -1, np.int32)
@@ -101,18 +119,82 @@ def choose_part(
             _apart(level, present, size, placed, wanted, candidates, d, key_of, allowed, border, row_offset // size)
         else:
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
+        levels[size] = level
+        if size > 1 and FIT_DELTA_E is not None:
+            misfit = present & (_far_error(cells, level, present, library, size, tile_size, options) > FIT_DELTA_E)
+            present = present & ~misfit
+            below = sizes[sizes.index(size) - 1]
+            split = np.repeat(np.repeat(misfit, size, axis=0), size, axis=1)
+            plan[: level_rows * size, : level_cols * size][split] = below
         whole = np.repeat(np.repeat(np.where(present, level, -1), size, axis=0), size, axis=1)
         area = (slice(0, level_rows * size), slice(0, level_cols * size))
         mine = whole >= 0
         choice[area][mine] = whole[mine]
         placed[area][mine] = group[whole[mine] % count]
+    _keep_recoverable(choice, plan, upper, levels, sizes)
     return choice
 
 
-def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions) -> np.ndarray:
+def _keep_recoverable(
+    choice: np.ndarray, plan: np.ndarray, upper: np.ndarray, levels: dict[int, np.ndarray], sizes: tuple[int, ...]
+) -> None:
+    """Painting reads the plan back from the choice (``cells.plan_of``): a split block whose
+    cells all took one photo (only without variety) takes back, in place, its large cell."""
+    read = plan_of(upper, choice, sizes)
+    if (read == plan).all():
+        return
+    for size in sizes[1:]:
+        back = origins(read, size) & ~origins(plan, size)
+        if not back.any():
+            continue
+        whole = np.repeat(np.repeat(np.where(back, levels[size], -1), size, axis=0), size, axis=1)
+        area = choice[: whole.shape[0], : whole.shape[1]]
+        area[whole >= 0] = whole[whole >= 0]
+
+
+def _far_error(
+    cells: np.ndarray,
+    level: np.ndarray,
+    present: np.ndarray,
+    library: TileLibrary,
+    size: int,
+    tile_size: int,
+    options: RenderOptions,
+) -> np.ndarray:
+    """``level``'s shape: the RMS ΔE76, over its base cells, between each present cell's photo
+    seen from afar (one pixel per base cell, corrected as painting corrects it) and its block's
+    base-cell mean colours (0 where absent)."""
+    big = size * tile_size
+    level_rows, level_cols = present.shape
+    ri, ci = np.nonzero(present)
+    out = np.zeros(present.shape)
+    if not ri.size:
+        return out
+    chosen = level[ri, ci]
+    sub = candidate_sub_cells(library, big, options)[chosen].astype(np.float64)  # (n, SUB, SUB, 3)
+    step = SUB // size
+    far = sub.reshape(-1, size, step, size, step, 3).mean(axis=(2, 4))  # one pixel per base cell
+    if options.correction:
+        means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
+        spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
+        which = chosen % len(library)
+        targets = cell_means(_sub_cells(level_image(cells, size)))[ri * level_cols + ci]
+        shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
+        mean = means[which].astype(np.float64)[:, None, None]
+        far = mean + gain[:, None, None, None] * (far - mean) + shift[:, None, None]
+    far = np.clip(np.rint(far), 0, 255).astype(np.uint8)
+    base = np.asarray(Image.fromarray(cells).reduce(SUB))  # each base cell's mean colour
+    block = base[: level_rows * size, : level_cols * size].reshape(level_rows, size, level_cols, size, 3)
+    block = block[ri, :, ci]  # (n, size, size, 3)
+    difference = ((srgb_to_lab(far) - srgb_to_lab(block)) ** 2).sum(axis=-1)
+    out[ri, ci] = np.sqrt(difference.mean(axis=(1, 2)))
+    return out
+
+
+def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
     """``(tiles_down, tiles_across) uint8``: the size of the cell covering each base cell, as
-    the render plans it (the tile map's rectangles)."""
-    return plan_cells(cell_image(image, grid), options.cell_sizes, options.split)
+    the render planned it for ``choice`` (its placement; the tile map's rectangles)."""
+    return plan_of(plan_cells(cell_image(image, grid), options.cell_sizes, options.split), choice, options.cell_sizes)
 
 
 def at_size(options: RenderOptions, size: int) -> RenderOptions:
@@ -208,7 +290,7 @@ def paint_part(
     rows, cols = choice.shape
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
-    plan = plan_cells(cells, options.cell_sizes, options.split)
+    plan = plan_of(plan_cells(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
     for size in options.cell_sizes:
         present = origins(plan, size)
         if present.any():

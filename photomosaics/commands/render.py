@@ -275,7 +275,7 @@ def render(
         if options.sized:  # each cell's rectangle: the sizes the engine planned from the same cells
             from mosaic.sized import cell_sizes as planned_sizes
 
-            sizes = planned_sizes(image, grid, options)
+            sizes = planned_sizes(image, grid, options, placement)
         write_tile_map(placement, library, library_spec, tile_map, sizes)
 
 

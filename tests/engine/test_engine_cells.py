@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mosaic import SUB, TileLibrary, cell_image, plan_grid
-from mosaic.cells import origins, parse_cell_sizes, plan_cells
+from mosaic import SUB, TileLibrary, cell_image, plan_grid, sized
+from mosaic.cells import origins, parse_cell_sizes, plan_cells, plan_of
 from mosaic.options import DEFAULT_OPTIONS, RenderOptions
 from mosaic.render import render_with_placement
 
@@ -68,16 +68,16 @@ def test_a_run_of_rows_on_a_multiple_of_the_largest_size_plans_what_the_whole_pl
         assert np.array_equal(alone, whole[start:stop]), (start, stop)
 
 
-def test_each_cell_shows_one_photo_at_its_size_and_photos_keep_apart_whatever_their_size(
-    library: TileLibrary,
-) -> None:
+def test_each_cell_shows_one_photo_at_its_size_and_photos_keep_apart_whatever_their_size() -> None:
+    library = _flat_library(120, sloped=random_library(120, seed=5))  # sloped photos split a block, calm ones keep it
     options = RenderOptions(cell_sizes=(1, 2, 4))
     pixels, choice = render_with_placement(
         _sky_over_noise(), library, tile_size=8, tiles_across=48, seed="c", options=options
     )
     grid = plan_grid(480, 320, tile_size=8, tiles_across=48)
-    plan = plan_cells(cell_image(_sky_over_noise(), grid), options.cell_sizes, options.split)
-    assert (plan == 4).any() and (plan == 1).any()
+    upper = plan_cells(cell_image(_sky_over_noise(), grid), options.cell_sizes, options.split)
+    plan = plan_of(upper, choice, options.cell_sizes)  # as painting reads it: the target's plan, split by fit
+    assert (plan <= upper).all() and (plan == 1).any() and (plan > 1).any()
     count, d = len(library), 2  # 240 tiles in three shares of border classes: variety 2
     rects = []
     for size in options.cell_sizes:
@@ -117,12 +117,13 @@ def _burst_gaps(choice: np.ndarray, plan: np.ndarray, sizes: tuple[int, ...], co
 def test_near_duplicates_are_one_photo_to_cells_of_every_size() -> None:
     photo, options = calm_photo(), RenderOptions(cell_sizes=(1, 2, 4), split=90)
     grid = plan_grid(*photo.size, tile_size=8, tiles_across=30)
-    plan = plan_cells(cell_image(photo, grid), options.cell_sizes, options.split)
-    assert {1, 2, 4} <= set(np.unique(plan).tolist())
+    upper = plan_cells(cell_image(photo, grid), options.cell_sizes, options.split)
+    assert {1, 2, 4} <= set(np.unique(upper).tolist())
     gaps = {}
     for grouped in (False, True):
         library = burst_library(grouped=grouped)
         _, choice = render_with_placement(photo, library, tile_size=8, tiles_across=30, seed="s", options=options)
+        plan = plan_of(upper, choice, options.cell_sizes)
         gaps[grouped] = _burst_gaps(choice, plan, options.cell_sizes, len(library))
     assert min(gaps[False]) == 1  # 30 "different" grey shots side by side
     assert gaps[True] and min(gaps[True]) > 2  # one photo: kept apart (variety 2 with 301 photos in 3 shares)
@@ -143,3 +144,62 @@ def test_cells_too_large_for_the_library_or_too_small_for_a_layout_are_refused(l
         render_with_placement(photo, library, tile_size=32, seed="s", options=RenderOptions(cell_sizes=(1, 4)))
     with pytest.raises(ValueError, match="4 pixels or more"):
         render_with_placement(photo, library, tile_size=2, seed="s", options=RenderOptions(cell_sizes=(1, 2)))
+
+
+def _flat_library(count: int, seed: int = 0, *, sloped: TileLibrary | None = None) -> TileLibrary:
+    """Calm photos in the sky's colours: a colour and a little grain, no slope (from afar each
+    is one colour); after ``sloped``'s photos if given."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(170, 250, (count, 1, 1, 3))
+    atlas = np.clip(base + rng.normal(0, 6, (count, 64, 64, 3)), 0, 255).astype(np.uint8)
+    names = [f"flat-{i}.png" for i in range(count)]
+    if sloped is not None:
+        atlas, names = (
+            np.concatenate([sloped.tiles(64), atlas]),
+            [*(f"sloped-{i}.png" for i in range(len(sloped))), *names],
+        )
+    return TileLibrary.from_tiles(atlas, names)
+
+
+def test_a_calm_block_splits_where_its_photo_seen_from_afar_does_not_fit_it(
+    library: TileLibrary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    photo, options = _sky_over_noise(240, 160), RenderOptions(cell_sizes=(1, 2, 4))
+    grid = plan_grid(240, 160, tile_size=8, tiles_across=30)
+    upper = plan_cells(cell_image(photo, grid), options.cell_sizes, options.split)
+    large = {}
+    for name, photos in (("sloped", library), ("calm", _flat_library(600))):
+        _, choice = render_with_placement(photo, photos, tile_size=8, tiles_across=30, seed="f", options=options)
+        plan = plan_of(upper, choice, options.cell_sizes)
+        assert (plan <= upper).all()
+        large[name] = float((plan > 1).mean())
+    assert large["sloped"] < large["calm"]  # a sloped photo's layout is seen from afar: its block splits
+    monkeypatch.setattr(sized, "FIT_DELTA_E", None)  # the plan from the target alone
+    _, choice = render_with_placement(photo, library, tile_size=8, tiles_across=30, seed="f", options=options)
+    assert np.array_equal(plan_of(upper, choice, options.cell_sizes), upper)
+
+
+def test_the_plan_is_read_back_from_the_choice_and_a_split_block_never_reads_as_one_cell() -> None:
+    upper = np.full((4, 8), 4, np.uint8)
+    upper[:, 4:] = 1
+    choice = np.arange(32, dtype=np.int32).reshape(4, 8)
+    choice[:, :4] = 7  # one photo over the block: one cell of 4
+    assert np.array_equal(plan_of(upper, choice, (1, 2, 4)), upper)
+    choice[:2, :2], choice[2:, :2], choice[2:, 3] = 8, 9, 10  # split: three cells of 2 and base cells
+    plan = plan_of(upper, choice, (1, 2, 4))
+    assert (plan[:, :2] == 2).all() and (plan[:2, 2:4] == 2).all() and (plan[2:, 2:] == 1).all()
+    # without variety four quarters may take one photo: the block keeps its large cell, and every
+    # cell painting reads back is its photo at its size, untouched here (no correction)
+    photo, options = _sky_over_noise(240, 160), RenderOptions(cell_sizes=(1, 2, 4), variety=0, correction=0)
+    flat = _flat_library(40, seed=1)
+    grid = plan_grid(240, 160, tile_size=8, tiles_across=30)
+    upper = plan_cells(cell_image(photo, grid), options.cell_sizes, options.split)
+    pixels, choice = render_with_placement(photo, flat, tile_size=8, tiles_across=30, seed="v", options=options)
+    plan = plan_of(upper, choice, options.cell_sizes)
+    assert (plan <= upper).all() and (plan > 1).any()
+    for size in options.cell_sizes:
+        for r, c in np.argwhere(origins(plan, size)) * size:
+            candidate = int(choice[r, c])
+            tile = flat.tiles(8 * size)[candidate % len(flat)]
+            tile = tile[:, ::-1] if candidate >= len(flat) else tile
+            assert np.array_equal(pixels[r * 8 : (r + size) * 8, c * 8 : (c + size) * 8], tile), (r, c, size)
