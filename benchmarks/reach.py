@@ -114,7 +114,7 @@ def measure(photos: tuple[str, ...], tile: int, library_dir: Path | None = None)
                 prepared = work / f"metapixel-{tiles.name}-{tile}"
                 if not prepared.exists():  # the held-out library's, once for every photo
                     prepare_metapixel_library(tiles, prepared, tile)
-                reach = library_reach(job.target, library)
+                reach = library_reach(job.target, library, tiles_across=job.target.width // tile)  # as the API plans it
                 _, ours = job.ours(library)
                 _, theirs = job.metapixel(library, prepared, ("-d", "0"))
                 rows.append(
@@ -146,7 +146,7 @@ def _print(row: dict[str, Any]) -> None:
 
 
 def judge(
-    rows: list[dict[str, Any]], photos: tuple[str, ...] | None, library_dir: Path | None = None
+    rows: list[dict[str, Any]], photos: tuple[str, ...] | None, library_dir: Path | None = None, tile: int = 16
 ) -> list[dict[str, Any]]:
     """``rows`` of an earlier run with the plan's verdict asked again (the far scores kept)."""
     from benchmarks.engine import TARGETS
@@ -173,7 +173,7 @@ def judge(
                 library = libraries[row["library"]]
                 if len(library) != row["tiles"]:  # the rows were measured with another library
                     raise SystemExit(f"{photo} {row['library']}: {len(library)} tiles, the rows had {row['tiles']}")
-                reach = library_reach(target, library)
+                reach = library_reach(target, library, tiles_across=target.width // tile)
                 judged.append(
                     {**row, "warn": bool(reach.warn), "preview_delta_e": reach.ours, "nearest_delta_e": reach.nearest}
                 )
@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         print("metapixel is not installed (apt install metapixel): nothing to compare with")
         return 1
     if args.judge is not None:
-        rows = judge(json.loads(args.judge.read_text()), tuple(args.photos) if args.photos else None, args.library_dir)
+        photos = tuple(args.photos) if args.photos else None
+        rows = judge(json.loads(args.judge.read_text()), photos, args.library_dir, args.tile)
     else:
         photos = tuple(args.photos) if args.photos else SWEEP
         which = "the demo and a narrow library" if args.library_dir is None else f"the library in {args.library_dir}"

@@ -6,8 +6,9 @@ no tile near a colour of the photo (no red photo for a red apple) the mosaic com
 there, and from afar a program that repeats its nearest photo wherever it fits is closer.
 That is the honest result, and a person should learn it before waiting for it.
 
-``library_reach`` renders a small preview of the photo with the real engine (``PREVIEW_ACROSS``
-cells across, the job's options) and compares, at one pixel per cell, its colour with the
+``library_reach`` renders a small preview of the photo with the real engine (the job's own
+cells across, up to ``PREVIEW_MOST``; ``PREVIEW_ACROSS`` when the job's are not given; the job's
+options) and compares, at one pixel per cell, its colour with the
 photo's (``ours``: mean ΔE00) against what metapixel ``-d 0``, a program that repeats its
 best-fitting photo at will and leaves its colour alone, would give (``nearest``). That program
 is emulated the way it really chooses (``repeated_colours``): by the small image of the cell
@@ -17,12 +18,11 @@ stand-in that took the nearest mean colour was closer to the photo than metapixe
 jobs our mosaic in fact won; the emulation lands within a few tenths of metapixel's result.
 
 Where ours is the further at all (``MARGIN`` is 0) the library does not reach the photo:
-``warn``. No margin is needed because both estimates err, by a few tenths, against the warning:
-the preview's coarser grid puts ours a little closer than the job will be, and the emulation
-puts metapixel a little further. Over the 60 jobs of ``python -m benchmarks reach`` the
-preview's shortfall was the job's minus 0.35 ΔE00 (spread 0.4): a preview that falls short at
-all is a job that falls short by about a third of a ΔE00, and every job our mosaic won from
-afar was predicted to win by half a ΔE00 or more.
+``warn``. The preview is planned on the job's own grid because a coarser one errs toward
+silence: with fewer, larger cells ours comes out closer than the job will be (48 cells across
+for jobs of 144: the job's shortfall was the preview's plus 0.27 ΔE00, spread 0.42, on the
+held-out astronomy library; on the job's grid plus 0.01, spread 0.15). ``PREVIEW_MOST`` bounds
+what one plan request costs the web process (about half a second of CPU at 100 cells across).
 
 The same per region (a 3 × 3 grid of the photo) says where, and previews with the colour moved
 further toward the photo say what the tiles ↔ photo slider would give. Pure NumPy and Pillow;
@@ -45,9 +45,10 @@ from .render import render_band
 from .signatures import SUB, srgb_to_lab
 from .tile_choice import choose_tiles
 
-__all__ = ["MARGIN", "PREVIEW_ACROSS", "Reach", "library_reach", "repeated_colours"]
+__all__ = ["MARGIN", "PREVIEW_ACROSS", "PREVIEW_MOST", "Reach", "library_reach", "preview_across", "repeated_colours"]
 
-PREVIEW_ACROSS = 48  # cells across the preview: enough to see the photo, a few ms to render
+PREVIEW_ACROSS = 48  # cells across the preview when the job's grid is not given
+PREVIEW_MOST = 100  # the most cells across a preview: the create page's default detail
 PREVIEW_TILE = 8  # pixels per preview cell: a thumbnail a page can show
 MARGIN = 0.0  # ΔE00 by which the preview may miss the photo more than metapixel would before we say so
 REGIONS = 3  # the photo's regions per side, for where the library falls short
@@ -98,9 +99,12 @@ def library_reach(
     *,
     options: RenderOptions = DEFAULT_OPTIONS,
     seed: str = "reach",
+    tiles_across: int | None = None,
 ) -> Reach:
-    """How well ``library`` reaches ``image``'s colours with ``options`` (see the module docstring)."""
-    grid = plan_grid(image.width, image.height, tile_size=PREVIEW_TILE, tiles_across=min(PREVIEW_ACROSS, image.width))
+    """How well ``library`` reaches ``image``'s colours with ``options`` (see the module docstring);
+    ``tiles_across``: the job's grid (its cells across), which the preview follows up to ``PREVIEW_MOST``."""
+    across = min(preview_across(tiles_across), image.width)
+    grid = plan_grid(image.width, image.height, tile_size=PREVIEW_TILE, tiles_across=across)
     target = srgb_to_lab(cell_image(image, replace(grid, tile_size=1)).reshape(-1, 3))
 
     cells = cell_image(image, grid)
@@ -130,6 +134,11 @@ def library_reach(
         preview=preview,
         preview_toward_photo=furthest,
     )
+
+
+def preview_across(tiles_across: int | None) -> int:
+    """The preview's cells across for a job of ``tiles_across`` (None: not known)."""
+    return PREVIEW_ACROSS if tiles_across is None else max(1, min(tiles_across, PREVIEW_MOST))
 
 
 def repeated_colours(cells: np.ndarray, library: TileLibrary) -> np.ndarray:

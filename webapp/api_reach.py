@@ -28,7 +28,7 @@ from PIL import Image
 from dal.errors import LibraryNotFoundError
 from mosaic import SUB, open_image
 from mosaic.options import DEFAULT_OPTIONS
-from mosaic.reach import PREVIEW_ACROSS, library_reach
+from mosaic.reach import PREVIEW_ACROSS, library_reach, preview_across
 from webapp import planning
 from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
@@ -62,7 +62,8 @@ def plan_with_photo() -> Any:
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    side = PREVIEW_ACROSS * SUB
+    across = preview_across(grid.tiles_across)  # the preview follows the job's grid, up to a bound
+    side = max(across, PREVIEW_ACROSS) * SUB  # the photo's picture is twice this, whatever the grid
     # A JPEG is decoded reduced (a few preview pixels per cell); any other format whole.
     pixels = side * side * 4 if photo.format in ("JPEG", "MPO") else photo.width * photo.height
     with DECODES.reserve(decode_cost(photo.data, pixels)):
@@ -73,7 +74,7 @@ def plan_with_photo() -> Any:
         library_tiles = services().libraries.load(library_uri, fresh_for=10.0)
     except LibraryNotFoundError:  # named, but no photo of it indexed yet (its uploads are still coming in)
         raise ApiError(409, "library_not_ready", f"library {library!r} has no indexed photos yet") from None
-    reach = library_reach(image, library_tiles, options=options)
+    reach = library_reach(image, library_tiles, options=options, tiles_across=across)
     body = planning.describe(grid, limit=limits.max_slices)
     # For a page that cannot read the photo (a HEIC in Chrome): its size plans the grid, its picture is shown.
     body["photo"] = {"width": photo.width, "height": photo.height, "preview": _data_url(np.asarray(image))}

@@ -9,6 +9,8 @@ from typing import Any
 
 from PIL import Image
 
+from mosaic.reach import PREVIEW_ACROSS, PREVIEW_MOST, PREVIEW_TILE
+from mosaic.signatures import SUB
 from tests.web.conftest import LIBRARY, png_bytes
 
 
@@ -112,6 +114,21 @@ def test_the_answer_carries_the_photos_upright_size_and_picture(client: Any, til
     photo = response.get_json()["photo"]
     assert (photo["width"], photo["height"]) == (300, 600)
     picture = _decoded(photo["preview"]).convert("RGB")
-    assert max(picture.size) <= 384 and abs(picture.width / picture.height - 0.5) < 0.02, picture.size
+    assert max(picture.size) <= 2 * PREVIEW_MOST * SUB and abs(picture.width / picture.height - 0.5) < 0.02, (
+        picture.size
+    )
     top, bottom = picture.getpixel((picture.width // 2, 5)), picture.getpixel((picture.width // 2, picture.height - 5))
     assert top[0] > 150 > top[2] and bottom[2] > 150 > bottom[0], (top, bottom)
+
+
+def test_the_preview_follows_the_jobs_grid_up_to_its_bound(client: Any, tile_library: str) -> None:
+    """A coarser preview than the job errs toward silence (``mosaic.reach``): it is planned on the
+    job's own cells across, up to ``PREVIEW_MOST``; the photo's picture stays sharp for a small grid."""
+    photo = _jpeg(Image.new("RGB", (1200, 800), (40, 120, 200)))
+    for asked, expected in ((60, 60), (PREVIEW_MOST + 50, PREVIEW_MOST), (12, 12)):
+        response = _plan(client, photo, library=tile_library, tiles_across=str(asked))
+        assert response.status_code == 200, response.get_json()
+        body = response.get_json()
+        assert body["tiles_across"] == asked
+        assert _decoded(body["reach"]["preview"]).width == expected * PREVIEW_TILE, asked
+        assert min(_decoded(body["photo"]["preview"]).size) >= PREVIEW_ACROSS * SUB, asked
