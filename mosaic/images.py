@@ -5,7 +5,8 @@ Every image that enters the application (a target photo, a tile, a slice) goes t
 opens it (``mosaic.image_structure``), oversized images before decoding them (decompression bombs),
 applies the EXIF orientation (phones store portrait photos sideways), converts the colours of
 an embedded ICC profile other than sRGB (an iPhone's Display P3, a camera's Adobe RGB, a
-CMYK press profile) to sRGB, flattens transparency onto white and maps every Pillow mode —
+CMYK press profile) to sRGB, or of an HEIF photo's CICP primaries when it has no profile (the
+``nclx`` colour box some Android phones write: ``to_srgb``), flattens transparency onto white and maps every Pillow mode —
 palette, grey, 16-bit, CMYK — to 8-bit RGB. Only the
 formats of ``DECODER_FORMATS`` are opened; anything else, and anything Pillow cannot decode
 (truncated files included), raises ``ImageDecodeError``.
@@ -114,10 +115,10 @@ def open_image(
                 image.draft("RGB", (max(1, width), max(1, height)))
             elif min_size is not None and image.format == "HEIF":  # its thumbnail, when one is large enough
                 image.draft("RGB", min_size)
-            icc = image.info.get("icc_profile")
+            icc, nclx = image.info.get("icc_profile"), image.info.get("nclx_profile")
             upright = _upright(image)
             upright.load()
-            return to_rgb(_to_srgb(upright, icc))
+            return to_rgb(to_srgb(upright, icc, nclx))
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
@@ -168,6 +169,12 @@ def _upright(image: Image.Image) -> Image.Image:
         return image if method is None else image.transpose(method)
 
 
+def to_srgb(image: Image.Image, icc: bytes | None, nclx: object = None) -> Image.Image:
+    """The pixels in sRGB: by the ICC profile when there is one (``_to_srgb``), else by an HEIF
+    photo's CICP colour description (``nclx``, pillow-heif's ``info["nclx_profile"]``)."""
+    return _to_srgb(image, icc) if icc else _cicp_to_srgb(image, nclx)
+
+
 def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
     """The pixels in sRGB when an ICC profile says they are in another colour space.
 
@@ -186,6 +193,56 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
         return image if converted is None else converted  # None only for inPlace=True
     except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
         return image
+
+
+def _xyz_from_rgb(xy: list[tuple[float, float]]) -> np.ndarray:
+    """The RGB -> XYZ matrix of primaries and a white given as chromaticities (red, green, blue, white)."""
+    columns = np.array([[x / y, 1.0, (1.0 - x - y) / y] for x, y in xy[:3]]).T
+    wx, wy = xy[3]
+    white = np.array([wx / wy, 1.0, (1.0 - wx - wy) / wy])
+    return columns * np.linalg.solve(columns, white)
+
+
+_D65 = (0.3127, 0.3290)
+_SRGB_PRIMARIES = [(0.64, 0.33), (0.30, 0.60), (0.15, 0.06), _D65]
+_SRGB_FROM_XYZ = np.linalg.inv(_xyz_from_rgb(_SRGB_PRIMARIES))
+_LEVELS = np.arange(256) / 255.0
+_LINEAR = np.where(_LEVELS <= 0.04045, _LEVELS / 12.92, ((_LEVELS + 0.055) / 1.055) ** 2.4).astype(np.float32)
+_ENCODE_STEPS = 4096  # linear light -> 8-bit sRGB through a table this fine (within half a level)
+_STEPS = np.arange(_ENCODE_STEPS + 1) / _ENCODE_STEPS
+_ENCODED = np.rint(255 * np.where(_STEPS <= 0.0031308, 12.92 * _STEPS, 1.055 * _STEPS ** (1 / 2.4) - 0.055)).astype(
+    np.uint8
+)
+_HDR_TRANSFERS = {16, 18}  # CICP transfer characteristics PQ and HLG: HDR, not mapped here
+
+
+def _cicp_to_srgb(image: Image.Image, nclx: object) -> Image.Image:
+    """An HEIF photo with no ICC profile whose CICP colour primaries are not sRGB's (Display P3 is
+    code 12: what a phone that writes ``nclx`` in wide colour gives), its pixels moved to sRGB's
+    primaries. Read as sRGB such pixels come out dull. The transfer curve is taken as sRGB's
+    (Display P3's own); a white other than D65, an HDR transfer or primaries 1 (sRGB's, BT.709)
+    and 2 (unspecified) leave the pixels as they are, as a browser would show them."""
+    if not isinstance(nclx, dict) or image.mode not in ("RGB", "RGBA"):
+        return image
+    if nclx.get("color_primaries") in (None, 1, 2) or nclx.get("transfer_characteristics") in _HDR_TRANSFERS:
+        return image
+    try:
+        xy = [
+            (float(nclx[f"color_primary_{c}_x"]), float(nclx[f"color_primary_{c}_y"]))
+            for c in ("red", "green", "blue", "white")
+        ]
+        matrix = (_SRGB_FROM_XYZ @ _xyz_from_rgb(xy)).astype(np.float32)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, np.linalg.LinAlgError):
+        return image
+    if abs(xy[3][0] - _D65[0]) > 0.002 or abs(xy[3][1] - _D65[1]) > 0.002 or np.allclose(matrix, np.eye(3), atol=1e-3):
+        return image
+    pixels = np.array(image)  # a copy, converted in bands of rows (a 12 MP photo in float is 140 MB)
+    rows = max(1, _BAND_PIXELS // max(1, image.width))
+    for top in range(0, image.height, rows):
+        band = pixels[top : top + rows, :, :3]
+        linear = np.clip(_LINEAR[band] @ matrix.T, 0.0, 1.0)
+        band[...] = _ENCODED[np.rint(linear * _ENCODE_STEPS).astype(np.intp)]
+    return Image.fromarray(pixels, image.mode)
 
 
 def probe_size(data: bytes) -> tuple[int, int]:

@@ -9,7 +9,8 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   straight to 1/2, 1/4 or 1/8 of its size, the smallest that keeps ``WORK_SIDE`` pixels on the
   shorter side, so a 12 MP photo is never decoded whole; EXIF orientation is applied and the
   colours are brought to sRGB. HEIC/HEIF (an iPhone's default) is read by pillow-heif, which
-  applies the file's own rotation; HEVC has no reduced decode, so the photo's embedded thumbnail
+  applies the file's own rotation, its colours brought to sRGB too (an iPhone's Display P3
+  profile, or CICP primaries alone: ``mosaic.images.to_srgb``); HEVC has no reduced decode, so the photo's embedded thumbnail
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
   (an iPhone's 320 x 240 is), else the photo is decoded once and reduced. AVIF (the same
   container around AV1, which some Android phones and most web exports write) is decoded whole
@@ -50,7 +51,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import ImageDecodeError, UnknownImageFormat
-from .images import DECODER_FORMATS, format_names, open_image, probe_image, to_rgb
+from .images import DECODER_FORMATS, format_names, open_image, probe_image, to_rgb, to_srgb
 from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
@@ -213,6 +214,7 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
         from pillow_heif import HeifImageFile
 
         image = HeifImageFile(io.BytesIO(data))  # the primary picture; nothing decoded yet
+        icc, nclx = image.info.get("icc_profile"), image.info.get("nclx_profile")  # the photo's colours
         width, height = image.size
         if width * height > max_pixels:
             raise PhotoRefused(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
@@ -220,7 +222,10 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
         # scaled copy of the photo (same aspect, rotation, crop and colours), else nothing.
         image.draft("RGB", (HEIF_THUMBNAIL_SIDE, HEIF_THUMBNAIL_SIDE))
         image.load()  # the file's own rotation (irot/imir) applied
-        return to_rgb(image)
+        # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull.
+        # A thumbnail describes its own colours when it carries a description, else the photo's apply.
+        own_icc, own_nclx = image.info.get("icc_profile"), image.info.get("nclx_profile")
+        return to_rgb(to_srgb(image, own_icc or icc, own_nclx or nclx))
     except PhotoRefused:
         raise
     except (SyntaxError, ValueError, RuntimeError, OSError, EOFError, KeyError, TypeError) as exc:

@@ -15,6 +15,7 @@ from PIL import Image
 
 from dal.blobs.indexed import group_photos
 from mosaic import photo_index
+from mosaic.images import open_image
 from mosaic.photo_index import (
     MAX_AVIF_PIXELS,
     PHOTO_FORMAT_NAMES,
@@ -114,6 +115,60 @@ def test_an_iphone_heic_is_indexed_from_its_embedded_thumbnail() -> None:
         same = np.asarray(photo.resize(size, Image.Resampling.BOX), dtype=float)
         assert np.abs(np.asarray(image, dtype=float) - same).mean() < 8, thumbnails  # the photo, scaled
         assert index_photo(out.getvalue()).tile.shape == (64, 64, 3)
+
+
+def test_an_iphone_heics_display_p3_profile_is_applied_to_its_tile() -> None:
+    """An iPhone's HEIC is Display P3, said by an ICC profile; read as sRGB its tile comes out dull
+    (a wide-gamut green stored as (112, 199, 47) was an olive tile). The photo and its thumbnail."""
+    import pillow_heif
+    from PIL import ImageCms
+
+    from tests.engine.test_engine_images import ADOBE_RGB, _matrix_profile
+
+    icc = _matrix_profile("Adobe RGB (1998) lookalike", ADOBE_RGB, 563 / 256)
+    srgb = ImageCms.createProfile("sRGB")
+    stored = ImageCms.profileToProfile(
+        Image.new("RGB", (640, 480), (0, 200, 0)), srgb, ImageCms.ImageCmsProfile(io.BytesIO(icc))
+    )
+    assert stored is not None and stored.getpixel((0, 0))[0] > 90  # read as sRGB: an olive
+    for thumbnails in ([], [320]):
+        out = io.BytesIO()
+        pillow_heif.from_pillow(stored).save(out, format="HEIF", quality=100, icc_profile=icc, thumbnails=thumbnails)
+        tile = index_photo(out.getvalue()).tile.reshape(-1, 3).mean(axis=0)
+        assert np.abs(tile - (0, 200, 0)).max() <= 12, (thumbnails, tile)
+
+
+# sRGB -> Display P3, linear light (D65): the published matrix, independent of the code under test.
+_P3_FROM_SRGB = np.array([[0.8225, 0.1774, 0.0], [0.0332, 0.9669, 0.0], [0.0171, 0.0724, 0.9108]])
+
+
+def _as_display_p3(colour: tuple[int, int, int]) -> tuple[int, ...]:
+    v = np.asarray(colour, float) / 255
+    linear = _P3_FROM_SRGB @ np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4)
+    encoded = np.where(linear <= 0.0031308, 12.92 * linear, 1.055 * linear ** (1 / 2.4) - 0.055)
+    return tuple(int(c) for c in np.rint(255 * encoded))
+
+
+@pytest.mark.parametrize("primaries", [12, 1])
+def test_a_heic_whose_colours_are_said_by_cicp_primaries_alone_is_read_in_srgb(primaries: int) -> None:
+    """Some Android phones describe a HEIC's colours with a CICP ("nclx") box and no ICC profile:
+    Display P3 primaries (12) are moved to sRGB's; sRGB's own (1) leave the pixels as they are."""
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
+    for srgb in ((0, 200, 0), (200, 40, 30), (30, 60, 200), (128, 128, 128)):
+        stored = _as_display_p3(srgb) if primaries == 12 else srgb
+        nclx = {
+            "color_primaries": primaries,
+            "transfer_characteristics": 13,
+            "matrix_coefficients": 6,
+            "full_range_flag": 1,
+        }
+        out = io.BytesIO()
+        Image.new("RGB", (400, 300), stored).save(out, "HEIF", quality=100, chroma=444, nclx_profile=nclx)
+        for read in (index_photo(out.getvalue()).tile, np.asarray(open_image(out.getvalue()))):
+            mean = read.reshape(-1, 3).mean(axis=0)
+            assert np.abs(mean - srgb).max() <= 8, (srgb, stored, mean)
 
 
 def _avif(image: Image.Image, **kwargs: object) -> bytes:
