@@ -17,11 +17,11 @@ No ``main()``: ``make bench`` runs every module that has one, and this one downl
 from __future__ import annotations
 
 import re
-import subprocess
-import tempfile
 from pathlib import Path
 
 from PIL import Image
+
+from benchmarks.debian_pictures import command
 
 PACKAGE = "stellarium-data"
 DEEP_SKY = "usr/share/stellarium/nebulae/default"
@@ -108,25 +108,9 @@ def write_library(root: Path, folder: Path) -> int:
     return written
 
 
-def fetch(into: Path) -> Path:
-    """Download ``PACKAGE`` and unpack it under ``into``; returns the unpacked root."""
-    subprocess.run(["apt-get", "download", PACKAGE], cwd=into, check=True)
-    root = into / "unpacked"
-    for deb in sorted(into.glob("*.deb")):
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-    return root
-
-
 if __name__ == "__main__":
-    import sys
 
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m benchmarks.astronomy DIR  (the folder of pictures to write)")
-    target = Path(sys.argv[1]).expanduser()
-    with tempfile.TemporaryDirectory(prefix="astronomy-") as work:
-        try:
-            root = fetch(Path(work))
-        except (OSError, subprocess.CalledProcessError) as exc:
-            raise SystemExit(f"could not fetch {PACKAGE} with apt-get: {exc}") from None
-        count = write_library(root, target)
-    print(f"{count} pictures (deep-sky photos and the bodies' surface maps) in {target}")
+    def _write(root: Path, target: Path) -> str:
+        return f"{write_library(root, target)} pictures (deep-sky photos and the bodies' surface maps) in {target}"
+
+    command("astronomy", (PACKAGE,), _write)

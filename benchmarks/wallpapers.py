@@ -14,11 +14,11 @@ No ``main()``: ``make bench`` runs every module that has one, and this one downl
 from __future__ import annotations
 
 import re
-import subprocess
-import tempfile
 from pathlib import Path
 
 from PIL import Image
+
+from benchmarks.debian_pictures import command
 
 PACKAGES = (
     "gnome-backgrounds",
@@ -84,25 +84,10 @@ def write_library(root: Path, folder: Path) -> int:
     return written
 
 
-def fetch(into: Path) -> Path:
-    """Download ``PACKAGES`` and unpack them under ``into``; returns the unpacked root."""
-    subprocess.run(["apt-get", "download", *PACKAGES], cwd=into, check=True)
-    root = into / "unpacked"
-    for deb in sorted(into.glob("*.deb")):
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-    return root
-
-
 if __name__ == "__main__":
-    import sys
 
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m benchmarks.wallpapers DIR  (the folder of crops to write)")
-    target = Path(sys.argv[1]).expanduser()
-    with tempfile.TemporaryDirectory(prefix="wallpapers-") as work:
-        try:
-            root = fetch(Path(work))
-        except (OSError, subprocess.CalledProcessError) as exc:
-            raise SystemExit(f"could not fetch the wallpaper packages with apt-get: {exc}") from None
+    def _write(root: Path, target: Path) -> str:
         count = write_library(root, target)
-    print(f"{count} crops of {count // (PER_SIDE * PER_SIDE)} pictures in {target}")
+        return f"{count} crops of {count // (PER_SIDE * PER_SIDE)} pictures in {target}"
+
+    command("wallpapers", PACKAGES, _write)
