@@ -214,7 +214,6 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
         from pillow_heif import HeifImageFile
 
         image = HeifImageFile(io.BytesIO(data))  # the primary picture; nothing decoded yet
-        icc, nclx = image.info.get("icc_profile"), image.info.get("nclx_profile")  # the photo's colours
         width, height = image.size
         if width * height > max_pixels:
             raise PhotoRefused(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
@@ -222,10 +221,9 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
         # scaled copy of the photo (same aspect, rotation, crop and colours), else nothing.
         image.draft("RGB", (HEIF_THUMBNAIL_SIDE, HEIF_THUMBNAIL_SIDE))
         image.load()  # the file's own rotation (irot/imir) applied
-        # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull.
-        # A thumbnail describes its own colours when it carries a description, else the photo's apply.
-        own_icc, own_nclx = image.info.get("icc_profile"), image.info.get("nclx_profile")
-        return to_rgb(to_srgb(image, own_icc or icc, own_nclx or nclx))
+        # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull. The
+        # draft takes no thumbnail of another colour profile, so the photo's describes either.
+        return to_rgb(to_srgb(image, image.info.get("icc_profile"), image.info.get("nclx_profile")))
     except PhotoRefused:
         raise
     except (SyntaxError, ValueError, RuntimeError, OSError, EOFError, KeyError, TypeError) as exc:
