@@ -26,6 +26,7 @@ from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 from .errors import ImageDecodeError, UnknownImageFormat
 from .image_structure import check_structure
 from .limits import DEFAULT_MAX_INPUT_PIXELS as DEFAULT_MAX_PIXELS
+from .signatures import linear_to_srgb, srgb_to_linear
 
 # The one decoder allowlist (photos, library files, slices): Pillow tries no other plugin, so an
 # EPS never reaches Ghostscript and an SGI, PSD or ICO file is "not an image". (A JPEG with
@@ -206,13 +207,6 @@ def _xyz_from_rgb(xy: list[tuple[float, float]]) -> np.ndarray:
 _D65 = (0.3127, 0.3290)
 _SRGB_PRIMARIES = [(0.64, 0.33), (0.30, 0.60), (0.15, 0.06), _D65]
 _SRGB_FROM_XYZ = np.linalg.inv(_xyz_from_rgb(_SRGB_PRIMARIES))
-_LEVELS = np.arange(256) / 255.0
-_LINEAR = np.where(_LEVELS <= 0.04045, _LEVELS / 12.92, ((_LEVELS + 0.055) / 1.055) ** 2.4).astype(np.float32)
-_ENCODE_STEPS = 4096  # linear light -> 8-bit sRGB through a table this fine (within half a level)
-_STEPS = np.arange(_ENCODE_STEPS + 1) / _ENCODE_STEPS
-_ENCODED = np.rint(255 * np.where(_STEPS <= 0.0031308, 12.92 * _STEPS, 1.055 * _STEPS ** (1 / 2.4) - 0.055)).astype(
-    np.uint8
-)
 _HDR_TRANSFERS = {16, 18}  # CICP transfer characteristics PQ and HLG: HDR, not mapped here
 
 
@@ -231,17 +225,16 @@ def _cicp_to_srgb(image: Image.Image, nclx: object) -> Image.Image:
             (float(nclx[f"color_primary_{c}_x"]), float(nclx[f"color_primary_{c}_y"]))
             for c in ("red", "green", "blue", "white")
         ]
-        matrix = (_SRGB_FROM_XYZ @ _xyz_from_rgb(xy)).astype(np.float32)
+        matrix = _SRGB_FROM_XYZ @ _xyz_from_rgb(xy)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, np.linalg.LinAlgError):
         return image
     if abs(xy[3][0] - _D65[0]) > 0.002 or abs(xy[3][1] - _D65[1]) > 0.002 or np.allclose(matrix, np.eye(3), atol=1e-3):
         return image
-    pixels = np.array(image)  # a copy, converted in bands of rows (a 12 MP photo in float is 140 MB)
+    pixels = np.array(image)  # a copy, converted in bands of rows (a 12 MP photo in float64 is 290 MB)
     rows = max(1, _BAND_PIXELS // max(1, image.width))
     for top in range(0, image.height, rows):
         band = pixels[top : top + rows, :, :3]
-        linear = np.clip(_LINEAR[band] @ matrix.T, 0.0, 1.0)
-        band[...] = _ENCODED[np.rint(linear * _ENCODE_STEPS).astype(np.intp)]
+        band[...] = linear_to_srgb(srgb_to_linear(band) @ matrix.T)
     return Image.fromarray(pixels, image.mode)
 
 

@@ -141,7 +141,17 @@ def lab_to_linear_rgb(lab: np.ndarray) -> list[np.ndarray]:
 def lab_to_srgb(lab: np.ndarray) -> np.ndarray:
     """``(..., 3)`` CIELAB (D65) -> ``uint8`` sRGB, out-of-gamut colours clipped per channel;
     the exact inverse of ``srgb_to_lab`` on its outputs."""
-    return np.stack([np.searchsorted(_LINEAR_EDGES, c) for c in lab_to_linear_rgb(lab)], axis=-1).astype(np.uint8)
+    return np.stack([linear_to_srgb(c) for c in lab_to_linear_rgb(lab)], axis=-1)
+
+
+def srgb_to_linear(rgb: np.ndarray) -> np.ndarray:
+    """``uint8`` sRGB -> linear light (float64, 0..1), exact per 8-bit value."""
+    return _LINEAR[rgb]
+
+
+def linear_to_srgb(linear: np.ndarray) -> np.ndarray:
+    """Linear light -> the nearest ``uint8`` sRGB value (outside 0..1 clipped)."""
+    return np.searchsorted(_LINEAR_EDGES, linear).astype(np.uint8)
 
 
 def _mean(parts: list[np.ndarray]) -> np.ndarray:
