@@ -133,15 +133,9 @@
     const url = URL.createObjectURL(file);
     const probe = new Image();
     probe.onload = () => {
-      photo = { file, width: probe.naturalWidth, height: probe.naturalHeight };
-      form.dataset.photoWidth = String(photo.width); // the print planner's "use every photo" reads it
-      form.dataset.photoHeight = String(photo.height);
+      photo = { file };
       preview.src = url;
-      preview.hidden = false;
-      empty.hidden = true;
-      info.textContent = `${file.name} · ${PM.size(photo.width, photo.height)} · ${PM.bytes(file.size)}`;
-      across.dataset.touched = "";
-      plan(true);
+      sizeKnown(probe.naturalWidth, probe.naturalHeight, true, "");
       scheduleReach();
     };
     probe.onerror = () => {
@@ -234,15 +228,21 @@
   /** The size and picture the server read from a photo this browser cannot show (a HEIC in
    *  Chrome): the picture is shown and the grid planned as for any other photo. */
   function learnSize(size) {
-    photo = { ...photo, width: size.width, height: size.height };
-    form.dataset.photoWidth = String(size.width);
-    form.dataset.photoHeight = String(size.height);
-    if (size.preview) {
-      showPreview(preview, size.preview);
+    if (size.preview) showPreview(preview, size.preview);
+    sizeKnown(size.width, size.height, Boolean(size.preview), " · shown as the server read it");
+  }
+
+  /** The photo's size known (read by the browser or by the server): said, its picture shown when
+   *  there is one, and the grid planned. */
+  function sizeKnown(width, height, shown, note) {
+    photo = { ...photo, width, height };
+    form.dataset.photoWidth = String(width); // the print planner's "use every photo" reads it
+    form.dataset.photoHeight = String(height);
+    if (shown) {
       preview.hidden = false;
       empty.hidden = true;
     }
-    info.textContent = `${photo.file.name} · ${PM.size(size.width, size.height)} · ${PM.bytes(photo.file.size)} · shown as the server read it`;
+    info.textContent = `${photo.file.name} · ${PM.size(width, height)} · ${PM.bytes(photo.file.size)}${note}`;
     across.disabled = false;
     across.dataset.touched = "";
     plan(true);
