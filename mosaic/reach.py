@@ -26,7 +26,7 @@ what one plan request costs the web process (about half a second of CPU at 100 c
 
 The same per region (a 3 × 3 grid of the photo) says where, and previews with the colour moved
 further toward the photo say what the tiles ↔ photo slider would give. Pure NumPy and Pillow;
-a few tens of milliseconds.
+about half a second of CPU at 100 cells across with the demo library.
 """
 
 from __future__ import annotations
