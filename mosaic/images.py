@@ -80,6 +80,22 @@ _BAND_PIXELS = 1 << 20
 _ICC_MODES = {"RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB"}  # mode -> mode after the conversion
 
 
+# What Pillow's plugins raise on a damaged file, header or pixels: a refusal of the file, never a
+# server error. libavif's failures surface as RuntimeError ("Failed to decode frame 0: Decoding of
+# color planes failed", "Missing or empty image item"; found by mutating AVIF files).
+DECODE_FAILURES = (
+    OSError,
+    SyntaxError,
+    ValueError,
+    TypeError,
+    EOFError,
+    IndexError,
+    KeyError,
+    RuntimeError,
+    struct.error,
+)
+
+
 def open_image(
     data: bytes,
     *,
@@ -124,18 +140,7 @@ def open_image(
         raise
     except UnidentifiedImageError:
         raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
-    except (
-        OSError,
-        SyntaxError,
-        ValueError,
-        TypeError,
-        EOFError,
-        IndexError,
-        KeyError,
-        struct.error,
-        Image.DecompressionBombError,
-        Image.DecompressionBombWarning,
-    ) as exc:
+    except (*DECODE_FAILURES, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
 
 
@@ -258,7 +263,7 @@ def probe_image(data: bytes, *, formats: tuple[str, ...] = DECODER_FORMATS) -> t
         raise ImageDecodeError(f"cannot read image header: {exc}") from None
     except UnidentifiedImageError:
         raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
-    except (OSError, SyntaxError, ValueError, struct.error) as exc:
+    except DECODE_FAILURES as exc:
         raise ImageDecodeError(f"cannot read image header: {exc}") from exc
 
 

@@ -7,8 +7,9 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   ``mosaic.images.open_image``), the pixel count from the header against ``MAX_PHOTO_PIXELS``,
   then a **reduced decode**: a JPEG is decoded by libjpeg's DCT scaling (Pillow's ``draft``)
   straight to 1/2, 1/4 or 1/8 of its size, the smallest that keeps ``WORK_SIDE`` pixels on the
-  shorter side, so a 12 MP photo is never decoded whole; EXIF orientation is applied and the
-  colours are brought to sRGB. HEIC/HEIF (an iPhone's default) is read by pillow-heif, which
+  shorter side, so a 12 MP photo is never decoded whole (a panorama past 11:1 is worked at
+  ``MAX_WORK_LONG`` on its longer side instead, a sliver past 256:1 refused); EXIF orientation is
+  applied and the colours are brought to sRGB. HEIC/HEIF (an iPhone's default) is read by pillow-heif, which
   applies the file's own rotation, its colours brought to sRGB too (an iPhone's Display P3
   profile, or CICP primaries alone: ``mosaic.images.to_srgb``); HEVC has no reduced decode, so the photo's embedded thumbnail
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
@@ -51,7 +52,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import ImageDecodeError, UnknownImageFormat
-from .images import DECODER_FORMATS, format_names, open_image, probe_image, to_rgb, to_srgb
+from .images import DECODE_FAILURES, DECODER_FORMATS, format_names, open_image, probe_image, to_rgb, to_srgb
 from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
@@ -62,6 +63,7 @@ __all__ = [
     "MAX_AVIF_PIXELS",
     "MAX_PHOTO_PIXELS",
     "MAX_PROGRESSIVE_BYTES",
+    "MAX_WORK_LONG",
     "PHOTO_FORMAT_NAMES",
     "WORK_SIDE",
     "IndexedPhoto",
@@ -79,6 +81,11 @@ __all__ = [
 # 12 MP phone photo (3024 px high) at 1/8 of its size, the cheapest reduced decode.
 WORK_SIDE = 360
 _WORK_SLACK = 1.25  # a reduced decode up to this much larger is worked at as it is
+# The longest side worked at. A panorama of up to 11:1 keeps its 360 px height; a longer sliver
+# is shrunk further (the square is a small part of it anyway), so neither the face search (whose
+# cost grows with the pixels) nor the edge measure (float arrays of the whole image) holds more
+# than a phone photo's few: 34,000 x 300 px took 3.5 s and 300 MB before.
+MAX_WORK_LONG = 4096
 MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused before decoding
 # An iPhone's HEIC (its camera's default) carries a 320 x 240 thumbnail, decoded in about 1/100
 # of the photo's time (a 12 MP HEVC picture costs about a second of CPU, and HEVC has no reduced
@@ -150,14 +157,26 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
         raise
     except ImageDecodeError as exc:
         raise PhotoRefused(str(exc)) from None
-    shorter = min(image.size)
+    shorter, longer = min(image.size), max(image.size)
     if shorter < 16:
         raise PhotoRefused(f"too small for a tile: {image.width}x{image.height} pixels")
-    if shorter > work_side * _WORK_SLACK:  # within the slack (a 12 MP photo's 1/8: 378), no resize
-        scale = work_side / shorter
+    scale = _work_scale(shorter, longer, work_side)
+    if scale < 1.0:
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        if min(size) < 16:
+            raise PhotoRefused(
+                f"too long and thin for a tile: {image.width}x{image.height} pixels, more than "
+                f"{MAX_WORK_LONG // 16}:1 (the square would be a few pixels of it)"
+            )
         image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
     return image
+
+
+def _work_scale(shorter: int, longer: int, work_side: int) -> float:
+    """How much to shrink an image of these sides to work on: the shorter side to ``work_side``
+    (not for the slack's worth: a 12 MP photo's 1/8 is 378), and the longer to ``MAX_WORK_LONG``."""
+    scale = work_side / shorter if shorter > work_side * _WORK_SLACK else 1.0
+    return min(scale, MAX_WORK_LONG / longer)
 
 
 def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
@@ -166,7 +185,7 @@ def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     if data[:3] != b"\xff\xd8\xff":  # not a JPEG (whose header open_image reads once): which, and how large
         image_format, width, height = probe_image(data)
         if image_format in LIBVIPS_FORMATS and max_pixels >= width * height > _ALONE_BYTES // 4:
-            scale = min(1.0, work_side / min(width, height))
+            scale = min(1.0, _work_scale(min(width, height), max(width, height), work_side))
             with _ALONE:
                 return decode_shrunk(data, round(max(width, height) * scale))
     held = _progressive_bytes(data, max_pixels)
@@ -226,7 +245,7 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
         return to_rgb(to_srgb(image, image.info.get("icc_profile"), image.info.get("nclx_profile")))
     except PhotoRefused:
         raise
-    except (SyntaxError, ValueError, RuntimeError, OSError, EOFError, KeyError, TypeError) as exc:
+    except DECODE_FAILURES as exc:
         raise PhotoRefused(f"cannot decode HEIF image: {exc}") from None
 
 

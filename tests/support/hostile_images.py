@@ -9,6 +9,9 @@ makes Pillow build one Python object per element of its header while it merely o
   each, before a pixel is read); it compresses to almost nothing inside a zip;
 - ``many_text_png``: a PNG with a hundred thousand text chunks of distinct keys.
 
+And one whose *decoding* fails in a way Pillow does not call an OSError: ``damaged_avif``, a
+small AVIF whose AV1 payload is zeroed, inverted or cut short (libavif raises RuntimeError).
+
 The same builders serve the web tests (a job photo, a library zip) and the worker tests.
 """
 
@@ -21,7 +24,7 @@ import zlib
 
 from PIL import Image
 
-__all__ = ["many_strips_tiff", "many_text_png", "padded_jpeg", "tiff_zip"]
+__all__ = ["damaged_avif", "many_strips_tiff", "many_text_png", "padded_jpeg", "tiff_zip"]
 
 
 def padded_jpeg(total_bytes: int = 14 * 1024 * 1024, *, marker: int = 0xE1) -> bytes:
@@ -94,3 +97,19 @@ def many_text_png(chunks: int = 100_000) -> bytes:
     ihdr_end = 8 + 8 + 13 + 4  # signature, then IHDR (length, type, 13 bytes, CRC)
     text = b"".join(_chunk(b"tEXt", b"k%d\x00v" % i) for i in range(chunks))
     return png[:ihdr_end] + text + png[ihdr_end:]
+
+
+def damaged_avif(how: str = "zeroed") -> bytes:
+    """A good 96 x 64 AVIF whose ``mdat`` payload is ``zeroed``, ``inverted`` or ``cut-short``:
+    what a mangled download or a broken exporter leaves."""
+    out = io.BytesIO()
+    Image.linear_gradient("L").resize((96, 64)).convert("RGB").save(out, "AVIF")
+    data = out.getvalue()
+    start = data.index(b"mdat") + 4
+    payload = data[start:]
+    damaged = {
+        "zeroed": bytes(len(payload)),
+        "inverted": bytes(255 - b for b in payload),
+        "cut-short": payload[: len(payload) // 2],
+    }[how]
+    return data[:start] + damaged
