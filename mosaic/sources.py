@@ -228,7 +228,7 @@ def _add_zip(handle: Path | IO[bytes], label: str, folder: str, sources: TileSou
             )
     try:
         archive = sources.closing.enter_context(zipfile.ZipFile(handle))
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except _UNREADABLE as exc:  # NotImplementedError: a zip of a later version than zipfile reads
         raise TileSourceError(f"{label} is not a valid zip file: {exc}") from None
     members = archive.infolist()
     if len(members) > sources.limits.max_files:
