@@ -17,6 +17,7 @@ import json
 import math
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import ImageDecodeError, LibraryFormatError, NoUsableImageError
-from .images import open_image, probe_size
+from .images import DECODE_FAILURES, open_image, probe_size
 from .limits import MAX_TILE_SIZE
 from .signatures import SUB
 
@@ -169,7 +170,7 @@ class TileLibrary:
             return cls(atlas=atlas, names=tuple(meta["names"]), version=str(meta["version"]), groups=groups)
         except LibraryFormatError:
             raise
-        except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as exc:
+        except (*DECODE_FAILURES, zipfile.BadZipFile, zlib.error) as exc:  # a damaged zip, entry or page
             raise LibraryFormatError(f"unreadable tile library index: {exc}") from exc
 
 

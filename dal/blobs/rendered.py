@@ -17,6 +17,7 @@ web app previews them, tests compare them.
 from __future__ import annotations
 
 import io
+from tokenize import TokenError
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def decode_rendered(data: bytes) -> np.ndarray:
         raise RenderedFormatError("a rendered slice must be a .npy array or a PNG")
     try:
         pixels = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:  # a damaged header is read as Python
         raise RenderedFormatError(f"not a readable .npy array: {exc}") from None
     if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
         raise RenderedFormatError(f"expected (H, W, 3) uint8 pixels, got {pixels.shape} {pixels.dtype}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 
@@ -66,9 +67,27 @@ def test_index_of_more_than_one_page_round_trips() -> None:
     assert np.array_equal(again.atlas, library.atlas)
 
 
-@pytest.mark.parametrize("data", [b"", b"not a zip", b"PK\x03\x04broken"])
+def _damaged_index(how: str) -> bytes:
+    """A real index whose deflated ``index.json`` is overwritten (zlib.error), or whose directory
+    asks for zip version 25.5 (NotImplementedError): both once escaped as themselves."""
+    data = bytearray(random_library(3).to_bytes())
+    info = zipfile.ZipFile(io.BytesIO(bytes(data))).getinfo("index.json")
+    if how == "deflate":
+        start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+        data[start : start + 8] = b"\xff" * 8
+    else:
+        entry = data.index(b"PK\x01\x02")
+        data[entry + 6 : entry + 8] = (255).to_bytes(2, "little")
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"not a zip", b"PK\x03\x04broken", _damaged_index("deflate"), _damaged_index("version")],
+    ids=["empty", "text", "broken", "damaged-deflate", "later-version"],
+)
 def test_unreadable_index_is_a_clear_error(data: bytes) -> None:
-    with pytest.raises(LibraryFormatError):
+    with pytest.raises(LibraryFormatError, match="unreadable tile library index"):
         TileLibrary.from_bytes(data)
 
 
