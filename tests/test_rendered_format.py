@@ -4,12 +4,14 @@ whatever is wrong with it: the controller's stitch refuses it, it does not crash
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dal.blobs.rendered import decode_rendered, encode_rendered
 from dal.errors import RenderedFormatError
+from workers.imaging.stitching import open_slice
 
 PIXELS = np.arange(16 * 24 * 3, dtype=np.uint8).reshape(16, 24, 3)
 
@@ -32,3 +34,11 @@ def test_a_rendered_slice_round_trips() -> None:
 def test_a_damaged_slice_is_a_format_error(damage: Callable[[bytes], bytes]) -> None:
     with pytest.raises(RenderedFormatError):
         decode_rendered(damage(encode_rendered(PIXELS)))
+
+
+def test_the_stitch_refuses_a_damaged_slice_file_too(tmp_path: Path) -> None:
+    """The controller's stitch opens slice files by their header alone (``open_slice``)."""
+    path = tmp_path / "0.npy"
+    path.write_bytes(encode_rendered(PIXELS).replace(b"}", b" ", 1))
+    with pytest.raises(RenderedFormatError):
+        open_slice(path)

@@ -24,12 +24,16 @@ import numpy as np
 from dal.errors import RenderedFormatError
 
 __all__ = [
+    "NPY_HEADER_FAILURES",
     "decode_rendered",
     "encode_rendered",
 ]
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _NPY_MAGIC = b"\x93NUMPY"
+# What ``np.load`` raises on a damaged ``.npy``: its header is a Python literal, so a broken one
+# is a SyntaxError or a TokenError (an unclosed dict), not only a ValueError.
+NPY_HEADER_FAILURES = (ValueError, OSError, EOFError, SyntaxError, TokenError)
 
 
 def encode_rendered(pixels: np.ndarray) -> bytes:
@@ -53,7 +57,7 @@ def decode_rendered(data: bytes) -> np.ndarray:
         raise RenderedFormatError("a rendered slice must be a .npy array or a PNG")
     try:
         pixels = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:  # a damaged header is read as Python
+    except NPY_HEADER_FAILURES as exc:
         raise RenderedFormatError(f"not a readable .npy array: {exc}") from None
     if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
         raise RenderedFormatError(f"expected (H, W, 3) uint8 pixels, got {pixels.shape} {pixels.dtype}")

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from dal.blobs.rendered import NPY_HEADER_FAILURES
 from dal.errors import RenderedFormatError
 from mosaic.deepzoom import stream_save, write_dzi_zip
 from mosaic.limits import JPEG_MAX_SIDE  # libjpeg's 65,500: a mosaic over it has only its pyramid
@@ -120,7 +121,7 @@ def open_slice(path: Path) -> Streamed:
         raise RenderedFormatError("a rendered slice must be a .npy array or a PNG")
     try:
         header = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only
-    except (ValueError, OSError, EOFError) as exc:
+    except NPY_HEADER_FAILURES as exc:
         raise RenderedFormatError(f"not a readable .npy array: {exc}") from None
     shape, dtype, offset, fortran = header.shape, header.dtype, header.offset, np.isfortran(header)
     del header
