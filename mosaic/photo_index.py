@@ -13,7 +13,8 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   applies the file's own rotation, its colours brought to sRGB too (an iPhone's Display P3
   profile, or CICP primaries alone: ``mosaic.images.to_srgb``); HEVC has no reduced decode, so the photo's embedded thumbnail
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
-  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced. AVIF (the same
+  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced, up to
+  ``MAX_HEIF_PIXELS``. AVIF (the same
   container around AV1, which some Android phones and most web exports write) is decoded whole
   by Pillow's libavif, up to ``MAX_AVIF_PIXELS``. A PNG, WebP, TIFF or GIF over 16 MP is decoded
   small by libvips (``mosaic.shrink_on_load``), a smaller one by Pillow. Anything else is refused
@@ -61,6 +62,7 @@ from .signatures import srgb_to_lab
 __all__ = [
     "HEIF_THUMBNAIL_SIDE",
     "MAX_AVIF_PIXELS",
+    "MAX_HEIF_PIXELS",
     "MAX_PHOTO_PIXELS",
     "MAX_PROGRESSIVE_BYTES",
     "MAX_WORK_LONG",
@@ -104,6 +106,11 @@ _ALONE = threading.Lock()
 # measured 9.4 bytes a pixel (8 bits, 4:2:0) and 11.1 (4:4:4); 10 bits widen the planes to 14.
 _AVIF_BYTES_PER_PIXEL = 14
 MAX_AVIF_PIXELS = MAX_PROGRESSIVE_BYTES // _AVIF_BYTES_PER_PIXEL  # 22 MP: a phone's AVIF passes
+# A HEIF photo without a thumbnail large enough is decoded whole (HEVC has no reduced decode):
+# libheif's planes and pillow-heif's RGB, measured 8.1 bytes a pixel (8 bits) and 8.3 (10 bits) at
+# 12 MP, 7.6 at 24 MP. A 48 MP one would take the indexer past its 400 MB.
+_HEIF_BYTES_PER_PIXEL = 10
+MAX_HEIF_PIXELS = MAX_PROGRESSIVE_BYTES // _HEIF_BYTES_PER_PIXEL  # 31 MP: with an iPhone's thumbnail, any size
 # ISO base media files (the "ftyp" box's brands): HEVC pictures go to pillow-heif, AV1 ones to
 # Pillow's AVIF plugin; a bare "mif1" (HEIF of no declared codec) to pillow-heif, which says why.
 _HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
@@ -239,7 +246,16 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
         # pillow-heif's draft picks the smallest embedded thumbnail at least this large that is a
         # scaled copy of the photo (same aspect, rotation, crop and colours), else nothing.
         image.draft("RGB", (HEIF_THUMBNAIL_SIDE, HEIF_THUMBNAIL_SIDE))
-        image.load()  # the file's own rotation (irot/imir) applied
+        held = 0 if image.size != (width, height) else width * height * _HEIF_BYTES_PER_PIXEL  # no thumbnail taken
+        if held > MAX_PROGRESSIVE_BYTES:
+            raise PhotoRefused(
+                f"a HEIF photo of {width}x{height} pixels without a thumbnail to read instead: HEVC has no reduced "
+                f"decode, and decoding it would hold about {held / 2**20:,.0f} MiB, more than the "
+                f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({MAX_HEIF_PIXELS / 1e6:.0f} MP); saved as JPEG it is "
+                f"decoded in a fraction"
+            )
+        with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
+            image.load()  # the file's own rotation (irot/imir) applied
         # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull. The
         # draft takes no thumbnail of another colour profile, so the photo's describes either.
         return to_rgb(to_srgb(image, image.info.get("icc_profile"), image.info.get("nclx_profile")))

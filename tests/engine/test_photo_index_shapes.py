@@ -59,3 +59,25 @@ def test_a_long_sliver_is_worked_at_the_longest_side_not_whole(kind: str) -> Non
 def test_a_sliver_too_thin_for_a_square_of_16_pixels_is_refused_with_why() -> None:
     with pytest.raises(PhotoRefused, match=r"too long and thin for a tile: 60000x100 pixels, more than 256:1"):
         index_photo(_encoded(Image.new("RGB", (60_000, 100), (90, 120, 200)), "PNG"))
+
+
+def test_a_heif_without_a_thumbnail_over_the_decoding_budget_is_refused_before_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HEVC has no reduced decode: without a thumbnail to read, a HEIF photo is decoded whole, at
+    about 8 bytes a pixel (a 48 MP one would hold 380 MiB). Over ``MAX_HEIF_PIXELS`` it is refused
+    with why; with a thumbnail (every iPhone's) its size does not matter. The budget is lowered
+    here so that a small photo (x265 encodes a large one slowly) stands for a large one."""
+    import pillow_heif
+
+    from mosaic import photo_index
+
+    photo = _gradient(640, 480)
+    with_thumbnail, without = io.BytesIO(), io.BytesIO()
+    pillow_heif.from_pillow(photo).save(with_thumbnail, format="HEIF", quality=80, thumbnails=[320])
+    pillow_heif.from_pillow(photo).save(without, format="HEIF", quality=80, thumbnails=[])
+    assert index_photo(without.getvalue()).work_size == (480, 360)  # within the real budget
+    monkeypatch.setattr(photo_index, "_HEIF_BYTES_PER_PIXEL", photo_index.MAX_PROGRESSIVE_BYTES // 1000)
+    with pytest.raises(PhotoRefused, match=r"HEIF photo of 640x480 pixels without a thumbnail.*saved as JPEG"):
+        index_photo(without.getvalue())
+    assert index_photo(with_thumbnail.getvalue()).work_size == (320, 240)
