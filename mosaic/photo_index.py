@@ -40,11 +40,9 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import math
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from .decode_gate import DecodeGate
 from .errors import ImageDecodeError, UnknownImageFormat
 from .images import DECODE_FAILURES, DECODER_FORMATS, format_names, open_image, probe_image, to_rgb, to_srgb
 from .jpeg_memory import progressive_frame
@@ -94,23 +93,26 @@ MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused 
 # decode). That is ample for a 64 px tile and the hash; faces are then searched for from a fifth
 # of the shorter side up instead of an eighth.
 HEIF_THUMBNAIL_SIDE = 240
-# A progressive JPEG is decoded holding every coefficient of the image (mosaic.jpeg_memory): a
-# 100 MP one with half-resolution colour (287 MiB) passes, with full-resolution colour (573 MiB)
-# it is refused. A PNG, WebP, TIFF or GIF whose pixels would pass _ALONE_BYTES is decoded small
-# by libvips (mosaic.shrink_on_load). Either, above _ALONE_BYTES, runs one at a time, so the
-# indexer stays within its 400 MB whatever arrives together.
-MAX_PROGRESSIVE_BYTES = 300 * 2**20
+# What one decode may hold, beside the indexer's own 122 MiB (its libraries and the face model)
+# and another thread's photo (its bytes, at most 50 MiB, and its work): within its 400 MB. A
+# progressive JPEG is decoded holding every coefficient of the image (mosaic.jpeg_memory): a
+# 60 MP one with half-resolution colour (172 MiB) passes, a 100 MP one (287 MiB; it took the
+# indexer to 418 MiB) is refused. A PNG, WebP, TIFF or GIF whose pixels would pass _ALONE_BYTES is
+# decoded small by libvips (mosaic.shrink_on_load). A decode over _ALONE_BYTES runs with no other
+# decode beside it (mosaic.decode_gate): a lock among the large ones still let a 16 MP PNG run
+# beside a 100 MP progressive JPEG, 494 MiB.
+MAX_PROGRESSIVE_BYTES = 192 * 2**20
 _ALONE_BYTES = 64 * 2**20
-_ALONE = threading.Lock()
+_GATE = DecodeGate()
 # libavif has no reduced decode: Pillow holds the YUV planes, libavif's RGB and its own copy,
 # measured 9.4 bytes a pixel (8 bits, 4:2:0) and 11.1 (4:4:4); 10 bits widen the planes to 14.
 _AVIF_BYTES_PER_PIXEL = 14
-MAX_AVIF_PIXELS = MAX_PROGRESSIVE_BYTES // _AVIF_BYTES_PER_PIXEL  # 22 MP: a phone's AVIF passes
+MAX_AVIF_PIXELS = MAX_PROGRESSIVE_BYTES // _AVIF_BYTES_PER_PIXEL  # 14 MP: a 12 MP phone's AVIF passes
 # A HEIF photo without a thumbnail large enough is decoded whole (HEVC has no reduced decode):
 # libheif's planes and pillow-heif's RGB, measured 8.1 bytes a pixel (8 bits) and 8.3 (10 bits) at
 # 12 MP, 7.6 at 24 MP. A 48 MP one would take the indexer past its 400 MB.
-_HEIF_BYTES_PER_PIXEL = 10
-MAX_HEIF_PIXELS = MAX_PROGRESSIVE_BYTES // _HEIF_BYTES_PER_PIXEL  # 31 MP: with an iPhone's thumbnail, any size
+_HEIF_BYTES_PER_PIXEL = 8
+MAX_HEIF_PIXELS = MAX_PROGRESSIVE_BYTES // _HEIF_BYTES_PER_PIXEL  # 25 MP: with an iPhone's thumbnail, any size
 # ISO base media files (the "ftyp" box's brands): HEVC pictures go to pillow-heif, AV1 ones to
 # Pillow's AVIF plugin; a bare "mif1" (HEIF of no declared codec) to pillow-heif, which says why.
 _HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
@@ -153,17 +155,21 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
     brands = _ftyp_brands(data) & _HEIF_BRANDS
     try:
         if brands & _AV1_BRANDS and not brands & _HEVC_BRANDS:
-            image = _decode_avif(data, max_pixels)
-        elif brands:
-            image = _decode_heif(data, max_pixels)
-        else:
-            image = _decode(data, work_side, max_pixels)
+            return _decode_avif(data, work_side, max_pixels)
+        if brands:
+            return _decode_heif(data, work_side, max_pixels)
+        return _decode(data, work_side, max_pixels)
     except UnknownImageFormat:
         raise PhotoRefused(f"not an image in an accepted format ({PHOTO_FORMAT_NAMES})") from None
     except PhotoRefused:
         raise
     except ImageDecodeError as exc:
         raise PhotoRefused(str(exc)) from None
+
+
+def _worked(image: Image.Image, work_side: int) -> Image.Image:
+    """The decoded image reduced to its work size, inside the decode's gate (its pixels are what
+    the gate accounts for), or ``PhotoRefused`` when no square tile can be cut from it."""
     shorter, longer = min(image.size), max(image.size)
     if shorter < 16:
         raise PhotoRefused(f"too small for a tile: {image.width}x{image.height} pixels")
@@ -193,11 +199,11 @@ def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
         image_format, width, height = probe_image(data)
         if image_format in LIBVIPS_FORMATS and max_pixels >= width * height > _ALONE_BYTES // 4:
             scale = min(1.0, _work_scale(min(width, height), max(width, height), work_side))
-            with _ALONE:
-                return decode_shrunk(data, round(max(width, height) * scale))
+            with _GATE.hold(heavy=True):
+                return _worked(decode_shrunk(data, round(max(width, height) * scale)), work_side)
     held = _progressive_bytes(data, max_pixels)
-    with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
-        return open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side))
+    with _GATE.hold(heavy=held > _ALONE_BYTES):
+        return _worked(open_image(data, max_pixels=max_pixels, min_size=(work_side, work_side)), work_side)
 
 
 def _progressive_bytes(data: bytes, max_pixels: int) -> int:
@@ -215,7 +221,7 @@ def _progressive_bytes(data: bytes, max_pixels: int) -> int:
     return frame.coefficient_bytes
 
 
-def _decode_avif(data: bytes, max_pixels: int) -> Image.Image:
+def _decode_avif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     """An AVIF photo decoded whole (libavif has no reduced decode), alone when it is large."""
     from PIL import features
 
@@ -231,11 +237,11 @@ def _decode_avif(data: bytes, max_pixels: int) -> Image.Image:
             f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({MAX_AVIF_PIXELS / 1e6:.0f} MP); saved as JPEG it is decoded in a fraction"
         )
     held = width * height * _AVIF_BYTES_PER_PIXEL
-    with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
-        return open_image(data, max_pixels=max_pixels, formats=("AVIF",))
+    with _GATE.hold(heavy=held > _ALONE_BYTES):
+        return _worked(open_image(data, max_pixels=max_pixels, formats=("AVIF",)), work_side)
 
 
-def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
+def _decode_heif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     try:
         from pillow_heif import HeifImageFile
 
@@ -254,11 +260,12 @@ def _decode_heif(data: bytes, max_pixels: int) -> Image.Image:
                 f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({MAX_HEIF_PIXELS / 1e6:.0f} MP); saved as JPEG it is "
                 f"decoded in a fraction"
             )
-        with _ALONE if held > _ALONE_BYTES else contextlib.nullcontext():
+        with _GATE.hold(heavy=held > _ALONE_BYTES):
             image.load()  # the file's own rotation (irot/imir) applied
-        # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull. The
-        # draft takes no thumbnail of another colour profile, so the photo's describes either.
-        return to_rgb(to_srgb(image, image.info.get("icc_profile"), image.info.get("nclx_profile")))
+            # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull. The
+            # draft takes no thumbnail of another colour profile, so the photo's describes either.
+            srgb = to_rgb(to_srgb(image, image.info.get("icc_profile"), image.info.get("nclx_profile")))
+            return _worked(srgb, work_side)
     except PhotoRefused:
         raise
     except DECODE_FAILURES as exc:
