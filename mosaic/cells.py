@@ -76,13 +76,24 @@ def plan_cells(cells: np.ndarray, sizes: tuple[int, ...], split: int) -> np.ndar
     ``cells``: a cell image (``SUB`` pixels per base cell) whose first row is a multiple of
     the largest size. A cell of size ``s`` has its top-left base cell on multiples of ``s``.
     """
+    if len(sizes) == 1:
+        return np.ones((cells.shape[0] // SUB, cells.shape[1] // SUB), np.uint8)
+    return plan_with_colours(cells, sizes, split, base_lab(cells))
+
+
+def base_lab(cells: np.ndarray) -> np.ndarray:
+    """``(rows, cols, 3) float64``: each base cell's mean colour (a box mean, Pillow's rounding)
+    in CIELAB."""
+    return srgb_to_lab(np.asarray(Image.fromarray(cells).reduce(SUB)))
+
+
+def plan_with_colours(cells: np.ndarray, sizes: tuple[int, ...], split: int, lab: np.ndarray) -> np.ndarray:
+    """``plan_cells`` given the base cells' colours (``base_lab``), which ``sized`` reads too."""
     rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
     plan = np.ones((rows, cols), np.uint8)
     if len(sizes) == 1:
         return plan
     colour_limit, gradient_limit = thresholds(split)
-    means = np.asarray(Image.fromarray(cells).reduce(SUB))  # each base cell's mean colour
-    lab = srgb_to_lab(means)
     energy = _gradient_energy(cells, sizes[-1])
     below = np.ones((rows, cols), bool)  # where the size below covers whole blocks (size 1: all)
     for size in sizes[1:]:

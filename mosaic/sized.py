@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
 
-from .cells import level_image, origins, plan_cells, plan_of
+from .cells import base_lab, level_image, origins, plan_cells, plan_of, plan_with_colours
 from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
 from .grid import Grid, cell_image
 from .library import TileLibrary
@@ -59,6 +63,9 @@ PAINT_BYTES = 1 << 24  # tile pixels gathered per step
 LAYOUT_GROWTH = 2.0  # measured: horse at tile 8, far SSIM 0.49 at 1, 0.60 at 2, 0.68 at 4 (far ΔE00 3.8, 4.4, 5.1)
 FIRST_CHOICES = 64  # next-best photos looked at first for a cell that must give way
 FIT_DELTA_E: float | None = 4.0  # a large cell whose photo seen from afar lies farther (RMS ΔE76) from its block splits
+PLANS_KEPT = 64  # parts whose plan from the target alone painting finds again (``_upper_plan``)
+_plans: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+_plans_lock = threading.Lock()
 
 
 def choose_part(
@@ -75,7 +82,9 @@ def choose_part(
     (at that cell's size). ``row_offset``: the part's first row, a multiple of the largest size."""
     rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
     sizes = options.cell_sizes
-    upper = plan_cells(cells, sizes, options.split)
+    lab = base_lab(cells)  # the far check reads the base cells' colours too
+    upper = plan_with_colours(cells, sizes, options.split, lab)
+    _keep_plan(cells, options, upper)
     plan = upper.copy()  # split further below where a chosen photo fits its block badly
     levels: dict[int, np.ndarray] = {}
     count = len(library)
@@ -90,9 +99,15 @@ def choose_part(
         matching = at_size(options, size)
         structure, colour = _weights(matching, big)
         candidates = tile_features(library, big, matching)
-        wanted = features(_sub_cells(level_image(cells, size)), structure=structure, colour=colour)
+        level_sub = _sub_cells(level_image(cells, size))
         level_rows, level_cols = present.shape
         d = feasible_distance(options.variety, library.group_count // len(sizes)) if options.variety else 0
+        if d:  # only the present cells' features are read (a cell's features are its own)
+            flat = np.flatnonzero(present)
+            wanted = np.zeros((present.size, candidates.shape[1]), np.float32)
+            wanted[flat] = features(level_sub[flat], structure=structure, colour=colour)
+        else:
+            wanted = features(level_sub, structure=structure, colour=colour)
         if d:
             width = graph_size(d)
             key = ("graph", big, structure, colour, _mirror(matching, big), width)
@@ -114,14 +129,16 @@ def choose_part(
                 groups=group,
             )
             key_of = group[np.arange(candidates.shape[0]) % count]
-            allowed = _allowed(key_of, library.group_count, d, seed, (order, len(sizes)))
+            allowed = functools.partial(_allowed, key_of, library.group_count, d, seed, (order, len(sizes)))
             border = _border_rows(level_rows, row_offset // size, d, border_below)
             _apart(level, present, size, placed, wanted, candidates, d, key_of, allowed, border, row_offset // size)
         else:
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         levels[size] = level
         if size > 1 and FIT_DELTA_E is not None:
-            misfit = present & (_far_error(cells, level, present, library, size, tile_size, options) > FIT_DELTA_E)
+            misfit = present & (
+                _far_error(level_sub, lab, level, present, library, size, tile_size, options) > FIT_DELTA_E
+            )
             present = present & ~misfit
             below = sizes[sizes.index(size) - 1]
             split = np.repeat(np.repeat(misfit, size, axis=0), size, axis=1)
@@ -153,7 +170,8 @@ def _keep_recoverable(
 
 
 def _far_error(
-    cells: np.ndarray,
+    level_sub: np.ndarray,
+    lab: np.ndarray,
     level: np.ndarray,
     present: np.ndarray,
     library: TileLibrary,
@@ -163,7 +181,8 @@ def _far_error(
 ) -> np.ndarray:
     """``level``'s shape: the RMS ΔE76, over its base cells, between each present cell's photo
     seen from afar (one pixel per base cell, corrected as painting corrects it) and its block's
-    base-cell mean colours (0 where absent)."""
+    base-cell mean colours (0 where absent). ``level_sub``: the cells' sub-cells at ``size``;
+    ``lab``: the base cells' colours (``cells.base_lab``)."""
     big = size * tile_size
     level_rows, level_cols = present.shape
     ri, ci = np.nonzero(present)
@@ -171,24 +190,56 @@ def _far_error(
     if not ri.size:
         return out
     chosen = level[ri, ci]
-    sub = candidate_sub_cells(library, big, options)[chosen].astype(np.float64)  # (n, SUB, SUB, 3)
-    step = SUB // size
-    far = sub.reshape(-1, size, step, size, step, 3).mean(axis=(2, 4))  # one pixel per base cell
+    far = _far_views(library, size, tile_size, options)[chosen]  # one pixel per base cell
     if options.correction:
         means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
         spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
         which = chosen % len(library)
-        targets = cell_means(_sub_cells(level_image(cells, size)))[ri * level_cols + ci]
+        targets = cell_means(level_sub[ri * level_cols + ci])
         shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
         mean = means[which].astype(np.float64)[:, None, None]
         far = mean + gain[:, None, None, None] * (far - mean) + shift[:, None, None]
     far = np.clip(np.rint(far), 0, 255).astype(np.uint8)
-    base = np.asarray(Image.fromarray(cells).reduce(SUB))  # each base cell's mean colour
-    block = base[: level_rows * size, : level_cols * size].reshape(level_rows, size, level_cols, size, 3)
-    block = block[ri, :, ci]  # (n, size, size, 3)
-    difference = ((srgb_to_lab(far) - srgb_to_lab(block)) ** 2).sum(axis=-1)
+    block = lab[: level_rows * size, : level_cols * size].reshape(level_rows, size, level_cols, size, 3)
+    difference = ((srgb_to_lab(far) - block[ri, :, ci]) ** 2).sum(axis=-1)  # block: (n, size, size, 3)
     out[ri, ci] = np.sqrt(difference.mean(axis=(1, 2)))
     return out
+
+
+def _far_views(library: TileLibrary, size: int, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """``(candidates, size, size, 3) float64``: every candidate at ``size`` seen from afar, one
+    pixel per base cell (the mean of its sub-cells there), once per library."""
+    big = size * tile_size
+
+    def make() -> np.ndarray:
+        step = SUB // size
+        sub = candidate_sub_cells(library, big, options).astype(np.float64)
+        return sub.reshape(-1, size, step, size, step, 3).mean(axis=(2, 4))
+
+    return library.cached(("far-views", big, size, _mirror(options, big)), make)
+
+
+def _keep_plan(cells: np.ndarray, options: RenderOptions, upper: np.ndarray) -> None:
+    """Keep the plan from the target alone of a part's ``cells`` for its painting (``_upper_plan``)."""
+    key = _plan_key(cells, options)
+    with _plans_lock:
+        _plans[key] = upper
+        _plans.move_to_end(key)
+        while len(_plans) > PLANS_KEPT:
+            _plans.popitem(last=False)
+
+
+def _upper_plan(cells: np.ndarray, options: RenderOptions) -> np.ndarray:
+    """``plan_cells`` of a part's ``cells``: the one its choice kept, found by the cells' bytes,
+    or planned anew (a choice made in another process)."""
+    with _plans_lock:
+        upper = _plans.get(_plan_key(cells, options))
+    return plan_cells(cells, options.cell_sizes, options.split) if upper is None else upper
+
+
+def _plan_key(cells: np.ndarray, options: RenderOptions) -> tuple[object, ...]:
+    digest = hashlib.blake2b(np.ascontiguousarray(cells), digest_size=16).digest()
+    return digest, cells.shape, options.cell_sizes, options.split
 
 
 def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
@@ -222,7 +273,7 @@ def _apart(
     candidates: np.ndarray,
     d: int,
     key_of: np.ndarray,
-    allowed: list[np.ndarray],
+    allowed: Callable[[], list[np.ndarray]],
     border: np.ndarray,
     level_offset: int,
 ) -> None:
@@ -234,7 +285,8 @@ def _apart(
     cells = np.argwhere(hit)
     if not cells.size:
         return
-    pools = [None if border_row is None else allowed[border_row] for border_row in (None, *range(d + 1))]
+    shares = allowed()  # what each border class may use: only when some cell must give way
+    pools = [None if border_row is None else shares[border_row] for border_row in (None, *range(d + 1))]
     group = np.where(border[cells[:, 0]], 1 + (cells[:, 0] + level_offset) % (d + 1), 0)
     ranked = np.empty((len(cells), FIRST_CHOICES), np.int64)
     for g in np.unique(group):  # the next-best photos of every cell that must give way, one search per share
@@ -290,7 +342,7 @@ def paint_part(
     rows, cols = choice.shape
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
-    plan = plan_of(plan_cells(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
+    plan = plan_of(_upper_plan(cells, options), choice, options.cell_sizes)
     for size in options.cell_sizes:
         present = origins(plan, size)
         if present.any():
