@@ -41,6 +41,7 @@ import numpy as np
 from PIL import Image
 
 from .cells import base_lab, level_image, origins, plan_cells, plan_of, plan_with_colours
+from .compose import compose
 from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
 from .grid import Grid, cell_image
 from .library import TileLibrary
@@ -343,7 +344,7 @@ def paint_part(
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
     plan = plan_of(_upper_plan(cells, options), choice, options.cell_sizes)
-    for size in options.cell_sizes:
+    for size in options.cell_sizes:  # smallest first: size 1 places every cell, larger ones paint over theirs
         present = origins(plan, size)
         if present.any():
             _paint_size(cells, choice, library, size, tile_size, options, present, out)
@@ -369,8 +370,18 @@ def _paint_size(
         means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
         spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
         which = chosen % len(library)  # a mirror image has its tile's colours
-        targets = cell_means(_sub_cells(level_image(cells, size)))[ri * level_cols + ci]
+        targets = cell_means(_sub_cells(level_image(cells, size))[ri * level_cols + ci])
         shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
+    if size == 1:  # most cells: placed whole as at one size, the larger cells painted over them after
+        compose(np.where(present, choice, 0), tiles, out)
+        if options.correction:
+            whole_gain = np.ones(present.shape, np.float32)
+            whole_means = np.zeros((*present.shape, 3), means.dtype)
+            whole_shift = np.zeros((*present.shape, 3), shift.dtype)
+            whole_gain[ri, ci], whole_means[ri, ci], whole_shift[ri, ci] = gain, means[which], shift
+            contract(out, whole_gain, whole_means)
+            add_shift(out, whole_shift)
+        return
     view = out[: level_rows * big, : level_cols * big].reshape(level_rows, big, level_cols, big, 3)
     step = max(1, PAINT_BYTES // (big * big * 3))
     for start in range(0, chosen.size, step):
