@@ -281,7 +281,10 @@ def _apart(
     """Move, in place, every cell of ``level`` whose photo a larger cell holds within ``d``
     base cells to its best photo free of both sizes (row order: the result is fixed). A photo
     is its group (``key_of[candidate]``): near-duplicates count as one."""
-    hit = _near_larger(np.where(present, key_of[level], -1), size, placed, d) & present
+    if (placed < 0).all():  # no larger cell holds a photo: none to keep apart from
+        return
+    keys = np.where(present, key_of[level], -1)  # each cell's photo, -1 where absent (no photo is -1)
+    hit = _near_larger(keys, size, placed, d) & present
     level_cols = level.shape[1]
     cells = np.argwhere(hit)
     if not cells.size:
@@ -298,14 +301,13 @@ def _apart(
         found = found if members is None else members[found]
         ranked[mine] = -1
         ranked[mine, : found.shape[1]] = found
-    for (i, j), first, g in zip(cells.tolist(), ranked, group.tolist()):
+    first_keys = np.where(ranked >= 0, key_of[ranked], -1).tolist()
+    for (i, j), first, first_key, g in zip(cells.tolist(), ranked.tolist(), first_keys, group.tolist()):
         r0, c0 = i * size, j * size
         near = placed[max(0, r0 - d) : r0 + size + d, max(0, c0 - d) : c0 + size + d]
-        lo, hi = max(0, i - d), min(level.shape[0], i + d + 1)
-        left, right = max(0, j - d), min(level_cols, j + d + 1)
-        same = key_of[level[lo:hi, left:right][present[lo:hi, left:right]]]
-        taken = {*near[near >= 0].tolist(), *same.tolist()}
-        free = next((t for t in first.tolist() if t >= 0 and int(key_of[t]) not in taken), None)
+        same = keys[max(0, i - d) : i + d + 1, max(0, j - d) : j + d + 1]
+        taken = {*near.ravel().tolist(), *same.ravel().tolist()}
+        free = next((t for t, k in zip(first, first_key) if t >= 0 and k not in taken), None)
         if free is None:  # rare: every photo of the short list is taken nearby; rank the whole share
             members = pools[g]
             pool = candidates if members is None else candidates[members]
@@ -313,6 +315,7 @@ def _apart(
             order = order[0] if members is None else members[order[0]]
             free = next(t for t in order.tolist() if int(key_of[t]) not in taken)  # feasible_distance leaves one
         level[i, j] = free
+        keys[i, j] = key_of[free]
 
 
 def _near_larger(photo: np.ndarray, size: int, placed: np.ndarray, d: int) -> np.ndarray:
