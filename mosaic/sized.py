@@ -100,16 +100,14 @@ def choose_part(
         matching = at_size(options, size)
         structure, colour = _weights(matching, big)
         candidates = tile_features(library, big, matching)
-        level_sub = _sub_cells(level_image(cells, size))
+        image = level_image(cells, size)
+        level_sub = _sub_cells(image)
         level_rows, level_cols = present.shape
         d = feasible_distance(options.variety, library.group_count // len(sizes)) if options.variety else 0
-        if d:  # only the present cells' features are read (a cell's features are its own)
-            flat = np.flatnonzero(present)
+        if d:
+            flat = np.flatnonzero(present)  # only the present cells' features are read (each cell's are its own)
             wanted = np.zeros((present.size, candidates.shape[1]), np.float32)
             wanted[flat] = features(level_sub[flat], structure=structure, colour=colour)
-        else:
-            wanted = features(level_sub, structure=structure, colour=colour)
-        if d:
             width = graph_size(d)
             key = ("graph", big, structure, colour, _mirror(matching, big), width)
             graph = library.cached(key, functools.partial(tile_graph, candidates, width))
@@ -134,14 +132,12 @@ def choose_part(
             border = _border_rows(level_rows, row_offset // size, d, border_below)
             _apart(level, present, size, placed, wanted, candidates, d, key_of, allowed, border, row_offset // size)
         else:
+            wanted = features(level_sub, structure=structure, colour=colour)
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         levels[size] = level
         if size > 1 and FIT_DELTA_E is not None:
             misfit = present & (
-                _far_error(
-                    level_means(level_image(cells, size)), lab, level, present, library, size, tile_size, options
-                )
-                > FIT_DELTA_E
+                _far_error(level_means(image), lab, level, present, library, size, tile_size, options) > FIT_DELTA_E
             )
             present = present & ~misfit
             below = sizes[sizes.index(size) - 1]
