@@ -32,15 +32,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
 
-from .cells import base_lab, level_image, origins, plan_cells, plan_of, plan_with_colours
+from .cells import (
+    base_lab,
+    keep_plan,
+    kept_plan,
+    level_image,
+    level_means,
+    origins,
+    plan_cells,
+    plan_of,
+    plan_with_colours,
+)
 from .compose import compose
 from .correction import add_shift, contract, luma_spread, reach, tile_colours
 from .grid import Grid, cell_image
@@ -64,9 +71,6 @@ PAINT_BYTES = 1 << 24  # tile pixels gathered per step
 LAYOUT_GROWTH = 2.0  # measured: horse at tile 8, far SSIM 0.49 at 1, 0.60 at 2, 0.68 at 4 (far ΔE00 3.8, 4.4, 5.1)
 FIRST_CHOICES = 64  # next-best photos looked at first for a cell that must give way
 FIT_DELTA_E: float | None = 4.0  # a large cell whose photo seen from afar lies farther (RMS ΔE76) from its block splits
-PLANS_KEPT = 64  # parts whose plan from the target alone painting finds again (``_upper_plan``)
-_plans: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
-_plans_lock = threading.Lock()
 
 
 def choose_part(
@@ -85,7 +89,7 @@ def choose_part(
     sizes = options.cell_sizes
     lab = base_lab(cells)  # the far check reads the base cells' colours too
     upper = plan_with_colours(cells, sizes, options.split, lab)
-    _keep_plan(cells, options, upper)
+    keep_plan(cells, sizes, options.split, upper)  # for painting
     plan = upper.copy()  # split further below where a chosen photo fits its block badly
     levels: dict[int, np.ndarray] = {}
     count = len(library)
@@ -219,40 +223,6 @@ def _far_views(library: TileLibrary, size: int, tile_size: int, options: RenderO
     return library.cached(("far-views", big, size, _mirror(options, big)), make)
 
 
-def level_means(image: np.ndarray) -> np.ndarray:
-    """``(cells, 3) uint8``: ``correction.cell_means`` of every cell of a cell image (``SUB``
-    pixels per cell), row by row: its integer sums taken as rows of pixels, not per cell
-    (the same sums, so the same means, at a fraction of the cost)."""
-    wide = image.astype(np.uint16)  # a cell's sum is at most 16 × 255
-    rows = sum(wide[k::SUB] for k in range(1, SUB)) + wide[0::SUB]
-    total = (sum(rows[:, k::SUB] for k in range(1, SUB)) + rows[:, 0::SUB]).reshape(-1, 3)
-    count = SUB * SUB
-    return ((2 * total + count) // (2 * count)).astype(np.uint8)
-
-
-def _keep_plan(cells: np.ndarray, options: RenderOptions, upper: np.ndarray) -> None:
-    """Keep the plan from the target alone of a part's ``cells`` for its painting (``_upper_plan``)."""
-    key = _plan_key(cells, options)
-    with _plans_lock:
-        _plans[key] = upper
-        _plans.move_to_end(key)
-        while len(_plans) > PLANS_KEPT:
-            _plans.popitem(last=False)
-
-
-def _upper_plan(cells: np.ndarray, options: RenderOptions) -> np.ndarray:
-    """``plan_cells`` of a part's ``cells``: the one its choice kept, found by the cells' bytes,
-    or planned anew (a choice made in another process)."""
-    with _plans_lock:
-        upper = _plans.get(_plan_key(cells, options))
-    return plan_cells(cells, options.cell_sizes, options.split) if upper is None else upper
-
-
-def _plan_key(cells: np.ndarray, options: RenderOptions) -> tuple[object, ...]:
-    digest = hashlib.blake2b(np.ascontiguousarray(cells).data, digest_size=16).digest()
-    return digest, cells.shape, options.cell_sizes, options.split
-
-
 def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
     """``(tiles_down, tiles_across) uint8``: the size of the cell covering each base cell, as
     the render planned it for ``choice`` (its placement; the tile map's rectangles)."""
@@ -356,7 +326,7 @@ def paint_part(
     rows, cols = choice.shape
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
-    plan = plan_of(_upper_plan(cells, options), choice, options.cell_sizes)
+    plan = plan_of(kept_plan(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
     for size in options.cell_sizes:  # smallest first: size 1 places every cell, larger ones paint over theirs
         present = origins(plan, size)
         if present.any():
