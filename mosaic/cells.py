@@ -21,6 +21,10 @@ choice splits a block further where its photo fits it badly (``sized``, split by
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+
 import numpy as np
 from PIL import Image
 
@@ -29,6 +33,9 @@ from .signatures import SUB, luma, srgb_to_lab
 SIZES = (1, 2, 4)  # the sizes a cell may take, in base tiles
 CALM_DELTA_E = 4.0  # at split 50: the farthest a base cell's colour may lie from its block's mean
 CALM_GRADIENT = 2.0  # at split 50: the RMS luma step between neighbouring cell-image pixels
+PLANS_KEPT = 64  # parts whose plan painting finds again (``kept_plan``): a part's choice, then its painting
+_plans: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+_plans_lock = threading.Lock()
 
 
 def check_cell_sizes(sizes: tuple[int, ...]) -> None:
@@ -76,13 +83,24 @@ def plan_cells(cells: np.ndarray, sizes: tuple[int, ...], split: int) -> np.ndar
     ``cells``: a cell image (``SUB`` pixels per base cell) whose first row is a multiple of
     the largest size. A cell of size ``s`` has its top-left base cell on multiples of ``s``.
     """
+    if len(sizes) == 1:
+        return np.ones((cells.shape[0] // SUB, cells.shape[1] // SUB), np.uint8)
+    return plan_with_colours(cells, sizes, split, base_lab(cells))
+
+
+def base_lab(cells: np.ndarray) -> np.ndarray:
+    """``(rows, cols, 3) float64``: each base cell's mean colour (a box mean, Pillow's rounding)
+    in CIELAB."""
+    return srgb_to_lab(np.asarray(Image.fromarray(cells).reduce(SUB)))
+
+
+def plan_with_colours(cells: np.ndarray, sizes: tuple[int, ...], split: int, lab: np.ndarray) -> np.ndarray:
+    """``plan_cells`` given the base cells' colours (``base_lab``), which ``sized`` reads too."""
     rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
     plan = np.ones((rows, cols), np.uint8)
     if len(sizes) == 1:
         return plan
     colour_limit, gradient_limit = thresholds(split)
-    means = np.asarray(Image.fromarray(cells).reduce(SUB))  # each base cell's mean colour
-    lab = srgb_to_lab(means)
     energy = _gradient_energy(cells, sizes[-1])
     below = np.ones((rows, cols), bool)  # where the size below covers whole blocks (size 1: all)
     for size in sizes[1:]:
@@ -130,6 +148,42 @@ def level_image(cells: np.ndarray, size: int) -> np.ndarray:
     rows, cols = cells.shape[0] // (SUB * size), cells.shape[1] // (SUB * size)
     block = np.ascontiguousarray(cells[: rows * SUB * size, : cols * SUB * size])
     return np.asarray(Image.fromarray(block).reduce(size))
+
+
+def level_means(image: np.ndarray) -> np.ndarray:
+    """``(cells, 3) uint8``: ``correction.cell_means`` of every cell of a cell image (``SUB``
+    pixels per cell), row by row: its integer sums taken as rows of pixels, not per cell
+    (the same sums, so the same means, at a fraction of the cost)."""
+    wide = image.astype(np.uint16)  # a cell's sum is at most 16 × 255
+    rows = sum(wide[k::SUB] for k in range(1, SUB)) + wide[0::SUB]
+    total = (sum(rows[:, k::SUB] for k in range(1, SUB)) + rows[:, 0::SUB]).reshape(-1, 3)
+    count = SUB * SUB
+    return ((2 * total + count) // (2 * count)).astype(np.uint8)
+
+
+def keep_plan(cells: np.ndarray, sizes: tuple[int, ...], split: int, plan: np.ndarray) -> None:
+    """Keep ``plan_cells(cells, sizes, split)`` (``plan``) of a part for its painting (``kept_plan``)."""
+    key = _plan_key(cells, sizes, split)
+    plan = plan.copy()
+    plan.flags.writeable = False  # shared by every painting of these cells
+    with _plans_lock:
+        _plans[key] = plan
+        _plans.move_to_end(key)
+        while len(_plans) > PLANS_KEPT:
+            _plans.popitem(last=False)
+
+
+def kept_plan(cells: np.ndarray, sizes: tuple[int, ...], split: int) -> np.ndarray:
+    """``plan_cells(cells, sizes, split)``: the one the part's choice kept (``keep_plan``), found
+    by the cells' bytes, or planned anew (a choice made in another process)."""
+    with _plans_lock:
+        plan = _plans.get(_plan_key(cells, sizes, split))
+    return plan_cells(cells, sizes, split) if plan is None else plan
+
+
+def _plan_key(cells: np.ndarray, sizes: tuple[int, ...], split: int) -> tuple[object, ...]:
+    digest = hashlib.blake2b(np.ascontiguousarray(cells).data, digest_size=16).digest()
+    return digest, cells.shape, sizes, split
 
 
 def plan_of(upper: np.ndarray, choice: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:

@@ -32,12 +32,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
 
-from .cells import level_image, origins, plan_cells, plan_of
-from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
+from .cells import (
+    base_lab,
+    keep_plan,
+    kept_plan,
+    level_image,
+    level_means,
+    origins,
+    plan_cells,
+    plan_of,
+    plan_with_colours,
+)
+from .compose import compose
+from .correction import add_shift, contract, luma_spread, reach, tile_colours
 from .grid import Grid, cell_image
 from .library import TileLibrary
 from .library_features import (
@@ -75,7 +87,9 @@ def choose_part(
     (at that cell's size). ``row_offset``: the part's first row, a multiple of the largest size."""
     rows, cols = cells.shape[0] // SUB, cells.shape[1] // SUB
     sizes = options.cell_sizes
-    upper = plan_cells(cells, sizes, options.split)
+    lab = base_lab(cells)  # the far check reads the base cells' colours too
+    upper = plan_with_colours(cells, sizes, options.split, lab)
+    keep_plan(cells, sizes, options.split, upper)  # for painting
     plan = upper.copy()  # split further below where a chosen photo fits its block badly
     levels: dict[int, np.ndarray] = {}
     count = len(library)
@@ -90,10 +104,14 @@ def choose_part(
         matching = at_size(options, size)
         structure, colour = _weights(matching, big)
         candidates = tile_features(library, big, matching)
-        wanted = features(_sub_cells(level_image(cells, size)), structure=structure, colour=colour)
+        image = level_image(cells, size)
+        level_sub = _sub_cells(image)
         level_rows, level_cols = present.shape
         d = feasible_distance(options.variety, library.group_count // len(sizes)) if options.variety else 0
         if d:
+            flat = np.flatnonzero(present)  # only the present cells' features are read (each cell's are its own)
+            wanted = np.zeros((present.size, candidates.shape[1]), np.float32)
+            wanted[flat] = features(level_sub[flat], structure=structure, colour=colour)
             width = graph_size(d)
             key = ("graph", big, structure, colour, _mirror(matching, big), width)
             graph = library.cached(key, functools.partial(tile_graph, candidates, width))
@@ -114,14 +132,17 @@ def choose_part(
                 groups=group,
             )
             key_of = group[np.arange(candidates.shape[0]) % count]
-            allowed = _allowed(key_of, library.group_count, d, seed, (order, len(sizes)))
+            allowed = functools.partial(_allowed, key_of, library.group_count, d, seed, (order, len(sizes)))
             border = _border_rows(level_rows, row_offset // size, d, border_below)
             _apart(level, present, size, placed, wanted, candidates, d, key_of, allowed, border, row_offset // size)
         else:
+            wanted = features(level_sub, structure=structure, colour=colour)
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         levels[size] = level
         if size > 1 and FIT_DELTA_E is not None:
-            misfit = present & (_far_error(cells, level, present, library, size, tile_size, options) > FIT_DELTA_E)
+            misfit = present & (
+                _far_error(level_means(image), lab, level, present, library, size, tile_size, options) > FIT_DELTA_E
+            )
             present = present & ~misfit
             below = sizes[sizes.index(size) - 1]
             split = np.repeat(np.repeat(misfit, size, axis=0), size, axis=1)
@@ -153,7 +174,8 @@ def _keep_recoverable(
 
 
 def _far_error(
-    cells: np.ndarray,
+    means_of_cells: np.ndarray,
+    lab: np.ndarray,
     level: np.ndarray,
     present: np.ndarray,
     library: TileLibrary,
@@ -163,7 +185,8 @@ def _far_error(
 ) -> np.ndarray:
     """``level``'s shape: the RMS ΔE76, over its base cells, between each present cell's photo
     seen from afar (one pixel per base cell, corrected as painting corrects it) and its block's
-    base-cell mean colours (0 where absent)."""
+    base-cell mean colours (0 where absent). ``means_of_cells``: the cells' mean colours at ``size``;
+    ``lab``: the base cells' colours (``cells.base_lab``)."""
     big = size * tile_size
     level_rows, level_cols = present.shape
     ri, ci = np.nonzero(present)
@@ -171,24 +194,33 @@ def _far_error(
     if not ri.size:
         return out
     chosen = level[ri, ci]
-    sub = candidate_sub_cells(library, big, options)[chosen].astype(np.float64)  # (n, SUB, SUB, 3)
-    step = SUB // size
-    far = sub.reshape(-1, size, step, size, step, 3).mean(axis=(2, 4))  # one pixel per base cell
+    far = _far_views(library, size, tile_size, options)[chosen]  # one pixel per base cell
     if options.correction:
         means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
         spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
         which = chosen % len(library)
-        targets = cell_means(_sub_cells(level_image(cells, size)))[ri * level_cols + ci]
+        targets = means_of_cells[ri * level_cols + ci]
         shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
         mean = means[which].astype(np.float64)[:, None, None]
         far = mean + gain[:, None, None, None] * (far - mean) + shift[:, None, None]
     far = np.clip(np.rint(far), 0, 255).astype(np.uint8)
-    base = np.asarray(Image.fromarray(cells).reduce(SUB))  # each base cell's mean colour
-    block = base[: level_rows * size, : level_cols * size].reshape(level_rows, size, level_cols, size, 3)
-    block = block[ri, :, ci]  # (n, size, size, 3)
-    difference = ((srgb_to_lab(far) - srgb_to_lab(block)) ** 2).sum(axis=-1)
+    block = lab[: level_rows * size, : level_cols * size].reshape(level_rows, size, level_cols, size, 3)
+    difference = ((srgb_to_lab(far) - block[ri, :, ci]) ** 2).sum(axis=-1)  # block: (n, size, size, 3)
     out[ri, ci] = np.sqrt(difference.mean(axis=(1, 2)))
     return out
+
+
+def _far_views(library: TileLibrary, size: int, tile_size: int, options: RenderOptions) -> np.ndarray:
+    """``(candidates, size, size, 3) float64``: every candidate at ``size`` seen from afar, one
+    pixel per base cell (the mean of its sub-cells there), once per library."""
+    big = size * tile_size
+
+    def make() -> np.ndarray:
+        step = SUB // size
+        sub = candidate_sub_cells(library, big, options).astype(np.float64)
+        return sub.reshape(-1, size, step, size, step, 3).mean(axis=(2, 4))
+
+    return library.cached(("far-views", big, size, _mirror(options, big)), make)
 
 
 def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
@@ -222,19 +254,23 @@ def _apart(
     candidates: np.ndarray,
     d: int,
     key_of: np.ndarray,
-    allowed: list[np.ndarray],
+    allowed: Callable[[], list[np.ndarray]],
     border: np.ndarray,
     level_offset: int,
 ) -> None:
     """Move, in place, every cell of ``level`` whose photo a larger cell holds within ``d``
     base cells to its best photo free of both sizes (row order: the result is fixed). A photo
     is its group (``key_of[candidate]``): near-duplicates count as one."""
-    hit = _near_larger(np.where(present, key_of[level], -1), size, placed, d) & present
+    if (placed < 0).all():  # no larger cell holds a photo: none to keep apart from
+        return
+    keys = np.where(present, key_of[level], -1)  # each cell's photo, -1 where absent (no photo is -1)
+    hit = _near_larger(keys, size, placed, d) & present
     level_cols = level.shape[1]
     cells = np.argwhere(hit)
     if not cells.size:
         return
-    pools = [None if border_row is None else allowed[border_row] for border_row in (None, *range(d + 1))]
+    shares = allowed()  # what each border class may use: only when some cell must give way
+    pools = [None if border_row is None else shares[border_row] for border_row in (None, *range(d + 1))]
     group = np.where(border[cells[:, 0]], 1 + (cells[:, 0] + level_offset) % (d + 1), 0)
     ranked = np.empty((len(cells), FIRST_CHOICES), np.int64)
     for g in np.unique(group):  # the next-best photos of every cell that must give way, one search per share
@@ -245,14 +281,13 @@ def _apart(
         found = found if members is None else members[found]
         ranked[mine] = -1
         ranked[mine, : found.shape[1]] = found
-    for (i, j), first, g in zip(cells.tolist(), ranked, group.tolist()):
+    first_keys = np.where(ranked >= 0, key_of[ranked], -1).tolist()
+    for (i, j), first, first_key, g in zip(cells.tolist(), ranked.tolist(), first_keys, group.tolist()):
         r0, c0 = i * size, j * size
         near = placed[max(0, r0 - d) : r0 + size + d, max(0, c0 - d) : c0 + size + d]
-        lo, hi = max(0, i - d), min(level.shape[0], i + d + 1)
-        left, right = max(0, j - d), min(level_cols, j + d + 1)
-        same = key_of[level[lo:hi, left:right][present[lo:hi, left:right]]]
-        taken = {*near[near >= 0].tolist(), *same.tolist()}
-        free = next((t for t in first.tolist() if t >= 0 and int(key_of[t]) not in taken), None)
+        same = keys[max(0, i - d) : i + d + 1, max(0, j - d) : j + d + 1]
+        taken = {*near.ravel().tolist(), *same.ravel().tolist()}
+        free = next((t for t, k in zip(first, first_key) if t >= 0 and k not in taken), None)
         if free is None:  # rare: every photo of the short list is taken nearby; rank the whole share
             members = pools[g]
             pool = candidates if members is None else candidates[members]
@@ -260,6 +295,7 @@ def _apart(
             order = order[0] if members is None else members[order[0]]
             free = next(t for t in order.tolist() if int(key_of[t]) not in taken)  # feasible_distance leaves one
         level[i, j] = free
+        keys[i, j] = key_of[free]
 
 
 def _near_larger(photo: np.ndarray, size: int, placed: np.ndarray, d: int) -> np.ndarray:
@@ -290,8 +326,8 @@ def paint_part(
     rows, cols = choice.shape
     if out is None:
         out = np.empty((rows * tile_size, cols * tile_size, 3), np.uint8)
-    plan = plan_of(plan_cells(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
-    for size in options.cell_sizes:
+    plan = plan_of(kept_plan(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
+    for size in options.cell_sizes:  # smallest first: size 1 places every cell, larger ones paint over theirs
         present = origins(plan, size)
         if present.any():
             _paint_size(cells, choice, library, size, tile_size, options, present, out)
@@ -317,8 +353,18 @@ def _paint_size(
         means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
         spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
         which = chosen % len(library)  # a mirror image has its tile's colours
-        targets = cell_means(_sub_cells(level_image(cells, size)))[ri * level_cols + ci]
+        targets = level_means(level_image(cells, size))[ri * level_cols + ci]
         shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
+    if size == 1:  # most cells: placed whole as at one size, the larger cells painted over them after
+        compose(np.where(present, choice, 0), tiles, out)
+        if options.correction:
+            whole_gain = np.ones(present.shape, np.float32)
+            whole_means = np.zeros((*present.shape, 3), means.dtype)
+            whole_shift = np.zeros((*present.shape, 3), shift.dtype)
+            whole_gain[ri, ci], whole_means[ri, ci], whole_shift[ri, ci] = gain, means[which], shift
+            contract(out, whole_gain, whole_means)
+            add_shift(out, whole_shift)
+        return
     view = out[: level_rows * big, : level_cols * big].reshape(level_rows, big, level_cols, big, 3)
     step = max(1, PAINT_BYTES // (big * big * 3))
     for start in range(0, chosen.size, step):
