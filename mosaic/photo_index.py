@@ -177,12 +177,16 @@ def _worked(image: Image.Image, work_side: int) -> Image.Image:
     if scale < 1.0:
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         if min(size) < 16:
-            raise PhotoRefused(
-                f"too long and thin for a tile: {image.width}x{image.height} pixels, more than "
-                f"{MAX_WORK_LONG // 16}:1 (the square would be a few pixels of it)"
-            )
+            raise _too_thin(image.width, image.height)
         image = image.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
     return image
+
+
+def _too_thin(width: int, height: int) -> PhotoRefused:
+    return PhotoRefused(
+        f"too long and thin for a tile: {width}x{height} pixels, more than {MAX_WORK_LONG // 16}:1 "
+        f"(the square would be a few pixels of it)"
+    )
 
 
 def _work_scale(shorter: int, longer: int, work_side: int) -> float:
@@ -199,6 +203,8 @@ def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
         image_format, width, height = probe_image(data)
         if image_format in LIBVIPS_FORMATS and max_pixels >= width * height > _ALONE_BYTES // 4:
             scale = min(1.0, _work_scale(min(width, height), max(width, height), work_side))
+            if min(width, height) * scale < 16:  # said of the photo, before libvips shrinks it to a sliver
+                raise _too_thin(width, height)
             with _GATE.hold(heavy=True):
                 return _worked(decode_shrunk(data, round(max(width, height) * scale)), work_side)
     held = _progressive_bytes(data, max_pixels)

@@ -56,9 +56,12 @@ def test_a_long_sliver_is_worked_at_the_longest_side_not_whole(kind: str) -> Non
     assert side == photo.work_size[1] and 0 <= left <= MAX_WORK_LONG - side
 
 
-def test_a_sliver_too_thin_for_a_square_of_16_pixels_is_refused_with_why() -> None:
-    with pytest.raises(PhotoRefused, match=r"too long and thin for a tile: 60000x100 pixels, more than 256:1"):
-        index_photo(_encoded(Image.new("RGB", (60_000, 100), (90, 120, 200)), "PNG"))
+@pytest.mark.parametrize("size", [(60_000, 100), (70_000, 250)], ids=["decoded-by-pillow", "shrunk-by-libvips"])
+def test_a_sliver_too_thin_for_a_square_of_16_pixels_is_refused_with_why(size: tuple[int, int]) -> None:
+    """Named by the photo's own size, also when it is over 16 MP (libvips would shrink it first)."""
+    width, height = size
+    with pytest.raises(PhotoRefused, match=rf"too long and thin for a tile: {width}x{height} pixels, more than 256:1"):
+        index_photo(_encoded(Image.new("RGB", size, (90, 120, 200)), "PNG"))
 
 
 def test_a_heif_without_a_thumbnail_over_the_decoding_budget_is_refused_before_decoding(
