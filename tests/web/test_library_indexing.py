@@ -175,3 +175,44 @@ def test_a_staged_photo_is_read_in_one_get_that_stops_at_the_limit(
     over = staging.read_staged(key, "a.jpg", max_bytes=len(data) - 1)
     assert over is not None and (over.size, over.data) == (len(data), None)  # the size, not the bytes
     assert staging.read_staged(key, "never-sent.jpg") is None
+
+
+def test_a_photo_whose_decoding_fails_unforeseen_is_skipped_and_the_batch_goes_on(
+    client: Any, web_settings: Settings, web_storage: StorageClients, monkeypatch: Any, caplog: Any
+) -> None:
+    """A fault no real file produces on demand any more (a damaged AVIF once raised libavif's
+    RuntimeError through every refusal): injected for one photo of the batch. That photo is
+    skipped with what happened and logged as an error; the others are indexed in the same
+    delivery, not retried with it and poisoned."""
+    from workers.indexer import indexer as indexer_module
+
+    library = f"ix-{uuid.uuid4().hex[:10]}"
+    files = {"good-1.jpg": _jpeg(11), "odd.jpg": _jpeg(12), "good-2.jpg": _jpeg(13)}
+    odd = files["odd.jpg"]
+    real = indexer_module.index_photo
+
+    def failing_on_odd(data: bytes) -> Any:
+        if data == odd:
+            raise RuntimeError("Failed to decode frame 0: something no refusal names")
+        return real(data)
+
+    monkeypatch.setattr(indexer_module, "index_photo", failing_on_odd)
+    grant = client.post(
+        f"/api/libraries/{library}/uploads", json={"files": [{"name": n, "size": len(d)} for n, d in files.items()]}
+    ).get_json()
+    for item in grant["uploads"]:
+        BlobClient.from_blob_url(item["url"]).upload_blob(files[item["name"]])
+    assert client.post(f"/api/libraries/{library}/index").status_code == 202
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    (received,) = _drain(services, services.libraries.uri(library))  # handled once, no exception
+    assert sorted(received.message.photos) == sorted(files)  # the three in one batch
+
+    body = client.get(f"/api/libraries/{library}/photos").get_json()
+    states = {p["name"]: (p["state"], p["reason"]) for p in body["photos"]}
+    assert states["good-1.jpg"] == ("indexed", None) and states["good-2.jpg"] == ("indexed", None)
+    assert states["odd.jpg"] == (
+        "skipped",
+        "could not be indexed (RuntimeError: Failed to decode frame 0: something no refusal names)",
+    )
+    assert body["progress"]["pending"] == 0
+    assert any("indexer.photo_failed" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)

@@ -15,8 +15,11 @@ At-least-once: the message is deleted only after the manifest is written; a kill
 leaves its message to come back, and the redelivered batch writes the same blobs and merges
 the same outcomes (idempotent per photo). A photo that is no longer staged (deleted meanwhile)
 is skipped with that reason, and a photo its owner removed meanwhile stays removed (its
-tombstone wins). A job renders with the version it pinned (``dal.blobs.indexed``); later batches
-publish new versions without changing the segments an earlier version names.
+tombstone wins). A photo whose decoding fails in a way no refusal names (a library's bug, not
+the file's) is skipped with what happened and logged as an error: the same bytes would fail the
+same way on every delivery, and the batch's other photos must not wait on it. A job renders
+with the version it pinned (``dal.blobs.indexed``); later batches publish new versions without
+changing the segments an earlier version names.
 """
 
 from __future__ import annotations
@@ -89,6 +92,16 @@ class Indexer:
                 photo = index_photo(staged.data)
             except PhotoRefused as exc:
                 outcomes.append(PhotoOutcome(name=name, state="skipped", size=size, reason=str(exc)[:300]))
+                continue
+            except MemoryError:
+                raise  # the process's state, not the photo's: the batch comes back when memory may be free
+            except Exception as exc:  # one photo's unforeseen failure is that photo's, not the batch's
+                # A decoder failing in a way no refusal names yet (as a damaged AVIF once did) would fail
+                # the batch, come back and be poisoned: the other photos never indexed. The same bytes
+                # fail the same way every time, so the photo is skipped with what happened, loudly.
+                log.exception(kv("indexer.photo_failed", library=library, photo=name, request=message.request_id))
+                reason = f"could not be indexed ({type(exc).__name__}: {exc})"[:300]
+                outcomes.append(PhotoOutcome(name=name, state="skipped", size=size, reason=reason))
                 continue
             finally:
                 staged = None  # its bytes not held while the next photo is read
