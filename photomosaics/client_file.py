@@ -25,10 +25,22 @@ def _client_file() -> Path:
 
 
 def load_client(session: Any, base: str) -> None:
-    """The cookies this machine was given by the web app at ``base`` before: the same client id."""
+    """The cookies this machine was given by the web app at ``base`` before: the same client id.
+
+    Each is put in the jar where the app's own ``Set-Cookie`` lands (the request's effective host,
+    path ``/``), so that a new one replaces it. Loaded without a domain, it stayed beside the new
+    one and both were sent, the stale first: once the app's secret changed (its data folder
+    made anew), every request was a new client, and ``submit`` lost its job ("no such job")."""
+    from urllib.parse import urlsplit
+
+    from requests.cookies import create_cookie
+
     try:
         known = json.loads(_client_file().read_text())
-        session.cookies.update(known.get(base, {}))
+        host = (urlsplit(base).hostname or "").lower()
+        host = host if "." in host else f"{host}.local"  # http.cookiejar's effective host: localhost.local
+        for name, value in dict(known.get(base, {})).items():
+            session.cookies.set_cookie(create_cookie(str(name), str(value), domain=host, path="/"))
     except (OSError, ValueError, AttributeError, TypeError):
         pass
 

@@ -323,3 +323,34 @@ def test_a_library_that_lacks_the_photos_colours_is_said_before_the_job(idle_app
     result = run(str(red), "--library", LIBRARY, "--tile-size", "8", "--timeout", "1", "--url", idle_app)
     assert "note: This library lacks some of the photo's colours" in result.output, result.output
     assert result.output.index("note:") < result.output.index("job ")  # said before the job, not after
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_client_id_the_app_no_longer_signs_is_replaced_not_sent_beside_the_new_one(
+    idle_app: str, photo: Path, client_file: Path, host: str
+) -> None:
+    """The app's secret changed (its data folder made anew) and this machine's client file still
+    holds the cookie it signed before: the app gives a new one, and from then on the commands are
+    that one client. Both used to be sent, the stale one first, so each request was a stranger
+    and ``submit`` answered "no such job" for the job it had just made."""
+    import json
+
+    import requests
+
+    from photomosaics.client_file import load_client
+    from webapp.csrf import CSRF_HEADER, CSRF_VALUE
+
+    base = idle_app.replace("127.0.0.1", host)
+    client_file.write_text(json.dumps({base: {"pm_client": "eyJjaWQiOiJvbGQifQ.signed.by-another-secret"}}))
+    session = requests.Session()
+    session.headers[CSRF_HEADER] = CSRF_VALUE
+    load_client(session, base)
+    made = session.post(
+        f"{base}/api/jobs",
+        data={"library": LIBRARY, "tile_size": "8", "tiles_across": "12", "slices": "1"},
+        files={"image": ("photo.png", photo.read_bytes(), "image/png")},
+    )
+    assert made.status_code == 202, made.text
+    followed = session.get(f"{base}/api/jobs/{made.json()['request_id']}")
+    assert followed.status_code == 200, (followed.text, followed.request.headers.get("Cookie"))
+    assert followed.request.headers["Cookie"].count("pm_client=") == 1
