@@ -12,6 +12,7 @@ from PIL import Image
 
 from dal.config import Settings, StorageClients
 from dal.queues.messages import IndexRequestMessage
+from tests.support.indexing import upload
 from workers.indexer.indexer import Indexer
 from workers.services import RoleServices
 
@@ -197,11 +198,7 @@ def test_a_photo_whose_decoding_fails_unforeseen_is_skipped_and_the_batch_goes_o
         return real(data)
 
     monkeypatch.setattr(indexer_module, "index_photo", failing_on_odd)
-    grant = client.post(
-        f"/api/libraries/{library}/uploads", json={"files": [{"name": n, "size": len(d)} for n, d in files.items()]}
-    ).get_json()
-    for item in grant["uploads"]:
-        BlobClient.from_blob_url(item["url"]).upload_blob(files[item["name"]])
+    upload(client, library, files)
     assert client.post(f"/api/libraries/{library}/index").status_code == 202
     services = RoleServices(web_storage, web_settings, "indexer@test")
     (received,) = _drain(services, services.libraries.uri(library))  # handled once, no exception
