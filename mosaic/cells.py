@@ -150,17 +150,6 @@ def level_image(cells: np.ndarray, size: int) -> np.ndarray:
     return np.asarray(Image.fromarray(block).reduce(size))
 
 
-def level_means(image: np.ndarray) -> np.ndarray:
-    """``(cells, 3) uint8``: ``correction.cell_means`` of every cell of a cell image (``SUB``
-    pixels per cell), row by row: its integer sums taken as rows of pixels, not per cell
-    (the same sums, so the same means, at a fraction of the cost)."""
-    wide = image.astype(np.uint16)  # a cell's sum is at most 16 × 255
-    rows = sum(wide[k::SUB] for k in range(1, SUB)) + wide[0::SUB]
-    total = (sum(rows[:, k::SUB] for k in range(1, SUB)) + rows[:, 0::SUB]).reshape(-1, 3)
-    count = SUB * SUB
-    return ((2 * total + count) // (2 * count)).astype(np.uint8)
-
-
 def keep_plan(cells: np.ndarray, sizes: tuple[int, ...], split: int, plan: np.ndarray) -> None:
     """Keep ``plan_cells(cells, sizes, split)`` (``plan``) of a part for its painting (``kept_plan``)."""
     key = _plan_key(cells, sizes, split)

@@ -95,7 +95,7 @@ def _correct_whole(
         return add_shift(out, _shifts(cells, choice, library, tile_size, options))
     which, means, low, high = _placed_colours(choice, library, tile_size)
     spread = library.cached(("tile-spread", tile_size), lambda: luma_spread(library.tiles(tile_size)))[which]
-    targets = cell_means(_sub_cells(cells))
+    targets = cell_means(cells)
     shift, gain = reach(targets, means, low, high, spread, options.correction)
     even_out(targets, means, low, high, spread, options.correction, shift, gain, choice.shape)
     contract(out, gain.reshape(choice.shape), means.reshape((*choice.shape, 3)))
@@ -110,7 +110,7 @@ def _shifts(
     if cell_pixels(tile_size) == 1:
         shift = offsets_rgb(cells.reshape(-1, 3), means, low, high, options.correction)
     else:
-        shift = offsets(cell_means(_sub_cells(cells)), means, low, high, options.correction)
+        shift = offsets(cell_means(cells), means, low, high, options.correction)
     return shift.reshape((*choice.shape, 3))
 
 

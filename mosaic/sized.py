@@ -42,14 +42,13 @@ from .cells import (
     keep_plan,
     kept_plan,
     level_image,
-    level_means,
     origins,
     plan_cells,
     plan_of,
     plan_with_colours,
 )
 from .compose import compose
-from .correction import add_shift, contract, luma_spread, reach, tile_colours
+from .correction import add_shift, cell_means, contract, luma_spread, reach, tile_colours
 from .grid import Grid, cell_image
 from .library import TileLibrary
 from .library_features import (
@@ -141,7 +140,7 @@ def choose_part(
         levels[size] = level
         if size > 1 and FIT_DELTA_E is not None:
             misfit = present & (
-                _far_error(level_means(image), lab, level, present, library, size, tile_size, options) > FIT_DELTA_E
+                _far_error(cell_means(image), lab, level, present, library, size, tile_size, options) > FIT_DELTA_E
             )
             present = present & ~misfit
             below = sizes[sizes.index(size) - 1]
@@ -353,7 +352,7 @@ def _paint_size(
         means, low, high = library.cached(("tile-colours", big), lambda: tile_colours(library.tiles(big)))
         spread = library.cached(("tile-spread", big), lambda: luma_spread(library.tiles(big)))
         which = chosen % len(library)  # a mirror image has its tile's colours
-        targets = level_means(level_image(cells, size))[ri * level_cols + ci]
+        targets = cell_means(level_image(cells, size))[ri * level_cols + ci]
         shift, gain = reach(targets, means[which], low[which], high[which], spread[which], options.correction)
     if size == 1:  # most cells: placed whole as at one size, the larger cells painted over them after
         compose(np.where(present, choice, 0), tiles, out)
