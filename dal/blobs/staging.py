@@ -65,11 +65,14 @@ SAS_CLOCK_SKEW = 5 * 60  # the SAS starts this much earlier: a client clock a li
 MAX_SAFE_NAME = 160
 _DELETE_THREADS = 8
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # how Python decodes a file name's non-UTF-8 bytes
 
 
 def safe_photo_name(name: str) -> str:
     """The flat staged name of an uploaded file's name (see the module docstring); ValueError
-    for a name with nothing in it."""
+    for a name with nothing in it, or with bytes that are not UTF-8 (no name to show or keep)."""
+    if _LONE_SURROGATE.search(str(name)):
+        raise ValueError(f"file name {str(name)[:80]!r} is not valid UTF-8: rename the file")
     text = unicodedata.normalize("NFC", str(name)).replace("\\", "/")
     parts = [p for p in PurePosixPath(text).parts if p not in ("/", ".", "..")]
     if not parts or not "".join(parts).strip():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from dataclasses import replace
@@ -73,11 +74,13 @@ def test_bad_files_are_refused_one_by_one_and_bad_requests_whole(client: Any, ti
             {"name": "huge.jpg", "size": 60 * 2**20},
             {"name": "a.jpg", "size": 10},
             {"name": "a.jpg", "size": 10},
+            {"name": os.fsdecode(b"bad\xffname.jpg"), "size": 10},  # a name that is not UTF-8 on disk
         ],
     )
     assert answer.status_code == 201
     reasons = {r["name"]: r["reason"] for r in answer.get_json()["refused"]}
     assert "zero bytes" in reasons["empty.jpg"] and "50 MiB" in reasons["huge.jpg"] and "twice" in reasons["a.jpg"]
+    assert "not valid UTF-8: rename the file" in reasons[os.fsdecode(b"bad\xffname.jpg")]
     assert [g["name"] for g in answer.get_json()["uploads"]] == ["a.jpg"]
     too_many = [{"name": f"p{i}.jpg", "size": 1} for i in range(501)]
     assert _ask(client, library, too_many).get_json()["error"] == "invalid_field"
