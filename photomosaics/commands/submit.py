@@ -3,6 +3,8 @@
 A plain client of the public API (the same calls the browser makes): POST the photo, follow
 the job's Server-Sent Events (falling back to polling), then stream the result to a file
 (a mosaic too large for a JPEG comes as its Deep Zoom zip and is saved under ``.zip``).
+The photo is streamed from its file, never read whole; a pipe (``submit <(curl ...) -o
+out.jpg``) is read once.
 The session keeps the app's client-id cookie, and this machine's between commands
 (``photomosaics.client_file``): the job is its own, and so are the libraries ``library add``
 made. Any failure prints one clear line and exits 1.
@@ -16,6 +18,8 @@ app has answered, a refused connection (the app restarting) is tried again for a
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -34,6 +38,7 @@ _CSRF = {"X-Requested-With": "photomosaics"}
 _TERMINAL = {"done", "failed"}
 _RETRYABLE = (429, 503)  # over a quota, busy (backpressure) or storage unavailable: nothing was stored
 _DEFAULT_RETRY_AFTER = 5
+UNSIZED_LIMIT = 256 << 20  # a pipe's or device's bytes read into memory, at most (the app's own limit is lower)
 
 
 def _restart_retry() -> Any:
@@ -122,12 +127,51 @@ def _retry_after(response: Any) -> int:
         return _DEFAULT_RETRY_AFTER
 
 
-def _create(api: _Api, image: Path, form: dict[str, str], *, retry_until: float) -> dict[str, Any]:
+class _Photo:
+    """IMAGE as each request sends it. A file is streamed from disk every time, never held whole
+    in memory: one of gigabytes costs the client nothing before the app's 413. A pipe or a device
+    (``submit <(curl ...)``) can be read only once: it is read then, up to ``UNSIZED_LIMIT``."""
+
+    def __init__(self, path: Path) -> None:
+        self.name = path.name
+        self.path = path if path.is_file() else None  # a symlink to a file is a file; a FIFO is not
+        self.data = None if self.path else self._read_once(path)
+
+    @staticmethod
+    def _read_once(path: Path) -> bytes:
+        try:
+            with path.open("rb") as stream:
+                data = stream.read(UNSIZED_LIMIT + 1)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint="IMAGE") from None
+        if len(data) > UNSIZED_LIMIT:
+            raise click.BadParameter(
+                f"{path} is not a file and holds more than {UNSIZED_LIMIT >> 20} MiB: save the photo to a file first",
+                param_hint="IMAGE",
+            )
+        return data
+
+    @contextlib.contextmanager
+    def multipart(self, form: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """``requests`` arguments for a multipart POST of ``form`` and the photo as ``image``,
+        streamed (requests-toolbelt's encoder: requests' own ``files=`` builds the body in memory)."""
+        from requests_toolbelt import MultipartEncoder
+
+        try:
+            stream = self.path.open("rb") if self.path else io.BytesIO(self.data or b"")
+        except OSError as exc:
+            raise click.ClickException(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        with stream:
+            body = MultipartEncoder(fields={**form, "image": (self.name, stream, "application/octet-stream")})
+            yield {"data": body, "headers": {"Content-Type": body.content_type}}
+
+
+def _create(api: _Api, photo: _Photo, form: dict[str, str], *, retry_until: float) -> dict[str, Any]:
     """POST the job; a 429/503 is retried after its Retry-After until ``retry_until``."""
-    data = image.read_bytes()
     attempt = 1
     while True:
-        response = api.call("POST", "/api/jobs", ok=(202, *_RETRYABLE), data=form, files={"image": (image.name, data)})
+        with photo.multipart(form) as body:
+            response = api.call("POST", "/api/jobs", ok=(202, *_RETRYABLE), **body)
         if response.status_code == 202:
             return dict(response.json())
         wait = _retry_after(response)
@@ -271,9 +315,14 @@ def submit(
     """Make a mosaic of IMAGE through the web app's API and save it."""
     started = time.monotonic()
     deadline = started + timeout
+    if output is None and not image.is_file():  # /dev/fd/63-mosaic.jpg cannot be written
+        raise click.BadParameter(f"{image} is not a file: name the mosaic's file with --output", param_hint="IMAGE")
     output = output or image.with_name(f"{image.stem}-mosaic.jpg")
     if not output.parent.is_dir():  # found out now, not after the whole job has run
         raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
+    if not os.access(output.parent, os.W_OK):
+        raise click.BadParameter(f"folder {output.parent} is not writable", param_hint="--output")
+    photo = _Photo(image)
     api = _Api(url, timeout=30.0)
     load_client(api.session, api.base)  # this machine's client: its own libraries (library add) are usable
     form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
@@ -283,8 +332,8 @@ def submit(
         form["correction"] = str(correction)
     if use_every_photo:
         form["use_every_photo"] = "true"
-    _say_reach(api, image, form)
-    created = _create(api, image, form, retry_until=min(deadline, started + retry_for))
+    _say_reach(api, photo, form)
+    created = _create(api, photo, form, retry_until=min(deadline, started + retry_for))
     save_client(api.session, api.base)
     job = api.call("GET", created["status_url"]).json()
     click.echo(
@@ -317,17 +366,11 @@ def submit(
     click.echo(f"saved {output} ({output.stat().st_size:,} bytes) in {time.monotonic() - started:.1f} s", err=True)
 
 
-def _say_reach(api: _Api, image: Path, form: dict[str, str]) -> None:
+def _say_reach(api: _Api, photo: _Photo, form: dict[str, str]) -> None:
     """Before the job: whether the library reaches the photo's colours (``POST /api/plan``), said
     only when it does not. Any other answer is left to the submission, which says it clearly."""
-    fields = {k: v for k, v in form.items() if k != "slices"}
-    response = api.call(
-        "POST",
-        "/api/plan",
-        ok=(200, 400, 404, 405, 413, 415, 422, 429, 503),
-        data=fields,
-        files={"image": (image.name, image.read_bytes())},
-    )
+    with photo.multipart({k: v for k, v in form.items() if k != "slices"}) as body:
+        response = api.call("POST", "/api/plan", ok=(200, 400, 404, 405, 413, 415, 422, 429, 503), **body)
     if response.status_code == 200 and response.json().get("reach", {}).get("warn"):
         click.echo(f"note: {response.json()['reach']['message']}", err=True)
 

@@ -3,6 +3,7 @@ every way it can fail (bad input, unknown library, unreachable app, failed job, 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
@@ -154,6 +155,55 @@ def test_not_an_image_is_refused(idle_app: str, tmp_path: Path) -> None:
     path.write_text("not a picture")
     result = run(str(path), "--library", LIBRARY, "--url", idle_app)
     assert result.exit_code == 1 and "HTTP 415 unsupported_media_type" in result.output
+
+
+def test_a_photo_from_a_pipe_is_read_once_and_makes_the_mosaic(
+    live_app: dict[str, Any], photo: Path, tmp_path: Path
+) -> None:
+    """``submit <(curl ...)``: a pipe can be read once, but the plan and the job both send the photo."""
+    read_end, write_end = os.pipe()
+    data = photo.read_bytes()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(data)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        out = tmp_path / "piped.jpg"
+        result = _twelve_across(Path(f"/dev/fd/{read_end}"), "demo", out, live_app["url"])
+    finally:
+        writer.join(timeout=10)
+        os.close(read_end)
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as made:
+        assert made.size == (96, 64)
+    unread, unwritten = os.pipe()
+    try:
+        unnamed = run(f"/dev/fd/{unread}", "--library", "demo", "--url", live_app["url"])  # /dev/fd/N-mosaic.jpg?
+    finally:
+        os.close(unread)
+        os.close(unwritten)
+    assert unnamed.exit_code == 2 and "is not a file: name the mosaic's file with --output" in unnamed.output
+
+
+def test_a_photo_larger_than_the_app_takes_is_refused_without_being_read_into_memory(
+    idle_app: str, tmp_path: Path
+) -> None:
+    import tracemalloc
+
+    huge = tmp_path / "huge.jpg"
+    with huge.open("wb") as sparse:  # 1 GiB of nothing on disk: the client streams it, the app refuses it
+        sparse.truncate(1 << 30)
+    tracemalloc.start()
+    try:
+        result = run(str(huge), "--library", LIBRARY, "--url", idle_app)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.exit_code == 1 and "HTTP 413 too_large" in result.output
+    assert peak < 64 << 20, f"{peak >> 20} MiB held to send a 1 GiB file"
 
 
 def test_usage_errors_exit_2_before_any_request(tmp_path: Path, photo: Path) -> None:
