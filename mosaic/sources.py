@@ -341,5 +341,6 @@ def fingerprint(files: Iterable[tuple[str, Path]], *, salt: str, code: Iterable[
         digest.update(Path(module).read_bytes())
     for name, path in files:
         stat = path.stat()
-        digest.update(f"\0{name}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+        # surrogateescape: a file name that is not UTF-8 counts by its bytes on disk (it raised)
+        digest.update(f"\0{name}\0{stat.st_size}\0{stat.st_mtime_ns}".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:32]

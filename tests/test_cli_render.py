@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from pathlib import Path
 
@@ -84,6 +85,15 @@ def test_render_with_a_folder_library(target: Path, tiles_dir: Path, tmp_path: P
         # the red square of the target comes out reddish: the mosaic follows the picture
         r, g, b = mosaic.convert("RGB").crop((16, 16, 32, 32)).resize((1, 1), Image.Resampling.BOX).getpixel((0, 0))
         assert r > 120 and g < 110 and b < 110
+
+
+def test_a_photo_whose_name_is_not_utf8_is_a_tile_like_any_other(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
+    (tiles_dir / os.fsdecode(b"caf\xe9.jpg")).write_bytes(_jpeg((90, 160, 200)))  # Latin-1, as old cameras wrote
+    result = run(
+        "render", str(target), "--library", str(tiles_dir), "--tiles-across", "12", "-o", str(tmp_path / "o.png")
+    )
+    assert result.exit_code == 0, result.output  # the library's cache key hashed the name and raised
+    assert "9 in the library" in result.output and (tmp_path / "o.png").is_file()
 
 
 def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
