@@ -26,6 +26,17 @@ def output_format(output: Path) -> str:
     return fmt
 
 
+def check_not_the_photo(photo: Path, output: Path, param_hint: str) -> None:
+    """A usage error when ``output`` is the photo itself (the same file by any path): writing the
+    mosaic there would destroy the photo it is made of."""
+    try:
+        same = output.exists() and output.samefile(photo)
+    except OSError:  # the photo is unreadable or a pipe's name: nothing on disk to lose
+        same = False
+    if same:
+        raise click.BadParameter(f"{output} is the photo itself: choose another file", param_hint=param_hint)
+
+
 def check_fits(output: Path, fmt: str, width: int, height: int) -> None:
     """A usage error when the format cannot hold a mosaic this large (JPEG 65,500 px a side, WebP 16,383)."""
     from mosaic.limits import JPEG_MAX_SIDE, WEBP_MAX_SIDE

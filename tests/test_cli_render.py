@@ -96,6 +96,18 @@ def test_a_photo_whose_name_is_not_utf8_is_a_tile_like_any_other(target: Path, t
     assert "9 in the library" in result.output and (tmp_path / "o.png").is_file()
 
 
+def test_an_output_that_is_the_photo_itself_is_refused_and_the_photo_kept(
+    target: Path, tiles_dir: Path, tmp_path: Path
+) -> None:
+    photo = target.read_bytes()
+    (tmp_path / "link.jpg").symlink_to(target)
+    common = ["render", str(target), "--library", str(tiles_dir), "--tiles-across", "12"]
+    for extra in (["-o", str(target)], ["-o", str(tmp_path / "ok.png"), "-o", str(tmp_path / "link.jpg")]):
+        assert_clean_failure(run(*common, *extra), "is the photo itself: choose another file", "--output")
+    assert_clean_failure(run(*common, "-o", str(tmp_path / "ok.png"), "--tile-map", str(target)), "--tile-map")
+    assert target.read_bytes() == photo and not (tmp_path / "ok.png").exists()
+
+
 def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     """--correction 0 places the library's tiles untouched; --overlay paints the target over them."""
     outputs = {}

@@ -20,7 +20,14 @@ from dal.config import Settings
 from mosaic.limits import MAX_TILE_SIZE
 from mosaic.variety import feasible_distance, tiles_needed
 from photomosaics.render_library import library_for
-from photomosaics.render_outputs import check_fits, check_memory, output_format, write_all, write_tile_map
+from photomosaics.render_outputs import (
+    check_fits,
+    check_memory,
+    check_not_the_photo,
+    output_format,
+    write_all,
+    write_tile_map,
+)
 
 
 def _render_options(
@@ -208,6 +215,8 @@ def render(
     from mosaic.render import render_with_placement
 
     formats = {output: output_format(output) for output in outputs}
+    for output in (*outputs, *([tile_map] if tile_map is not None else [])):
+        check_not_the_photo(target, output, "--tile-map" if output == tile_map else "--output")
     if tile_map is not None and not tile_map.parent.is_dir():
         raise click.BadParameter(f"folder {tile_map.parent} does not exist", param_hint="--tile-map")
     settings = Settings.from_env()

@@ -32,6 +32,7 @@ import click
 
 from mosaic.limits import MAX_TILE_SIZE
 from photomosaics.client_file import load_client, save_client
+from photomosaics.render_outputs import check_not_the_photo
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _CSRF = {"X-Requested-With": "photomosaics"}
@@ -322,6 +323,7 @@ def submit(
         raise click.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
     if not os.access(output.parent, os.W_OK):
         raise click.BadParameter(f"folder {output.parent} is not writable", param_hint="--output")
+    check_not_the_photo(image, output, "--output")
     photo = _Photo(image)
     api = _Api(url, timeout=30.0)
     load_client(api.session, api.base)  # this machine's client: its own libraries (library add) are usable

@@ -277,6 +277,13 @@ def test_a_missing_output_folder_is_refused_before_the_job_runs(photo: Path, tmp
     assert result.exit_code == 2 and "folder" in result.output and "does not exist" in result.output
 
 
+def test_an_output_that_is_the_photo_itself_is_refused_before_the_job(photo: Path) -> None:
+    kept = photo.read_bytes()
+    result = run(str(photo), "--library", LIBRARY, "-o", str(photo))  # no app needed: refused before any request
+    assert result.exit_code == 2 and "is the photo itself: choose another file" in result.output
+    assert photo.read_bytes() == kept
+
+
 def test_a_mosaic_too_large_for_a_jpeg_is_saved_as_its_zip(live_app: dict[str, Any], tmp_path: Path) -> None:
     tall = tmp_path / "tall.png"  # 1 px tiles, one across: a 1 x 66,000 px mosaic, over JPEG's 65,500
     Image.new("RGB", (1, 66_000), (200, 80, 40)).save(tall)
