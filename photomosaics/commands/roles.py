@@ -39,6 +39,9 @@ _grace = click.option(
 )
 
 
+MAX_CONCURRENCY = 64  # messages at once per queue: threads, each holding its message's work
+
+
 def _concurrency(default: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """``--concurrency`` (the most handlers at once per queue) and ``--min-concurrency``.
 
@@ -50,14 +53,14 @@ def _concurrency(default: int) -> Callable[[Callable[..., None]], Callable[..., 
     def decorate(f: Callable[..., None]) -> Callable[..., None]:
         f = click.option(
             "--min-concurrency",
-            type=click.IntRange(min=1),
+            type=click.IntRange(1, MAX_CONCURRENCY),
             default=1,
             show_default=True,
             help="Messages handled at once per queue when it is quiet (elastic lower bound).",
         )(f)
         return click.option(
             "--concurrency",
-            type=click.IntRange(min=1),
+            type=click.IntRange(1, MAX_CONCURRENCY),
             default=default,
             show_default=True,
             help="Most messages handled at once per queue (elastic upper bound).",

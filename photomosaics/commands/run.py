@@ -32,6 +32,8 @@ from pathlib import Path
 
 import click
 
+from photomosaics.commands.counts import PROCESSES_PER_CPU, process_count, usable_cpus
+
 SECRET_KEY_FILE = "secret_key"
 # The operator token of a local run (the Queues page, poison actions) when none is configured.
 OPERATOR_TOKEN_FILE = "operator_token"
@@ -111,7 +113,11 @@ def _announce_when_up(url: str, stop: threading.Event, *, timeout: float = 120.0
     help="Web port; a free one is picked if it is busy (0: always pick).",
 )
 @click.option(
-    "--processors", type=click.IntRange(min=1), default=None, help="ImageProcessor processes [default: CPU count]."
+    "--processors",
+    type=click.IntRange(min=1),
+    default=None,
+    callback=process_count,
+    help=f"ImageProcessor processes, at most {PROCESSES_PER_CPU} per CPU [default: one per CPU].",
 )
 @click.option(
     "--data-dir",
@@ -160,7 +166,7 @@ def run(
     configure_logging(role="run")
     data = (data_dir or Path(Settings.from_env().data_dir)).resolve()
     data.mkdir(parents=True, exist_ok=True)
-    count = processors or os.cpu_count() or 1
+    count = processors or usable_cpus()
     secret_key = read_or_create_secret_key(data)
     chosen = choose_port(host, port)
     if port and chosen != port:

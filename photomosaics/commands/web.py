@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from photomosaics.commands.counts import PROCESSES_PER_CPU, process_count
+
 log = logging.getLogger(__name__)
 
 
@@ -98,7 +100,11 @@ def _multiprocess_metrics() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 in a container).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
 @click.option(
-    "--workers", type=click.IntRange(min=1), default=None, help="Worker processes [default: from gunicorn_conf]."
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    callback=process_count,
+    help=f"Worker processes, at most {PROCESSES_PER_CPU} per CPU [default: from gunicorn_conf].",
 )
 @click.option(
     "--demo-library/--no-demo-library",
