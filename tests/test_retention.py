@@ -57,3 +57,5 @@ def test_one_sweeper_at_a_time(
     done = CliRunner().invoke(main, ["retention", "--retention-days", "7"], catch_exceptions=False)
     assert done.exit_code == 0 and "older than 7 days queued for cleanup" in done.output, done.output
     assert CliRunner().invoke(main, ["retention", "--retention-days", "0"]).exit_code == 2
+    for option in ("--retention-days", "--orphan-grace-minutes"):  # past a datetime's range: an OverflowError
+        assert CliRunner().invoke(main, ["retention", option, "99999999999"]).exit_code == 2

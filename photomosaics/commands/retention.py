@@ -15,11 +15,13 @@ import click
 from dal.operations.retention import DEFAULT_ORPHAN_GRACE, DEFAULT_RETENTION_DAYS
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
 
+MAX_DAYS = 36_500  # a century: a datetime cannot go much further back (10**11 days was an OverflowError)
+
 
 @click.command()
 @click.option(
     "--retention-days",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_DAYS),
     default=DEFAULT_RETENTION_DAYS,
     show_default=True,
     envvar="PHOTOMOSAICS_RETENTION_DAYS",
@@ -27,7 +29,7 @@ from photomosaics.storage import DATA_DIR_OPTION, command_stores
 )
 @click.option(
     "--orphan-grace-minutes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_DAYS * 24 * 60),
     default=int(DEFAULT_ORPHAN_GRACE.total_seconds() // 60),
     show_default=True,
     help="Delete a blob without a job only when it is older than this.",
