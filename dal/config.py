@@ -9,8 +9,7 @@ throttling is answered by waiting, never by spinning or failing over). Tables us
 azure-data-tables' own ``TablesRetryPolicy`` (first retry at once, then
 ``factor * 2**(n-1)``, no jitter): that SDK builds it from keyword arguments and ignores a
 ``retry_policy=``, so the ServerBusy wait does not reach table calls.
-A profile's retries count for every kind of failure: the SDKs' own cap of 3 retries per
-kind (a 5xx answer, a refused or a dropped connection) is raised to the profile's total.
+A profile's retries count for every kind of failure (the SDKs' own cap is 3 per kind).
 Waits between attempts:
 
 - ``worker``: long-running roles. Rides out throttling (503 Server Busy) and brief
@@ -26,6 +25,7 @@ Waits between attempts:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -82,15 +82,24 @@ CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 RetryProfile = Literal["worker", "interactive", "probe"]
 
 
+class SettingsError(ValueError):
+    """A setting out of its type or range: said as one line by the CLI (``photomosaics.cli``)."""
+
+
 def _parse(name: str, raw: str, kind: type) -> int | float | str:
-    """One environment value as the type of the setting's default, or a clear ValueError."""
+    """One environment value as the type of the setting's default, or a clear SettingsError."""
     if kind is str:
         return raw
     try:
         return kind(raw)
     except ValueError:
         noun = "an integer" if kind is int else "a number"
-        raise ValueError(f"{name} must be {noun}, got {raw!r}") from None
+        raise SettingsError(f"{name} must be {noun}, got {raw!r}") from None
+
+
+def within(low: float, high: float | None = None) -> dict[str, tuple[float, float | None]]:
+    """A number's range as field metadata (``Settings.__post_init__``); without: finite, >= 0."""
+    return {"range": (low, high)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,16 +116,16 @@ class Settings:
     # Never in repr (a log line, a traceback's locals): it holds the account key or a SAS.
     connection_string: str | None = field(default=None, repr=False)
     # Queue defaults, used when a queue has no ``poisonthreshold`` / ``defaulttimeout`` metadata.
-    poison_threshold: int = 5
-    visibility_timeout: int = 300
+    poison_threshold: int = field(default=5, metadata=within(1))
+    visibility_timeout: int = field(default=300, metadata=within(1, 7 * 24 * 3600))
     # Listener defaults (see README, "Queue listener").
-    batch_size: int = 16
-    poll_min_interval: float = 0.1
-    poll_max_interval: float = 2.0
+    batch_size: int = field(default=16, metadata=within(1, 32))
+    poll_min_interval: float = field(default=0.1, metadata=within(0.001))
+    poll_max_interval: float = field(default=2.0, metadata=within(0.001))
     # The idle cap when work-detected hints cover the queue (dal.hints.channel): polling is only the safety net.
-    poll_max_hinted_interval: float = 60.0
+    poll_max_hinted_interval: float = field(default=60.0, metadata=within(0.001))
     # How long a listener leases a message (renewed at half-time; a silent death costs at most this).
-    lease_seconds: int = 60
+    lease_seconds: int = field(default=60, metadata=within(1, 7 * 24 * 3600))
     # First wait before a failed message is retried (doubles per delivery, workers.runtime.backoff).
     retry_delay: float = 5.0
     # The controller: a slice response older than this (seconds) no longer holds the stitch claim.
@@ -134,14 +143,14 @@ class Settings:
     # A band PNG up to this many bytes travels inside its SliceRequest (at most 32 KiB: the queue's
     # 64 KiB message limit); bigger ones are blobs. 0: every band a blob, for a rolling upgrade
     # while processors older than the ``band`` field still run (they refuse it).
-    inline_band_bytes: int = 32 * 1024
+    inline_band_bytes: int = field(default=32 * 1024, metadata=within(0, 32 * 1024))
     # Mosaic limits.
-    max_output_pixels: int = DEFAULT_MAX_OUTPUT_PIXELS
-    max_upload_bytes: int = 30 * 1024 * 1024
-    max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS
-    max_slices: int = 64
+    max_output_pixels: int = field(default=DEFAULT_MAX_OUTPUT_PIXELS, metadata=within(1))
+    max_upload_bytes: int = field(default=30 * 1024 * 1024, metadata=within(1))
+    max_input_pixels: int = field(default=DEFAULT_MAX_INPUT_PIXELS, metadata=within(1))
+    max_slices: int = field(default=64, metadata=within(1))
     # Megapixels one web process decodes at once (webapp.decode_budget); beyond: 503 + Retry-After.
-    web_decode_megapixels: int = 100
+    web_decode_megapixels: int = field(default=100, metadata=within(1))
     # Per-client quotas (dal.admission.quotas): unfinished jobs at once, and submissions per clock minute.
     max_unfinished_jobs: int = 3
     submissions_per_minute: int = 10
@@ -170,10 +179,10 @@ class Settings:
     # Server-Sent Event streams (GET /api/jobs/<id>/events) a web process serves at once, per client
     # and in all; each holds a thread, so the total stays below gunicorn's threads (webapp.streams).
     # 2 of 8: four clients each get their streams (a page and a CLI) before the process is full.
-    event_streams_per_client: int = 2
-    event_streams_per_process: int = 8
+    event_streams_per_client: int = field(default=2, metadata=within(1))
+    event_streams_per_process: int = field(default=8, metadata=within(1))
     # Web processes serving one deployment (replicas × workers): above 1 the secret key must be set.
-    web_replicas: int = 1
+    web_replicas: int = field(default=1, metadata=within(1))
     # Backpressure (dal.admission.backpressure): a submission is refused (503 + Retry-After) while the waiting
     # slices would take the processors longer than this to finish at their measured rate; 0: never.
     backpressure_max_wait_seconds: int = 300
@@ -181,13 +190,13 @@ class Settings:
     backlog_cache_seconds: float = 5.0
     # Fair scheduling (dal.queues.lanes): slicerequest lanes; a client's k-th unfinished job goes to lane
     # min(k, lanes - 1) and processors serve lower lanes first. 1: first come, first served.
-    fair_lanes: int = 2
+    fair_lanes: int = field(default=2, metadata=within(1))
     # slicerequest split into this many queues (dal.queues.shards): past ~2,000 messages/s per queue.
-    slice_shards: int = 1
+    slice_shards: int = field(default=1, metadata=within(1))
     # Paired secondary account (dal.availability.failover, dal.operations.syphon): how long a process writes straight to the
     # secondary after a failover, and how often the syphon pings the primary (once a minute).
     failover_stay_seconds: float = 60.0
-    syphon_interval: float = 60.0
+    syphon_interval: float = field(default=60.0, metadata=within(0.001))
     data_dir: str = ".data"
     # Prepended to every queue, container and table name (dal.names): isolates tests and side-by-side runs.
     name_prefix: str = ""
@@ -240,6 +249,20 @@ class Settings:
             "name_prefix": "PHOTOMOSAICS_NAME_PREFIX",
         }
     )
+
+    def __post_init__(self) -> None:
+        """Every number within its range, else a SettingsError naming the setting and its variable
+        (``PHOTOMOSAICS_MAX_SLICES=-1`` or ``nan`` was odd behaviour far from its cause)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            low, high = f.metadata.get("range", (0, None))
+            if not (math.isfinite(value) and value >= low and (high is None or value <= high)):
+                bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+                raise SettingsError(f"{f.name} ({self.ENV[f.name]}) must be {bounds}, got {value!r}")
+        if self.poll_min_interval > self.poll_max_interval:
+            raise SettingsError(f"poll_min_interval ({self.poll_min_interval}) exceeds poll_max_interval")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

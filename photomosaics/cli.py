@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import Mapping
 
 import click
@@ -86,6 +87,17 @@ class LazyGroup(click.Group):
         if not isinstance(command, click.Command):
             raise TypeError(f"{module_name}:{attribute} is not a click command")
         return command
+
+    def invoke(self, ctx: click.Context) -> object:
+        """A setting out of its range (``dal.config.SettingsError``, from the environment) is one
+        line and exit 1 in every command, not a traceback in some."""
+        try:
+            return super().invoke(ctx)
+        except ValueError as exc:
+            config = sys.modules.get("dal.config")  # imported by then if it raised; not imported for --help
+            if config is not None and isinstance(exc, config.SettingsError):
+                raise click.ClickException(str(exc)) from None
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from the summaries, shortened to the width as click shortens a

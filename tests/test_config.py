@@ -6,6 +6,7 @@ import ast
 import base64
 import dataclasses
 import http.server
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,11 +15,14 @@ from typing import ClassVar
 
 import pytest
 from azure.core.exceptions import HttpResponseError
+from click.testing import CliRunner
+from PIL import Image
 
 from dal.availability.health import check_storage
-from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+from dal.config import CONNECTION_STRING_ENV, Settings, SettingsError, StorageClients
 from dal.connection_strings import DEVSTORE_KEY, azurite_connection_string, describe_connection_string
 from dal.errors import StorageConfigurationError
+from photomosaics.cli import main
 from tests.support.faultproxy import faulty_account
 
 
@@ -44,13 +48,48 @@ def test_every_setting_has_one_variable_and_round_trips() -> None:
     assert sorted(Settings.ENV) == sorted(names)
     assert len(set(Settings.ENV.values())) == len(names)
     defaults = Settings()
+    highs = {f.name: f.metadata.get("range", (0, None))[1] for f in dataclasses.fields(Settings)}
     changed = {
-        name: ("x1" if isinstance(value, str) or value is None else value + 2)
+        name: (
+            "x1"
+            if isinstance(value, str) or value is None
+            else value - 2
+            if highs[name] is not None and value + 2 > highs[name]  # at its largest already
+            else value + 2
+        )
         for name, value in dataclasses.asdict(defaults).items()
     }
     env = {Settings.ENV[name]: str(value) for name, value in changed.items()}
     assert dataclasses.asdict(Settings.from_env(env)) == changed
     assert Settings.from_env({name: "" for name in env}) == defaults  # empty means unset
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "said"),
+    [
+        ("PHOTOMOSAICS_MAX_SLICES", "-1", "max_slices (PHOTOMOSAICS_MAX_SLICES) must be at least 1, got -1"),
+        ("PHOTOMOSAICS_BATCH_SIZE", "33", "batch_size (PHOTOMOSAICS_BATCH_SIZE) must be from 1 to 32, got 33"),
+        (
+            "PHOTOMOSAICS_RETRY_DELAY_SECONDS",
+            "nan",
+            "retry_delay (PHOTOMOSAICS_RETRY_DELAY_SECONDS) must be at least 0",
+        ),
+        ("PHOTOMOSAICS_HEDGE_FACTOR", "inf", "hedge_factor (PHOTOMOSAICS_HEDGE_FACTOR) must be at least 0, got inf"),
+        ("PHOTOMOSAICS_POLL_MIN_SECONDS", "5", "poll_min_interval (5.0) exceeds poll_max_interval"),
+        ("PHOTOMOSAICS_MAX_UPLOAD_BYTES", "lots", "PHOTOMOSAICS_MAX_UPLOAD_BYTES must be an integer, got 'lots'"),
+    ],
+)
+def test_a_setting_out_of_its_range_is_one_clear_line_in_every_command(
+    variable: str, raw: str, said: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with pytest.raises(SettingsError, match=re.escape(said)):
+        Settings.from_env({variable: raw})
+    monkeypatch.setenv(variable, raw)
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (8, 8)).save(photo)
+    for command in (["web"], ["queues"], ["render", str(photo), "-l", "demo", "-o", str(tmp_path / "out.jpg")]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 1 and said in result.output and "Traceback" not in result.output, result.output
 
 
 def _settings_reads_outside_config() -> list[str]:
