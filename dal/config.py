@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dal.connection_strings import connection_string_parts, describe_connection_string, expand_connection_string
+from mosaic.errors import PhotoMosaicsError
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 
 if TYPE_CHECKING:  # the SDKs load when a client is first made, not at import (render needs none)
@@ -82,7 +83,7 @@ CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 RetryProfile = Literal["worker", "interactive", "probe"]
 
 
-class SettingsError(ValueError):
+class SettingsError(PhotoMosaicsError, ValueError):
     """A setting out of its type or range: said as one line by the CLI (``photomosaics.cli``)."""
 
 
@@ -176,11 +177,10 @@ class Settings:
     # Proxies in front of the web app whose X-Forwarded-For/-Proto/-Host are trusted (werkzeug's
     # ProxyFix): the client address of the quotas and the scheme of the origin check and cookie.
     trusted_proxies: int = 0
-    # Server-Sent Event streams (GET /api/jobs/<id>/events) a web process serves at once, per client
-    # and in all; each holds a thread, so the total stays below gunicorn's threads (webapp.streams).
-    # 2 of 8: four clients each get their streams (a page and a CLI) before the process is full.
-    event_streams_per_client: int = field(default=2, metadata=within(1))
-    event_streams_per_process: int = field(default=8, metadata=within(1))
+    # Server-Sent Event streams (GET /api/jobs/<id>/events) a web process serves at once, per client and in
+    # all (each holds a thread: webapp.streams); 2 of 8: four clients fill a process. 0: none, clients poll.
+    event_streams_per_client: int = 2
+    event_streams_per_process: int = 8
     # Web processes serving one deployment (replicas × workers): above 1 the secret key must be set.
     web_replicas: int = field(default=1, metadata=within(1))
     # Backpressure (dal.admission.backpressure): a submission is refused (503 + Retry-After) while the waiting
