@@ -18,6 +18,7 @@ import functools
 import io
 import struct
 import warnings
+from pathlib import Path
 from typing import cast
 
 import numpy as np
@@ -265,6 +266,23 @@ def probe_image(data: bytes, *, formats: tuple[str, ...] = DECODER_FORMATS) -> t
         raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
     except DECODE_FAILURES as exc:
         raise ImageDecodeError(f"cannot read image header: {exc}") from exc
+
+
+def check_image_file(path: Path, *, formats: tuple[str, ...] = DECODER_FORMATS) -> None:
+    """Refuse a file no decoder recognises from its header, before its bytes are read: a 4 GB
+    video given as the photo was read whole to learn that. Anything else (a damaged image) is
+    left to ``open_image``, which says what is wrong with it."""
+    with path.open("rb") as stream:
+        head = stream.read(16)
+        stream.seek(0)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # nothing is decoded here
+                Image.open(stream, formats=pillow_formats(head, formats)).close()
+        except UnidentifiedImageError:
+            raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
+        except (Image.DecompressionBombError, *DECODE_FAILURES):
+            pass
 
 
 def _wide_to_grey(image: Image.Image) -> np.ndarray:

@@ -355,6 +355,23 @@ def test_bad_options_are_clear_errors(
     assert not (tmp_path / "o.png").exists()
 
 
+def test_a_huge_file_that_is_no_image_is_refused_from_its_header(tiles_dir: Path, tmp_path: Path) -> None:
+    """A 4 GB video given as the photo was read whole to learn that it is not one."""
+    import tracemalloc
+
+    video = tmp_path / "holiday.jpg"
+    with video.open("wb") as sparse:
+        sparse.truncate(1 << 30)  # 1 GiB of nothing on disk
+    tracemalloc.start()
+    try:
+        result = run("render", str(video), "--library", str(tiles_dir), "-o", str(tmp_path / "o.png"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_clean_failure(result, "holiday.jpg: not an image in an accepted format")
+    assert peak < 64 << 20, f"{peak >> 20} MiB held to refuse a 1 GiB file"
+
+
 def test_slices_are_limited_by_the_setting(
     target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -211,7 +211,7 @@ def render(
     """Render TARGET as a mosaic of library tiles, offline, into each OUTPUT."""
     from dal.config import Settings
     from mosaic.grid import min_slices
-    from mosaic.images import ImageDecodeError, open_image
+    from mosaic.images import ImageDecodeError, check_image_file, open_image
     from mosaic.render import render_with_placement
 
     formats = {output: output_format(output) for output in outputs}
@@ -225,6 +225,8 @@ def render(
             f"at most {settings.max_slices} slices (PHOTOMOSAICS_MAX_SLICES), got {slices}", param_hint="--slices"
         )
     try:
+        if target.is_file():  # a pipe's first bytes cannot be read twice
+            check_image_file(target)
         image = open_image(target.read_bytes(), max_pixels=settings.max_input_pixels)
     except ImageDecodeError as exc:
         raise click.BadParameter(f"{target}: {exc}", param_hint="TARGET") from None
