@@ -187,7 +187,8 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
     done, staged = progress["indexed"] + progress["skipped"], progress["uploaded"]
     click.echo(
         f"library {name}: {progress['indexed']:,} indexed, {progress['skipped']:,} skipped, "
-        f"{progress['groups']:,} groups of near-duplicates ({time.monotonic() - started:.1f} s)"
+        f"{progress['groups']:,} group{'' if progress['groups'] == 1 else 's'} of near-duplicates "
+        f"({time.monotonic() - started:.1f} s)"
     )
     for reason, count in sorted(progress.get("skipped_reasons", {}).items(), key=lambda kv: -kv[1]):
         click.echo(f"  skipped {count:,}: {reason}")
