@@ -18,7 +18,7 @@ project is rooted here and named in this drawing.
      │    └── TileBudgetError (ValueError)    max_uses x library size < cells: no fair assignment
      │         └── CoverError                 mosaic.cover — too few cells to use every photo once
      ├── SettingsError (ValueError)           dal.config — a setting out of its type or range
- ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
+     ├── StorageConfigurationError            dal.errors — wrong key, unknown account, unreachable
      ├── QueueMessageFormatException          dal.errors — a payload that is not a valid message
      ├── ClaimCheckMissingError               dal.errors — a claim-check blob that is gone
      │    └── ClaimCheckRefusedError          a reference to a container other than queuepayloads

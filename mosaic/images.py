@@ -97,6 +97,12 @@ DECODE_FAILURES = (
 )
 
 
+def check_pixels(width: int, height: int, max_pixels: int) -> None:
+    """``ImageDecodeError`` for an image of more than ``max_pixels``, said before decoding it."""
+    if width * height > max_pixels:
+        raise ImageDecodeError(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
+
+
 def open_image(
     data: bytes,
     *,
@@ -122,10 +128,7 @@ def open_image(
             else:
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=pillow_formats(data, formats))
-            if image.width * image.height > max_pixels:
-                raise ImageDecodeError(
-                    f"image of {image.width}x{image.height} pixels is larger than the maximum of {max_pixels:,} pixels"
-                )
+            check_pixels(image.width, image.height, max_pixels)
             if min_size is not None and image.format in ("JPEG", "MPO"):  # MPO: the first picture is a JPEG
                 width, height = min_size
                 if image.getexif().get(_ORIENTATION_TAG) in _SIDEWAYS:

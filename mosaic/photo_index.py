@@ -52,7 +52,7 @@ from PIL import Image
 
 from .decode_gate import DecodeGate
 from .errors import ImageDecodeError, UnknownImageFormat
-from .images import DECODE_FAILURES, DECODER_FORMATS, format_names, open_image, probe_image, to_rgb, to_srgb
+from .images import DECODE_FAILURES, FORMAT_NAMES, check_pixels, open_image, probe_image, to_rgb, to_srgb
 from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
@@ -118,7 +118,7 @@ MAX_HEIF_PIXELS = MAX_PROGRESSIVE_BYTES // _HEIF_BYTES_PER_PIXEL  # 25 MP: with 
 _HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
 _AV1_BRANDS = frozenset({b"avif", b"avis"})
 _HEIF_BRANDS = frozenset({b"mif1", b"msf1"}) | _HEVC_BRANDS | _AV1_BRANDS
-PHOTO_FORMAT_NAMES = format_names(DECODER_FORMATS)  # HEIC and AVIF among them
+PHOTO_FORMAT_NAMES = FORMAT_NAMES  # every format the engine decodes, HEIC and AVIF among them
 _HASH_SIDE = 32
 _FLAT = 1.0  # the largest low-frequency coefficient (grey levels) of a photo with no layout
 _FACE_MIN = 24  # the smallest face searched for, in work pixels (the model's window)
@@ -227,6 +227,15 @@ def _progressive_bytes(data: bytes, max_pixels: int) -> int:
     return frame.coefficient_bytes
 
 
+def _too_heavy_whole(photo: str, codec: str, held: float, most_pixels: int) -> PhotoRefused:
+    """A photo of a codec with no reduced decode, whose whole decode would pass the budget."""
+    return PhotoRefused(
+        f"{photo}: {codec} has no reduced decode, and decoding it would hold about {held / 2**20:,.0f} MiB, "
+        f"more than the {MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({most_pixels / 1e6:.0f} MP); saved as JPEG "
+        "it is decoded in a fraction"
+    )
+
+
 def _decode_avif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     """An AVIF photo decoded whole (libavif has no reduced decode), alone when it is large."""
     from PIL import features
@@ -234,15 +243,10 @@ def _decode_avif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     if not features.check("avif"):  # pragma: no cover - the locked Pillow wheels carry libavif
         raise PhotoRefused("AVIF cannot be decoded here: this Pillow was built without libavif")
     _, width, height = probe_image(data, formats=("AVIF",))
-    if width * height > max_pixels:
-        raise PhotoRefused(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
-    if width * height > MAX_AVIF_PIXELS:
-        raise PhotoRefused(
-            f"an AVIF photo of {width}x{height} pixels: AVIF has no reduced decode, and decoding it would "
-            f"hold about {width * height * _AVIF_BYTES_PER_PIXEL / 2**20:,.0f} MiB, more than the "
-            f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({MAX_AVIF_PIXELS / 1e6:.0f} MP); saved as JPEG it is decoded in a fraction"
-        )
+    check_pixels(width, height, max_pixels)  # ImageDecodeError: refused by decode_photo
     held = width * height * _AVIF_BYTES_PER_PIXEL
+    if width * height > MAX_AVIF_PIXELS:
+        raise _too_heavy_whole(f"an AVIF photo of {width}x{height} pixels", "AVIF", held, MAX_AVIF_PIXELS)
     with _GATE.hold(heavy=held > _ALONE_BYTES):
         return _worked(open_image(data, max_pixels=max_pixels, formats=("AVIF",)), work_side)
 
@@ -253,19 +257,14 @@ def _decode_heif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
 
         image = HeifImageFile(io.BytesIO(data))  # the primary picture; nothing decoded yet
         width, height = image.size
-        if width * height > max_pixels:
-            raise PhotoRefused(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
+        check_pixels(width, height, max_pixels)  # ImageDecodeError: refused by decode_photo
         # pillow-heif's draft picks the smallest embedded thumbnail at least this large that is a
         # scaled copy of the photo (same aspect, rotation, crop and colours), else nothing.
         image.draft("RGB", (HEIF_THUMBNAIL_SIDE, HEIF_THUMBNAIL_SIDE))
         held = 0 if image.size != (width, height) else width * height * _HEIF_BYTES_PER_PIXEL  # no thumbnail taken
         if held > MAX_PROGRESSIVE_BYTES:
-            raise PhotoRefused(
-                f"a HEIF photo of {width}x{height} pixels without a thumbnail to read instead: HEVC has no reduced "
-                f"decode, and decoding it would hold about {held / 2**20:,.0f} MiB, more than the "
-                f"{MAX_PROGRESSIVE_BYTES // 2**20} MiB allowed ({MAX_HEIF_PIXELS / 1e6:.0f} MP); saved as JPEG it is "
-                f"decoded in a fraction"
-            )
+            photo = f"a HEIF photo of {width}x{height} pixels without a thumbnail to read instead"
+            raise _too_heavy_whole(photo, "HEVC", held, MAX_HEIF_PIXELS)
         with _GATE.hold(heavy=held > _ALONE_BYTES):
             image.load()  # the file's own rotation (irot/imir) applied
             # An iPhone's HEIC is Display P3 (an ICC profile); read as sRGB its tiles come out dull. The
