@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import struct
 import warnings
 from pathlib import Path
@@ -103,6 +104,18 @@ def check_pixels(width: int, height: int, max_pixels: int) -> None:
         raise ImageDecodeError(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
 
 
+# Pillow refuses, as it opens the header, an image of more than twice its MAX_IMAGE_PIXELS, in
+# its own words ("Image size (N pixels) exceeds limit of M pixels, could be decompression bomb DOS
+# attack."); a person is told what ``check_pixels`` tells them, with the count it read.
+_PILLOW_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+def _too_many_pixels(exc: Exception, max_pixels: int) -> ImageDecodeError:
+    found = _PILLOW_PIXELS.search(str(exc))
+    size = f"{int(found[1]):,} pixels" if found else "too many pixels"
+    return ImageDecodeError(f"image of {size} is larger than the maximum of {max_pixels:,} pixels")
+
+
 def open_image(
     data: bytes,
     *,
@@ -144,7 +157,9 @@ def open_image(
         raise
     except UnidentifiedImageError:
         raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
-    except (*DECODE_FAILURES, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise _too_many_pixels(exc, max_pixels) from None
+    except DECODE_FAILURES as exc:
         raise ImageDecodeError(f"cannot decode image: {exc}") from exc
 
 
@@ -252,8 +267,12 @@ def probe_size(data: bytes) -> tuple[int, int]:
     return probe_image(data)[1:]
 
 
-def probe_image(data: bytes, *, formats: tuple[str, ...] = DECODER_FORMATS) -> tuple[str, int, int]:
-    """Pillow's format name and the upright (EXIF-oriented) size, from the header alone."""
+def probe_image(
+    data: bytes, *, formats: tuple[str, ...] = DECODER_FORMATS, max_pixels: int | None = None
+) -> tuple[str, int, int]:
+    """Pillow's format name and the upright (EXIF-oriented) size, from the header alone.
+    ``max_pixels``: the caller's budget, named when Pillow refuses the header (past twice its
+    ``MAX_IMAGE_PIXELS``, more than any budget); the size returned is the caller's to check."""
     check_structure(data)
     try:
         with warnings.catch_warnings():
@@ -264,7 +283,7 @@ def probe_image(data: bytes, *, formats: tuple[str, ...] = DECODER_FORMATS) -> t
                     width, height = height, width
                 return str(image.format), width, height
     except Image.DecompressionBombError as exc:
-        raise ImageDecodeError(f"cannot read image header: {exc}") from None
+        raise _too_many_pixels(exc, max_pixels or 2 * (Image.MAX_IMAGE_PIXELS or 0)) from None
     except UnidentifiedImageError:
         raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
     except DECODE_FAILURES as exc:

@@ -200,7 +200,7 @@ def _decode(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
     """A JPEG by libjpeg's reduced decode; a large PNG, WebP, TIFF or GIF by libvips' (which has
     none of its own to offer: ``mosaic.shrink_on_load``); anything else whole, by Pillow."""
     if data[:3] != b"\xff\xd8\xff":  # not a JPEG (whose header open_image reads once): which, and how large
-        image_format, width, height = probe_image(data)
+        image_format, width, height = probe_image(data, max_pixels=max_pixels)
         if image_format in LIBVIPS_FORMATS and max_pixels >= width * height > _ALONE_BYTES // 4:
             scale = min(1.0, _work_scale(min(width, height), max(width, height), work_side))
             if min(width, height) * scale < 16:  # said of the photo, before libvips shrinks it to a sliver
@@ -242,7 +242,7 @@ def _decode_avif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
 
     if not features.check("avif"):  # pragma: no cover - the locked Pillow wheels carry libavif
         raise PhotoRefused("AVIF cannot be decoded here: this Pillow was built without libavif")
-    _, width, height = probe_image(data, formats=("AVIF",))
+    _, width, height = probe_image(data, formats=("AVIF",), max_pixels=max_pixels)
     check_pixels(width, height, max_pixels)  # ImageDecodeError: refused by decode_photo
     held = width * height * _AVIF_BYTES_PER_PIXEL
     if width * height > MAX_AVIF_PIXELS:
