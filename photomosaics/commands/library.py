@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -190,8 +191,12 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         f"{progress['groups']:,} group{'' if progress['groups'] == 1 else 's'} of near-duplicates "
         f"({time.monotonic() - started:.1f} s)"
     )
+    named = _skipped_names(api, name) if progress["skipped"] else {}
     for reason, count in sorted(progress.get("skipped_reasons", {}).items(), key=lambda kv: -kv[1]):
-        click.echo(f"  skipped {count:,}: {reason}")
+        names = named.get(reason, [])
+        more = ", ..." if count > len(names[:_NAMES_PER_REASON]) else ""
+        which = f" ({', '.join(names[:_NAMES_PER_REASON])}{more})" if names else ""
+        click.echo(f"  skipped {count:,}{which}: {reason}")
     if done < staged:
         raise click.ClickException(
             f"{staged - done:,} of {staged:,} photos not indexed yet after {timeout:.0f} s; "
@@ -199,6 +204,19 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
         )
     if missing:
         raise click.ClickException(f"{len(missing):,} photos failed to upload; run the same command again")
+
+
+_NAMES_PER_REASON = 3  # the photos named beside each reason a photo was skipped for
+
+
+def _skipped_names(api: Any, name: str) -> dict[str, list[str]]:
+    """The skipped photos' names by reason, from the first page of them (up to 1,000): which
+    file to look at, not only why."""
+    body = api.call("GET", f"/api/libraries/{name}/photos", params={"state": "skipped", "limit": 1000}).json()
+    names: dict[str, list[str]] = {}
+    for photo in body["photos"]:
+        names.setdefault(photo["reason"], []).append(photo["name"])
+    return names
 
 
 @library.command("remove")

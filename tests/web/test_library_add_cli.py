@@ -117,6 +117,25 @@ def test_add_uploads_straight_to_staging_indexes_and_a_second_run_uploads_nothin
     assert other.exit_code == 1 and f"no tile library called '{name}' (HTTP 404 library_not_found)" in other.output
 
 
+def test_the_photos_the_indexer_refuses_are_named_beside_why(
+    app_url: str, indexer: RoleServices, tmp_path: Path, client_file: Path
+) -> None:
+    """A person with 5 refused photos among 1,000 needs to know which files to look at."""
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "good.jpg").write_bytes(_jpeg(1))
+    for name in ("cut-1.jpg", "cut-2.jpg", "cut-3.jpg", "cut-4.jpg"):
+        (root / name).write_bytes(_jpeg(2)[:400])  # truncated: each the same reason
+    (root / "notes.jpg").write_bytes(b"a text file named like a photo\n")
+    result = run(f"add-{uuid.uuid4().hex[:10]}", str(root), "--url", app_url, "--timeout", "60")
+    assert result.exit_code == 0, result.output
+    assert "1 indexed, 5 skipped" in result.output
+    lines = [line.strip() for line in result.output.splitlines() if line.strip().startswith("skipped ")]
+    assert "skipped 1 (notes.jpg): not an image in an accepted format" in "\n".join(lines), result.output
+    truncated = next(line for line in lines if line.startswith("skipped 4 ("))
+    assert truncated.startswith("skipped 4 (cut-1.jpg, cut-2.jpg, cut-3.jpg, ...): "), truncated
+
+
 def test_a_photo_storage_loses_after_acknowledging_it_is_sent_again(
     web_settings: Settings,
     azurite_connection_string: str,
