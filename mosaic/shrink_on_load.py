@@ -49,14 +49,23 @@ def decode_shrunk(data: bytes, longer: int) -> Image.Image:
             height=max(1, longer),
             size="down",
             export_profile="srgb",  # also 8 bits a band, three (or four with alpha), whatever came in
-            option_string="fail_on=truncated",  # as Pillow: a cut-short file is refused, not padded
+            # As Pillow: a damaged file is refused, not padded. "truncated" is not enough: a TIFF
+            # cut after its header (strips missing) came out with its lower half black.
+            option_string="fail_on=error",
         )
         pixels = np.asarray(image.numpy(), dtype=np.uint8)
     except pyvips.Error as exc:
-        raise ImageDecodeError(f"cannot decode image: {str(exc).splitlines()[0]}") from None
+        raise ImageDecodeError(f"cannot decode image: {_loader_said(str(exc))}") from None
     if pixels.ndim == 2:
         pixels = pixels[:, :, None]
     mode = _MODES.get(pixels.shape[2])
     if mode is None:
         raise ImageDecodeError(f"cannot decode image: {pixels.shape[2]} bands")
     return to_rgb(Image.fromarray(pixels[:, :, 0] if mode == "L" else pixels, mode))
+
+
+def _loader_said(message: str) -> str:
+    """The loader's own line of a libvips error ("unable to call thumbnail_buffer" first, then
+    e.g. "gifload_buffer: Unexpected end of GIF source data"), else its first line."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[1] if len(lines) > 1 else (lines[0] if lines else "libvips failed")

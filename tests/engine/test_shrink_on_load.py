@@ -106,3 +106,25 @@ def test_a_corrupt_large_file_is_a_decode_error() -> None:
         decode_shrunk(data[: len(data) // 2], 480)
     assert probe_image(data)[:1] == ("PNG",)
     assert re.match(r"^\(", str(probe_image(data)[1:]))
+
+
+@pytest.mark.parametrize(
+    ("fmt", "options", "said"),
+    [
+        ("TIFF", {}, "tiff2vips: Read error at scanline"),  # the header first, then the strips: half are missing
+        ("PNG", {"compress_level": 1}, "vipspng: libpng read error"),
+        ("GIF", {}, "gifload_buffer: Unexpected end of GIF source data"),
+    ],
+)
+def test_a_large_photo_cut_short_is_refused_with_the_loaders_words_not_padded(
+    fmt: str, options: dict[str, object], said: str
+) -> None:
+    """An uncompressed TIFF cut after its first half was indexed with its lower half black
+    (libvips' ``fail_on=truncated`` lets a TIFF's missing strips through), and every refusal
+    read "unable to call thumbnail_buffer", libvips' line above the loader's own."""
+    from mosaic.photo_index import PhotoRefused
+
+    picture = _picture() if fmt != "GIF" else _picture().convert("P")
+    data = _encode(picture, fmt, **options)
+    with pytest.raises(PhotoRefused, match=f"^cannot decode image: {re.escape(said)}"):
+        decode_photo(data[: len(data) // 2])
