@@ -13,9 +13,8 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   applies the file's own rotation, its colours brought to sRGB too (an iPhone's Display P3
   profile, or CICP primaries alone: ``mosaic.images.to_srgb``); HEVC has no reduced decode, so the photo's embedded thumbnail
   is decoded instead when it is a scaled copy at least ``HEIF_THUMBNAIL_SIDE`` on both sides
-  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced, up to
-  ``MAX_HEIF_PIXELS``. AVIF (the same
-  container around AV1, which some Android phones and most web exports write) is decoded whole
+  (an iPhone's 320 x 240 is), else the photo is decoded once and reduced, up to ``MAX_HEIF_PIXELS``.
+  AVIF (the same container around AV1, which some Android phones and most web exports write) is decoded whole
   by Pillow's libavif, up to ``MAX_AVIF_PIXELS``. A PNG, WebP, TIFF or GIF over 16 MP is decoded
   small by libvips (``mosaic.shrink_on_load``), a smaller one by Pillow. Anything else is refused
   with the reason (``PhotoRefused``): zero bytes, not an image of ``PHOTO_FORMAT_NAMES``,
@@ -160,6 +159,8 @@ def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = M
             return _decode_heif(data, work_side, max_pixels)
         return _decode(data, work_side, max_pixels)
     except UnknownImageFormat:
+        if brands:  # an AVIF by its container, which libavif cannot read ("BMFF parsing failed")
+            raise PhotoRefused("cannot decode AVIF image: the file is damaged or cut short") from None
         raise PhotoRefused(f"not an image in an accepted format ({PHOTO_FORMAT_NAMES})") from None
     except PhotoRefused:
         raise

@@ -199,6 +199,14 @@ def test_an_avif_photo_is_read_upright_with_its_colours() -> None:
     assert index_photo(data).tile.shape == (64, 64, 3)
 
 
+def test_an_avif_cut_short_is_refused_as_a_damaged_avif_not_as_no_image() -> None:
+    """libavif cannot read its container, so Pillow knows no format for the bytes; the file's
+    brands say AVIF, and that is what the person is told."""
+    data = _avif(_photo(400, 300))
+    with pytest.raises(PhotoRefused, match="^cannot decode AVIF image: the file is damaged or cut short$"):
+        index_photo(data[: len(data) // 2])
+
+
 def test_an_avif_too_large_to_decode_within_the_budget_is_refused_with_why() -> None:
     """libavif has no reduced decode: past ``MAX_AVIF_PIXELS`` the indexer would leave its memory
     budget, so the photo is refused before any pixel is decoded, saying what to do instead."""
