@@ -41,9 +41,11 @@ def png_header_only(width: int, height: int) -> bytes:
 @pytest.fixture
 def stores(web_storage: StorageClients, web_settings: Settings) -> dict[str, Any]:
     prefix = web_settings.name_prefix
+    blobs = BlobStore(web_storage, prefix=prefix)
+    blobs.ensure_containers()  # as a deployment has them: a test does not rely on an earlier one's job
     return {
         "prefix": prefix,
-        "blobs": BlobStore(web_storage, prefix=prefix),
+        "blobs": blobs,
         "jobs": JobStore(web_storage, prefix=prefix),
         "queues": QueueAccessor(web_storage, settings=web_settings, prefix=prefix),
     }
