@@ -54,6 +54,32 @@ def _register_heif() -> None:
     register_heif_opener()  # it applies the file's rotation and leaves EXIF orientation at 1
 
 
+# ISO base media files (the "ftyp" box's brands): HEVC pictures (HEIC) go to pillow-heif, AV1 ones
+# (AVIF) to Pillow's AVIF plugin; a bare "mif1" (HEIF of no declared codec) to pillow-heif, which says why.
+HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
+AV1_BRANDS = frozenset({b"avif", b"avis"})
+HEIF_BRANDS = frozenset({b"mif1", b"msf1"}) | HEVC_BRANDS | AV1_BRANDS
+
+
+def heif_brands(data: bytes) -> frozenset[bytes]:
+    """The HEIF brands among an ISO base media file's major and compatible brands (its ``ftyp``
+    box), else none (not such a file, or another kind of it: an MP4 video)."""
+    if data[4:8] != b"ftyp":
+        return frozenset()
+    end = min(int.from_bytes(data[:4], "big"), len(data), 4096)
+    return frozenset([data[8:12], *(data[at : at + 4] for at in range(16, end - 3, 4))]) & HEIF_BRANDS
+
+
+def _unidentified(data: bytes, formats: tuple[str, ...]) -> ImageDecodeError:
+    """No plugin of ``formats`` knows ``data``. A file whose container says HEIF or AVIF is one
+    its decoder could not read (libavif: "BMFF parsing failed"), not an unknown format."""
+    brands = heif_brands(data)
+    if brands:
+        kind = "AVIF" if brands & AV1_BRANDS and not brands & HEVC_BRANDS else "HEIF"
+        return ImageDecodeError(f"cannot decode {kind} image: the file is damaged or cut short")
+    return UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})")
+
+
 def pillow_formats(data: bytes, formats: tuple[str, ...] = DECODER_FORMATS) -> tuple[str, ...]:
     """``formats`` as ``Image.open`` may be given them for ``data``: pillow-heif's opener (0.2 s to
     import) is registered only when the bytes are an ISO base media file (HEIC, AVIF), and a
@@ -110,9 +136,15 @@ def check_pixels(width: int, height: int, max_pixels: int) -> None:
 _PILLOW_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
-def _too_many_pixels(exc: Exception, max_pixels: int) -> ImageDecodeError:
+def bomb_pixels(exc: Exception) -> int | None:
+    """The pixel count Pillow's refusal (``DecompressionBombError`` or its warning) names."""
     found = _PILLOW_PIXELS.search(str(exc))
-    size = f"{int(found[1]):,} pixels" if found else "too many pixels"
+    return int(found[1]) if found else None
+
+
+def _too_many_pixels(exc: Exception, max_pixels: int) -> ImageDecodeError:
+    pixels = bomb_pixels(exc)
+    size = f"{pixels:,} pixels" if pixels else "too many pixels"
     return ImageDecodeError(f"image of {size} is larger than the maximum of {max_pixels:,} pixels")
 
 
@@ -156,7 +188,7 @@ def open_image(
     except ImageDecodeError:
         raise
     except UnidentifiedImageError:
-        raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
+        raise _unidentified(data, formats) from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise _too_many_pixels(exc, max_pixels) from None
     except DECODE_FAILURES as exc:
@@ -285,7 +317,7 @@ def probe_image(
     except Image.DecompressionBombError as exc:
         raise _too_many_pixels(exc, max_pixels or 2 * (Image.MAX_IMAGE_PIXELS or 0)) from None
     except UnidentifiedImageError:
-        raise UnknownImageFormat(f"not an image in an accepted format ({format_names(formats)})") from None
+        raise _unidentified(data, formats) from None
     except DECODE_FAILURES as exc:
         raise ImageDecodeError(f"cannot read image header: {exc}") from exc
 

@@ -51,7 +51,18 @@ from PIL import Image
 
 from .decode_gate import DecodeGate
 from .errors import ImageDecodeError, UnknownImageFormat
-from .images import DECODE_FAILURES, FORMAT_NAMES, check_pixels, open_image, probe_image, to_rgb, to_srgb
+from .images import (
+    AV1_BRANDS,
+    DECODE_FAILURES,
+    FORMAT_NAMES,
+    HEVC_BRANDS,
+    check_pixels,
+    heif_brands,
+    open_image,
+    probe_image,
+    to_rgb,
+    to_srgb,
+)
 from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
@@ -112,11 +123,6 @@ MAX_AVIF_PIXELS = MAX_PROGRESSIVE_BYTES // _AVIF_BYTES_PER_PIXEL  # 14 MP: a 12 
 # 12 MP, 7.6 at 24 MP. A 48 MP one would take the indexer past its 400 MB.
 _HEIF_BYTES_PER_PIXEL = 8
 MAX_HEIF_PIXELS = MAX_PROGRESSIVE_BYTES // _HEIF_BYTES_PER_PIXEL  # 25 MP: with an iPhone's thumbnail, any size
-# ISO base media files (the "ftyp" box's brands): HEVC pictures go to pillow-heif, AV1 ones to
-# Pillow's AVIF plugin; a bare "mif1" (HEIF of no declared codec) to pillow-heif, which says why.
-_HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
-_AV1_BRANDS = frozenset({b"avif", b"avis"})
-_HEIF_BRANDS = frozenset({b"mif1", b"msf1"}) | _HEVC_BRANDS | _AV1_BRANDS
 PHOTO_FORMAT_NAMES = FORMAT_NAMES  # every format the engine decodes, HEIC and AVIF among them
 _HASH_SIDE = 32
 _FLAT = 1.0  # the largest low-frequency coefficient (grey levels) of a photo with no layout
@@ -138,29 +144,19 @@ class IndexedPhoto:
     work_size: tuple[int, int]  # the decoded (reduced) size
 
 
-def _ftyp_brands(data: bytes) -> frozenset[bytes]:
-    """The major and compatible brands of an ISO base media file's ``ftyp`` box, else none."""
-    if data[4:8] != b"ftyp":
-        return frozenset()
-    end = min(int.from_bytes(data[:4], "big"), len(data), 4096)
-    return frozenset([data[8:12], *(data[at : at + 4] for at in range(16, end - 3, 4))])
-
-
 def decode_photo(data: bytes, *, work_side: int = WORK_SIDE, max_pixels: int = MAX_PHOTO_PIXELS) -> Image.Image:
     """An upright sRGB image whose shorter side is ``work_side`` to 1.25 times it, or an HEIF
     photo's embedded thumbnail (see the module docstring)."""
     if not data:
         raise PhotoRefused("zero bytes: an empty file is not a photo")
-    brands = _ftyp_brands(data) & _HEIF_BRANDS
+    brands = heif_brands(data)  # which decoder: libavif (AVIF) or pillow-heif (HEIC and plain HEIF)
     try:
-        if brands & _AV1_BRANDS and not brands & _HEVC_BRANDS:
+        if brands & AV1_BRANDS and not brands & HEVC_BRANDS:
             return _decode_avif(data, work_side, max_pixels)
         if brands:
             return _decode_heif(data, work_side, max_pixels)
         return _decode(data, work_side, max_pixels)
     except UnknownImageFormat:
-        if brands:  # an AVIF by its container, which libavif cannot read ("BMFF parsing failed")
-            raise PhotoRefused("cannot decode AVIF image: the file is damaged or cut short") from None
         raise PhotoRefused(f"not an image in an accepted format ({PHOTO_FORMAT_NAMES})") from None
     except PhotoRefused:
         raise

@@ -21,7 +21,7 @@ from flask import Flask, request
 from PIL import Image, UnidentifiedImageError
 
 from mosaic.image_structure import ImageStructureError, check_structure
-from mosaic.images import DECODE_FAILURES, FORMAT_NAMES, pillow_formats
+from mosaic.images import DECODE_FAILURES, FORMAT_NAMES, bomb_pixels, heif_brands, pillow_formats
 from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
 
@@ -115,14 +115,20 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
                 image_format = image.format
     except ApiError:
         raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ApiError(413, "too_many_pixels", f"the {what} is too large to decode safely: {exc}") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # Pillow's own limit, past ours
+        pixels = bomb_pixels(exc)
+        size = f"{pixels:,} pixels" if pixels else "more pixels than Pillow decodes"
+        raise ApiError(413, "too_many_pixels", f"the {what} is {size}; the limit is {max_pixels:,}") from None
     except UnidentifiedImageError:
+        if heif_brands(data):  # the container says HEIC or AVIF: its decoder could not read it
+            raise ApiError(
+                400, "corrupt_image", f"the {what} is a HEIF or AVIF file that is damaged or cut short"
+            ) from None
         raise ApiError(
             415, "unsupported_media_type", f"the {what} is not an image in a known format ({_FORMAT_NAMES})"
         ) from None
     except DECODE_FAILURES as exc:
-        raise ApiError(400, "corrupt_image", f"the {what} could not be decoded: {exc}") from None
+        raise ApiError(400, "corrupt_image", f"the {what} could not be decoded: {str(exc).strip()}") from None
     if orientation in _SWAPS_AXES:
         width, height = height, width
     extension, content_type = ALLOWED_FORMATS[image_format]

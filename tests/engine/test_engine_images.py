@@ -258,3 +258,20 @@ def test_a_plain_photo_never_imports_pillow_heif() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_an_avif_cut_in_half_is_a_damaged_avif_and_a_video_is_no_image() -> None:
+    """Both are ISO base media files that no plugin opens: the one whose brands say AVIF is a
+    photo its decoder could not read; an MP4 (brands isom, mp42) is not an image at all."""
+    from mosaic.errors import UnknownImageFormat
+    from mosaic.images import probe_image
+    from tests.support.hostile_images import avif_cut_in_half
+
+    for read in (open_image, probe_image):
+        with pytest.raises(ImageDecodeError) as refused:
+            read(avif_cut_in_half())
+        assert not isinstance(refused.value, UnknownImageFormat)
+        assert str(refused.value) == "cannot decode AVIF image: the file is damaged or cut short"
+    video = b"\0\0\0\x18ftypmp42\0\0\0\0isommp42" + b"\0\0\0\x08free" + bytes(512)
+    with pytest.raises(UnknownImageFormat, match="not an image in an accepted format"):
+        open_image(video)

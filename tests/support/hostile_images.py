@@ -22,9 +22,10 @@ import struct
 import zipfile
 import zlib
 
+import numpy as np
 from PIL import Image
 
-__all__ = ["damaged_avif", "many_strips_tiff", "many_text_png", "padded_jpeg", "tiff_zip"]
+__all__ = ["avif_cut_in_half", "damaged_avif", "many_strips_tiff", "many_text_png", "padded_jpeg", "tiff_zip"]
 
 
 def padded_jpeg(total_bytes: int = 14 * 1024 * 1024, *, marker: int = 0xE1) -> bytes:
@@ -97,6 +98,16 @@ def many_text_png(chunks: int = 100_000) -> bytes:
     ihdr_end = 8 + 8 + 13 + 4  # signature, then IHDR (length, type, 13 bytes, CRC)
     text = b"".join(_chunk(b"tEXt", b"k%d\x00v" % i) for i in range(chunks))
     return png[:ihdr_end] + text + png[ihdr_end:]
+
+
+def avif_cut_in_half() -> bytes:
+    """The first half of a 400 x 300 AVIF photo, as an interrupted copy leaves it: its items lie
+    past the end, so libavif refuses the container itself ("BMFF parsing failed") and Pillow
+    knows no format for the bytes, where ``damaged_avif("cut-short")`` fails only as it decodes."""
+    rng = np.random.default_rng(3)
+    out = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (300, 400, 3), dtype=np.uint8)).save(out, "AVIF", quality=60)
+    return out.getvalue()[: out.tell() // 2]
 
 
 def damaged_avif(how: str = "zeroed") -> bytes:

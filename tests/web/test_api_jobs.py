@@ -249,6 +249,15 @@ def test_rejections_store_and_enqueue_nothing(
     assert client.get("/api/jobs").json["jobs"] == []
 
 
+def test_a_header_past_pillows_own_limit_is_refused_with_its_pixels_and_ours(client: Any) -> None:
+    """Pillow refuses 400 MP as it reads the header, in its words ("could be decompression bomb
+    DOS attack"); the client is told the photo's pixels and the app's limit, as below that."""
+    limit = client.application.config["SETTINGS"].max_input_pixels
+    response = submit(client, image=png_header_only(20_000, 20_000))
+    assert response.status_code == 413, response.json
+    assert response.json["detail"] == f"the photo is 400,000,000 pixels; the limit is {limit:,}"
+
+
 def test_exif_rotation_is_planned_upright(client: Any) -> None:
     image = Image.new("RGB", (80, 40), (10, 200, 30))
     exif = Image.Exif()

@@ -13,7 +13,14 @@ from typing import Any
 
 from dal.blobs.libraries import LibraryStore
 from dal.config import Settings, StorageClients
-from tests.support.hostile_images import damaged_avif, many_strips_tiff, many_text_png, padded_jpeg, tiff_zip
+from tests.support.hostile_images import (
+    avif_cut_in_half,
+    damaged_avif,
+    many_strips_tiff,
+    many_text_png,
+    padded_jpeg,
+    tiff_zip,
+)
 from tests.web.conftest import submit
 from webapp.decode_budget import DECODES
 
@@ -34,11 +41,15 @@ def test_a_tiff_of_a_million_strips_is_refused_as_a_photo(client: Any) -> None:
 
 
 def test_a_damaged_avif_photo_is_a_client_error_not_a_server_error(client: Any) -> None:
-    """libavif's failures are RuntimeErrors, which the decoder once let through as a 500."""
-    for how in ("zeroed", "inverted"):
-        answer = submit(client, image=damaged_avif(how), filename="damaged.avif")
+    """libavif's failures are RuntimeErrors, which the decoder once let through as a 500; an
+    AVIF cut short was 415 "not an image in a known format" (libavif cannot read its container)."""
+    damaged = {how: damaged_avif(how) for how in ("zeroed", "inverted", "cut-short")} | {
+        "cut-in-half": avif_cut_in_half()
+    }
+    for how, data in damaged.items():
+        answer = submit(client, image=data, filename="damaged.avif")
         assert 400 <= answer.status_code < 500, (how, answer.status_code, answer.get_data(as_text=True)[:300])
-        assert answer.get_json()["error"] == "corrupt_image", answer.get_json()
+        assert answer.get_json()["error"] == "corrupt_image", (how, answer.get_json())
     assert client.get("/api/jobs").get_json()["jobs"] == []
 
 
