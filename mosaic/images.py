@@ -136,6 +136,14 @@ def check_pixels(width: int, height: int, max_pixels: int) -> None:
 _PILLOW_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
+def decoder_said(exc: BaseException) -> str:
+    """A decoder's failure as a person reads it: a file that ends before its image does (Pillow:
+    "image file is truncated (15 bytes not processed)", "Truncated File Read") says so in plain
+    words; anything else is the decoder's message."""
+    said = str(exc).strip() or type(exc).__name__
+    return "the file is cut short: damaged, or not copied whole" if "truncated" in said.lower() else said
+
+
 def bomb_pixels(exc: Exception) -> int | None:
     """The pixel count Pillow's refusal (``DecompressionBombError`` or its warning) names."""
     found = _PILLOW_PIXELS.search(str(exc))
@@ -192,7 +200,7 @@ def open_image(
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise _too_many_pixels(exc, max_pixels) from None
     except DECODE_FAILURES as exc:
-        raise ImageDecodeError(f"cannot decode image: {exc}") from exc
+        raise ImageDecodeError(f"cannot decode image: {decoder_said(exc)}") from exc
 
 
 def _header_orientation(image: Image.Image) -> object:
@@ -319,7 +327,7 @@ def probe_image(
     except UnidentifiedImageError:
         raise _unidentified(data, formats) from None
     except DECODE_FAILURES as exc:
-        raise ImageDecodeError(f"cannot read image header: {exc}") from exc
+        raise ImageDecodeError(f"cannot read image header: {decoder_said(exc)}") from exc
 
 
 def check_image_file(path: Path, *, formats: tuple[str, ...] = DECODER_FORMATS) -> None:

@@ -21,7 +21,7 @@ from flask import Flask, request
 from PIL import Image, UnidentifiedImageError
 
 from mosaic.image_structure import ImageStructureError, check_structure
-from mosaic.images import DECODE_FAILURES, FORMAT_NAMES, bomb_pixels, heif_brands, pillow_formats
+from mosaic.images import DECODE_FAILURES, FORMAT_NAMES, bomb_pixels, decoder_said, heif_brands, pillow_formats
 from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
 
@@ -128,7 +128,7 @@ def validate_image(data: bytes, *, max_bytes: int, max_pixels: int, what: str = 
             415, "unsupported_media_type", f"the {what} is not an image in a known format ({_FORMAT_NAMES})"
         ) from None
     except DECODE_FAILURES as exc:
-        raise ApiError(400, "corrupt_image", f"the {what} could not be decoded: {str(exc).strip()}") from None
+        raise ApiError(400, "corrupt_image", f"the {what} could not be decoded: {decoder_said(exc)}") from None
     if orientation in _SWAPS_AXES:
         width, height = height, width
     extension, content_type = ALLOWED_FORMATS[image_format]

@@ -379,7 +379,7 @@ def _png_bomb() -> bytes:
     [
         (b"", "zero bytes"),
         (b"just some text, not a photo at all\n" * 10, "not an image"),
-        (_jpeg(_photo(800, 600))[:5000], "cannot decode"),
+        (_jpeg(_photo(800, 600))[:5000], "^cannot decode image: the file is cut short: damaged, or not copied whole$"),
         (_png_bomb(), "larger than the maximum"),
         (padded_jpeg(2 * 1024 * 1024), "segments"),
         (b"\0\0\0\x18ftypheic" + b"\0" * 64, "cannot decode HEIF"),

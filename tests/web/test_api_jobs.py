@@ -258,6 +258,15 @@ def test_a_header_past_pillows_own_limit_is_refused_with_its_pixels_and_ours(cli
     assert response.json["detail"] == f"the photo is 400,000,000 pixels; the limit is {limit:,}"
 
 
+def test_a_photo_cut_short_is_told_so_in_plain_words(client: Any) -> None:
+    """Not Pillow's "image file is truncated (60 bytes not processed)"."""
+    response = submit(client, image=png_bytes(64, 48)[:-60])
+    assert response.status_code == 400, response.json
+    assert (
+        response.json["detail"] == "the photo could not be decoded: the file is cut short: damaged, or not copied whole"
+    )
+
+
 def test_exif_rotation_is_planned_upright(client: Any) -> None:
     image = Image.new("RGB", (80, 40), (10, 200, 30))
     exif = Image.Exif()
