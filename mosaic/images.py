@@ -130,18 +130,18 @@ def check_pixels(width: int, height: int, max_pixels: int) -> None:
         raise ImageDecodeError(f"image of {width}x{height} pixels is larger than the maximum of {max_pixels:,} pixels")
 
 
-# Pillow refuses, as it opens the header, an image of more than twice its MAX_IMAGE_PIXELS, in
-# its own words ("Image size (N pixels) exceeds limit of M pixels, could be decompression bomb DOS
-# attack."); a person is told what ``check_pixels`` tells them, with the count it read.
-_PILLOW_PIXELS = re.compile(r"\((\d+) pixels\)")
-
-
 def decoder_said(exc: BaseException) -> str:
     """A decoder's failure as a person reads it: a file that ends before its image does (Pillow:
     "image file is truncated (15 bytes not processed)", "Truncated File Read") says so in plain
     words; anything else is the decoder's message."""
     said = str(exc).strip() or type(exc).__name__
     return "the file is cut short: damaged, or not copied whole" if "truncated" in said.lower() else said
+
+
+# Pillow refuses, as it opens the header, an image of more than twice its MAX_IMAGE_PIXELS, in
+# its own words ("Image size (N pixels) exceeds limit of M pixels, could be decompression bomb DOS
+# attack."); a person is told what ``check_pixels`` tells them, with the count it read.
+_PILLOW_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
 def bomb_pixels(exc: Exception) -> int | None:
