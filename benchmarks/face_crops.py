@@ -35,7 +35,7 @@ class FaceResult:
 def _astronaut() -> tuple[Image.Image, tuple[int, int, int, int]]:
     from skimage import data
 
-    from mosaic.photo_index import detect_faces
+    from mosaic.subject_crop import detect_faces
 
     image = Image.fromarray(data.astronaut())
     faces = detect_faces(image)

@@ -30,6 +30,7 @@ from .errors import ImageDecodeError, LibraryFormatError, NoUsableImageError
 from .images import DECODE_FAILURES, open_image, probe_size
 from .limits import MAX_TILE_SIZE
 from .signatures import SUB
+from .subject_crop import SEARCH_SIDE, subject_square
 
 ATLAS_SIZE = MAX_TILE_SIZE  # tiles are stored at the largest tile size
 FORMAT = "photomosaics-tile-library"
@@ -210,9 +211,9 @@ def _box_tiles(tiles: np.ndarray, size: int) -> np.ndarray:
 
 
 def square_tile(image: Image.Image, size: int = ATLAS_SIZE) -> np.ndarray:
-    """Centre-crop to a square (never squash) and resize with Lanczos: ``(size, size, 3) uint8``."""
-    side = min(image.width, image.height)
-    left, top = (image.width - side) // 2, (image.height - side) // 2
+    """Cut the photo's square (never squash; its faces kept, else its detail:
+    ``mosaic.subject_crop``, as the indexer cuts it) and resize with Lanczos: ``(size, size, 3) uint8``."""
+    left, top, side = subject_square(image)
     square = image.crop((left, top, left + side, top + side))
     return np.asarray(square.resize((size, size), Image.Resampling.LANCZOS, reducing_gap=3.0), np.uint8)
 
@@ -238,7 +239,8 @@ def build_library(
         try:
             held = nullcontext() if admit is None else admit(_header_pixels(data))
             with held:
-                tiles.append(square_tile(open_image(data, min_size=(ATLAS_SIZE * 2, ATLAS_SIZE * 2))))
+                # Decoded (a JPEG reduced) to where a face is found, as the indexer decodes a photo.
+                tiles.append(square_tile(open_image(data, min_size=(SEARCH_SIDE, SEARCH_SIDE))))
             names.append(name)
         except ImageDecodeError as exc:
             skipped.append((name, str(exc)))

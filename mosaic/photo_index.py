@@ -20,15 +20,8 @@ What the indexer (``workers.indexer``) does to every photo a person uploads, as 
   with the reason (``PhotoRefused``): zero bytes, not an image of ``PHOTO_FORMAT_NAMES``,
   truncated, a bomb, over the pixel budget, a progressive JPEG whose decoding would hold more
   than ``MAX_PROGRESSIVE_BYTES`` (``mosaic.jpeg_memory``).
-- ``square_box``: the square the tile is cut from. Faces found by OpenCV's cascade detector
-  are kept: the square holds the box around every face when it can, else the largest face; with
-  no face the square goes where the edges are (a gradient-energy measure), the centre winning
-  ties. The model is the LBP frontal-face cascade of Puttemans, Ergun and Goedemé (VISAPP 2017,
-  ``models/lbpcascade_frontalface_improved.xml``, BSD licence in its header, from OpenCV's
-  data): on the libraries benchmark's photos it costs a twentieth of the Haar cascade inside the
-  wheel at the same size, and it saw no face in their grain, where the Haar cascade saw one in 5
-  of 10. Its window is 45 px: at ``WORK_SIDE`` it finds faces from an eighth of the shorter side
-  up; a smaller face is a few pixels of a 64 px tile, and the edge measure places the square.
+- the square the tile is cut from: ``mosaic.subject_crop.square_box`` on the work image (the faces
+  kept, else the detail), as every library's tiles are cut.
 - ``perceptual_hash``: a 64-bit DCT hash (the pHash construction: 32 × 32 grey, the 8 × 8
   lowest frequencies against their median), so burst shots and the same scene twice are a few
   bits apart, followed by the photo's mean colour in CIELAB (3 bytes): a layout hash alone
@@ -43,8 +36,6 @@ import functools
 import io
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -67,6 +58,7 @@ from .jpeg_memory import progressive_frame
 from .library import ATLAS_SIZE
 from .shrink_on_load import LIBVIPS_FORMATS, decode_shrunk
 from .signatures import srgb_to_lab
+from .subject_crop import SEARCH_SIDE, detect_faces, square_box
 
 __all__ = [
     "HEIF_THUMBNAIL_SIDE",
@@ -81,16 +73,14 @@ __all__ = [
     "PhotoRefused",
     "colour_distance",
     "decode_photo",
-    "detect_faces",
     "hamming",
     "index_photo",
     "perceptual_hash",
-    "square_box",
 ]
 
 # The shorter side the crop, the face search and the hash work at: 360 lets libjpeg decode a
 # 12 MP phone photo (3024 px high) at 1/8 of its size, the cheapest reduced decode.
-WORK_SIDE = 360
+WORK_SIDE = SEARCH_SIDE  # 360: the faces are searched on the work image as it is
 _WORK_SLACK = 1.25  # a reduced decode up to this much larger is worked at as it is
 # The longest side worked at. A panorama of up to 11:1 keeps its 360 px height; a longer sliver
 # is shrunk further (the square is a small part of it anyway), so neither the face search (whose
@@ -126,9 +116,6 @@ MAX_HEIF_PIXELS = MAX_PROGRESSIVE_BYTES // _HEIF_BYTES_PER_PIXEL  # 25 MP: with 
 PHOTO_FORMAT_NAMES = FORMAT_NAMES  # every format the engine decodes, HEIC and AVIF among them
 _HASH_SIDE = 32
 _FLAT = 1.0  # the largest low-frequency coefficient (grey levels) of a photo with no layout
-_FACE_MIN = 24  # the smallest face searched for, in work pixels (the model's window)
-_FACE_SCALE_STEP = 1.25  # between the sizes searched; 1.1 found no more faces here, at twice the CPU
-_FACE_MODEL = Path(__file__).with_name("models") / "lbpcascade_frontalface_improved.xml"
 
 
 class PhotoRefused(ImageDecodeError):
@@ -272,72 +259,6 @@ def _decode_heif(data: bytes, work_side: int, max_pixels: int) -> Image.Image:
         raise
     except DECODE_FAILURES as exc:
         raise PhotoRefused(f"cannot decode HEIF image: {exc}") from None
-
-
-@functools.cache
-def _face_cascade() -> Any:
-    import cv2
-
-    # One thread: the indexer scales by processes, and OpenCV's thread pool only added CPU time.
-    cv2.setNumThreads(1)
-    cascade = cv2.CascadeClassifier(str(_FACE_MODEL))
-    if cascade.empty():  # pragma: no cover - the package ships it
-        raise RuntimeError(f"the face model {_FACE_MODEL} is missing or unreadable")
-    return cascade
-
-
-def detect_faces(image: Image.Image) -> list[tuple[int, int, int, int]]:
-    """Face boxes ``(x, y, w, h)`` in the image's pixels, largest first."""
-    # No histogram equalisation: local binary patterns compare neighbours, so a monotonic
-    # change of brightness or contrast does not change them.
-    grey = np.ascontiguousarray(np.asarray(image.convert("L")))
-    found = _face_cascade().detectMultiScale(
-        grey, scaleFactor=_FACE_SCALE_STEP, minNeighbors=3, minSize=(_FACE_MIN, _FACE_MIN)
-    )
-    boxes = [(int(x), int(y), int(w), int(h)) for x, y, w, h in (found if len(found) else [])]
-    return sorted(boxes, key=lambda b: -b[2] * b[3])
-
-
-def _fit(low: int, high: int, side: int, length: int) -> int | None:
-    """The start of a window of ``side`` in ``[0, length)`` holding ``[low, high)``, centred on it; None
-    when it cannot hold it."""
-    if high - low > side:
-        return None
-    centre = (low + high) / 2
-    return int(min(max(round(centre - side / 2), 0), length - side))
-
-
-def square_box(image: Image.Image, faces: list[tuple[int, int, int, int]]) -> tuple[int, int, int]:
-    """``(left, top, side)`` of the square to keep (see the module docstring)."""
-    width, height = image.size
-    side = min(width, height)
-    length = max(width, height)
-    along_x = width > height
-    if length == side:
-        return 0, 0, side
-    start: int | None = None
-    if faces:
-        lows = [x if along_x else y for x, y, w, h in faces]
-        highs = [(x + w) if along_x else (y + h) for x, y, w, h in faces]
-        start = _fit(min(lows), max(highs), side, length)
-        if start is None:  # every face cannot fit: the largest one (faces are largest first)
-            start = _fit(lows[0], highs[0], side, length)
-    if start is None:
-        start = _energy_start(image, side, along_x)
-    return (start, 0, side) if along_x else (0, start, side)
-
-
-def _energy_start(image: Image.Image, side: int, along_x: bool) -> int:
-    """Where a window of ``side`` holds the most edge energy along the long axis (centre on ties)."""
-    grey = np.asarray(image.convert("L"), dtype=np.float32)
-    energy = np.abs(np.diff(grey, axis=0))[:, :-1] + np.abs(np.diff(grey, axis=1))[:-1, :]
-    profile = energy.sum(axis=0 if along_x else 1)
-    profile = np.concatenate([profile, [0.0]])
-    sums = np.convolve(profile, np.ones(side, dtype=np.float64), mode="valid")
-    positions = np.arange(len(sums))
-    centre = (len(sums) - 1) / 2
-    prior = 1.0 - 0.15 * np.abs(positions - centre) / max(1.0, centre)  # a mild preference for the centre
-    return int(np.argmax(sums * prior))
 
 
 @functools.cache

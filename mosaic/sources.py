@@ -35,7 +35,7 @@ from typing import IO
 
 from PIL import Image
 
-from . import images, library, signatures
+from . import images, library, signatures, subject_crop
 from .errors import NoUsableImageError, SourceLimitError, TileSourceError
 from .library import FORMAT_VERSION, TileLibrary, build_library
 
@@ -328,7 +328,7 @@ def build_library_from(
 
 
 # The code a library's tiles depend on besides the photos: decoding, cropping, signatures.
-BUILDER_MODULES = (images.__file__, library.__file__, signatures.__file__)
+BUILDER_MODULES = (images.__file__, library.__file__, signatures.__file__, subject_crop.__file__)
 
 
 def fingerprint(files: Iterable[tuple[str, Path]], *, salt: str, code: Iterable[str] = ()) -> str:

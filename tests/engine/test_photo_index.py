@@ -23,12 +23,11 @@ from mosaic.photo_index import (
     PhotoRefused,
     colour_distance,
     decode_photo,
-    detect_faces,
     hamming,
     index_photo,
     perceptual_hash,
-    square_box,
 )
+from mosaic.subject_crop import detect_faces, square_box
 from tests.support.hostile_images import padded_jpeg
 
 skimage_data = pytest.importorskip("skimage.data")

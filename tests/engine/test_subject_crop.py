@@ -1,0 +1,77 @@
+"""Every library cuts its tiles' squares as the indexer does (``mosaic.subject_crop``): a folder
+given to ``render -l``, ``library create`` or ``POST /api/libraries`` keeps a portrait's face
+where the centre crop cut it off, and a square photo's tile is the same bytes as before."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mosaic.library import ATLAS_SIZE, build_library
+from mosaic.subject_crop import detect_faces, subject_square
+
+skimage_data = pytest.importorskip("skimage.data")
+
+
+def _jpeg(pixels: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=95)
+    return out.getvalue()
+
+
+def _portrait_with_the_face_at_the_bottom(scale: int = 1) -> tuple[Image.Image, tuple[int, int, int, int]]:
+    """The astronaut at the foot of a 512 x 1400 portrait of flat grain, and her face box there."""
+    astronaut = Image.fromarray(skimage_data.astronaut())
+    x, y, w, h = detect_faces(astronaut)[0]
+    canvas = np.random.default_rng(1).integers(100, 140, (1400, 512, 3), dtype=np.uint8)
+    canvas[-512:] = np.asarray(astronaut)
+    image = Image.fromarray(canvas)
+    if scale != 1:
+        image = image.resize((512 * scale, 1400 * scale), Image.Resampling.LANCZOS)
+    top = 1400 - 512
+    return image, (x * scale, (top + y) * scale, w * scale, h * scale)
+
+
+@pytest.mark.parametrize("scale", [1, 4])
+def test_the_square_holds_the_face_the_centre_crop_cuts_off(scale: int) -> None:
+    """At 4x (2,048 x 5,600 px) the faces are searched on a copy of 360 px across, and the
+    square found there is placed on the photo."""
+    image, (x, y, w, h) = _portrait_with_the_face_at_the_bottom(scale)
+    left, top, side = subject_square(image)
+    assert (left, side) == (0, image.width)
+    assert top <= y and y + h <= top + side, (top, side, (x, y, w, h))
+    centre = (image.height - side) // 2
+    assert not (centre <= y and y + h <= centre + side), "the centre crop keeps the face: the test shows nothing"
+
+
+def test_a_folder_librarys_tile_is_the_photos_face_not_its_centre() -> None:
+    image, _ = _portrait_with_the_face_at_the_bottom()
+    library, skipped = build_library([("portrait.jpg", _jpeg(np.asarray(image)))])
+    assert not skipped
+    tile = library.tiles(ATLAS_SIZE)[0].astype(np.float64)
+
+    def cut(top: int) -> np.ndarray:
+        square = image.crop((0, top, 512, top + 512)).resize((ATLAS_SIZE, ATLAS_SIZE), Image.Resampling.LANCZOS)
+        return np.asarray(square, dtype=np.float64)
+
+    face_square = np.abs(tile - cut(subject_square(image)[1])).mean()  # the square that holds the face
+    centre_square = np.abs(tile - cut((1400 - 512) // 2)).mean()
+    assert face_square < 5 and centre_square > 40, (face_square, centre_square)
+
+
+def test_a_square_photos_tile_is_its_whole_picture_as_before() -> None:
+    """The demo library's photos are square: their tiles (and so every mosaic made with them)
+    are the same bytes as with the centre crop, which cut nothing from them either."""
+    astronaut = skimage_data.astronaut()
+    library, _ = build_library([("astronaut.png", _png(astronaut))])
+    whole = Image.fromarray(astronaut).resize((ATLAS_SIZE, ATLAS_SIZE), Image.Resampling.LANCZOS, reducing_gap=3.0)
+    assert np.array_equal(library.tiles(ATLAS_SIZE)[0], np.asarray(whole))
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "PNG")
+    return out.getvalue()
