@@ -8,7 +8,9 @@ long axis (the first or last quarter: where a centre crop cuts), anywhere across
 goes through ``mosaic.photo_index.index_photo`` as JPEG bytes, as the indexer gets them, and
 the known box, in the reduced image's pixels, is checked against the square it kept and
 against the centre square. A square can always hold the face here (the face is shorter than
-the short side), so every photo counts.
+the short side), so every photo counts. The same photos are also cut as a library built in one
+go cuts them (``mosaic.library.build_library``: ``render -l``, ``library create``): decoded to
+``SEARCH_SIDE`` and squared by ``mosaic.subject_crop.subject_square``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ TOLERANCE = 2  # pixels of the reduced image: rounding of the scale
 class FaceResult:
     photos: int
     kept: int  # the indexer's square holds the whole face box
+    library_kept: int  # so does the square of a library built in one go (build_library)
     centre: int  # the centre square would have
     detected: int  # photos where OpenCV found at least one face
 
@@ -87,14 +90,16 @@ def _holds(square: tuple[int, int, int], face: tuple[float, ...]) -> bool:
 
 
 def measure(count: int = 60) -> FaceResult:
+    from mosaic.images import open_image
     from mosaic.photo_index import index_photo
+    from mosaic.subject_crop import SEARCH_SIDE, subject_square
 
     astronaut, box = _astronaut()
     x, y, w, h = box
     margin = w // 3  # some hair, neck and background around the face, as in a photo
     head = astronaut.crop((max(0, x - margin), max(0, y - margin), min(512, x + w + margin), min(512, y + h + margin)))
     box = (x - max(0, x - margin), y - max(0, y - margin), w, h)
-    kept = centre = detected = 0
+    kept = centre = detected = library_kept = 0
     for number in range(count):
         data, face, short = _case(number, head, box)
         indexed = index_photo(data)
@@ -105,4 +110,7 @@ def measure(count: int = 60) -> FaceResult:
         side = min(work_w, work_h)
         centre += _holds(((work_w - side) // 2, (work_h - side) // 2, side), scaled)
         detected += indexed.faces > 0
-    return FaceResult(photos=count, kept=kept, centre=centre, detected=detected)
+        image = open_image(data, min_size=(SEARCH_SIDE, SEARCH_SIDE))  # as build_library decodes it
+        s = min(image.size) / short
+        library_kept += _holds(subject_square(image), tuple(v * s for v in face))
+    return FaceResult(photos=count, kept=kept, centre=centre, detected=detected, library_kept=library_kept)

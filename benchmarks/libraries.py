@@ -353,7 +353,8 @@ def report(result: dict[str, Any], faces: Any, every: dict[str, Any] | None) -> 
     if faces is not None:
         print(
             f"| faces near an edge: tile holds the whole face ({faces.photos} photos; OpenCV found a face in "
-            f"{faces.detected}) | {faces.kept / faces.photos:.0%} (centre crop {faces.centre / faces.photos:.0%}) | "
+            f"{faces.detected}) | {faces.kept / faces.photos:.0%} (centre crop {faces.centre / faces.photos:.0%}; "
+            f"a library built in one go, `render -l`: {faces.library_kept / faces.photos:.0%}) | "
             f">= {GOALS['faces']:.0%} | {verdict(faces.kept / faces.photos >= GOALS['faces'])} |"
         )
     if every is not None:
