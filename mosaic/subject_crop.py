@@ -21,7 +21,7 @@ the edge of a portrait is not cut off by a centre crop anywhere.
 
 from __future__ import annotations
 
-import functools
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +36,23 @@ _FACE_SCALE_STEP = 1.25  # between the sizes searched; 1.1 found no more faces h
 _FACE_MODEL = Path(__file__).with_name("models") / "lbpcascade_frontalface_improved.xml"
 
 
-@functools.cache
-def _face_cascade() -> Any:
-    import cv2
+_THREAD = threading.local()
 
-    # One thread: the indexer scales by processes, and OpenCV's thread pool only added CPU time.
-    cv2.setNumThreads(1)
-    cascade = cv2.CascadeClassifier(str(_FACE_MODEL))
-    if cascade.empty():  # pragma: no cover - the package ships it
-        raise RuntimeError(f"the face model {_FACE_MODEL} is missing or unreadable")
+
+def _face_cascade() -> Any:
+    """This thread's face detector. An OpenCV detector keeps the image it works on inside itself,
+    so one shared by threads races: the indexer's two threads got wrong boxes and "Assertion
+    failed ... setWindow" errors (as OpenCV says: one algorithm object per thread)."""
+    cascade = getattr(_THREAD, "cascade", None)
+    if cascade is None:
+        import cv2
+
+        # One thread each: the indexer scales by processes, and OpenCV's pool only added CPU time.
+        cv2.setNumThreads(1)
+        cascade = cv2.CascadeClassifier(str(_FACE_MODEL))
+        if cascade.empty():  # pragma: no cover - the package ships it
+            raise RuntimeError(f"the face model {_FACE_MODEL} is missing or unreadable")
+        _THREAD.cascade = cascade
     return cascade
 
 

@@ -5,6 +5,7 @@ where the centre crop cut it off, and a square photo's tile is the same bytes as
 from __future__ import annotations
 
 import io
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -75,3 +76,24 @@ def _png(pixels: np.ndarray) -> bytes:
     out = io.BytesIO()
     Image.fromarray(pixels).save(out, "PNG")
     return out.getvalue()
+
+
+def test_threads_searching_at_once_find_what_one_thread_finds() -> None:
+    """The indexer works two photos at once, a web worker one per request thread. One OpenCV
+    detector shared by them raced: wrong boxes, and "Assertion failed ... setWindow" errors
+    that skipped the photo. Each thread now has its own."""
+    astronaut = np.asarray(Image.fromarray(skimage_data.astronaut()))
+    images = []
+    for i in range(8):
+        canvas = np.random.default_rng(i).integers(0, 255, (600, 900, 3), dtype=np.uint8)
+        canvas[40 + i * 5 : 552 + i * 5, 50 + i * 30 : 562 + i * 30] = astronaut
+        images.append(Image.fromarray(canvas).resize((450 + i * 20, 300 + i * 13)))
+    alone = [detect_faces(image) for image in images]
+    assert sum(1 for found in alone if found) >= 6, alone  # the test sees faces to get wrong
+
+    def search(offset: int) -> list[tuple[int, list[tuple[int, int, int, int]]]]:
+        return [((offset + r) % 8, detect_faces(images[(offset + r) % 8])) for r in range(40)]
+
+    with ThreadPoolExecutor(4) as pool:
+        together = [found for results in pool.map(search, range(4)) for found in results]
+    assert all(found == alone[i] for i, found in together)
