@@ -10,7 +10,7 @@ the known box, in the reduced image's pixels, is checked against the square it k
 against the centre square. A square can always hold the face here (the face is shorter than
 the short side), so every photo counts. The same photos are also cut as a library built in one
 go cuts them (``mosaic.library.build_library``: ``render -l``, ``library create``): decoded to
-``SEARCH_SIDE`` and squared by ``mosaic.subject_crop.subject_square``.
+``decode_size`` and squared by ``mosaic.subject_crop.subject_square``.
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ def _holds(square: tuple[int, int, int], face: tuple[float, ...]) -> bool:
 
 def measure(count: int = 60) -> FaceResult:
     from mosaic.images import open_image
+    from mosaic.library import decode_size
     from mosaic.photo_index import index_photo
-    from mosaic.subject_crop import SEARCH_SIDE, subject_square
+    from mosaic.subject_crop import subject_square
 
     astronaut, box = _astronaut()
     x, y, w, h = box
@@ -110,7 +111,7 @@ def measure(count: int = 60) -> FaceResult:
         side = min(work_w, work_h)
         centre += _holds(((work_w - side) // 2, (work_h - side) // 2, side), scaled)
         detected += indexed.faces > 0
-        image = open_image(data, min_size=(SEARCH_SIDE, SEARCH_SIDE))  # as build_library decodes it
+        image = open_image(data, min_size=decode_size(data))  # as build_library decodes it
         s = min(image.size) / short
         library_kept += _holds(subject_square(image), tuple(v * s for v in face))
     return FaceResult(photos=count, kept=kept, centre=centre, detected=detected, library_kept=library_kept)

@@ -59,6 +59,11 @@ def _register_heif() -> None:
 HEVC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
 AV1_BRANDS = frozenset({b"avif", b"avis"})
 HEIF_BRANDS = frozenset({b"mif1", b"msf1"}) | HEVC_BRANDS | AV1_BRANDS
+# An iPhone's HEIC (its camera's default) carries a 320 x 240 thumbnail, decoded in about 1/100
+# of the photo's time (a 12 MP HEVC picture costs about a second of CPU, and HEVC has no reduced
+# decode). That is ample for a 64 px tile and the hash; faces are then searched for (``mosaic.subject_crop``) from a fifth
+# of the shorter side up instead of an eighth.
+HEIF_THUMBNAIL_SIDE = 240
 
 
 def heif_brands(data: bytes) -> frozenset[bytes]:

@@ -46,6 +46,7 @@ from .images import (
     AV1_BRANDS,
     DECODE_FAILURES,
     FORMAT_NAMES,
+    HEIF_THUMBNAIL_SIDE,
     HEVC_BRANDS,
     check_pixels,
     heif_brands,
@@ -61,7 +62,6 @@ from .signatures import srgb_to_lab
 from .subject_crop import SEARCH_SIDE, detect_faces, square_box
 
 __all__ = [
-    "HEIF_THUMBNAIL_SIDE",
     "MAX_AVIF_PIXELS",
     "MAX_HEIF_PIXELS",
     "MAX_PHOTO_PIXELS",
@@ -88,11 +88,6 @@ _WORK_SLACK = 1.25  # a reduced decode up to this much larger is worked at as it
 # than a phone photo's few: 34,000 x 300 px took 3.5 s and 300 MB before.
 MAX_WORK_LONG = 4096
 MAX_PHOTO_PIXELS = 120_000_000  # a 100 MP camera photo passes; more is refused before decoding
-# An iPhone's HEIC (its camera's default) carries a 320 x 240 thumbnail, decoded in about 1/100
-# of the photo's time (a 12 MP HEVC picture costs about a second of CPU, and HEVC has no reduced
-# decode). That is ample for a 64 px tile and the hash; faces are then searched for from a fifth
-# of the shorter side up instead of an eighth.
-HEIF_THUMBNAIL_SIDE = 240
 # What one decode may hold, beside the indexer's own 122 MiB (its libraries and the face model)
 # and another thread's photo (its bytes, at most 50 MiB, and its work): within its 400 MB. A
 # progressive JPEG is decoded holding every coefficient of the image (mosaic.jpeg_memory): a
