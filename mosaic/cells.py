@@ -38,7 +38,7 @@ _plans: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
 _plans_lock = threading.Lock()
 
 
-def check_cell_sizes(sizes: tuple[int, ...]) -> None:
+def check_cell_sizes(sizes: object) -> None:
     """ValueError unless ``sizes`` is a rising tuple of ``SIZES`` that starts with 1."""
     if (
         not isinstance(sizes, tuple)

@@ -149,6 +149,43 @@ def test_the_library_version_is_written_only_when_set_and_checked(kind: type[Que
             QueueMessage.parse(json.dumps({**json.loads(plain.payload()), "library_version": bad}))
 
 
+@pytest.mark.parametrize("kind", [ImageRequestMessage, SliceRequestMessage])
+def test_cell_sizes_and_their_split_are_written_only_when_set_and_checked(kind: type[QueueMessage]) -> None:
+    """Cells of several sizes ride as a JSON list (a tuple in the message); one size is the field
+    left out, so a job of one size is byte for byte as before."""
+    plain = next(m for m in EXAMPLES if type(m) is kind)
+    body = json.loads(plain.payload())
+    assert "cell_sizes" not in body and "split" not in body
+    for sizes, split in (((1, 2), None), ((1, 4), 0), ((1, 2, 4), 100)):
+        chosen = dataclasses.replace(plain, cell_sizes=list(sizes), split=split)  # type: ignore[call-arg]
+        assert chosen.cell_sizes == sizes  # type: ignore[attr-defined]
+        wire = json.loads(chosen.payload())
+        assert wire["version"] == 1 and wire["cell_sizes"] == list(sizes) and wire.get("split") == split
+        assert QueueMessage.parse(chosen.payload()) == chosen
+    for bad, why in (
+        ([1], "one size is the default"),
+        ([2, 4], "rise from 1"),
+        ([1, 3], "rise from 1"),
+        ([1, 2, 2], "rise from 1"),
+        ([1, True], "rise from 1"),
+        ("1,2", "rise from 1"),
+        ([], "rise from 1"),
+    ):
+        with pytest.raises(QueueMessageFormatException, match=f"cell_sizes: .*{why}"):
+            QueueMessage.parse(json.dumps({**body, "cell_sizes": bad}))
+    for bad in (-1, 101, 50.0, "50"):
+        with pytest.raises(QueueMessageFormatException, match="split must be"):
+            QueueMessage.parse(json.dumps({**body, "cell_sizes": [1, 2], "split": bad}))
+    with pytest.raises(QueueMessageFormatException, match="split .* needs cell_sizes"):
+        QueueMessage.parse(json.dumps({**body, "split": 50}))
+
+
+def test_a_job_of_several_cell_sizes_takes_neither_fair_use_nor_every_photo() -> None:
+    for fair in ({"max_uses": 3}, {"use_every_photo": True}):
+        with pytest.raises(QueueMessageFormatException, match="cannot be combined"):
+            image_request(cell_sizes=(1, 2), **fair)
+
+
 def test_a_slice_report_is_written_only_when_set_and_checked() -> None:
     """A SliceResponse may carry its slice's log line (the controller keeps it in the job row)."""
     plain = next(m for m in EXAMPLES if isinstance(m, SliceResponseMessage))
@@ -306,6 +343,7 @@ messages = st.one_of(
         tile_size=st.integers(1, 64),
         slices=st.integers(1, 10**6),
         tiles_across=st.none() | st.integers(1, 10**9),
+        cell_sizes=st.none() | st.sampled_from([(1, 2), (1, 4), (1, 2, 4)]),
     ),
     st.builds(
         SliceRequestMessage,

@@ -128,6 +128,8 @@ class Job:
     stitcher: str | None = None
     # The library version the job renders with (ImageRequestMessage.library_version); None: as it is.
     library_version: str | None = None
+    # The job's cell sizes (ImageRequestMessage.cell_sizes); None: one size. Its bands align to the largest.
+    cell_sizes: tuple[int, ...] | None = None
     etag: str | None = None
 
     @classmethod
@@ -162,6 +164,7 @@ class Job:
             output_height=grid.output_height if grid else 0,
             input_name=input_name,
             library_version=message.library_version,
+            cell_sizes=message.cell_sizes,
         )
 
     @property
@@ -233,6 +236,7 @@ def job_to_entity(job: Job) -> dict[str, Any]:
         "slice_events": encode_slice_events(job.slice_events),
         "stitcher": job.stitcher,
         "library_version": job.library_version,
+        "cell_sizes": None if job.cell_sizes is None else ",".join(map(str, job.cell_sizes)),
     }
 
 
@@ -299,6 +303,11 @@ def job_from_entity(entity: Any) -> Job:
     return job_from_entity_dict(entity, etag=entity.metadata.get("etag"))
 
 
+def _cell_sizes(text: object) -> tuple[int, ...] | None:
+    """A stored ``cell_sizes`` ("1,2,4") as the tuple; None when absent (one size)."""
+    return tuple(int(part) for part in text.split(",")) if isinstance(text, str) and text else None
+
+
 def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
     created = to_utc(entity["created_at"])
     updated = to_utc(entity["updated_at"])
@@ -324,5 +333,6 @@ def job_from_entity_dict(entity: Any, *, etag: str | None) -> Job:
         slice_events=decode_slice_events(entity["RowKey"], entity.get("slice_events")),
         stitcher=entity.get("stitcher"),
         library_version=entity.get("library_version"),
+        cell_sizes=_cell_sizes(entity.get("cell_sizes")),
         etag=etag,
     )

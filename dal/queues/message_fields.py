@@ -16,6 +16,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from dal.errors import QueueMessageFormatException
+from mosaic.cells import check_cell_sizes
 from mosaic.limits import MAX_TILE_SIZE
 
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
@@ -40,9 +41,21 @@ OPTIONAL_FIELDS = {
     "job_done",
     "use_every_photo",
     "library_version",
+    "cell_sizes",
+    "split",
 }
 # Optional fields written only when set, so messages without them stay byte for byte as before.
-OMITTED_WHEN_NONE = {"max_uses", "correction", "band", "report", "job_done", "use_every_photo", "library_version"}
+OMITTED_WHEN_NONE = {
+    "max_uses",
+    "correction",
+    "band",
+    "report",
+    "job_done",
+    "use_every_photo",
+    "library_version",
+    "cell_sizes",
+    "split",
+}
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
 MAX_REPORT_STAGES = 32
@@ -118,7 +131,19 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "library_uri": lambda v: _check_uri("library_uri", v),
     "photos": lambda v: _check_photos(v),
     "library_version": _optional(lambda v: _check_library_version(v)),
+    "cell_sizes": _optional(lambda v: _check_cell_sizes(v)),
+    "split": _optional(lambda v: _check_int("split", v, low=0, high=100)),
 }
+
+
+def _check_cell_sizes(value: object) -> None:
+    """Several cell sizes (``mosaic.cells``); one size is the field left out, not ``[1]``."""
+    try:
+        check_cell_sizes(value)
+    except ValueError as exc:
+        raise fail(f"cell_sizes: {exc}") from None
+    if isinstance(value, tuple) and len(value) < 2:
+        raise fail("cell_sizes: one size is the default; leave the field out")
 
 
 def _check_photos(value: object) -> None:

@@ -196,6 +196,19 @@ def _load_json(text: str) -> dict[str, object]:
     return body
 
 
+def _keep_sizes_as_tuple(message: ImageRequestMessage | SliceRequestMessage) -> None:
+    """``cell_sizes`` as parsed from JSON (a list) kept as a tuple: frozen, hashable, equal to
+    the message it was sent from. ``split`` means something only beside several sizes, and a
+    job of several sizes is chosen part by part (``mosaic.options.RenderOptions``)."""
+    if isinstance(message.cell_sizes, list):
+        object.__setattr__(message, "cell_sizes", tuple(message.cell_sizes))
+    if message.split is not None and message.cell_sizes is None:
+        raise fail("split is how cells of several sizes split: it needs cell_sizes")
+    fair = isinstance(message, ImageRequestMessage) and (message.max_uses is not None or message.use_every_photo)
+    if message.cell_sizes is not None and fair:
+        raise fail("cell_sizes cannot be combined with max_uses or use_every_photo")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ImageRequestMessage(QueueMessage):
     """A job: make a mosaic of ``image_uri`` from the tiles of ``image_library_uri``."""
@@ -218,9 +231,17 @@ class ImageRequestMessage(QueueMessage):
     # admitted (``dal.blobs.indexed``): photos added or removed later do not change it. None:
     # the library as it is (one with an ``index.zip``).
     library_version: str | None = None
+    # Cells of several sizes (``mosaic.cells``), e.g. (1, 2, 4), a JSON list on the wire, and how
+    # eagerly the grid splits into small cells (0..100). None: one size, the engine's split.
+    cell_sizes: tuple[int, ...] | None = None
+    split: int | None = None
 
     TYPE: ClassVar[str] = "ImageRequest"
     QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE
+
+    def __post_init__(self) -> None:
+        _keep_sizes_as_tuple(self)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,9 +260,15 @@ class SliceRequestMessage(QueueMessage):
     band: str | None = None
     correction: int | None = None  # as the job's ImageRequest says (None: the engine's default)
     library_version: str | None = None  # as the job's ImageRequest says (None: the library as it is)
+    cell_sizes: tuple[int, ...] | None = None  # as the job's ImageRequest says (None: one size)
+    split: int | None = None  # as the job's ImageRequest says (None: the engine's default)
 
     TYPE: ClassVar[str] = "SliceRequest"
     QUEUE: ClassVar[str] = SLICE_REQUEST_QUEUE
+
+    def __post_init__(self) -> None:
+        _keep_sizes_as_tuple(self)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
