@@ -128,10 +128,13 @@ class PiecePlan:
         return math.ceil(self.width / 2**self.levels), math.ceil(self.height / 2**self.levels)
 
 
-def job_plan(grid: Grid, slices: int) -> PiecePlan | None:
+def job_plan(grid: Grid, slices: int, *, align: int = 1) -> PiecePlan | None:
     """The plan a job of ``slices`` asked for gets: pieces when it has several bands (asked for,
-    or forced by ``MAX_SLICE_PIXELS``), fits a JPEG and is tall enough; None: plain bands."""
-    if max(slices, min_slices(grid)) < 2 or max(grid.output_width, grid.output_height) > JPEG_MAX_SIDE:
+    or forced by ``MAX_SLICE_PIXELS``), fits a JPEG and is tall enough; None: plain bands.
+    ``align``: the largest cell size (``mosaic.cells``). Cells of several sizes take plain bands
+    of whole parts (``plan_parts(align=)``): a piece's rows start on a Deep Zoom unit, where a
+    large cell may straddle the cut, so the controller's stitch makes the pyramid instead."""
+    if align > 1 or max(slices, min_slices(grid)) < 2 or max(grid.output_width, grid.output_height) > JPEG_MAX_SIDE:
         return None
     return plan_pieces(grid, slices)
 

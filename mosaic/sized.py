@@ -225,7 +225,13 @@ def _far_views(library: TileLibrary, size: int, tile_size: int, options: RenderO
 def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
     """``(tiles_down, tiles_across) uint8``: the size of the cell covering each base cell, as
     the render planned it for ``choice`` (its placement; the tile map's rectangles)."""
-    return plan_of(plan_cells(cell_image(image, grid), options.cell_sizes, options.split), choice, options.cell_sizes)
+    return band_cell_sizes(cell_image(image, grid), options, choice)
+
+
+def band_cell_sizes(cells: np.ndarray, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
+    """``cell_sizes`` of a band of whole parts: ``cells``, its cell image, starts on a multiple
+    of the largest size, so its blocks are planned as in the whole grid."""
+    return plan_of(plan_cells(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
 
 
 def at_size(options: RenderOptions, size: int) -> RenderOptions:

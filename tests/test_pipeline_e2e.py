@@ -24,9 +24,12 @@ from PIL import Image
 
 from mosaic.grid import Grid
 from mosaic.images import open_image
-from mosaic.parts import plan_parts
+from mosaic.library import TileLibrary
+from mosaic.options import RenderOptions
+from mosaic.parts import plan_parts, unit_lattice
 from mosaic.pieces import job_plan
 from mosaic.render import placed_tiles, render_with_placement
+from mosaic.sized import cell_sizes
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
 from workers.imaging.slicing import encode_output
@@ -101,6 +104,57 @@ def test_eighteen_jobs_through_real_processes_are_the_offline_renders_bytes(pipe
     assert all(depth == 0 for depth in depths.values()), depths
     codes = [role.stop() for role in pipe.roles]
     assert codes == [0, 0, 0, 0], f"SIGTERM must end every role with exit 0\n{pipe.logs()}"
+
+
+def calm_and_busy_bands(library: TileLibrary, width: int, height: int, *, band: int = 64) -> bytes:
+    """Bands of the library's flat photos' colours (calm: large cells fit them) between bands of
+    noise (detail: small cells), as a PNG."""
+    rng = np.random.default_rng(11)
+    flat = [i for i in range(len(library)) if np.ptp(library.tiles(8)[i], axis=(0, 1)).max() == 0]
+    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    for k, top in enumerate(range(0, height, 2 * band)):
+        pixels[top : top + band] = library.tiles(8)[flat[k % len(flat)]][0, 0]
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_cells_of_several_sizes_through_real_processes_are_the_offline_renders_bytes(pipe: Pipeline) -> None:
+    """A job of cells of 1, 2 and 4 tiles, in one slice or several (plain bands of whole parts,
+    each starting on a multiple of 4 rows, on a grid with Deep Zoom units too), gives the bytes
+    of the offline render, and its tile map says each cell's size."""
+    pipe.start("controller")
+    pipe.start("processor")
+    pipe.start("processor")
+    pipe.start("responder")
+    library = pipe.services.libraries.load(pipe.library_uri)
+    image = calm_and_busy_bands(library, 128, 1184)
+    jobs = {}
+    for slices, tile, sizes in ((1, 8, (1, 2, 4)), (3, 8, (1, 2, 4)), (7, 8, (1, 2, 4)), (4, 16, (1, 2))):
+        rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices, cell_sizes=sizes)
+        jobs[rid] = (slices, tile, sizes)
+    finished = pipe.wait(jobs, timeout=180)
+    for rid, (slices, tile, sizes) in jobs.items():
+        job, what = finished[rid], f"{slices} slices, tile {tile}, cells {sizes}"
+        assert job.status == "done", f"{what}: {job.status} {job.error}"
+        options = RenderOptions(cell_sizes=sizes)
+        expected, choice = render_with_placement(
+            open_image(image), library, tile_size=tile, seed=rid, options=options,
+            max_output_pixels=pipe.settings.max_output_pixels,
+        )  # fmt: skip
+        grid = Grid(job.tiles_across, job.tiles_down, job.output_width, job.output_height, tile)
+        bands = plan_parts(grid, align=sizes[-1]).bands(slices)
+        assert job.slices == len(bands) and all(band.start % sizes[-1] == 0 for band in bands), what
+        assert pipe.output_bytes(job) == encode_output(expected), f"{what}: output differs"
+        tile_map = pipe.tile_map(job)
+        planned = cell_sizes(open_image(image), grid, options, choice)
+        assert tile_map.sizes is not None and np.array_equal(tile_map.sizes, planned), f"{what}: cell sizes"
+        assert (planned == sizes[-1]).any() and (planned == 1).any(), f"{what}: large and small cells both"
+        which, _ = placed_tiles(choice, library)
+        reported = [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()]
+        assert reported == [library.names[w] for w in which.ravel()], f"{what}: tile map"
+    assert {j.slices for j in finished.values()} >= {1, 3}
+    assert unit_lattice(Grid(16, 148, 128, 1184, 8)) is not None  # parts cut at units, widened to 4 rows
 
 
 def test_burst_runs_drain_their_queues_and_exit_zero(pipe: Pipeline) -> None:

@@ -191,6 +191,7 @@ class Pipeline:
         max_uses: int | None = None,
         correction: int | None = None,
         use_every_photo: bool | None = None,
+        cell_sizes: tuple[int, ...] | None = None,
     ) -> str:
         """Upload ``image`` and send an ImageRequest the way a CLI producer does (no job row)."""
         request_id = str(uuid.uuid4())
@@ -211,6 +212,7 @@ class Pipeline:
                 max_uses=max_uses,
                 correction=correction,
                 use_every_photo=use_every_photo,
+                cell_sizes=cell_sizes,
             )
         )
         return request_id

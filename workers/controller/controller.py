@@ -64,8 +64,9 @@ from dal.queues import tracing
 from dal.queues.consumable import ReceivedMessage
 from dal.queues.lanes import lane_for
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
+from mosaic.cells import check_tile_size
 from mosaic.grid import cell_image, min_slices, plan_grid
-from mosaic.limits import MAX_SLICE_PIXELS
+from mosaic.limits import MAX_SLICE_PIXELS, MAX_TILE_SIZE
 from mosaic.parts import plan_parts
 from mosaic.pieces import PiecePlan, job_plan
 from workers.controller.assembly import Stitcher
@@ -130,6 +131,8 @@ class JobController:
                 tiles_across=message.tiles_across,
                 max_output_pixels=settings.max_output_pixels,
             )
+            if message.cell_sizes:  # a large cell's photo at its size: from the library's stored tiles
+                check_tile_size(message.cell_sizes, message.tile_size, MAX_TILE_SIZE)
         except ValueError as exc:
             raise PermanentJobError(f"the mosaic cannot be planned: {exc}") from None
         plan, rows = _plan_slices(message, grid)
@@ -338,12 +341,14 @@ def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | 
     they make final pieces, the stitch only assembles them), else plain bands of whole parts
     (``mosaic.parts``). Either way at most as many as the grid has parts: the slice count
     changes who renders which rows, never the mosaic."""
-    if (plan := job_plan(grid, message.slices)) is not None:
+    align = message.cell_sizes[-1] if message.cell_sizes else 1  # no large cell across two bands
+    if (plan := job_plan(grid, message.slices, align=align)) is not None:
         return plan, [piece.cells for piece in plan.pieces()]
     # A giant mosaic gets more slices than asked for, so that no processor holds more than
     # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
     rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
-    return None, plan_parts(grid).bands(max(message.slices, min_slices(grid)), max_rows=rows_per_slice)
+    parts = plan_parts(grid, align=align)
+    return None, parts.bands(max(message.slices, min_slices(grid)), max_rows=rows_per_slice)
 
 
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:

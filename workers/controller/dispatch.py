@@ -65,6 +65,8 @@ def dispatch_slices(
             band=inline,
             correction=message.correction,
             library_version=message.library_version,
+            cell_sizes=message.cell_sizes,
+            split=message.split,
         )
         for band, (url, inline) in zip(bands, stored, strict=True)
         if band.sequence not in job.slices_done

@@ -70,6 +70,7 @@ from mosaic.grid import Grid
 from mosaic.library import LibraryFormatError
 from mosaic.parts import plan_parts
 from mosaic.render import render_band
+from mosaic.sized import band_cell_sizes
 from mosaic.tile_choice import choose_tiles
 from workers.imaging.band_pieces import make_pieces
 from workers.imaging.slicing import OUTPUT_CONTENT_TYPE, Band, BandFormatError, band_bytes, decode_band, encode_output
@@ -143,14 +144,14 @@ class ImageProcessor:
         library = self._library(message.image_library_uri, message.library_version)
         clock = Stopwatch()
         band = self._read_band(message, clock)
-        pixels, choice = _render(message, band, library)
+        pixels, choice, sizes = _render(message, band, library)
         seconds = clock.lap("render")
         store = self.services  # upload: to the secondary account when the primary fails (dal.availability.failover)
         whole, pyramid = band.first_row == 0 and band.rows == band.tiles_down, False
         # A whole mosaic too large for a JPEG (a panorama) goes back as a slice: the controller's
         # stitch stores its pyramid alone; the JPEG encoder would fail it on every delivery.
         whole = whole and fits_jpeg(pixels.shape[1], pixels.shape[0])
-        self._store_tile_map(message, library, *_owned_choice(band, choice), whole=whole)
+        self._store_tile_map(message, library, *_owned_choice(band, choice, sizes), whole=whole)
         clock.lap("tile_map")
         if whole:  # the whole mosaic: the final outputs now
             url, pyramid = self._final_outputs(rid, pixels, clock)
@@ -215,7 +216,14 @@ class ImageProcessor:
         return band
 
     def _store_tile_map(
-        self, message: SliceRequestMessage, library: TileLibrary, choice: np.ndarray, first_row: int, *, whole: bool
+        self,
+        message: SliceRequestMessage,
+        library: TileLibrary,
+        choice: np.ndarray,
+        sizes: np.ndarray | None,
+        first_row: int,
+        *,
+        whole: bool,
     ) -> None:
         """Which library tile is in which cell of the band (``dal.blobs.tile_maps``): the job's map when
         the band is the whole mosaic (this processor writes its outputs), else the band's, which
@@ -223,7 +231,13 @@ class ImageProcessor:
         blobs = library.cached(("tile-blob-names",), lambda: tile_blob_names(library.names))
         name = library_name(message.image_library_uri)
         tile_map = TileMap.from_choice(
-            choice, names=library.names, blobs=blobs, library=name, first_row=first_row, library_version=library.version
+            choice,
+            names=library.names,
+            blobs=blobs,
+            library=name,
+            first_row=first_row,
+            library_version=library.version,
+            sizes=sizes,
         )
         rid = message.request_id
         if whole:  # a final output: written once, as the JPEG and the pyramid (_final_outputs)
@@ -302,27 +316,34 @@ def _on_account(blobs: BlobStore, url: str) -> bool:
     return True
 
 
-def _owned_choice(band: Band, choice: np.ndarray) -> tuple[np.ndarray, int]:
-    """The rows of a band's choice that its tile map reports, and the first of them.
+def _owned_choice(
+    band: Band, choice: np.ndarray, sizes: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """The rows of a band's choice (and cell sizes) that its tile map reports, and the first of them.
 
     Giant bands share a few cell rows with their neighbours; each reports the cells whose top
-    lies in the JPEG rows it encodes, so the bands' maps join without overlap or gap."""
+    lies in the JPEG rows it encodes, so the bands' maps join without overlap or gap. (Cells of
+    several sizes come in plain bands of whole parts: ``workers.controller``.)"""
     if band.piece is None:
-        return choice, band.first_row
+        return choice, sizes, band.first_row
     size = band.piece.tile_size
     start, stop = -(-band.piece.jpeg.start // size), -(-band.piece.jpeg.stop // size)
-    return choice[start - band.first_row : stop - band.first_row], start
+    rows = slice(start - band.first_row, stop - band.first_row)
+    return choice[rows], None if sizes is None else sizes[rows], start
 
 
-def _render(message: SliceRequestMessage, band: Band, library: TileLibrary) -> tuple[np.ndarray, np.ndarray]:
-    """The band's pixels and the tile placed in each of its cells, with the job's options: its
-    parts of the grid chosen and painted one by one (``mosaic.parts``), so its rows come out as
-    in any other slicing of the job and in the offline render."""
-    options = job_options(correction=message.correction)
+def _render(
+    message: SliceRequestMessage, band: Band, library: TileLibrary
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The band's pixels, the tile placed in each of its cells and, with cells of several sizes,
+    the size of the cell covering each (None: one size), with the job's options: its parts of
+    the grid chosen and painted one by one (``mosaic.parts``), so its rows come out as in any
+    other slicing of the job and in the offline render."""
+    options = job_options(correction=message.correction, cell_sizes=message.cell_sizes, split=message.split)
     size, first, rid = message.tile_size, band.first_row, message.request_id
     grid = Grid(band.tiles_across, band.tiles_down, band.tiles_across * size, band.tiles_down * size, size)
     try:
-        parts = plan_parts(grid)
+        parts = plan_parts(grid, align=options.cell_sizes[-1])
         choice = band.choice  # a fair-use job's band carries the controller's choice for the whole grid
         if choice is None:
             choice = choose_tiles(
@@ -331,6 +352,7 @@ def _render(message: SliceRequestMessage, band: Band, library: TileLibrary) -> t
         pixels = render_band(
             band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice, options=options, parts=parts
         )
+        sizes = band_cell_sizes(band.cells, options, choice) if options.sized else None
     except (ValueError, IndexError) as exc:
         raise PermanentJobError(f"slice {message.slice_sequence + 1} cannot be rendered: {exc}") from None
-    return pixels, choice
+    return pixels, choice, sizes
