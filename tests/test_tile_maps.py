@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import gzip
 import io
@@ -147,6 +148,9 @@ def test_a_map_of_several_cell_sizes_says_each_cells_rectangle_and_is_version_2(
     assert (0, 4) in zip(rows_found.tolist(), cols_found.tolist()) and (1, 4) not in zip(
         rows_found.tolist(), cols_found.tolist()
     )
+    # Each photo's use count (the job's photo list) counts a large cell once, as the CSV lists it.
+    listed = collections.Counter(row[2] for row in rows[1:])
+    assert tile_map.uses() == dict(listed) and sum(tile_map.uses().values()) == len(rows) - 1
 
 
 def test_one_size_stays_the_version_1_map_byte_for_byte() -> None:

@@ -28,6 +28,7 @@ from webapp import planning
 from webapp.clients import client_id
 from webapp.errors import ApiError
 from webapp.every_photo import check_every_photo
+from webapp.job_cells import cells_fields
 from webapp.job_submission import admit, check_backlog, find_library, give_back, plan_job, submit
 from webapp.previews import PREVIEWS
 from webapp.serialize import event_json, job_json
@@ -84,6 +85,10 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     # Tiles <-> photo: how far each whole tile's colour moves toward its cell's (0..100 %).
     correction = optional_int_field(request.form, "correction", low=0, high=100)
     use_every_photo = flag_field(request.form, "use_every_photo")  # every library photo at least once
+    # Large photos where the picture is calm, small ones where the detail is (mosaic.cells).
+    cell_sizes, split = cells_fields(
+        request.form, tile_size=tile_size, max_uses=max_uses, use_every_photo=use_every_photo
+    )
     owner = client_id()
     admitted = admit(owner)
     try:
@@ -94,7 +99,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
             max_bytes=limits.max_upload_bytes,
             max_pixels=limits.max_input_pixels,
         )
-        grid, slices = plan_job(photo, library, tile_size, tiles_across, slices, max_uses)
+        grid, slices = plan_job(photo, library, tile_size, tiles_across, slices, max_uses, cell_sizes)
         if use_every_photo:
             check_every_photo(library, grid, photo)
         # The job renders with the library as it is now, whatever is added or removed meanwhile.
@@ -115,6 +120,8 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
         correction=correction,
         use_every_photo=use_every_photo,
         library_version=library_version,
+        cell_sizes=cell_sizes,
+        split=split,
     )
 
 

@@ -116,5 +116,6 @@ def _answer(plan: PrintPlan, dpi: int) -> Response:
             "dpi": dpi,
             "width_px": plan.width_px,
             "width_cm": round(plan.width_cm, 2),
+            "tile_mm": round(plan.width_cm * 10 / plan.tiles_across, 1),
         }
     )

@@ -1,7 +1,9 @@
 """``GET /api/jobs/<id>/tiles``: which library photo is where in a finished mosaic.
 
 One cell (``?col=&row=``, or ``?x=&y=`` in the mosaic's pixels, as the viewer clicks) answers
-its tile's name, whether it was placed mirrored, and the URL of the library photo. One photo
+its tile's name, whether it was placed mirrored, the URL of the library photo and the cell's
+square (a large cell of a mosaic of several cell sizes: the whole cell, whichever base cell
+was asked for). One photo
 (``?tile=<name>``) answers every cell it holds ("find your photo"); ``?search=<text>`` the
 names of the photos the mosaic uses that contain the text. No question answers the map's size
 and where its CSV is; ``?format=csv`` is the whole map, one line per cell
@@ -99,7 +101,7 @@ def job_tiles(request_id: str) -> Response:
         return Response(tile_map.csv_lines(), mimetype="text/csv", headers=headers)
     if not given:
         return jsonify(_summary(job, tile_map))
-    col, row = _cell(job, tile_map, given[0])
+    col, row, cell_size = tile_map.cell_at(*_cell(job, tile_map, given[0]))  # a large cell: its top-left
     name, blob, mirrored = tile_map.at(col, row)
     return jsonify(
         {
@@ -111,7 +113,7 @@ def job_tiles(request_id: str) -> Response:
             "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=display_blob(job, name, blob)),
             "x": col * job.tile_size,
             "y": row * job.tile_size,
-            "size": job.tile_size,
+            "size": cell_size * job.tile_size,
         }
     )
 
@@ -137,17 +139,21 @@ def _places(job: Job, tile_map: TileMap, name: str) -> dict[str, Any]:
     """Every place the photo ``name`` holds in the mosaic ("find your photo"), the first
     ``PLACES_LISTED`` of them listed, row by row; none when the mosaic does not use it."""
     rows, columns, mirrored, blob = tile_map.places(name)
-    size = job.tile_size
-    listed = zip(rows[:PLACES_LISTED].tolist(), columns[:PLACES_LISTED].tolist(), mirrored[:PLACES_LISTED].tolist())
+    size, count = job.tile_size, int(rows.size)
+    rows, columns, mirrored = rows[:PLACES_LISTED], columns[:PLACES_LISTED], mirrored[:PLACES_LISTED]
+    sides = [size] * len(rows) if tile_map.sizes is None else (tile_map.sizes[rows, columns] * size).tolist()
+    listed = zip(rows.tolist(), columns.tolist(), mirrored.tolist(), sides, strict=True)
     return {
         "tile": name,
         "library": job.library,
         "tile_url": url_for("api_libraries.library_tile", name=job.library, tile=display_blob(job, name, blob))
         if blob
         else None,
-        "count": int(rows.size),
+        "count": count,
         "size": size,
-        "cells": [{"col": c, "row": r, "x": c * size, "y": r * size, "mirrored": m} for r, c, m in listed],
+        "cells": [
+            {"col": c, "row": r, "x": c * size, "y": r * size, "size": side, "mirrored": m} for r, c, m, side in listed
+        ],
     }
 
 

@@ -57,7 +57,13 @@ def find_library(name: str) -> str:
 
 
 def plan_job(
-    photo: ValidImage, library: str, tile_size: int, tiles_across: int | None, slices: int, max_uses: int | None
+    photo: ValidImage,
+    library: str,
+    tile_size: int,
+    tiles_across: int | None,
+    slices: int,
+    max_uses: int | None,
+    cell_sizes: tuple[int, ...] | None = None,
 ) -> tuple[Grid, int]:
     """The job's grid and slice count for this photo; 422 when max_uses cannot cover the grid."""
     limits = settings()
@@ -70,7 +76,10 @@ def plan_job(
     )
     # A slice is whole parts of the grid (mosaic.parts), and at most MAX_SLICE_PIXELS of output (a
     # giant mosaic gets more slices than asked for): the controller plans the same.
-    slices = min(max(slices, planning.min_slices(grid)), planning.max_slices(grid, limits.max_slices))
+    align = cell_sizes[-1] if cell_sizes else 1  # no large cell across two slices
+    slices = min(
+        max(slices, planning.min_slices(grid, align=align)), planning.max_slices(grid, limits.max_slices, align=align)
+    )
     if max_uses is not None:
         _check_tile_budget(library, grid, max_uses)
     return grid, slices
@@ -176,6 +185,8 @@ def submit(
     correction: int | None = None,
     use_every_photo: bool = False,
     library_version: str | None = None,
+    cell_sizes: tuple[int, ...] | None = None,
+    split: int | None = None,
 ) -> tuple[Response, int, dict[str, str]]:
     svc = services()
     paired = svc.failover  # None: no secondary account, every write goes to the primary as always
@@ -204,6 +215,8 @@ def submit(
             correction=correction,
             use_every_photo=use_every_photo or None,
             library_version=library_version,
+            cell_sizes=cell_sizes,
+            split=split,
         )
         job = Job.for_request(message, status=JobStatus.QUEUED, input_name=input_name, grid=grid, library=library)
         if paired is None:
@@ -219,6 +232,8 @@ def submit(
             + (f", each tile at most {max_uses} times" if max_uses is not None else "")
             + (f", colour correction {correction} %" if correction is not None else "")
             + (", every photo at least once" if use_every_photo else "")
+            + (f", cells of {', '.join(map(str, cell_sizes[:-1]))} and {cell_sizes[-1]} tiles" if cell_sizes else "")
+            + (f" (split {split})" if split is not None else "")
             + ("; storage is down, the job waits for it to recover" if parked else ""),
         )
         svc.send(message, force_secondary=parked)

@@ -32,29 +32,30 @@ def plan(*, width: int, height: int, tile_size: int, tiles_across: int | None, m
         raise ApiError(422, "invalid_plan", str(exc)) from None
 
 
-def job_bands(grid: Grid, slices: int) -> list[list[int]]:
+def job_bands(grid: Grid, slices: int, *, align: int = 1) -> list[list[int]]:
     """A job's bands in cell rows [start, stop), as the controller will cut them: a giant job's
-    pieces (the rows each owns, to the cell rows that cover them), else whole parts of the grid."""
-    plan = job_plan(grid, slices)
+    pieces (the rows each owns, to the cell rows that cover them), else whole parts of the grid.
+    ``align``: the job's largest cell size (``mosaic.cells``)."""
+    plan = job_plan(grid, slices, align=align)
     if plan is None:
         rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
-        chosen = plan_parts(grid).bands(max(slices, fewest_slices(grid)), max_rows=rows_per_slice)
+        chosen = plan_parts(grid, align=align).bands(max(slices, fewest_slices(grid)), max_rows=rows_per_slice)
         return [[band.start, band.stop] for band in chosen]
     ts = grid.tile_size
     return [[p.owned.start // ts, -(-p.owned.stop // ts)] for p in plan.pieces()]
 
 
-def min_slices(grid: Grid) -> int:
+def min_slices(grid: Grid, *, align: int = 1) -> int:
     """The fewest slices the controller will cut: a giant mosaic's pieces plan, else whole rows."""
-    plan = job_plan(grid, 1)
+    plan = job_plan(grid, 1, align=align)
     return fewest_slices(grid) if plan is None else plan.bands
 
 
-def max_slices(grid: Grid, limit: int) -> int:
+def max_slices(grid: Grid, limit: int, *, align: int = 1) -> int:
     """The most slices this grid can be cut into: one per part (``mosaic.parts``), or per Deep
     Zoom unit of a giant job; more would not be faster, and never change the mosaic."""
     lattice = unit_lattice(grid)
-    most = plan_parts(grid).count if lattice is None else lattice.units
+    most = plan_parts(grid, align=align).count if lattice is None or align > 1 else lattice.units
     return max(1, min(limit, most))
 
 

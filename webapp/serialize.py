@@ -54,8 +54,11 @@ def job_json(job: Job, *, waiting_for_storage: bool = False) -> dict[str, Any]:
         "tiles_down": job.tiles_down,
         "output_width": job.output_width,
         "output_height": job.output_height,
+        "cell_sizes": list(job.cell_sizes or (1,)),
         "bands": planning.job_bands(
-            Grid(job.tiles_across, job.tiles_down, job.output_width, job.output_height, job.tile_size), job.slices
+            Grid(job.tiles_across, job.tiles_down, job.output_width, job.output_height, job.tile_size),
+            job.slices,
+            align=job.cell_sizes[-1] if job.cell_sizes else 1,
         )
         if job.tiles_down >= job.slices
         else [],

@@ -62,6 +62,8 @@ READ_FIELDS = frozenset(
         "max_uses",
         "correction",
         "use_every_photo",
+        "cell_sizes",
+        "split",
         "name",
         "description",
     }

@@ -161,8 +161,10 @@ class TileMap:
         return rows, columns, mirrored, self.tiles[held[0]][1] if held else None
 
     def uses(self) -> dict[str, int]:
-        """How many cells each photo the mosaic uses holds (mirrored or not), by name."""
-        counts = np.bincount((self.cells >> 1).ravel(), minlength=len(self.tiles)).tolist()
+        """How many cells each photo the mosaic uses holds (mirrored or not), by name; a large
+        cell is one."""
+        placed = self.cells >> 1 if self.sizes is None else (self.cells >> 1)[self._origins()]
+        counts = np.bincount(placed.ravel(), minlength=len(self.tiles)).tolist()
         found: dict[str, int] = {}
         for (name, _), count in zip(self.tiles, counts, strict=True):
             found[name] = found.get(name, 0) + count  # one name twice: two blobs of one photo

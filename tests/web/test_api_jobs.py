@@ -167,6 +167,28 @@ def test_the_colour_correction_travels_in_the_request_message(
     assert f"colour correction {correction} %" in client.get(f"/api/jobs/{request_id}").json["events"][0]["message"]
 
 
+def test_cells_of_several_sizes_travel_in_the_request_message_and_slices_align_to_the_largest(
+    client: Any, stores: dict[str, Any]
+) -> None:
+    """A job of cells of 1, 2 and 4 tiles: the message carries the sizes and the split, the job
+    says its sizes, and every slice starts on a multiple of 4 rows (no large cell across two)."""
+    response = submit(
+        client, image=png_bytes(40, 400), tile_size="8", slices="3", tiles_across="10", cell_sizes="1,2,4", split="70"
+    )
+    assert response.status_code == 202, response.json
+    request_id = response.json["request_id"]
+    message = next(m.message for m in stores["queues"].image_request.peek(32) if m.message.request_id == request_id)
+    assert isinstance(message, ImageRequestMessage) and (message.cell_sizes, message.split) == ((1, 2, 4), 70)
+    job = client.get(f"/api/jobs/{request_id}").json
+    assert job["cell_sizes"] == [1, 2, 4] and job["slices"] == 3 == len(job["bands"])
+    assert [start % 4 for start, _ in job["bands"]] == [0, 0, 0] and job["bands"][-1][1] == job["tiles_down"]
+    assert "cells of 1, 2 and 4 tiles (split 70)" in job["events"][0]["message"]
+    second = submit(client, image=png_bytes(64, 48), tile_size="8", slices="1", cell_sizes="1")
+    assert second.status_code == 202, second.json
+    one = second.json["request_id"]
+    assert client.get(f"/api/jobs/{one}").json["cell_sizes"] == [1]  # "1" is one size, as without the field
+
+
 def test_without_a_correction_the_job_gets_the_engines_default_which_the_spec_documents(
     client: Any, stores: dict[str, Any]
 ) -> None:
@@ -209,6 +231,15 @@ def test_default_grid_follows_the_planner(client: Any) -> None:
         ({"correction": "50.5"}, 400, "invalid_field"),
         ({"correction": "half"}, 400, "invalid_field"),
         ({"correction": ""}, 400, "invalid_field"),
+        ({"cell_sizes": "1,2,3"}, 400, "invalid_field"),
+        ({"cell_sizes": "2,4"}, 400, "invalid_field"),  # one size is always allowed
+        ({"cell_sizes": "1, 2, 4"}, 400, "invalid_field"),  # the spec's texts, exactly
+        ({"cell_sizes": "1,2", "split": "101"}, 400, "invalid_field"),
+        ({"split": "50"}, 422, "invalid_plan"),  # how several sizes split, without several sizes
+        ({"cell_sizes": "1,2,4", "tile_size": "32"}, 422, "invalid_plan"),  # a 128 px cell from 64 px tiles
+        ({"cell_sizes": "1,2", "tile_size": "2"}, 422, "invalid_plan"),  # too small to show a layout
+        ({"cell_sizes": "1,2", "max_uses": "5"}, 422, "invalid_plan"),
+        ({"cell_sizes": "1,4", "use_every_photo": "true"}, 422, "invalid_plan"),
         ({"max_uses": "1", "tiles_across": "32"}, 422, "tile_budget"),  # 32 x 24 cells, 18 tiles x 1
         ({"max_uses": "1000", "tiles_across": "600"}, 422, "tile_budget"),  # 600 x 450 cells > MAX_FAIR_CELLS
         ({"library": "Not A Name"}, 400, "invalid_field"),

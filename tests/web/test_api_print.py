@@ -10,9 +10,17 @@ from mosaic.print_planner import plan_for_paper
 
 
 def test_paper_to_grid_and_back(client: Any) -> None:
-    # 1 m wide at 300 DPI with 16 px tiles: 11,811 px, 738 tiles (11,808 px, 99.97 cm).
+    # 1 m wide at 300 DPI with 16 px tiles: 11,811 px, 738 tiles (11,808 px, 99.97 cm), each tile
+    # 16 / 300 inch = 1.35 mm (a large cell of 4 tiles, 5.4 mm).
     paper = client.get("/api/print-plan/for-paper?tile_size=16&dpi=300&width_cm=100").json
-    assert paper == {"tiles_across": 738, "tile_size": 16, "dpi": 300, "width_px": 11808, "width_cm": 99.97}
+    assert paper == {
+        "tiles_across": 738,
+        "tile_size": 16,
+        "dpi": 300,
+        "width_px": 11808,
+        "width_cm": 99.97,
+        "tile_mm": 1.4,
+    }
     assert paper["tiles_across"] == plan_for_paper(100, 300, 16).tiles_across
     back = client.get(f"/api/print-plan/for-grid?tile_size=16&dpi=300&tiles_across={paper['tiles_across']}").json
     assert back == paper  # the round trip: the grid prints at the width that planned it

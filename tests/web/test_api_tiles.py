@@ -110,7 +110,14 @@ def test_every_place_of_one_photo_across_the_bands(
         rows, cols = np.nonzero(tile == photo)  # row by row, as the answer lists them
         assert (found["tile"], found["count"], found["size"]) == (names[photo], used[photo], 8)
         expected = [
-            {"col": int(c), "row": int(r), "x": int(c) * 8, "y": int(r) * 8, "mirrored": bool(choice[r, c] >= count)}
+            {
+                "col": int(c),
+                "row": int(r),
+                "x": int(c) * 8,
+                "y": int(r) * 8,
+                "size": 8,
+                "mirrored": bool(choice[r, c] >= count),
+            }
             for r, c in zip(rows, cols, strict=True)
         ]
         assert found["cells"] == expected
@@ -139,6 +146,51 @@ def test_a_search_names_the_photos_the_mosaic_uses_that_contain_the_text(
     capped = client.get(finished["base"], query_string={"search": "c"}).json
     assert (capped["count"], capped["tiles"]) == (len(used), used[:3])
     assert client.get(finished["base"], query_string={"search": "beach"}).json["tiles"] == []
+
+
+def test_a_large_cell_answers_as_one_whichever_of_its_base_cells_is_asked(
+    client: Any, finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings
+) -> None:
+    """A mosaic of cells of several sizes: a click anywhere in a large cell is the whole cell (its
+    top-left and its side, as the viewer outlines it), "find your photo" lists it once with its
+    side, and the CSV has one line for it."""
+    library = LibraryStore(web_storage, prefix=web_settings.name_prefix).load(LIBRARY)
+    job, count = finished["job"], len(library)
+    rows, cols = job.tiles_down, job.tiles_across
+    big, pair = 0, 1  # photo 0 only in the 4 x 4 cell; photo 1 in a 2 x 2 cell (and elsewhere)
+    choice = (np.arange(rows * cols).reshape(rows, cols) % (count - 1) + 1).astype(np.int32)
+    sizes = np.ones((rows, cols), np.uint8)
+    choice[4:8, 8:12], sizes[4:8, 8:12] = big, 4
+    choice[0:2, 0:2], sizes[0:2, 0:2] = pair, 2
+    blobs = BlobStore(web_storage, prefix=web_settings.name_prefix)
+    # The pipeline's bands start on multiples of the largest size.
+    bounds = {1: (0, rows), 2: (0, 4, rows)}[job.slices]
+    for seq, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        band = TileMap.from_choice(
+            choice[start:stop],
+            names=library.names,
+            blobs=tile_blob_names(library.names),
+            library=LIBRARY,
+            first_row=start,
+            sizes=sizes[start:stop],
+        )
+        name = slice_tile_map_name(finished["id"], seq)
+        blobs.upload(SLICE_RESPONSE_CONTAINER, name, band.encode(), content_type="application/gzip")
+    base = finished["base"]
+    for asked in ({"col": 10, "row": 6}, {"col": 8, "row": 4}, {"x": 11 * 8 + 3, "y": 7 * 8 + 7}):
+        cell = client.get(base, query_string=asked).json
+        assert (cell["col"], cell["row"], cell["x"], cell["y"], cell["size"]) == (8, 4, 64, 32, 32), asked
+        assert cell["tile"] == library.names[big]
+    cell = client.get(base, query_string={"col": 1, "row": 1}).json
+    assert (cell["col"], cell["row"], cell["size"]) == (0, 0, 16)
+    assert client.get(base, query_string={"col": 2, "row": 1}).json["size"] == 8
+    found = client.get(base, query_string={"tile": library.names[big]}).json
+    assert found["count"] == 1 and found["size"] == 8
+    assert found["cells"] == [{"col": 8, "row": 4, "x": 64, "y": 32, "size": 32, "mirrored": False}]
+    lines = list(csv.reader(io.StringIO(client.get(base, query_string={"format": "csv"}).get_data(as_text=True))))
+    assert lines[0] == ["col", "row", "tile", "mirrored", "size"]
+    assert ["8", "4", library.names[big], "0", "4"] in lines and ["0", "0", library.names[pair], "0", "2"] in lines
+    assert len(lines) - 1 == rows * cols - 15 - 3  # one line per cell
 
 
 @pytest.mark.parametrize(

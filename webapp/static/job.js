@@ -69,6 +69,7 @@
     progressText.textContent = `${job.slices_done.length} of ${job.slices} slices · ${stateText}`;
     document.getElementById("job-facts").textContent =
       `${PM.size(job.output_width, job.output_height)} · ${job.tiles_across} × ${job.tiles_down} tiles of ${job.tile_size} px · ` +
+      (job.cell_sizes && job.cell_sizes.length > 1 ? `photos of ${job.cell_sizes.join(", ")} tiles · ` : "") +
       `library ${job.library} · ${job.slices} slice${job.slices === 1 ? "" : "s"} · ${PM.seconds(job.elapsed_seconds)}`;
     showSlices(job);
     if (job.status === "failed") {

@@ -83,7 +83,7 @@ const WhichPhoto = (() => {
 
     function show(index) {
       const cell = found.cells[index];
-      const rect = showCell({ ...cell, tile: found.tile, tile_url: found.tile_url, library: found.library, size: found.size });
+      const rect = showCell({ ...cell, tile: found.tile, tile_url: found.tile_url, library: found.library, size: cell.size ?? found.size });
       // The place among its neighbours: 9 × 9 tiles, so the photo itself can be seen.
       viewer.viewport.fitBoundsWithConstraints(new window.OpenSeadragon.Rect(rect.x - 4 * rect.width, rect.y - 4 * rect.height, 9 * rect.width, 9 * rect.height));
       at = index;
@@ -100,7 +100,7 @@ const WhichPhoto = (() => {
       const item = viewer.world.getItemAt(0);
       for (const cell of found.cells.slice(0, MARKED)) {
         const outline = PM.el("div", { class: "tile-mark-also" });
-        viewer.addOverlay(outline, item.imageToViewportRectangle(cell.x, cell.y, found.size, found.size));
+        viewer.addOverlay(outline, item.imageToViewportRectangle(cell.x, cell.y, cell.size ?? found.size, cell.size ?? found.size));
         marks.push(outline);
       }
       at = start ? Math.max(0, found.cells.findIndex((c) => c.col === start.col && c.row === start.row)) : 0;
