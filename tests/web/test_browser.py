@@ -356,6 +356,52 @@ def test_use_every_photo_shows_the_tiles_across_it_needs_and_a_too_small_grid_is
     assert not errors and not browser_context.violations
 
 
+def test_mixed_photo_sizes_are_offered_where_the_tile_size_allows_and_the_job_gets_them(
+    live_app: dict[str, Any], browser_context: Any, tmp_path: Path
+) -> None:
+    """ "Photo sizes": a large cell is drawn from the library's 64 px tiles, so 4x needs tiles of
+    at most 16 px and 2x of 32; mixed sizes turn fair use and "use every photo" off; the print
+    planner says how large the large photos print; the job is made with the sizes chosen."""
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live_app["url"] + "/")
+    page.locator('.library-option[data-library="demo"]').wait_for()
+    page.set_input_files("#image", str(photo_file(tmp_path)))
+    page.locator("#final-dims").filter(has_text="×").wait_for()
+    page.locator('.library-option[data-library="demo"]').click()
+    options = '#cell_sizes option[value="{}"]'
+    page.locator("#tile_size").fill("40")
+    assert page.locator(options.format("1,2")).is_disabled() and page.locator(options.format("1,2,4")).is_disabled()
+    page.locator("#cell_sizes_words").filter(has_text="need tiles of at most 32 px").wait_for()
+    page.locator("#tile_size").fill("32")
+    assert page.locator(options.format("1,2")).is_enabled() and page.locator(options.format("1,2,4")).is_disabled()
+    page.locator("#cell_sizes").select_option("1,2")
+    page.locator("#tile_size").fill("33")  # the chosen sizes no longer fit: back to one size
+    assert page.locator("#cell_sizes").input_value() == "1" and page.locator("#split_field").is_hidden()
+    page.locator("#tile_size").fill("12")
+    page.locator("#tiles_across").fill("40")
+    page.locator("#cell_sizes").select_option("1,2,4")
+    assert page.locator("#split_field").is_visible()
+    assert page.locator("#max_uses").is_disabled() and page.locator("#use_every_photo").is_disabled()
+    page.locator("#split").fill("60")
+    page.locator("#print-planner summary").click()
+    page.locator("#paper").select_option("21")
+    page.locator("#dpi").fill("30")
+    # 12 px at 30 DPI: 10.2 mm a tile, 40.6 mm a photo four tiles wide.
+    page.locator("#print-out").filter(
+        has_text="Each photo prints 10.2 mm wide, the large ones up to 40.6 mm."
+    ).wait_for()
+    shot(page, "02d-mixed-photo-sizes")
+    page.locator("#submit").click()
+    page.wait_for_url("**/jobs/*")
+    request_id = page.url.rsplit("/", 1)[1]
+    job = page.request.get(f"{live_app['url']}/api/jobs/{request_id}").json()
+    assert job["cell_sizes"] == [1, 2, 4] and job["tile_size"] == 12 and job["tiles_across"] == 40
+    assert "cells of 1, 2 and 4 tiles (split 60)" in job["events"][0]["message"]
+    assert not errors and not browser_context.violations
+
+
 def test_a_mosaic_too_big_for_a_jpeg_offers_its_zip_and_a_reduced_jpeg(
     app: Any, browser_context: Any, web_storage: Any, web_settings: Any, tmp_path: Path
 ) -> None:

@@ -277,6 +277,38 @@
   correction.addEventListener("change", scheduleReach);
   tileSize.addEventListener("change", scheduleReach);
 
+  /* Photo sizes: a large cell is its photo at size x tile px, from the library's 64 px tiles
+     (and at least 4 px a tile); a mixed mosaic is chosen part by part, so it takes neither fair
+     use nor "use every photo" (the API answers 422 invalid_plan for either). */
+  const cellSizes = document.getElementById("cell_sizes");
+  const split = document.getElementById("split");
+  const maxUsesBox = document.getElementById("max_uses");
+  const everyPhotoBox = document.getElementById("use_every_photo");
+  const cellWords = document.getElementById("cell_sizes_words");
+  const cellText = cellWords.textContent;
+  function fitCellSizes() {
+    const size = Number(tileSize.value);
+    const refused = [];
+    for (const option of cellSizes.options) {
+      const largest = Number(option.value.split(",").pop());
+      option.disabled = largest > 1 && (size < 4 || size * largest > 64);
+      if (option.disabled) refused.push(largest);
+    }
+    if (cellSizes.selectedOptions[0].disabled) cellSizes.value = "1";
+    const mixed = cellSizes.value !== "1";
+    document.getElementById("split_field").hidden = !mixed;
+    maxUsesBox.disabled = mixed;
+    everyPhotoBox.disabled = mixed;
+    cellWords.textContent = refused.length === 0 ? cellText
+      : size < 4 ? `${cellText} Mixed sizes need tiles of 4 px or more.`
+      : refused.includes(2) ? `${cellText} Mixed sizes need tiles of at most 32 px (16 px for four times as large).`
+      : `${cellText} Photos four times as large need tiles of at most 16 px.`;
+  }
+  tileSize.addEventListener("input", fitCellSizes);
+  cellSizes.addEventListener("change", fitCellSizes);
+  split.addEventListener("input", () => { document.getElementById("split_out").textContent = split.value; });
+  fitCellSizes();
+
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (submit.disabled) return;
@@ -288,9 +320,13 @@
     if (photo.width !== null) data.append("tiles_across", across.value);
     data.append("slices", slices.value);
     data.append("correction", correction.value);
-    const maxUses = document.getElementById("max_uses").value.trim();
-    if (maxUses !== "") data.append("max_uses", maxUses);
-    if (document.getElementById("use_every_photo").checked) data.append("use_every_photo", "true");
+    const maxUses = maxUsesBox.value.trim();
+    if (maxUses !== "" && !maxUsesBox.disabled) data.append("max_uses", maxUses);
+    if (everyPhotoBox.checked && !everyPhotoBox.disabled) data.append("use_every_photo", "true");
+    if (cellSizes.value !== "1") {
+      data.append("cell_sizes", cellSizes.value);
+      data.append("split", split.value);
+    }
     submit.disabled = true;
     submit.textContent = "Uploading…";
     try {

@@ -17,6 +17,8 @@
   const every = document.getElementById("print-every");
   const everyBox = document.getElementById("use_every_photo");
   const form = document.getElementById("create-form");
+  const cellSizes = document.getElementById("cell_sizes");
+  const largest = () => Number(cellSizes.value.split(",").pop()); // mixed photo sizes: the largest, in tiles
   let planned = null;
   let seq = 0;
   let everySeq = 0;
@@ -50,7 +52,8 @@
       planned = plan;
       const fits = across.disabled || plan.tiles_across <= Number(across.max);
       out.textContent = `${PM.number(plan.tiles_across)} tiles across of ${plan.tile_size} px = ${PM.number(plan.width_px)} px: ` +
-        `${plan.width_cm} cm wide at ${plan.dpi} DPI` + (fits ? "." : ` — more than this photo allows at this tile size (${across.max}).`);
+        `${plan.width_cm} cm wide at ${plan.dpi} DPI` + (fits ? "." : ` — more than this photo allows at this tile size (${across.max}).`) +
+        ` Each photo prints ${plan.tile_mm} mm wide` + (largest() > 1 ? `, the large ones up to ${Math.round(plan.width_cm * 100 * largest() / plan.tiles_across) / 10} mm.` : ".");
       use.disabled = across.disabled;
       if (!across.disabled) {
         const now = await PM.api(`/api/print-plan/for-grid?${new URLSearchParams({ ...base, tiles_across: across.value })}`);
@@ -72,6 +75,7 @@
   width.addEventListener("input", () => { paper.value = "custom"; update(); });
   dpi.addEventListener("input", update);
   tileSize.addEventListener("input", update);
+  cellSizes.addEventListener("change", update);
   across.addEventListener("input", update);
   for (const source of [tileSize, across, everyBox]) source.addEventListener("input", updateEvery);
   everyBox.addEventListener("change", updateEvery);
