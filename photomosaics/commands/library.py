@@ -146,7 +146,7 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
     A client of the web API like the browser: NAME is created (owned by this machine's client
     id) if it does not exist; photos already uploaded with the same size are skipped.
     """
-    from photomosaics.commands.submit import _Api
+    from photomosaics.web_api import WebApi
 
     found = folder_photos(folder)
     files = found.photos
@@ -155,7 +155,7 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
     if not files:
         raise click.UsageError(f"no photos in {folder} (looked for {', '.join(sorted(s[1:] for s in PHOTO_SUFFIXES))})")
     started = time.monotonic()
-    api = _Api(url, timeout=60.0)
+    api = WebApi(url, timeout=60.0)
     load_client(api.session, api.base)
     click.echo(f"{len(files):,} photos in {folder} ({sum(s for _, _, s in files) / 2**20:,.1f} MiB)", err=True)
     indexing = Indexing(api, name)
@@ -228,13 +228,13 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
     library) from your library NAME, through the web app. Jobs already started keep the version
     they started with. Exit 1 when the library has no photo of some of the names."""
     from dal.blobs.staging import safe_photo_name
-    from photomosaics.commands.submit import _Api
+    from photomosaics.web_api import WebApi
 
     try:
         names = sorted({safe_photo_name(p) for p in photos})
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    api = _Api(url, timeout=60.0)
+    api = WebApi(url, timeout=60.0)
     load_client(api.session, api.base)
     removed: list[str] = []
     missing: list[str] = []
@@ -261,15 +261,15 @@ _REMOVE_BATCH = 1000  # POST /api/libraries/<name>/remove-photos takes at most t
 def rename(old: str, new: str, url: str) -> None:
     """Rename your library OLD to NEW through the web app. Jobs made with it keep working, and
     OLD stays its address too (no one else can take it)."""
-    from photomosaics.commands.submit import _Api
+    from photomosaics.web_api import WebApi
 
-    api = _Api(url, timeout=60.0)
+    api = WebApi(url, timeout=60.0)
     load_client(api.session, api.base)
     body = api.call("PATCH", f"/api/libraries/{old}", json={"name": new}).json()
     click.echo(f"library {old} is now called {body['name']}")
 
 
 def _base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from photomosaics.commands.submit import _base_url as check
+    from photomosaics.web_api import check_base_url as check
 
     return check(ctx, param, value)

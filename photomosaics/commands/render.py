@@ -63,7 +63,7 @@ def _render_options(
         raise click.BadParameter(str(exc), param_hint="--cell-sizes") from None
 
 
-def _cell_sizes(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | None:
+def cell_sizes_value(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | None:
     """``--cell-sizes 1,2,4`` -> ``(1, 2, 4)``; a clear usage error for anything else."""
     from mosaic.cells import parse_cell_sizes
 
@@ -149,7 +149,7 @@ def _cell_sizes(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | 
 )
 @click.option(
     "--cell-sizes",
-    callback=_cell_sizes,
+    callback=cell_sizes_value,
     default=None,
     metavar="SIZES",
     help="Sizes a cell may take, in tiles, e.g. 1,2,4: a calm area gets one large photo, detail small "

@@ -32,93 +32,14 @@ import click
 
 from mosaic.limits import MAX_TILE_SIZE
 from photomosaics.client_file import load_client, save_client
+from photomosaics.commands.render import cell_sizes_value
 from photomosaics.render_outputs import check_not_the_photo
+from photomosaics.web_api import DEFAULT_URL, WebApi, check_base_url, describe_error
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-_CSRF = {"X-Requested-With": "photomosaics"}
 _TERMINAL = {"done", "failed"}
 _RETRYABLE = (429, 503)  # over a quota, busy (backpressure) or storage unavailable: nothing was stored
 _DEFAULT_RETRY_AFTER = 5
 UNSIZED_LIMIT = 256 << 20  # a pipe's or device's bytes read into memory, at most (the app's own limit is lower)
-
-
-def _restart_retry() -> Any:
-    """urllib3's Retry for an app that has answered once: a refused connection (nothing was sent)
-    is tried again 8 times over about 45 s (backoff 0, 1, 2, 4, 8, then 10 s), saying so, and a
-    connection dropped mid-answer twice for a GET. A deploy or a crashed web process that its
-    supervisor brings back is then a pause, not the end of an upload or of a job's progress."""
-    import logging
-
-    from urllib3.util.retry import Retry
-
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # its retry warnings: ours says it in one line
-
-    class Patient(Retry):
-        def sleep(self, response: Any = None) -> None:
-            wait = self.get_backoff_time()
-            if wait:
-                click.echo(f"the web app is not answering (restarting?): trying again in {wait:.0f} s", err=True)
-            super().sleep(response)
-
-    return Patient(total=None, connect=8, read=2, status=0, other=0, backoff_factor=0.5, backoff_max=10)
-
-
-class _Api:
-    """A requests session against one base URL; every failure becomes a ClickException.
-
-    An app that never answered fails at once (a wrong URL, or nothing running); once it has
-    answered, its restarts are waited for (``_restart_retry``)."""
-
-    def __init__(self, base: str, *, timeout: float) -> None:
-        import requests
-
-        self.base = base.rstrip("/")
-        self.timeout = timeout
-        self.session = requests.Session()
-        self.session.headers.update(_CSRF)
-        self._reached = False
-
-    def call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
-        import requests
-
-        url = path if path.startswith("http") else f"{self.base}{path}"
-        try:
-            response = self.session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), **kwargs)
-            if not self._reached:
-                self._reached = True
-                self.session.mount(f"{self.base}/", requests.adapters.HTTPAdapter(max_retries=_restart_retry()))
-        except requests.ConnectionError:
-            raise click.ClickException(
-                f"cannot reach the web app at {self.base}: is `photomosaics web` (or `make run`) running?"
-            ) from None
-        except requests.Timeout:
-            raise click.ClickException(f"the web app at {self.base} did not answer in {self.timeout:.0f} s") from None
-        if response.status_code not in ok:
-            raise click.ClickException(_describe_error(response))
-        return response
-
-
-def _base_url(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """An http(s) URL with a host and a valid port, or a usage error (requests raised its own
-    exceptions for these, a traceback instead of a line)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-        _ = parts.port  # raises ValueError for a port out of range or not a number
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise click.BadParameter(f"{value!r} is not an http(s) URL with a host, such as {DEFAULT_URL}")
-    return value
-
-
-def _describe_error(response: Any) -> str:
-    try:
-        body = response.json()
-        return f"{body['detail']} (HTTP {response.status_code} {body['error']})"
-    except (ValueError, KeyError, TypeError):
-        return f"the web app answered HTTP {response.status_code} {response.reason}"
 
 
 def _retry_after(response: Any) -> int:
@@ -167,7 +88,7 @@ class _Photo:
             yield {"data": body, "headers": {"Content-Type": body.content_type}}
 
 
-def _create(api: _Api, photo: _Photo, form: dict[str, str], *, retry_until: float) -> dict[str, Any]:
+def _create(api: WebApi, photo: _Photo, form: dict[str, str], *, retry_until: float) -> dict[str, Any]:
     """POST the job; a 429/503 is retried after its Retry-After until ``retry_until``."""
     attempt = 1
     while True:
@@ -177,8 +98,8 @@ def _create(api: _Api, photo: _Photo, form: dict[str, str], *, retry_until: floa
             return dict(response.json())
         wait = _retry_after(response)
         if time.monotonic() + wait > retry_until:
-            raise click.ClickException(f"{_describe_error(response)}; gave up after {attempt} attempt(s)")
-        click.echo(f"{_describe_error(response)}: retrying in {wait} s (attempt {attempt + 1})", err=True)
+            raise click.ClickException(f"{describe_error(response)}; gave up after {attempt} attempt(s)")
+        click.echo(f"{describe_error(response)}: retrying in {wait} s (attempt {attempt + 1})", err=True)
         time.sleep(wait)
         attempt += 1
 
@@ -204,7 +125,7 @@ def _sse(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
             data.append(line[5:].strip())
 
 
-def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
+def _follow(api: WebApi, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
     """Job snapshots until it is done or failed: over SSE, reconnecting when a stream ends (the
     server ends each after a few minutes) and polling once between streams, also when the server
     refuses a stream (429: too many) or it breaks."""
@@ -224,7 +145,7 @@ def _follow(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict
         time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
 
 
-def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
+def _one_stream(api: WebApi, job: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
     """The snapshots of one event stream (and its reconnect hint), until it ends or breaks."""
     import requests
 
@@ -275,6 +196,20 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
     "the smallest --tiles-across that works, when the mosaic has too few tiles.",
 )
 @click.option(
+    "--cell-sizes",
+    callback=cell_sizes_value,
+    default=None,
+    metavar="SIZES",
+    help="Sizes a cell may take, in tiles, e.g. 1,2,4: a calm area gets one large photo, detail small "
+    "ones (tiles of 4 to 16 px for 1,2,4) [default: 1, every cell one tile].",
+)
+@click.option(
+    "--split",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="With --cell-sizes: how eagerly the grid is split into small cells, 0-100 [default: 50].",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
@@ -285,7 +220,7 @@ def _one_stream(api: _Api, job: dict[str, Any], *, deadline: float) -> Iterator[
     "--url",
     default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL),
     show_default=DEFAULT_URL,
-    callback=_base_url,
+    callback=check_base_url,
     help="Base URL of the web app (env PHOTOMOSAICS_URL).",
 )
 @click.option(
@@ -308,6 +243,8 @@ def submit(
     tiles_across: int | None,
     correction: int | None,
     use_every_photo: bool,
+    cell_sizes: tuple[int, ...] | None,
+    split: int | None,
     output: Path | None,
     url: str,
     timeout: float,
@@ -325,7 +262,7 @@ def submit(
         raise click.BadParameter(f"folder {output.parent} is not writable", param_hint="--output")
     check_not_the_photo(image, output, "--output")
     photo = _Photo(image)
-    api = _Api(url, timeout=30.0)
+    api = WebApi(url, timeout=30.0)
     load_client(api.session, api.base)  # this machine's client: its own libraries (library add) are usable
     form = {"library": library, "tile_size": str(tile_size), "slices": str(slices)}
     if tiles_across is not None:
@@ -334,6 +271,14 @@ def submit(
         form["correction"] = str(correction)
     if use_every_photo:
         form["use_every_photo"] = "true"
+    if cell_sizes is not None:
+        form["cell_sizes"] = ",".join(map(str, cell_sizes))
+    if split is not None:
+        if cell_sizes is None or len(cell_sizes) < 2:
+            raise click.BadParameter(
+                "split says how cells of several sizes split: give --cell-sizes too", param_hint="--split"
+            )
+        form["split"] = str(split)
     _say_reach(api, photo, form)
     created = _create(api, photo, form, retry_until=min(deadline, started + retry_for))
     save_client(api.session, api.base)
@@ -368,7 +313,7 @@ def submit(
     click.echo(f"saved {output} ({output.stat().st_size:,} bytes) in {time.monotonic() - started:.1f} s", err=True)
 
 
-def _say_reach(api: _Api, photo: _Photo, form: dict[str, str]) -> None:
+def _say_reach(api: WebApi, photo: _Photo, form: dict[str, str]) -> None:
     """Before the job: whether the library reaches the photo's colours (``POST /api/plan``), said
     only when it does not. Any other answer is left to the submission, which says it clearly."""
     with photo.multipart({k: v for k, v in form.items() if k != "slices"}) as body:

@@ -209,7 +209,7 @@ def test_once_the_app_has_answered_its_restart_is_waited_for(
     app on the same port (saying so) instead of ending the command. Never answered: see above."""
     from werkzeug.serving import make_server
 
-    from photomosaics.commands.submit import _Api
+    from photomosaics.web_api import WebApi
     from webapp import create_app
 
     def start(port: int) -> tuple[Any, threading.Thread, list[str]]:
@@ -231,7 +231,7 @@ def test_once_the_app_has_answered_its_restart_is_waited_for(
 
     first, first_thread, _ = start(0)
     port = first.server_port
-    api = _Api(f"http://127.0.0.1:{port}", timeout=30)
+    api = WebApi(f"http://127.0.0.1:{port}", timeout=30)
     assert api.call("GET", "/api/libraries").status_code == 200
     first.shutdown()
     first.server_close()  # nothing listens: connections are refused

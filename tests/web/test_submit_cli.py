@@ -74,6 +74,10 @@ def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path
         "30",
         "--correction",
         "35",
+        "--cell-sizes",
+        "1,2",
+        "--split",
+        "40",
         "-o",
         str(out),
         "--url",
@@ -82,7 +86,7 @@ def test_submit_makes_and_saves_the_mosaic(live_app: dict[str, Any], photo: Path
     assert result.exit_code == 0, result.output
     request_id = re.search(r"job ([0-9a-f-]{36})", result.output).group(1)  # type: ignore[union-attr]
     submitted = next(e for e in live_app["pipeline"].services.jobs.events(request_id) if e.kind == "submitted")
-    assert "colour correction 35 %" in submitted.message
+    assert "colour correction 35 %" in submitted.message and "cells of 1 and 2 tiles (split 40)" in submitted.message
     assert "30×20 tiles of 8 px" in result.output and "saved" in result.output
     stored = live_app["pipeline"].services.blobs.download(IMAGE_OUTPUT_CONTAINER, f"{request_id}.jpg")
     assert out.read_bytes() == stored
@@ -142,6 +146,7 @@ def test_a_library_made_with_library_add_is_this_machines_to_submit_with(
         (["--library", "nosuchlibrary"], "no tile library called 'nosuchlibrary' (HTTP 404 library_not_found)"),
         (["--library", LIBRARY, "--slices", "999"], "HTTP 400 invalid_field"),
         (["--library", LIBRARY, "--use-every-photo", "--tiles-across", "4"], "tiles across to use every photo"),
+        (["--library", LIBRARY, "--cell-sizes", "1,2,4", "--tile-size", "32"], "HTTP 422 invalid_plan"),
     ],
 )
 def test_refusals_are_clear_and_exit_1(idle_app: str, photo: Path, args: list[str], message: str) -> None:
@@ -210,6 +215,8 @@ def test_usage_errors_exit_2_before_any_request(tmp_path: Path, photo: Path) -> 
     assert run(str(tmp_path / "missing.png"), "--library", LIBRARY).exit_code == 2
     assert run(str(photo), "--library", LIBRARY, "--tile-size", "0").exit_code == 2
     assert run(str(photo), "--library", LIBRARY, "--correction", "101").exit_code == 2
+    assert run(str(photo), "--library", LIBRARY, "--cell-sizes", "1,3").exit_code == 2
+    assert run(str(photo), "--library", LIBRARY, "--split", "40").exit_code == 2  # split without several sizes
     assert run(str(photo)).exit_code == 2  # --library is required
 
 
