@@ -26,10 +26,10 @@ from tests.support.queues import drop_queue
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files holding a ``slow`` test first, each file's tests kept in order.
 
-    ``make test`` hands whole files to its two workers in collection order (``--dist loadfile
+    ``make test`` hands whole files to its workers in collection order (``--dist loadfile
     --no-loadscope-reorder``). xdist's default order, most tests first, handed the files of a
     few minutes-long tests (the clean clone, the API fuzz, the giant job) out last, and one
-    worker ran them alone while the other sat idle: longest first keeps both busy to the end.
+    worker ran them alone while the others sat idle: longest first keeps them busy to the end.
     """
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keeps its order
