@@ -1,9 +1,9 @@
 """The engine options of a job, from what its messages carry.
 
 A job's messages name only what the person chose (the colour correction, fair use, every
-photo, cells of several sizes); everything
-else is the engine's default (``mosaic.options.DEFAULT_OPTIONS``), so the controller's fair-use
-assignment and every processor's band render with the same options.
+photo, cells of several sizes); everything else is the engine's default
+(``mosaic.options.DEFAULT_OPTIONS``), so the controller's fair-use assignment and every
+processor's band render with the same options.
 """
 
 from __future__ import annotations
