@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dal import errors
 from dal.errors import QueueMessageFormatException
-from dal.queues.message_fields import MAX_INLINE_BAND_CHARS
+from dal.queues.message_fields import MAX_INLINE_BAND_CHARS, rule_of
 from dal.queues.messages import (
     MESSAGE_TYPES,
     ImageRequestMessage,
@@ -84,6 +84,16 @@ def test_round_trip_of_each_type(message: QueueMessage) -> None:
     assert type(message).parse(text.encode()) == message
     assert QueueMessage.parse(text, queue_name=message.QUEUE) == message
     assert QueueMessage.parse(text, queue_name="t0123456789" + message.QUEUE) == message
+
+
+def test_every_field_declares_its_rule_and_only_an_optional_one_defaults() -> None:
+    """The rules live on the fields (``required``/``optional``): a field added without one fails
+    here, and an optional one (may be absent on the wire) is exactly one whose default is None."""
+    for cls in MESSAGE_TYPES.values():
+        for f in dataclasses.fields(cls):
+            rule = rule_of(f)  # KeyError: declared without a rule
+            assert rule.optional == (f.default is None), (cls.__name__, f.name)
+            assert rule.optional or f.default is dataclasses.MISSING, (cls.__name__, f.name)
 
 
 def test_messages_are_immutable() -> None:

@@ -1,23 +1,28 @@
-"""The rules a queue message's fields obey, one check per field name.
+"""The rules a queue message's fields obey, declared on the fields themselves.
 
-Every field of every message (``dal.queues.messages``) has its check in ``FIELD_CHECKS``; a
-message checks its fields when it is made, so the same rules guard sending and parsing. Every
-failure is a ``QueueMessageFormatException`` that says which field and why. The id rules live
-here too, one home each: client and request ids are table keys (``dal.jobs.model``).
+Every field of every message (``dal.queues.messages``) is declared with its rule:
+``required(check)`` or ``optional(check)`` (``dataclasses.field`` metadata, read back with
+``rule_of``). A rule says how the value is checked, whether it may be null or absent on the
+wire, whether it is written when None, and whether a JSON list is kept as a tuple. A message
+checks its fields when it is made, so the same rules guard sending and parsing. Every failure
+is a ``QueueMessageFormatException`` that says which field and why. The id rules live here
+too, one home each: client and request ids are table keys (``dal.jobs.model``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from dal.errors import QueueMessageFormatException
 from mosaic.cells import check_cell_sizes
-from mosaic.limits import MAX_TILE_SIZE
 
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 # The id rules, one home each: client and request ids are table keys (``dal.jobs.model``).
@@ -30,32 +35,6 @@ _CLIENT_ID = re.compile(ID_PATTERN)
 # A tile library's name: a container name (3-63 lowercase letters, digits and single hyphens).
 LIBRARY_NAME_PATTERN = r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*"
 _LIBRARY_NAME = re.compile(LIBRARY_NAME_PATTERN)
-# Optional fields may be null or absent.
-OPTIONAL_FIELDS = {
-    "tiles_across",
-    "traceparent",
-    "max_uses",
-    "correction",
-    "band",
-    "report",
-    "job_done",
-    "use_every_photo",
-    "library_version",
-    "cell_sizes",
-    "split",
-}
-# Optional fields written only when set, so messages without them stay byte for byte as before.
-OMITTED_WHEN_NONE = {
-    "max_uses",
-    "correction",
-    "band",
-    "report",
-    "job_done",
-    "use_every_photo",
-    "library_version",
-    "cell_sizes",
-    "split",
-}
 # A SliceResponse ``report``: the slice's log line, which the controller keeps in the job row.
 REPORT_FIELDS = {"actor": 100, "message": 300, "at": 40}  # text fields and their longest length
 MAX_REPORT_STAGES = 32
@@ -76,7 +55,7 @@ def fail(reason: str, raw: str | bytes | None = None) -> QueueMessageFormatExcep
     return QueueMessageFormatException(reason, raw)
 
 
-def _check_uri(name: str, value: object) -> None:
+def uri(name: str, value: object) -> None:
     if not isinstance(value, str):
         raise fail(f"{name} must be a string, got {type(value).__name__}")
     if any(ch.isspace() or not ch.isprintable() for ch in value):
@@ -97,46 +76,66 @@ def _check_int(name: str, value: object, *, low: int, high: int | None = None) -
         raise fail(f"{name} must be {bounds}, got {value}")
 
 
-FieldCheck = Callable[[object], None]
+# A field's check: (its name, its value) -> None, or a ``fail`` saying what is wrong.
+FieldCheck = Callable[[str, object], None]
+RULE = "photomosaics.rule"  # the dataclasses metadata key of a field's Rule
 
 
-def _optional(check: FieldCheck) -> FieldCheck:
-    """``check`` for a field that may also be absent (None)."""
+@dataclass(frozen=True)
+class Rule:
+    """How one message field is checked and written.
 
-    def checked(value: object) -> None:
-        if value is not None:
-            check(value)
+    ``optional``: may be null or absent on the wire (the field's default is None, not checked).
+    ``omitted_when_none``: written only when set, so a message without it is byte for byte what
+    it was before the field existed. ``as_tuple``: a JSON list on the wire, kept as a tuple in
+    the (frozen, hashable) message."""
 
-    return checked
-
-
-# How each field is validated; every message field but client_id and request_id (checked first) is here.
-FIELD_CHECKS: dict[str, FieldCheck] = {
-    "queue_uri": lambda v: _check_uri("queue_uri", v),
-    "image_uri": lambda v: _check_uri("image_uri", v),
-    "image_library_uri": lambda v: _check_uri("image_library_uri", v),
-    "slice_uri": lambda v: _check_uri("slice_uri", v),
-    "tile_size": lambda v: _check_int("tile_size", v, low=1, high=MAX_TILE_SIZE),
-    "slices": lambda v: _check_int("slices", v, low=1),
-    "tiles_across": _optional(lambda v: _check_int("tiles_across", v, low=1)),
-    "max_uses": _optional(lambda v: _check_int("max_uses", v, low=1)),
-    "correction": _optional(lambda v: _check_int("correction", v, low=0, high=100)),
-    "slice_sequence": lambda v: _check_int("slice_sequence", v, low=0),
-    "traceparent": _optional(lambda v: check_traceparent(v)),
-    "band": _optional(lambda v: _check_band(v)),
-    "report": _optional(lambda v: _check_report(v)),
-    "job_done": _optional(lambda v: _check_true("job_done", v)),
-    "use_every_photo": _optional(lambda v: _check_true("use_every_photo", v)),
-    "library": lambda v: _check_library(v),
-    "library_uri": lambda v: _check_uri("library_uri", v),
-    "photos": lambda v: _check_photos(v),
-    "library_version": _optional(lambda v: _check_library_version(v)),
-    "cell_sizes": _optional(lambda v: _check_cell_sizes(v)),
-    "split": _optional(lambda v: _check_int("split", v, low=0, high=100)),
-}
+    check: FieldCheck
+    optional: bool = False
+    omitted_when_none: bool = False
+    as_tuple: bool = False
 
 
-def _check_cell_sizes(value: object) -> None:
+def required(check: FieldCheck, *, as_tuple: bool = False) -> Any:  # type: ignore[explicit-any]  # as dataclasses.field() without a default: the field's own annotation is its type
+    """A field every message of its type carries."""
+    return dataclasses.field(metadata={RULE: Rule(check, as_tuple=as_tuple)})
+
+
+def optional(check: FieldCheck, *, written_when_none: bool = False, as_tuple: bool = False) -> Any:  # type: ignore[explicit-any]  # as dataclasses.field(): the field's own annotation is its type
+    """A field that may be left out (None, its default); by default a None is not written either."""
+    rule = Rule(check, optional=True, omitted_when_none=not written_when_none, as_tuple=as_tuple)
+    return dataclasses.field(default=None, metadata={RULE: rule})
+
+
+def rule_of(field: dataclasses.Field[object]) -> Rule:
+    """The rule ``field`` was declared with; KeyError for a field declared without one."""
+    rule = field.metadata[RULE]
+    assert isinstance(rule, Rule), field.name
+    return rule
+
+
+def integer(low: int, high: int | None = None) -> FieldCheck:
+    """An int (never a bool) within ``low``..``high``."""
+    return lambda name, value: _check_int(name, value, low=low, high=high)
+
+
+def client_id(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise _not_text(name, value)
+    check_client_id(value)
+
+
+def request_id(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise _not_text(name, value)
+    check_request_id(value)
+
+
+def _not_text(name: str, value: object) -> QueueMessageFormatException:
+    return fail(f"{name} must be a string, got {type(value).__name__}")
+
+
+def cell_sizes(_name: str, value: object) -> None:
     """Several cell sizes (``mosaic.cells``); one size is the field left out, not ``[1]``."""
     try:
         check_cell_sizes(value)
@@ -146,7 +145,7 @@ def _check_cell_sizes(value: object) -> None:
         raise fail("cell_sizes: one size is the default; leave the field out")
 
 
-def _check_photos(value: object) -> None:
+def photo_names(_name: str, value: object) -> None:
     if not isinstance(value, tuple) or not 1 <= len(value) <= MAX_PHOTOS_PER_INDEX_REQUEST:
         raise fail(f"photos must be a list of 1..{MAX_PHOTOS_PER_INDEX_REQUEST} staged photo names")
     for name in value:
@@ -156,19 +155,20 @@ def _check_photos(value: object) -> None:
         raise fail("photos names a photo twice")
 
 
-def _check_library_version(value: object) -> None:
+def library_version(_name: str, value: object) -> None:
     if not isinstance(value, str) or not _LIBRARY_VERSION.fullmatch(value):
         raise fail(f"library_version must be 1..64 lower-case hex digits, got {str(value)[:80]!r}")
 
 
-def _check_library(value: object) -> None:
+def library_name(_name: str, value: object) -> None:
     if not isinstance(value, str):
         raise fail(f"library must be a string, got {type(value).__name__}")
     if not _LIBRARY_NAME.fullmatch(value):
         raise fail(f"library must be a library name (3-63 of a-z, 0-9 and single hyphens), got {value[:80]!r}")
 
 
-def _check_true(name: str, value: object) -> None:
+def flag(name: str, value: object) -> None:
+    """True, or the field left out: one spelling of "on" on the wire."""
     if value is not True:  # a flag that is either there (true) or absent: one spelling on the wire
         raise fail(f"{name} must be true or absent, got {str(value)[:40]!r}")
 
@@ -178,7 +178,7 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
-def _check_report(value: object) -> None:
+def report(_name: str, value: object) -> None:
     """A slice's log line: ``actor``, ``message``, ``at`` (ISO 8601) and optional ``seconds`` and
     ``stages`` (step name -> seconds), each bounded, so a report never grows a message much."""
     if not isinstance(value, dict):
@@ -205,28 +205,20 @@ def _check_report(value: object) -> None:
         raise fail(f"report.stages must map at most {MAX_REPORT_STAGES} step names to seconds >= 0")
 
 
-def _check_band(value: object) -> None:
+def band(_name: str, value: object) -> None:
     if not isinstance(value, str):
         raise fail(f"band must be a Base64 string, got {type(value).__name__}")
     if not value or len(value) > MAX_INLINE_BAND_CHARS or len(value) % 4 or not _BASE64.fullmatch(value):
         raise fail(f"band must be 1..{MAX_INLINE_BAND_CHARS} characters of padded Base64, got {len(value)} characters")
 
 
+def traceparent(_name: str, value: object) -> None:
+    check_traceparent(value)
+
+
 def check_traceparent(value: object) -> None:
     if not isinstance(value, str) or not _TRACEPARENT.fullmatch(value):
         raise fail(f"traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got {str(value)[:80]!r}")
-
-
-STRING_FIELDS = {
-    "queue_uri",
-    "client_id",
-    "request_id",
-    "image_uri",
-    "image_library_uri",
-    "slice_uri",
-    "library",
-    "library_uri",
-}
 
 
 def check_client_id(value: str) -> None:

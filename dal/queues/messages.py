@@ -9,8 +9,8 @@ version, a message for another queue) raises ``QueueMessageFormatException`` and
 else, so a listener can move it to the poison queue instead of crashing.
 
 Delivery metadata (message id, pop receipt, dequeue count, times) is not part of a message:
-``dal.queues.consumable.ReceivedMessage`` wraps it. The rules each field obeys are
-``dal.queues.message_fields``.
+``dal.queues.consumable.ReceivedMessage`` wraps it. Each field is declared with the rule it obeys
+(``required(check)`` or ``optional(check)``, ``dal.queues.message_fields``).
 """
 
 from __future__ import annotations
@@ -29,16 +29,9 @@ from dal.config import (
     SLICE_RESPONSE_QUEUE,
 )
 from dal.errors import QueueMessageFormatException
-from dal.queues.message_fields import (
-    FIELD_CHECKS,
-    OMITTED_WHEN_NONE,
-    OPTIONAL_FIELDS,
-    STRING_FIELDS,
-    check_client_id,
-    check_request_id,
-    check_traceparent,
-    fail,
-)
+from dal.queues import message_fields as rules
+from dal.queues.message_fields import check_traceparent, fail, integer, optional, required, rule_of
+from mosaic.limits import MAX_TILE_SIZE
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -69,11 +62,11 @@ class QueueMessage:
     parsed: the same checks guard both directions.
     """
 
-    queue_uri: str
-    client_id: str
-    request_id: str
+    queue_uri: str = required(rules.uri)
+    client_id: str = required(rules.client_id)
+    request_id: str = required(rules.request_id)
     # The trace this message belongs to (version 2 payloads only); not part of its meaning.
-    traceparent: str | None = None
+    traceparent: str | None = optional(rules.traceparent)
 
     TYPE: ClassVar[str] = ""
     QUEUE: ClassVar[str] = ""
@@ -82,15 +75,16 @@ class QueueMessage:
         if not self.TYPE:
             raise TypeError("QueueMessage is abstract: use one of its four subclasses")
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in STRING_FIELDS and not isinstance(value, str):
-                raise fail(f"{f.name} must be a string, got {type(value).__name__}")
-        check_client_id(self.client_id)
-        check_request_id(self.request_id)
-        for f in dataclasses.fields(self):
-            check = FIELD_CHECKS.get(f.name)
-            if check is not None:
-                check(getattr(self, f.name))
+            rule, value = rule_of(f), getattr(self, f.name)
+            if rule.as_tuple and isinstance(value, list):  # as parsed from JSON
+                value = tuple(value)
+                object.__setattr__(self, f.name, value)
+            if value is not None or not rule.optional:
+                rule.check(f.name, value)
+        self._check_together()
+
+    def _check_together(self) -> None:
+        """What no single field's rule can say (a message type's own combinations)."""
 
     def payload(self) -> str:
         """The wire text: type tag and version first, then the fields in declaration order.
@@ -101,7 +95,7 @@ class QueueMessage:
         body: dict[str, object] = {"type": self.TYPE, "version": TRACED_PAYLOAD_VERSION if traced else PAYLOAD_VERSION}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name != "traceparent" and not (value is None and f.name in OMITTED_WHEN_NONE):
+            if f.name != "traceparent" and not (value is None and rule_of(f).omitted_when_none):
                 body[f.name] = value
         if traced:
             body["traceparent"] = self.traceparent
@@ -161,7 +155,7 @@ class QueueMessage:
     def _from_fields(cls: type[M], body: dict[str, object]) -> M:
         names = [f.name for f in dataclasses.fields(cls)]
         given = set(body) - {"type", "version"}
-        missing = [n for n in names if n not in given and n not in OPTIONAL_FIELDS]
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in given and not rule_of(f).optional]
         if missing:
             raise fail(f"{cls.TYPE} message is missing field(s): {', '.join(missing)}")
         extra = sorted(given - set(names))
@@ -196,12 +190,9 @@ def _load_json(text: str) -> dict[str, object]:
     return body
 
 
-def _keep_sizes_as_tuple(message: ImageRequestMessage | SliceRequestMessage) -> None:
-    """``cell_sizes`` as parsed from JSON (a list) kept as a tuple: frozen, hashable, equal to
-    the message it was sent from. ``split`` means something only beside several sizes, and a
-    job of several sizes is chosen part by part (``mosaic.options.RenderOptions``)."""
-    if isinstance(message.cell_sizes, list):
-        object.__setattr__(message, "cell_sizes", tuple(message.cell_sizes))
+def _check_cells(message: ImageRequestMessage | SliceRequestMessage) -> None:
+    """``split`` means something only beside several sizes, and a job of several sizes is chosen
+    part by part (``mosaic.options.RenderOptions``): neither fair use nor every photo."""
     if message.split is not None and message.cell_sizes is None:
         raise fail("split is how cells of several sizes split: it needs cell_sizes")
     fair = isinstance(message, ImageRequestMessage) and (message.max_uses is not None or message.use_every_photo)
@@ -213,35 +204,34 @@ def _keep_sizes_as_tuple(message: ImageRequestMessage | SliceRequestMessage) -> 
 class ImageRequestMessage(QueueMessage):
     """A job: make a mosaic of ``image_uri`` from the tiles of ``image_library_uri``."""
 
-    image_uri: str
-    image_library_uri: str
-    tile_size: int
-    slices: int
-    tiles_across: int | None = None
+    image_uri: str = required(rules.uri)
+    image_library_uri: str = required(rules.uri)
+    tile_size: int = required(integer(1, MAX_TILE_SIZE))
+    slices: int = required(integer(1))
+    tiles_across: int | None = optional(integer(1), written_when_none=True)  # null: the planner's default
     # Fair use: no tile more than this many times in the whole mosaic (None: the variety rule).
     # The controller assigns every cell once for the whole job and ships each band its rows.
-    max_uses: int | None = None
+    max_uses: int | None = optional(integer(1))
     # How far each tile's colour moves toward its cell's, 0..100 % (None: the engine's default,
     # ``mosaic.options.RenderOptions.correction``): the person's choice between tiles and photo.
-    correction: int | None = None
+    correction: int | None = optional(integer(0, 100))
     # Every library photo (every group of near-duplicates) at least once: true or absent. The
     # controller chooses the whole grid once (``mosaic.tile_choice.choose_whole``), as for max_uses.
-    use_every_photo: bool | None = None
+    use_every_photo: bool | None = optional(rules.flag)
     # The version of a library the indexer fills that the job renders with, pinned when it was
     # admitted (``dal.blobs.indexed``): photos added or removed later do not change it. None:
     # the library as it is (one with an ``index.zip``).
-    library_version: str | None = None
+    library_version: str | None = optional(rules.library_version)
     # Cells of several sizes (``mosaic.cells``), e.g. (1, 2, 4), a JSON list on the wire, and how
     # eagerly the grid splits into small cells (0..100). None: one size, the engine's split.
-    cell_sizes: tuple[int, ...] | None = None
-    split: int | None = None
+    cell_sizes: tuple[int, ...] | None = optional(rules.cell_sizes, as_tuple=True)
+    split: int | None = optional(integer(0, 100))
 
     TYPE: ClassVar[str] = "ImageRequest"
     QUEUE: ClassVar[str] = IMAGE_REQUEST_QUEUE
 
-    def __post_init__(self) -> None:
-        _keep_sizes_as_tuple(self)
-        super().__post_init__()
+    def _check_together(self) -> None:
+        _check_cells(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,22 +243,22 @@ class SliceRequestMessage(QueueMessage):
     transactions less per slice). Absent (None), the band is the blob at ``slice_uri``.
     """
 
-    image_library_uri: str
-    slice_uri: str
-    slice_sequence: int
-    tile_size: int
-    band: str | None = None
-    correction: int | None = None  # as the job's ImageRequest says (None: the engine's default)
-    library_version: str | None = None  # as the job's ImageRequest says (None: the library as it is)
-    cell_sizes: tuple[int, ...] | None = None  # as the job's ImageRequest says (None: one size)
-    split: int | None = None  # as the job's ImageRequest says (None: the engine's default)
+    image_library_uri: str = required(rules.uri)
+    slice_uri: str = required(rules.uri)
+    slice_sequence: int = required(integer(0))
+    tile_size: int = required(integer(1, MAX_TILE_SIZE))
+    band: str | None = optional(rules.band)
+    # The job's options, as its ImageRequest says them (None: the engine's default; the library as it is).
+    correction: int | None = optional(integer(0, 100))
+    library_version: str | None = optional(rules.library_version)
+    cell_sizes: tuple[int, ...] | None = optional(rules.cell_sizes, as_tuple=True)
+    split: int | None = optional(integer(0, 100))
 
     TYPE: ClassVar[str] = "SliceRequest"
     QUEUE: ClassVar[str] = SLICE_REQUEST_QUEUE
 
-    def __post_init__(self) -> None:
-        _keep_sizes_as_tuple(self)
-        super().__post_init__()
+    def _check_together(self) -> None:
+        _check_cells(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -281,9 +271,9 @@ class SliceResponseMessage(QueueMessage):
     which wrote a ``slice_done`` event themselves.
     """
 
-    slice_uri: str
-    slice_sequence: int
-    report: dict[str, object] | None = None
+    slice_uri: str = required(rules.uri)
+    slice_sequence: int = required(integer(0))
+    report: dict[str, object] | None = optional(rules.report)
 
     TYPE: ClassVar[str] = "SliceResponse"
     QUEUE: ClassVar[str] = SLICE_RESPONSE_QUEUE
@@ -293,10 +283,10 @@ class SliceResponseMessage(QueueMessage):
 class ImageResponseMessage(QueueMessage):
     """The finished mosaic is stored at ``image_uri``."""
 
-    image_uri: str
+    image_uri: str = required(rules.uri)
     # True: the stitcher finished the job itself: the responder has nothing to
     # write and need not read the row to learn it. Absent from older controllers.
-    job_done: bool | None = None
+    job_done: bool | None = optional(rules.flag)
 
     TYPE: ClassVar[str] = "ImageResponse"
     QUEUE: ClassVar[str] = IMAGE_RESPONSE_QUEUE
@@ -317,7 +307,7 @@ class LibraryCleanupMessage(QueueMessage):
     It shares the ``jobcleanup`` queue (and its handler role) with job deletions: both are rare,
     short, storage-only work. ``request_id`` names this deletion request (a fresh UUID)."""
 
-    library: str
+    library: str = required(rules.library_name)
 
     TYPE: ClassVar[str] = "LibraryCleanup"
     QUEUE: ClassVar[str] = JOB_CLEANUP_QUEUE
@@ -328,16 +318,12 @@ class IndexRequestMessage(QueueMessage):
     """Index these staged photos of the library at ``library_uri`` (``workers.indexer``). Idempotent
     per photo: ``request_id`` derives from the library and the photos, so asking twice is harmless."""
 
-    library_uri: str
-    photos: tuple[str, ...]  # staged names (without "staging/"); a JSON list on the wire
+    library_uri: str = required(rules.uri)
+    # Staged names (without "staging/"), a JSON list on the wire.
+    photos: tuple[str, ...] = required(rules.photo_names, as_tuple=True)
 
     TYPE: ClassVar[str] = "IndexRequest"
     QUEUE: ClassVar[str] = INDEX_REQUEST_QUEUE
-
-    def __post_init__(self) -> None:
-        if isinstance(self.photos, list):  # as parsed from JSON: kept as a tuple (frozen, hashable)
-            object.__setattr__(self, "photos", tuple(self.photos))
-        super().__post_init__()
 
 
 MESSAGE_TYPES: dict[str, type[QueueMessage]] = {
