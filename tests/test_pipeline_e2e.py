@@ -120,7 +120,7 @@ def calm_and_busy_bands(library: TileLibrary, width: int, height: int, *, band: 
 
 
 def test_cells_of_several_sizes_through_real_processes_are_the_offline_renders_bytes(pipe: Pipeline) -> None:
-    """A job of cells of 1, 2 and 4 tiles, in one slice or several (plain bands of whole parts,
+    """A job of cells of 1, 2 and 4 tiles, in one slice or seven (plain bands of whole parts,
     each starting on a multiple of 4 rows, on a grid with Deep Zoom units too), gives the bytes
     of the offline render, and its tile map says each cell's size."""
     pipe.start("controller")
@@ -130,7 +130,7 @@ def test_cells_of_several_sizes_through_real_processes_are_the_offline_renders_b
     library = pipe.services.libraries.load(pipe.library_uri)
     image = calm_and_busy_bands(library, 128, 1184)
     jobs = {}
-    for slices, tile, sizes in ((1, 8, (1, 2, 4)), (3, 8, (1, 2, 4)), (7, 8, (1, 2, 4)), (4, 16, (1, 2))):
+    for slices, tile, sizes in ((1, 8, (1, 2, 4)), (7, 8, (1, 2, 4)), (4, 16, (1, 2))):
         rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=tile, slices=slices, cell_sizes=sizes)
         jobs[rid] = (slices, tile, sizes)
     finished = pipe.wait(jobs, timeout=180)
@@ -153,7 +153,7 @@ def test_cells_of_several_sizes_through_real_processes_are_the_offline_renders_b
         which, _ = placed_tiles(choice, library)
         reported = [tile_map.tiles[v >> 1][0] for v in tile_map.cells.ravel().tolist()]
         assert reported == [library.names[w] for w in which.ravel()], f"{what}: tile map"
-    assert {j.slices for j in finished.values()} >= {1, 3}
+    assert min(j.slices for j in finished.values()) == 1 and max(j.slices for j in finished.values()) >= 3
     assert unit_lattice(Grid(16, 148, 128, 1184, 8)) is not None  # parts cut at units, widened to 4 rows
 
 
