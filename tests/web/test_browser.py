@@ -381,11 +381,14 @@ def test_mixed_photo_sizes_are_offered_where_the_tile_size_allows_and_the_job_ge
     assert page.locator("#cell_sizes").input_value() == "1" and page.locator("#split_field").is_hidden()
     page.locator("#tile_size").fill("12")
     page.locator("#tiles_across").fill("40")
+    page.locator("#print-planner summary").click()
+    page.locator("#use_every_photo").check()
+    page.locator("#print-every").wait_for()  # what "every photo" needs, while it is ticked
     page.locator("#cell_sizes").select_option("1,2,4")
+    page.locator("#print-every").wait_for(state="hidden")  # and not once mixed sizes turned it off
     assert page.locator("#split_field").is_visible()
     assert page.locator("#max_uses").is_disabled() and page.locator("#use_every_photo").is_disabled()
     page.locator("#split").fill("60")
-    page.locator("#print-planner summary").click()
     page.locator("#paper").select_option("21")
     page.locator("#dpi").fill("30")
     # 12 px at 30 DPI: 10.2 mm a tile, 40.6 mm a photo four tiles wide.

@@ -27,7 +27,7 @@
     const mine = ++everySeq;
     const library = form.querySelector('input[name="library"]:checked');
     const { photoWidth, photoHeight } = form.dataset;
-    if (!everyBox.checked || !library || !photoWidth) { every.hidden = true; return; }
+    if (!everyBox.checked || everyBox.disabled || !library || !photoWidth) { every.hidden = true; return; }
     const query = { library: library.value, tile_size: tileSize.value, width: photoWidth, height: photoHeight };
     try {
       const need = await PM.api(`/api/print-plan/every-photo?${new URLSearchParams(query)}`);
@@ -75,7 +75,7 @@
   width.addEventListener("input", () => { paper.value = "custom"; update(); });
   dpi.addEventListener("input", update);
   tileSize.addEventListener("input", update);
-  cellSizes.addEventListener("change", update);
+  cellSizes.addEventListener("change", () => { update(); updateEvery(); }); // mixed sizes turn "every photo" off
   across.addEventListener("input", update);
   for (const source of [tileSize, across, everyBox]) source.addEventListener("input", updateEvery);
   everyBox.addEventListener("change", updateEvery);
