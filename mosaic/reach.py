@@ -108,7 +108,7 @@ def library_reach(
     target = srgb_to_lab(cell_image(image, replace(grid, tile_size=1)).reshape(-1, 3))
 
     cells = cell_image(image, grid)
-    parts = plan_parts(grid)
+    parts = plan_parts(grid, align=options.cell_sizes[-1])
     choice = choose_tiles(cells, library, tile_size=PREVIEW_TILE, seed=seed, options=options, parts=parts)
 
     def far(correction: int) -> tuple[np.ndarray, np.ndarray]:  # the same tiles, moved further or less

@@ -41,6 +41,7 @@ from webapp.clients import client_id
 from webapp.decode_budget import DECODES
 from webapp.errors import ApiError
 from webapp.ingress import client_address
+from webapp.job_cells import cells_fields
 from webapp.services import services, settings
 from webapp.validation import int_field, optional_int_field, shown
 
@@ -319,6 +320,8 @@ def plan() -> Response:
     height = int_field(request.args, "height", low=1, high=1_000_000)
     tile_size = int_field(request.args, "tile_size", low=1, high=64)
     tiles_across = optional_int_field(request.args, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
+    # Cells of several sizes cut the grid into fewer, aligned parts: the slice range says so.
+    cell_sizes, _ = cells_fields(request.args, tile_size=tile_size, max_uses=None, use_every_photo=False)
     grid = planning.plan(
         width=width,
         height=height,
@@ -326,7 +329,7 @@ def plan() -> Response:
         tiles_across=tiles_across,
         max_output_pixels=limits.max_output_pixels,
     )
-    body = planning.describe(grid, limit=limits.max_slices)
+    body = planning.describe(grid, limit=limits.max_slices, align=cell_sizes[-1] if cell_sizes else 1)
     body["max_output_pixels"] = limits.max_output_pixels
     body["max_tiles_across"] = planning.largest(
         width=width, height=height, tile_size=tile_size, max_output_pixels=limits.max_output_pixels

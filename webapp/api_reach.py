@@ -32,6 +32,7 @@ from mosaic.reach import PREVIEW_ACROSS, library_reach, preview_across
 from webapp import planning
 from webapp.decode_budget import DECODES, decode_cost
 from webapp.errors import ApiError
+from webapp.job_cells import cells_fields
 from webapp.job_submission import find_library
 from webapp.services import services, settings
 from webapp.validation import int_field, optional_int_field, validate_image
@@ -51,6 +52,7 @@ def plan_with_photo() -> Any:
     tile_size = int_field(request.form, "tile_size", low=1, high=64)
     tiles_across = optional_int_field(request.form, "tiles_across", low=1, high=planning.MAX_TILES_ACROSS)
     correction = optional_int_field(request.form, "correction", low=0, high=100)
+    cell_sizes, split = cells_fields(request.form, tile_size=tile_size, max_uses=None, use_every_photo=False)
     library_uri = find_library(library)
     photo = validate_image(
         upload.read(limits.max_upload_bytes + 1), max_bytes=limits.max_upload_bytes, max_pixels=limits.max_input_pixels
@@ -70,12 +72,14 @@ def plan_with_photo() -> Any:
         image = open_image(photo.data, max_pixels=limits.max_input_pixels, min_size=(side, side))
         image.thumbnail((side * 2, side * 2), Image.Resampling.BOX)
     options = DEFAULT_OPTIONS if correction is None else replace(DEFAULT_OPTIONS, correction=correction)
+    if cell_sizes is not None:  # the preview as the job will be: large photos where they fit
+        options = replace(options, cell_sizes=cell_sizes, split=options.split if split is None else split)
     try:
         library_tiles = services().libraries.load(library_uri, fresh_for=10.0)
     except LibraryNotFoundError:  # named, but no photo of it indexed yet (its uploads are still coming in)
         raise ApiError(409, "library_not_ready", f"library {library!r} has no indexed photos yet") from None
     reach = library_reach(image, library_tiles, options=options, tiles_across=across)
-    body = planning.describe(grid, limit=limits.max_slices)
+    body = planning.describe(grid, limit=limits.max_slices, align=cell_sizes[-1] if cell_sizes else 1)
     # For a page that cannot read the photo (a HEIC in Chrome): its size plans the grid, its picture is shown.
     body["photo"] = {"width": photo.width, "height": photo.height, "preview": _data_url(np.asarray(image))}
     body["reach"] = {

@@ -70,14 +70,15 @@ def largest(*, width: int, height: int, tile_size: int, max_output_pixels: int) 
     )
 
 
-def describe(grid: Grid, *, limit: int) -> dict[str, Any]:
-    """The JSON the form shows: grid, output size, megapixels and the slice floor and ceiling."""
+def describe(grid: Grid, *, limit: int, align: int = 1) -> dict[str, Any]:
+    """The JSON the form shows: grid, output size, megapixels and the slice floor and ceiling
+    (``align``: the largest cell size, ``mosaic.cells``)."""
     return {
-        "min_slices": min(min_slices(grid), max_slices(grid, limit)),
+        "min_slices": min(min_slices(grid, align=align), max_slices(grid, limit, align=align)),
         "tiles_across": grid.tiles_across,
         "tiles_down": grid.tiles_down,
         "output_width": grid.output_width,
         "output_height": grid.output_height,
         "megapixels": round(grid.output_width * grid.output_height / 1e6, 1),
-        "max_slices": max_slices(grid, limit),
+        "max_slices": max_slices(grid, limit, align=align),
     }

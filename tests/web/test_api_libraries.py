@@ -145,6 +145,22 @@ def test_plan_matches_the_engine(client: Any) -> None:
     assert tall["tiles_down"] == 600 and units is not None and tall["max_slices"] == units.units == 10
 
 
+def test_the_slice_range_follows_cells_of_several_sizes(client: Any) -> None:
+    """A job of several cell sizes is cut into plain bands of whole parts aligned to the largest
+    size (no Deep Zoom pieces): the range the page offers is that one, as the job will get."""
+    base = "/api/plan?width=400&height=3000&tile_size=8&tiles_across=50"
+    grid = plan_grid(400, 3000, tile_size=8, tiles_across=50, max_output_pixels=4_000_000)
+    lattice = unit_lattice(grid)
+    assert lattice is not None
+    one, mixed = client.get(base).json, client.get(base + "&cell_sizes=1,2,4").json
+    assert one["max_slices"] == min(16, lattice.units)
+    assert mixed["max_slices"] == min(16, plan_parts(grid, align=4).count) != one["max_slices"]
+    assert client.get(base + "&cell_sizes=1").json == one
+    assert client.get(base + "&cell_sizes=1,2,3").json["error"] == "invalid_field"
+    refused = client.get("/api/plan?width=400&height=300&tile_size=32&cell_sizes=1,2,4")
+    assert refused.status_code == 422 and refused.json["error"] == "invalid_plan"
+
+
 @pytest.mark.parametrize(
     "query",
     [

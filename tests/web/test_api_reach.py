@@ -81,6 +81,30 @@ def test_bad_requests_are_clear_and_store_nothing(client: Any, tile_library: str
     assert _plan(client, png_bytes(8, 8), correction="101").json["error"] == "invalid_field"
 
 
+def test_the_preview_is_rendered_with_the_jobs_cell_sizes(client: Any, tile_library: str, monkeypatch: Any) -> None:
+    """With several cell sizes the reach is measured, and the preview drawn, as that job will
+    be made; a combination the job would be refused is refused here the same way."""
+    import webapp.api_reach
+
+    seen = []
+    real = webapp.api_reach.library_reach
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["options"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(webapp.api_reach, "library_reach", recorded)
+    photo = png_bytes(120, 90)
+    plain = _plan(client, photo)
+    mixed = _plan(client, photo, cell_sizes="1,2,4", split="30")
+    assert plain.status_code == mixed.status_code == 200, mixed.json
+    assert (seen[0].cell_sizes, seen[1].cell_sizes, seen[1].split) == ((1,), (1, 2, 4), 30)
+    assert _decoded(mixed.json["reach"]["preview"]).size == _decoded(plain.json["reach"]["preview"]).size
+    refused = _plan(client, photo, tile_size="32", cell_sizes="1,2,4")
+    assert refused.status_code == 422 and refused.json["error"] == "invalid_plan"
+    assert _plan(client, photo, split="30").json["error"] == "invalid_plan"  # split alone
+
+
 def test_the_preview_reserves_what_its_decode_holds(client: Any, monkeypatch: Any) -> None:
     """A JPEG's preview is a reduced decode; a PNG has none, so its preview reserves every pixel
     (the budget of webapp.decode_budget, watched through its reserve)."""

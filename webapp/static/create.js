@@ -162,6 +162,8 @@
     if (!photo || photo.width === null) return;
     const seq = ++planSeq;
     const params = new URLSearchParams({ width: photo.width, height: photo.height, tile_size: tileSize.value });
+    const sizes = document.getElementById("cell_sizes").value;
+    if (sizes !== "1") params.set("cell_sizes", sizes); // its slices align to the largest cell
     try {
       if (fresh || across.dataset.max === undefined || across.dataset.tile !== tileSize.value) {
         const auto = await PM.api(`/api/plan?${params}`);
@@ -210,13 +212,18 @@
     data.append("tile_size", tileSize.value);
     if (photo.width !== null && !across.disabled) data.append("tiles_across", across.value);
     data.append("correction", correction.value);
+    const sizes = document.getElementById("cell_sizes").value;
+    if (sizes !== "1") { // the preview as the job will be: large photos where they fit
+      data.append("cell_sizes", sizes);
+      data.append("split", document.getElementById("split").value);
+    }
     try {
       const answer = await PM.api("/api/plan", { method: "POST", body: data });
       if (seq !== reachSeq || photo !== asked) return;
       if (photo.width === null) learnSize(answer.photo);
       const reach = answer.reach;
       box.hidden = !reach.warn;
-      box.dataset.checked = `${library.value}:${tileSize.value}:${correction.value}`; // what it was measured for
+      box.dataset.checked = `${library.value}:${tileSize.value}:${correction.value}:${sizes}`; // what it was measured for
       document.getElementById("reach-message").textContent = reach.message;
       showPreview(document.getElementById("reach-preview"), reach.preview);
       showPreview(document.getElementById("reach-toward"), reach.preview_toward_photo);
@@ -305,8 +312,9 @@
       : `${cellText} Photos four times as large need tiles of at most 16 px.`;
   }
   tileSize.addEventListener("input", fitCellSizes);
-  cellSizes.addEventListener("change", fitCellSizes);
+  cellSizes.addEventListener("change", () => { fitCellSizes(); schedulePlan(); scheduleReach(); });
   split.addEventListener("input", () => { document.getElementById("split_out").textContent = split.value; });
+  split.addEventListener("change", scheduleReach);
   fitCellSizes();
 
   form.addEventListener("submit", async (event) => {
