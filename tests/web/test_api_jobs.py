@@ -234,6 +234,8 @@ def test_default_grid_follows_the_planner(client: Any) -> None:
         ({"cell_sizes": "1,2,3"}, 400, "invalid_field"),
         ({"cell_sizes": "2,4"}, 400, "invalid_field"),  # one size is always allowed
         ({"cell_sizes": "1, 2, 4"}, 400, "invalid_field"),  # the spec's texts, exactly
+        ({"cell_sizes": "\uff11,\uff12"}, 400, "invalid_field"),  # other scripts' digits
+        ({"cell_sizes": "1,2," * 20_000}, 400, "invalid_field"),  # 80 KB of it: refused, echoed short
         ({"cell_sizes": "1,2", "split": "101"}, 400, "invalid_field"),
         ({"split": "50"}, 422, "invalid_plan"),  # how several sizes split, without several sizes
         ({"cell_sizes": "1,2,4", "tile_size": "32"}, 422, "invalid_plan"),  # a 128 px cell from 64 px tiles
