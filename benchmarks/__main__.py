@@ -10,6 +10,7 @@ order (``ORDER`` first, then the rest alphabetically) so that `make bench` outpu
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 import time
@@ -32,12 +33,23 @@ def available() -> list[str]:
 
 def run(argv: list[str]) -> int:
     names = available()
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{__doc__}\nAvailable: {', '.join(names)}. Each one's options: python -m benchmarks NAME --help")
+        return 0
     first_option = next((i for i, arg in enumerate(argv) if arg.startswith("-")), len(argv))
     wanted, options = argv[:first_option] or names, argv[first_option:]
     unknown = [n for n in wanted if n not in names]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(names)}", file=sys.stderr)
         return 2
+    if options:  # options belong to the benchmarks named before them, each of which must take them
+        if not argv[:first_option]:
+            print("options go after the benchmarks they are for: python -m benchmarks NAME --option", file=sys.stderr)
+            return 2
+        without = [n for n in wanted if not _takes_options(n)]
+        if without:
+            print(f"{', '.join(without)} take(s) no options", file=sys.stderr)
+            return 2
     for name in wanted:
         print(f"\n=== benchmark: {name} ===", flush=True)
         start = time.perf_counter()
@@ -47,6 +59,12 @@ def run(argv: list[str]) -> int:
         if isinstance(result, int) and result:
             return result
     return 0
+
+
+def _takes_options(name: str) -> bool:
+    """Whether ``benchmarks.<name>.main`` accepts an argv."""
+    main = importlib.import_module(f"benchmarks.{name}").main
+    return bool(inspect.signature(main).parameters)
 
 
 if __name__ == "__main__":
