@@ -44,7 +44,7 @@ from .grid import Grid, min_slices
 from .limits import JPEG_MAX_SIDE, MAX_SLICE_PIXELS
 from .parts import JPEG_ROWS, Parts, plan_parts, unit_lattice
 
-__all__ = ["Piece", "PiecePlan", "band_tiles", "job_plan", "plan_pieces", "shrink"]
+__all__ = ["Piece", "PiecePlan", "band_tiles", "job_bands", "job_plan", "plan_pieces", "shrink"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,17 @@ def job_plan(grid: Grid, slices: int, *, align: int = 1) -> PiecePlan | None:
     if align > 1 or max(slices, min_slices(grid)) < 2 or max(grid.output_width, grid.output_height) > JPEG_MAX_SIDE:
         return None
     return plan_pieces(grid, slices)
+
+
+def job_bands(grid: Grid, slices: int, *, align: int = 1) -> tuple[PiecePlan | None, list[range]]:
+    """A job's bands of cell rows, as the controller cuts them and the web app shows them: a
+    giant job's pieces (``job_plan``: the cell rows each renders), else plain bands of whole
+    parts (``mosaic.parts``, aligned to ``align``). A giant mosaic gets more slices than asked
+    for, so that no band holds more than ``MAX_SLICE_PIXELS``; never more than the grid's parts."""
+    if (plan := job_plan(grid, slices, align=align)) is not None:
+        return plan, [piece.cells for piece in plan.pieces()]
+    rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
+    return None, plan_parts(grid, align=align).bands(max(slices, min_slices(grid)), max_rows=rows_per_slice)
 
 
 def plan_pieces(grid: Grid, slices: int, *, max_slice_pixels: int = MAX_SLICE_PIXELS) -> PiecePlan | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mosaic import pieces
 from mosaic.grid import Grid, plan_grid
 from mosaic.grid import min_slices as fewest_slices
-from mosaic.limits import MAX_SLICE_PIXELS
 from mosaic.parts import plan_parts, unit_lattice
 from mosaic.pieces import job_plan
 from webapp.errors import ApiError
@@ -36,12 +36,10 @@ def job_bands(grid: Grid, slices: int, *, align: int = 1) -> list[list[int]]:
     """A job's bands in cell rows [start, stop), as the controller will cut them: a giant job's
     pieces (the rows each owns, to the cell rows that cover them), else whole parts of the grid.
     ``align``: the job's largest cell size (``mosaic.cells``)."""
-    plan = job_plan(grid, slices, align=align)
+    plan, bands = pieces.job_bands(grid, slices, align=align)
     if plan is None:
-        rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
-        chosen = plan_parts(grid, align=align).bands(max(slices, fewest_slices(grid)), max_rows=rows_per_slice)
-        return [[band.start, band.stop] for band in chosen]
-    ts = grid.tile_size
+        return [[band.start, band.stop] for band in bands]
+    ts = grid.tile_size  # a piece shows the rows it owns, not the margin it renders beyond them
     return [[p.owned.start // ts, -(-p.owned.stop // ts)] for p in plan.pieces()]
 
 

@@ -66,9 +66,8 @@ from dal.queues.lanes import lane_for
 from dal.queues.messages import ImageRequestMessage, ImageResponseMessage, SliceResponseMessage
 from mosaic.cells import check_tile_size
 from mosaic.grid import cell_image, min_slices, plan_grid
-from mosaic.limits import MAX_SLICE_PIXELS, MAX_TILE_SIZE
-from mosaic.parts import plan_parts
-from mosaic.pieces import PiecePlan, job_plan
+from mosaic.limits import MAX_TILE_SIZE
+from mosaic.pieces import PiecePlan, job_bands
 from workers.controller.assembly import Stitcher
 from workers.controller.dispatch import dispatch_slices, store_bands
 from workers.controller.hedging import Hedger
@@ -337,18 +336,11 @@ class JobController:
 
 
 def _plan_slices(message: ImageRequestMessage, grid: Grid) -> tuple[PiecePlan | None, list[range]]:
-    """The job's bands: on pyramid units when several and the mosaic allows (``mosaic.pieces``:
-    they make final pieces, the stitch only assembles them), else plain bands of whole parts
-    (``mosaic.parts``). Either way at most as many as the grid has parts: the slice count
+    """The job's bands (``mosaic.pieces.job_bands``): on pyramid units when several and the
+    mosaic allows (they make final pieces, the stitch only assembles them), else plain bands of
+    whole parts, aligned to the largest cell so that none straddles two bands. The slice count
     changes who renders which rows, never the mosaic."""
-    align = message.cell_sizes[-1] if message.cell_sizes else 1  # no large cell across two bands
-    if (plan := job_plan(grid, message.slices, align=align)) is not None:
-        return plan, [piece.cells for piece in plan.pieces()]
-    # A giant mosaic gets more slices than asked for, so that no processor holds more than
-    # MAX_SLICE_PIXELS of it (the web app shows the same number before submitting).
-    rows_per_slice = max(1, MAX_SLICE_PIXELS // max(1, grid.output_width * grid.tile_size))
-    parts = plan_parts(grid, align=align)
-    return None, parts.bands(max(message.slices, min_slices(grid)), max_rows=rows_per_slice)
+    return job_bands(grid, message.slices, align=message.cell_sizes[-1] if message.cell_sizes else 1)
 
 
 def _slice_event(message: SliceResponseMessage) -> JobEvent | None:
