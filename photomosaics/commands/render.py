@@ -63,7 +63,7 @@ def _render_options(
         raise click.BadParameter(str(exc), param_hint="--cell-sizes") from None
 
 
-def cell_sizes_value(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | None:
+def _cell_sizes_value(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ...] | None:
     """``--cell-sizes 1,2,4`` -> ``(1, 2, 4)``; a clear usage error for anything else."""
     from mosaic.cells import parse_cell_sizes
 
@@ -73,6 +73,24 @@ def cell_sizes_value(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ..
         return parse_cell_sizes(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def cell_sizes_options(command: Any) -> Any:
+    """``--cell-sizes`` and ``--split``, as ``render`` and ``submit`` both take them."""
+    command = click.option(
+        "--split",
+        type=click.IntRange(0, 100),
+        default=None,
+        help="With --cell-sizes: how eagerly the grid is split into small cells, 0-100 [default: 50].",
+    )(command)
+    return click.option(
+        "--cell-sizes",
+        callback=_cell_sizes_value,
+        default=None,
+        metavar="SIZES",
+        help="Sizes a cell may take, in tiles, e.g. 1,2,4: a calm area gets one large photo, detail small "
+        "ones (needs tiles of 4 px or more, the largest cell at most 64 px) [default: 1, every cell one tile].",
+    )(command)
 
 
 @click.command()
@@ -147,20 +165,7 @@ def cell_sizes_value(_ctx: Any, _param: Any, value: str | None) -> tuple[int, ..
     help="Every photo of the library (near-duplicates counted once) at least once; refused, naming the "
     "smallest --tiles-across that works, when the mosaic has too few tiles.",
 )
-@click.option(
-    "--cell-sizes",
-    callback=cell_sizes_value,
-    default=None,
-    metavar="SIZES",
-    help="Sizes a cell may take, in tiles, e.g. 1,2,4: a calm area gets one large photo, detail small "
-    "ones (needs tiles of 4 px or more, the largest cell at most 64 px) [default: 1, every cell one tile].",
-)
-@click.option(
-    "--split",
-    type=click.IntRange(0, 100),
-    default=None,
-    help="With --cell-sizes: how eagerly the grid is split into small cells, 0-100 [default: 50].",
-)
+@cell_sizes_options
 @click.option("--seed", default="", help="Seed of the variety choices (same seed, same pixels).")
 @click.option(
     "--max-output-pixels",

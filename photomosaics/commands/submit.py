@@ -32,7 +32,7 @@ import click
 
 from mosaic.limits import MAX_TILE_SIZE
 from photomosaics.client_file import load_client, save_client
-from photomosaics.commands.render import cell_sizes_value
+from photomosaics.commands.render import cell_sizes_options
 from photomosaics.render_outputs import check_not_the_photo
 from photomosaics.web_api import DEFAULT_URL, WebApi, check_base_url, describe_error
 
@@ -195,20 +195,7 @@ def _one_stream(api: WebApi, job: dict[str, Any], *, deadline: float) -> Iterato
     help="Every photo of the library (near-duplicates counted once) at least once; refused, naming "
     "the smallest --tiles-across that works, when the mosaic has too few tiles.",
 )
-@click.option(
-    "--cell-sizes",
-    callback=cell_sizes_value,
-    default=None,
-    metavar="SIZES",
-    help="Sizes a cell may take, in tiles, e.g. 1,2,4: a calm area gets one large photo, detail small "
-    "ones (tiles of 4 to 16 px for 1,2,4) [default: 1, every cell one tile].",
-)
-@click.option(
-    "--split",
-    type=click.IntRange(0, 100),
-    default=None,
-    help="With --cell-sizes: how eagerly the grid is split into small cells, 0-100 [default: 50].",
-)
+@cell_sizes_options
 @click.option(
     "-o",
     "--output",
