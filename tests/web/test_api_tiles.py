@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,13 +39,25 @@ def finished(client: Any, web_storage: StorageClients, web_settings: Settings) -
 
 
 def store_band_maps(
-    finished: dict[str, Any], web_storage: StorageClients, web_settings: Settings
+    finished: dict[str, Any],
+    web_storage: StorageClients,
+    web_settings: Settings,
+    *,
+    choice: np.ndarray | None = None,
+    sizes: np.ndarray | None = None,
+    bounds: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
+    """The finished job's band maps, as its processors store them: ``choice`` (default: random
+    candidates) cut into the job's slices at ``bounds`` (default: even), with each base cell's
+    cell ``sizes`` for a mosaic of several sizes."""
     library = LibraryStore(web_storage, prefix=web_settings.name_prefix).load(LIBRARY)
     job = finished["job"]
-    choice = np.random.default_rng(3).integers(0, 2 * len(library), (job.tiles_down, job.tiles_across)).astype(np.int32)
+    if choice is None:
+        shape = (job.tiles_down, job.tiles_across)
+        choice = np.random.default_rng(3).integers(0, 2 * len(library), shape).astype(np.int32)
+    if bounds is None:
+        bounds = np.linspace(0, job.tiles_down, job.slices + 1).astype(int).tolist()
     blobs = BlobStore(web_storage, prefix=web_settings.name_prefix)
-    bounds = np.linspace(0, job.tiles_down, job.slices + 1).astype(int)
     for seq, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         band = TileMap.from_choice(
             choice[start:stop],
@@ -52,6 +65,7 @@ def store_band_maps(
             blobs=tile_blob_names(library.names),
             library=LIBRARY,
             first_row=int(start),
+            sizes=None if sizes is None else sizes[start:stop],
         )
         blobs.upload(
             SLICE_RESPONSE_CONTAINER,
@@ -162,20 +176,8 @@ def test_a_large_cell_answers_as_one_whichever_of_its_base_cells_is_asked(
     sizes = np.ones((rows, cols), np.uint8)
     choice[4:8, 8:12], sizes[4:8, 8:12] = big, 4
     choice[0:2, 0:2], sizes[0:2, 0:2] = pair, 2
-    blobs = BlobStore(web_storage, prefix=web_settings.name_prefix)
-    # The pipeline's bands start on multiples of the largest size.
-    bounds = {1: (0, rows), 2: (0, 4, rows)}[job.slices]
-    for seq, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        band = TileMap.from_choice(
-            choice[start:stop],
-            names=library.names,
-            blobs=tile_blob_names(library.names),
-            library=LIBRARY,
-            first_row=start,
-            sizes=sizes[start:stop],
-        )
-        name = slice_tile_map_name(finished["id"], seq)
-        blobs.upload(SLICE_RESPONSE_CONTAINER, name, band.encode(), content_type="application/gzip")
+    bounds = {1: (0, rows), 2: (0, 4, rows)}[job.slices]  # the pipeline's bands start on multiples of 4
+    store_band_maps(finished, web_storage, web_settings, choice=choice, sizes=sizes, bounds=bounds)
     base = finished["base"]
     for asked in ({"col": 10, "row": 6}, {"col": 8, "row": 4}, {"x": 11 * 8 + 3, "y": 7 * 8 + 7}):
         cell = client.get(base, query_string=asked).json
