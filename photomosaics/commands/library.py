@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -34,6 +33,7 @@ from photomosaics.library_upload import (
     upload_all,
 )
 from photomosaics.storage import DATA_DIR_OPTION, command_stores
+from photomosaics.web_api import DEFAULT_URL, WebApi, check_base_url
 
 
 @click.group()
@@ -121,9 +121,9 @@ def share(name: str, off: bool, data_dir: str | None) -> None:
 # The web app the client commands (add, remove, rename) talk to, as `photomosaics submit` does.
 _url_option = click.option(
     "--url",
-    default=lambda: os.environ.get("PHOTOMOSAICS_URL", "http://127.0.0.1:8080"),
-    show_default="http://127.0.0.1:8080",
-    callback=lambda ctx, param, value: _base_url(ctx, param, value),
+    default=lambda: os.environ.get("PHOTOMOSAICS_URL", DEFAULT_URL),
+    show_default=DEFAULT_URL,
+    callback=check_base_url,
     help="Base URL of the web app (env PHOTOMOSAICS_URL).",
 )
 
@@ -146,8 +146,6 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
     A client of the web API like the browser: NAME is created (owned by this machine's client
     id) if it does not exist; photos already uploaded with the same size are skipped.
     """
-    from photomosaics.web_api import WebApi
-
     found = folder_photos(folder)
     files = found.photos
     if found.left_out:
@@ -209,7 +207,7 @@ def add(name: str, folder: Path, description: str | None, url: str, timeout: flo
 _NAMES_PER_REASON = 3  # the photos named beside each reason a photo was skipped for
 
 
-def _skipped_names(api: Any, name: str) -> dict[str, list[str]]:
+def _skipped_names(api: WebApi, name: str) -> dict[str, list[str]]:
     """The skipped photos' names by reason, from the first page of them (up to 1,000): which
     file to look at, not only why."""
     body = api.call("GET", f"/api/libraries/{name}/photos", params={"state": "skipped", "limit": 1000}).json()
@@ -228,7 +226,6 @@ def remove(name: str, photos: tuple[str, ...], url: str) -> None:
     library) from your library NAME, through the web app. Jobs already started keep the version
     they started with. Exit 1 when the library has no photo of some of the names."""
     from dal.blobs.staging import safe_photo_name
-    from photomosaics.web_api import WebApi
 
     try:
         names = sorted({safe_photo_name(p) for p in photos})
@@ -261,15 +258,7 @@ _REMOVE_BATCH = 1000  # POST /api/libraries/<name>/remove-photos takes at most t
 def rename(old: str, new: str, url: str) -> None:
     """Rename your library OLD to NEW through the web app. Jobs made with it keep working, and
     OLD stays its address too (no one else can take it)."""
-    from photomosaics.web_api import WebApi
-
     api = WebApi(url, timeout=60.0)
     load_client(api.session, api.base)
     body = api.call("PATCH", f"/api/libraries/{old}", json={"name": new}).json()
     click.echo(f"library {old} is now called {body['name']}")
-
-
-def _base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from photomosaics.web_api import check_base_url as check
-
-    return check(ctx, param, value)
