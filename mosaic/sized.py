@@ -62,6 +62,7 @@ from .library_features import (
 )
 from .matching import best
 from .options import RenderOptions
+from .parts import Parts
 from .signatures import SUB, features, srgb_to_lab
 from .tile_index import nearest_tiles
 from .variety import _border_rows, choose_varied, feasible_distance, graph_size, seed_number, tile_classes, tile_graph
@@ -228,10 +229,22 @@ def cell_sizes(image: Image.Image, grid: Grid, options: RenderOptions, choice: n
     return band_cell_sizes(cell_image(image, grid), options, choice)
 
 
-def band_cell_sizes(cells: np.ndarray, options: RenderOptions, choice: np.ndarray) -> np.ndarray:
+def band_cell_sizes(
+    cells: np.ndarray, options: RenderOptions, choice: np.ndarray, *, parts: Parts | None = None, row_offset: int = 0
+) -> np.ndarray:
     """``cell_sizes`` of a band of whole parts: ``cells``, its cell image, starts on a multiple
-    of the largest size, so its blocks are planned as in the whole grid."""
-    return plan_of(plan_cells(cells, options.cell_sizes, options.split), choice, options.cell_sizes)
+    of the largest size, so its blocks are planned as in the whole grid. With the grid's
+    ``parts`` (the band's first row ``row_offset``), each part's plan is the one its choice and
+    painting kept (``kept_plan``), not planned a third time."""
+    sizes, split = options.cell_sizes, options.split
+    if parts is None:
+        return plan_of(plan_cells(cells, sizes, split), choice, sizes)
+    band = range(row_offset, row_offset + choice.shape[0])
+    upper = [
+        kept_plan(cells[(part.start - row_offset) * SUB : (part.stop - row_offset) * SUB], sizes, split)
+        for part in parts.within(band)
+    ]
+    return plan_of(np.concatenate(upper), choice, sizes)
 
 
 def at_size(options: RenderOptions, size: int) -> RenderOptions:

@@ -352,7 +352,7 @@ def _render(
         pixels = render_band(
             band.cells, library, tile_size=size, seed=rid, row_offset=first, choice=choice, options=options, parts=parts
         )
-        sizes = band_cell_sizes(band.cells, options, choice) if options.sized else None
+        sizes = band_cell_sizes(band.cells, options, choice, parts=parts, row_offset=first) if options.sized else None
     except (ValueError, IndexError) as exc:
         raise PermanentJobError(f"slice {message.slice_sequence + 1} cannot be rendered: {exc}") from None
     return pixels, choice, sizes
