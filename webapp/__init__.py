@@ -26,6 +26,7 @@ from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 from dal.config import CONNECTION_STRING_ENV, Settings
 from webapp.api_libraries import MAX_LIBRARY_FILES
 from webapp.decode_budget import DECODES
+from webapp.uploads_request import ClosingRequest
 
 SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
 # Room for the form fields around the uploaded file(s) in a multipart body.
@@ -72,6 +73,7 @@ def _defaults(settings: Settings) -> dict[str, Any]:
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; refuses to start without a secret key (cookies could be forged)."""
     app = Flask(__name__)
+    app.request_class = ClosingRequest  # uploads cut short are closed too (webapp.uploads_request)
     overrides = dict(test_config or {})
     settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
     app.config.from_mapping(_defaults(settings))

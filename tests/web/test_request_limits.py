@@ -5,9 +5,11 @@ and nothing of the storage account's internals in an answer."""
 
 from __future__ import annotations
 
+import gc
 import io
 import threading
 import uuid
+import warnings
 import zipfile
 from typing import Any
 
@@ -379,3 +381,24 @@ def test_an_operator_token_short_enough_to_guess_stops_the_app(web_settings: Any
     with pytest.raises(RuntimeError, match="at least 24"):
         create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": web_settings, "ADMIN_TOKEN": token})
     create_app({"TESTING": True, "SECRET_KEY": SECRET, "SETTINGS": web_settings, "ADMIN_TOKEN": "y" * 24})
+
+
+def test_an_upload_cut_short_leaves_no_file_open(client: Any) -> None:
+    """A client that goes away in the middle of a file (a page cancelling its preview request):
+    werkzeug drops the half-written spooled file unclosed; the app's request closes it too."""
+    photo = b"\xff\xd8" + bytes(700_000)  # past werkzeug's 500 KB: spooled to a file on disk
+    head = (
+        b'--cut\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\nContent-Type: image/jpeg\r\n\r\n'
+    )
+    body = head + photo  # no closing boundary: the connection ends here
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        answer = client.post(
+            "/api/jobs",
+            data=body,
+            content_type="multipart/form-data; boundary=cut",
+            environ_overrides={"CONTENT_LENGTH": str(len(body) + 1_000_000)},
+        )
+        del answer
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
