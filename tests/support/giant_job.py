@@ -175,7 +175,7 @@ def run_giant_job(
     (``served``), the peak RSS per role (``peak_rss``) and the CPU seconds per role
     (``cpu_seconds``: what the job costs whatever else runs on the machine). The roles are stopped on return;
     ``pipe`` (its storage clients) stays usable."""
-    pipe = Pipeline(connection_string, tmp)
+    pipe = Pipeline(connection_string, tmp, fresh_processes=True)  # peak memory as deployed: no forked imports
     pipe.create_library("tiles", synthetic_library(LIBRARY_SIZE))
     roles = [pipe.start("controller", env=GIANT_ENV), pipe.start("responder", env=GIANT_ENV)]
     roles += [pipe.start("processor", env=GIANT_ENV) for _ in range(processors)]

@@ -33,6 +33,8 @@ from mosaic.render import render
 from workers.imaging.slicing import encode_output
 from workers.services import RoleServices
 
+from .role_fork import ForkedRole
+
 CLIENT_ID = "pipeline-tests"
 # Short waits everywhere: tests must not sit in back-off.
 TEST_ENV = {
@@ -88,10 +90,15 @@ class RoleProcess:
     args: Sequence[str]
     env: dict[str, str]
     log_path: Path
-    process: subprocess.Popen[bytes] | None = None
+    fresh: bool = False  # a new interpreter (``photomosaics <role>`` as run), not a fork (``role_fork``)
+    process: subprocess.Popen[bytes] | ForkedRole | None = None
 
     def start(self) -> RoleProcess:
-        log = self.log_path.open("ab")
+        log = self.log_path.open("ab")  # there when start returns, as a Popen's output file is
+        if not self.fresh:
+            log.close()
+            self.process = ForkedRole([self.role, *self.args], self.env, self.log_path)
+            return self
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from photomosaics.cli import main; main()", self.role, *self.args],
             env=self.env,
@@ -108,6 +115,11 @@ class RoleProcess:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def wait(self, timeout: float) -> int:
+        """Its exit status once it ended by itself; ``subprocess.TimeoutExpired`` after ``timeout``."""
+        assert self.process is not None
+        return self.process.wait(timeout=timeout)
 
     def kill(self) -> None:
         """SIGKILL: no clean-up at all, as when a machine dies."""
@@ -146,6 +158,7 @@ class Pipeline:
     prefix: str = field(default_factory=lambda: f"p{uuid.uuid4().hex[:8]}")
     roles: list[RoleProcess] = field(default_factory=list)
     library_uri: str = ""
+    fresh_processes: bool = False  # start each role as a new interpreter (to measure its memory), not a fork
 
     def __post_init__(self) -> None:
         env = {
@@ -163,7 +176,8 @@ class Pipeline:
 
     def start(self, role: str, *args: str, env: dict[str, str] | None = None) -> RoleProcess:
         n = sum(1 for r in self.roles if r.role == role)
-        process = RoleProcess(role, list(args), {**self.env, **(env or {})}, self.tmp_path / f"{role}-{n}.log")
+        log_path = self.tmp_path / f"{role}-{n}.log"
+        process = RoleProcess(role, list(args), {**self.env, **(env or {})}, log_path, fresh=self.fresh_processes)
         self.roles.append(process.start())
         return process
 
