@@ -51,8 +51,9 @@ def test_a_large_jpeg_is_decoded_reduced_never_whole() -> None:
     data = _jpeg(_photo(4000, 3000))  # 12 MP
     # A phone's 12 MP photo (3024 px high) is decoded at 1/8 at the default work size, and its
     # 504 x 378 is worked at as it is (within the slack): no resize after the decode.
-    assert decode_photo(_jpeg(_photo(4032, 3024))).size == (504, 378)
-    phone = Image.open(io.BytesIO(_jpeg(_photo(4032, 3024))))
+    phone_jpeg = _jpeg(_photo(4032, 3024))
+    assert decode_photo(phone_jpeg).size == (504, 378)
+    phone = Image.open(io.BytesIO(phone_jpeg))
     phone.draft("RGB", (WORK_SIDE, WORK_SIDE))
     assert phone.size == (504, 378)
     image = decode_photo(data, work_side=384)

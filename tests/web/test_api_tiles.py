@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Sequence
 from dataclasses import replace
@@ -258,6 +259,12 @@ _ASKED = [
 ]
 
 
+@functools.cache
+def _spec() -> dict[str, Any]:
+    """The spec, read once for the 19 questions (0.16 s each)."""
+    return yaml.safe_load(_SPEC.read_text())
+
+
 def _as_question(query: str) -> dict[str, Any]:
     """The query as the spec's exploded ``question`` object (integers where they parse)."""
     pairs = [part.split("=", 1) for part in query.split("&") if part]
@@ -274,9 +281,8 @@ def test_the_spec_says_which_questions_go_together_and_the_app_agrees(
     fuzzer read the rule from the schema, not from prose)."""
     import jsonschema
 
-    spec = yaml.safe_load(_SPEC.read_text())
     (question,) = [
-        p for p in spec["paths"]["/api/jobs/{request_id}/tiles"]["parameters"] if p.get("name") == "question"
+        p for p in _spec()["paths"]["/api/jobs/{request_id}/tiles"]["parameters"] if p.get("name") == "question"
     ]
     assert (question["in"], question["style"], question["explode"]) == ("query", "form", True)
     pairs = [part.split("=", 1)[0] for part in query.split("&") if part]
