@@ -1,8 +1,9 @@
 """Helpers for the pipeline tests: role subprocesses, submitting jobs, waiting for them.
 
 Every test gets its own ``PHOTOMOSAICS_NAME_PREFIX``, so its queues, containers, tables and
-tile library are its own inside the one session Azurite. Role processes are real
-``photomosaics <role>`` processes with short polling intervals and a short visibility
+tile library are its own inside the one session Azurite. Role processes are real processes
+running ``photomosaics <role>`` (forked from a warm interpreter, ``role_fork``, unless
+``fresh_processes``) with short polling intervals and a short visibility
 timeout (so a killed worker's message comes back in seconds, not minutes); their logs go to
 files under the test's tmp folder and are shown when a wait times out.
 """
@@ -84,7 +85,7 @@ def sample_photo(width: int, height: int, *, seed: int, fmt: str = "PNG") -> byt
 
 @dataclass
 class RoleProcess:
-    """One ``photomosaics <role>`` subprocess; its log is a file."""
+    """One ``photomosaics <role>`` process (a fork, or a new interpreter when ``fresh``); its log is a file."""
 
     role: str
     args: Sequence[str]
