@@ -28,11 +28,12 @@ from collections import OrderedDict
 import numpy as np
 from PIL import Image
 
-from .signatures import SUB, luma, srgb_to_lab
+from .signatures import SUB, srgb_to_lab
 
 SIZES = (1, 2, 4)  # the sizes a cell may take, in base tiles
 CALM_DELTA_E = 4.0  # at split 50: the farthest a base cell's colour may lie from its block's mean
 CALM_GRADIENT = 2.0  # at split 50: the RMS luma step between neighbouring cell-image pixels
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32) * np.float32(100 / 255)  # ``signatures.luma``'s weights
 PLANS_KEPT = 64  # parts whose plan painting finds again (``kept_plan``): a part's choice, then its painting
 _plans: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
 _plans_lock = threading.Lock()
@@ -122,13 +123,17 @@ def plan_with_colours(cells: np.ndarray, sizes: tuple[int, ...], split: int, lab
 
 def _gradient_energy(cells: np.ndarray, largest: int) -> np.ndarray:
     """``(rows, cols)``: the mean squared luma step to the right and down neighbours, per base
-    cell; steps out of a block of the ``largest`` size are left out (a block is read alone)."""
-    y = luma(cells)
+    cell; steps out of a block of the ``largest`` size are left out (a block is read alone).
+    In float32: a threshold on a mean of squares needs no more, and a part's cell image is
+    millions of pixels."""
+    y = cells.astype(np.float32) @ _LUMA
     edge = SUB * largest
-    across, down = (y[:, 1:] - y[:, :-1]) ** 2, (y[1:, :] - y[:-1, :]) ** 2
+    across, down = np.diff(y, axis=1), np.diff(y, axis=0)
+    across *= across
+    down *= down
     across[:, edge - 1 :: edge] = 0
     down[edge - 1 :: edge, :] = 0
-    step = np.zeros(y.shape)
+    step = np.zeros(y.shape, np.float32)
     step[:, :-1] += across
     step[:-1, :] += down
     rows, cols = y.shape[0] // SUB, y.shape[1] // SUB
