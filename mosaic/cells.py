@@ -33,7 +33,7 @@ from .signatures import SUB, srgb_to_lab
 SIZES = (1, 2, 4)  # the sizes a cell may take, in base tiles
 CALM_DELTA_E = 4.0  # at split 50: the farthest a base cell's colour may lie from its block's mean
 CALM_GRADIENT = 2.0  # at split 50: the RMS luma step between neighbouring cell-image pixels
-_LUMA = np.array([0.299, 0.587, 0.114], np.float32) * np.float32(100 / 255)  # ``signatures.luma``'s weights
+_LUMA_PER_MILLE = np.array([299, 587, 114], np.float32)  # ``signatures.luma``'s Rec. 601 weights
 PLANS_KEPT = 64  # parts whose plan painting finds again (``kept_plan``): a part's choice, then its painting
 _plans: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
 _plans_lock = threading.Lock()
@@ -126,7 +126,10 @@ def _gradient_energy(cells: np.ndarray, largest: int) -> np.ndarray:
     cell; steps out of a block of the ``largest`` size are left out (a block is read alone).
     In float32: a threshold on a mean of squares needs no more, and a part's cell image is
     millions of pixels."""
-    y = cells.astype(np.float32) @ _LUMA
+    # Integer weights: every product and sum is an integer under 2^24, exact in float32 in any
+    # order a BLAS sums it, so the luma is the same on every CPU; then one elementwise scale.
+    y = cells.astype(np.float32) @ _LUMA_PER_MILLE
+    y *= np.float32(100 / 255 / 1000)
     edge = SUB * largest
     across, down = np.diff(y, axis=1), np.diff(y, axis=0)
     across *= across
