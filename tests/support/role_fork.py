@@ -9,6 +9,10 @@ The child is a real process of its own (pid, signals, exit status, its own stora
 threads and sockets) that runs ``photomosaics.cli.main`` with the role's arguments and
 environment, its stdout and stderr in the role's log file, as ``photomosaics <role>`` would.
 
+Forking is safe here because the forkserver runs no threads of its own but NumPy's OpenBLAS
+pool, which OpenBLAS shuts down before a fork (``pthread_atfork``). OpenCV, which starts a
+thread when imported, is not in ``PRELOAD``: the indexer's face search imports it in the child.
+
 What differs from a fresh ``python`` is what it inherits: modules already imported (so a
 role's own start-up imports are not exercised here; ``tests/test_cli_startup.py`` and the
 supervisor tests start the real command), and a resident set that starts with them (so peak
