@@ -116,8 +116,8 @@ def choose_part(
             wanted[flat] = features(level_sub[flat], structure=structure, colour=colour)
             if fits is not None and FIT_DELTA_E is not None:
                 # A block whose nearest photo already misfits splits before the varied choice,
-                # which would give it that photo or one farther in matching (its cost, mostly spent
-                # on blocks that split anyway: 1.46x -> 1.32x the one-size render; the same tallies).
+                # which would give it that photo or one farther in matching: that choice's cost
+                # was mostly spent on blocks that split anyway (docs/engine.md, the render CPU).
                 guess = np.full(present.shape, -1, np.int32)
                 guess.flat[flat] = nearest_tiles(wanted[flat], candidates, tile_index(library, big, matching))
                 present = fits(image, present, guess)
