@@ -27,8 +27,9 @@ def job_events(request_id: str) -> Response:
 
     The row is polled server-side every ``SSE_POLL_SECONDS``; a comment line every 15 s
     keeps proxies from closing an idle stream. A stream holds a thread, so streams are counted
-    (``webapp.streams``: 429 beyond the caps) and each ends after ``SSE_MAX_SECONDS`` with an
-    ``event: reconnect`` (the ``retry:`` field says how soon): the client opens a new one.
+    (``webapp.streams``: 429 beyond the caps) and each ends after ``SSE_MAX_SECONDS``, or at
+    once when the process is stopping, with an ``event: reconnect`` (the ``retry:`` field says
+    how soon): the client opens a new one.
     """
     first, waiting = own_job_where(request_id)
     owner = client_id()
@@ -56,10 +57,9 @@ def job_events(request_id: str) -> Response:
                 if time.monotonic() - quiet > 15:
                     quiet = time.monotonic()
                     yield ": keep-alive\n\n"
-                if time.monotonic() > give_up:
+                if time.monotonic() > give_up or streams.stopping(poll):  # the pause ends early if the process stops
                     yield f"event: reconnect\ndata: {json.dumps({'after_ms': RECONNECT_MS})}\n\n"
                     return
-                time.sleep(poll)
                 job, on_secondary = lookup_job(svc, owner, request_id)
                 if job is None:
                     yield f"event: end\ndata: {json.dumps({'status': 'deleted'})}\n\n"

@@ -48,6 +48,24 @@ def child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)
 
 
+def post_worker_init(worker: Any) -> None:
+    """SIGTERM ends the worker's event streams at once with a reconnect hint (``webapp.streams``),
+    then stops the worker as gunicorn does: open streams no longer hold it until the graceful
+    timeout. gunicorn registered its handler before this hook, so ours replaces it and calls it."""
+    import signal
+
+    from webapp.streams import stop_streams
+
+    graceful = worker.handle_exit
+
+    def on_term(signum: int, frame: Any) -> None:
+        stop_streams()
+        graceful(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn had it: a SIGTERM does not interrupt a system call
+
+
 def post_fork(server: Any, worker: Any) -> None:
     """Tracing starts in each worker: the span exporter's thread does not survive a fork."""
 

@@ -9,6 +9,12 @@ good by a client that went quiet: the client comes back through the same door an
 again. The counts are per process, in memory: a stream lives in one process, and so does the
 thread it holds. With the defaults (2 per client, 8 per process) no three clients can fill a
 process: a fourth always finds its two slots (``tests/web/test_event_streams.py``).
+
+When the process is told to stop (SIGTERM: a deploy, a scale-in, Ctrl-C of ``photomosaics
+run``; ``gunicorn_conf.post_worker_init`` calls ``stop_streams``) every open stream ends at
+once with the same reconnect hint, and the client follows the job from another process: a
+stream would otherwise hold its worker until its next keep-alive write found the client gone,
+or until gunicorn's graceful timeout.
 """
 
 from __future__ import annotations
@@ -19,10 +25,21 @@ from collections.abc import Callable
 
 from flask import Flask, current_app
 
-__all__ = ["RETRY_AFTER_SECONDS", "StreamSlots", "init_app", "slots"]
+__all__ = ["RETRY_AFTER_SECONDS", "StreamSlots", "init_app", "slots", "stop_streams", "stopping"]
 
 RETRY_AFTER_SECONDS = 5
 _EXTENSION = "photomosaics.streams"
+_stopping = threading.Event()  # set once, when this process is told to stop
+
+
+def stop_streams() -> None:
+    """Tell every open stream of this process to end now, with a reconnect hint."""
+    _stopping.set()
+
+
+def stopping(seconds: float = 0.0) -> bool:
+    """Whether this process is stopping; waits up to ``seconds`` for it (a stream's poll pause)."""
+    return _stopping.wait(seconds) if seconds > 0 else _stopping.is_set()
 
 
 class StreamSlots:

@@ -127,9 +127,12 @@ def test_a_stream_ends_in_time_with_a_reconnect_hint(
 
 
 @pytest.mark.slow
-def test_healthz_answers_while_40_streams_are_held(azurite_connection_string: str, tmp_path: Path) -> None:
+def test_healthz_answers_while_40_streams_are_held_and_a_stop_ends_them_with_a_reconnect(
+    azurite_connection_string: str, tmp_path: Path
+) -> None:
     """The real server (gunicorn, 2 workers of 16 threads): one client asks for 40 streams of its job
-    (its own cap raised to 40, so the process cap is what stops them); /healthz still answers."""
+    (its own cap raised to 40, so the process cap is what stops them); /healthz still answers.
+    Then SIGTERM: each held stream ends with ``event: reconnect`` and the server exits 0."""
     from dal.blobs.libraries import LibraryStore
     from dal.config import StorageClients
 
@@ -178,6 +181,14 @@ def test_healthz_answers_while_40_streams_are_held(azurite_connection_string: st
         for _ in range(5):
             health = requests.get(f"{base}/healthz", timeout=10)
             assert health.status_code == 200, health.text
+        # A stop (a deploy, a scale-in) ends every held stream at once with a reconnect hint:
+        # the client follows the job from another process, and no stream holds the worker.
+        process.send_signal(signal.SIGTERM)
+        for response in streams:
+            if response.status_code == 200:
+                text = b"".join(response.iter_content(chunk_size=None)).decode()
+                assert text.rstrip().endswith('event: reconnect\ndata: {"after_ms": 2000}'), text[-300:]
+        assert process.wait(timeout=60) == 0, log_path.read_text()[-2000:]
     finally:
         for response in streams:
             response.close()
