@@ -9,9 +9,11 @@ are enough. Each worker process has its own storage clients and preview cache.
 from __future__ import annotations
 
 import os
+import signal
 from typing import Any
 
 from dal.queues.tracing import configure_tracing
+from webapp.streams import stop_streams
 
 bind = "127.0.0.1:8080"
 workers = 2
@@ -52,10 +54,6 @@ def post_worker_init(worker: Any) -> None:
     """SIGTERM ends the worker's event streams at once with a reconnect hint (``webapp.streams``),
     then stops the worker as gunicorn does: open streams no longer hold it until the graceful
     timeout. gunicorn registered its handler before this hook, so ours replaces it and calls it."""
-    import signal
-
-    from webapp.streams import stop_streams
-
     graceful = worker.handle_exit
 
     def on_term(signum: int, frame: Any) -> None:
