@@ -109,18 +109,20 @@ def choose_part(
         level_sub = _sub_cells(image)
         level_rows, level_cols = present.shape
         d = feasible_distance(options.variety, library.group_count // len(sizes)) if options.variety else 0
-        fits = functools.partial(_fitting, plan, lab, library, size, tile_size, options) if size > 1 else None
+        fits = None  # split by fit: the check reads the cells' mean colours, once per level
+        if size > 1 and FIT_DELTA_E is not None:
+            fits = functools.partial(_fitting, plan, lab, cell_means(image), library, size, tile_size, options)
         if d:
             flat = np.flatnonzero(present)  # only the present cells' features are read (each cell's are its own)
             wanted = np.zeros((present.size, candidates.shape[1]), np.float32)
             wanted[flat] = features(level_sub[flat], structure=structure, colour=colour)
-            if fits is not None and FIT_DELTA_E is not None:
+            if fits is not None:
                 # A block whose nearest photo already misfits splits before the varied choice,
                 # which would give it that photo or one farther in matching: that choice's cost
                 # was mostly spent on blocks that split anyway (docs/engine.md, the render CPU).
                 guess = np.full(present.shape, -1, np.int32)
                 guess.flat[flat] = nearest_tiles(wanted[flat], candidates, tile_index(library, big, matching))
-                present = fits(image, present, guess)
+                present = fits(present, guess)
                 if not present.any():
                     continue
             width = graph_size(d)
@@ -150,8 +152,8 @@ def choose_part(
             wanted = features(level_sub, structure=structure, colour=colour)
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         levels[size] = level
-        if fits is not None and FIT_DELTA_E is not None:
-            present = fits(image, present, level)
+        if fits is not None:
+            present = fits(present, level)
         whole = np.repeat(np.repeat(np.where(present, level, -1), size, axis=0), size, axis=1)
         area = (slice(0, level_rows * size), slice(0, level_cols * size))
         mine = whole >= 0
@@ -164,21 +166,19 @@ def choose_part(
 def _fitting(
     plan: np.ndarray,
     lab: np.ndarray,
+    means: np.ndarray,
     library: TileLibrary,
     size: int,
     tile_size: int,
     options: RenderOptions,
-    image: np.ndarray,
     present: np.ndarray,
     level: np.ndarray,
 ) -> np.ndarray:
     """``present`` without the cells of ``size`` whose photo in ``level`` lies farther than
     ``FIT_DELTA_E`` from its block seen from afar (``far_view.far_error``); ``plan`` splits those blocks
-    into cells of the size below, in place. ``image``: the level's cell image."""
+    into cells of the size below, in place. ``means``: the level's cells' mean colours."""
     assert FIT_DELTA_E is not None
-    misfit = present & (
-        far_error(cell_means(image), lab, level, present, library, size, tile_size, options) > FIT_DELTA_E
-    )
+    misfit = present & (far_error(means, lab, level, present, library, size, tile_size, options) > FIT_DELTA_E)
     if misfit.any():
         sizes = options.cell_sizes
         rows, cols = present.shape
