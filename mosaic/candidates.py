@@ -21,6 +21,8 @@ class Candidates:
     With an ``index`` (big libraries, ``tile_index``) the nearest tile is searched in the
     index's lists instead of the whole library; the ranking stays exact. Longer lists live
     in their own rows (``longer``), so a few cells that need them do not widen every cell's.
+    ``nearest_known``: each cell's ``nearest_tiles`` through ``index`` where the caller has it
+    already (``sized`` reads it first to split misfitting blocks), so it is not searched twice.
     """
 
     def __init__(
@@ -30,6 +32,7 @@ class Candidates:
         groups: list[tuple[np.ndarray, np.ndarray]],
         graph: np.ndarray | None,
         index: TileIndex | None = None,
+        nearest_known: np.ndarray | None = None,
     ) -> None:
         self.cells, self.tiles = cells, tiles
         n = cells.shape[0]
@@ -49,7 +52,8 @@ class Candidates:
                 if index is None:
                     self.ranked[idx] = ranked_neighbours(cells[idx], tiles, graph)
                 else:
-                    self.ranked[idx] = ranked_around(cells[idx], tiles, nearest_tiles(cells[idx], tiles, index), graph)
+                    first = nearest_tiles(cells[idx], tiles, index) if nearest_known is None else nearest_known[idx]
+                    self.ranked[idx] = ranked_around(cells[idx], tiles, first, graph)
                 self.width[idx] = width
             else:
                 self.ranked[idx, 0] = members[nearest(cells[idx], tiles[members])]

@@ -110,6 +110,7 @@ def choose_part(
         level_rows, level_cols = present.shape
         d = feasible_distance(options.variety, library.group_count // len(sizes)) if options.variety else 0
         fits = None  # split by fit: the check reads the cells' mean colours, once per level
+        guess = None  # each present cell's nearest photo, where the early split read it
         if size > 1 and FIT_DELTA_E is not None:
             fits = functools.partial(_fitting, plan, lab, cell_means(image), library, size, tile_size, options)
         if d:
@@ -143,6 +144,7 @@ def choose_part(
                 present=present,
                 share=(order, len(sizes)),
                 groups=group,
+                nearest_known=None if guess is None else guess.ravel(),
             )
             key_of = group[np.arange(candidates.shape[0]) % count]
             allowed = functools.partial(_allowed, key_of, library.group_count, d, seed, (order, len(sizes)))
@@ -153,7 +155,9 @@ def choose_part(
             level = nearest_tiles(wanted, candidates, tile_index(library, big, matching)).reshape(present.shape)
         levels[size] = level
         if fits is not None:
-            present = fits(present, level)
+            # A cell that kept its guess was checked with that photo already.
+            checked = present if guess is None else present & (level != guess)
+            present = fits(checked, level) | (present & ~checked)
         whole = np.repeat(np.repeat(np.where(present, level, -1), size, axis=0), size, axis=1)
         area = (slice(0, level_rows * size), slice(0, level_cols * size))
         mine = whole >= 0

@@ -166,6 +166,7 @@ def choose_varied(
     share: tuple[int, int] = (0, 1),
     groups: np.ndarray | None = None,
     pins: np.ndarray | None = None,
+    nearest_known: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(rows, cols) int32`` tile choices with no repeat within ``distance`` cells.
 
@@ -183,6 +184,8 @@ def choose_varied(
     count as one photo, for the distance and the border classes; None: every tile its own.
     ``pins``: ``(rows, cols)`` a candidate each cell must hold, −1 where it is free ("use every
     photo", ``mosaic.cover``: one cell per group, placed where its group's border class allows).
+    ``nearest_known``: ``(rows * cols,)`` each cell's ``nearest_tiles(cells, tiles, index)``, where
+    the caller has computed it already (``Candidates``).
     """
     n_tiles = tiles.shape[0]
     base = distinct or n_tiles
@@ -211,7 +214,7 @@ def choose_varied(
         rows_q = np.flatnonzero(border & ((np.arange(rows) + row_offset) % (d + 1) == q))
         if rows_q.size:
             parts.append((cells_of(rows_q), np.flatnonzero(classes == q)))
-    candidates = Candidates(cells, tiles, parts, graph, index)
+    candidates = Candidates(cells, tiles, parts, graph, index, nearest_known)
 
     # The border rows choose first: they have a share of the library, the rows inside all of it.
     priority = priorities(rows, cols, row_offset, d, seed_int) + border[:, None] * (d + 1) * (d + 2)

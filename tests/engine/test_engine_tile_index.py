@@ -15,7 +15,7 @@ from mosaic.parts import plan_parts
 from mosaic.signatures import BOUND, FEATURES
 from mosaic.tile_choice import choose_tiles
 from mosaic.tile_index import DENSE_MAX, PROBES, build_index, nearest_tiles, ranked_around
-from mosaic.variety import feasible_distance, tile_graph
+from mosaic.variety import choose_varied, feasible_distance, tile_graph
 
 from .conftest import random_library
 
@@ -137,3 +137,20 @@ def test_indexed_variety_never_repeats_within_the_distance(photo: Image.Image, i
             a = choice[: rows - dy, max(0, -dx) : cols - max(0, dx)]
             b = choice[dy:, max(0, dx) : cols - max(0, -dx)]
             assert not (a == b).any()
+
+
+def test_a_search_the_caller_made_already_gives_the_same_choice(features: tuple[np.ndarray, np.ndarray]) -> None:
+    """``sized`` hands its early-split search to ``choose_varied`` (``nearest_known``): the
+    choice is the one ``choose_varied`` makes searching itself, with some cells absent."""
+    tiles, cells = features
+    index = build_index(tiles)
+    rows, cols = 30, 100
+    cells = cells[: rows * cols]
+    present = np.random.default_rng(5).random((rows, cols)) < 0.4
+    known = np.full(rows * cols, -1, np.int32)
+    known[present.ravel()] = nearest_tiles(cells[present.ravel()], tiles, index)
+    kwargs = dict(rows=rows, cols=cols, row_offset=0, distance=3, seed="k", index=index, present=present)
+    kwargs["graph"] = tile_graph(tiles, 16)
+    searched = choose_varied(cells, tiles, **kwargs)
+    assert (searched[present] >= 0).all() and (searched[~present] < 0).all()
+    assert np.array_equal(choose_varied(cells, tiles, nearest_known=known, **kwargs), searched)
