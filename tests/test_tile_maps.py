@@ -9,8 +9,11 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dal.blobs.tile_maps import CSV_HEADER, TileMap, join_bands
+from dal.blobs.staging import safe_photo_name
+from dal.blobs.tile_maps import CSV_HEADER, TileMap, join_bands, name_search, search_key
 from dal.errors import TileMapFormatError
 
 NAMES = ["beach.jpg", "cat, sleeping.jpg", "dog.jpg", "snow/field.png"]
@@ -178,3 +181,42 @@ def test_a_sized_map_with_a_bad_size_is_refused() -> None:
     data = TileMap.from_choice(choice, names=NAMES, blobs=BLOBS, library="pets", sizes=sizes).encode()
     with pytest.raises(TileMapFormatError, match="size"):
         TileMap.decode(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "found"),
+    [
+        ("wedding photo 12", "Wedding-photo-12-3f9c0a1b2d.jpg", True),
+        ("café", "sub-dir-ete-cafe-a5811d8bd6.jpg", True),
+        ("ÉTÉ", "sub-dir-ete-cafe-a5811d8bd6.jpg", True),
+        ("img 1234", "IMG_1234.JPG", True),
+        ("img-1234.jpg", "IMG_1234.JPG", True),
+        ("C.J", "c.jpg", True),
+        ("beach", "bench.jpg", False),
+        ("photo 13", "Wedding-photo-12-3f9c0a1b2d.jpg", False),
+        ("日本", "photo-0832ec3ef8.jpg", False),  # nothing a key keeps: the name itself must hold it
+        ("日本", "日本.jpg", True),
+        ("☕", "cafe.jpg", False),
+    ],
+)
+def test_a_search_finds_a_name_as_a_person_knows_it(text: str, name: str, found: bool) -> None:
+    assert name_search(text)(name, None) is found
+    assert name_search(text)(name, search_key(name)) is found  # the key known beforehand: the same
+
+
+_NAME_CHARS = st.sampled_from("abcXYZ019 _-.#%&()+,;'!@éüñÅçœß")
+
+
+@settings(max_examples=300, deadline=None)
+@given(folder=st.text(_NAME_CHARS, max_size=12), stem=st.text(_NAME_CHARS, min_size=1, max_size=40))
+def test_an_uploaded_photo_is_found_by_the_name_it_had_on_the_persons_disk(folder: str, stem: str) -> None:
+    """The staged name (``safe_photo_name``) may add a hash and change every separator: a search
+    for the file's own name (without its extension) still finds it, and so does its folder's."""
+    path = f"{folder}/{stem}.jpg" if folder.strip(" ./") else f"{stem}.jpg"
+    try:
+        staged = safe_photo_name(path)
+    except ValueError:  # a name with nothing in it: refused at upload, nothing to find
+        return
+    for text in (stem, folder):
+        if search_key(text):
+            assert name_search(text)(staged, None), (path, staged, text)

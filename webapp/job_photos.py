@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from dal.blobs.libraries import LibraryStore
 from dal.blobs.library_creation import tile_blob_names
 from dal.blobs.library_info import TILE_PREFIX, LibraryInfo
-from dal.blobs.tile_maps import TileMap
+from dal.blobs.tile_maps import TileMap, name_search, search_key
 
 __all__ = [
     "INFO_SECONDS",
@@ -100,7 +100,7 @@ class PhotoTable:
     cells: int
     library_version: str  # the map's ("" unknown)
     current_version: str  # the library's now ("" when it is gone)
-    _folded: tuple[str, ...] = field(default=(), repr=False)
+    _keys: tuple[str, ...] = field(default=(), repr=False)  # each name's ``search_key``
     _by_uses: tuple[int, ...] = field(default=(), repr=False)
 
     @property
@@ -145,26 +145,27 @@ class PhotoTable:
             cells=cells,
             library_version=tile_map.library_version,
             current_version=current,
-            _folded=tuple(r.name.casefold() for r in ordered),
+            _keys=tuple(search_key(r.name) for r in ordered),
             _by_uses=by_uses,
         )
 
     def select(self, *, show: str = "all", sort: str = "name", search: str = "") -> list[PhotoRow]:
         """The rows asked for, in order: ``show`` one of ``SHOWS``, ``sort`` one of ``SORTS``,
-        ``search`` text the name contains (any case)."""
+        ``search`` text that finds the name (``name_search``: any case, accents and separators folded)."""
         if sort == "name":
             order: Iterable[int] = range(len(self.rows))
         elif sort == "most_used":
             order = self._by_uses
         else:
             order = reversed(self._by_uses)
-        wanted = search.casefold()
+        finds = name_search(search)
         keep: Callable[[PhotoRow], bool] = {
             "all": lambda r: True,
             "used": lambda r: r.uses > 0,
             "left_out": lambda r: r.uses == 0,
         }[show]
-        return [self.rows[i] for i in order if (not wanted or wanted in self._folded[i]) and keep(self.rows[i])]
+        rows = self.rows
+        return [rows[i] for i in order if (not search or finds(rows[i].name, self._keys[i])) and keep(rows[i])]
 
 
 def _left_out(name: str, group: Sequence[str], uses: dict[str, int], *, changed: bool, cells: int, photos: int) -> str:

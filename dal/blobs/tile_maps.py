@@ -32,6 +32,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +62,33 @@ _SIZED_VERSION = 2
 _MAX_HEADER = 64 << 20  # bytes before the first newline: the tile names of a large library
 _COMPRESS_CELLS = 1 << 21  # larger maps are stored (gzip level 0): seconds of deflate for a few %
 _DTYPES = ("<u2", "<i4")
+
+
+_SEPARATORS = re.compile(r"[^a-z0-9.]+")
+
+
+def search_key(text: str) -> str:
+    """``text`` as a photo's name is searched: accents folded, any case, and every run of
+    spaces, punctuation, ``_`` or ``-`` one ``-``. An uploaded photo's name is written that way
+    (``dal.blobs.staging.safe_photo_name``: ``Wedding photo #12.jpg`` is stored as
+    ``Wedding-photo-12-<hash>.jpg``), so a person finds it by the name they know."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return _SEPARATORS.sub("-", ascii_text.casefold()).strip("-.")
+
+
+def name_search(text: str) -> Callable[[str, str | None], bool]:
+    """Whether a search for ``text`` finds a photo, given its name and (when known) the name's
+    ``search_key``: the key contains the text's key, or, for a text with nothing a key keeps
+    (a name in another script, a lone symbol), the name contains the text in any case."""
+    wanted = search_key(text)
+    folded = text.casefold()
+
+    def finds(name: str, key: str | None) -> bool:
+        if not wanted:
+            return folded in name.casefold()
+        return wanted in (search_key(name) if key is None else key)
+
+    return finds
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,9 +200,9 @@ class TileMap:
         return found
 
     def names_like(self, text: str) -> list[str]:
-        """The names of the photos the mosaic uses that contain ``text`` (any case), sorted."""
-        wanted = text.casefold()
-        return sorted({name for name, _ in self.tiles if wanted in name.casefold()})
+        """The names of the photos the mosaic uses that a search for ``text`` finds (``name_search``), sorted."""
+        finds = name_search(text)
+        return sorted({name for name, _ in self.tiles if finds(name, None)})
 
     def encode(self) -> bytes:
         dtype = _DTYPES[0] if 2 * len(self.tiles) <= 1 << 16 else _DTYPES[1]
