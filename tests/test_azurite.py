@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from dal.config import CONNECTION_STRING_ENV, StorageClients
 from dal.connection_strings import DEVSTORE_ACCOUNT, expand_connection_string
 from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from tests.support.prereqs import require
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,15 +53,6 @@ def _live_processes() -> Iterator[tuple[int, list[str]]]:
 def _group_members(pgid: int) -> list[int]:
     """Live processes in the process group ``pgid`` (Azurite runs in its own session)."""
     return [pid for pid, fields in _live_processes() if int(fields[2]) == pgid]
-
-
-def _wait_gone(pid: int, within: float = 20.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not _alive(pid) and not _group_members(pid):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _children(pid: int) -> set[int]:
@@ -157,7 +148,11 @@ def test_death_of_the_python_parent_leaves_no_orphan_node(how: signal.Signals) -
     try:
         child.send_signal(how)
         child.wait(timeout=30)
-        assert _wait_gone(node), f"node {node} outlived its parent ({how.name})"
+        wait_for(
+            lambda: not _alive(node) and not _group_members(node),
+            seconds=20,
+            what=f"node {node} gone with its parent ({how.name})",
+        )
     finally:
         if _alive(node):
             os.kill(node, signal.SIGKILL)

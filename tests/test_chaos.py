@@ -9,23 +9,15 @@ enough for a kill to land mid-slice.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from tests.support.pipelines import Pipeline, RoleProcess, assert_jobs_pixel_identical, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo, unit_photo
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-def wait_until(probe: Callable[[], object], *, seconds: float, what: str, pipe: Pipeline) -> None:
-    deadline = time.monotonic() + seconds
-    while not probe():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}\n{pipe.logs()}")
-        time.sleep(0.1)
 
 
 def mid_message(process: RoleProcess) -> bool:
@@ -62,7 +54,7 @@ def test_processors_killed_mid_slice_lose_nothing(pipe: Pipeline) -> None:
     for rid in images:
         assert [e.kind for e in pipe.services.jobs.events(rid)].count("stitched") == 1
     # Done before its ImageResponse is consumed (the controller marks it done): drained a moment later.
-    wait_until(lambda: not any(pipe.queue_depths().values()), seconds=20, what="every queue drained", pipe=pipe)
+    wait_for(lambda: not any(pipe.queue_depths().values()), seconds=20, what="every queue drained", details=pipe.logs)
 
 
 def test_controller_killed_between_fan_out_and_stitch(pipe: Pipeline) -> None:
@@ -76,7 +68,7 @@ def test_controller_killed_between_fan_out_and_stitch(pipe: Pipeline) -> None:
         job = pipe.job(rid)
         return 0 if job is None else len(job.slices_done)
 
-    wait_until(lambda: progress() >= 1, seconds=60, what="the first slice to be recorded", pipe=pipe)
+    wait_for(lambda: progress() >= 1, seconds=60, what="the first slice to be recorded", details=pipe.logs)
     first.kill()  # fanned out, one slice in, three to go: no stitch yet
     job = pipe.job(rid)
     assert job is not None and job.output_name is None and len(job.slices_done) < 4
@@ -109,8 +101,11 @@ def test_garbage_on_every_queue_goes_to_poison_and_jobs_keep_flowing(pipe: Pipel
     finished = pipe.wait([rid], timeout=60)
     assert_jobs_pixel_identical(pipe, finished, {rid: image}, tile=PLAIN_TILE, slices=2)
     for queue in queues:
-        wait_until(
-            lambda q=queue: q.poison.approximate_depth() >= 2, seconds=20, what=f"{queue.poison.name}", pipe=pipe
+        wait_for(
+            lambda q=queue: q.poison.approximate_depth() >= 2,
+            seconds=20,
+            what=f"{queue.poison.name}",
+            details=pipe.logs,
         )
         entries = queue.poison.peek()
         assert len(entries) == 2, entries
@@ -118,7 +113,9 @@ def test_garbage_on_every_queue_goes_to_poison_and_jobs_keep_flowing(pipe: Pipel
         assert {e.payload_encoding for e in entries} == {"wire", "text"}
         # The job is done before its ImageResponse is consumed (the controller marks it done):
         # the last work queue drains a moment later.
-        wait_until(lambda q=queue: q.approximate_depth() == 0, seconds=20, what=f"{queue.name} drained", pipe=pipe)
+        wait_for(
+            lambda q=queue: q.approximate_depth() == 0, seconds=20, what=f"{queue.name} drained", details=pipe.logs
+        )
 
 
 def test_jobs_that_cannot_succeed_end_failed_with_their_reason(pipe: Pipeline) -> None:
@@ -142,11 +139,11 @@ def test_a_slice_that_keeps_failing_fails_its_job_after_the_poison_threshold(pip
     env = {"PHOTOMOSAICS_POISON_THRESHOLD": "2"}
     roles = [pipe.start("controller", env=env), pipe.start("processor", env=env)]
     # Every role creates missing containers at start-up: let both finish that first.
-    wait_until(
+    wait_for(
         lambda: all("role.start" in r.log_path.read_text(errors="replace") for r in roles),
         seconds=30,
         what="the roles to start",
-        pipe=pipe,
+        details=pipe.logs,
     )
     # Every render now fails to store its result: a transient-looking error that never heals.
     # (A one-slice job's processor writes the final output itself, so both containers go.)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 import uuid
 from typing import Any
 
@@ -24,6 +23,7 @@ from dal.blobs.indexed import SEGMENT_PREFIX
 from dal.blobs.library_info import TILE_PREFIX
 from dal.blobs.staging import STAGING_PREFIX
 from dal.queues.messages import IndexRequestMessage
+from tests.support.waiting import wait_for
 
 A_PHOTOS = 3
 B_PHOTOS = 32  # the most in one request; enough work that a kill lands in the middle
@@ -35,15 +35,6 @@ def _jpeg(seed: int, size: tuple[int, int] = (800, 600)) -> bytes:
     out = io.BytesIO()
     Image.fromarray(small).resize(size, Image.Resampling.BICUBIC).save(out, "JPEG", quality=90)
     return out.getvalue()
-
-
-def _wait(what: str, check: Any, pipe: Any, timeout: float = 90.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}\n{pipe.logs()}")
 
 
 def _batch_lines(role: Any) -> list[dict[str, str]]:
@@ -76,16 +67,23 @@ def test_an_indexer_killed_mid_batch_loses_nothing_and_indexes_nothing_twice(pip
     first = pipe.start("indexer")
     a, b = names[:A_PHOTOS], names[A_PHOTOS:]
     send(a)
-    _wait("batch A published", lambda: set(a) <= indexed(), pipe)
+    wait_for(lambda: set(a) <= indexed(), seconds=90, step=0.05, what="batch A published", details=pipe.logs)
 
     batch_b = send(b)
-    _wait("B's first tile", lambda: container.get_blob_client(f"{TILE_PREFIX}{b[0]}.jpg").exists(), pipe, interval=0.01)
+    first_tile = container.get_blob_client(f"{TILE_PREFIX}{b[0]}.jpg")
+    wait_for(first_tile.exists, seconds=90, step=0.01, what="B's first tile", details=pipe.logs)
     first.kill()
     assert not set(b) & indexed(), "the kill came after B was published: not mid-batch"
     assert not container.get_blob_client(f"{SEGMENT_PREFIX}{batch_b.request_id}.zip").exists()
 
     second = pipe.start("indexer")
-    _wait("batch B published after the restart", lambda: set(b) <= indexed(), pipe, timeout=120)
+    wait_for(
+        lambda: set(b) <= indexed(),
+        seconds=120,
+        step=0.05,
+        what="batch B published after the restart",
+        details=pipe.logs,
+    )
 
     manifest, _ = services.libraries.indexed.read(library)
     assert sorted(manifest.photos) == names and manifest.indexed() == names

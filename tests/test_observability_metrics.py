@@ -24,16 +24,12 @@ def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return samples(text)
 
 
-def _wait_for(url: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+    except (urllib.error.URLError, ConnectionError):
+        return False
+    return True
 
 
 def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) -> None:
@@ -49,7 +45,8 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
         roles[role] = pipe.start(role, env=env)
     url = {role: _metrics_url(process) for role, process in roles.items()}
     for role in roles:
-        _wait_for(url[role] + "/healthz")
+        health = url[role] + "/healthz"
+        wait_for(lambda health=health: _answers(health), seconds=30, step=0.2, what=f"{role}'s /healthz")
     before = _scrape(url["processor"] + "/metrics")
     assert value_of(before, "photomosaics_messages_received_total", role="processor", queue="slicerequest") == 0
     assert value_of(before, "photomosaics_queue_messages", queue="slicerequest") == 0
@@ -57,19 +54,22 @@ def test_role_metrics_move_while_a_job_runs_and_healthz_answers(pipe: Pipeline) 
 
     slices = 4
     rid = pipe.submit(unit_photo(slices, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=slices)
-    seen_midway = False
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        during = _scrape(url["processor"] + "/metrics")
-        done = value_of(during, "photomosaics_messages_succeeded_total", queue="slicerequest")
-        if 0 < done < slices:
-            seen_midway = True
-        if done == slices:
-            break
-        time.sleep(0.15)
+    seen: list[float] = []  # slices done, scrape by scrape
+
+    def every_slice_done() -> bool:
+        seen.append(
+            value_of(
+                _scrape(url["processor"] + "/metrics"), "photomosaics_messages_succeeded_total", queue="slicerequest"
+            )
+        )
+        return seen[-1] == slices
+
+    wait_for(every_slice_done, seconds=60, step=0.15, what="every slice counted", details=pipe.logs)
     jobs = pipe.wait([rid], timeout=60)
     assert jobs[rid].status == "done", jobs[rid]
-    assert seen_midway, "no scrape saw the job half-way (slices done between 1 and 3)"
+    assert any(0 < done < slices for done in seen), (
+        f"no scrape saw the job half-way (slices done between 1 and 3): {seen}"
+    )
 
     after = _scrape(url["processor"] + "/metrics")
     labels = {"role": "processor", "queue": "slicerequest"}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -32,6 +31,7 @@ from mosaic.render import placed_tiles, render_with_placement
 from mosaic.sized import cell_sizes
 from tests.support.pipelines import Pipeline, sample_photo
 from tests.support.sliceable import PLAIN_TILE, plain_photo
+from tests.support.waiting import wait_for
 from workers.imaging.slicing import encode_output
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -98,10 +98,12 @@ def test_eighteen_jobs_through_real_processes_are_the_offline_renders_bytes(pipe
 
     # A job is done before its ImageResponse is consumed (the controller marks it done): every
     # queue is empty a moment later.
-    deadline = time.monotonic() + 20
-    while any((depths := pipe.queue_depths()).values()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert all(depth == 0 for depth in depths.values()), depths
+    wait_for(
+        lambda: not any(pipe.queue_depths().values()),
+        seconds=20,
+        what="every queue empty",
+        details=lambda: str(pipe.queue_depths()),
+    )
     codes = [role.stop() for role in pipe.roles]
     assert codes == [0, 0, 0, 0], f"SIGTERM must end every role with exit 0\n{pipe.logs()}"
 

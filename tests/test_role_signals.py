@@ -22,6 +22,7 @@ from dal.config import CONNECTION_STRING_ENV
 from dal.observability.transactions import COUNT_ENV
 from dal.queues.messages import SliceResponseMessage
 from dal.queues.work_queue import ImageProcessingQueue
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE = ROOT / "tests" / "support" / "sleep_role.py"
@@ -114,9 +115,8 @@ def test_sigterm_finishes_the_running_message_and_hands_back_the_rest(
     counts = tmp_path / "counts"
     role = start_role(azurite_connection_string, prefix, tmp_path, seconds=2.0, prefetch=2, counts=counts)
     started = wait_for_marker(tmp_path, "started-*", role)
-    deadline = time.monotonic() + 20
-    while len(queue.peek()) != 1 and time.monotonic() < deadline:  # it holds 3: one running, two waiting
-        time.sleep(0.05)
+    # It holds 3 (one running, two waiting): one of the four stays visible.
+    wait_for(lambda: len(queue.peek()) == 1, seconds=20, step=0.05, what="the role holding three messages")
     role.send_signal(signal.SIGTERM)
     code, output = finish(role)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -15,6 +14,7 @@ from dal.queues.messages import SliceRequestMessage
 from dal.queues.shards import ShardedQueue
 from tests.support.pipelines import Pipeline, synthetic_library
 from tests.support.sliceable import unit_photo
+from tests.support.waiting import wait_for
 
 
 def slice_request(queues: QueueAccessor, rid: str, seq: int) -> SliceRequestMessage:
@@ -80,9 +80,13 @@ def test_a_job_runs_end_to_end_over_three_shards(
         pipe.start("controller")
         rid = pipe.submit(unit_photo(6, seed=5), library_uri=pipe.library_uri, tile_size=8, slices=6)
         shards = pipe.services.queues.slice_request_shards
-        deadline = time.monotonic() + 60
-        while sum(q.approximate_depth() for q in shards) < 6 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(
+            lambda: sum(q.approximate_depth() for q in shards) >= 6,
+            seconds=60,
+            step=0.2,
+            what="six slices queued",
+            details=pipe.logs,
+        )
         assert [q.approximate_depth() for q in shards] == [2, 2, 2], pipe.logs()
         pipe.start("processor")
         pipe.start("responder")

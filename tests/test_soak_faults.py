@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 from benchmarks.soak import FROZEN, PROCESSORS, Fault, Faults, _overlap
+from tests.support.waiting import wait_for
 
 
 def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def _wait_state(pid: int, wanted: str) -> str:
-    deadline = time.monotonic() + 10
-    while (state := _state(pid)) != wanted and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return state
 
 
 def test_one_processor_is_paused_at_a_time_and_end_resumes_it() -> None:
@@ -31,11 +24,11 @@ def test_one_processor_is_paused_at_a_time_and_end_resumes_it() -> None:
         first = faults._pause_processor()
         assert first is not None and first.end - first.start > 15  # past the lease
         paused = next(name for name in PROCESSORS if first.what.startswith(name))
-        assert _wait_state(children[paused].pid, "T") == "T"
+        wait_for(lambda: _state(children[paused].pid) == "T", seconds=10, step=0.02, what=f"{paused} stopped")
         assert faults._pause_processor() is None  # the other keeps working
         assert all(_state(c.pid) != "T" for name, c in children.items() if name != paused)
         faults.end()
-        assert _wait_state(children[paused].pid, "S") != "T"
+        wait_for(lambda: _state(children[paused].pid) != "T", seconds=10, step=0.02, what=f"{paused} running again")
         assert faults._pause_processor() is not None  # nothing paused any more
     finally:
         faults.end()

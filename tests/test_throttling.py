@@ -24,6 +24,7 @@ from dal.retry import RETRY_SCALE_ENV, SERVER_BUSY_ENV
 from tests.support.faultproxy import FaultyAccount, faulty_account
 from tests.support.pipelines import Pipeline, assert_jobs_pixel_identical
 from tests.support.sliceable import PLAIN_TILE, plain_photo
+from tests.support.waiting import wait_for
 from workers.services import RoleServices
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -125,11 +126,12 @@ def test_a_role_starts_through_throttling_that_outlasts_its_retries(pipe: Pipeli
         proxied, _ = _roles_through(account, pipe, env, roles=(role,))
         started = proxied.roles[0]
         try:
-            deadline = time.monotonic() + 90
-            while "role.start" not in started.log_path.read_text(errors="replace"):
-                assert started.alive(), started.log_tail()
-                assert time.monotonic() < deadline, started.log_tail()
-                time.sleep(0.2)
+
+            def up() -> bool:
+                assert started.alive(), started.log_tail()  # it gave up: say why at once
+                return "role.start" in started.log_path.read_text(errors="replace")
+
+            wait_for(up, seconds=90, step=0.2, what=f"the {role} started", details=started.log_tail)
             log = started.log_path.read_text(errors="replace")
             assert started.alive(), started.log_tail()
             assert "role.storage_busy" in log, started.log_tail()  # it did outlast a call's retries
@@ -182,9 +184,13 @@ def test_jobs_complete_pixel_identical_under_injected_throttling(pipe: Pipeline)
             images = _submit_three(proxied, library_uri, seed=300)
             finished = pipe.wait(images, timeout=180)
             # A retried send may deliver twice (at-least-once); the roles drain the duplicates.
-            deadline = time.monotonic() + 60
-            while any(pipe.queue_depths().values()) and time.monotonic() < deadline:
-                time.sleep(0.5)
+            wait_for(
+                lambda: not any(pipe.queue_depths().values()),
+                seconds=60,
+                step=0.5,
+                what="every queue drained",
+                details=lambda: str(pipe.queue_depths()),
+            )
             injected = account.counts()
             blob_queue = sum(p.counts["503"] + p.counts["500"] for p in account.proxies[:2])
         finally:

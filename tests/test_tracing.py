@@ -10,7 +10,6 @@ span but the upload's send must have its parent among them.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from dal.queues import tracing
 from tests.support.pipelines import Pipeline
+from tests.support.waiting import wait_for
 from tests.web.conftest import SECRET, png_bytes
 from webapp import create_app
 from webapp.csrf import CSRF_HEADER, CSRF_VALUE
@@ -110,10 +110,13 @@ def test_a_job_is_one_connected_trace_across_the_roles(
     assert response.status_code == 202, response.get_json()
     rid = response.get_json()["request_id"]
     status_url = response.get_json()["status_url"]
-    deadline = time.monotonic() + 90
-    while client.get(status_url).get_json()["status"] not in ("done", "failed"):
-        assert time.monotonic() < deadline, pipe.logs()
-        time.sleep(0.2)
+    wait_for(
+        lambda: client.get(status_url).get_json()["status"] in ("done", "failed"),
+        seconds=90,
+        step=0.2,
+        what="the job to end",
+        details=pipe.logs,
+    )
     assert client.get(status_url).get_json()["status"] == "done"
 
     web = [
@@ -138,15 +141,24 @@ def test_a_job_is_one_connected_trace_across_the_roles(
         "process imageresponse": 1,
         "stitch": 1,
     }
-    spans: list[Span] = []
-    deadline = time.monotonic() + 20  # the roles' batch processors export every 0.1 s
-    while True:
-        spans = web + [s for s in receiver.spans if s["attributes"].get("photomosaics.request_id") == rid]
-        counts = {name: sum(1 for s in spans if s["name"] == name) for name in expected}
-        if counts == expected or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert counts == expected, sorted((s["service"], s["name"]) for s in spans)
+
+    def job_spans() -> list[Span]:
+        return web + [s for s in receiver.spans if s["attributes"].get("photomosaics.request_id") == rid]
+
+    def counted(spans: list[Span]) -> dict[str, int]:
+        return {name: sum(1 for s in spans if s["name"] == name) for name in expected}
+
+    def all_of_them() -> list[Span] | None:
+        found = job_spans()
+        return found if counted(found) == expected else None
+
+    spans = wait_for(  # the roles' batch processors export every 0.1 s
+        all_of_them,
+        seconds=20,
+        step=0.2,
+        what="every span of the job",
+        details=lambda: str(sorted((s["service"], s["name"]) for s in job_spans())),
+    )
 
     assert len({s["trace"] for s in spans}) == 1, "the job's spans are in more than one trace"
     ids = {s["id"] for s in spans}

@@ -29,6 +29,7 @@ import requests
 
 from mosaic.deepzoom import DZI_TILE_SIZE
 from tests.support.pipelines import Pipeline, RoleProcess, sample_photo, synthetic_library
+from tests.support.waiting import wait_for
 
 TILE = 64
 LIBRARY_SIZE = 24
@@ -73,15 +74,16 @@ def _start_web(pipe: Pipeline) -> tuple[RoleProcess, str]:
         "web", "--port", str(port), "--workers", "1", env={**GIANT_ENV, "PHOTOMOSAICS_SECRET_KEY": os.urandom(16).hex()}
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
+
+    def up() -> bool:
+        assert web.alive(), f"the web role ended\n{pipe.logs()}"
         try:
-            if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return web, base
+            return requests.get(f"{base}/healthz", timeout=2).status_code == 200
         except requests.ConnectionError:
-            pass
-        assert web.alive() and time.monotonic() < deadline, f"the web role did not start\n{pipe.logs()}"
-        time.sleep(0.2)
+            return False
+
+    wait_for(up, seconds=60, step=0.2, what="the web role's /healthz", details=pipe.logs)
+    return web, base
 
 
 def _download(session: requests.Session, url: str, path: Path | None = None) -> tuple[int, bytes, bytes, int, str]:
@@ -153,13 +155,12 @@ def _serial_seconds(session: requests.Session, base: str, job: dict[str, Any]) -
     first slice dispatched, and the last slice done to done. The "done" line is written just
     after the row that says done (``workers.controller.controller``), so a reader that saw the status
     may have to wait a moment for it."""
-    deadline = time.monotonic() + 30
-    while True:
-        events = session.get(f"{base}{job['status_url']}", timeout=30).json()["events"]
-        if any(e["kind"] == "done" for e in events):
-            break
-        assert time.monotonic() < deadline, f"the job is done, its log has no done line: {[e['kind'] for e in events]}"
-        time.sleep(0.2)
+
+    def logged_done() -> list[dict[str, Any]] | None:
+        events: list[dict[str, Any]] = session.get(f"{base}{job['status_url']}", timeout=30).json()["events"]
+        return events if any(e["kind"] == "done" for e in events) else None
+
+    events = wait_for(logged_done, seconds=30, step=0.2, what="the done line in the finished job's log")
     at = lambda kind: [datetime.fromisoformat(e["at"]) for e in events if e["kind"] == kind]  # noqa: E731
     created = datetime.fromisoformat(job["created_at"])
     return (min(at("dispatched")) - created).total_seconds(), (max(at("done")) - max(at("slice_done"))).total_seconds()
@@ -193,10 +194,18 @@ def run_giant_job(
         )
         assert created.status_code == 202, created.text
         status_url = f"{base}{created.json()['status_url']}"
-        deadline = time.monotonic() + timeout
-        while (job := session.get(status_url, timeout=30).json())["status"] not in ("done", "failed"):
-            assert time.monotonic() < deadline, f"not done after {timeout:.0f} s: {job['status']}\n{pipe.logs()}"
-            time.sleep(0.5)
+
+        def ended() -> dict[str, Any] | None:
+            answer: dict[str, Any] = session.get(status_url, timeout=30).json()
+            return answer if answer["status"] in ("done", "failed") else None
+
+        job = wait_for(
+            ended,
+            seconds=timeout,
+            step=0.5,
+            what="the giant job to end",
+            details=pipe.logs,
+        )
         seconds = time.perf_counter() - started
         assert job["status"] == "done", f"{job['status']}: {job['error']}\n{pipe.logs()}"
         serial = _serial_seconds(session, base, job)

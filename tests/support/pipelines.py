@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from workers.imaging.slicing import encode_output
 from workers.services import RoleServices
 
 from .role_fork import ForkedRole
+from .waiting import wait_for
 
 CLIENT_ID = "pipeline-tests"
 # Short waits everywhere: tests must not sit in back-off.
@@ -240,8 +240,8 @@ class Pipeline:
         row's status first, then the event); AssertionError with logs on timeout."""
         pending = set(request_ids)
         finished: dict[str, Job] = {}
-        deadline = time.monotonic() + timeout
-        while pending:
+
+        def all_finished() -> bool:
             for rid in list(pending):
                 job = self.job(rid)
                 if (
@@ -251,12 +251,13 @@ class Pipeline:
                 ):
                     finished[rid] = job
                     pending.discard(rid)
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                states = {rid: (j.status, sorted(j.slices_done)) if (j := self.job(rid)) else None for rid in pending}
-                raise AssertionError(f"{len(pending)} jobs unfinished after {timeout:.0f} s: {states}\n{self.logs()}")
-            time.sleep(0.25)
+            return not pending
+
+        def unfinished() -> str:
+            states = {rid: (j.status, sorted(j.slices_done)) if (j := self.job(rid)) else None for rid in pending}
+            return f"{len(pending)} jobs unfinished: {states}\n{self.logs()}"
+
+        wait_for(all_finished, seconds=timeout, step=0.25, what="every job finished", details=unfinished)
         return finished
 
     def output_bytes(self, job: Job) -> bytes:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +18,7 @@ import requests
 from flask import Flask
 
 from dal.config import CONNECTION_STRING_ENV, Settings
+from tests.support.waiting import wait_for
 from tests.web.conftest import SECRET, ApiClient, png_bytes, submit
 from tests.web.test_web_command import free_port
 from webapp import create_app
@@ -197,13 +197,11 @@ def test_healthz_answers_while_40_streams_are_held_and_a_stop_ends_them_with_a_r
 
 
 def _wait_until_up(base: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
+    def up() -> bool:
+        assert process.poll() is None, log_path.read_text()  # it ended: say why at once, not after a minute
         try:
-            if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return
+            return requests.get(f"{base}/healthz", timeout=2).status_code == 200
         except requests.RequestException:
-            pass
-        assert process.poll() is None, log_path.read_text()
-        assert time.monotonic() < deadline, log_path.read_text()
-        time.sleep(0.2)
+            return False
+
+    wait_for(up, seconds=60, step=0.2, what=f"{base}/healthz", details=log_path.read_text)

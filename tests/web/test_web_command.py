@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,6 +19,17 @@ from dal.config import CONNECTION_STRING_ENV
 from photomosaics.cli import main
 from photomosaics.commands.web import gunicorn_options
 from tests.support.faultproxy import faulty_account
+from tests.support.waiting import wait_for
+
+
+def _healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> bool:
+    """``url`` answers 200; an AssertionError with the log at once if ``process`` ended."""
+    assert process.poll() is None, log_path.read_text()
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, ConnectionError):
+        return False
 
 
 def test_gunicorn_settings_live_in_one_place() -> None:
@@ -84,16 +94,13 @@ def _serve_and_stop(connection_string: str, tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
-                    assert response.status == 200
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                assert process.poll() is None, (tmp_path / "web.log").read_text()
-                assert time.monotonic() < deadline, (tmp_path / "web.log").read_text()
-                time.sleep(0.2)
+        wait_for(
+            lambda: _healthy(f"http://127.0.0.1:{port}/healthz", process, tmp_path / "web.log"),
+            seconds=30,
+            step=0.2,
+            what="the web app's /healthz",
+            details=(tmp_path / "web.log").read_text,
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
             assert b"Photo Mosaics" in page.read()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/jobs", timeout=5) as jobs:
