@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 CHUNK_ELEMENTS = 1 << 21  # distance-matrix entries per chunk: 8 MiB of float32
+_SCORE_OFFSET = 1 << 24  # above any |score|: keys of (score, index) are positive
 
 
 def augment(cells: np.ndarray, tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,26 +47,32 @@ def best(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``m`` nearest tiles per cell, best first: ``(n, m) int32`` indices and float64 scores.
 
-    Order is by score then tile index, fully defined. ``m`` is capped at the number of tiles.
+    Order is by score then tile index, fully defined: the ``m`` are chosen on integer keys
+    (score, then index), all distinct. ``np.argpartition`` on the scores alone would keep
+    whichever tiles tied at the ``m``-th score its sort kernel meets first, and that kernel
+    depends on the CPU (AVX-512, AVX2 or neither): measured, two machines then chose different
+    tiles for the same cells. ``m`` is capped at the number of tiles.
     ``columns``: ``tile_columns(tiles)`` if the caller has it (``tiles`` is then not read).
     """
     t = tile_columns(tiles) if columns is None else columns
-    m = min(m, t.shape[1])
+    count = t.shape[1]
+    m = min(m, count)
     c = np.hstack([cells, np.ones((cells.shape[0], 1), np.float32)])
     n = c.shape[0]
     index = np.empty((n, m), np.int32)
     score = np.empty((n, m), np.float64)
-    step = _chunk(n, t.shape[1])
+    step = _chunk(n, count)
+    # Scores are exact integers, |score| < 2^24 (module doc): (score + 2^24) * count + index.
+    tail = np.arange(count, dtype=np.int64) + _SCORE_OFFSET * count
     for start in range(0, n, step):
-        d = c[start : start + step] @ t
-        if m < d.shape[1]:
-            part = np.argpartition(d, m - 1, axis=1)[:, :m]
-        else:
-            part = np.broadcast_to(np.arange(d.shape[1]), d.shape)
-        values = np.take_along_axis(d, part, axis=1)
-        order = np.lexsort((part, values), axis=1)
-        index[start : start + step] = np.take_along_axis(part, order, axis=1)
-        score[start : start + step] = np.take_along_axis(values, order, axis=1)
+        key = (c[start : start + step] @ t).astype(np.int64)
+        key *= count
+        key += tail
+        if m < count:
+            key = np.partition(key, m - 1, axis=1)[:, :m]
+        key.sort(axis=1)
+        index[start : start + step] = key % count
+        score[start : start + step] = key // count - _SCORE_OFFSET
     return index, score
 
 

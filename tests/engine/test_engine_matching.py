@@ -1,0 +1,77 @@
+"""The matcher's ranking (mosaic.matching.best) is fully defined, so every CPU ranks alike.
+
+Tiles tie often: a flat tile and its mirror image have the same features, and so do the
+repeated crops of one photo. Which tied tiles make the ``m`` best must not depend on the sort
+kernel NumPy dispatches to (AVX-512, AVX2 or none), or two processors on different machines
+would choose different photos for the same cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mosaic.matching import best
+from mosaic.signatures import BOUND, FEATURES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tied(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer features with many exact ties: every tile twice, and few distinct values."""
+    rng = np.random.default_rng(seed)
+    tiles = rng.integers(-3, 4, (600, FEATURES)).astype(np.float32) * 40
+    tiles = np.concatenate([tiles, tiles[::-1]])
+    cells = rng.integers(-3, 4, (300, FEATURES)).astype(np.float32) * 40
+    assert np.abs(tiles).max() <= BOUND
+    return cells, tiles
+
+
+@pytest.mark.parametrize("m", [1, 7, 64, 1200])
+def test_the_m_best_are_the_first_m_by_score_then_tile_index(m: int) -> None:
+    cells, tiles = _tied(seed=m)
+    index, score = best(cells, tiles, m)
+    exact = ((cells[:, None, :].astype(np.int64) - tiles[None].astype(np.int64)) ** 2).sum(axis=2)
+    norms = (cells.astype(np.int64) ** 2).sum(axis=1)
+    for row in range(cells.shape[0]):
+        order = np.lexsort((np.arange(len(tiles)), exact[row]))[: min(m, len(tiles))]
+        assert index[row].tolist() == order.tolist(), row
+        assert (score[row] == exact[row, order] - norms[row]).all()  # |c - t|² - |c|², exactly
+
+
+_CHILD = """
+import json, sys
+import numpy as np
+from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+from mosaic.matching import best
+sys.path.insert(0, sys.argv[1])
+from tests.engine.test_engine_matching import _tied
+cells, tiles = _tied(seed=3)
+index, _ = best(cells, tiles, 64)
+print(json.dumps({"dispatch": [k for k in __cpu_dispatch__ if __cpu_features__.get(k)], "index": index.tolist()}))
+"""
+
+
+def _ranking_with(disabled: list[str]) -> dict[str, list]:
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(disabled), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(ROOT)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_every_cpu_kernel_ranks_ties_alike() -> None:
+    """The same ranking with every SIMD target NumPy found here, and with none of them."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    full = _ranking_with([])
+    plain = _ranking_with(list(__cpu_dispatch__))
+    assert plain["dispatch"] == []  # the child really ran NumPy's baseline kernels only
+    assert full["index"] == plain["index"], f"targets {full['dispatch']} rank ties unlike the baseline"
