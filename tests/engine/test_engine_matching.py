@@ -75,3 +75,45 @@ def test_every_cpu_kernel_ranks_ties_alike() -> None:
     plain = _ranking_with(list(__cpu_dispatch__))
     assert plain["dispatch"] == []  # the child really ran NumPy's baseline kernels only
     assert full["index"] == plain["index"], f"targets {full['dispatch']} rank ties unlike the baseline"
+
+
+_RENDERS = """
+import hashlib, json, sys
+import numpy as np
+from PIL import Image
+sys.path.insert(0, sys.argv[1])
+from mosaic import RenderOptions, plan_grid, render
+from mosaic.library import TileLibrary
+from tests.engine.conftest import random_library
+
+# Flat tiles tie with their mirror images and with each other's features: the ties a real
+# library has (plain skies, walls), among smooth random ones.
+rng = np.random.default_rng(8)
+flat = np.broadcast_to(rng.integers(0, 256, (60, 1, 1, 3)).astype(np.uint8), (60, 64, 64, 3))
+mixed = random_library(240, seed=9)
+library = TileLibrary.from_tiles(np.concatenate([mixed.atlas, flat, flat]), [f"t{i}.png" for i in range(360)])
+y, x = np.mgrid[0:240, 0:320]
+photo = Image.fromarray(np.stack([x * 255 // 320, y * 255 // 240, (x + y) % 256], axis=2).astype(np.uint8))
+grid = plan_grid(320, 240, tile_size=8, tiles_across=40)
+out = {}
+for name, options in [("default", RenderOptions()), ("max_uses", RenderOptions(max_uses=4)), ("cells", RenderOptions(cell_sizes=(1, 2, 4)))]:
+    pixels = render(photo, library, tile_size=8, grid=grid, seed="cpu", options=options)
+    out[name] = hashlib.sha256(np.asarray(pixels).tobytes()).hexdigest()
+print(json.dumps(out))
+"""
+
+
+def test_a_render_is_the_same_bytes_on_every_cpu_kernel() -> None:
+    """ "The same pixels on every worker": a worker whose CPU lacks AVX2 and AVX-512 (NumPy's
+    baseline kernels) renders the default, fair-use and several-size mosaics this one does."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    def renders(disabled: list[str]) -> dict[str, str]:
+        env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(disabled), "PYTHONPATH": str(ROOT)}
+        out = subprocess.run(
+            [sys.executable, "-c", _RENDERS, str(ROOT)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr
+        return dict(json.loads(out.stdout.splitlines()[-1]))
+
+    assert renders([]) == renders(list(__cpu_dispatch__))
