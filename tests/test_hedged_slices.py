@@ -46,8 +46,10 @@ def test_a_paused_processors_slice_is_hedged_and_the_job_finishes_while_it_is_st
     env = {**LONG_LEASE, LEASE_DIR_ENV: str(leases)}
     port = choose_port("127.0.0.1", 0)
     controller = pipe.start("controller", env={**env, "PHOTOMOSAICS_METRICS_PORT": str(port)})
-    # It takes one slice (a processor holds one at a time) and sleeps before rendering it: stopped there.
-    paused = pipe.start("processor", env={**env, "PHOTOMOSAICS_TEST_SLICE_DELAY": "20"})
+    # It takes one slice (a processor holds one at a time) and sleeps before rendering it: stopped
+    # there, a moment after its lease journal appears (10 s leaves room on a loaded machine; once
+    # resumed it sleeps out what is left of them, then sends its late copy).
+    paused = pipe.start("processor", env={**env, "PHOTOMOSAICS_TEST_SLICE_DELAY": "10"})
     image = plain_photo(2, seed=21)
     rid = pipe.submit(image, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
     journal = leases / f"{paused.pid}.json"
@@ -98,7 +100,7 @@ def test_slices_waiting_behind_a_busy_processor_are_not_hedged(pipe: Pipeline) -
     # the first one came back (out 1.5 times as long as that one took, and seen taken meanwhile).
     eager = {"PHOTOMOSAICS_HEDGE_FLOOR_SECONDS": "0.5", "PHOTOMOSAICS_HEDGE_FACTOR": "1.5"}
     pipe.start("controller", env=eager)
-    pipe.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "3"})  # one slice at a time, 3 s each
+    pipe.start("processor", env={"PHOTOMOSAICS_TEST_SLICE_DELAY": "1.5"})  # one slice at a time, 1.5 s each
     rid = pipe.submit(unit_photo(5, seed=22), library_uri=pipe.library_uri, tile_size=8, slices=5)
     pipe.wait([rid], timeout=120)
     withheld = [line for line in log_lines(pipe, "slice.not_hedged") if f"request_id={rid}" in line]
