@@ -447,11 +447,15 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
         time.sleep(6.5)  # Azurite saves its metadata every 5 s (LokiJS autosave): let it, or the kill loses it
         ports = dict(azurite.ports)
         os.killpg(azurite.pid, signal.SIGKILL)
-        wait_for(lambda: keeper.restarts == 1 or None, seconds=60)
+
+        def said_restarted() -> bool:  # the keeper's last step: counted, repaired, then this
+            status = read_status({"PHOTOMOSAICS_STORAGE_STATUS_FILE": str(keeper.status_file)})
+            return status is not None and status["state"] == "running" and "restarted" in str(status["message"])
+
+        wait_for(said_restarted, seconds=60, what="the status file saying Azurite was restarted")
+        assert keeper.restarts == 1
         assert keeper.azurite.ports == ports  # same ports: every connection string stays valid
         assert repaired == [keeper.azurite.connection_string]  # the storage repair hook ran once
-        status = read_status({"PHOTOMOSAICS_STORAGE_STATUS_FILE": str(keeper.status_file)})
-        assert status is not None and status["state"] == "running" and "restarted" in str(status["message"])
         second = plain_photo(2, seed=14)
         rid2 = pipe.submit(second, library_uri=pipe.library_uri, tile_size=PLAIN_TILE, slices=2)
         pipe.wait([rid2], timeout=120)
