@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -58,10 +59,11 @@ print(json.dumps({"dispatch": [k for k in __cpu_dispatch__ if __cpu_features__.g
 """
 
 
-def _ranking_with(disabled: list[str]) -> dict[str, list]:
+def _child(script: str, disabled: list[str]) -> dict[str, Any]:
+    """The JSON a child process prints last, run with NumPy's CPU targets ``disabled``."""
     env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(disabled), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(ROOT)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script, str(ROOT)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr
     return dict(json.loads(out.stdout.splitlines()[-1]))
@@ -71,8 +73,8 @@ def test_every_cpu_kernel_ranks_ties_alike() -> None:
     """The same ranking with every SIMD target NumPy found here, and with none of them."""
     from numpy._core._multiarray_umath import __cpu_dispatch__
 
-    full = _ranking_with([])
-    plain = _ranking_with(list(__cpu_dispatch__))
+    full = _child(_CHILD, [])
+    plain = _child(_CHILD, list(__cpu_dispatch__))
     assert plain["dispatch"] == []  # the child really ran NumPy's baseline kernels only
     assert full["index"] == plain["index"], f"targets {full['dispatch']} rank ties unlike the baseline"
 
@@ -108,12 +110,4 @@ def test_a_render_is_the_same_bytes_on_every_cpu_kernel() -> None:
     baseline kernels) renders the default, fair-use and several-size mosaics this one does."""
     from numpy._core._multiarray_umath import __cpu_dispatch__
 
-    def renders(disabled: list[str]) -> dict[str, str]:
-        env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(disabled), "PYTHONPATH": str(ROOT)}
-        out = subprocess.run(
-            [sys.executable, "-c", _RENDERS, str(ROOT)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
-        )
-        assert out.returncode == 0, out.stderr
-        return dict(json.loads(out.stdout.splitlines()[-1]))
-
-    assert renders([]) == renders(list(__cpu_dispatch__))
+    assert _child(_RENDERS, []) == _child(_RENDERS, list(__cpu_dispatch__))
