@@ -48,6 +48,7 @@ import math
 import numpy as np
 
 from .colour_difference import BLOCK, chroma_difference
+from .grid import block_sums
 from .overlay import _saturating_add
 from .signatures import SUB, lab_to_srgb, srgb_to_lab
 
@@ -80,9 +81,7 @@ def cell_means(image: np.ndarray) -> np.ndarray:
     """A cell image (``SUB`` pixels per cell) -> each cell's mean colour, ``(cells, 3) uint8``
     rounded half up, row by row. The integer sums are taken as rows of pixels, not cell by cell
     (the same sums at a fraction of the cost: 2 ms instead of 17 ms for a 12 MP part at tile 8)."""
-    wide = image.astype(np.uint16)  # a cell's sum is at most 16 x 255
-    rows = sum(wide[k::SUB] for k in range(1, SUB)) + wide[0::SUB]
-    total = (sum(rows[:, k::SUB] for k in range(1, SUB)) + rows[:, 0::SUB]).reshape(-1, 3)
+    total = block_sums(image.astype(np.uint16), SUB).reshape(-1, 3)  # a cell's sum is at most 16 x 255
     count = SUB * SUB
     return ((2 * total + count) // (2 * count)).astype(np.uint8)
 
