@@ -24,7 +24,11 @@ DEV_LOCK := requirements/dev.lock
 RUNTIME_LOCK := requirements/runtime.lock
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 UV_VERSION ?= 0.13.9
-UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python
+# --compile-bytecode: uv leaves the .py files uncompiled (pip compiles them), so every Python
+# process compiled numpy, the Azure SDK, Pillow and Flask anew where nothing may write .pyc
+# (PYTHONDONTWRITEBYTECODE, read-only images): a role's imports took 1.7 s of CPU, 0.7 s compiled;
+# in a clean clone `make run` had its six processes up after 19.3 s, 13.9 s compiled.
+UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode
 LOCK_ARGS := --universal --python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock'
 
 .PHONY: install run run-paired demo-failover test lint format bench clean lock lock-upgrade

