@@ -61,19 +61,28 @@ def load_library(spec: str, *, echo: bool = True, use_cache: bool = True) -> Any
 
 
 def _demo(*, use_cache: bool) -> Any:
-    """The demo library, from the disk cache when its key matches (building it takes ~3 s)."""
+    library, cached = demo_library(use_cache=use_cache)
+    if cached:
+        click.echo(f"using the cached demo library ({len(library.names)} tiles)", err=True)
+    return library
+
+
+def demo_library(*, use_cache: bool = True) -> tuple[Any, bool]:
+    """The demo library and whether it came from the disk cache (``photomosaics.library_cache``):
+    read back when its key (``workers.demo_library.demo_source_key``) matches, else built from
+    ``demo_tile_images`` (~3 s of decoding and signatures) and kept, for the next render and for
+    the start-up of a fresh data folder (``photomosaics run``, ``web --demo-library``)."""
     from mosaic.sources import build_library_from
     from photomosaics import library_cache
     from workers.demo_library import demo_source_key, demo_tile_images
 
     key = demo_source_key() if use_cache else None
     if key is not None and (hit := library_cache.load(key)) is not None:
-        click.echo(f"using the cached demo library ({len(hit[0].names)} tiles)", err=True)
-        return hit[0]
+        return hit[0], True
     library, skipped = build_library_from(demo_tile_images())
     if key is not None:
         library_cache.store(key, library, skipped)
-    return library
+    return library, False
 
 
 def _load_stored(name: str) -> Any:

@@ -155,6 +155,30 @@ def test_ensure_demo_library_creates_it_once(storage: object, unique: str) -> No
     assert store.list()[0].shared  # but shared again
 
 
+def test_a_library_built_ahead_is_stored_as_the_one_built_at_start_up(storage: object, unique: str) -> None:
+    """``built`` (the commands read it from a disk cache) stores the very library that
+    building the tiles at start-up stores: the same version, tiles and names."""
+    from dal.blobs.libraries import LibraryStore
+    from mosaic.library import TileLibrary
+    from mosaic.sources import build_library_from
+    from workers.demo_library import ensure_demo_library
+
+    made, ahead = (LibraryStore(storage, prefix=f"t{unique}{i}") for i in "ab")  # type: ignore[arg-type]
+    ensure_demo_library(storage, prefix=made.prefix, count=60)
+    calls = []
+
+    def built() -> TileLibrary:
+        calls.append(1)
+        return build_library_from(demo_tile_images(60))[0]
+
+    ensure_demo_library(storage, prefix=ahead.prefix, count=60, built=built)
+    ensure_demo_library(storage, prefix=ahead.prefix, count=60, built=built)  # there already: not built again
+    assert calls == [1]
+    [one], [other] = made.list(), ahead.list()
+    assert (other.version, other.tile_count, other.shared) == (one.version, 60, True)
+    assert ahead.load(DEMO_LIBRARY_NAME).names == made.load(DEMO_LIBRARY_NAME).names
+
+
 def test_a_client_that_created_demo_does_not_get_it_shared(storage: object, unique: str) -> None:
     """Start-up marks ``demo`` shared only when the system made it: a client that created a
     library called ``demo`` while there was none keeps it to itself, not served to everyone."""

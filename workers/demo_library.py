@@ -1,12 +1,11 @@
 """The demo tile library: real photographs cut from sample images that ship inside wheels.
 
 A fresh machine with no network but the package registries still needs a good tile library
-for ``make run``. scikit-image ships a handful of photographs inside its wheel
-(``skimage/data``: the astronaut, the cat, coffee, the Hubble deep field, a motorcycle, a
-retina, a rocket launch, a microscope slide, and grey-scale scenes and textures) and
-scikit-learn ships two more (``sklearn/datasets/images``: a Chinese temple and a flower).
-The files are read straight from the installed packages, so no third-party image is
-committed here and nothing is downloaded.
+for ``make run``. scikit-image ships a handful of photographs inside its wheel (``skimage/data``:
+the astronaut, the cat, coffee, the Hubble deep field, a motorcycle, a retina, a rocket launch,
+a microscope slide, grey-scale scenes and textures), scikit-learn two more
+(``sklearn/datasets/images``: a Chinese temple, a flower). They are read from the installed
+packages: no third-party image is committed here and nothing is downloaded.
 
 The library has ``DEMO_TILES`` (2,100) tiles of 64 px, made in three steps:
 
@@ -33,13 +32,12 @@ The library has ``DEMO_TILES`` (2,100) tiles of 64 px, made in three steps:
    more grid colours or ``GRADED_SHARE`` of the library is graded. So a graded tile is always
    a real photograph, recoloured, and only where the real crops leave a measured gap
    (27 % of the grid covered by the old 640 real crops, 96 % by this library).
-3. **Order.** All tiles, real and graded, are ordered the same way again, so any
-   prefix is a spread-out library too: ``demo_tile_images(n)`` for ``n <= DEMO_TILES`` is
-   the first ``n`` tiles of the default library.
+3. **Order.** All tiles, real and graded, are ordered the same way again, so any prefix is a
+   spread-out library too: ``demo_tile_images(n)`` (``n <= DEMO_TILES``) is the default's first ``n``.
 
 Everything is deterministic: the same packages give the same tiles in the same order. Colour
-arithmetic uses only look-up tables and elementwise IEEE arithmetic (no ``pow``, ``sin``
-or BLAS), so no CPU-specific vector maths can flip a pixel.
+arithmetic uses only look-up tables and elementwise IEEE arithmetic (no ``pow``, ``sin`` or
+BLAS), so no CPU-specific vector maths can flip a pixel.
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ import functools
 import importlib.util
 import io
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +67,7 @@ from mosaic.gamut import (
     in_gamut_grid,
     mean_lab,
 )
+from mosaic.library import TileLibrary
 from mosaic.sources import fingerprint
 
 log = logging.getLogger(__name__)
@@ -370,12 +369,19 @@ def demo_tile_images(
     return tiles
 
 
-def ensure_demo_library(storage: StorageClients, *, prefix: str = "", count: int = DEMO_TILES) -> str:
+def ensure_demo_library(
+    storage: StorageClients,
+    *,
+    prefix: str = "",
+    count: int = DEMO_TILES,
+    built: Callable[[], TileLibrary] | None = None,
+) -> str:
     """Create the library ``demo`` in storage unless it is there already; return its URI.
 
-    ``photomosaics run`` and ``photomosaics web --demo-library`` call this at start-up. The demo
-    library is an operator's library marked shared: every client sees it (``dal.blobs.libraries``).
-    """
+    ``photomosaics run`` and ``photomosaics web --demo-library`` call this at start-up, with
+    ``built`` reading the library ``demo_tile_images(count)`` builds from a disk cache
+    (``photomosaics.render_library.demo_library``). The demo library is an operator's library
+    marked shared: every client sees it (``dal.blobs.libraries``)."""
     store = LibraryStore(storage, prefix=prefix)
     found = store.info(DEMO_LIBRARY_NAME)
     if found is not None:
@@ -389,4 +395,6 @@ def ensure_demo_library(storage: StorageClients, *, prefix: str = "", count: int
             store.set_shared(DEMO_LIBRARY_NAME, True)
         return store.uri(DEMO_LIBRARY_NAME)
     log.info("creating the demo tile library (%d tiles from the sample photos)", count)
+    if built is not None:
+        return store.create(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, built(), shared=True)
     return store.create_from_images(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(count), shared=True)

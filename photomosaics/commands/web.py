@@ -39,10 +39,15 @@ def gunicorn_options(
 
 def _ensure_demo_library(connection_string: str) -> None:
     from dal.config import Settings, StorageClients
+    from photomosaics.render_library import demo_library
     from workers.demo_library import DemoPhotosMissing, ensure_demo_library
 
     try:
-        ensure_demo_library(StorageClients(connection_string), prefix=Settings.from_env().name_prefix)
+        ensure_demo_library(
+            StorageClients(connection_string),
+            prefix=Settings.from_env().name_prefix,
+            built=lambda: demo_library()[0],
+        )
     except DemoPhotosMissing as exc:
         click.echo(f"warning: no demo library: {exc}", err=True)
 

@@ -21,6 +21,7 @@ from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
 from dal.connection_strings import expand_connection_string
 from dal.stores import Stores
 from photomosaics.local.azurite import Azurite, AzuriteError
+from photomosaics.render_library import demo_library
 from workers.demo_library import ensure_demo_library
 
 
@@ -81,6 +82,6 @@ def prepare_storage(connection_string: str, *, upload_origins: list[str] | None 
     if upload_origins:
         set_upload_cors(storage, upload_origins)
     started = time.monotonic()
-    ensure_demo_library(storage, prefix=prefix)
+    ensure_demo_library(storage, prefix=prefix, built=lambda: demo_library()[0])
     if time.monotonic() - started > 1:
         click.echo(f"demo tile library created in {time.monotonic() - started:.0f} s")
