@@ -10,7 +10,9 @@ gives a new key, so a stale library is never used. The demo library's key is
 ``workers.demo_library.demo_source_key`` (the same, over its sample photos, its own code and
 NumPy's version). The cache lives in
 ``PHOTOMOSAICS_CACHE_DIR``, else ``$XDG_CACHE_HOME/photomosaics``, else
-``~/.cache/photomosaics``; a cache that cannot be read or written is ignored.
+``~/.cache/photomosaics``; a cache that cannot be read or written is ignored. It keeps the
+``KEPT`` libraries used last (the demo library alone is 13 MB, and every change to the code
+that builds it makes a new key): storing one removes the least recently used beyond that.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mosaic.sources import fingerprint
 
 log = logging.getLogger(__name__)
 Skipped = list[tuple[str, str]]
+KEPT = 8
 
 
 def cache_dir() -> Path:
@@ -56,6 +59,8 @@ def load(source: Path | str) -> tuple[TileLibrary, Skipped] | None:
         skipped = [(str(name), str(reason)) for name, reason in json.loads(notes.read_text())["skipped"]]
     except (OSError, ValueError, KeyError, TypeError, LibraryFormatError):
         return None
+    with contextlib.suppress(OSError):
+        os.utime(index)  # used now: the last to go (``_prune``)
     return library, skipped
 
 
@@ -68,8 +73,17 @@ def store(source: Path | str, library: TileLibrary, skipped: Skipped) -> None:
         label = str(source.resolve()) if isinstance(source, Path) else "demo"
         _write_atomically(folder / f"{key}.json", json.dumps({"source": label, "skipped": skipped}).encode())
         _write_atomically(folder / f"{key}.zip", library.to_bytes())
+        _prune(folder)
     except OSError as exc:
         log.info("cannot cache the tile library of %s in %s: %s", source, folder, exc)
+
+
+def _prune(folder: Path) -> None:
+    """Remove all but the ``KEPT`` libraries used last (by their index's modification time)."""
+    indexes = sorted(folder.glob("*.zip"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for index in indexes[KEPT:]:
+        for path in (index, index.with_suffix(".json")):
+            path.unlink(missing_ok=True)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

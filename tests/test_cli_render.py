@@ -237,6 +237,25 @@ def test_a_cached_library_is_rebuilt_when_the_code_reading_photos_changes(
     assert library_cache.source_key(tiles_dir) != before
 
 
+def test_the_cache_keeps_the_libraries_used_last(private_cache: Path) -> None:
+    import os
+
+    from photomosaics import library_cache
+    from tests.support.pipelines import synthetic_library
+
+    library = synthetic_library(6)
+    for n in range(library_cache.KEPT):
+        library_cache.store(f"k{n}", library, [])
+        os.utime(private_cache / f"k{n}.zip", (n, n))  # stored in this order, a second apart
+    assert library_cache.load("k0") is not None  # used again: now the most recent
+    library_cache.store("new", library, [])
+    assert sorted(p.stem for p in private_cache.glob("*.zip")) == sorted(
+        ["new", "k0", *(f"k{n}" for n in range(2, library_cache.KEPT))]
+    )
+    assert not (private_cache / "k1.json").exists()  # its notes went with it
+    assert library_cache.load("k1") is None
+
+
 def test_the_demo_library_is_cached_under_a_key_of_its_code_and_photos(
     target: Path, tmp_path: Path, private_cache: Path
 ) -> None:
