@@ -76,6 +76,22 @@ def pipe(azurite_connection_string: str, tmp_path: Path) -> Iterator[Any]:
     pipeline.stop_all()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def run_library_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where the commands keep built tile libraries (``photomosaics.library_cache``): one folder
+    for the run, shared by its xdist workers, never the user's. The demo library (``photomosaics
+    run``, the browser tests) is built once per run then, as once per machine for a person."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "library-cache"
+    before = os.environ.get("PHOTOMOSAICS_CACHE_DIR")
+    os.environ["PHOTOMOSAICS_CACHE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("PHOTOMOSAICS_CACHE_DIR", None)
+    else:
+        os.environ["PHOTOMOSAICS_CACHE_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def client_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where the commands keep this machine's client id (``photomosaics.client_file``): the

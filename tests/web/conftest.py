@@ -146,11 +146,12 @@ def other_client(app: Flask) -> FlaskClient:
 def live_storage(azurite_connection_string: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The browser tests' name prefix in the session Azurite with the demo library a person gets
     (2,100 tiles of the sample photos), made once: ``live_app`` runs the roles and the app on it."""
+    from photomosaics.render_library import demo_library
     from tests.support.pipelines import Pipeline
-    from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME, demo_tile_images
+    from workers.demo_library import DEMO_DESCRIPTION, DEMO_LIBRARY_NAME
 
     pipeline = Pipeline(azurite_connection_string, tmp_path_factory.mktemp("browser"))
-    pipeline.services.libraries.create_from(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_tile_images(), shared=True)
+    pipeline.services.libraries.create(DEMO_LIBRARY_NAME, DEMO_DESCRIPTION, demo_library()[0], shared=True)
     return pipeline
 
 
