@@ -20,11 +20,14 @@ must agree with this one.
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = [
     "BAND_EXTENSION",
     "OUTPUT_EXTENSION",
     "PYRAMID_ROOT",
     "RENDERED_EXTENSION",
+    "ascii_fold",
     "band_blob_name",
     "input_blob_name",
     "job_file_prefix",
@@ -45,6 +48,13 @@ PYRAMID_EXTENSION = "dzi.zip"
 TILE_MAP_EXTENSION = "tiles.gz"
 PYRAMID_ROOT = "mosaic"  # inside the zip: mosaic.dzi and mosaic_files/
 _LEGACY_RENDERED_EXTENSION = "png"
+
+
+def ascii_fold(text: str) -> str:
+    """``text`` in ASCII: accents dropped (``café`` -> ``cafe``), characters with no ASCII form
+    left out. An uploaded photo's staged name is written so (``dal.blobs.staging.safe_photo_name``)
+    and searched so (``dal.blobs.tile_maps.search_key``)."""
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
 
 
 def input_blob_name(request_id: str, extension: str) -> str:

@@ -45,6 +45,7 @@ from dal.blobs.indexed import Manifest
 from dal.blobs.libraries import LibraryStore
 from dal.blobs.library_info import TILE_PREFIX
 from dal.blobs.listing import names_and_sizes
+from dal.blobs.names import ascii_fold
 from dal.config import StorageClients
 from dal.errors import StorageConfigurationError
 
@@ -83,7 +84,7 @@ def safe_photo_name(name: str) -> str:
     suffix = suffix if re.fullmatch(r"\.[a-z0-9]{1,8}", suffix) else ""
     stem = "-".join(parts)
     stem = stem[: len(stem) - len(suffix)] if suffix and stem.lower().endswith(suffix) else stem
-    ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()
+    ascii_stem = ascii_fold(stem)
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_stem).strip("-._") or "photo"
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     room = MAX_SAFE_NAME - len(suffix) - len(digest) - 1

@@ -33,14 +33,13 @@ import gzip
 import io
 import json
 import re
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dal.blobs.names import slice_tile_map_name, tile_map_name
+from dal.blobs.names import ascii_fold, slice_tile_map_name, tile_map_name
 from dal.config import IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER
 from dal.errors import BlobMissingError, TileMapFormatError
 
@@ -72,8 +71,7 @@ def search_key(text: str) -> str:
     spaces, punctuation, ``_`` or ``-`` one ``-``. An uploaded photo's name is written that way
     (``dal.blobs.staging.safe_photo_name``: ``Wedding photo #12.jpg`` is stored as
     ``Wedding-photo-12-<hash>.jpg``), so a person finds it by the name they know."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return _SEPARATORS.sub("-", ascii_text.casefold()).strip("-.")
+    return _SEPARATORS.sub("-", ascii_fold(text).casefold()).strip("-.")
 
 
 def name_search(text: str) -> Callable[[str, str | None], bool]:
