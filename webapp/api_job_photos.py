@@ -7,8 +7,9 @@ knowable (``webapp.job_photos``). ``show`` picks all, the used or the left-out p
 orders by name or by use; ``search`` keeps the names the text finds
 (``dal.blobs.tile_maps.name_search``). The counts of the whole library come with every page.
 Owner-only like the rest of the job API (another client's job is 404); 409 until the mosaic is
-finished; an unknown parameter, one sent twice or a value out of its range is 400. The table is made once per job and library version and kept in memory
-(``job_photos.TABLES``): a page costs no storage request while the library is unchanged.
+finished; an unknown parameter, one sent twice or a value out of its range is 400. The table is
+made once per job and library version and kept in memory (``job_photos.TABLES``): a page costs
+no storage request while the library is unchanged.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ square (a large cell of a mosaic of several cell sizes: the whole cell, whicheve
 was asked for). One photo
 (``?tile=<name>``) answers every cell it holds ("find your photo"); ``?search=<text>`` the
 names of the photos the mosaic uses that the text finds (``dal.blobs.tile_maps.name_search``).
-No question answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one line per cell
-(``col,row,tile,mirrored``). One question per request: the spec says so as one exploded query
+No question answers the map's size and where its CSV is; ``?format=csv`` is the whole map, one
+line per cell (``col,row,tile,mirrored``). One question per request: the spec says so as one exploded query
 object whose ``oneOf`` lists the question sets; any other combination, an unknown parameter or
 one sent twice is 400. Owner-only like the result: another client's job is 404. The map
 is stored per band by the processors (``dal.blobs.tile_maps``) and joined here on first use,
