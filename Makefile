@@ -37,7 +37,8 @@ install: $(PY_STAMP) $(NODE_STAMP)
 
 # uv installs (pip bootstraps it): it keeps every wheel it fetched in its cache and links them
 # into the next venv, where pip fetches and unpacks all ~100 again (no cache of them here):
-# measured in a clean clone, 4-15 min with pip, 20 s with uv's cache warm, 2 min 16 s cold.
+# measured in a clean clone, 4-15 min with pip, 20 s with uv's cache warm (29 s since it also
+# compiles, above), 2 min 16 s cold.
 $(PY_STAMP): pyproject.toml $(DEV_LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(PIP) install --quiet uv==$(UV_VERSION)
