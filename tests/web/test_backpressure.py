@@ -37,7 +37,7 @@ from tests.web.conftest import (
     served,
     submit,
 )
-from tests.web.test_browser import browser_context, shot, wait_until  # noqa: F401 - browser_context is a fixture
+from tests.web.test_browser import shot, wait_until
 from webapp import create_app
 
 MAX_WAIT = 10

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,44 +19,12 @@ import pillow_heif
 import pytest
 from PIL import Image
 
-from benchmarks.browser_upload import ARGS as CHROMIUM_ARGS  # one list of the flags, the benchmark's
-from benchmarks.browser_upload import CHROMIUM
 from tests.support.prereqs import require
-from tests.web.conftest import enter_operator_token
+from tests.web.conftest import SHOTS, enter_operator_token
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-LAPTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def browser_context(tmp_path: Path) -> Iterator[Any]:
-    require(os.path.exists(CHROMIUM), f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport=LAPTOP,
-            accept_downloads=True,
-        )
-        # The app's Content-Security-Policy is on: any violation Chromium reports fails the test.
-        context.violations = []
-        context.expose_binding("reportCspViolation", lambda _source, text: context.violations.append(text))
-        context.add_init_script(
-            "document.addEventListener('securitypolicyviolation',"
-            " e => window.reportCspViolation(`${e.violatedDirective} blocked ${e.blockedURI} at ${e.sourceFile}:${e.lineNumber}`));"
-        )
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def photo_file(tmp_path: Path) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.test_browser import PHONE, browser_context, shot, wait_until  # noqa: F401 (fixture)
+from tests.web.test_browser import PHONE, shot, wait_until
 from tests.web.test_browser_uploads import QUICK_POLLS, _jpeg
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

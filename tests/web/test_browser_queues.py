@@ -12,7 +12,7 @@ import pytest
 from dal.config import Settings, StorageClients
 from tests.web.conftest import SECRET, served
 from tests.web.test_api_poison import TOKEN, _poison
-from tests.web.test_browser import browser_context, shot, wait_until  # noqa: F401 - browser_context is a fixture
+from tests.web.test_browser import shot, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.web.test_browser import PHONE, browser_context, shot, wait_until  # noqa: F401 (fixture)
+from tests.web.test_browser import PHONE, shot, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from mosaic.correction import offsets
-from tests.web.test_browser import browser_context  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.browser]
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from tests.support.prereqs import require
-from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS
 from workers.imaging.jpeg_segments import encode_segment, full_header, split_jpeg
 from workers.imaging.slicing import encode_output
 
@@ -40,7 +39,7 @@ def _assembled(pixels: np.ndarray, cuts: list[int]) -> bytes:
 
 
 def test_segments_concatenate_into_the_single_encode_and_decode_in_djpeg_pillow_libvips_and_chromium(
-    tmp_path: Path,
+    tmp_path: Path, chromium: Any
 ) -> None:
     pixels = _photo_like(1100, 1333)  # odd sizes: partial MCUs at the right and the bottom
     jpeg = _assembled(pixels, [0, 128, 512, 1024, 1100])
@@ -65,26 +64,22 @@ def test_segments_concatenate_into_the_single_encode_and_decode_in_djpeg_pillow_
     with Image.open(io.BytesIO(ppm)) as decoded:
         assert np.array_equal(np.asarray(decoded.convert("RGB")), pillow), "libjpeg's own decoder: the same pixels"
 
-    require(os.path.exists(CHROMIUM), f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page()
-            url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
-            drawn = page.evaluate(
-                """async url => { const img = new Image(); img.src = url; await img.decode();
-                   const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
-                   const g = c.getContext('2d'); g.drawImage(img, 0, 0);
-                   return [img.naturalWidth, img.naturalHeight, c.toDataURL('image/png')]; }""",
-                url,
-            )
-        finally:
-            browser.close()
+    context = chromium.new_context()  # the worker's browser (tests/web/conftest.py)
+    try:
+        page = context.new_page()
+        url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
+        drawn = page.evaluate(
+            """async url => { const img = new Image(); img.src = url; await img.decode();
+               const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+               const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+               return [img.naturalWidth, img.naturalHeight, c.toDataURL('image/png')]; }""",
+            url,
+        )
+    finally:
+        context.close()
     width, height, png = drawn
     assert (width, height) == (1333, 1100)
-    chromium = np.asarray(Image.open(io.BytesIO(base64.b64decode(png.split(",", 1)[1]))).convert("RGB"))
+    drawn_pixels = np.asarray(Image.open(io.BytesIO(base64.b64decode(png.split(",", 1)[1]))).convert("RGB"))
     # Chromium's libjpeg-turbo may upsample chroma its own way: close to Pillow's, every row decoded.
-    assert np.abs(chromium.astype(int) - pillow).mean() < 2
-    assert np.abs(chromium[-16:].astype(int) - pillow[-16:]).mean() < 2, "the last band decoded too"
+    assert np.abs(drawn_pixels.astype(int) - pillow).mean() < 2
+    assert np.abs(drawn_pixels[-16:].astype(int) - pillow[-16:]).mean() < 2, "the last band decoded too"
