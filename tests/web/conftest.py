@@ -1,8 +1,10 @@
-"""Fixtures of the web tests: an app over the session's Azurite, clients, a small tile library.
+"""Fixtures of the web tests: an app over the session's Azurite, clients, a small tile library,
+and a headless Chromium.
 
 One name prefix per test session isolates these tests' containers, tables and queues from
 every other test; each test client gets its own client id (cookie), which is all the
-isolation the jobs need. The tile library is made once per session (a few dozen tiles).
+isolation the jobs need. The tile library is made once per session (a few dozen tiles), and
+so is the browser: each browser test gets a fresh context in it (``browser_context``).
 """
 
 from __future__ import annotations
