@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dal.connection_strings import connection_string_parts, describe_connection_string, expand_connection_string
+from dal.http_environment import for_service
 from mosaic.errors import PhotoMosaicsError
 from mosaic.limits import DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_OUTPUT_PIXELS
 
@@ -315,11 +316,10 @@ class StorageClients:
     """Lazily created queue, blob and table service clients for one connection string.
 
     ``response_hook`` is called with every raw HTTP response of all three services, retries
-    included (each attempt is a billable storage transaction): the transaction counter of
-    the benchmarks uses it. ``request_hook`` is called with every raw request before it is sent
-    (the listing tests ask for small pages with it, so a few hundred blobs need continuations
-    as 5,000 would).
-    """
+    included (each attempt is a billable storage transaction): the benchmarks' transaction
+    counter. ``request_hook`` is called with every raw request before it is sent (the listing
+    tests ask for small pages, so a few hundred blobs need continuations as 5,000 would). Each
+    client reads the HTTP environment once (``dal.http_environment``)."""
 
     def __init__(
         self,
@@ -358,8 +358,8 @@ class StorageClients:
     def __repr__(self) -> str:
         return f"StorageClients({describe_connection_string(self.connection_string)}, profile={self.profile!r})"
 
-    def _common(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = dict(_TIMEOUTS[self.profile])
+    def _common(self, service: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {**_TIMEOUTS[self.profile], **for_service(self.connection_string, service)}
         if self._response_hook is not None:
             kwargs["raw_response_hook"] = self._response_hook
         if self._request_hook is not None:
@@ -371,7 +371,7 @@ class StorageClients:
         from azure.storage.queue import QueueServiceClient
 
         return QueueServiceClient.from_connection_string(
-            self.connection_string, retry_policy=self._retry(), **self._common()
+            self.connection_string, retry_policy=self._retry(), **self._common("queue")
         )
 
     @cached_property
@@ -379,7 +379,7 @@ class StorageClients:
         from azure.storage.blob import BlobServiceClient
 
         return BlobServiceClient.from_connection_string(
-            self.connection_string, retry_policy=self._retry(), **self._common()
+            self.connection_string, retry_policy=self._retry(), **self._common("blob")
         )
 
     @cached_property
@@ -387,7 +387,7 @@ class StorageClients:
         from azure.data.tables import TableServiceClient
 
         return TableServiceClient.from_connection_string(
-            self.connection_string, **self._table_retry(), **self._common()
+            self.connection_string, **self._table_retry(), **self._common("table")
         )
 
     @property

@@ -64,3 +64,15 @@ def describe_connection_string(connection_string: str) -> str:
 def connection_string_parts(connection_string: str) -> dict[str, str]:
     """The ``key=value`` segments of a connection string; ValueError for a malformed one."""
     return dict(_split(connection_string))
+
+
+def service_endpoint(connection_string: str, service: str) -> str:
+    """The URL of ``service`` (``blob``, ``queue`` or ``table``) that a connection string names:
+    its ``<Service>Endpoint``, else the account's default one."""
+    parts = dict(_split(expand_connection_string(connection_string)))
+    stated = parts.get(f"{service.capitalize()}Endpoint")
+    if stated:
+        return stated
+    protocol = parts.get("DefaultEndpointsProtocol", "https")
+    suffix = parts.get("EndpointSuffix", "core.windows.net")
+    return f"{protocol}://{parts.get('AccountName', '')}.{service}.{suffix}"

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from dal.http_environment import read_once
 from photomosaics.client_file import save_client
 
 __all__ = [
@@ -113,7 +114,7 @@ def _upload(url: str, path: Path, size: int, bar: _Bar) -> None:
 
     try:
         with path.open("rb") as data:
-            BlobClient.from_blob_url(url).upload_blob(
+            BlobClient.from_blob_url(url, **read_once(url)).upload_blob(
                 data, length=size, overwrite=True, max_concurrency=_CONCURRENCY_PER_UPLOAD, progress_hook=hook
             )
     finally:
