@@ -5,6 +5,8 @@ machine's memory), written at once, and its tile map as CSV.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,26 @@ def check_memory(pixels: int) -> None:
 
 
 def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
+    """Encode to a hidden sibling, then put it in ``output``'s place: a write that fails (a full
+    disk, a file size limit) leaves no cut-short mosaic, and the file written before stays whole."""
+    partial = output.with_name(f".{output.stem}.partial-{os.getpid()}{output.suffix}")
+    try:
+        _encode(mosaic, partial, fmt, quality)
+        if fmt == "DZI":  # the descriptor names no folder: a viewer finds <stem>_files beside it
+            files = _dzi_files(output)
+            if files.is_dir():
+                shutil.rmtree(files)
+            os.replace(_dzi_files(partial), files)
+        os.replace(partial, output)
+    except _write_errors() as exc:
+        raise click.ClickException(f"cannot write {output}: {_reason(exc)}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+        if fmt == "DZI":
+            shutil.rmtree(_dzi_files(partial), ignore_errors=True)
+
+
+def _encode(mosaic: Any, path: Path, fmt: str, quality: int) -> None:
     from PIL import Image
 
     save: dict[str, Any] = {"quality": quality} if fmt in ("JPEG", "WEBP") else {}
@@ -93,19 +115,37 @@ def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
         # zlib level 1: a mosaic is photo noise that deflate barely shrinks; Pillow's default
         # level 6 took 2.7x as long for files only ~10 % smaller (12 MP, tile 8).
         save["compress_level"] = PNG_COMPRESS_LEVEL
-    try:
-        if fmt == "DZI":
-            from mosaic.deepzoom import write_dzi
+    if fmt == "DZI":
+        from mosaic.deepzoom import write_dzi
 
-            write_dzi(mosaic, output, quality=quality)
-        elif fmt == "JPEG":  # the pipeline's encoder and options (restart markers included): the same bytes
-            from workers.imaging.stitching import from_pixels, jpeg_options
+        write_dzi(mosaic, path, quality=quality)
+    elif fmt == "JPEG":  # the pipeline's encoder and options (restart markers included): the same bytes
+        from workers.imaging.stitching import from_pixels, jpeg_options
 
-            from_pixels(mosaic).jpegsave(str(output), **{**jpeg_options(mosaic.shape[1]), "Q": quality})
-        else:
-            Image.fromarray(mosaic).save(output, format=fmt, **save)
-    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: Pillow's WebP encoder
-        raise click.ClickException(f"cannot write {output}: {exc}") from None
+        from_pixels(mosaic).jpegsave(str(path), **{**jpeg_options(mosaic.shape[1]), "Q": quality})
+    else:
+        Image.fromarray(mosaic).save(path, format=fmt, **save)
+
+
+def _dzi_files(descriptor: Path) -> Path:
+    return descriptor.with_name(f"{descriptor.stem}_files")
+
+
+def _write_errors() -> tuple[type[BaseException], ...]:
+    """What a failed encode or write raises: OSError, Pillow's RuntimeError and ValueError (its
+    WebP encoder), and libvips' own error (JPEG, Deep Zoom), whose log holds the system's reason."""
+    from pyvips import Error as VipsError
+
+    return (OSError, RuntimeError, ValueError, VipsError)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the system's reason (``No space left on device``) where there is one."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = f"{exc}\n{getattr(exc, 'detail', '')}"  # pyvips.Error: its message, then libvips' log
+    system = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("system error:")]
+    return system[0] if system else text.strip().splitlines()[0]
 
 
 def write_all(mosaic: Any, formats: dict[Path, str], quality: int) -> None:
@@ -131,9 +171,13 @@ def write_tile_map(placement: Any, library: Any, library_spec: str, path: Path, 
     placed = TileMap.from_choice(
         placement, names=names, blobs=tile_blob_names(names), library=library_spec, sizes=sizes
     )
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        with path.open("w", encoding="utf-8", newline="") as out:
+        with partial.open("w", encoding="utf-8", newline="") as out:
             out.writelines(placed.csv_lines())
+        os.replace(partial, path)
     except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc}") from None
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
     click.echo(f"wrote {path} ({placed.columns}x{placed.rows} cells, {len(placed.tiles)} distinct photos)", err=True)
