@@ -28,6 +28,19 @@ def output_format(output: Path) -> str:
     return fmt
 
 
+def distinct_outputs(outputs: tuple[Path, ...], tile_map: Path | None) -> tuple[Path, ...]:
+    """``outputs`` with one path per file (``a.jpg`` and ``./a.jpg`` are one output, written once);
+    a usage error when the tile map would overwrite one of them."""
+    by_file: dict[Path, Path] = {}
+    for output in outputs:
+        by_file.setdefault(output.resolve(), output)
+    if tile_map is not None and tile_map.resolve() in by_file:
+        raise click.BadParameter(
+            f"{tile_map} is also an --output: the tile map needs a file of its own", param_hint="--tile-map"
+        )
+    return tuple(by_file.values())
+
+
 def check_not_the_photo(photo: Path, output: Path, param_hint: str) -> None:
     """A usage error when ``output`` is the photo itself (the same file by any path): writing the
     mosaic there would destroy the photo it is made of."""

@@ -108,6 +108,21 @@ def test_an_output_that_is_the_photo_itself_is_refused_and_the_photo_kept(
     assert target.read_bytes() == photo and not (tmp_path / "ok.png").exists()
 
 
+def test_one_file_named_twice_is_written_once_and_the_tile_map_may_not_be_an_output(
+    target: Path, tiles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    common = ["render", str(target), "--library", str(tiles_dir), "--tiles-across", "12"]
+    result = run(*common, "-o", "m.jpg", "-o", str(tmp_path / "m.jpg"), "-o", "./m.jpg")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("wrote ") == 1, result.output
+    with Image.open(tmp_path / "m.jpg") as written:
+        written.load()  # whole: one writer, not three racing for one file
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert_clean_failure(run(*common, "-o", "n.jpg", "--tile-map", "./n.jpg"), "--tile-map", "also an --output")
+    assert not (tmp_path / "n.jpg").exists()
+
+
 def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     """--correction 0 places the library's tiles untouched; --overlay paints the target over them."""
     outputs = {}

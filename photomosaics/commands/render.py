@@ -24,6 +24,7 @@ from photomosaics.render_outputs import (
     check_fits,
     check_memory,
     check_not_the_photo,
+    distinct_outputs,
     output_format,
     write_all,
     write_tile_map,
@@ -219,6 +220,7 @@ def render(
     from mosaic.images import ImageDecodeError, check_image_file, open_image
     from mosaic.render import render_with_placement
 
+    outputs = distinct_outputs(outputs, tile_map)
     formats = {output: output_format(output) for output in outputs}
     for output in (*outputs, *([tile_map] if tile_map is not None else [])):
         check_not_the_photo(target, output, "--tile-map" if output == tile_map else "--output")
