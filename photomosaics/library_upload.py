@@ -7,6 +7,7 @@ photos land (``_Indexing``), and follow the library's progress until it is ready
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import threading
 import time
@@ -54,7 +55,8 @@ class FolderPhotos:
 def folder_photos(folder: Path) -> FolderPhotos:
     """The photo files under ``folder`` by extension (case-insensitive), and what is left out, in
     the library page's words (``upload_files.js``): a hidden file or one in a hidden folder (a
-    leading dot: ``.DS_Store``, a Mac's ``._IMG_1.JPG``), not a photo, an empty file."""
+    leading dot: ``.DS_Store``, a Mac's ``._IMG_1.JPG``), not a photo, an empty file; and, which a
+    page never meets, a pipe or a device named like a photo."""
     photos: list[tuple[Path, str, int]] = []
     left_out: list[tuple[str, str]] = []
     for root, dirs, files in os.walk(folder):
@@ -69,12 +71,14 @@ def folder_photos(folder: Path) -> FolderPhotos:
                 left_out.append((name, f"not a photo ({suffix or 'no extension'})"))
             else:
                 try:
-                    size = path.stat().st_size
+                    status = path.stat()
                 except OSError as exc:
                     left_out.append((name, f"cannot read ({exc.strerror or exc})"))
                     continue
-                if size:
-                    photos.append((path, name, size))
+                if not stat.S_ISREG(status.st_mode):  # a pipe or a device: reading it could block forever
+                    left_out.append((name, "not a regular file"))
+                elif status.st_size:
+                    photos.append((path, name, status.st_size))
                 else:
                     left_out.append((name, "empty file"))
     return FolderPhotos(photos, left_out)

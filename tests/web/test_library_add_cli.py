@@ -326,3 +326,22 @@ def test_the_page_and_the_command_take_the_same_photo_types() -> None:
     assert declared, "upload_files.js no longer declares PHOTO_TYPES"
     page = {f".{name}" for name in re.findall(r'"([a-z0-9]+)"', declared.group(1))}
     assert page == set(PHOTO_SUFFIXES)
+
+
+def test_a_pipe_or_a_dangling_link_named_like_a_photo_is_left_out_unread(tmp_path: Path) -> None:
+    """A pipe would block the upload that reads it: it is left out by what it is, not by its size."""
+    import os
+
+    from photomosaics.library_upload import folder_photos
+
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(tmp_path / "a.jpg")
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "dangling.jpg").symlink_to(tmp_path / "gone.jpg")
+    (tmp_path / "empty.jpg").touch()
+    found = folder_photos(tmp_path)
+    assert [name for _, name, _ in found.photos] == ["a.jpg"]
+    assert dict(found.left_out) == {
+        "dangling.jpg": "cannot read (No such file or directory)",
+        "empty.jpg": "empty file",
+        "pipe.jpg": "not a regular file",
+    }
