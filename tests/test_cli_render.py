@@ -123,6 +123,23 @@ def test_one_file_named_twice_is_written_once_and_the_tile_map_may_not_be_an_out
     assert not (tmp_path / "n.jpg").exists()
 
 
+def test_more_tiles_across_than_the_output_limit_allows_says_how_many_fit(
+    target: Path, tiles_dir: Path, tmp_path: Path
+) -> None:
+    common = ["render", str(target), "--library", str(tiles_dir), "-t", "4", "-o", str(tmp_path / "m.png")]
+    result = run(*common, "--tiles-across", "1000", "--max-output-pixels", "40000")
+    assert result.exit_code == 0, result.output
+    fit = next(line for line in result.output.splitlines() if " tiles of 4 px" in line).split("x", 1)[0]
+    assert f"note: 1,000 tiles across would be over the 40,000-pixel limit (--max-output-pixels): {fit} across fit" in (
+        result.output
+    )
+    with Image.open(tmp_path / "m.png") as written:
+        assert written.width == int(fit) * 4 and written.width * written.height <= 40_000
+    assert (
+        "tiles across would be over" not in run(*common, "--tiles-across", "20", "--max-output-pixels", "40000").output
+    )
+
+
 def test_correction_and_overlay_reach_the_engine(target: Path, tiles_dir: Path, tmp_path: Path) -> None:
     """--correction 0 places the library's tiles untouched; --overlay paints the target over them."""
     outputs = {}

@@ -337,6 +337,12 @@ def _plan(
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--tile-size") from None
+    if tiles_across is not None and grid.tiles_across < tiles_across:
+        click.echo(
+            f"note: {tiles_across:,} tiles across would be over the {limit:,}-pixel limit "
+            f"(--max-output-pixels): {grid.tiles_across:,} across fit",
+            err=True,
+        )
     for output, fmt in formats.items():  # refused now, not after the whole render
         check_fits(output, fmt, grid.output_width, grid.output_height)
     check_memory(grid.output_width * grid.output_height)

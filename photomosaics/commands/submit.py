@@ -275,6 +275,8 @@ def submit(
         f"{job['tiles_across']}×{job['tiles_down']} tiles of {tile_size} px from {library!r}",
         err=True,
     )
+    if tiles_across is not None and job["tiles_across"] < tiles_across:
+        click.echo(f"note: {tiles_across:,} tiles across would be over the service's output limit", err=True)
     done = 0
     with click.progressbar(length=job["slices"], label="slices", show_pos=True, file=sys.stderr) as bar:
         for state in _follow(api, job, deadline=deadline):

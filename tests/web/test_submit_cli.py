@@ -155,6 +155,18 @@ def test_refusals_are_clear_and_exit_1(idle_app: str, photo: Path, args: list[st
     assert message in result.output
 
 
+def test_more_tiles_across_than_the_service_makes_is_said(idle_app: str, photo: Path, web_settings: Settings) -> None:
+    """The service fits the grid under its output limit (here 4 MP): the command says it did."""
+    args = ["--library", LIBRARY, "--tile-size", "8", "--tiles-across", "5000", "--timeout", "1", "--url", idle_app]
+    result = run(str(photo), *args)
+    assert result.exit_code == 1 and "still queued" in result.output, result.output  # no roles: it waits
+    planned = re.search(r": (\d+)×(\d+) px, (\d+)×\d+ tiles of 8 px", result.output)
+    assert planned, result.output
+    width, height, across = (int(group) for group in planned.groups())
+    assert across < 5000 and width == across * 8 and width * height <= web_settings.max_output_pixels
+    assert "note: 5,000 tiles across would be over the service's output limit" in result.output
+
+
 def test_not_an_image_is_refused(idle_app: str, tmp_path: Path) -> None:
     path = tmp_path / "notes.png"
     path.write_text("not a picture")
