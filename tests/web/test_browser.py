@@ -305,6 +305,9 @@ def test_use_every_photo_shows_the_tiles_across_it_needs_and_a_too_small_grid_is
     page.locator("#tile_size").fill("12")
     page.locator("#tiles_across").fill("40")
     page.locator("#print-planner summary").click()
+    # The planner above the box answers the new grid a moment later, and its longer lines move
+    # the box down: a click meanwhile lands where the box was (CI: "did not change its state").
+    page.locator("#print-back").filter(has_text="The current detail (40 tiles across)").wait_for()
     assert page.locator("#print-every").is_hidden()  # only while the option is ticked
     page.locator("#use_every_photo").check()
     photos = live_app["pipeline"].services.libraries.info("demo").tile_count  # no groups: every tile a photo
