@@ -21,11 +21,11 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 from mosaic.library import LibraryFormatError, TileLibrary
 from mosaic.sources import fingerprint
+from photomosaics.whole_files import written_whole
 
 log = logging.getLogger(__name__)
 Skipped = list[tuple[str, str]]
@@ -80,19 +80,13 @@ def store(source: Path | str, library: TileLibrary, skipped: Skipped) -> None:
 
 def _prune(folder: Path) -> None:
     """Remove all but the ``KEPT`` libraries used last (by their index's modification time)."""
-    indexes = sorted(folder.glob("*.zip"), key=lambda p: p.stat().st_mtime, reverse=True)
+    stored = [p for p in folder.glob("*.zip") if not p.name.startswith(".")]  # not a write under way
+    indexes = sorted(stored, key=lambda p: p.stat().st_mtime, reverse=True)
     for index in indexes[KEPT:]:
         for path in (index, index.with_suffix(".json")):
             path.unlink(missing_ok=True)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with written_whole(path) as partial:
+        partial.write_bytes(data)

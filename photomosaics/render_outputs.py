@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from photomosaics.whole_files import written_whole
+
 PNG_COMPRESS_LEVEL = 1
 _FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".tif": "TIFF", ".tiff": "TIFF"}
 
@@ -101,23 +103,22 @@ def check_memory(pixels: int) -> None:
 
 
 def _write(mosaic: Any, output: Path, fmt: str, quality: int) -> None:
-    """Encode to a hidden sibling, then put it in ``output``'s place: a write that fails (a full
-    disk, a file size limit) leaves no cut-short mosaic, and the file written before stays whole."""
-    partial = output.with_name(f".{output.stem}.partial-{os.getpid()}{output.suffix}")
+    """Encode ``output`` whole or not at all (``whole_files``): a failed write (a full disk, a
+    file size limit) leaves no cut-short mosaic, and the file written before stays whole."""
     try:
-        _encode(mosaic, partial, fmt, quality)
-        if fmt == "DZI":  # the descriptor names no folder: a viewer finds <stem>_files beside it
-            files = _dzi_files(output)
-            if files.is_dir():
-                shutil.rmtree(files)
-            os.replace(_dzi_files(partial), files)
-        os.replace(partial, output)
+        with written_whole(output) as partial:
+            try:
+                _encode(mosaic, partial, fmt, quality)
+                if fmt == "DZI":  # the descriptor names no folder: a viewer finds <stem>_files beside it
+                    files = _dzi_files(output)
+                    if files.is_dir():
+                        shutil.rmtree(files)
+                    os.replace(_dzi_files(partial), files)
+            finally:
+                if fmt == "DZI":
+                    shutil.rmtree(_dzi_files(partial), ignore_errors=True)
     except _write_errors() as exc:
         raise click.ClickException(f"cannot write {output}: {_reason(exc)}") from None
-    finally:
-        partial.unlink(missing_ok=True)
-        if fmt == "DZI":
-            shutil.rmtree(_dzi_files(partial), ignore_errors=True)
 
 
 def _encode(mosaic: Any, path: Path, fmt: str, quality: int) -> None:
@@ -184,13 +185,9 @@ def write_tile_map(placement: Any, library: Any, library_spec: str, path: Path, 
     placed = TileMap.from_choice(
         placement, names=names, blobs=tile_blob_names(names), library=library_spec, sizes=sizes
     )
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        with partial.open("w", encoding="utf-8", newline="") as out:
+        with written_whole(path) as partial, partial.open("w", encoding="utf-8", newline="") as out:
             out.writelines(placed.csv_lines())
-        os.replace(partial, path)
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        partial.unlink(missing_ok=True)
     click.echo(f"wrote {path} ({placed.columns}x{placed.rows} cells, {len(placed.tiles)} distinct photos)", err=True)

@@ -35,6 +35,7 @@ from photomosaics.client_file import load_client, save_client
 from photomosaics.commands.render import cell_sizes_options
 from photomosaics.render_outputs import check_not_the_photo
 from photomosaics.web_api import DEFAULT_URL, WebApi, check_base_url, describe_error
+from photomosaics.whole_files import written_whole
 
 _TERMINAL = {"done", "failed"}
 _RETRYABLE = (429, 503)  # over a quota, busy (backpressure) or storage unavailable: nothing was stored
@@ -289,16 +290,12 @@ def submit(
         raise click.ClickException(f"job {job['request_id']} is still {job['status']} after {timeout:.0f} s")
     with api.call("GET", job["result_url"], stream=True) as response:
         output = _saved_as(output, response, job)
-        partial = output.with_name(output.name + ".part")
         try:
-            with partial.open("wb") as out:
+            with written_whole(output) as partial, partial.open("wb") as out:
                 for chunk in response.iter_content(chunk_size=1 << 16):
                     out.write(chunk)
-            partial.replace(output)
         except OSError as exc:  # a full disk, a folder removed meanwhile: one line, not a traceback
             raise click.ClickException(f"cannot save {output}: {exc.strerror or exc}") from None
-        finally:
-            partial.unlink(missing_ok=True)
     click.echo(f"saved {output} ({output.stat().st_size:,} bytes) in {time.monotonic() - started:.1f} s", err=True)
 
 
