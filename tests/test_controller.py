@@ -121,6 +121,8 @@ def test_image_request_writes_bands_then_fans_out(
         ("corrupt_image", "could not be read as a picture"),
         ("hostile_image", "structure is not that of a photo"),  # refused unopened (mosaic.image_structure)
         ("missing_library", "does not exist"),
+        # queued before the account's address changed (an embedded Azurite on new ports)
+        ("library_at_another_address", "is not in this storage account"),
     ],
 )
 def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: str, expected: str) -> None:
@@ -133,6 +135,9 @@ def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: st
         image = padded_jpeg(512 * 1024)  # an 8 x 8 JPEG padded with 130,000 empty segments
     if setup == "missing_library":
         library = library.rstrip("/") + "-gone"
+    if setup == "library_at_another_address":
+        library = library.replace("127.0.0.1:", "127.0.0.2:", 1)
+        assert library != pipe.library_uri
     rid = pipe.submit(image, library_uri=library, tile_size=8, slices=slices)
     [request] = receive_all(pipe.services.queues.image_request, 1)
     with pytest.raises(PermanentJobError) as caught:

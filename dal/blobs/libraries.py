@@ -94,7 +94,7 @@ class LibraryStore:
         if "://" not in uri_or_name:
             return self.container_name(uri_or_name)
         base = str(self._service.url).rstrip("/") + "/"
-        if not uri_or_name.startswith(base):
+        if not self.in_account(uri_or_name):
             raise LibraryNotFoundError(f"library URI {uri_or_name} is not in this storage account ({base})")
         container = uri_or_name[len(base) :].strip("/").split("/", 1)[0].split("?", 1)[0]
         return validate_library_name(container)
@@ -240,17 +240,17 @@ class LibraryStore:
         """
         return self.loaded.load(self._container_from(uri_or_name), fresh_for=fresh_for, version=version)
 
+    def in_account(self, uri_or_name: str) -> bool:
+        """Whether ``uri_or_name`` is at this account's address (a bare name always is)."""
+        return "://" not in uri_or_name or uri_or_name.startswith(str(self._service.url).rstrip("/") + "/")
+
     def exists(self, uri_or_name: str) -> bool:
         """True for a tile library (a marked container); a half-created one does not count.
 
         An impossible name raises ``InvalidLibraryNameError``; a URI of another account is no
         library of ours (False).
         """
-        try:
-            container = self._container_from(uri_or_name)
-        except LibraryNotFoundError:
-            return False
-        return self.catalogue.exists(container)
+        return self.in_account(uri_or_name) and self.catalogue.exists(self._container_from(uri_or_name))
 
     def list(self) -> list[LibraryInfo]:
         """Every library of the account (under this store's prefix), by name; one listing request

@@ -213,3 +213,32 @@ def test_a_photo_whose_decoding_fails_unforeseen_is_skipped_and_the_batch_goes_o
     )
     assert body["progress"]["pending"] == 0
     assert any("indexer.photo_failed" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+
+
+def test_an_index_request_naming_another_accounts_address_indexes_nothing_and_says_so(
+    client: Any, web_settings: Settings, web_storage: StorageClients, caplog: Any
+) -> None:
+    """A request queued when the account had another address (say an embedded Azurite that
+    came back on other ports) names no library here: it is logged as another account's, not
+    taken for a deletion, and the photos stay pending for a request that names this account."""
+    import dataclasses
+
+    library = f"ix-{uuid.uuid4().hex[:10]}"
+    upload(client, library, {"a.jpg": _jpeg(21)})
+    assert client.post(f"/api/libraries/{library}/index").status_code == 202
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    uri = services.libraries.uri(library)
+    queue = services.queues.index_request
+    (received,) = [r for r in queue.accept_messages(32, visibility_timeout=60) if r.message.library_uri == uri]
+    elsewhere = uri.replace("127.0.0.1:", "127.0.0.2:", 1)
+    assert elsewhere != uri
+    moved = dataclasses.replace(received, message=dataclasses.replace(received.message, library_uri=elsewhere))
+    Indexer(services).handle_index_request(moved)
+    assert client.get(f"/api/libraries/{library}/photos").get_json()["progress"]["pending"] == 1
+    assert any(
+        "indexer.other_account" in r.getMessage() and elsewhere in r.getMessage() and r.levelname == "WARNING"
+        for r in caplog.records
+    )
+    Indexer(services).handle_index_request(received)  # the same request at this account's address
+    queue.delete(received)
+    assert client.get(f"/api/libraries/{library}/photos").get_json()["progress"]["indexed"] == 1

@@ -75,6 +75,10 @@ class JobInputs:
             found = self.library_exists(message.image_library_uri)
         except InvalidLibraryNameError as exc:
             raise PermanentJobError(f"the tile library address is not a library: {exc}") from None
+        if not found and not self.services.libraries.in_account(message.image_library_uri):
+            raise PermanentJobError(
+                f"the tile library address {message.image_library_uri} is not in this storage account"
+            )
         if not found:
             raise PermanentJobError(f"the tile library {name!r} does not exist")
         try:

@@ -65,6 +65,9 @@ class Indexer:
         assert isinstance(message, IndexRequestMessage), message
         libraries = self.services.libraries
         library = unprefixed(libraries.prefix, library_name(message.library_uri.rstrip("/")))
+        if not libraries.in_account(message.library_uri):  # not ours to index, but said: not a deletion
+            log.warning(kv("indexer.other_account", library_uri=message.library_uri, request=message.request_id))
+            return
         try:
             known = libraries.uri(library) == message.library_uri and libraries.info(library) is not None
         except ValueError:  # not a library name
