@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from dal.blobs.store import split_blob_url
 from dal.config import CONNECTION_STRING_ENV, StorageClients
 from dal.connection_strings import DEVSTORE_ACCOUNT, expand_connection_string
+from photomosaics.local import azurite as azurite_module
+from photomosaics.local.accounts import storage_account
 from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
 from tests.support.prereqs import require
 from tests.support.waiting import wait_for
@@ -107,6 +112,78 @@ def test_a_running_azurite_on_a_data_folder_is_reused_not_started_twice(tmp_path
     with embedded_or_configured(location=tmp_path, environ={}) as cs:  # a stale file: start a new one
         assert "127.0.0.1:9/" not in cs
         assert StorageClients(cs, profile="probe").blob_service.get_container_client("nothere").exists() is False
+
+
+@pytest.mark.usefixtures("azurite_installed")
+def test_an_azurite_on_a_data_folder_comes_back_on_its_ports_so_queued_addresses_stay_its_own(tmp_path: Path) -> None:
+    """Messages name blobs by URL, address included (a job's photo and library, an index
+    request's library): after a restart on the same data folder they must still be this
+    account's, or the work queued before it fails as another account's."""
+    with Azurite(location=tmp_path) as first:
+        storage = StorageClients(first.connection_string, profile="probe")
+        url = storage.blob_service.create_container("photos").upload_blob("p.jpg", b"queued before").url
+        storage.queue_service.create_queue("work").send_message(url)
+        kept = (first.ports["Blob"], first.ports["Queue"], first.ports["Table"])
+    with Azurite(location=tmp_path) as second:
+        storage = StorageClients(second.connection_string, profile="probe")
+        (message,) = storage.queue_service.get_queue_client("work").receive_messages()
+        assert split_blob_url(storage.blob_service.url, message.content) == ("photos", "p.jpg")
+        assert (
+            second.moved_from is None and (second.ports["Blob"], second.ports["Queue"], second.ports["Table"]) == kept
+        )
+        assert storage.blob_service.get_blob_client("photos", "p.jpg").download_blob().readall() == b"queued before"
+
+
+@pytest.mark.usefixtures("azurite_installed")
+def test_when_its_last_ports_are_taken_run_starts_on_others_and_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(CONNECTION_STRING_ENV, raising=False)
+    with Azurite(location=tmp_path / "azurite") as first:
+        kept = (first.ports["Blob"], first.ports["Queue"], first.ports["Table"])
+        old_url = first.connection_string
+    with _listening_on(kept[1]), storage_account(tmp_path) as (connection_string, holder):
+        moved = holder[0]
+        assert moved.moved_from == kept and moved.ports["Queue"] != kept[1]
+        assert StorageClients(connection_string, profile="probe").queue_service.create_queue("answers")
+    assert connection_string != old_url
+    warning = capsys.readouterr().err
+    assert f"({kept[0]}, {kept[1]}, {kept[2]}) are in use" in warning and "queued before this run" in warning
+    # The next run keeps the ports this one had: it is the account's address now.
+    with Azurite(location=tmp_path / "azurite") as again:
+        assert again.moved_from is None and again.ports == moved_ports(connection_string)
+
+
+@pytest.mark.usefixtures("azurite_installed")
+def test_a_port_taken_between_the_check_and_azurites_listen_starts_it_on_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a real run cannot be made to lose on demand: the check is faked to pass while
+    the port is held, and Azurite's own EADDRINUSE sends it to free ports."""
+    with Azurite(location=tmp_path) as first:
+        kept = (first.ports["Blob"], first.ports["Queue"], first.ports["Table"])
+    monkeypatch.setattr(azurite_module, "_bindable", lambda host, port: True)
+    with _listening_on(kept[2]), Azurite(location=tmp_path) as second:
+        assert second.moved_from == kept and second.ports["Table"] != kept[2]
+        assert StorageClients(second.connection_string, profile="probe").table_service.create_table("answers")
+
+
+@contextlib.contextmanager
+def _listening_on(port: int) -> Iterator[None]:
+    """Another program's listener on ``port`` (SO_REUSEADDR, as Node's: its TIME_WAIT is no obstacle)."""
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("127.0.0.1", port))
+        other.listen()
+        yield
+
+
+def moved_ports(connection_string: str) -> dict[str, int]:
+    """The blob, queue and table ports a connection string names."""
+    parts = dict(part.split("=", 1) for part in connection_string.split(";") if "=" in part)
+    return {
+        service: int(parts[f"{service}Endpoint"].split(":")[2].split("/")[0]) for service in ("Blob", "Queue", "Table")
+    }
 
 
 _CHILD = textwrap.dedent(

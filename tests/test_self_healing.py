@@ -467,6 +467,30 @@ def test_a_killed_embedded_azurite_is_restarted_and_jobs_complete(tmp_path: Path
         keeper.azurite.stop()
 
 
+def test_a_job_queued_before_a_stop_finishes_after_the_next_start_on_the_same_data(tmp_path: Path) -> None:
+    """Ctrl-C, then `make run` again: the job accepted before the stop is still queued, and its
+    messages name blobs by URL, address included. The embedded Azurite comes back on its ports
+    (``PORTS_FILE``), so the roles of the next run take the job as their own account's."""
+    first = Azurite(location=tmp_path / "azurite")
+    first.start()
+    before = Pipeline(first.connection_string, tmp_path / "roles")
+    before.library_uri = before.create_library("tiles", synthetic_library())
+    photo = plain_photo(2, seed=15)
+    rid = before.submit(photo, library_uri=before.library_uri, tile_size=PLAIN_TILE, slices=2)  # no role runs yet
+    first.stop()  # as `photomosaics run` stops it after its children
+    (tmp_path / "roles").mkdir()
+    with Azurite(location=tmp_path / "azurite") as again:
+        after = Pipeline(again.connection_string, tmp_path / "roles", prefix=before.prefix)
+        after.library_uri = before.library_uri
+        try:
+            for role in ("controller", "processor", "responder"):
+                after.start(role)
+            after.wait([rid], timeout=120)
+            assert_job_pixel_identical(after, rid, photo, tile=PLAIN_TILE, slices=2)
+        finally:
+            after.stop_all()
+
+
 def test_healthz_says_what_happened_to_the_embedded_azurite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dal.availability.storage_status import write_status
     from dal.connection_strings import azurite_connection_string

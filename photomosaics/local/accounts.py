@@ -40,6 +40,7 @@ def storage_account(data_dir: Path) -> Iterator[tuple[str, Any]]:
         raise click.ClickException(str(exc)) from None
     node = azurite.runtime.describe() if azurite.runtime else "Node.js"
     click.echo(f"storage: embedded Azurite (pid {azurite.pid}) on {node}, data in {data_dir / 'azurite'}")
+    _say_if_moved(azurite)
     holder = [azurite]  # the keeper may replace it with a restarted one
     try:
         yield connection_string, holder
@@ -61,10 +62,26 @@ def secondary_account(data_dir: Path, *, embedded: bool) -> Iterator[str | None]
     except AzuriteError as exc:
         raise click.ClickException(f"secondary account: {exc}") from None
     click.echo(f"secondary storage: embedded Azurite (pid {azurite.pid}), data in {data_dir / 'azurite-secondary'}")
+    _say_if_moved(azurite)
     try:
         yield connection_string
     finally:
         azurite.stop()
+
+
+def _say_if_moved(azurite: Azurite) -> None:
+    """Warn when the data folder's Azurite could not have its last ports back: the work queued
+    before this run names blobs at the old address, and fails as another account's."""
+    if azurite.moved_from is None:
+        return
+    was = ", ".join(map(str, azurite.moved_from))
+    now = ", ".join(str(azurite.ports[service]) for service in ("Blob", "Queue", "Table"))
+    click.echo(
+        f"warning: Azurite's ports of the last run on this folder ({was}) are in use, so it listens on "
+        f"{now}: jobs and photo indexing queued before this run name the old address and will fail "
+        "(submit them again); stop what holds those ports and restart to keep them",
+        err=True,
+    )
 
 
 def prepare_storage(connection_string: str, *, upload_origins: list[str] | None = None) -> None:

@@ -1,7 +1,10 @@
 """The embedded Azurite: the storage emulator from the repo's own ``node_modules``.
 
 ``Azurite`` starts it on free loopback ports (port 0: the kernel picks), waits until blob,
-queue and table all answer HTTP, and hands back the connection string. ``stop`` ends it
+queue and table all answer HTTP, and hands back the connection string. An Azurite on a data
+folder starts again on the ports it had there last time (``PORTS_FILE``), while they are free:
+the messages in its queues name blobs by their URL, address included, so a job or an index
+request queued before a restart is still this account's after it. ``stop`` ends it
 with SIGTERM, then SIGKILL after a grace period. It runs in its own session, so the
 terminal's Ctrl-C reaches the Python parent first (which stops the workers, then Azurite,
 in that order), and it has a parent-death signal, so even a SIGKILLed parent leaves no
@@ -15,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -35,6 +40,9 @@ _LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully lis
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # Written into the data folder of a running on-disk Azurite: its connection string.
 ANNOUNCEMENT_FILE = "photomosaics-connection.txt"
+# Kept in the data folder: the blob, queue and table ports its Azurite last listened on.
+PORTS_FILE = "photomosaics-ports.json"
+_SERVICES = ("Blob", "Queue", "Table")
 
 
 class AzuriteError(PhotoMosaicsError, RuntimeError):
@@ -52,6 +60,18 @@ def find_azurite_script() -> Path:
         "Azurite is not installed: run `make install` (npm ci) in the project folder, "
         f"or set {CONNECTION_STRING_ENV} to use another storage account"
     )
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether a listener could bind ``host:port`` now (with SO_REUSEADDR, as Node's does: a
+    port whose old connections linger in TIME_WAIT counts as free)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _die_with_parent_of(parent: int) -> Callable[[], None]:
@@ -96,6 +116,9 @@ class Azurite:
         self._output: list[str] = []
         self._reader: threading.Thread | None = None
         self.runtime: node_runtime.NodeRuntime | None = None  # the Node.js it runs on, once started
+        # The data folder's last ports, when they were taken and it started on others: work
+        # queued before naming them is then another address's (the caller says so).
+        self.moved_from: tuple[int, int, int] | None = None
 
     @property
     def connection_string(self) -> str:
@@ -147,9 +170,42 @@ class Azurite:
         return cmd
 
     def start(self) -> str:
-        """Start Azurite and return its connection string once all three services answer."""
+        """Start Azurite and return its connection string once all three services answer.
+
+        On a data folder with no ports asked for, it asks for the folder's last ones
+        (``PORTS_FILE``); if one of them is taken, it starts on free ones and says so in
+        ``moved_from``."""
         if self._process is not None:
             return self.connection_string
+        kept = self._kept_ports() if self.requested_ports == (0, 0, 0) else None
+        if kept is None:
+            return self._start()
+        if not all(_bindable(self.host, port) for port in kept):
+            self.moved_from = kept
+            return self._start()
+        self.requested_ports = kept
+        try:
+            return self._start()
+        except AzuriteError:
+            if not any("EADDRINUSE" in line for line in self._output):
+                raise
+            self.requested_ports, self.moved_from, self._output = (0, 0, 0), kept, []
+            return self._start()  # taken between the check and Azurite's listen
+
+    def _kept_ports(self) -> tuple[int, int, int] | None:
+        """The data folder's last ports, or None (in memory, a first run, or an unreadable file)."""
+        if self.location is None:
+            return None
+        try:
+            known = json.loads((self.location / PORTS_FILE).read_text())
+            ports = tuple(int(known[service.lower()]) for service in _SERVICES)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not all(0 < port < 65536 for port in ports):
+            return None
+        return ports[0], ports[1], ports[2]
+
+    def _start(self) -> str:
         self._process = subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
@@ -170,6 +226,8 @@ class Azurite:
             # Other commands on the same data folder (`library`, `queues`) connect to this
             # Azurite instead of starting a second one on files it is using.
             self._announcement().write_text(self.connection_string)
+            ports = {service.lower(): self.ports[service] for service in _SERVICES}
+            (self.location / PORTS_FILE).write_text(json.dumps(ports) + "\n")
         return self.connection_string
 
     def _announcement(self) -> Path:
