@@ -1,6 +1,6 @@
 """``photomosaics run``: the whole application on one machine (what ``make run`` calls).
 
-In order: the data folder (``.data/``), the embedded Azurite with on-disk persistence in
+In order: the data folder (``.data/``, held by one run at a time: ``data_folder_held``), the embedded Azurite with on-disk persistence in
 ``.data/azurite`` (skipped when ``AZURE_STORAGE_CONNECTION_STRING`` is set), queues with their
 metadata, containers and tables, the demo tile library, the Flask secret key (made once, kept
 in ``.data/secret_key``), then the web app, one controller, one responder and N processors as
@@ -20,6 +20,8 @@ and the embedded Azurite is restarted on the same ports and data if it dies
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
 import secrets
@@ -28,6 +30,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -35,6 +38,7 @@ import click
 from photomosaics.commands.counts import PROCESSES_PER_CPU, process_count, usable_cpus
 
 SECRET_KEY_FILE = "secret_key"
+RUN_LOCK_FILE = "run.lock"  # held by the run using the folder (``data_folder_held``)
 # The operator token of a local run (the Queues page, poison actions) when none is configured.
 OPERATOR_TOKEN_FILE = "operator_token"
 
@@ -53,6 +57,27 @@ def read_or_create_secret_key(data_dir: Path, name: str = SECRET_KEY_FILE) -> st
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
     return key
+
+
+@contextlib.contextmanager
+def data_folder_held(data_dir: Path) -> Iterator[None]:
+    """Hold ``data_dir`` for this run (an exclusive lock on ``RUN_LOCK_FILE``), or refuse: two runs
+    on one folder would start two Azurites on the same files (the last to save its metadata wins)
+    and hand back each other's leased messages. The kernel drops the lock when the process dies."""
+    with open(data_dir / RUN_LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "?"
+            raise click.ClickException(
+                f"another `photomosaics run` (pid {holder}) is using {data_dir}: stop it first, "
+                "or give this one a folder of its own with --data-dir"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield
 
 
 def choose_port(host: str, wanted: int) -> int:
@@ -172,6 +197,7 @@ def run(
     if port and chosen != port:
         click.echo(f"port {port} is busy; using {chosen}")
     with (
+        data_folder_held(data),
         storage_account(data) as (connection_string, embedded),
         secondary_account(data, embedded=secondary_azurite) as secondary,
     ):
