@@ -8,12 +8,14 @@ folder, so what a command creates is there for the next ``make run``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from dal.config import Settings, StorageClients
+from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, HintChannel, LocalHintChannel, short_hint_dir
 from dal.stores import Stores
 from photomosaics.local.azurite import AzuriteError, embedded_or_configured
 
@@ -36,3 +38,13 @@ def command_stores(data_dir: str | None) -> Iterator[Stores]:
             yield Stores(StorageClients(connection_string, profile="interactive"), settings)
     except AzuriteError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def run_hints(data_dir: str | None) -> HintChannel | None:
+    """The hint folder of a ``photomosaics run`` on this data folder (as ``local_channels`` names
+    it), when a run has made it and no channel is configured: what a command sends (a requeue)
+    then wakes the run's listeners at once, as its children's sends do, not at their 60 s poll."""
+    if os.environ.get(HINT_DIR_ENV) or os.environ.get(HINTS_URL_ENV, "").strip():
+        return None  # the configured channel is the queue's own (``channel_from_env``)
+    folder = short_hint_dir(Path(data_dir or Settings.from_env().data_dir).resolve() / "hints")
+    return LocalHintChannel(folder) if folder.is_dir() else None

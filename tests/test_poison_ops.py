@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from dal.config import CONNECTION_STRING_ENV, Settings, StorageClients
+from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, LocalHintChannel, short_hint_dir
 from dal.jobs.model import Job
 from dal.jobs.store import JobStore
 from dal.operations.poison import list_poison, purge, requeue
@@ -15,6 +17,8 @@ from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import SliceRequestMessage
 from dal.queues.work_queue import ImageProcessingQueue
 from photomosaics.cli import main
+from photomosaics.local.children import local_channels
+from tests.support.waiting import wait_for
 
 
 def _poison_one(queue: ImageProcessingQueue, request_id: str, seq: int = 0) -> None:
@@ -137,3 +141,39 @@ def test_cli_lists_ids_requeues_and_purges(
     purged = runner.invoke(main, ["queues", "purge", "slicerequest", "--all"], catch_exceptions=False)
     assert purged.exit_code == 0 and "purged 1 message(s)" in purged.output, purged.output
     assert list_poison(queue) == [] and len(queue.accept_messages(32)) == 1
+
+
+def test_cli_requeue_beside_a_run_wakes_its_listeners_through_the_runs_hint_folder(
+    world: tuple[QueueAccessor, JobStore],
+    azurite_connection_string: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A requeue from the terminal while `make run` is up: the run's idle listeners poll every
+    60 s, so the command announces what it sent in the run's hint folder, as a child would."""
+    accessor, _ = world
+    queue = accessor.slice_request
+    monkeypatch.setenv(CONNECTION_STRING_ENV, azurite_connection_string)
+    monkeypatch.setenv("PHOTOMOSAICS_NAME_PREFIX", queue.name.removesuffix("slicerequest"))
+    monkeypatch.delenv(HINT_DIR_ENV, raising=False)
+    monkeypatch.delenv(HINTS_URL_ENV, raising=False)
+    _poison_one(queue, str(uuid.uuid4()), 0)
+    data = tmp_path / "data"
+    heard: list[int | None] = []
+    listening = LocalHintChannel(local_channels(data.resolve())[HINT_DIR_ENV])  # what a run's children share
+    subscription = listening.subscribe(queue.hint_name, lambda count, lane: heard.append(count))
+    try:
+        done = CliRunner().invoke(
+            main, ["queues", "--data-dir", str(data), "requeue", "slicerequest", "--all"], catch_exceptions=False
+        )
+        assert done.exit_code == 0 and "requeued 1 message(s)" in done.output, done.output
+        wait_for(lambda: heard, seconds=10, what="the run's listener hearing the requeue")
+        assert heard == [1]
+    finally:
+        subscription.close()
+    assert len(queue.accept_messages(32)) == 1
+    # Without a run's folder there is nothing to wake: no folder is made for it.
+    _poison_one(queue, str(uuid.uuid4()), 1)
+    alone = tmp_path / "no-run"
+    done = CliRunner().invoke(main, ["queues", "--data-dir", str(alone), "requeue", "slicerequest", "--all"])
+    assert done.exit_code == 0 and not short_hint_dir(alone.resolve() / "hints").exists()

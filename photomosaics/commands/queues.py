@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from photomosaics.storage import DATA_DIR_OPTION, command_stores
+from photomosaics.storage import DATA_DIR_OPTION, command_stores, run_hints
 
 if TYPE_CHECKING:  # the storage SDK loads when a command runs, not with the CLI
     from dal.queues.work_queue import ImageProcessingQueue
@@ -85,6 +85,7 @@ def requeue(ctx: click.Context, queue_name: str, message_id: str | None, all_: b
     wanted = _which(message_id, all_)
     with command_stores(ctx.obj["data_dir"]) as stores:
         queue = _queue(stores, queue_name)
+        queue.hints = run_hints(ctx.obj["data_dir"]) or queue.hints  # a running `make run` takes them at once
         result = do_requeue(queue, stores.jobs, message_id=wanted, actor="photomosaics queues requeue")
     for skipped, why in result.skipped.items():
         click.echo(f"left in poison: {skipped}: {why}", err=True)
