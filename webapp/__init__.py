@@ -26,6 +26,7 @@ from dal.availability.failover import SECONDARY_CONNECTION_STRING_ENV
 from dal.config import CONNECTION_STRING_ENV, Settings
 from webapp.api_libraries import MAX_LIBRARY_FILES
 from webapp.decode_budget import DECODES
+from webapp.json_bodies import BodyJSONProvider
 from webapp.uploads_request import ClosingRequest
 
 SECRET_KEY_ENV = "PHOTOMOSAICS_SECRET_KEY"
@@ -74,6 +75,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; refuses to start without a secret key (cookies could be forged)."""
     app = Flask(__name__)
     app.request_class = ClosingRequest  # uploads cut short are closed too (webapp.uploads_request)
+    app.json = BodyJSONProvider(app)  # a body nested too deeply is malformed JSON, not a 500 (webapp.json_bodies)
     overrides = dict(test_config or {})
     settings: Settings = overrides.pop("SETTINGS", None) or Settings.from_env()
     app.config.from_mapping(_defaults(settings))

@@ -402,3 +402,23 @@ def test_an_upload_cut_short_leaves_no_file_open(client: Any) -> None:
         del answer
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", f"/api/libraries/{LIBRARY}/uploads"),
+        ("PATCH", f"/api/libraries/{LIBRARY}"),
+        ("POST", f"/api/libraries/{LIBRARY}/remove-photos"),
+        ("POST", "/api/queues/slicerequest/poison/requeue"),
+    ],
+)
+def test_a_json_body_nested_past_the_decoders_depth_is_400_not_500(
+    client: Any, operator: dict[str, str], method: str, path: str
+) -> None:
+    """100,000 nested arrays are 200 KB, well inside the request limits: Python's decoder
+    recurses once per level, and the body must be refused as malformed like any other."""
+    deep = "[" * 100_000 + "]" * 100_000
+    for body in (deep, '{"files": ' + deep + "}"):
+        answer = client.open(path, method=method, data=body, content_type="application/json", headers=operator)
+        assert answer.status_code == 400, (answer.status_code, answer.get_data(as_text=True)[:300])
