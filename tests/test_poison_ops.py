@@ -177,3 +177,58 @@ def test_cli_requeue_beside_a_run_wakes_its_listeners_through_the_runs_hint_fold
     alone = tmp_path / "no-run"
     done = CliRunner().invoke(main, ["queues", "--data-dir", str(alone), "requeue", "slicerequest", "--all"])
     assert done.exit_code == 0 and not short_hint_dir(alone.resolve() / "hints").exists()
+
+
+def test_text_no_move_put_in_a_poison_queue_is_listed_with_why_not_a_crash(
+    world: tuple[QueueAccessor, JobStore],
+    storage: StorageClients,
+    azurite_connection_string: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Anyone with the account's key can send to `slicerequest-poison` by hand: a text that is
+    not Base64, or Base64 of something that is no envelope, must not stop `queues --poison`
+    or the Queues page from showing the poison queue."""
+    accessor, jobs = world
+    queue = accessor.slice_request
+    _poison_one(queue, str(uuid.uuid4()))
+    by_hand = storage.queue_service.get_queue_client(queue.poison.name)  # no encode policy: the text as sent
+    by_hand.send_message("not base64 {")
+    by_hand.send_message("aGVsbG8=")  # Base64 of "hello"
+
+    listed = list_poison(queue)
+    reasons = sorted(item.entry.reason for item in listed)
+    assert len(listed) == 3 and sum("not a poison envelope" in r for r in reasons) == 2, reasons
+    assert {item.entry.payload for item in listed} >= {"not base64 {", "hello"}
+    monkeypatch.setenv(CONNECTION_STRING_ENV, azurite_connection_string)
+    monkeypatch.setenv("PHOTOMOSAICS_NAME_PREFIX", queue.name.removesuffix("slicerequest"))
+    shown = CliRunner().invoke(main, ["queues", "--poison"], catch_exceptions=False)
+    assert shown.exit_code == 0 and shown.output.count("not a poison envelope") == 2, shown.output
+
+    result = requeue(queue, jobs)  # the envelope goes back; the two texts stay, each with why
+    assert len(result.done) == 1 and len(result.skipped) == 2
+    assert purge(queue).count == 2 and list_poison(queue) == []
+
+
+def test_a_message_whose_check_fails_on_every_delivery_goes_to_poison_not_round_for_good(
+    world: tuple[QueueAccessor, JobStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault no real message produces any more (a text nested past the JSON decoder once
+    raised out of the claim-check parse): the check is made to raise. Past the poison threshold
+    the message is moved aside with what happened, as a handler's failures are."""
+    accessor, _ = world
+    queue = accessor.slice_request
+    queue.tuning.configure(poison_threshold=2)
+    _poison_one(queue, str(uuid.uuid4()))
+    (envelope,) = list_poison(queue)
+    requeue(queue, None, message_id=envelope.id)  # a valid message on the work queue again
+    monkeypatch.setattr(queue, "_parse", lambda content: (_ for _ in ()).throw(RuntimeError("unforeseen")))
+
+    def receive_until_poisoned() -> bool:
+        batch = queue.accept_messages(32, visibility_timeout=1)
+        assert batch == []  # never handed out: its check fails
+        return batch.poisoned == 1
+
+    wait_for(receive_until_poisoned, seconds=30, step=0.5, what="the message moved to poison")
+    (moved,) = list_poison(queue)
+    assert "could not be checked on 3 deliveries: RuntimeError: unforeseen" in moved.entry.reason
+    assert '"type":"SliceRequest"' in moved.entry.payload.replace(" ", "")

@@ -215,7 +215,7 @@ def test_a_message_past_its_dequeue_count_does_not_delay_the_next_one(
 
 
 def test_the_junk_is_what_the_test_says_it_is(storage: StorageClients, unique: str) -> None:
-    """Each kind is refused for its own reason, so the tests above cover six reasons."""
+    """Each kind is refused for its own reason, so the tests above cover seven reasons."""
     case = _case(storage, unique, "slicerequest")
     try:
         put_junk(case.target)
@@ -227,6 +227,7 @@ def test_the_junk_is_what_the_test_says_it_is(storage: StorageClients, unique: s
             queue.poison._client.delete_queue()
     assert len(reasons) == len(JUNK) == len(set(reasons)), reasons
     assert any("version 99" in reason for reason in reasons) and any("Nope" in reason for reason in reasons)
+    assert any("recursion" in reason for reason in reasons)  # parsed and refused, not "could not check" forever
 
 
 # -- the roles, end to end ------------------------------------------------------------------

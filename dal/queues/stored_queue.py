@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -25,6 +25,7 @@ from dal.queues.wire import (
     PoisonEntry,
     TextBase64EncodePolicy,
     TolerantBase64DecodePolicy,
+    Undecodable,
     claim_check_reference,
     encoded_length,
     parse_claim_check,
@@ -311,9 +312,27 @@ class PoisonQueue(StoredQueue):
         """The front of the poison queue as (message id, envelope), without taking anything."""
         entries = []
         for raw in self._peek_raw(max_messages):
-            text, _ = self._resolve(raw.content)
-            entries.append((raw.id, PoisonEntry.from_text(text)))
+            try:
+                text, _ = self._resolve(raw.content)
+                entry = PoisonEntry.from_text(text)
+            except (ClaimCheckMissingError, ValueError, KeyError, TypeError) as exc:
+                entry = self._not_an_envelope(raw, f"not a poison envelope: {exc}")  # listed, not a crash
+            entries.append((raw.id, entry))
         return entries
+
+    def _not_an_envelope(self, raw: StorageQueueMessage, reason: str) -> PoisonEntry:
+        """What an operator sees of text in a poison queue that no move put there (sent by hand)."""
+        content = raw.content
+        payload, encoding = (content.raw, "wire") if isinstance(content, Undecodable) else (content or "", "text")
+        return PoisonEntry(
+            reason=reason,
+            dequeue_count=raw.dequeue_count or 0,
+            queue=self.name,
+            moved_at=raw.inserted_on or datetime.now(UTC),
+            payload=payload,
+            payload_encoding=encoding,
+            message_id=raw.id,
+        )
 
     def take(self, max_messages: int, *, visibility_timeout: int) -> list[TakenPoison]:
         """One bounded receive: envelopes hidden for ``visibility_timeout`` s until removed or released."""

@@ -90,14 +90,15 @@ def claim_check_reference(check: ClaimCheck) -> str:
     )
 
 
-def parse_claim_check(text: str) -> ClaimCheck | None:
-    """The claim check a message text carries, or None if it is an ordinary payload."""
-    if not text.startswith('{"type":"ClaimCheck"'):
+def parse_claim_check(text: str | Undecodable) -> ClaimCheck | None:
+    """The claim check a message text carries, or None if it is an ordinary payload (or not text:
+    the caller's parse says why)."""
+    if not isinstance(text, str) or not text.startswith('{"type":"ClaimCheck"'):
         return None
     try:
         body = json.loads(text)
         check = ClaimCheck(container=body["container"], blob=body["blob"], length=body["length"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past the decoder
         return None
     if not all(isinstance(v, str) and v for v in (check.container, check.blob)) or type(check.length) is not int:
         return None

@@ -164,8 +164,10 @@ class ImageProcessingQueue(StoredQueue):
                     accepted.poisoned += 1
                     _tell(on_poison, received, reason)
                     continue
-            except Exception:  # e.g. the poison move failed: it comes back after `timeout`
+            except Exception as exc:  # e.g. the poison move failed: it comes back after `timeout`
                 log.exception("queue %s: could not check message %s; it will be redelivered", self.name, raw.id)
+                if (raw.dequeue_count or 0) > threshold:  # a check that fails every time must not loop for good
+                    accepted.poisoned += _poison_unchecked(self, raw, exc)
                 continue
             if received is None:
                 accepted.poisoned += 1
@@ -201,8 +203,9 @@ class ImageProcessingQueue(StoredQueue):
         text, check = self._resolve(content)
         return QueueMessage.parse(text, queue_name=self.logical_name), check
 
-    def _poison_raw(self, raw: StorageQueueMessage, reason: str) -> None:
-        """Move a message that could not become a ReceivedMessage; keep its text whatever it is."""
+    def _poison_raw(self, raw: StorageQueueMessage, reason: str, *, resolve: bool = True) -> None:
+        """Move a message that could not become a ReceivedMessage; keep its text whatever it is
+        (``resolve``: a claim check's payload, else the reference as stored)."""
         content = raw.content
         check = None
         if isinstance(content, Undecodable):
@@ -210,7 +213,8 @@ class ImageProcessingQueue(StoredQueue):
         else:
             payload, encoding = content or "", "text"
             try:
-                payload, check = self._resolve(payload)
+                if resolve:
+                    payload, check = self._resolve(payload)
             except ClaimCheckMissingError:
                 pass  # keep the reference itself: that is all there is
         log.warning("queue %s: message %s moved to %s: %s", self.name, raw.id, self.poison.name, reason)
@@ -322,6 +326,18 @@ def _tell(on_poison: PoisonHook | None, received: ReceivedMessage, reason: str) 
         on_poison(received, reason)
     except Exception:  # the message is safe in poison already; a failed hook must not undo that
         log.exception("queue %s: poison hook failed for message %s", received.queue_name, received.id)
+
+
+def _poison_unchecked(queue: ImageProcessingQueue, raw: StorageQueueMessage, error: Exception) -> bool:
+    """Move a message whose check raised on every delivery, its text kept as stored (nothing
+    resolved: that may be what fails); False when even that fails (it comes back)."""
+    reason = f"could not be checked on {raw.dequeue_count} deliveries: {type(error).__name__}: {error}"
+    try:
+        queue._poison_raw(raw, reason[:500], resolve=False)
+    except Exception:
+        log.exception("queue %s: could not move message %s to poison either", queue.name, raw.id)
+        return False
+    return True
 
 
 def _peeked(raw: StorageQueueMessage, parse: Callable[[str], tuple[QueueMessage, ClaimCheck | None]]) -> PeekedMessage:

@@ -1,8 +1,9 @@
 """Foreign and malformed messages, as an operator (or a stranger) might put on a work queue.
 
-Six kinds, each moved to poison at receive for a different reason: text that is not Base64,
+Seven kinds, each moved to poison at receive for a different reason: text that is not Base64,
 Base64 of text that is not JSON, JSON of an unknown type, a SliceRequest of an unknown
-version, and two JSON values that are no message at all (``[]``, ``null``). ``put_junk``
+version, two JSON values that are no message at all (``[]``, ``null``), and what starts as a
+claim check but nests deeper than Python's JSON decoder recurses (8 KB on the wire). ``put_junk``
 sends them straight to the storage queue, past every check of ``ImageProcessingQueue.submit``
 and without a work-detected hint, as a foreign sender would.
 """
@@ -37,11 +38,15 @@ JUNK: list[tuple[str, str]] = [
     ("a SliceRequest of version 99", base64.b64encode(_SLICE_REQUEST_V99.encode()).decode()),
     ("an empty list", base64.b64encode(b"[]").decode()),
     ("null", base64.b64encode(b"null").decode()),
+    (
+        "a claim check nested past the decoder",
+        base64.b64encode(('{"type":"ClaimCheck","x":' + "[" * 3000 + "]" * 3000 + "}").encode()).decode(),
+    ),
 ]
 
 
 def put_junk(queue: Any, rounds: int = 1) -> int:
-    """Send ``rounds`` x the six kinds of junk to ``queue`` (an ``ImageProcessingQueue``); how many."""
+    """Send ``rounds`` x the seven kinds of junk to ``queue`` (an ``ImageProcessingQueue``); how many."""
     raw = queue.storage.queue_service.get_queue_client(queue.name)  # no encode policy: the text as it is
     for _ in range(rounds):
         for _what, text in JUNK:
