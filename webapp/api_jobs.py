@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dal.jobs.model import TERMINAL_STATUSES, Job
+from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
 from dal.operations.cleanup import delete_job_everywhere, request_cleanup
 from dal.queues.message_fields import REQUEST_ID_PATTERN
 from webapp import planning
@@ -165,6 +166,34 @@ def get_job(request_id: str) -> Response:
     return jsonify(body)
 
 
+CANCELLED = "cancelled by its owner"
+
+
+@bp.post("/jobs/<request_id>/cancel")
+def cancel_job(request_id: str) -> Response:
+    """Stop a job that is not finished: it ends ``failed``, "cancelled by its owner". The roles
+    drop what is left of it (each skips the messages of a finished job), its place in the
+    client's unfinished-jobs quota is free at once, and it can then be deleted. One conditional
+    write: a job that finished meanwhile keeps its end (409 ``job_finished``, as for a finished
+    one); 409 ``job_waiting`` while its row waits on the paired secondary account."""
+    job, waiting = own_job_where(request_id)
+    if waiting:
+        raise ApiError(409, "job_waiting", "the job waits for its storage to come back: cancel it once it starts")
+    svc = services()
+
+    def stop(current: Job) -> Job | None:
+        return (
+            None if current.status in TERMINAL_STATUSES else replace(current, status=JobStatus.FAILED, error=CANCELLED)
+        )
+
+    ended, wrote = svc.jobs.update(job.client_id, request_id, stop, current=job)
+    if not wrote:
+        raise ApiError(409, "job_finished", f"the job is already {ended.status}: there is nothing to cancel")
+    svc.jobs.add_event(request_id, "cancelled", actor="owner", message=CANCELLED)
+    log.info("job %s cancelled by its owner", request_id)
+    return jsonify(job_json(ended))
+
+
 @bp.delete("/jobs/<request_id>")
 def delete_job(request_id: str) -> tuple[str, int]:
     """Remove a finished job's blobs, row and events. A running job is refused (409): the
@@ -176,7 +205,9 @@ def delete_job(request_id: str) -> tuple[str, int]:
 
     job = own_job(request_id)
     if job.status not in TERMINAL_STATUSES:
-        raise ApiError(409, "job_running", f"the job is still {job.status}; delete it once it is done or failed")
+        raise ApiError(
+            409, "job_running", f"the job is still {job.status}: cancel it (POST .../cancel), then delete it"
+        )
     svc = services()
     request_cleanup(svc.queues.job_cleanup, client_id(), request_id)
     delete_job_everywhere(svc.blobs, svc.jobs, client_id(), request_id)

@@ -270,6 +270,7 @@ WORKFLOWS = {
         "getJobPyramid",
         "getJobTiles",
         "getJobPhotos",
+        "cancelJob",
     ],
     "libraries": ["listLibraries", "createLibrary", "getLibrary", "getLibraryTile", "renameLibrary", "deleteLibrary"],
     # a library of staged uploads: the grant (valet-key URLs), indexing, the photos' progress, removal
@@ -391,10 +392,14 @@ def test_the_links_of_a_finished_job_reach_every_job_operation_with_2xx(served: 
         "deleteJob",
     } <= {link["operationId"] for link in links.values()}
     deleting = {name: link for name, link in links.items() if link["operationId"] == "deleteJob"}
-    reading = {name: link for name, link in links.items() if name not in deleting}
+    # A finished job has nothing to cancel: the spec's 409 job_finished, checked on its own.
+    cancelling = {name: link for name, link in links.items() if link["operationId"] == "cancelJob"}
+    reading = {name: link for name, link in links.items() if name not in deleting and name not in cancelling}
     answered = {}
-    for batch in (reading, deleting):  # the deletion last
+    for batch in (reading, cancelling, deleting):  # the deletion last
         answered |= _follow(raw, batch, response=submitted, path_params={}, session=session, base=served)
+    cancelled = answered.pop("cancelJob")
+    assert cancelled.status_code == 409 and cancelled.json()["error"] == "job_finished", cancelled.text
     statuses = {operation: response.status_code for operation, response in answered.items()}
     assert all(200 <= status < 300 for status in statuses.values()), statuses
 

@@ -502,3 +502,27 @@ def test_unknown_routes_and_methods_answer_json(client: Any) -> None:
     assert missing.status_code == 404 and missing.json["error"] == "not_found"
     wrong = client.put("/api/jobs")
     assert wrong.status_code == 405 and wrong.json["error"] == "method_not_allowed"
+
+
+def test_cancel_ends_an_unfinished_job_so_it_can_be_deleted_and_a_finished_one_keeps_its_end(
+    client: Any, stores: dict[str, Any]
+) -> None:
+    request_id = submit(client, slices="2").json["request_id"]
+    owner = client_id_of(client, stores, request_id)
+    cancelled = client.post(f"/api/jobs/{request_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.json
+    assert cancelled.json["status"] == "failed" and cancelled.json["error"] == "cancelled by its owner"
+    job = stores["jobs"].get(owner, request_id)
+    assert job.status == "failed" and job.finished_at is not None  # what every role checks before working
+    assert [e.kind for e in stores["jobs"].events(request_id)] == ["submitted", "cancelled"]
+    again = client.post(f"/api/jobs/{request_id}/cancel")
+    assert again.status_code == 409 and again.json["error"] == "job_finished"
+    assert client.delete(f"/api/jobs/{request_id}").status_code == 204
+
+    done = submit(client, slices="2").json["request_id"]
+    finish(stores, owner, done)
+    refused = client.post(f"/api/jobs/{done}/cancel")
+    assert refused.status_code == 409 and refused.json["error"] == "job_finished"
+    assert stores["jobs"].get(owner, done).status == "done"  # its end kept
+    assert client.post("/api/jobs/00000000-0000-4000-8000-000000000000/cancel").status_code == 404
+    assert client.post(f"/api/jobs/{done}/cancel", csrf=False).status_code == 403  # a state change: the CSRF rule

@@ -318,3 +318,15 @@ def test_a_library_name_taken_gives_the_creation_tokens_back(
     client, address = app.test_client(), f"192.0.2.{uuid.uuid4().int % 250 + 1}"
     assert _create_library(client, address, LIBRARY).status_code in (404, 409)  # taken (shared or not): refused
     assert _create_library(client, address, f"lt-{uuid.uuid4().hex[:8]}").status_code == 201
+
+
+def test_a_cancelled_job_frees_its_unfinished_slot_at_once(
+    web_settings: Settings, azurite_connection_string: str, tile_library: str
+) -> None:
+    app = _app(web_settings, azurite_connection_string, max_unfinished_jobs=1, submissions_per_minute=100)
+    client = app.test_client()
+    first = submit(client)
+    assert first.status_code == 202
+    assert submit(client).status_code == 429
+    assert client.post(f"/api/jobs/{first.get_json()['request_id']}/cancel").status_code == 200
+    assert submit(client).status_code == 202
