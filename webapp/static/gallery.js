@@ -8,11 +8,24 @@
   let token = null;
 
   function card(job) {
+    const cancelled = job.status === "failed" && job.error === "cancelled by its owner"; // webapp.api_jobs.CANCELLED
     const badge = PM.el("span", { class: "badge", "data-status": job.status,
-      text: job.waiting_for_storage ? "waiting for storage" : job.status });
+      text: job.waiting_for_storage ? "waiting for storage" : cancelled ? "cancelled" : job.status });
     const actions = PM.el("div", { class: "actions" });
     if (job.result_url) {
       actions.append(PM.el("a", { class: "button", href: `${job.result_url}?download=1`, download: "", text: "Download" }));
+    }
+    if (job.status !== "done" && job.status !== "failed" && !job.waiting_for_storage) {
+      const stop = PM.el("button", { type: "button", class: "button danger", text: "Cancel" });
+      stop.addEventListener("click", async () => {
+        if (!window.confirm("Stop making this mosaic?")) return;
+        try {
+          node.replaceWith(card(await PM.api(`${job.status_url}/cancel`, { method: "POST" })));
+        } catch (error) {
+          window.alert(error.message);
+        }
+      });
+      actions.append(stop);
     }
     if (job.status === "done" || job.status === "failed") {
       const remove = PM.el("button", { type: "button", class: "button danger", text: "Delete" });

@@ -18,6 +18,7 @@
   const percent = document.getElementById("percent");
   const progressText = document.getElementById("progress-text");
   const errorBox = document.getElementById("job-error");
+  const cancel = document.getElementById("cancel");
   const bands = new Map(); // slice number -> band element
   let stream = null;
   let shownResult = false;
@@ -30,6 +31,7 @@
     done: "finished.",
     failed: "failed.",
   };
+  const CANCELLED = "cancelled by its owner"; // the error of a cancelled job (webapp.api_jobs.CANCELLED)
   // Submitted while the primary storage account was down: kept on the paired secondary (dal.availability.failover).
   const WAITING_FOR_STORAGE = "waiting for storage to recover: your photo is safe, the job starts when it is back.";
 
@@ -60,20 +62,22 @@
   function render(job) {
     buildStage(job);
     const pct = Math.round(job.progress * 100);
-    statusBadge.textContent = job.waiting_for_storage ? "waiting for storage" : job.status;
+    const cancelled = job.status === "failed" && job.error === CANCELLED;
+    statusBadge.textContent = job.waiting_for_storage ? "waiting for storage" : cancelled ? "cancelled" : job.status;
     statusBadge.dataset.status = job.status;
     bar.style.width = `${pct}%`;
     progressbar.setAttribute("aria-valuenow", String(pct));
     percent.textContent = `${pct} %`;
-    const stateText = job.waiting_for_storage ? WAITING_FOR_STORAGE : (STATUS_TEXT[job.status] || job.status);
+    const stateText = job.waiting_for_storage ? WAITING_FOR_STORAGE : cancelled ? "cancelled." : (STATUS_TEXT[job.status] || job.status);
     progressText.textContent = `${job.slices_done.length} of ${job.slices} slices · ${stateText}`;
     document.getElementById("job-facts").textContent =
       `${PM.size(job.output_width, job.output_height)} · ${job.tiles_across} × ${job.tiles_down} tiles of ${job.tile_size} px · ` +
       (job.cell_sizes && job.cell_sizes.length > 1 ? `photos of ${job.cell_sizes.join(", ")} tiles · ` : "") +
       `library ${job.library} · ${job.slices} slice${job.slices === 1 ? "" : "s"} · ${PM.seconds(job.elapsed_seconds)}`;
     showSlices(job);
+    cancel.hidden = job.status === "done" || job.status === "failed" || job.waiting_for_storage;
     if (job.status === "failed") {
-      errorBox.textContent = `The mosaic could not be made: ${job.error || "unknown error"}`;
+      errorBox.textContent = cancelled ? "You cancelled this mosaic: delete it from My mosaics." : `The mosaic could not be made: ${job.error || "unknown error"}`;
       errorBox.hidden = false;
     }
     if (job.status === "done" && job.result_url && !shownResult) {
@@ -125,6 +129,24 @@
       streamWait = Math.min(streamWait * 2, 30000);
     };
   }
+
+  // Cancel: the job ends failed ("cancelled by its owner"), the workers drop the rest of it, and
+  // it no longer counts against this browser's unfinished jobs (POST /api/jobs/<id>/cancel).
+  cancel.addEventListener("click", async () => {
+    if (!window.confirm("Stop making this mosaic? What is done so far is dropped.")) return;
+    cancel.disabled = true;
+    try {
+      render(await PM.api(`${statusUrl}/cancel`, { method: "POST" }));
+      if (stream) stream.close();
+      await refresh();
+    } catch (error) {
+      errorBox.textContent = error.message;
+      errorBox.hidden = false;
+      await refresh();
+    } finally {
+      cancel.disabled = false;
+    }
+  });
 
   /* ---- the viewer: OpenSeadragon on the job's Deep Zoom pyramid, down to single tiles ---- */
   function showResult(job) {
