@@ -7,7 +7,8 @@ The photo is streamed from its file, never read whole; a pipe (``submit <(curl .
 out.jpg``) is read once.
 The session keeps the app's client-id cookie, and this machine's between commands
 (``photomosaics.client_file``): the job is its own, and so are the libraries ``library add``
-made. Any failure prints one clear line and exits 1.
+made. Any failure prints one clear line and exits 1. A job it gives up on (Ctrl-C: exit 130;
+``--timeout``) is cancelled (``POST .../cancel``): nothing else would fetch it.
 
 A submission refused for now (``429`` over a quota, ``503`` busy or storage unavailable) is
 tried again after the server's ``Retry-After`` (5 s when it sends none), saying so on
@@ -270,24 +271,31 @@ def submit(
     _say_reach(api, photo, form)
     created = _create(api, photo, form, retry_until=min(deadline, started + retry_for))
     save_client(api.session, api.base)
-    job = api.call("GET", created["status_url"]).json()
-    click.echo(
-        f"job {job['request_id']}: {job['output_width']}×{job['output_height']} px, "
-        f"{job['tiles_across']}×{job['tiles_down']} tiles of {tile_size} px from {library!r}",
-        err=True,
-    )
-    if tiles_across is not None and job["tiles_across"] < tiles_across:
-        click.echo(f"note: {tiles_across:,} tiles across would be over the service's output limit", err=True)
-    done = 0
-    with click.progressbar(length=job["slices"], label="slices", show_pos=True, file=sys.stderr) as bar:
-        for state in _follow(api, job, deadline=deadline):
-            bar.update(len(state["slices_done"]) - done)
-            done = len(state["slices_done"])
-            job = state  # the last state seen decides below
+    job = created  # its request_id and status_url: enough to cancel it from here on
+    try:
+        job = api.call("GET", created["status_url"]).json()
+        click.echo(
+            f"job {job['request_id']}: {job['output_width']}×{job['output_height']} px, "
+            f"{job['tiles_across']}×{job['tiles_down']} tiles of {tile_size} px from {library!r}",
+            err=True,
+        )
+        if tiles_across is not None and job["tiles_across"] < tiles_across:
+            click.echo(f"note: {tiles_across:,} tiles across would be over the service's output limit", err=True)
+        done = 0
+        with click.progressbar(length=job["slices"], label="slices", show_pos=True, file=sys.stderr) as bar:
+            for state in _follow(api, job, deadline=deadline):
+                bar.update(len(state["slices_done"]) - done)
+                done = len(state["slices_done"])
+                job = state  # the last state seen decides below
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: {_cancel(api, job)}", err=True)
+        sys.exit(130)
     if job["status"] == "failed":
         raise click.ClickException(f"job {job['request_id']} failed: {job.get('error') or 'no reason given'}")
     if job["status"] != "done":
-        raise click.ClickException(f"job {job['request_id']} is still {job['status']} after {timeout:.0f} s")
+        raise click.ClickException(
+            f"job {job['request_id']} is still {job['status']} after {timeout:.0f} s: {_cancel(api, job)}"
+        )
     with api.call("GET", job["result_url"], stream=True) as response:
         output = _saved_as(output, response, job)
         try:
@@ -306,6 +314,16 @@ def _say_reach(api: WebApi, photo: _Photo, form: dict[str, str]) -> None:
         response = api.call("POST", "/api/plan", ok=(200, 400, 404, 405, 413, 415, 422, 429, 503), **body)
     if response.status_code == 200 and response.json().get("reach", {}).get("warn"):
         click.echo(f"note: {response.json()['reach']['message']}", err=True)
+
+
+def _cancel(api: WebApi, job: dict[str, Any]) -> str:
+    """Cancel a job this command gives up on (its client id is this machine's: nothing else
+    would fetch it), so it stops using the workers and a place in the quota; what happened."""
+    try:
+        api.call("POST", f"{job['status_url']}/cancel")
+    except click.ClickException as exc:  # finished meanwhile (409), or the app is gone
+        return f"job {job['request_id']} was not cancelled ({exc.message})"
+    return f"job {job['request_id']} cancelled"
 
 
 def _saved_as(output: Path, response: Any, job: dict[str, Any]) -> Path:

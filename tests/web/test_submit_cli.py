@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -264,8 +267,10 @@ def test_failed_job_and_timeout_exit_1(
     )
     assert timed_out.exit_code == 1 and "is still queued after 1 s" in timed_out.output
     assert not (tmp_path / "never.jpg").exists()
-
     jobs = JobStore(web_storage, prefix=web_settings.name_prefix)
+    # Given up on, the job is cancelled: its client id is this machine's, nothing else would fetch it.
+    _assert_cancelled(web_storage, jobs, timed_out.output)
+
     stop = threading.Event()
 
     def fail_new_jobs() -> None:  # stands in for a controller that gives up on the job
@@ -288,6 +293,47 @@ def test_failed_job_and_timeout_exit_1(
         failer.join(timeout=10)
     assert failed.exit_code == 1
     assert "failed: the library went away" in failed.output
+
+
+def _assert_cancelled(storage: StorageClients, jobs: JobStore, output: str) -> None:
+    found = re.search(r"job ([0-9a-f-]{36}) cancelled", output)
+    assert found, output
+    table = storage.table_service.get_table_client(jobs.jobs_table)
+    (row,) = table.query_entities(f"RowKey eq '{found.group(1)}'")
+    job = jobs.get(row["PartitionKey"], found.group(1))
+    assert job is not None and job.status == "failed" and job.error == "cancelled by its owner", job
+
+
+def test_ctrl_c_cancels_the_job_it_was_following(
+    idle_app: str, photo: Path, web_storage: StorageClients, web_settings: Settings
+) -> None:
+    """Ctrl-C while the job runs (here: stays queued, no roles): the job is cancelled, not left
+    to use the workers and a place in this machine's quota for a result nobody fetches."""
+    command = [sys.executable, "-c", "from photomosaics.cli import main; main()", "submit", str(photo)]
+    submit = subprocess.Popen(
+        [*command, "--library", LIBRARY, "--slices", "1", "--url", idle_app, "--timeout", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C must reach it as it reaches a terminal's command, whatever this test inherited
+        # (under `nohup` or `make test &` SIGINT is ignored, and a child would keep that).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert submit.stderr is not None
+        said = [submit.stderr.readline()]
+        while said[-1] and not said[-1].startswith("job "):
+            said.append(submit.stderr.readline())
+        assert said[-1].startswith("job "), said
+        submit.send_signal(signal.SIGINT)
+        _, rest = submit.communicate(timeout=60)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.wait()
+    assert submit.returncode == 130, rest
+    assert "interrupted:" in rest
+    _assert_cancelled(web_storage, JobStore(web_storage, prefix=web_settings.name_prefix), "".join(said) + rest)
 
 
 def test_a_missing_output_folder_is_refused_before_the_job_runs(photo: Path, tmp_path: Path) -> None:
