@@ -153,6 +153,34 @@ def test_a_job_that_cannot_succeed_fails_with_a_reason(pipe: Pipeline, setup: st
     assert pipe.services.queues.slice_request.approximate_depth() == 0
 
 
+def test_a_job_cancelled_while_it_is_sliced_sends_no_slices_and_keeps_no_bands(
+    pipe: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel lands between the bands' upload and the row's "rendering" write (a moment no
+    real client can aim at: the write of the bands is wrapped to cancel right after it). The
+    controller's write finds the job ended, sends no slice and deletes the bands it wrote."""
+    from workers.controller import controller as controller_module
+
+    monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)  # bands as blobs
+    real = controller_module.store_bands
+
+    def then_cancelled(services: RoleServices, rid: str, bands: object) -> object:
+        stored = real(services, rid, bands)  # type: ignore[arg-type]
+        assert list(pipe.services.blobs.list_names(SLICE_REQUEST_CONTAINER, f"{rid}/"))  # written
+        pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="cancelled by its owner"))
+        return stored
+
+    monkeypatch.setattr(controller_module, "store_bands", then_cancelled)
+    rid = pipe.submit(sample_photo(48, 40, seed=3), library_uri=pipe.library_uri, tile_size=8, slices=2)
+    [request] = receive_all(pipe.services.queues.image_request, 1)
+    pipe.services.jobs.create(Job.for_request(request.message, status=JobStatus.QUEUED, input_name=f"{rid}.png"))  # type: ignore[arg-type]  # as the web app does
+    controller(pipe).handle_image_request(request)
+    assert pipe.services.queues.slice_request.approximate_depth() == 0
+    assert list(pipe.services.blobs.list_names(SLICE_REQUEST_CONTAINER, f"{rid}/")) == []
+    job = pipe.job(rid)
+    assert job is not None and job.status == "failed" and job.error == "cancelled by its owner"
+
+
 def render_fake_slices(pipe: Pipeline, rid: str, job_slices: int, width: int, height: int) -> np.ndarray:
     """Stand in for the processors: write distinct bands into sliceresponse; return the whole mosaic.
 

@@ -211,6 +211,29 @@ def test_a_slice_that_cannot_render_fails_its_job_with_a_reason(
     assert CLIENT_ID  # the helper's client id owns the job
 
 
+def test_a_slice_of_a_cancelled_job_finds_its_band_gone_and_renders_nothing(
+    pipe: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel (POST /api/jobs/<id>/cancel) ends the job and deletes its bands. A processor that
+    takes one of its slices on a first delivery (no job read there, to save a transaction on
+    every slice) finds the band gone, reads the job then, and renders nothing: no output, no
+    answer, no poison. A band gone while the job runs is still damage that fails the job."""
+    monkeypatch.setattr(slicing, "INLINE_BAND_MAX_BYTES", 0)  # bands as blobs, as a large job's are
+    rid, requests = dispatch(pipe, plain_photo(2, seed=7), slices=2, tile=PLAIN_TILE)
+    processor = ImageProcessor(RoleServices(pipe.services.storage, pipe.settings, "proc-1"))
+    assert pipe.services.blobs.delete(SLICE_REQUEST_CONTAINER, f"{rid}/1.png")
+    with pytest.raises(PermanentJobError, match="slice 2 of the picture is missing from storage"):
+        processor.handle_slice_request(requests[1])  # the job runs: damage
+
+    pipe.services.jobs.update(CLIENT_ID, rid, lambda j: replace(j, status="failed", error="cancelled by its owner"))
+    pipe.services.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, f"{rid}/")
+    for request in requests:
+        assert request.dequeue_count == 1
+        processor.handle_slice_request(request)  # no exception: the listener deletes the message
+    assert list(pipe.services.blobs.list_names(SLICE_RESPONSE_CONTAINER, f"{rid}/")) == []
+    assert pipe.services.queues.slice_response.approximate_depth() == 0
+
+
 def test_a_redelivered_slice_that_is_done_already_is_not_rendered_again(pipe: Pipeline) -> None:
     """The copy of a hedged slice that comes back after its lease (``workers.controller.hedging``) while
     another processor finished the slice: the job read a redelivery pays anyway finds the slice in

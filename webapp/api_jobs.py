@@ -22,6 +22,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from dal.blobs.names import job_folder_prefix
+from dal.config import SLICE_REQUEST_CONTAINER
 from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
 from dal.operations.cleanup import delete_job_everywhere, request_cleanup
 from dal.queues.message_fields import REQUEST_ID_PATTERN
@@ -171,8 +173,9 @@ CANCELLED = "cancelled by its owner"
 
 @bp.post("/jobs/<request_id>/cancel")
 def cancel_job(request_id: str) -> Response:
-    """Stop a job that is not finished: it ends ``failed``, "cancelled by its owner". The roles
-    drop what is left of it (each skips the messages of a finished job), its place in the
+    """Stop a job that is not finished: it ends ``failed``, "cancelled by its owner", and its bands
+    are deleted. The roles drop what is left of it (a processor finds its band gone, and each
+    role skips the messages of a finished job), its place in the
     client's unfinished-jobs quota is free at once, and it can then be deleted. One conditional
     write: a job that finished meanwhile keeps its end (409 ``job_finished``, as for a finished
     one); 409 ``job_waiting`` while its row waits on the paired secondary account."""
@@ -190,6 +193,9 @@ def cancel_job(request_id: str) -> Response:
     if not wrote:
         raise ApiError(409, "job_finished", f"the job is already {ended.status}: there is nothing to cancel")
     svc.jobs.add_event(request_id, "cancelled", actor="owner", message=CANCELLED)
+    # Its bands go: a processor that takes one of its queued slices finds the band gone and the
+    # job ended, and renders nothing (workers.processor), instead of rendering what is ignored.
+    svc.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, job_folder_prefix(request_id))
     log.info("job %s cancelled by its owner", request_id)
     return jsonify(job_json(ended))
 

@@ -16,7 +16,14 @@ from PIL import Image
 
 from dal.blobs.rendered import encode_rendered
 from dal.blobs.store import BlobStore
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_RESPONSE_CONTAINER, Settings, StorageClients
+from dal.config import (
+    IMAGE_INPUT_CONTAINER,
+    IMAGE_OUTPUT_CONTAINER,
+    SLICE_REQUEST_CONTAINER,
+    SLICE_RESPONSE_CONTAINER,
+    Settings,
+    StorageClients,
+)
 from dal.jobs.store import JobStore
 from dal.queues.accessor import QueueAccessor
 from dal.queues.messages import ImageRequestMessage
@@ -509,12 +516,15 @@ def test_cancel_ends_an_unfinished_job_so_it_can_be_deleted_and_a_finished_one_k
 ) -> None:
     request_id = submit(client, slices="2").json["request_id"]
     owner = client_id_of(client, stores, request_id)
+    band = f"{request_id}/0.png"  # what a controller would have written by now (no roles run here)
+    stores["blobs"].upload(SLICE_REQUEST_CONTAINER, band, png_bytes(8, 8), content_type="image/png")
     cancelled = client.post(f"/api/jobs/{request_id}/cancel")
     assert cancelled.status_code == 200, cancelled.json
     assert cancelled.json["status"] == "failed" and cancelled.json["error"] == "cancelled by its owner"
     job = stores["jobs"].get(owner, request_id)
     assert job.status == "failed" and job.finished_at is not None  # what every role checks before working
     assert [e.kind for e in stores["jobs"].events(request_id)] == ["submitted", "cancelled"]
+    assert not stores["blobs"].exists(SLICE_REQUEST_CONTAINER, band)  # a processor finds it gone and renders nothing
     again = client.post(f"/api/jobs/{request_id}/cancel")
     assert again.status_code == 409 and again.json["error"] == "job_finished"
     assert client.delete(f"/api/jobs/{request_id}").status_code == 204

@@ -57,7 +57,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER
+from dal.blobs.names import job_folder_prefix
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER
 from dal.errors import JobExistsError, JobNotFoundError
 from dal.jobs.model import TERMINAL_STATUSES, Job, JobEvent, JobStatus, slice_event, utcnow
 from dal.queues import tracing
@@ -155,8 +156,12 @@ class JobController:
         # Every band is written: only now may a processor hear of them. One write records the
         # grid and "rendering" (a job that is not giant never shows "slicing": a transaction less).
         job = self._record_job(message, grid, job, slices=slices, status=JobStatus.RENDERING)
-        self._written.remember(job)
         clock.lap("job_record")
+        if job.status in TERMINAL_STATUSES:  # cancelled while it was being sliced: send nothing
+            log.info("job %s ended (%s) while it was sliced; its slices are not sent", rid, job.status)
+            self.services.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, job_folder_prefix(rid))
+            return
+        self._written.remember(job)
         sent = dispatch_slices(
             self.services, self.name, message, job, bands, stored, lane=lane, ahead=ahead, clock=clock
         )

@@ -144,6 +144,8 @@ class ImageProcessor:
         library = self._library(message.image_library_uri, message.library_version)
         clock = Stopwatch()
         band = self._read_band(message, clock)
+        if band is None:
+            return  # its job ended and took its bands (cancelled): nothing to render
         pixels, choice, sizes = _render(message, band, library)
         seconds = clock.lap("render")
         store = self.services  # upload: to the secondary account when the primary fails (dal.availability.failover)
@@ -198,8 +200,9 @@ class ImageProcessor:
             )
         )
 
-    def _read_band(self, message: SliceRequestMessage, clock: Stopwatch) -> Band:
-        """The slice's band: inside the message when small, else its blob (either account when paired)."""
+    def _read_band(self, message: SliceRequestMessage, clock: Stopwatch) -> Band | None:
+        """The slice's band: inside the message when small, else its blob (either account when
+        paired); None when the blob is gone because its job ended (a cancel deletes the bands)."""
         seq = message.slice_sequence
         try:
             data = band_bytes(message.band, lambda: self.services.download_url(message.slice_uri))
@@ -207,6 +210,13 @@ class ImageProcessor:
             band = decode_band(data)
             clock.lap("band_decode")
         except BlobMissingError:
+            # Only here is the job read on a first delivery: a missing band is rare, and it is
+            # either the job's end (cancelled, deleted) or damage that fails the job.
+            job = self.services.jobs.get(message.client_id, message.request_id)
+            if job is None or job.status in TERMINAL_STATUSES:
+                ended = "gone" if job is None else job.status
+                log.info("job %s: slice %d not rendered (the job is %s)", message.request_id, seq, ended)
+                return None
             raise PermanentJobError(f"slice {seq + 1} of the picture is missing from storage") from None
         except (BandFormatError, ValueError) as exc:
             raise PermanentJobError(f"slice {seq + 1} of the picture cannot be read: {exc}") from None
