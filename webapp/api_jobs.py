@@ -95,7 +95,7 @@ def create_job() -> tuple[Response, int, dict[str, str]]:
     owner = client_id()
     admitted = admit(owner)
     try:
-        library_uri = find_library(library)
+        library_uri = find_library(library, needs_tiles=True)
         check_backlog()
         photo = validate_image(
             upload.read(limits.max_upload_bytes + 1),

@@ -130,6 +130,6 @@ class LoadedLibraries:
         name = unprefixed(self._prefix, container)
         if getattr(exc, "error_code", None) == "ContainerNotFound":
             return LibraryNotFoundError(f"tile library {name!r} does not exist")
-        return LibraryNotFoundError(
-            f"tile library {name!r} has no {INDEX_BLOB}: recreate it with `photomosaics library create`"
+        return LibraryNotFoundError(  # an uploads library before its first indexed photo, or a damaged one
+            f"tile library {name!r} has no tiles yet: no photo of it is indexed (and it has no {INDEX_BLOB})"
         )

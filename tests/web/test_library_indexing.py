@@ -242,3 +242,23 @@ def test_an_index_request_naming_another_accounts_address_indexes_nothing_and_sa
     Indexer(services).handle_index_request(received)  # the same request at this account's address
     queue.delete(received)
     assert client.get(f"/api/libraries/{library}/photos").get_json()["progress"]["indexed"] == 1
+
+
+def test_a_job_with_a_library_none_of_whose_photos_is_indexed_yet_is_422_not_a_failed_job(
+    client: Any, web_settings: Settings, web_storage: StorageClients
+) -> None:
+    """Photos uploaded, indexing not done: a job would be accepted and then fail in the
+    controller ("no tiles"). It is refused at once, saying why, and accepted once indexed."""
+    from tests.web.conftest import submit
+
+    library = f"ix-{uuid.uuid4().hex[:10]}"
+    upload(client, library, {"a.jpg": _jpeg(31)})
+    refused = submit(client, library=library)
+    assert refused.status_code == 422 and refused.get_json()["error"] == "library_empty", refused.get_json()
+    assert "no indexed photos yet" in refused.get_json()["detail"]
+    assert client.get("/api/jobs").get_json()["jobs"] == []  # nothing stored
+
+    assert client.post(f"/api/libraries/{library}/index").status_code == 202
+    services = RoleServices(web_storage, web_settings, "indexer@test")
+    _drain(services, services.libraries.uri(library))
+    assert submit(client, library=library).status_code == 202
