@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def find_library(name: str, *, needs_tiles: bool = False) -> str:
     """The URI of the library called ``name`` that this client may use (its own or a shared one);
     400 for an impossible name, 404 when there is none for this client; with ``needs_tiles`` (a
-    job), 422 ``library_empty`` when none of its photos is indexed yet."""
+    job), 409 ``library_not_ready`` when none of its photos is indexed yet."""
     libraries, paired, me = services().libraries, services().failover, client_id()
     try:
         found = (
@@ -55,10 +55,10 @@ def find_library(name: str, *, needs_tiles: bool = False) -> str:
     if not isinstance(found, LibraryInfo) or not found.visible_to(me):  # False: there is none
         raise ApiError(404, "library_not_found", f"there is no tile library called {name!r}")
     if needs_tiles and found.tile_count == 0:  # uploaded, none indexed yet (or all skipped): the job could only fail
-        raise ApiError(
-            422,
-            "library_empty",
-            f"the tile library {name!r} has no indexed photos yet: wait until its photos are indexed "
+        raise ApiError(  # the code and words of /api/plan and the print planner for the same library
+            409,
+            "library_not_ready",
+            f"library {name!r} has no indexed photos yet: wait until its photos are indexed "
             "(its page shows the progress), or add some",
         )
     return found.uri  # its container's: the same after a rename (dal.blobs.library_names)

@@ -244,7 +244,7 @@ def test_an_index_request_naming_another_accounts_address_indexes_nothing_and_sa
     assert client.get(f"/api/libraries/{library}/photos").get_json()["progress"]["indexed"] == 1
 
 
-def test_a_job_with_a_library_none_of_whose_photos_is_indexed_yet_is_422_not_a_failed_job(
+def test_a_job_with_a_library_none_of_whose_photos_is_indexed_yet_is_409_not_a_failed_job(
     client: Any, web_settings: Settings, web_storage: StorageClients
 ) -> None:
     """Photos uploaded, indexing not done: a job would be accepted and then fail in the
@@ -254,8 +254,12 @@ def test_a_job_with_a_library_none_of_whose_photos_is_indexed_yet_is_422_not_a_f
     library = f"ix-{uuid.uuid4().hex[:10]}"
     upload(client, library, {"a.jpg": _jpeg(31)})
     refused = submit(client, library=library)
-    assert refused.status_code == 422 and refused.get_json()["error"] == "library_empty", refused.get_json()
+    assert refused.status_code == 409 and refused.get_json()["error"] == "library_not_ready", refused.get_json()
     assert "no indexed photos yet" in refused.get_json()["detail"]
+    plan = client.post(
+        "/api/plan", data={"library": library, "tile_size": "8", "image": (io.BytesIO(_jpeg(32)), "p.jpg")}
+    )
+    assert (plan.status_code, plan.get_json()["error"]) == (409, "library_not_ready")  # the same answer
     assert client.get("/api/jobs").get_json()["jobs"] == []  # nothing stored
 
     assert client.post(f"/api/libraries/{library}/index").status_code == 202
