@@ -175,10 +175,10 @@ CANCELLED = "cancelled by its owner"
 def cancel_job(request_id: str) -> Response:
     """Stop a job that is not finished: it ends ``failed``, "cancelled by its owner", and its bands
     are deleted. The roles drop what is left of it (a processor finds its band gone, and each
-    role skips the messages of a finished job), its place in the
-    client's unfinished-jobs quota is free at once, and it can then be deleted. One conditional
-    write: a job that finished meanwhile keeps its end (409 ``job_finished``, as for a finished
-    one); 409 ``job_waiting`` while its row waits on the paired secondary account."""
+    role skips the messages of a finished job), its place in the client's unfinished-jobs quota
+    is free at once, and it can then be deleted. One conditional write: a job that finished
+    meanwhile keeps its end (409 ``job_finished``, as for a finished one); 409 ``job_waiting``
+    while its row waits on the paired secondary account."""
     job, waiting = own_job_where(request_id)
     if waiting:
         raise ApiError(409, "job_waiting", "the job waits for its storage to come back: cancel it once it starts")

@@ -130,11 +130,12 @@ class ImageProcessor:
         assert isinstance(message, SliceRequestMessage), message
         rid, seq = message.request_id, message.slice_sequence
         jobs = self.services.jobs
-        # A job can only have ended before its slice's first delivery in rare cases (a sibling
-        # slice poisoned in the meantime), so only a redelivery pays the read that skips it; a
-        # fresh slice of an ended job is rendered and then ignored by the controller. The same
-        # read skips a slice already recorded as done: the copy that comes back after its lease
-        # when the controller hedged it (workers.controller.hedging) and another processor finished it.
+        # A job ends before its slice's first delivery when a sibling slice was poisoned, or when
+        # it was cancelled (which deletes its bands: ``_read_band`` reads the job then). Only a
+        # redelivery pays the read that skips it here; a fresh slice of a job failed otherwise is
+        # rendered and then ignored by the controller. The same read skips a slice already
+        # recorded as done: the copy that comes back after its lease when the controller hedged
+        # it (workers.controller.hedging) and another processor finished it.
         if received.dequeue_count > 1:
             job = jobs.get(message.client_id, rid)
             if job is not None and (job.status in TERMINAL_STATUSES or seq in job.slices_done):
