@@ -1,7 +1,8 @@
 """Failures reach the user: a job whose message cannot succeed ends ``failed`` with a reason.
 
-A job fails in one place: the listener's ``on_poison`` hook (``poison_hook``), called once the
-message has been moved to its poison queue, whatever moved it there:
+A job's work fails in one place (its owner's cancel is the web app's, ``webapp.api_jobs``): the
+listener's ``on_poison`` hook (``poison_hook``), called once the message has been moved to its
+poison queue, whatever moved it there:
 
 - a handler raised ``PermanentJobError`` (undecodable image, missing library, more slices
   than rows): poison at once; the job's error is the exception's own reason (``permanent``);
