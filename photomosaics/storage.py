@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from dal.config import Settings, StorageClients
-from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, HintChannel, LocalHintChannel, short_hint_dir
+from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, HintChannel, LocalHintChannel
 from dal.stores import Stores
 from photomosaics.local.azurite import AzuriteError, embedded_or_configured
 
@@ -41,10 +41,11 @@ def command_stores(data_dir: str | None) -> Iterator[Stores]:
 
 
 def run_hints(data_dir: str | None) -> HintChannel | None:
-    """The hint folder of a ``photomosaics run`` on this data folder (as ``local_channels`` names
-    it), when a run has made it and no channel is configured: what a command sends (a requeue)
+    """The hint folder of a ``photomosaics run`` on this data folder (``children.hint_folder``), when a run has made it and no channel is configured: what a command sends (a requeue)
     then wakes the run's listeners at once, as its children's sends do, not at their 60 s poll."""
+    from photomosaics.local.children import hint_folder
+
     if os.environ.get(HINT_DIR_ENV) or os.environ.get(HINTS_URL_ENV, "").strip():
         return None  # the configured channel is the queue's own (``channel_from_env``)
-    folder = short_hint_dir(Path(data_dir or Settings.from_env().data_dir).resolve() / "hints")
+    folder = hint_folder(Path(data_dir or Settings.from_env().data_dir).resolve())
     return LocalHintChannel(folder) if folder.is_dir() else None

@@ -11,12 +11,13 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from dal.blobs.store import split_blob_url
 from dal.config import CONNECTION_STRING_ENV, StorageClients
-from dal.connection_strings import DEVSTORE_ACCOUNT, expand_connection_string
+from dal.connection_strings import DEVSTORE_ACCOUNT, expand_connection_string, service_endpoint
 from photomosaics.local import azurite as azurite_module
 from photomosaics.local.accounts import storage_account
 from photomosaics.local.azurite import Azurite, AzuriteError, embedded_or_configured, find_azurite_script
@@ -180,9 +181,9 @@ def _listening_on(port: int) -> Iterator[None]:
 
 def moved_ports(connection_string: str) -> dict[str, int]:
     """The blob, queue and table ports a connection string names."""
-    parts = dict(part.split("=", 1) for part in connection_string.split(";") if "=" in part)
     return {
-        service: int(parts[f"{service}Endpoint"].split(":")[2].split("/")[0]) for service in ("Blob", "Queue", "Table")
+        service: int(urlsplit(service_endpoint(connection_string, service.lower())).port or 0)
+        for service in ("Blob", "Queue", "Table")
     }
 
 

@@ -22,10 +22,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dal.blobs.names import job_folder_prefix
-from dal.config import SLICE_REQUEST_CONTAINER
 from dal.jobs.model import TERMINAL_STATUSES, Job, JobStatus
-from dal.operations.cleanup import delete_job_everywhere, request_cleanup
+from dal.operations.cleanup import delete_bands, delete_job_everywhere, request_cleanup
 from dal.queues.message_fields import REQUEST_ID_PATTERN
 from webapp import planning
 from webapp.clients import client_id
@@ -195,7 +193,7 @@ def cancel_job(request_id: str) -> Response:
     svc.jobs.add_event(request_id, "cancelled", actor="owner", message=CANCELLED)
     # Its bands go: a processor that takes one of its queued slices finds the band gone and the
     # job ended, and renders nothing (workers.processor), instead of rendering what is ignored.
-    svc.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, job_folder_prefix(request_id))
+    delete_bands(svc.blobs, request_id)
     log.info("job %s cancelled by its owner", request_id)
     return jsonify(job_json(ended))
 

@@ -45,6 +45,7 @@ from dal.queues.work_queue import ImageProcessingQueue
 __all__ = [
     "CLEANUP_STEPS",
     "CleanupReport",
+    "delete_bands",
     "delete_job_everywhere",
     "delete_library_everywhere",
     "request_cleanup",
@@ -72,6 +73,15 @@ class CleanupReport:
 def request_cleanup(queue: ImageProcessingQueue, client_id: str, request_id: str) -> None:
     """Enqueue the durable intent to delete a job (the ``jobcleanup`` handler does it)."""
     queue.submit(JobCleanupMessage(queue_uri=queue.url, client_id=client_id, request_id=request_id))
+
+
+def delete_bands(blobs: BlobStore, request_id: str) -> int:
+    """Delete a job's bands (``slicerequest/<request_id>/``), the "bands" step alone: what a cancel
+    takes away so that its queued slices render nothing; how many were deleted."""
+    try:
+        return blobs.delete_prefix(SLICE_REQUEST_CONTAINER, job_folder_prefix(request_id))
+    except BlobMissingError:
+        return 0  # the container itself is gone: no band of this job in it
 
 
 def delete_job_everywhere(

@@ -25,11 +25,11 @@ from dal.queues.wire import (
     PoisonEntry,
     TextBase64EncodePolicy,
     TolerantBase64DecodePolicy,
-    Undecodable,
     claim_check_reference,
     encoded_length,
     parse_claim_check,
     poison_envelope,
+    stored_text,
 )
 
 if TYPE_CHECKING:
@@ -322,8 +322,7 @@ class PoisonQueue(StoredQueue):
 
     def _not_an_envelope(self, raw: StorageQueueMessage, reason: str) -> PoisonEntry:
         """What an operator sees of text in a poison queue that no move put there (sent by hand)."""
-        content = raw.content
-        payload, encoding = (content.raw, "wire") if isinstance(content, Undecodable) else (content or "", "text")
+        payload, encoding = stored_text(raw.content)
         return PoisonEntry(
             reason=reason,
             dequeue_count=raw.dequeue_count or 0,

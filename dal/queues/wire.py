@@ -34,6 +34,7 @@ __all__ = [
     "encoded_length",
     "parse_claim_check",
     "poison_envelope",
+    "stored_text",
 ]
 
 # The service's limit on a message's text as stored (after Base64): 64 KiB.
@@ -52,6 +53,14 @@ class Undecodable:
 
     raw: str
     reason: str
+
+
+def stored_text(content: str | Undecodable | None) -> tuple[str, str]:
+    """``(payload, payload_encoding)`` of a received message's text as a poison envelope keeps it:
+    an undecodable one exactly as stored (``"wire"``), else its text."""
+    if isinstance(content, Undecodable):
+        return content.raw, "wire"
+    return content or "", "text"
 
 
 class TolerantBase64DecodePolicy(TextBase64DecodePolicy):

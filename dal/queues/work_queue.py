@@ -45,7 +45,7 @@ from dal.queues.stored_queue import (
     delivered,
 )
 from dal.queues.tracing import traced_submit
-from dal.queues.wire import ClaimCheck, Undecodable
+from dal.queues.wire import ClaimCheck, Undecodable, stored_text
 
 if TYPE_CHECKING:
     from azure.storage.queue import QueueMessage as StorageQueueMessage
@@ -206,15 +206,11 @@ class ImageProcessingQueue(StoredQueue):
     def _poison_raw(self, raw: StorageQueueMessage, reason: str, *, resolve: bool = True) -> None:
         """Move a message that could not become a ReceivedMessage; keep its text whatever it is
         (``resolve``: a claim check's payload, else the reference as stored)."""
-        content = raw.content
+        payload, encoding = stored_text(raw.content)
         check = None
-        if isinstance(content, Undecodable):
-            payload, encoding = content.raw, "wire"
-        else:
-            payload, encoding = content or "", "text"
+        if encoding == "text" and resolve:
             try:
-                if resolve:
-                    payload, check = self._resolve(payload)
+                payload, check = self._resolve(payload)
             except ClaimCheckMissingError:
                 pass  # keep the reference itself: that is all there is
         log.warning("queue %s: message %s moved to %s: %s", self.name, raw.id, self.poison.name, reason)

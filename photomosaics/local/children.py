@@ -67,9 +67,14 @@ def children(
     return specs
 
 
+def hint_folder(data: Path) -> Path:
+    """The hint folder of a run on the data folder ``data`` (resolved, as ``run`` resolves it)."""
+    return short_hint_dir(data / "hints")
+
+
 def local_channels(data: Path) -> dict[str, str]:
     """The hint folder and the lease folder every child of this machine shares."""
-    hint_dir = short_hint_dir(data / "hints")
+    hint_dir = hint_folder(data)
     lease_dir = data / "leases"
     hint_dir.mkdir(parents=True, exist_ok=True)
     lease_dir.mkdir(parents=True, exist_ok=True)

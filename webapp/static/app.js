@@ -33,6 +33,9 @@ const PM = (() => {
     return found;
   }
 
+  /** Whether a job ended by its owner's cancel (its error is webapp.api_jobs.CANCELLED). */
+  const cancelled = (job) => job.status === "failed" && job.error === "cancelled by its owner";
+
   const number = (n) => Number(n).toLocaleString("en-US");
 
   function size(width, height) {
@@ -102,5 +105,5 @@ const PM = (() => {
     input.addEventListener("change", () => onFiles(input.files));
   }
 
-  return { api, libraries, number, size, bytes, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
+  return { api, libraries, cancelled, number, size, bytes, megapixels, when, seconds, repeatNote, repeatHint, el, dropzone };
 })();

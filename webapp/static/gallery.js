@@ -8,7 +8,7 @@
   let token = null;
 
   function card(job) {
-    const cancelled = job.status === "failed" && job.error === "cancelled by its owner"; // webapp.api_jobs.CANCELLED
+    const cancelled = PM.cancelled(job);
     const badge = PM.el("span", { class: "badge", "data-status": job.status,
       text: job.waiting_for_storage ? "waiting for storage" : cancelled ? "cancelled" : job.status });
     const actions = PM.el("div", { class: "actions" });

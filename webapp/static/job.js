@@ -31,7 +31,6 @@
     done: "finished.",
     failed: "failed.",
   };
-  const CANCELLED = "cancelled by its owner"; // the error of a cancelled job (webapp.api_jobs.CANCELLED)
   // Submitted while the primary storage account was down: kept on the paired secondary (dal.availability.failover).
   const WAITING_FOR_STORAGE = "waiting for storage to recover: your photo is safe, the job starts when it is back.";
 
@@ -62,7 +61,7 @@
   function render(job) {
     buildStage(job);
     const pct = Math.round(job.progress * 100);
-    const cancelled = job.status === "failed" && job.error === CANCELLED;
+    const cancelled = PM.cancelled(job);
     statusBadge.textContent = job.waiting_for_storage ? "waiting for storage" : cancelled ? "cancelled" : job.status;
     statusBadge.dataset.status = job.status;
     bar.style.width = `${pct}%`;

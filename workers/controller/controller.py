@@ -57,10 +57,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dal.blobs.names import job_folder_prefix
-from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER, SLICE_REQUEST_CONTAINER
+from dal.config import IMAGE_INPUT_CONTAINER, IMAGE_OUTPUT_CONTAINER
 from dal.errors import JobExistsError, JobNotFoundError
 from dal.jobs.model import TERMINAL_STATUSES, Job, JobEvent, JobStatus, slice_event, utcnow
+from dal.operations.cleanup import delete_bands
 from dal.queues import tracing
 from dal.queues.consumable import ReceivedMessage
 from dal.queues.lanes import lane_for
@@ -159,7 +159,7 @@ class JobController:
         clock.lap("job_record")
         if job.status in TERMINAL_STATUSES:  # cancelled while it was being sliced: send nothing
             log.info("job %s ended (%s) while it was sliced; its slices are not sent", rid, job.status)
-            self.services.blobs.delete_prefix(SLICE_REQUEST_CONTAINER, job_folder_prefix(rid))
+            delete_bands(self.services.blobs, rid)
             return
         self._written.remember(job)
         sent = dispatch_slices(
