@@ -1,8 +1,8 @@
 """JSON request bodies that cost the server no more than a refusal.
 
 Python's ``json`` decoder recurses once per nested array or object, so 100,000 ``[`` (a 200 KB
-body, far inside the request limits) raised ``RecursionError`` from ``request.get_json``, which
-turns only ``ValueError`` into "not JSON": the answer was a 500 and a traceback in the log.
+body, far inside the request limits) raise ``RecursionError`` in ``request.get_json``, which
+turns only ``ValueError`` into "not JSON": left alone, that is a 500 and a traceback in the log.
 ``BodyJSONProvider`` (``Flask.json``) gives it as the ``ValueError`` of any malformed body, so
 every endpoint answers it with its own 400.
 """
