@@ -18,6 +18,7 @@ from dal.config import Settings, StorageClients
 from dal.hints.channel import HINT_DIR_ENV, HINTS_URL_ENV, HintChannel, LocalHintChannel
 from dal.stores import Stores
 from photomosaics.local.azurite import AzuriteError, embedded_or_configured
+from photomosaics.local.children import hint_folder
 
 DATA_DIR_OPTION = click.option(
     "--data-dir",
@@ -43,8 +44,6 @@ def command_stores(data_dir: str | None) -> Iterator[Stores]:
 def run_hints(data_dir: str | None) -> HintChannel | None:
     """The hint folder of a ``photomosaics run`` on this data folder (``children.hint_folder``), when a run has made it and no channel is configured: what a command sends (a requeue)
     then wakes the run's listeners at once, as its children's sends do, not at their 60 s poll."""
-    from photomosaics.local.children import hint_folder
-
     if os.environ.get(HINT_DIR_ENV) or os.environ.get(HINTS_URL_ENV, "").strip():
         return None  # the configured channel is the queue's own (``channel_from_env``)
     folder = hint_folder(Path(data_dir or Settings.from_env().data_dir).resolve())
